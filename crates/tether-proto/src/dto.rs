@@ -1,0 +1,228 @@
+//! HTTP request and response bodies of `/api/v1`.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::{
+    ApprovalStatus, ConversationKind, ConversationState, Decision, ErrorCode, MessageRole,
+    NewSessionReason, QuestionStatus, SessionStatus, TurnStatus,
+};
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Health {
+    pub status: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+pub struct CreateConversation {
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub agent: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+pub struct UpdateConversation {
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub archived: Option<bool>,
+}
+
+/// The bound runtime session, as seen from its conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Binding {
+    pub session_id: String,
+    pub agent: String,
+    #[serde(default)]
+    pub model: Option<String>,
+    pub status: SessionStatus,
+    #[serde(default)]
+    pub external_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Conversation {
+    pub id: String,
+    pub kind: ConversationKind,
+    pub title: String,
+    /// The agent the next new session will use.
+    pub agent: String,
+    /// The model the next new session will use (`null`: the agent's default).
+    #[serde(default)]
+    pub model: Option<String>,
+    pub cwd: String,
+    pub archived: bool,
+    pub state: ConversationState,
+    #[serde(default)]
+    pub binding: Option<Binding>,
+    /// Messages waiting behind the running turn.
+    pub queue_len: u32,
+    #[serde(default)]
+    pub running_turn_id: Option<String>,
+    pub pending_approvals: Vec<String>,
+    pub pending_questions: Vec<String>,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SendMessage {
+    pub text: String,
+    /// Agent chosen in the UI; differs from the bound session's → new session (drift).
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// Model chosen in the UI; differs from the bound session's → new session (drift).
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+/// What happened to a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageOutcomeKind {
+    /// A turn was started at once.
+    Started,
+    /// The message waits behind the running turn.
+    Queued,
+    /// The message answered the pending question.
+    Answered,
+    /// The message was a command; see `reply`.
+    Command,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct MessageOutcome {
+    pub outcome: MessageOutcomeKind,
+    #[serde(default)]
+    pub turn_id: Option<String>,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// Set when this message started a new runtime session.
+    #[serde(default)]
+    pub new_session: Option<NewSessionReason>,
+    /// 1-based place in the queue, when queued.
+    #[serde(default)]
+    pub queue_position: Option<u32>,
+    /// The reply to a command, or the status message explaining a new session.
+    #[serde(default)]
+    pub reply: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct HistoryMessage {
+    pub id: i64,
+    pub role: MessageRole,
+    pub text: String,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub turn_id: Option<String>,
+    pub at_ms: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Session {
+    pub id: String,
+    pub conversation_id: String,
+    pub agent: String,
+    #[serde(default)]
+    pub model: Option<String>,
+    pub cwd: String,
+    pub status: SessionStatus,
+    #[serde(default)]
+    pub external_id: Option<String>,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Turn {
+    pub id: String,
+    pub session_id: String,
+    pub conversation_id: String,
+    pub input: String,
+    pub status: TurnStatus,
+    #[serde(default)]
+    pub result_text: Option<String>,
+    #[serde(default)]
+    pub stop_reason: Option<String>,
+    #[serde(default)]
+    pub error_code: Option<ErrorCode>,
+    #[serde(default)]
+    pub error_message: Option<String>,
+    pub created_at_ms: i64,
+    #[serde(default)]
+    pub started_at_ms: Option<i64>,
+    #[serde(default)]
+    pub ended_at_ms: Option<i64>,
+    #[serde(default)]
+    pub usage: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Approval {
+    pub id: String,
+    pub conversation_id: String,
+    pub session_id: String,
+    pub turn_id: String,
+    pub title: String,
+    #[serde(default)]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub detail: Option<serde_json::Value>,
+    pub options: Vec<Decision>,
+    pub status: ApprovalStatus,
+    #[serde(default)]
+    pub decided_by: Option<String>,
+    pub created_at_ms: i64,
+    pub deadline_ms: i64,
+    #[serde(default)]
+    pub resolved_at_ms: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AnswerApproval {
+    pub decision: Decision,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Question {
+    pub id: String,
+    pub conversation_id: String,
+    pub session_id: String,
+    pub turn_id: String,
+    pub prompt: String,
+    pub status: QuestionStatus,
+    #[serde(default)]
+    pub answer: Option<String>,
+    pub created_at_ms: i64,
+    pub deadline_ms: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AnswerQuestion {
+    pub answer: String,
+}
+
+/// A paged list of events.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EventPage {
+    pub events: Vec<crate::EventEnvelope>,
+    /// Pass as `after_seq` to get the next page; `null` when the page is empty.
+    #[serde(default)]
+    pub next_after_seq: Option<i64>,
+}
+
+/// Generic acknowledgement for actions.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ActionResult {
+    pub ok: bool,
+    #[serde(default)]
+    pub message: Option<String>,
+}

@@ -1,0 +1,133 @@
+//! The event envelope: an append-only, per-session numbered record of what happened.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::{ApprovalStatus, Decision, ErrorCode, NewSessionReason, QuestionStatus};
+
+/// One stored event. `id` is global and increasing (used as the SSE `id:`), `seq` is
+/// gap-free within the session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct EventEnvelope {
+    pub id: i64,
+    pub session_id: String,
+    pub conversation_id: String,
+    pub seq: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    /// Milliseconds since the Unix epoch.
+    pub at_ms: i64,
+    pub payload: EventPayload,
+}
+
+/// What happened. Tagged by `type`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventPayload {
+    /// A new runtime session was started for the conversation.
+    SessionStarted {
+        agent: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        reason: NewSessionReason,
+    },
+    /// The agent process is attached and the session has its external id.
+    SessionLive {
+        external_id: String,
+        /// `true` when a dormant session was resumed.
+        resumed: bool,
+    },
+    /// The session's process went away; the next turn resumes it.
+    SessionDormant { reason: String },
+    TurnStarted { input: String },
+    MessageDelta { text: String },
+    ThoughtDelta { text: String },
+    ToolCall {
+        tool_call_id: String,
+        title: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<serde_json::Value>,
+    },
+    ToolCallUpdate {
+        tool_call_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<serde_json::Value>,
+    },
+    ApprovalRequested {
+        approval_id: String,
+        title: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<serde_json::Value>,
+        options: Vec<Decision>,
+        deadline_ms: i64,
+    },
+    ApprovalResolved {
+        approval_id: String,
+        status: ApprovalStatus,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        decided_by: Option<String>,
+    },
+    QuestionAsked { question_id: String, prompt: String, deadline_ms: i64 },
+    QuestionResolved {
+        question_id: String,
+        status: QuestionStatus,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer: Option<String>,
+    },
+    TurnCompleted {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stop_reason: Option<String>,
+        text: String,
+    },
+    TurnFailed { code: ErrorCode, message: String },
+    TurnCancelled {},
+    TurnInterrupted { reason: String },
+    /// A local status message (also in the conversation history).
+    Status { text: String },
+}
+
+impl EventPayload {
+    /// The `type` tag, for SSE `event:` lines.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EventPayload::SessionStarted { .. } => "session_started",
+            EventPayload::SessionLive { .. } => "session_live",
+            EventPayload::SessionDormant { .. } => "session_dormant",
+            EventPayload::TurnStarted { .. } => "turn_started",
+            EventPayload::MessageDelta { .. } => "message_delta",
+            EventPayload::ThoughtDelta { .. } => "thought_delta",
+            EventPayload::ToolCall { .. } => "tool_call",
+            EventPayload::ToolCallUpdate { .. } => "tool_call_update",
+            EventPayload::ApprovalRequested { .. } => "approval_requested",
+            EventPayload::ApprovalResolved { .. } => "approval_resolved",
+            EventPayload::QuestionAsked { .. } => "question_asked",
+            EventPayload::QuestionResolved { .. } => "question_resolved",
+            EventPayload::TurnCompleted { .. } => "turn_completed",
+            EventPayload::TurnFailed { .. } => "turn_failed",
+            EventPayload::TurnCancelled {} => "turn_cancelled",
+            EventPayload::TurnInterrupted { .. } => "turn_interrupted",
+            EventPayload::Status { .. } => "status",
+        }
+    }
+
+    /// Whether this event ends a turn.
+    pub fn is_turn_terminal(&self) -> bool {
+        matches!(
+            self,
+            EventPayload::TurnCompleted { .. }
+                | EventPayload::TurnFailed { .. }
+                | EventPayload::TurnCancelled {}
+                | EventPayload::TurnInterrupted { .. }
+        )
+    }
+}

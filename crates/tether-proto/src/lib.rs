@@ -1,0 +1,14 @@
+//! Wire types of tether: HTTP DTOs, the event envelope and the stable [`ErrorCode`]s.
+//!
+//! This crate holds data only. It must not depend on tokio, sqlx, axum or any other
+//! I/O crate; logic over these types lives in `tether-core`.
+
+mod dto;
+mod error;
+mod event;
+mod status;
+
+pub use dto::*;
+pub use error::*;
+pub use event::*;
+pub use status::*;

@@ -1,0 +1,2 @@
+//! tether binary
+fn main() {}
