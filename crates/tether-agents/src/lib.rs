@@ -1,1 +1,10 @@
-//! tether-agents
+//! tether-agents: runs agent CLIs as supervised child processes and speaks their
+//! protocols (ACP now; Codex app-server and Claude stream-json next), normalising what
+//! they say into [`AgentEvent`]s.
+//!
+//! Must not depend on the store, the channels or the web server: it knows nothing about
+//! conversations, only about one agent session at a time.
+
+mod driver;
+
+pub use driver::*;

@@ -1,0 +1,201 @@
+//! The driver contract: start (or strictly resume) an agent session, run turns that
+//! stream normalised events, answer permission requests and questions, cancel, shut down.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use tether_proto::{Decision, ErrorCode};
+use tokio::sync::{mpsc, oneshot};
+
+/// Which protocol an agent speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DriverKind {
+    /// Agent Client Protocol v1 over stdio (gemini --acp, codex-acp, ...).
+    Acp,
+    /// `codex app-server` over stdio.
+    Codex,
+    /// `claude -p` with stream-json input and output.
+    Claude,
+}
+
+/// How to launch one configured agent (`[agents.<name>]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentSpec {
+    /// The configured name (`codex`, `claude`, `gemini`, `fake`, ...).
+    pub name: String,
+    pub driver: DriverKind,
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Extra environment on top of the explicit base environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct StartRequest {
+    pub spec: AgentSpec,
+    pub cwd: PathBuf,
+    pub model: Option<String>,
+    /// `Some(external id)`: resume that session strictly, or fail with
+    /// [`AgentError::ResumeUnavailable`]. `None`: a new session.
+    pub resume: Option<String>,
+}
+
+/// Something the agent said during a turn.
+#[derive(Debug)]
+pub enum AgentEvent {
+    MessageDelta(String),
+    ThoughtDelta(String),
+    ToolCall {
+        id: String,
+        title: String,
+        kind: Option<String>,
+        status: Option<String>,
+        detail: Option<serde_json::Value>,
+    },
+    ToolCallUpdate {
+        id: String,
+        title: Option<String>,
+        status: Option<String>,
+        detail: Option<serde_json::Value>,
+    },
+    /// The agent asks for permission; answer through `reply` (dropping it = cancelled).
+    Permission(PermissionRequest),
+    /// The agent asks the person a question; answer through `reply`.
+    Question(QuestionRequest),
+}
+
+#[derive(Debug)]
+pub struct PermissionRequest {
+    pub title: String,
+    pub kind: Option<String>,
+    pub detail: Option<serde_json::Value>,
+    /// The decisions this agent offers.
+    pub options: Vec<Decision>,
+    pub reply: oneshot::Sender<PermissionReply>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PermissionReply {
+    Decision(Decision),
+    /// Expired, or the turn was cancelled.
+    Cancelled,
+}
+
+#[derive(Debug)]
+pub struct QuestionRequest {
+    pub prompt: String,
+    /// `Some(answer)`, or `None` when the question was cancelled or expired.
+    pub reply: oneshot::Sender<Option<String>>,
+}
+
+/// How a turn ended, when the agent ended it normally.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnOutcome {
+    pub stop_reason: StopReason,
+    /// The agent's message text of this turn, concatenated.
+    pub text: String,
+    pub usage: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    EndTurn,
+    Cancelled,
+    MaxTokens,
+    MaxTurnRequests,
+    Refusal,
+    Other(String),
+}
+
+impl StopReason {
+    pub fn as_str(&self) -> &str {
+        match self {
+            StopReason::EndTurn => "end_turn",
+            StopReason::Cancelled => "cancelled",
+            StopReason::MaxTokens => "max_tokens",
+            StopReason::MaxTurnRequests => "max_turn_requests",
+            StopReason::Refusal => "refusal",
+            StopReason::Other(s) => s,
+        }
+    }
+}
+
+/// Everything that can go wrong talking to an agent.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("could not start agent: {message}{}", tail(stderr_tail))]
+    Spawn { message: String, stderr_tail: String },
+    #[error("cannot resume session {external_id}: {message}")]
+    ResumeUnavailable { external_id: String, message: String },
+    #[error("agent process exited ({status}){}", tail(stderr_tail))]
+    Crashed { status: String, stderr_tail: String },
+    #[error("agent error: {message}")]
+    Agent { message: String },
+    #[error("protocol error: {message}")]
+    Protocol { message: String },
+    #[error("agent did not answer {what} within {secs}s{}", tail(stderr_tail))]
+    Timeout { what: String, secs: u64, stderr_tail: String },
+}
+
+fn tail(stderr_tail: &str) -> String {
+    if stderr_tail.trim().is_empty() {
+        String::new()
+    } else {
+        format!("; stderr: {}", stderr_tail.trim_end())
+    }
+}
+
+impl AgentError {
+    /// The stable wire code for this error.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            AgentError::Spawn { .. } => ErrorCode::SpawnFailed,
+            AgentError::ResumeUnavailable { .. } => ErrorCode::ResumeUnavailable,
+            AgentError::Crashed { .. } => ErrorCode::AgentCrashed,
+            AgentError::Agent { .. } => ErrorCode::AgentError,
+            AgentError::Protocol { .. } => ErrorCode::ProtocolError,
+            AgentError::Timeout { .. } => ErrorCode::SpawnFailed,
+        }
+    }
+}
+
+/// Starts agent sessions of one protocol.
+#[async_trait]
+pub trait AgentDriver: Send + Sync {
+    /// Spawns the agent and opens a new session, or resumes `req.resume` strictly: when
+    /// the agent cannot load it or reports a different id, this fails with
+    /// [`AgentError::ResumeUnavailable`] and nothing is prompted.
+    async fn start(&self, req: StartRequest) -> Result<Box<dyn AgentSession>, AgentError>;
+}
+
+/// One live agent session (a process is attached). All methods take `&self` so that
+/// `cancel` can run while `prompt` is in flight.
+#[async_trait]
+pub trait AgentSession: Send + Sync {
+    /// The agent's own resume id (ACP sessionId, Codex thread id, Claude session id).
+    fn external_id(&self) -> String;
+
+    /// Runs one turn. Streams events into `events` until the turn ends. Only one prompt
+    /// runs at a time per session.
+    async fn prompt(
+        &self,
+        text: &str,
+        events: mpsc::UnboundedSender<AgentEvent>,
+    ) -> Result<TurnOutcome, AgentError>;
+
+    /// Asks the agent to end the running turn; `prompt` then returns with
+    /// [`StopReason::Cancelled`] (or an error if the agent died).
+    async fn cancel(&self) -> Result<(), AgentError>;
+
+    /// Whether the process is still running.
+    fn is_alive(&self) -> bool;
+
+    /// Ends the process group and reaps it.
+    async fn shutdown(&self);
+}
