@@ -1,0 +1,239 @@
+//! The dialect-independent script engine: sessions (create / resume, with the
+//! `--refuse-resume` and `--resume-other-id` quirks) and running one turn by the script,
+//! talking to the client through a dialect's [`TurnIo`].
+
+use std::future::Future;
+use std::time::Duration;
+
+use anyhow::Result;
+use tokio_util::sync::CancellationToken;
+
+use crate::script::{self, Directive, Permission};
+use crate::store::Store;
+
+/// A command tool call made by the `approve` directive.
+#[derive(Debug, Clone)]
+pub struct ToolCall {
+    pub id: String,
+    pub title: String,
+    /// `echo <title>`.
+    pub command: String,
+}
+
+/// How a tool call ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolEnd {
+    /// Ran; `output` is what the command printed.
+    Completed { output: String },
+    /// The user rejected it.
+    Declined,
+    /// The permission request was cancelled (or the turn was).
+    Cancelled,
+}
+
+/// How a turn ended (a crash never returns).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnEnd {
+    Completed,
+    Cancelled,
+    Failed(String),
+}
+
+/// The wire side of a turn; one implementation per dialect.
+pub trait TurnIo: Send {
+    /// A piece of agent message text.
+    fn chunk(&mut self, text: &str) -> impl Future<Output = Result<()>> + Send;
+    /// A raw (non-JSON) stdout line.
+    fn raw_line(&mut self, line: &str) -> impl Future<Output = Result<()>> + Send;
+    /// A tool call is announced (before asking permission).
+    fn tool_started(&mut self, call: &ToolCall) -> impl Future<Output = Result<()>> + Send;
+    /// Ask the client for permission; dropped if the turn is cancelled meanwhile.
+    fn permission(&mut self, call: &ToolCall) -> impl Future<Output = Result<Permission>> + Send;
+    /// The tool call ended.
+    fn tool_finished(
+        &mut self,
+        call: &ToolCall,
+        end: &ToolEnd,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// Ask the user a question; `None` = declined / cancelled. Dropped on cancel.
+    fn ask(&mut self, question: &str) -> impl Future<Output = Result<Option<String>>> + Send;
+}
+
+/// Why a session could not be loaded or resumed.
+#[derive(Debug)]
+pub enum ResumeError {
+    NotFound(String),
+    Refused(String),
+    Io(anyhow::Error),
+}
+
+impl std::fmt::Display for ResumeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ResumeError::NotFound(id) => write!(f, "session not found: {id}"),
+            ResumeError::Refused(id) => write!(f, "refusing to resume session {id} as asked"),
+            ResumeError::Io(e) => write!(f, "{e:#}"),
+        }
+    }
+}
+
+/// A session made live again by load / resume.
+#[derive(Debug, Clone)]
+pub struct Resumed {
+    /// The id the session really has from now on (differs with `--resume-other-id`).
+    pub id: String,
+    /// Earlier user messages (empty with `--resume-other-id`: a brand-new session).
+    pub history: Vec<String>,
+}
+
+#[derive(Debug)]
+pub struct Engine {
+    store: Store,
+    refuse_resume: bool,
+    resume_other_id: bool,
+}
+
+impl Engine {
+    pub fn new(store: Store, refuse_resume: bool, resume_other_id: bool) -> Self {
+        Self {
+            store,
+            refuse_resume,
+            resume_other_id,
+        }
+    }
+
+    /// Create and persist an empty session with a new id.
+    pub fn new_session(&self, id: String) -> Result<String> {
+        self.store.save(&id, &[])?;
+        Ok(id)
+    }
+
+    /// Load / resume a persisted session, honouring the quirk flags.
+    pub fn resume(&self, id: &str) -> Result<Resumed, ResumeError> {
+        if self.refuse_resume {
+            return Err(ResumeError::Refused(id.to_owned()));
+        }
+        let history = self
+            .store
+            .load(id)
+            .map_err(ResumeError::Io)?
+            .ok_or_else(|| ResumeError::NotFound(id.to_owned()))?;
+        if self.resume_other_id {
+            let other = self
+                .new_session(uuid::Uuid::new_v4().to_string())
+                .map_err(ResumeError::Io)?;
+            return Ok(Resumed {
+                id: other,
+                history: Vec::new(),
+            });
+        }
+        Ok(Resumed {
+            id: id.to_owned(),
+            history,
+        })
+    }
+
+    /// Run one turn of session `id` for the user message `text`. The message is recorded
+    /// (and persisted) before anything else happens.
+    pub async fn run_turn<I: TurnIo>(
+        &self,
+        id: &str,
+        text: &str,
+        io: &mut I,
+        cancel: &CancellationToken,
+    ) -> Result<TurnEnd> {
+        let text = text.trim().to_owned();
+        let mut history = self.store.load(id)?.unwrap_or_default();
+        let earlier = history.clone();
+        history.push(text.clone());
+        self.store.save(id, &history)?;
+        let reply = |own: &str| script::with_remembers(own, &earlier);
+
+        match script::parse(&text) {
+            Directive::Echo => io.chunk(&reply(&format!("echo: {text}"))).await?,
+            Directive::Stream { count, interval_ms } => {
+                for i in 1..=count {
+                    if i > 1 && sleep_or_cancel(interval_ms, cancel).await {
+                        return Ok(TurnEnd::Cancelled);
+                    }
+                    if cancel.is_cancelled() {
+                        return Ok(TurnEnd::Cancelled);
+                    }
+                    io.chunk(&format!("chunk {i} ")).await?;
+                }
+                io.chunk(&format!("\n{}", script::remembers_line(&earlier)))
+                    .await?;
+            }
+            Directive::Approve { title } => {
+                let call = ToolCall {
+                    id: format!("call_{}", uuid::Uuid::new_v4().simple()),
+                    command: format!("echo {title}"),
+                    title,
+                };
+                io.tool_started(&call).await?;
+                let decision = tokio::select! {
+                    p = io.permission(&call) => Some(p?),
+                    _ = cancel.cancelled() => None,
+                };
+                let decision = match decision {
+                    Some(p) if !cancel.is_cancelled() => p,
+                    _ => {
+                        io.tool_finished(&call, &ToolEnd::Cancelled).await?;
+                        return Ok(TurnEnd::Cancelled);
+                    }
+                };
+                let end = match decision {
+                    Permission::Allowed | Permission::AllowedAlways => ToolEnd::Completed {
+                        output: format!("{}\n", call.title),
+                    },
+                    Permission::Denied => ToolEnd::Declined,
+                    Permission::Cancelled => ToolEnd::Cancelled,
+                };
+                io.tool_finished(&call, &end).await?;
+                io.chunk(&reply(decision.reply())).await?;
+            }
+            Directive::Ask { question } => {
+                let answer = tokio::select! {
+                    a = io.ask(&question) => Some(a?),
+                    _ = cancel.cancelled() => None,
+                };
+                let Some(answer) = answer.filter(|_| !cancel.is_cancelled()) else {
+                    return Ok(TurnEnd::Cancelled);
+                };
+                io.chunk(&reply(&script::answer_reply(answer.as_deref())))
+                    .await?;
+            }
+            Directive::Sleep { ms } => {
+                if sleep_or_cancel(ms, cancel).await {
+                    return Ok(TurnEnd::Cancelled);
+                }
+                io.chunk(&reply(&format!("slept {ms}"))).await?;
+            }
+            Directive::Crash => {
+                io.chunk("about to crash").await?;
+                eprintln!("fake-agent: crashing as asked");
+                std::process::exit(3);
+            }
+            Directive::Garbage => {
+                for line in script::GARBAGE_LINES {
+                    io.raw_line(line).await?;
+                }
+                io.chunk(&reply("garbage done")).await?;
+            }
+            Directive::Fail => return Ok(TurnEnd::Failed(script::FAIL_MESSAGE.to_owned())),
+            Directive::Hang => {
+                cancel.cancelled().await;
+                return Ok(TurnEnd::Cancelled);
+            }
+        }
+        Ok(TurnEnd::Completed)
+    }
+}
+
+/// Sleep `ms`; true if cancelled first.
+async fn sleep_or_cancel(ms: u64, cancel: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(Duration::from_millis(ms)) => cancel.is_cancelled(),
+        _ = cancel.cancelled() => true,
+    }
+}

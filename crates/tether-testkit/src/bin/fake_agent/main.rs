@@ -1,0 +1,95 @@
+//! `fake-agent`: a scripted fake coding agent that tether's tests drive instead of the real
+//! CLIs. It speaks one of three dialects (`--dialect acp|codex|claude`, or
+//! `FAKE_AGENT_DIALECT`): ACP v1, `codex app-server` JSON-RPC, and claude-code
+//! stream-json. The text of each user message scripts the turn (see `script.rs`):
+//! echo (default), `stream N MS`, `approve <title>`, `ask <question>`, `sleep MS`,
+//! `crash`, `garbage`, `fail`, `hang`. Every final reply ends with a line
+//! `remembers N: [earlier user messages]`, and sessions persist as
+//! `<state-dir>/<session_id>.json`, so resume across processes can be checked.
+//!
+//! Flags (each also an environment variable): `--state-dir DIR` (`FAKE_AGENT_STATE_DIR`),
+//! `--exit-on-start` (`FAKE_AGENT_EXIT_ON_START=1`), `--refuse-resume`
+//! (`FAKE_AGENT_REFUSE_RESUME=1`), `--resume-other-id` (`FAKE_AGENT_RESUME_OTHER_ID=1`),
+//! `--no-initialize-reply` (`FAKE_AGENT_HANG_INIT=1`), `--stderr-flood N`
+//! (`FAKE_AGENT_STDERR_FLOOD=N`). Unknown arguments are ignored.
+
+mod acp;
+mod cli;
+mod engine;
+mod out;
+mod rpc;
+mod script;
+mod store;
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Result;
+
+use crate::cli::{Config, Dialect};
+use crate::engine::Engine;
+use crate::store::Store;
+
+fn main() -> ExitCode {
+    let config = match cli::parse(std::env::args().skip(1), |k| std::env::var(k).ok()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("fake-agent: {e:#}");
+            return ExitCode::from(64);
+        }
+    };
+    if config.exit_on_start {
+        eprintln!("fake-agent: exiting on start as asked");
+        return ExitCode::from(2);
+    }
+    flood_stderr(config.stderr_flood);
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("fake-agent: starting the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let code = match runtime.block_on(run(config)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("fake-agent: {e:#}");
+            1
+        }
+    };
+    // Exit without waiting for tasks still blocked on stdin or sleeping in a turn.
+    std::process::exit(code);
+}
+
+/// Run the chosen dialect until stdin closes; the process exit code.
+async fn run(config: Config) -> Result<i32> {
+    let store = Store::new(&config.state_dir)?;
+    let engine = Arc::new(Engine::new(
+        store,
+        config.refuse_resume,
+        config.resume_other_id,
+    ));
+    match config.dialect {
+        Dialect::Acp => acp::run(engine, config.hang_init).await.map(|()| 0),
+        Dialect::Codex | Dialect::Claude => anyhow::bail!("dialect not implemented yet"),
+    }
+}
+
+fn flood_stderr(lines: usize) {
+    if lines == 0 {
+        return;
+    }
+    let mut stderr = std::io::stderr().lock();
+    for i in 1..=lines {
+        let junk = "x".repeat(64);
+        if writeln!(stderr, "fake-agent: stderr flood line {i} {junk}").is_err() {
+            return;
+        }
+    }
+}

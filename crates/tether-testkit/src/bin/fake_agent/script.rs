@@ -1,0 +1,174 @@
+//! The prompt script: what the first word of a user message asks the fake agent to do,
+//! and the exact texts it replies with. Pure functions, no I/O.
+
+/// Lines printed to stdout by the `garbage` directive (none of them is JSON).
+pub const GARBAGE_LINES: [&str; 3] = [
+    "this is not json {{{",
+    "fake-agent garbage line: <<<>>>",
+    "}{ still not json",
+];
+
+/// Error message of a turn that fails because the prompt said `fail`.
+pub const FAIL_MESSAGE: &str = "fake failure as asked";
+
+/// What a user message asks for. Anything that does not parse as a directive is `Echo`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Directive {
+    /// Reply `echo: <text>`.
+    Echo,
+    /// `stream N MS`: N chunks `chunk i `, MS milliseconds apart.
+    Stream { count: u32, interval_ms: u64 },
+    /// `approve <title>`: ask permission for a command tool call titled `<title>`.
+    Approve { title: String },
+    /// `ask <question>`: ask the user a question.
+    Ask { question: String },
+    /// `sleep MS`: wait, then reply `slept MS`.
+    Sleep { ms: u64 },
+    /// `crash`: one chunk, then exit with code 3 mid-turn.
+    Crash,
+    /// `garbage`: three non-JSON stdout lines, then reply `garbage done`.
+    Garbage,
+    /// `fail`: the turn fails.
+    Fail,
+    /// `hang`: the turn never ends until cancelled.
+    Hang,
+}
+
+/// Parse a user message (leading/trailing whitespace ignored).
+pub fn parse(text: &str) -> Directive {
+    let mut words = text.split_whitespace();
+    let Some(first) = words.next() else {
+        return Directive::Echo;
+    };
+    let rest: Vec<&str> = words.collect();
+    match first {
+        "stream" => match rest.as_slice() {
+            [n, ms] => match (n.parse(), ms.parse()) {
+                (Ok(count), Ok(interval_ms)) => Directive::Stream { count, interval_ms },
+                _ => Directive::Echo,
+            },
+            _ => Directive::Echo,
+        },
+        "approve" if !rest.is_empty() => Directive::Approve {
+            title: rest.join(" "),
+        },
+        "ask" if !rest.is_empty() => Directive::Ask {
+            question: rest.join(" "),
+        },
+        "sleep" => match rest.as_slice() {
+            [ms] => ms
+                .parse()
+                .map(|ms| Directive::Sleep { ms })
+                .unwrap_or(Directive::Echo),
+            _ => Directive::Echo,
+        },
+        "crash" => Directive::Crash,
+        "garbage" => Directive::Garbage,
+        "fail" => Directive::Fail,
+        "hang" => Directive::Hang,
+        _ => Directive::Echo,
+    }
+}
+
+/// `remembers N: [..]` for the user messages that came before the current one.
+pub fn remembers_line(earlier: &[String]) -> String {
+    let list = serde_json::to_string(earlier).unwrap_or_else(|_| "[]".to_owned());
+    format!("remembers {}: {list}", earlier.len())
+}
+
+/// A directive's own text followed by a newline and the remembers line.
+pub fn with_remembers(text: &str, earlier: &[String]) -> String {
+    format!("{text}\n{}", remembers_line(earlier))
+}
+
+/// What the user decided about a permission request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Permission {
+    Allowed,
+    AllowedAlways,
+    Denied,
+    Cancelled,
+}
+
+impl Permission {
+    /// The reply text of the `approve` directive for this decision.
+    pub fn reply(self) -> &'static str {
+        match self {
+            Permission::Allowed => "approval: allowed",
+            Permission::AllowedAlways => "approval: allowed_always",
+            Permission::Denied => "approval: denied",
+            Permission::Cancelled => "approval: cancelled",
+        }
+    }
+}
+
+/// The reply text of the `ask` directive (`None` = declined or cancelled).
+pub fn answer_reply(answer: Option<&str>) -> String {
+    format!("answer: {}", answer.unwrap_or("<declined>"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_text_is_echo() {
+        assert_eq!(parse("hello there"), Directive::Echo);
+        assert_eq!(parse(""), Directive::Echo);
+        assert_eq!(parse("   "), Directive::Echo);
+        assert_eq!(parse("Stream 3 10"), Directive::Echo);
+    }
+
+    #[test]
+    fn directives_parse() {
+        assert_eq!(
+            parse("  stream 3 10 "),
+            Directive::Stream {
+                count: 3,
+                interval_ms: 10
+            }
+        );
+        assert_eq!(
+            parse("approve rm -rf  target"),
+            Directive::Approve {
+                title: "rm -rf target".into()
+            }
+        );
+        assert_eq!(
+            parse("ask what is your name?"),
+            Directive::Ask {
+                question: "what is your name?".into()
+            }
+        );
+        assert_eq!(parse("sleep 250"), Directive::Sleep { ms: 250 });
+        assert_eq!(parse("crash"), Directive::Crash);
+        assert_eq!(parse("garbage"), Directive::Garbage);
+        assert_eq!(parse("fail"), Directive::Fail);
+        assert_eq!(parse("hang"), Directive::Hang);
+    }
+
+    #[test]
+    fn malformed_directives_fall_back_to_echo() {
+        assert_eq!(parse("stream x 10"), Directive::Echo);
+        assert_eq!(parse("stream 3"), Directive::Echo);
+        assert_eq!(parse("sleep soon"), Directive::Echo);
+        assert_eq!(parse("approve"), Directive::Echo);
+        assert_eq!(parse("ask"), Directive::Echo);
+    }
+
+    #[test]
+    fn remembers_formats() {
+        assert_eq!(remembers_line(&[]), "remembers 0: []");
+        let earlier = vec!["a".to_owned(), "say \"hi\"".to_owned()];
+        assert_eq!(
+            remembers_line(&earlier),
+            r#"remembers 2: ["a","say \"hi\""]"#
+        );
+        assert_eq!(
+            with_remembers("echo: b", &["a".to_owned()]),
+            "echo: b\nremembers 1: [\"a\"]"
+        );
+        assert_eq!(answer_reply(None), "answer: <declined>");
+        assert_eq!(answer_reply(Some("blue")), "answer: blue");
+    }
+}
