@@ -15,6 +15,8 @@
 
 mod acp;
 mod cli;
+mod codex;
+mod codex_io;
 mod engine;
 mod out;
 mod rpc;
@@ -77,7 +79,10 @@ async fn run(config: Config) -> Result<i32> {
     ));
     match config.dialect {
         Dialect::Acp => acp::run(engine, config.hang_init).await.map(|()| 0),
-        Dialect::Codex | Dialect::Claude => anyhow::bail!("dialect not implemented yet"),
+        Dialect::Codex => codex::run(engine, config.hang_init, config.state_dir)
+            .await
+            .map(|()| 0),
+        Dialect::Claude => anyhow::bail!("dialect not implemented yet"),
     }
 }
 
