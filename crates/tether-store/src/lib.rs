@@ -1,1 +1,121 @@
-//! tether-store
+//! tether-store: durable state on sqlx + SQLite (WAL): conversations, runtime sessions,
+//! turns, per-session events with a gap-free `seq`, approvals, questions, message history
+//! and inbound dedupe keys. Writes that belong together run in one transaction.
+//!
+//! Must not depend on the agents, the channels or the web server. Writes go through a
+//! single-connection writer pool (SQLite has one writer anyway; this avoids busy errors);
+//! reads use a separate pool.
+
+mod approvals;
+mod conversations;
+mod events;
+mod recovery;
+mod rows;
+mod turns;
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::SqlitePool;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+
+pub use recovery::{RecoveredConversation, RecoveryReport};
+pub use rows::*;
+
+/// Errors from the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("migration error: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("cannot create data directory {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("corrupt row in {table}: {detail}")]
+    Corrupt { table: &'static str, detail: String },
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// The database handle. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    writer: SqlitePool,
+    reader: SqlitePool,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").finish_non_exhaustive()
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Store {
+    /// Opens (creating if needed) `<data_dir>/tether.db` and runs the migrations.
+    pub async fn open(data_dir: &Path) -> Result<Store> {
+        std::fs::create_dir_all(data_dir).map_err(|source| StoreError::DataDir {
+            path: data_dir.to_path_buf(),
+            source,
+        })?;
+        Self::open_file(&data_dir.join("tether.db")).await
+    }
+
+    /// Opens a database file directly.
+    pub async fn open_file(path: &Path) -> Result<Store> {
+        let opts = SqliteConnectOptions::from_str("sqlite://")?
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(10));
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(opts.clone())
+            .await?;
+        sqlx::migrate!("./migrations").run(&writer).await?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(opts.read_only(true))
+            .await?;
+        Ok(Store { writer, reader })
+    }
+
+    /// `PRAGMA integrity_check` → `true` when the database is sound.
+    pub async fn integrity_check(&self) -> Result<bool> {
+        let row: (String,) = sqlx::query_as("PRAGMA integrity_check")
+            .fetch_one(&self.reader)
+            .await?;
+        Ok(row.0 == "ok")
+    }
+
+    /// Records an inbound dedupe key; `false` when it was seen before.
+    pub async fn remember_inbound(&self, source: &str, key: &str) -> Result<bool> {
+        let res =
+            sqlx::query("INSERT OR IGNORE INTO inbound_dedupe (source, key, at) VALUES (?, ?, ?)")
+                .bind(source)
+                .bind(key)
+                .bind(now_ms())
+                .execute(&self.writer)
+                .await?;
+        Ok(res.rows_affected() == 1)
+    }
+
+    /// Closes both pools.
+    pub async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+    }
+}

@@ -1,0 +1,240 @@
+//! Approvals and questions: created with their event; resolved at most once (the
+//! conditional update makes the first answer win).
+
+use tether_proto::{
+    Approval, ApprovalStatus, EventEnvelope, EventPayload, Question, QuestionStatus,
+};
+
+use crate::events::append;
+use crate::{NewApproval, NewQuestion, Result, Store, StoreError, now_ms, rows};
+
+fn to_json(v: &impl serde::Serialize) -> Result<String> {
+    serde_json::to_string(v).map_err(|e| StoreError::Corrupt {
+        table: "approvals",
+        detail: e.to_string(),
+    })
+}
+
+impl Store {
+    /// Inserts a pending approval, marks its turn waiting, records `approval_requested`.
+    pub async fn create_approval(&self, a: &NewApproval) -> Result<EventEnvelope> {
+        let mut tx = self.writer.begin().await?;
+        sqlx::query(
+            "INSERT INTO approvals (id, conversation_id, session_id, turn_id, title, kind, detail, \
+             options, status, created_at, deadline) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
+        )
+        .bind(&a.id)
+        .bind(&a.conversation_id)
+        .bind(&a.session_id)
+        .bind(&a.turn_id)
+        .bind(&a.title)
+        .bind(&a.kind)
+        .bind(a.detail.as_ref().map(|d| d.to_string()))
+        .bind(to_json(&a.options)?)
+        .bind(now_ms())
+        .bind(a.deadline_ms)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE turns SET status = 'waiting_approval' WHERE id = ? \
+             AND status IN ('running', 'waiting_user')",
+        )
+        .bind(&a.turn_id)
+        .execute(&mut *tx)
+        .await?;
+        let ev = append(
+            &mut tx,
+            &a.session_id,
+            Some(&a.turn_id),
+            &EventPayload::ApprovalRequested {
+                approval_id: a.id.clone(),
+                title: a.title.clone(),
+                kind: a.kind.clone(),
+                detail: a.detail.clone(),
+                options: a.options.clone(),
+                deadline_ms: a.deadline_ms,
+            },
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(ev)
+    }
+
+    /// Resolves a pending approval. `Ok(None)` when it was not pending any more (the
+    /// caller reports `approval_already_resolved`); `Err` only for storage failures.
+    pub async fn resolve_approval(
+        &self,
+        id: &str,
+        status: ApprovalStatus,
+        decided_by: Option<&str>,
+    ) -> Result<Option<(Approval, EventEnvelope)>> {
+        let mut tx = self.writer.begin().await?;
+        let row = sqlx::query(
+            "UPDATE approvals SET status = ?, decided_by = ?, resolved_at = ? \
+             WHERE id = ? AND status = 'pending' RETURNING *",
+        )
+        .bind(status.as_str())
+        .bind(decided_by)
+        .bind(now_ms())
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let approval = rows::approval(&row)?;
+        sqlx::query(
+            "UPDATE turns SET status = 'running' WHERE id = ? AND status = 'waiting_approval' \
+             AND NOT EXISTS (SELECT 1 FROM approvals WHERE turn_id = ? AND status = 'pending')",
+        )
+        .bind(&approval.turn_id)
+        .bind(&approval.turn_id)
+        .execute(&mut *tx)
+        .await?;
+        let ev = append(
+            &mut tx,
+            &approval.session_id,
+            Some(&approval.turn_id),
+            &EventPayload::ApprovalResolved {
+                approval_id: approval.id.clone(),
+                status,
+                decided_by: decided_by.map(str::to_string),
+            },
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Some((approval, ev)))
+    }
+
+    pub async fn get_approval(&self, id: &str) -> Result<Option<Approval>> {
+        let row = sqlx::query("SELECT * FROM approvals WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.reader)
+            .await?;
+        row.as_ref().map(rows::approval).transpose()
+    }
+
+    /// Approvals, newest first, optionally filtered by status and/or conversation.
+    pub async fn list_approvals(
+        &self,
+        status: Option<ApprovalStatus>,
+        conversation_id: Option<&str>,
+    ) -> Result<Vec<Approval>> {
+        let rows = sqlx::query(
+            "SELECT * FROM approvals WHERE (? IS NULL OR status = ?) \
+             AND (? IS NULL OR conversation_id = ?) ORDER BY created_at DESC, id LIMIT 500",
+        )
+        .bind(status.map(|s| s.as_str()))
+        .bind(status.map(|s| s.as_str()))
+        .bind(conversation_id)
+        .bind(conversation_id)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(rows::approval).collect()
+    }
+
+    /// Inserts a pending question, marks its turn waiting, records `question_asked`.
+    pub async fn create_question(&self, q: &NewQuestion) -> Result<EventEnvelope> {
+        let mut tx = self.writer.begin().await?;
+        sqlx::query(
+            "INSERT INTO questions (id, conversation_id, session_id, turn_id, prompt, status, \
+             created_at, deadline) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
+        )
+        .bind(&q.id)
+        .bind(&q.conversation_id)
+        .bind(&q.session_id)
+        .bind(&q.turn_id)
+        .bind(&q.prompt)
+        .bind(now_ms())
+        .bind(q.deadline_ms)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("UPDATE turns SET status = 'waiting_user' WHERE id = ? AND status = 'running'")
+            .bind(&q.turn_id)
+            .execute(&mut *tx)
+            .await?;
+        let ev = append(
+            &mut tx,
+            &q.session_id,
+            Some(&q.turn_id),
+            &EventPayload::QuestionAsked {
+                question_id: q.id.clone(),
+                prompt: q.prompt.clone(),
+                deadline_ms: q.deadline_ms,
+            },
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(ev)
+    }
+
+    /// Resolves a pending question; `Ok(None)` when it was not pending any more.
+    pub async fn resolve_question(
+        &self,
+        id: &str,
+        status: QuestionStatus,
+        answer: Option<&str>,
+        answered_by: Option<&str>,
+    ) -> Result<Option<(Question, EventEnvelope)>> {
+        let mut tx = self.writer.begin().await?;
+        let row = sqlx::query(
+            "UPDATE questions SET status = ?, answer = ?, answered_by = ?, resolved_at = ? \
+             WHERE id = ? AND status = 'pending' RETURNING *",
+        )
+        .bind(status.as_str())
+        .bind(answer)
+        .bind(answered_by)
+        .bind(now_ms())
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let question = rows::question(&row)?;
+        sqlx::query("UPDATE turns SET status = 'running' WHERE id = ? AND status = 'waiting_user'")
+            .bind(&question.turn_id)
+            .execute(&mut *tx)
+            .await?;
+        let ev = append(
+            &mut tx,
+            &question.session_id,
+            Some(&question.turn_id),
+            &EventPayload::QuestionResolved {
+                question_id: question.id.clone(),
+                status,
+                answer: answer.map(str::to_string),
+            },
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Some((question, ev)))
+    }
+
+    pub async fn get_question(&self, id: &str) -> Result<Option<Question>> {
+        let row = sqlx::query("SELECT * FROM questions WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.reader)
+            .await?;
+        row.as_ref().map(rows::question).transpose()
+    }
+
+    /// Questions, newest first, optionally filtered.
+    pub async fn list_questions(
+        &self,
+        status: Option<QuestionStatus>,
+        conversation_id: Option<&str>,
+    ) -> Result<Vec<Question>> {
+        let rows = sqlx::query(
+            "SELECT * FROM questions WHERE (? IS NULL OR status = ?) \
+             AND (? IS NULL OR conversation_id = ?) ORDER BY created_at DESC, id LIMIT 500",
+        )
+        .bind(status.map(|s| s.as_str()))
+        .bind(status.map(|s| s.as_str()))
+        .bind(conversation_id)
+        .bind(conversation_id)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(rows::question).collect()
+    }
+}

@@ -1,0 +1,248 @@
+//! Conversations, their binding, and runtime sessions.
+
+use tether_proto::{
+    ConversationKind, EventEnvelope, EventPayload, MessageRole, NewSessionReason, Session,
+    SessionStatus,
+};
+
+use crate::events::{add_message, append};
+use crate::{ConversationRow, NewSession, Result, Store, now_ms, rows};
+
+impl Store {
+    /// Inserts a conversation.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn create_conversation(
+        &self,
+        id: &str,
+        kind: ConversationKind,
+        title: &str,
+        agent: &str,
+        model: Option<&str>,
+        cwd: &str,
+        parent_conversation_id: Option<&str>,
+    ) -> Result<ConversationRow> {
+        let now = now_ms();
+        sqlx::query(
+            "INSERT INTO conversations (id, kind, title, agent, model, cwd, archived, \
+             bound_session_id, parent_conversation_id, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?, 0, NULL, ?, ?, ?)",
+        )
+        .bind(id)
+        .bind(kind.as_str())
+        .bind(title)
+        .bind(agent)
+        .bind(model)
+        .bind(cwd)
+        .bind(parent_conversation_id)
+        .bind(now)
+        .bind(now)
+        .execute(&self.writer)
+        .await?;
+        Ok(ConversationRow {
+            id: id.to_string(),
+            kind,
+            title: title.to_string(),
+            agent: agent.to_string(),
+            model: model.map(str::to_string),
+            cwd: cwd.to_string(),
+            archived: false,
+            bound_session_id: None,
+            parent_conversation_id: parent_conversation_id.map(str::to_string),
+            created_at_ms: now,
+            updated_at_ms: now,
+        })
+    }
+
+    pub async fn get_conversation(&self, id: &str) -> Result<Option<ConversationRow>> {
+        let row = sqlx::query("SELECT * FROM conversations WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.reader)
+            .await?;
+        row.as_ref().map(rows::conversation).transpose()
+    }
+
+    /// Conversations, most recently active first.
+    pub async fn list_conversations(&self, include_archived: bool) -> Result<Vec<ConversationRow>> {
+        let rows = sqlx::query(
+            "SELECT * FROM conversations WHERE (? OR archived = 0) ORDER BY updated_at DESC, id",
+        )
+        .bind(include_archived)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(rows::conversation).collect()
+    }
+
+    /// Updates title and/or archived flag.
+    pub async fn update_conversation(
+        &self,
+        id: &str,
+        title: Option<&str>,
+        archived: Option<bool>,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE conversations SET title = COALESCE(?, title), \
+             archived = COALESCE(?, archived), updated_at = ? WHERE id = ?",
+        )
+        .bind(title)
+        .bind(archived)
+        .bind(now_ms())
+        .bind(id)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    /// Sets the agent and model the next new session will use.
+    pub async fn set_preferences(&self, id: &str, agent: &str, model: Option<&str>) -> Result<()> {
+        sqlx::query("UPDATE conversations SET agent = ?, model = ?, updated_at = ? WHERE id = ?")
+            .bind(agent)
+            .bind(model)
+            .bind(now_ms())
+            .bind(id)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    /// Unbinds the conversation and records why, in one transaction. Returns whether a
+    /// session was bound.
+    pub async fn unbind(&self, id: &str, status_text: &str) -> Result<bool> {
+        let mut tx = self.writer.begin().await?;
+        let res = sqlx::query(
+            "UPDATE conversations SET bound_session_id = NULL, updated_at = ? \
+             WHERE id = ? AND bound_session_id IS NOT NULL",
+        )
+        .bind(now_ms())
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        add_message(&mut tx, id, MessageRole::Command, status_text, None, None).await?;
+        tx.commit().await?;
+        Ok(res.rows_affected() == 1)
+    }
+
+    /// Creates a session, binds it to its conversation, and records `session_started`
+    /// (plus the status message explaining why, if any), all in one transaction.
+    pub async fn start_session(
+        &self,
+        s: &NewSession,
+        reason: NewSessionReason,
+        status_message: Option<&str>,
+    ) -> Result<(Session, Vec<EventEnvelope>)> {
+        let now = now_ms();
+        let mut tx = self.writer.begin().await?;
+        sqlx::query(
+            "INSERT INTO sessions (id, conversation_id, agent, model, cwd, status, external_id, \
+             last_seq, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, NULL, 0, ?, ?)",
+        )
+        .bind(&s.id)
+        .bind(&s.conversation_id)
+        .bind(&s.agent)
+        .bind(&s.model)
+        .bind(&s.cwd)
+        .bind(SessionStatus::Dormant.as_str())
+        .bind(now)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("UPDATE conversations SET bound_session_id = ?, updated_at = ? WHERE id = ?")
+            .bind(&s.id)
+            .bind(now)
+            .bind(&s.conversation_id)
+            .execute(&mut *tx)
+            .await?;
+        let mut events = vec![
+            append(
+                &mut tx,
+                &s.id,
+                None,
+                &EventPayload::SessionStarted {
+                    agent: s.agent.clone(),
+                    model: s.model.clone(),
+                    reason,
+                },
+            )
+            .await?,
+        ];
+        if let Some(text) = status_message {
+            add_message(
+                &mut tx,
+                &s.conversation_id,
+                MessageRole::Status,
+                text,
+                Some(&s.id),
+                None,
+            )
+            .await?;
+            events.push(
+                append(
+                    &mut tx,
+                    &s.id,
+                    None,
+                    &EventPayload::Status {
+                        text: text.to_string(),
+                    },
+                )
+                .await?,
+            );
+        }
+        tx.commit().await?;
+        let session = Session {
+            id: s.id.clone(),
+            conversation_id: s.conversation_id.clone(),
+            agent: s.agent.clone(),
+            model: s.model.clone(),
+            cwd: s.cwd.clone(),
+            status: SessionStatus::Dormant,
+            external_id: None,
+            created_at_ms: now,
+            updated_at_ms: now,
+        };
+        Ok((session, events))
+    }
+
+    pub async fn get_session(&self, id: &str) -> Result<Option<Session>> {
+        let row = sqlx::query("SELECT * FROM sessions WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.reader)
+            .await?;
+        row.as_ref().map(rows::session).transpose()
+    }
+
+    /// A conversation's sessions, oldest first.
+    pub async fn list_sessions(&self, conversation_id: &str) -> Result<Vec<Session>> {
+        let rows =
+            sqlx::query("SELECT * FROM sessions WHERE conversation_id = ? ORDER BY created_at, id")
+                .bind(conversation_id)
+                .fetch_all(&self.reader)
+                .await?;
+        rows.iter().map(rows::session).collect()
+    }
+
+    /// Sets a session's status (and external id when given) with an event, together.
+    pub async fn set_session_status(
+        &self,
+        id: &str,
+        status: SessionStatus,
+        external_id: Option<&str>,
+        event: Option<&EventPayload>,
+    ) -> Result<Option<EventEnvelope>> {
+        let mut tx = self.writer.begin().await?;
+        sqlx::query(
+            "UPDATE sessions SET status = ?, external_id = COALESCE(?, external_id), \
+             updated_at = ? WHERE id = ?",
+        )
+        .bind(status.as_str())
+        .bind(external_id)
+        .bind(now_ms())
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        let ev = match event {
+            Some(p) => Some(append(&mut tx, id, None, p).await?),
+            None => None,
+        };
+        tx.commit().await?;
+        Ok(ev)
+    }
+}

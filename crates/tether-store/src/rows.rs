@@ -1,0 +1,225 @@
+//! Row types and their mapping from SQLite rows to wire types.
+
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+use tether_proto::{
+    Approval, ApprovalStatus, ConversationKind, Decision, ErrorCode, EventEnvelope, EventPayload,
+    HistoryMessage, MessageRole, Question, QuestionStatus, Session, SessionStatus, Turn,
+    TurnStatus,
+};
+
+use crate::{Result, StoreError};
+
+/// A stored conversation (without the derived fields of the API view).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConversationRow {
+    pub id: String,
+    pub kind: ConversationKind,
+    pub title: String,
+    pub agent: String,
+    pub model: Option<String>,
+    pub cwd: String,
+    pub archived: bool,
+    pub bound_session_id: Option<String>,
+    pub parent_conversation_id: Option<String>,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+/// A session to insert.
+#[derive(Debug, Clone)]
+pub struct NewSession {
+    pub id: String,
+    pub conversation_id: String,
+    pub agent: String,
+    pub model: Option<String>,
+    pub cwd: String,
+}
+
+/// A turn to insert.
+#[derive(Debug, Clone)]
+pub struct NewTurn {
+    pub id: String,
+    pub session_id: String,
+    pub conversation_id: String,
+    pub input: String,
+    pub status: TurnStatus,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone)]
+pub struct TurnEnd {
+    pub status: TurnStatus,
+    pub result_text: Option<String>,
+    pub stop_reason: Option<String>,
+    pub error: Option<(ErrorCode, String)>,
+    pub usage: Option<serde_json::Value>,
+}
+
+/// An approval to insert.
+#[derive(Debug, Clone)]
+pub struct NewApproval {
+    pub id: String,
+    pub conversation_id: String,
+    pub session_id: String,
+    pub turn_id: String,
+    pub title: String,
+    pub kind: Option<String>,
+    pub detail: Option<serde_json::Value>,
+    pub options: Vec<Decision>,
+    pub deadline_ms: i64,
+}
+
+/// A question to insert.
+#[derive(Debug, Clone)]
+pub struct NewQuestion {
+    pub id: String,
+    pub conversation_id: String,
+    pub session_id: String,
+    pub turn_id: String,
+    pub prompt: String,
+    pub deadline_ms: i64,
+}
+
+/// A history entry to append together with another write.
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    pub role: MessageRole,
+    pub text: String,
+}
+
+fn corrupt(table: &'static str, detail: impl Into<String>) -> StoreError {
+    StoreError::Corrupt {
+        table,
+        detail: detail.into(),
+    }
+}
+
+fn parse_enum<T>(table: &'static str, value: String, parse: fn(&str) -> Option<T>) -> Result<T> {
+    parse(&value).ok_or_else(|| corrupt(table, format!("unknown value {value:?}")))
+}
+
+fn parse_json<T: serde::de::DeserializeOwned>(table: &'static str, s: &str) -> Result<T> {
+    serde_json::from_str(s).map_err(|e| corrupt(table, e.to_string()))
+}
+
+pub(crate) fn conversation(row: &SqliteRow) -> Result<ConversationRow> {
+    Ok(ConversationRow {
+        id: row.try_get("id")?,
+        kind: parse_enum(
+            "conversations",
+            row.try_get("kind")?,
+            ConversationKind::parse,
+        )?,
+        title: row.try_get("title")?,
+        agent: row.try_get("agent")?,
+        model: row.try_get("model")?,
+        cwd: row.try_get("cwd")?,
+        archived: row.try_get::<i64, _>("archived")? != 0,
+        bound_session_id: row.try_get("bound_session_id")?,
+        parent_conversation_id: row.try_get("parent_conversation_id")?,
+        created_at_ms: row.try_get("created_at")?,
+        updated_at_ms: row.try_get("updated_at")?,
+    })
+}
+
+pub(crate) fn session(row: &SqliteRow) -> Result<Session> {
+    Ok(Session {
+        id: row.try_get("id")?,
+        conversation_id: row.try_get("conversation_id")?,
+        agent: row.try_get("agent")?,
+        model: row.try_get("model")?,
+        cwd: row.try_get("cwd")?,
+        status: parse_enum("sessions", row.try_get("status")?, SessionStatus::parse)?,
+        external_id: row.try_get("external_id")?,
+        created_at_ms: row.try_get("created_at")?,
+        updated_at_ms: row.try_get("updated_at")?,
+    })
+}
+
+pub(crate) fn turn(row: &SqliteRow) -> Result<Turn> {
+    let error_code: Option<String> = row.try_get("error_code")?;
+    let usage: Option<String> = row.try_get("usage")?;
+    Ok(Turn {
+        id: row.try_get("id")?,
+        session_id: row.try_get("session_id")?,
+        conversation_id: row.try_get("conversation_id")?,
+        input: row.try_get("input")?,
+        status: parse_enum("turns", row.try_get("status")?, TurnStatus::parse)?,
+        result_text: row.try_get("result_text")?,
+        stop_reason: row.try_get("stop_reason")?,
+        error_code: match error_code {
+            Some(c) => Some(parse_json("turns", &format!("\"{c}\""))?),
+            None => None,
+        },
+        error_message: row.try_get("error_message")?,
+        created_at_ms: row.try_get("created_at")?,
+        started_at_ms: row.try_get("started_at")?,
+        ended_at_ms: row.try_get("ended_at")?,
+        usage: match usage {
+            Some(u) => Some(parse_json("turns", &u)?),
+            None => None,
+        },
+    })
+}
+
+pub(crate) fn event(row: &SqliteRow) -> Result<EventEnvelope> {
+    let payload: String = row.try_get("payload")?;
+    Ok(EventEnvelope {
+        id: row.try_get("id")?,
+        session_id: row.try_get("session_id")?,
+        conversation_id: row.try_get("conversation_id")?,
+        seq: row.try_get("seq")?,
+        turn_id: row.try_get("turn_id")?,
+        at_ms: row.try_get("at")?,
+        payload: parse_json::<EventPayload>("events", &payload)?,
+    })
+}
+
+pub(crate) fn approval(row: &SqliteRow) -> Result<Approval> {
+    let detail: Option<String> = row.try_get("detail")?;
+    let options: String = row.try_get("options")?;
+    Ok(Approval {
+        id: row.try_get("id")?,
+        conversation_id: row.try_get("conversation_id")?,
+        session_id: row.try_get("session_id")?,
+        turn_id: row.try_get("turn_id")?,
+        title: row.try_get("title")?,
+        kind: row.try_get("kind")?,
+        detail: match detail {
+            Some(d) => Some(parse_json("approvals", &d)?),
+            None => None,
+        },
+        options: parse_json("approvals", &options)?,
+        status: parse_enum("approvals", row.try_get("status")?, ApprovalStatus::parse)?,
+        decided_by: row.try_get("decided_by")?,
+        created_at_ms: row.try_get("created_at")?,
+        deadline_ms: row.try_get("deadline")?,
+        resolved_at_ms: row.try_get("resolved_at")?,
+    })
+}
+
+pub(crate) fn question(row: &SqliteRow) -> Result<Question> {
+    Ok(Question {
+        id: row.try_get("id")?,
+        conversation_id: row.try_get("conversation_id")?,
+        session_id: row.try_get("session_id")?,
+        turn_id: row.try_get("turn_id")?,
+        prompt: row.try_get("prompt")?,
+        status: parse_enum("questions", row.try_get("status")?, QuestionStatus::parse)?,
+        answer: row.try_get("answer")?,
+        created_at_ms: row.try_get("created_at")?,
+        deadline_ms: row.try_get("deadline")?,
+    })
+}
+
+pub(crate) fn message(row: &SqliteRow) -> Result<HistoryMessage> {
+    Ok(HistoryMessage {
+        id: row.try_get("id")?,
+        role: parse_enum("messages", row.try_get("role")?, MessageRole::parse)?,
+        text: row.try_get("text")?,
+        session_id: row.try_get("session_id")?,
+        turn_id: row.try_get("turn_id")?,
+        at_ms: row.try_get("at")?,
+    })
+}

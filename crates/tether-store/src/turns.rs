@@ -1,0 +1,163 @@
+//! Turns: queued, started, waiting, finished (immutable once terminal).
+
+use tether_proto::{EventEnvelope, EventPayload, MessageRole, Turn, TurnStatus};
+
+use crate::events::{add_message, append};
+use crate::{NewMessage, NewTurn, Result, Store, TurnEnd, now_ms, rows};
+
+const OPEN: &str = "('queued', 'running', 'waiting_approval', 'waiting_user')";
+
+impl Store {
+    /// Inserts a turn (queued or about to run) with the person's message in the history.
+    pub async fn insert_turn(&self, t: &NewTurn, by_message: bool) -> Result<Turn> {
+        let now = now_ms();
+        let mut tx = self.writer.begin().await?;
+        sqlx::query(
+            "INSERT INTO turns (id, session_id, conversation_id, input, status, created_at) \
+             VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&t.id)
+        .bind(&t.session_id)
+        .bind(&t.conversation_id)
+        .bind(&t.input)
+        .bind(t.status.as_str())
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        if by_message {
+            add_message(
+                &mut tx,
+                &t.conversation_id,
+                MessageRole::User,
+                &t.input,
+                Some(&t.session_id),
+                Some(&t.id),
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(Turn {
+            id: t.id.clone(),
+            session_id: t.session_id.clone(),
+            conversation_id: t.conversation_id.clone(),
+            input: t.input.clone(),
+            status: t.status,
+            result_text: None,
+            stop_reason: None,
+            error_code: None,
+            error_message: None,
+            created_at_ms: now,
+            started_at_ms: None,
+            ended_at_ms: None,
+            usage: None,
+        })
+    }
+
+    /// Marks a turn running and records `turn_started`, together.
+    pub async fn start_turn(&self, turn_id: &str) -> Result<EventEnvelope> {
+        let mut tx = self.writer.begin().await?;
+        let (session_id, input): (String, String) = sqlx::query_as(
+            "UPDATE turns SET status = 'running', started_at = ? WHERE id = ? \
+             RETURNING session_id, input",
+        )
+        .bind(now_ms())
+        .bind(turn_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        let ev = append(
+            &mut tx,
+            &session_id,
+            Some(turn_id),
+            &EventPayload::TurnStarted { input },
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(ev)
+    }
+
+    /// Ends a turn: status, result, the terminal event and a history entry, together.
+    /// Returns `None` when the turn had already ended (terminal states are immutable).
+    pub async fn finish_turn(
+        &self,
+        turn_id: &str,
+        end: &TurnEnd,
+        event: &EventPayload,
+        message: Option<&NewMessage>,
+    ) -> Result<Option<EventEnvelope>> {
+        let mut tx = self.writer.begin().await?;
+        let row: Option<(String, String)> = sqlx::query_as(&format!(
+            "UPDATE turns SET status = ?, result_text = ?, stop_reason = ?, error_code = ?, \
+             error_message = ?, usage = ?, ended_at = ? WHERE id = ? AND status IN {OPEN} \
+             RETURNING session_id, conversation_id"
+        ))
+        .bind(end.status.as_str())
+        .bind(&end.result_text)
+        .bind(&end.stop_reason)
+        .bind(end.error.as_ref().map(|(c, _)| c.as_str()))
+        .bind(end.error.as_ref().map(|(_, m)| m.as_str()))
+        .bind(end.usage.as_ref().map(|u| u.to_string()))
+        .bind(now_ms())
+        .bind(turn_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some((session_id, conversation_id)) = row else {
+            return Ok(None);
+        };
+        let ev = append(&mut tx, &session_id, Some(turn_id), event).await?;
+        if let Some(m) = message {
+            add_message(
+                &mut tx,
+                &conversation_id,
+                m.role,
+                &m.text,
+                Some(&session_id),
+                Some(turn_id),
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(Some(ev))
+    }
+
+    pub async fn get_turn(&self, id: &str) -> Result<Option<Turn>> {
+        let row = sqlx::query("SELECT * FROM turns WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.reader)
+            .await?;
+        row.as_ref().map(rows::turn).transpose()
+    }
+
+    /// A session's turns, oldest first.
+    pub async fn session_turns(&self, session_id: &str) -> Result<Vec<Turn>> {
+        let rows =
+            sqlx::query("SELECT * FROM turns WHERE session_id = ? ORDER BY created_at, rowid")
+                .bind(session_id)
+                .fetch_all(&self.reader)
+                .await?;
+        rows.iter().map(rows::turn).collect()
+    }
+
+    /// The conversation's turns that have not ended, oldest first.
+    pub async fn open_turns(&self, conversation_id: &str) -> Result<Vec<Turn>> {
+        let rows = sqlx::query(&format!(
+            "SELECT * FROM turns WHERE conversation_id = ? AND status IN {OPEN} \
+             ORDER BY created_at, rowid"
+        ))
+        .bind(conversation_id)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(rows::turn).collect()
+    }
+
+    /// Sets a non-terminal status (running ↔ waiting); terminal turns are left alone.
+    pub async fn set_turn_waiting(&self, turn_id: &str, status: TurnStatus) -> Result<()> {
+        sqlx::query(&format!(
+            "UPDATE turns SET status = ? WHERE id = ? AND status IN {OPEN}"
+        ))
+        .bind(status.as_str())
+        .bind(turn_id)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+}

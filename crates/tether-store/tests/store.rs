@@ -1,0 +1,152 @@
+//! Store tests on a real SQLite file.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use tether_proto::*;
+use tether_store::*;
+
+async fn open() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).await.unwrap();
+    (dir, store)
+}
+
+async fn conv_with_session(store: &Store) -> (String, String) {
+    store
+        .create_conversation(
+            "c1",
+            ConversationKind::Chat,
+            "t",
+            "fake",
+            None,
+            "/tmp",
+            None,
+        )
+        .await
+        .unwrap();
+    let s = NewSession {
+        id: "s1".into(),
+        conversation_id: "c1".into(),
+        agent: "fake".into(),
+        model: None,
+        cwd: "/tmp".into(),
+    };
+    store
+        .start_session(&s, NewSessionReason::Unbound, Some("why"))
+        .await
+        .unwrap();
+    ("c1".into(), "s1".into())
+}
+
+#[tokio::test]
+async fn seq_is_gap_free_and_binding_set() {
+    let (_d, store) = open().await;
+    let (c, s) = conv_with_session(&store).await;
+    let conv = store.get_conversation(&c).await.unwrap().unwrap();
+    assert_eq!(conv.bound_session_id.as_deref(), Some("s1"));
+    let deltas: Vec<_> = (0..5)
+        .map(|i| EventPayload::MessageDelta {
+            text: i.to_string(),
+        })
+        .collect();
+    store.append_events(&s, None, &deltas).await.unwrap();
+    let evs = store.session_events(&s, 0, 100).await.unwrap();
+    let seqs: Vec<i64> = evs.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=7).collect::<Vec<_>>());
+    let page = store.session_events(&s, 3, 2).await.unwrap();
+    assert_eq!(page.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![4, 5]);
+    let hist = store.history(&c, 0, 10).await.unwrap();
+    assert_eq!(hist.len(), 1);
+    assert_eq!(hist[0].role, MessageRole::Status);
+}
+
+#[tokio::test]
+async fn approval_first_answer_wins_and_recovery_expires() {
+    let (_d, store) = open().await;
+    let (c, s) = conv_with_session(&store).await;
+    let t = NewTurn {
+        id: "t1".into(),
+        session_id: s.clone(),
+        conversation_id: c.clone(),
+        input: "hi".into(),
+        status: TurnStatus::Queued,
+    };
+    store.insert_turn(&t, true).await.unwrap();
+    store.start_turn("t1").await.unwrap();
+    for id in ["a1", "a2"] {
+        store
+            .create_approval(&NewApproval {
+                id: id.into(),
+                conversation_id: c.clone(),
+                session_id: s.clone(),
+                turn_id: "t1".into(),
+                title: "run ls".into(),
+                kind: None,
+                detail: None,
+                options: vec![Decision::Allow, Decision::Deny],
+                deadline_ms: now_ms() + 1000,
+            })
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        store.get_turn("t1").await.unwrap().unwrap().status,
+        TurnStatus::WaitingApproval
+    );
+    let first = store
+        .resolve_approval("a1", ApprovalStatus::Allowed, Some("me"))
+        .await
+        .unwrap();
+    assert!(first.is_some());
+    let second = store
+        .resolve_approval("a1", ApprovalStatus::Denied, Some("you"))
+        .await
+        .unwrap();
+    assert!(second.is_none());
+
+    let report = store
+        .recover(|rc| format!("restarted {}", rc.interrupted_turns))
+        .await
+        .unwrap();
+    assert_eq!(report.conversations.len(), 1);
+    assert_eq!(report.conversations[0].interrupted_turns, 1);
+    assert_eq!(report.conversations[0].expired_approvals, 1);
+    assert_eq!(
+        store.get_turn("t1").await.unwrap().unwrap().status,
+        TurnStatus::Interrupted
+    );
+    assert_eq!(
+        store.get_approval("a2").await.unwrap().unwrap().status,
+        ApprovalStatus::Expired
+    );
+    assert_eq!(
+        store.get_approval("a1").await.unwrap().unwrap().status,
+        ApprovalStatus::Allowed
+    );
+    let conv = store.get_conversation(&c).await.unwrap().unwrap();
+    assert_eq!(conv.bound_session_id.as_deref(), Some("s1"));
+    // A finished turn is immutable.
+    let end = TurnEnd {
+        status: TurnStatus::Completed,
+        result_text: Some("x".into()),
+        stop_reason: None,
+        error: None,
+        usage: None,
+    };
+    let again = store
+        .finish_turn(
+            "t1",
+            &end,
+            &EventPayload::TurnCompleted {
+                stop_reason: None,
+                text: "x".into(),
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(again.is_none());
+    assert!(store.integrity_check().await.unwrap());
+    // Second recovery finds nothing.
+    let report = store.recover(|_| String::new()).await.unwrap();
+    assert!(report.conversations.is_empty());
+}
