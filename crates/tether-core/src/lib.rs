@@ -1,1 +1,30 @@
-//! tether-core
+//! tether-core: the pure domain of tether — command parsing, binding rules (which
+//! session a message goes to), derived conversation state, the turn state machine,
+//! approval and question resolution, the bounded turn queue, start-up recovery rules and
+//! the texts of `/status`, `/sessions` and restart notices.
+//!
+//! This crate must not do I/O: no tokio, no sqlx, no files, sockets or processes, and no
+//! clocks (time is passed in as `now_ms`). Its only tether dependency is `tether-proto`,
+//! whose status enums and [`tether_proto::ErrorCode`]s it uses as they are. Every error
+//! here has a `code()` giving its stable wire code.
+
+pub mod approval;
+pub mod binding;
+pub mod command;
+pub mod queue;
+pub mod recovery;
+pub mod state;
+pub mod status;
+pub mod turn;
+
+pub use approval::{ResolveError, pick_approval, resolve_approval, resolve_question};
+pub use binding::{
+    BoundSession, Preferences, Requested, Selection, apply_overrides, explicit_new_status,
+    select_session,
+};
+pub use command::{Command, CommandError, Input, help_text, parse_input};
+pub use queue::{DEFAULT_QUEUE_CAP, QueueFull, TurnQueue};
+pub use recovery::restart_notice;
+pub use state::{StateInputs, derive_state};
+pub use status::{SessionRow, StatusView, sessions_text, short_id, status_text};
+pub use turn::{TransitionError, transition};
