@@ -266,3 +266,52 @@ async fn quirks_exit_crash_and_other_id() -> Result<()> {
     ensure!(resp.get("error").is_some(), "{resp}");
     Ok(())
 }
+
+#[tokio::test]
+async fn elicitation_and_cancel_during_permission() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut agent = Agent::spawn(dir.path(), &["--stderr-flood", "50"], &[])?;
+    initialize(&mut agent).await?;
+    let sid = new_session(&mut agent).await?;
+    agent
+        .send(json!({"jsonrpc":"2.0","id":1,"method":"session/prompt",
+            "params":{"sessionId":sid,"prompt":[{"type":"text","text":"ask your name?"}]}}))
+        .await?;
+    let (request, _) = agent
+        .recv_until(|v| v["method"] == "elicitation/create")
+        .await?;
+    ensure!(request["params"]["message"] == "your name?", "{request}");
+    ensure!(request["params"]["mode"] == "form", "{request}");
+    agent
+        .send(json!({"jsonrpc":"2.0","id":request["id"],
+            "result":{"action":"accept","content":{"answer":"Ada"}}}))
+        .await?;
+    let (resp, updates) = agent.recv_until(|v| is_response(v, &json!(1))).await?;
+    ensure!(resp["result"]["stopReason"] == "end_turn", "{resp}");
+    assert_eq!(agent_text(&updates, &sid), "answer: Ada\nremembers 0: []");
+
+    agent
+        .send(json!({"jsonrpc":"2.0","id":2,"method":"session/prompt",
+            "params":{"sessionId":sid,"prompt":[{"type":"text","text":"approve x"}]}}))
+        .await?;
+    let (request, _) = agent
+        .recv_until(|v| v["method"] == "session/request_permission")
+        .await?;
+    agent
+        .send(json!({"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":sid}}))
+        .await?;
+    let (resp, _) = agent.recv_until(|v| is_response(v, &json!(2))).await?;
+    ensure!(resp["result"]["stopReason"] == "cancelled", "{resp}");
+    // A late answer to the abandoned request is ignored.
+    agent
+        .send(json!({"jsonrpc":"2.0","id":request["id"],
+            "result":{"outcome":{"outcome":"cancelled"}}}))
+        .await?;
+    let (_, updates) = prompt(&mut agent, 3, &sid, "d").await?;
+    assert_eq!(
+        agent_text(&updates, &sid),
+        "echo: d\nremembers 2: [\"ask your name?\",\"approve x\"]"
+    );
+    agent.stderr_contains("stderr flood line 50").await?;
+    Ok(())
+}

@@ -108,6 +108,11 @@ impl Engine {
         Ok(id)
     }
 
+    /// Whether a session with this id is persisted.
+    pub fn exists(&self, id: &str) -> bool {
+        self.store.exists(id)
+    }
+
     /// Load / resume a persisted session, honouring the quirk flags.
     pub fn resume(&self, id: &str) -> Result<Resumed, ResumeError> {
         if self.refuse_resume {

@@ -11,9 +11,13 @@
 //! `--exit-on-start` (`FAKE_AGENT_EXIT_ON_START=1`), `--refuse-resume`
 //! (`FAKE_AGENT_REFUSE_RESUME=1`), `--resume-other-id` (`FAKE_AGENT_RESUME_OTHER_ID=1`),
 //! `--no-initialize-reply` (`FAKE_AGENT_HANG_INIT=1`), `--stderr-flood N`
-//! (`FAKE_AGENT_STDERR_FLOOD=N`). Unknown arguments are ignored.
+//! (`FAKE_AGENT_STDERR_FLOOD=N`). claude dialect: `--session-id ID`, `--resume ID`.
+//! Unknown arguments are ignored; without `--dialect`, `app-server` selects codex and
+//! `--input-format stream-json` selects claude.
 
 mod acp;
+mod claude;
+mod claude_io;
 mod cli;
 mod codex;
 mod codex_io;
@@ -82,7 +86,7 @@ async fn run(config: Config) -> Result<i32> {
         Dialect::Codex => codex::run(engine, config.hang_init, config.state_dir)
             .await
             .map(|()| 0),
-        Dialect::Claude => anyhow::bail!("dialect not implemented yet"),
+        Dialect::Claude => claude::run(engine, &config).await,
     }
 }
 

@@ -29,6 +29,10 @@ impl Store {
         ok.then(|| self.dir.join(format!("{id}.json")))
     }
 
+    pub fn exists(&self, id: &str) -> bool {
+        self.path(id).is_some_and(|p| p.is_file())
+    }
+
     /// The session's user messages, or `None` if the session is unknown.
     pub fn load(&self, id: &str) -> Result<Option<Vec<String>>> {
         let Some(path) = self.path(id) else {
