@@ -130,9 +130,15 @@ impl StopReason {
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
     #[error("could not start agent: {message}{}", tail(stderr_tail))]
-    Spawn { message: String, stderr_tail: String },
+    Spawn {
+        message: String,
+        stderr_tail: String,
+    },
     #[error("cannot resume session {external_id}: {message}")]
-    ResumeUnavailable { external_id: String, message: String },
+    ResumeUnavailable {
+        external_id: String,
+        message: String,
+    },
     #[error("agent process exited ({status}){}", tail(stderr_tail))]
     Crashed { status: String, stderr_tail: String },
     #[error("agent error: {message}")]
@@ -140,7 +146,11 @@ pub enum AgentError {
     #[error("protocol error: {message}")]
     Protocol { message: String },
     #[error("agent did not answer {what} within {secs}s{}", tail(stderr_tail))]
-    Timeout { what: String, secs: u64, stderr_tail: String },
+    Timeout {
+        what: String,
+        secs: u64,
+        stderr_tail: String,
+    },
 }
 
 fn tail(stderr_tail: &str) -> String {

@@ -5,6 +5,10 @@
 //! Must not depend on the store, the channels or the web server: it knows nothing about
 //! conversations, only about one agent session at a time.
 
+pub mod acp;
 mod driver;
+pub mod jsonrpc;
+pub mod process;
 
+pub use acp::AcpDriver;
 pub use driver::*;

@@ -1,0 +1,283 @@
+//! The ACP v1 driver (gemini --acp, codex-acp, claude-agent-acp, the fake agent):
+//! `initialize`, then `session/new`, or a strict `session/resume` / `session/load`, and an
+//! optional best-effort `session/set_model`. Turns run in [`session`]; the translation of
+//! incoming messages lives in [`state`].
+
+mod session;
+mod state;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use crate::driver::{AgentDriver, AgentError, AgentSession, StartRequest};
+use crate::jsonrpc::{CloseInfo, Connection, OnClose, Options, RpcError};
+use crate::process::{AgentProcess, ProcessSpec, Spawned};
+use session::AcpSession;
+use state::{Phase, Shared};
+
+/// How long to wait for the exit status and the end of stderr once stdout closed.
+const CRASH_REPORT_WAIT: Duration = Duration::from_secs(2);
+
+/// The ACP protocol version tether speaks.
+pub const PROTOCOL_VERSION: u64 = 1;
+
+/// Starts ACP agents.
+#[derive(Debug, Clone)]
+pub struct AcpDriver {
+    /// Limit for each start-up request (`initialize`, `session/new`, `session/load`,
+    /// `session/resume`, `session/set_model`).
+    pub start_timeout: Duration,
+}
+
+impl Default for AcpDriver {
+    fn default() -> Self {
+        AcpDriver {
+            start_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+#[async_trait]
+impl AgentDriver for AcpDriver {
+    async fn start(&self, req: StartRequest) -> Result<Box<dyn AgentSession>, AgentError> {
+        let Spawned {
+            process,
+            stdin,
+            stdout,
+        } = AgentProcess::spawn(&ProcessSpec {
+            program: req.spec.command.clone(),
+            args: req.spec.args.clone(),
+            env: req.spec.env.clone(),
+            cwd: req.cwd.clone(),
+        })?;
+        let shared = Shared::new();
+        let report = process.crash_reporter(CRASH_REPORT_WAIT);
+        let on_close: OnClose = Box::new(move || {
+            Box::pin(async move {
+                let (status, stderr_tail) = report.await;
+                CloseInfo {
+                    status,
+                    stderr_tail,
+                }
+            })
+        });
+        let conn = Connection::spawn(
+            stdout,
+            stdin,
+            Options {
+                jsonrpc_field: true,
+            },
+            shared.handler(),
+            on_close,
+        );
+        let starter = Starter {
+            conn: &conn,
+            process: &process,
+            shared: &shared,
+            timeout: self.start_timeout,
+            req: &req,
+        };
+        match starter.run().await {
+            Ok(session_id) => Ok(Box::new(AcpSession {
+                session_id,
+                conn,
+                process,
+                shared,
+                prompt_lock: tokio::sync::Mutex::new(()),
+            })),
+            Err(e) => {
+                conn.close().await;
+                process.shutdown().await;
+                Err(e)
+            }
+        }
+    }
+}
+
+/// One start-up sequence.
+struct Starter<'a> {
+    conn: &'a Connection,
+    process: &'a AgentProcess,
+    shared: &'a Arc<Shared>,
+    timeout: Duration,
+    req: &'a StartRequest,
+}
+
+/// A start-up request that failed.
+enum StepError {
+    Rpc(RpcError),
+    Timeout(AgentError),
+}
+
+impl Starter<'_> {
+    async fn call(&self, method: &str, params: Value) -> Result<Value, StepError> {
+        match tokio::time::timeout(self.timeout, self.conn.request(method, params)).await {
+            Ok(reply) => reply.map_err(StepError::Rpc),
+            Err(_) => Err(StepError::Timeout(AgentError::Timeout {
+                what: method.to_owned(),
+                secs: self.timeout.as_secs_f64().ceil() as u64,
+                stderr_tail: self.process.stderr_tail().snapshot(),
+            })),
+        }
+    }
+
+    /// Errors before a session exists: the agent could not be started.
+    fn start_error(&self, method: &str, e: StepError) -> AgentError {
+        match e {
+            StepError::Timeout(e) => e,
+            StepError::Rpc(RpcError::Closed(info)) => AgentError::Spawn {
+                message: format!("agent exited during {method} ({})", info.status),
+                stderr_tail: info.stderr_tail,
+            },
+            StepError::Rpc(RpcError::Remote { message, .. }) if method == "initialize" => {
+                AgentError::Spawn {
+                    message: format!("initialize failed: {message}"),
+                    stderr_tail: self.process.stderr_tail().snapshot(),
+                }
+            }
+            StepError::Rpc(RpcError::Remote { message, .. }) => AgentError::Agent {
+                message: format!("{method} failed: {message}"),
+            },
+            StepError::Rpc(RpcError::Write(message)) => AgentError::Spawn {
+                message,
+                stderr_tail: self.process.stderr_tail().snapshot(),
+            },
+        }
+    }
+
+    /// Runs the whole sequence; the session id.
+    async fn run(&self) -> Result<String, AgentError> {
+        let init = self
+            .call(
+                "initialize",
+                json!({
+                    "protocolVersion": PROTOCOL_VERSION,
+                    "clientCapabilities": {
+                        "fs": {"readTextFile": false, "writeTextFile": false},
+                        "terminal": false,
+                        "elicitation": {"form": {}},
+                    },
+                    "clientInfo": {"name": "tether", "version": env!("CARGO_PKG_VERSION")},
+                }),
+            )
+            .await
+            .map_err(|e| self.start_error("initialize", e))?;
+        match init.get("protocolVersion").and_then(Value::as_u64) {
+            Some(PROTOCOL_VERSION) | None => {}
+            Some(other) => {
+                return Err(AgentError::Protocol {
+                    message: format!("agent speaks ACP version {other}, tether speaks 1"),
+                });
+            }
+        }
+        let caps = init
+            .get("agentCapabilities")
+            .cloned()
+            .unwrap_or(Value::Null);
+        let (session_id, result) = match &self.req.resume {
+            None => self.new_session().await?,
+            Some(id) => (id.clone(), self.resume(id, &caps).await?),
+        };
+        self.shared.lock().phase = Phase::Idle;
+        if let Some(model) = &self.req.model {
+            self.set_model(&session_id, model, result.get("models"))
+                .await;
+        }
+        Ok(session_id)
+    }
+
+    fn session_params(&self) -> Value {
+        json!({"cwd": self.req.cwd, "mcpServers": []})
+    }
+
+    async fn new_session(&self) -> Result<(String, Value), AgentError> {
+        let result = self
+            .call("session/new", self.session_params())
+            .await
+            .map_err(|e| self.start_error("session/new", e))?;
+        let Some(id) = result.get("sessionId").and_then(Value::as_str) else {
+            return Err(AgentError::Protocol {
+                message: "session/new returned no sessionId".to_owned(),
+            });
+        };
+        self.shared.lock().session_id = Some(id.to_owned());
+        Ok((id.to_owned(), result))
+    }
+
+    /// `session/resume` if offered, else `session/load` (its replay is discarded), else
+    /// [`AgentError::ResumeUnavailable`].
+    async fn resume(&self, id: &str, caps: &Value) -> Result<Value, AgentError> {
+        let unavailable = |message: String| AgentError::ResumeUnavailable {
+            external_id: id.to_owned(),
+            message,
+        };
+        let has_resume = caps
+            .pointer("/sessionCapabilities/resume")
+            .is_some_and(|r| !r.is_null() && r != &Value::Bool(false));
+        let has_load = caps.get("loadSession").and_then(Value::as_bool) == Some(true);
+        let method = match (has_resume, has_load) {
+            (true, _) => "session/resume",
+            (false, true) => "session/load",
+            (false, false) => {
+                return Err(unavailable(
+                    "the agent supports neither session/resume nor session/load".to_owned(),
+                ));
+            }
+        };
+        {
+            let mut state = self.shared.lock();
+            state.session_id = Some(id.to_owned());
+            state.strict = true;
+            state.phase = Phase::Quiet;
+        }
+        let mut params = self.session_params();
+        params["sessionId"] = json!(id);
+        let result = self.call(method, params).await.map_err(|e| match e {
+            StepError::Timeout(e) => e,
+            StepError::Rpc(RpcError::Remote { message, .. }) => unavailable(message),
+            StepError::Rpc(RpcError::Closed(info)) => unavailable(format!(
+                "agent exited during {method} ({}); stderr: {}",
+                info.status,
+                info.stderr_tail.trim_end()
+            )),
+            StepError::Rpc(RpcError::Write(message)) => unavailable(message),
+        })?;
+        let reported = result.get("sessionId").and_then(Value::as_str);
+        let other = match (reported, &self.shared.lock().mismatch) {
+            (_, Some(other)) => Some(other.clone()),
+            (Some(reported), None) if reported != id => Some(reported.to_owned()),
+            _ => None,
+        };
+        if let Some(other) = other {
+            return Err(unavailable(format!(
+                "the agent continued as another session ({other})"
+            )));
+        }
+        Ok(result)
+    }
+
+    /// Best effort: only when the agent advertises models; failures are logged.
+    async fn set_model(&self, session_id: &str, model: &str, models: Option<&Value>) {
+        let Some(models) = models.filter(|m| m.is_object()) else {
+            tracing::debug!(
+                model,
+                "agent offers no model selection; keeping its default"
+            );
+            return;
+        };
+        if models.get("currentModelId").and_then(Value::as_str) == Some(model) {
+            return;
+        }
+        let params = json!({"sessionId": session_id, "modelId": model});
+        match self.call("session/set_model", params).await {
+            Ok(_) => {}
+            Err(StepError::Timeout(e)) => tracing::warn!(model, "setting the model: {e}"),
+            Err(StepError::Rpc(e)) => {
+                tracing::warn!(model, "setting the model: {}", e.into_agent_error())
+            }
+        }
+    }
+}

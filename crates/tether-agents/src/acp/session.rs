@@ -1,0 +1,147 @@
+//! A live ACP session: one prompt at a time (`session/prompt`, streaming through the
+//! reader task's [`Shared`] state), `session/cancel`, shutdown.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+
+use super::state::{Phase, Shared, Turn};
+use crate::driver::{AgentError, AgentEvent, AgentSession, StopReason, TurnOutcome};
+use crate::jsonrpc::Connection;
+use crate::process::AgentProcess;
+
+#[derive(Debug)]
+pub(crate) struct AcpSession {
+    pub session_id: String,
+    pub conn: Connection,
+    pub process: AgentProcess,
+    pub shared: Arc<Shared>,
+    /// Held while a prompt runs.
+    pub prompt_lock: tokio::sync::Mutex<()>,
+}
+
+/// Puts the session back to idle when a prompt ends, however it ends.
+struct TurnGuard<'a>(&'a Shared);
+
+impl Drop for TurnGuard<'_> {
+    fn drop(&mut self) {
+        let mut state = self.0.lock();
+        if matches!(state.phase, Phase::Turn(_)) {
+            state.phase = Phase::Idle;
+        }
+    }
+}
+
+pub(crate) fn stop_reason(s: &str) -> StopReason {
+    match s {
+        "end_turn" => StopReason::EndTurn,
+        "cancelled" => StopReason::Cancelled,
+        "max_tokens" => StopReason::MaxTokens,
+        "max_turn_requests" => StopReason::MaxTurnRequests,
+        "refusal" => StopReason::Refusal,
+        other => StopReason::Other(other.to_owned()),
+    }
+}
+
+impl AcpSession {
+    fn resume_error(&self, other: &str) -> AgentError {
+        AgentError::ResumeUnavailable {
+            external_id: self.session_id.clone(),
+            message: format!("the agent continued as another session ({other})"),
+        }
+    }
+}
+
+#[async_trait]
+impl AgentSession for AcpSession {
+    fn external_id(&self) -> String {
+        self.session_id.clone()
+    }
+
+    async fn prompt(
+        &self,
+        text: &str,
+        events: mpsc::UnboundedSender<AgentEvent>,
+    ) -> Result<TurnOutcome, AgentError> {
+        let Ok(_running) = self.prompt_lock.try_lock() else {
+            return Err(AgentError::Protocol {
+                message: "a prompt is already running in this session".to_owned(),
+            });
+        };
+        if let Some(info) = self.conn.closed() {
+            return Err(info.to_error());
+        }
+        let (abort_tx, abort_rx) = oneshot::channel();
+        {
+            let mut state = self.shared.lock();
+            if let Some(other) = &state.mismatch {
+                return Err(self.resume_error(other));
+            }
+            state.phase = Phase::Turn(Turn {
+                events,
+                text: String::new(),
+                abort: Some(abort_tx),
+            });
+        }
+        let _guard = TurnGuard(&self.shared);
+        let params = json!({
+            "sessionId": self.session_id,
+            "prompt": [{"type": "text", "text": text}],
+        });
+        let reply = tokio::select! {
+            reply = self.conn.request("session/prompt", params) => reply,
+            Ok(other) = abort_rx => {
+                // Stop whatever the agent is doing in the other session; never show it.
+                let _ = self
+                    .conn
+                    .notify("session/cancel", json!({"sessionId": self.session_id}))
+                    .await;
+                self.shared.cancel_gen.send_modify(|g| *g += 1);
+                return Err(self.resume_error(&other));
+            }
+        };
+        let result = reply.map_err(|e| e.into_agent_error())?;
+        let text = match std::mem::replace(&mut self.shared.lock().phase, Phase::Idle) {
+            Phase::Turn(turn) => turn.text,
+            _ => String::new(),
+        };
+        let reason = result
+            .get("stopReason")
+            .and_then(Value::as_str)
+            .unwrap_or("end_turn");
+        Ok(TurnOutcome {
+            stop_reason: stop_reason(reason),
+            text,
+            usage: result.get("usage").filter(|u| !u.is_null()).cloned(),
+        })
+    }
+
+    async fn cancel(&self) -> Result<(), AgentError> {
+        if !matches!(self.shared.lock().phase, Phase::Turn(_)) {
+            return Ok(());
+        }
+        let sent = self
+            .conn
+            .notify("session/cancel", json!({"sessionId": self.session_id}))
+            .await;
+        // Then answer pending permission requests and questions "cancelled" (ACP wants the
+        // client to do so after cancelling).
+        self.shared.cancel_gen.send_modify(|g| *g += 1);
+        sent.map_err(|e| match self.conn.closed() {
+            Some(info) => info.to_error(),
+            None => e.into_agent_error(),
+        })
+    }
+
+    fn is_alive(&self) -> bool {
+        self.process.is_alive()
+    }
+
+    async fn shutdown(&self) {
+        self.shared.cancel_gen.send_modify(|g| *g += 1);
+        self.conn.close().await;
+        self.process.shutdown().await;
+    }
+}

@@ -1,0 +1,164 @@
+//! The ACP driver against a tiny scripted agent that supports `session/load` but not
+//! `session/resume` (the fake agent offers both): the replay is discarded, a replay under
+//! another session id fails the resume, models are set when offered, and client-side
+//! methods (`fs/*`) are refused with "method not found".
+//!
+//! The scripted agent is this test binary itself, re-run with `TETHER_TEST_AGENT` set;
+//! the test harness's own stdout lines are not JSON and the driver skips them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tether_agents::{
+    AcpDriver, AgentDriver, AgentError, AgentSpec, DriverKind, StartRequest, StopReason,
+};
+use tokio::sync::mpsc;
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// The scripted agent (a no-op unless run by the tests below).
+#[test]
+fn scripted_acp_agent() {
+    let Ok(mode) = std::env::var("TETHER_TEST_AGENT") else {
+        return;
+    };
+    let mut out = std::io::stdout();
+    // End the harness's unterminated "test scripted_acp_agent ... " line.
+    writeln!(out).unwrap();
+    let mut send = |v: Value| {
+        writeln!(out, "{v}").unwrap();
+        out.flush().unwrap();
+    };
+    let mut model = "default".to_owned();
+    let mut fs_reply = Value::Null;
+    let mut lines = std::io::stdin().lock().lines();
+    while let Some(Ok(line)) = lines.next() {
+        let msg: Value = serde_json::from_str(&line).unwrap();
+        let id = msg["id"].clone();
+        let params = &msg["params"];
+        match msg["method"].as_str() {
+            Some("initialize") => {
+                let load = mode != "noload";
+                send(
+                    json!({"jsonrpc":"2.0","id":id,"result":{"protocolVersion":1,
+                    "agentCapabilities":{"loadSession":load}}}),
+                );
+            }
+            Some("session/load") => {
+                let sid = if mode == "other" { "S2" } else { "S1" };
+                send(
+                    json!({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":sid,
+                    "update":{"sessionUpdate":"agent_message_chunk",
+                    "content":{"type":"text","text":"(old)"}}}}),
+                );
+                send(
+                    json!({"jsonrpc":"2.0","id":id,"result":{"models":{"currentModelId":"default",
+                    "availableModels":[{"modelId":"default","name":"D"},{"modelId":"big","name":"B"}]}}}),
+                );
+            }
+            Some("session/set_model") => {
+                model = params["modelId"].as_str().unwrap().to_owned();
+                send(json!({"jsonrpc":"2.0","id":id,"result":{}}));
+            }
+            Some("session/prompt") => {
+                send(
+                    json!({"jsonrpc":"2.0","id":"fs-1","method":"fs/read_text_file",
+                    "params":{"sessionId":"S1","path":"/etc/passwd"}}),
+                );
+                // Wait for the refusal before ending the turn.
+                while let Some(Ok(line)) = lines.next() {
+                    let reply: Value = serde_json::from_str(&line).unwrap();
+                    if reply["id"] == "fs-1" {
+                        fs_reply = reply["error"]["code"].clone();
+                        break;
+                    }
+                }
+                send(
+                    json!({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S1",
+                    "update":{"sessionUpdate":"agent_thought_chunk",
+                    "content":{"type":"text","text":"hmm"}}}}),
+                );
+                let text = format!("model={model} fs={fs_reply}");
+                send(
+                    json!({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S1",
+                    "update":{"sessionUpdate":"agent_message_chunk",
+                    "content":{"type":"text","text":text}}}}),
+                );
+                send(json!({"jsonrpc":"2.0","id":id,"result":{"stopReason":"max_tokens"}}));
+            }
+            _ => {}
+        }
+    }
+}
+
+fn request(mode: &str, model: Option<&str>) -> StartRequest {
+    let exe = std::env::current_exe().unwrap();
+    StartRequest {
+        spec: AgentSpec {
+            name: "scripted".to_owned(),
+            driver: DriverKind::Acp,
+            command: exe.display().to_string(),
+            args: [
+                "scripted_acp_agent",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+            env: BTreeMap::from([("TETHER_TEST_AGENT".to_owned(), mode.to_owned())]),
+        },
+        cwd: std::env::temp_dir(),
+        model: model.map(str::to_owned),
+        resume: Some("S1".to_owned()),
+    }
+}
+
+#[tokio::test]
+async fn load_discards_replay_sets_model_and_refuses_fs() {
+    let driver = AcpDriver::default();
+    let session = tokio::time::timeout(LIMIT, driver.start(request("load", Some("big"))))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(session.external_id(), "S1");
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let outcome = tokio::time::timeout(LIMIT, session.prompt("hi", tx))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(outcome.stop_reason, StopReason::MaxTokens);
+    assert_eq!(outcome.text, "model=big fs=-32601");
+    let mut thoughts = 0;
+    while let Ok(event) = rx.try_recv() {
+        if let tether_agents::AgentEvent::ThoughtDelta(t) = event {
+            assert_eq!(t, "hmm");
+            thoughts += 1;
+        }
+    }
+    assert_eq!(thoughts, 1);
+    tokio::time::timeout(LIMIT, session.shutdown())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn load_under_another_id_or_no_load_is_unavailable() {
+    for mode in ["other", "noload"] {
+        let driver = AcpDriver::default();
+        match tokio::time::timeout(LIMIT, driver.start(request(mode, None)))
+            .await
+            .unwrap()
+        {
+            Err(AgentError::ResumeUnavailable { external_id, .. }) => {
+                assert_eq!(external_id, "S1")
+            }
+            Err(other) => panic!("{mode}: {other}"),
+            Ok(_) => panic!("{mode}: resumed"),
+        }
+    }
+}
