@@ -8,6 +8,7 @@ CREATE TABLE conversations (
     archived INTEGER NOT NULL DEFAULT 0,
     bound_session_id TEXT,
     parent_conversation_id TEXT,
+    next_session_reason TEXT,
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL
 );

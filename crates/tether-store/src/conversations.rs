@@ -48,6 +48,7 @@ impl Store {
             archived: false,
             bound_session_id: None,
             parent_conversation_id: parent_conversation_id.map(str::to_string),
+            next_session_reason: None,
             created_at_ms: now,
             updated_at_ms: now,
         })
@@ -104,21 +105,33 @@ impl Store {
         Ok(())
     }
 
-    /// Unbinds the conversation and records why, in one transaction. Returns whether a
-    /// session was bound.
-    pub async fn unbind(&self, id: &str, status_text: &str) -> Result<bool> {
+    /// Unbinds the conversation and records the command reply, in one transaction.
+    /// `next_reason` is remembered for the next session (`explicit` after `/new`).
+    /// Returns the session that was bound, if any.
+    pub async fn unbind(
+        &self,
+        id: &str,
+        status_text: &str,
+        next_reason: Option<NewSessionReason>,
+    ) -> Result<Option<String>> {
         let mut tx = self.writer.begin().await?;
-        let res = sqlx::query(
-            "UPDATE conversations SET bound_session_id = NULL, updated_at = ? \
-             WHERE id = ? AND bound_session_id IS NOT NULL",
+        let (prev,): (Option<String>,) =
+            sqlx::query_as("SELECT bound_session_id FROM conversations WHERE id = ?")
+                .bind(id)
+                .fetch_one(&mut *tx)
+                .await?;
+        sqlx::query(
+            "UPDATE conversations SET bound_session_id = NULL, next_session_reason = ?, \
+             updated_at = ? WHERE id = ?",
         )
+        .bind(next_reason.map(|r| r.as_str()))
         .bind(now_ms())
         .bind(id)
         .execute(&mut *tx)
         .await?;
         add_message(&mut tx, id, MessageRole::Command, status_text, None, None).await?;
         tx.commit().await?;
-        Ok(res.rows_affected() == 1)
+        Ok(prev)
     }
 
     /// Creates a session, binds it to its conversation, and records `session_started`
@@ -145,12 +158,15 @@ impl Store {
         .bind(now)
         .execute(&mut *tx)
         .await?;
-        sqlx::query("UPDATE conversations SET bound_session_id = ?, updated_at = ? WHERE id = ?")
-            .bind(&s.id)
-            .bind(now)
-            .bind(&s.conversation_id)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "UPDATE conversations SET bound_session_id = ?, next_session_reason = NULL, \
+             updated_at = ? WHERE id = ?",
+        )
+        .bind(&s.id)
+        .bind(now)
+        .bind(&s.conversation_id)
+        .execute(&mut *tx)
+        .await?;
         let mut events = vec![
             append(
                 &mut tx,

@@ -4,8 +4,8 @@ use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 use tether_proto::{
     Approval, ApprovalStatus, ConversationKind, Decision, ErrorCode, EventEnvelope, EventPayload,
-    HistoryMessage, MessageRole, Question, QuestionStatus, Session, SessionStatus, Turn,
-    TurnStatus,
+    HistoryMessage, MessageRole, NewSessionReason, Question, QuestionStatus, Session,
+    SessionStatus, Turn, TurnStatus,
 };
 
 use crate::{Result, StoreError};
@@ -22,6 +22,8 @@ pub struct ConversationRow {
     pub archived: bool,
     pub bound_session_id: Option<String>,
     pub parent_conversation_id: Option<String>,
+    /// Why the next session will start (`explicit` after `/new`), while unbound.
+    pub next_session_reason: Option<NewSessionReason>,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
 }
@@ -118,6 +120,9 @@ pub(crate) fn conversation(row: &SqliteRow) -> Result<ConversationRow> {
         archived: row.try_get::<i64, _>("archived")? != 0,
         bound_session_id: row.try_get("bound_session_id")?,
         parent_conversation_id: row.try_get("parent_conversation_id")?,
+        next_session_reason: row
+            .try_get::<Option<String>, _>("next_session_reason")?
+            .and_then(|r| NewSessionReason::parse(&r)),
         created_at_ms: row.try_get("created_at")?,
         updated_at_ms: row.try_get("updated_at")?,
     })

@@ -1,0 +1,734 @@
+//! The session actor: the one owner of a runtime session. It holds the agent process,
+//! runs one turn at a time, keeps the queue of follow-ups, turns agent events into stored
+//! events, and delivers answers to approvals and questions.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tether_agents::{
+    AgentError, AgentEvent, AgentSession, AgentSpec, PermissionReply, StartRequest, StopReason,
+    TurnOutcome,
+};
+use tether_core::TurnQueue;
+use tether_proto::{
+    ApprovalStatus, ErrorCode, EventPayload, MessageRole, QuestionStatus, Session, SessionStatus,
+    TurnStatus,
+};
+use tether_store::{NewApproval, NewMessage, NewQuestion, TurnEnd, now_ms};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::ctx::{Ctx, new_id};
+use crate::turn_step::{Step, deadline_sleep, join_opt, recv_opt};
+
+/// Grace for an agent to end a cancelled turn before its process is killed.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+pub(crate) enum ActorCmd {
+    /// Run this (already stored, `queued`) turn now or after the running one.
+    Enqueue {
+        turn_id: String,
+        input: String,
+        reply: oneshot::Sender<Enqueued>,
+    },
+    /// Cancel the running turn; replies whether one was running.
+    Stop { reply: oneshot::Sender<bool> },
+    /// An approval was resolved in the store; pass the decision to the agent.
+    DeliverApproval {
+        approval_id: String,
+        reply: PermissionReply,
+    },
+    /// A question was resolved in the store; pass the answer to the agent.
+    DeliverAnswer {
+        question_id: String,
+        answer: Option<String>,
+    },
+    /// The session is no longer bound: end its process once the queue is empty.
+    Park,
+    /// End everything now (daemon shutdown).
+    Shutdown { done: oneshot::Sender<()> },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Enqueued {
+    Started,
+    Queued(u32),
+    Full(usize),
+}
+
+/// Handle to a running actor.
+#[derive(Clone)]
+pub(crate) struct ActorHandle {
+    pub tx: mpsc::UnboundedSender<ActorCmd>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum DeadlineKind {
+    TurnTimeout,
+    StopGrace,
+}
+
+struct Current {
+    turn_id: String,
+    input: String,
+    cancel_requested: bool,
+    timed_out: bool,
+    text: String,
+}
+
+pub(crate) struct Actor {
+    ctx: Arc<Ctx>,
+    session: Session,
+    spec: AgentSpec,
+    rx: mpsc::UnboundedReceiver<ActorCmd>,
+    me: mpsc::WeakUnboundedSender<ActorCmd>,
+    live: Option<Arc<dyn AgentSession>>,
+    queue: TurnQueue<(String, String)>,
+    current: Option<Current>,
+    task: Option<JoinHandle<Step>>,
+    events: Option<mpsc::UnboundedReceiver<AgentEvent>>,
+    deadline: Option<(Instant, DeadlineKind)>,
+    approvals: HashMap<String, tokio::sync::oneshot::Sender<PermissionReply>>,
+    questions: HashMap<String, tokio::sync::oneshot::Sender<Option<String>>>,
+    parked: bool,
+}
+
+impl Actor {
+    /// Spawns the actor for `session` and returns its handle.
+    pub fn spawn(ctx: Arc<Ctx>, session: Session, spec: AgentSpec) -> ActorHandle {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let queue = TurnQueue::new(ctx.config.queue_cap);
+        let actor = Actor {
+            ctx,
+            session,
+            spec,
+            rx,
+            me: tx.downgrade(),
+            live: None,
+            queue,
+            current: None,
+            task: None,
+            events: None,
+            deadline: None,
+            approvals: HashMap::new(),
+            questions: HashMap::new(),
+            parked: false,
+        };
+        tokio::spawn(actor.run());
+        ActorHandle { tx }
+    }
+
+    async fn run(mut self) {
+        loop {
+            if self.current.is_none() {
+                if let Some((turn_id, input)) = self.queue.pop() {
+                    self.begin(turn_id, input).await;
+                    continue;
+                }
+                if self.parked && self.live.is_some() {
+                    self.go_dormant("the session is no longer bound").await;
+                }
+            }
+            tokio::select! {
+                cmd = self.rx.recv() => match cmd {
+                    Some(ActorCmd::Shutdown { done }) => {
+                        self.shutdown().await;
+                        let _ = done.send(());
+                        return;
+                    }
+                    Some(cmd) => self.on_cmd(cmd).await,
+                    None => {
+                        self.shutdown().await;
+                        return;
+                    }
+                },
+                step = join_opt(&mut self.task) => {
+                    self.task = None;
+                    self.on_step(step).await;
+                }
+                ev = recv_opt(&mut self.events) => match ev {
+                    Some(ev) => self.on_agent_event(ev).await,
+                    None => self.events = None,
+                },
+                kind = deadline_sleep(self.deadline) => {
+                    self.deadline = None;
+                    self.on_deadline(kind).await;
+                }
+            }
+        }
+    }
+
+    async fn on_cmd(&mut self, cmd: ActorCmd) {
+        match cmd {
+            ActorCmd::Enqueue {
+                turn_id,
+                input,
+                reply,
+            } => {
+                let outcome = if self.current.is_none() && self.queue.is_empty() {
+                    self.queue_push(turn_id, input).map(|_| Enqueued::Started)
+                } else {
+                    self.queue_push(turn_id, input).map(Enqueued::Queued)
+                };
+                let _ = reply.send(outcome.unwrap_or_else(|cap| Enqueued::Full(cap)));
+            }
+            ActorCmd::Stop { reply } => {
+                let running = self.current.is_some();
+                if running {
+                    self.stop().await;
+                }
+                let _ = reply.send(running);
+            }
+            ActorCmd::DeliverApproval { approval_id, reply } => {
+                if let Some(tx) = self.approvals.remove(&approval_id) {
+                    let _ = tx.send(reply);
+                }
+            }
+            ActorCmd::DeliverAnswer {
+                question_id,
+                answer,
+            } => {
+                if let Some(tx) = self.questions.remove(&question_id) {
+                    let _ = tx.send(answer);
+                }
+            }
+            ActorCmd::Park => self.parked = true,
+            ActorCmd::Shutdown { .. } => {}
+        }
+    }
+
+    fn queue_push(&mut self, turn_id: String, input: String) -> Result<u32, usize> {
+        self.queue.push((turn_id, input)).map_err(|e| e.cap)
+    }
+
+    /// Starts the next turn: mark it running, then make the session live, then prompt.
+    async fn begin(&mut self, turn_id: String, input: String) {
+        match self.ctx.store.start_turn(&turn_id).await {
+            Ok(ev) => self.ctx.publish([ev]),
+            Err(e) => {
+                tracing::error!(turn_id, error = %e, "cannot start turn");
+                return;
+            }
+        }
+        self.current = Some(Current {
+            turn_id,
+            input,
+            cancel_requested: false,
+            timed_out: false,
+            text: String::new(),
+        });
+        if let Some(t) = self.ctx.config.turn_timeout {
+            self.deadline = Some((Instant::now() + t, DeadlineKind::TurnTimeout));
+        }
+        match &self.live {
+            Some(live) if live.is_alive() => self.spawn_prompt(),
+            _ => {
+                if let Some(old) = self.live.take() {
+                    old.shutdown().await;
+                }
+                let req = StartRequest {
+                    spec: self.spec.clone(),
+                    cwd: PathBuf::from(&self.session.cwd),
+                    model: self.session.model.clone(),
+                    resume: self.session.external_id.clone(),
+                };
+                let ctx = self.ctx.clone();
+                self.task = Some(tokio::spawn(async move {
+                    Step::Started(ctx.start_agent(req).await)
+                }));
+            }
+        }
+    }
+
+    fn spawn_prompt(&mut self) {
+        let (Some(live), Some(cur)) = (self.live.clone(), self.current.as_ref()) else {
+            return;
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.events = Some(rx);
+        let input = cur.input.clone();
+        self.task = Some(tokio::spawn(async move {
+            Step::Prompted(live.prompt(&input, tx).await)
+        }));
+    }
+
+    async fn on_step(&mut self, step: Step) {
+        match step {
+            Step::Started(Ok(agent)) => self.on_started(agent).await,
+            Step::Started(Err(e)) => self.fail(e.code(), e.to_string()).await,
+            Step::Prompted(result) => {
+                self.drain_events().await;
+                self.on_prompted(result).await;
+            }
+            Step::Aborted(reason) => {
+                tracing::warn!(reason, "turn task ended abnormally");
+                self.fail(ErrorCode::Internal, reason).await;
+            }
+        }
+    }
+
+    async fn on_started(&mut self, agent: Box<dyn AgentSession>) {
+        let agent: Arc<dyn AgentSession> = Arc::from(agent);
+        let external_id = agent.external_id();
+        let resumed = self.session.external_id.is_some();
+        if let Some(expected) = &self.session.external_id {
+            if expected != &external_id {
+                agent.shutdown().await;
+                let msg = format!(
+                    "cannot resume session {expected}: the agent came back with session \
+                     {external_id}"
+                );
+                self.fail(ErrorCode::ResumeUnavailable, msg).await;
+                return;
+            }
+        }
+        let ev = EventPayload::SessionLive {
+            external_id: external_id.clone(),
+            resumed,
+        };
+        match self
+            .ctx
+            .store
+            .set_session_status(
+                &self.session.id,
+                SessionStatus::Live,
+                Some(&external_id),
+                Some(&ev),
+            )
+            .await
+        {
+            Ok(ev) => self.ctx.publish(ev),
+            Err(e) => tracing::error!(error = %e, "cannot record live session"),
+        }
+        self.session.external_id = Some(external_id);
+        self.session.status = SessionStatus::Live;
+        self.live = Some(agent);
+        if self.current.as_ref().is_some_and(|c| c.cancel_requested) {
+            self.end_stopped().await;
+        } else {
+            self.spawn_prompt();
+        }
+    }
+
+    async fn on_prompted(&mut self, result: Result<TurnOutcome, AgentError>) {
+        let (cancel_requested, timed_out) = match &self.current {
+            Some(c) => (c.cancel_requested, c.timed_out),
+            None => return,
+        };
+        if timed_out {
+            self.end_stopped().await;
+        } else {
+            match result {
+                Ok(outcome) if cancel_requested || outcome.stop_reason == StopReason::Cancelled => {
+                    self.finish_cancelled().await
+                }
+                Ok(outcome) => self.complete(outcome).await,
+                Err(_) if cancel_requested => self.finish_cancelled().await,
+                Err(e) => {
+                    if e.code() == ErrorCode::ResumeUnavailable {
+                        // The agent is not in the session we asked for: never prompt it again.
+                        self.go_dormant("the agent could not resume the session")
+                            .await;
+                    }
+                    self.fail(e.code(), e.to_string()).await
+                }
+            }
+        }
+        if self.live.as_ref().is_some_and(|l| !l.is_alive()) {
+            self.go_dormant("the agent process exited").await;
+        }
+    }
+
+    async fn on_agent_event(&mut self, ev: AgentEvent) {
+        let mut batch = Vec::new();
+        let mut next = Some(ev);
+        while let Some(ev) = next.take() {
+            match self.simple_payload(ev) {
+                Ok(p) => batch.push(p),
+                Err(special) => {
+                    self.flush(&mut batch).await;
+                    self.on_special(special).await;
+                }
+            }
+            next = self.events.as_mut().and_then(|rx| rx.try_recv().ok());
+        }
+        self.flush(&mut batch).await;
+    }
+
+    async fn drain_events(&mut self) {
+        while let Some(ev) = self.events.as_mut().and_then(|rx| rx.try_recv().ok()) {
+            self.on_agent_event(ev).await;
+        }
+        self.events = None;
+    }
+
+    /// Maps streamable events to payloads; hands back permission and question requests.
+    fn simple_payload(&mut self, ev: AgentEvent) -> Result<EventPayload, AgentEvent> {
+        match ev {
+            AgentEvent::MessageDelta(text) => {
+                if let Some(c) = self.current.as_mut() {
+                    c.text.push_str(&text);
+                }
+                Ok(EventPayload::MessageDelta { text })
+            }
+            AgentEvent::ThoughtDelta(text) => Ok(EventPayload::ThoughtDelta { text }),
+            AgentEvent::ToolCall {
+                id,
+                title,
+                kind,
+                status,
+                detail,
+            } => Ok(EventPayload::ToolCall {
+                tool_call_id: id,
+                title,
+                kind,
+                status,
+                detail,
+            }),
+            AgentEvent::ToolCallUpdate {
+                id,
+                title,
+                status,
+                detail,
+            } => Ok(EventPayload::ToolCallUpdate {
+                tool_call_id: id,
+                status,
+                title,
+                detail,
+            }),
+            other @ (AgentEvent::Permission(_) | AgentEvent::Question(_)) => Err(other),
+        }
+    }
+
+    async fn flush(&mut self, batch: &mut Vec<EventPayload>) {
+        if batch.is_empty() {
+            return;
+        }
+        let turn_id = self.current.as_ref().map(|c| c.turn_id.clone());
+        match self
+            .ctx
+            .store
+            .append_events(&self.session.id, turn_id.as_deref(), batch)
+            .await
+        {
+            Ok(evs) => self.ctx.publish(evs),
+            Err(e) => tracing::error!(error = %e, "cannot store agent events"),
+        }
+        batch.clear();
+    }
+
+    async fn on_special(&mut self, ev: AgentEvent) {
+        let Some(turn_id) = self.current.as_ref().map(|c| c.turn_id.clone()) else {
+            return;
+        };
+        let deadline_ms = now_ms() + self.ctx.config.approval_timeout.as_millis() as i64;
+        match ev {
+            AgentEvent::Permission(req) => {
+                let id = new_id();
+                let row = NewApproval {
+                    id: id.clone(),
+                    conversation_id: self.session.conversation_id.clone(),
+                    session_id: self.session.id.clone(),
+                    turn_id,
+                    title: req.title,
+                    kind: req.kind,
+                    detail: req.detail,
+                    options: req.options,
+                    deadline_ms,
+                };
+                match self.ctx.store.create_approval(&row).await {
+                    Ok(ev) => {
+                        self.ctx.publish([ev]);
+                        self.approvals.insert(id.clone(), req.reply);
+                        self.schedule_expiry(Pending::Approval(id));
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot store approval; denying");
+                        let _ = req.reply.send(PermissionReply::Cancelled);
+                    }
+                }
+            }
+            AgentEvent::Question(req) => {
+                let id = new_id();
+                let row = NewQuestion {
+                    id: id.clone(),
+                    conversation_id: self.session.conversation_id.clone(),
+                    session_id: self.session.id.clone(),
+                    turn_id,
+                    prompt: req.prompt,
+                    deadline_ms,
+                };
+                match self.ctx.store.create_question(&row).await {
+                    Ok(ev) => {
+                        self.ctx.publish([ev]);
+                        self.questions.insert(id.clone(), req.reply);
+                        self.schedule_expiry(Pending::Question(id));
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot store question; cancelling it");
+                        let _ = req.reply.send(None);
+                    }
+                }
+            }
+            AgentEvent::MessageDelta(_)
+            | AgentEvent::ThoughtDelta(_)
+            | AgentEvent::ToolCall { .. }
+            | AgentEvent::ToolCallUpdate { .. } => {}
+        }
+    }
+
+    /// After the deadline, expire the request in the store (if still pending) and tell
+    /// the agent.
+    fn schedule_expiry(&self, pending: Pending) {
+        let ctx = self.ctx.clone();
+        let me = self.me.clone();
+        let wait = ctx.config.approval_timeout;
+        tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            crate::answers::expire(&ctx, &pending, me.upgrade().as_ref()).await;
+        });
+    }
+
+    async fn stop(&mut self) {
+        let Some(cur) = self.current.as_mut() else {
+            return;
+        };
+        if cur.cancel_requested {
+            return;
+        }
+        cur.cancel_requested = true;
+        self.cancel_pending(ApprovalStatus::Cancelled).await;
+        match (&self.live, self.events.is_some()) {
+            (Some(live), true) => {
+                let live = live.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = live.cancel().await {
+                        tracing::warn!(error = %e, "cancel failed");
+                    }
+                });
+                self.deadline = Some((Instant::now() + STOP_GRACE, DeadlineKind::StopGrace));
+            }
+            _ => {
+                // Still starting the agent: abandon the start.
+                if let Some(task) = self.task.take() {
+                    task.abort();
+                }
+                self.end_stopped().await;
+            }
+        }
+    }
+
+    async fn on_deadline(&mut self, kind: DeadlineKind) {
+        match kind {
+            DeadlineKind::TurnTimeout => {
+                if let Some(c) = self.current.as_mut() {
+                    c.timed_out = true;
+                }
+                self.stop().await;
+            }
+            DeadlineKind::StopGrace => {
+                // The agent ignored the cancel: end its process.
+                if let Some(task) = self.task.take() {
+                    task.abort();
+                }
+                self.events = None;
+                self.end_stopped().await;
+                self.go_dormant("the agent did not end the cancelled turn")
+                    .await;
+            }
+        }
+    }
+
+    /// Ends a stopped turn: `turn_timeout` when the timeout stopped it, else `cancelled`.
+    async fn end_stopped(&mut self) {
+        if self.current.as_ref().is_some_and(|c| c.timed_out) {
+            let secs = self
+                .ctx
+                .config
+                .turn_timeout
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            self.fail(
+                ErrorCode::TurnTimeout,
+                format!("the turn ran longer than {secs}s"),
+            )
+            .await;
+        } else {
+            self.finish_cancelled().await;
+        }
+    }
+
+    /// Resolves this turn's pending approvals and questions as cancelled/expired.
+    async fn cancel_pending(&mut self, status: ApprovalStatus) {
+        for (id, tx) in self.approvals.drain() {
+            match self.ctx.store.resolve_approval(&id, status, None).await {
+                Ok(Some((_, ev))) => self.ctx.publish([ev]),
+                Ok(None) => {}
+                Err(e) => tracing::error!(error = %e, "cannot cancel approval"),
+            }
+            let _ = tx.send(PermissionReply::Cancelled);
+        }
+        let qstatus = match status {
+            ApprovalStatus::Expired => QuestionStatus::Expired,
+            _ => QuestionStatus::Cancelled,
+        };
+        for (id, tx) in self.questions.drain() {
+            match self
+                .ctx
+                .store
+                .resolve_question(&id, qstatus, None, None)
+                .await
+            {
+                Ok(Some((_, ev))) => self.ctx.publish([ev]),
+                Ok(None) => {}
+                Err(e) => tracing::error!(error = %e, "cannot cancel question"),
+            }
+            let _ = tx.send(None);
+        }
+    }
+
+    async fn complete(&mut self, outcome: TurnOutcome) {
+        let text = if outcome.text.is_empty() {
+            self.current
+                .as_ref()
+                .map(|c| c.text.clone())
+                .unwrap_or_default()
+        } else {
+            outcome.text
+        };
+        let end = TurnEnd {
+            status: TurnStatus::Completed,
+            result_text: Some(text.clone()),
+            stop_reason: Some(outcome.stop_reason.as_str().to_string()),
+            error: None,
+            usage: outcome.usage,
+        };
+        let ev = EventPayload::TurnCompleted {
+            stop_reason: Some(outcome.stop_reason.as_str().to_string()),
+            text: text.clone(),
+        };
+        let msg = NewMessage {
+            role: MessageRole::Agent,
+            text,
+        };
+        self.end_turn(end, ev, Some(msg)).await;
+    }
+
+    async fn finish_cancelled(&mut self) {
+        let text = self
+            .current
+            .as_ref()
+            .map(|c| c.text.clone())
+            .unwrap_or_default();
+        let end = TurnEnd {
+            status: TurnStatus::Cancelled,
+            result_text: (!text.is_empty()).then_some(text),
+            stop_reason: Some("cancelled".to_string()),
+            error: None,
+            usage: None,
+        };
+        let msg = NewMessage {
+            role: MessageRole::Status,
+            text: "turn cancelled".to_string(),
+        };
+        self.end_turn(end, EventPayload::TurnCancelled {}, Some(msg))
+            .await;
+    }
+
+    async fn fail(&mut self, code: ErrorCode, mut message: String) {
+        if code == ErrorCode::ResumeUnavailable {
+            message.push_str(". The session stays bound; send /new to start a new one.");
+        }
+        let text = self
+            .current
+            .as_ref()
+            .map(|c| c.text.clone())
+            .unwrap_or_default();
+        let end = TurnEnd {
+            status: TurnStatus::Failed,
+            result_text: (!text.is_empty()).then_some(text),
+            stop_reason: None,
+            error: Some((code, message.clone())),
+            usage: None,
+        };
+        let status = NewMessage {
+            role: MessageRole::Status,
+            text: format!("turn failed ({code}): {message}"),
+        };
+        self.end_turn(
+            end,
+            EventPayload::TurnFailed { code, message },
+            Some(status),
+        )
+        .await;
+    }
+
+    async fn end_turn(&mut self, end: TurnEnd, ev: EventPayload, msg: Option<NewMessage>) {
+        self.cancel_pending(ApprovalStatus::Cancelled).await;
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+        self.events = None;
+        self.deadline = None;
+        let Some(cur) = self.current.take() else {
+            return;
+        };
+        match self
+            .ctx
+            .store
+            .finish_turn(&cur.turn_id, &end, &ev, msg.as_ref())
+            .await
+        {
+            Ok(Some(ev)) => self.ctx.publish([ev]),
+            Ok(None) => tracing::warn!(turn_id = cur.turn_id, "turn had already ended"),
+            Err(e) => tracing::error!(error = %e, "cannot finish turn"),
+        }
+    }
+
+    async fn go_dormant(&mut self, reason: &str) {
+        if let Some(live) = self.live.take() {
+            live.shutdown().await;
+        }
+        if self.session.status == SessionStatus::Dormant {
+            return;
+        }
+        self.session.status = SessionStatus::Dormant;
+        let ev = EventPayload::SessionDormant {
+            reason: reason.to_string(),
+        };
+        match self
+            .ctx
+            .store
+            .set_session_status(&self.session.id, SessionStatus::Dormant, None, Some(&ev))
+            .await
+        {
+            Ok(ev) => self.ctx.publish(ev),
+            Err(e) => tracing::error!(error = %e, "cannot record dormant session"),
+        }
+    }
+
+    async fn shutdown(&mut self) {
+        if self.current.is_some() {
+            let end = TurnEnd {
+                status: TurnStatus::Interrupted,
+                result_text: None,
+                stop_reason: None,
+                error: Some((ErrorCode::Interrupted, "tether shut down".to_string())),
+                usage: None,
+            };
+            let ev = EventPayload::TurnInterrupted {
+                reason: "tether shut down".to_string(),
+            };
+            self.end_turn(end, ev, None).await;
+        }
+        self.go_dormant("tether shut down").await;
+    }
+}
+
+/// A pending request waiting for its deadline.
+pub(crate) enum Pending {
+    Approval(String),
+    Question(String),
+}

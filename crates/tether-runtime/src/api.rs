@@ -1,0 +1,364 @@
+//! The runtime's public face: what the HTTP API and the channels call.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tether_proto::{
+    Approval, ApprovalStatus, Conversation, ConversationKind, CreateConversation, Decision,
+    EventEnvelope, EventPage, HistoryMessage, MessageOutcome, Question, QuestionStatus,
+    SendMessage, Session, Turn, UpdateConversation,
+};
+use tether_store::Store;
+use tokio::sync::broadcast;
+
+use crate::actor::{Actor, ActorCmd, ActorHandle};
+use crate::ctx::{Ctx, new_id};
+use crate::{RuntimeConfig, RuntimeError, answers};
+
+/// Cheap to clone; all clones share one runtime.
+#[derive(Clone)]
+pub struct Runtime {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub ctx: Arc<Ctx>,
+    /// Session actors by session id.
+    actors: Mutex<HashMap<String, ActorHandle>>,
+    /// One routing lock per conversation: binding decisions never interleave.
+    conv_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+pub(crate) type Result<T> = std::result::Result<T, RuntimeError>;
+
+impl Runtime {
+    /// Opens the runtime on a store, running start-up recovery first: open turns become
+    /// `interrupted`, pending approvals and questions `expired`, sessions dormant; each
+    /// affected conversation gets one status message. Bindings are kept.
+    pub async fn start(config: RuntimeConfig, store: Store) -> Result<Runtime> {
+        let report = store
+            .recover(|rc| {
+                tether_core::restart_notice(
+                    rc.interrupted_turns,
+                    rc.expired_approvals,
+                    rc.expired_questions,
+                )
+            })
+            .await?;
+        if !report.conversations.is_empty() || report.sessions_made_dormant > 0 {
+            tracing::info!(
+                conversations = report.conversations.len(),
+                sessions = report.sessions_made_dormant,
+                "recovered after restart"
+            );
+        }
+        let ctx = Ctx::new(store, config);
+        Ok(Runtime {
+            inner: Arc::new(Inner {
+                ctx,
+                actors: Mutex::new(HashMap::new()),
+                conv_locks: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    pub(crate) fn ctx(&self) -> &Ctx {
+        &self.inner.ctx
+    }
+
+    /// Every stored event as it is appended (all conversations); filter by
+    /// `conversation_id`. Subscribe before replaying from the store to miss nothing.
+    pub fn subscribe(&self) -> broadcast::Receiver<EventEnvelope> {
+        self.ctx().bus.subscribe()
+    }
+
+    /// Names of the configured agents.
+    pub fn agent_names(&self) -> Vec<String> {
+        self.ctx().config.agents.keys().cloned().collect()
+    }
+
+    pub(crate) async fn lock_conversation(&self, id: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut locks = self
+                .inner
+                .conv_locks
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            locks.entry(id.to_string()).or_default().clone()
+        };
+        lock.lock_owned().await
+    }
+
+    /// The actor of a session, spawned on first use.
+    pub(crate) fn actor(&self, session: &Session) -> Result<ActorHandle> {
+        let mut actors = self.inner.actors.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(h) = actors.get(&session.id) {
+            if !h.tx.is_closed() {
+                return Ok(h.clone());
+            }
+        }
+        let spec = self.agent_spec(&session.agent)?;
+        let handle = Actor::spawn(self.inner.ctx.clone(), session.clone(), spec);
+        actors.insert(session.id.clone(), handle.clone());
+        Ok(handle)
+    }
+
+    /// The actor of a session if one is running.
+    pub(crate) fn existing_actor(&self, session_id: &str) -> Option<ActorHandle> {
+        let actors = self.inner.actors.lock().unwrap_or_else(|e| e.into_inner());
+        actors
+            .get(session_id)
+            .filter(|h| !h.tx.is_closed())
+            .cloned()
+    }
+
+    pub(crate) fn agent_spec(&self, name: &str) -> Result<tether_agents::AgentSpec> {
+        self.ctx()
+            .config
+            .agents
+            .get(name)
+            .cloned()
+            .ok_or_else(|| RuntimeError::UnknownAgent {
+                name: name.to_string(),
+                known: self.agent_names().join(", "),
+            })
+    }
+
+    pub async fn create_conversation(&self, req: CreateConversation) -> Result<Conversation> {
+        let cfg = &self.ctx().config;
+        let agent = req.agent.unwrap_or_else(|| cfg.default_agent.clone());
+        self.agent_spec(&agent)?;
+        let cwd = match req.cwd {
+            Some(c) => crate::cwd::validate(&c, &cfg.workspace_roots)?,
+            None => cfg.default_cwd.display().to_string(),
+        };
+        let model = req.model.filter(|m| !m.trim().is_empty());
+        let title = req
+            .title
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+            .unwrap_or_else(|| "New conversation".to_string());
+        let id = new_id();
+        let row = self
+            .ctx()
+            .store
+            .create_conversation(
+                &id,
+                ConversationKind::Chat,
+                &title,
+                &agent,
+                model.as_deref(),
+                &cwd,
+                None,
+            )
+            .await?;
+        self.view(row).await
+    }
+
+    pub async fn list_conversations(&self, include_archived: bool) -> Result<Vec<Conversation>> {
+        let rows = self
+            .ctx()
+            .store
+            .list_conversations(include_archived)
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            out.push(self.view(row).await?);
+        }
+        Ok(out)
+    }
+
+    pub async fn get_conversation(&self, id: &str) -> Result<Conversation> {
+        let row = self.conversation_row(id).await?;
+        self.view(row).await
+    }
+
+    pub(crate) async fn conversation_row(&self, id: &str) -> Result<tether_store::ConversationRow> {
+        self.ctx()
+            .store
+            .get_conversation(id)
+            .await?
+            .ok_or_else(|| RuntimeError::NotFound {
+                what: "conversation",
+                id: id.to_string(),
+            })
+    }
+
+    pub async fn update_conversation(
+        &self,
+        id: &str,
+        req: UpdateConversation,
+    ) -> Result<Conversation> {
+        self.conversation_row(id).await?;
+        let title = req.title.map(|t| t.trim().to_string());
+        if title.as_deref() == Some("") {
+            return Err(RuntimeError::BadRequest(
+                "title must not be empty".to_string(),
+            ));
+        }
+        self.ctx()
+            .store
+            .update_conversation(id, title.as_deref(), req.archived)
+            .await?;
+        self.get_conversation(id).await
+    }
+
+    /// A person's message: a command, an answer to a pending question, or a prompt that
+    /// starts a turn (or queues behind the running one). `by` names the sender.
+    pub async fn send_message(
+        &self,
+        id: &str,
+        req: SendMessage,
+        by: &str,
+    ) -> Result<MessageOutcome> {
+        let _guard = self.lock_conversation(id).await;
+        self.route_message(id, req, by).await
+    }
+
+    /// History (user, agent, status and command messages), oldest first, `id > after_id`.
+    pub async fn history(
+        &self,
+        id: &str,
+        after_id: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<HistoryMessage>> {
+        self.conversation_row(id).await?;
+        Ok(self
+            .ctx()
+            .store
+            .history(id, after_id.unwrap_or(0), limit.clamp(1, 1000))
+            .await?)
+    }
+
+    /// Unbinds; the next message starts a new session (reason `explicit`).
+    pub async fn new_session(&self, id: &str) -> Result<MessageOutcome> {
+        let req = SendMessage {
+            text: "/new".to_string(),
+            agent: None,
+            model: None,
+        };
+        self.send_message(id, req, "api").await
+    }
+
+    /// Unbinds only.
+    pub async fn detach(&self, id: &str) -> Result<MessageOutcome> {
+        let req = SendMessage {
+            text: "/detach".to_string(),
+            agent: None,
+            model: None,
+        };
+        self.send_message(id, req, "api").await
+    }
+
+    /// Cancels the running turn (exactly one `turn_cancelled` event); `nothing_running`
+    /// when no turn runs.
+    pub async fn stop(&self, id: &str) -> Result<MessageOutcome> {
+        let _guard = self.lock_conversation(id).await;
+        self.conversation_row(id).await?;
+        self.stop_running(id).await
+    }
+
+    /// The conversation's events with global id `> after_id`, oldest first.
+    pub async fn conversation_events(
+        &self,
+        id: &str,
+        after_id: i64,
+        limit: u32,
+    ) -> Result<Vec<EventEnvelope>> {
+        self.conversation_row(id).await?;
+        Ok(self
+            .ctx()
+            .store
+            .conversation_events(id, after_id, limit.clamp(1, 1000))
+            .await?)
+    }
+
+    pub async fn get_session(&self, id: &str) -> Result<Session> {
+        self.ctx()
+            .store
+            .get_session(id)
+            .await?
+            .ok_or_else(|| RuntimeError::NotFound {
+                what: "session",
+                id: id.to_string(),
+            })
+    }
+
+    pub async fn session_turns(&self, id: &str) -> Result<Vec<Turn>> {
+        self.get_session(id).await?;
+        Ok(self.ctx().store.session_turns(id).await?)
+    }
+
+    pub async fn session_events(&self, id: &str, after_seq: i64, limit: u32) -> Result<EventPage> {
+        self.get_session(id).await?;
+        let events = self
+            .ctx()
+            .store
+            .session_events(id, after_seq, limit.clamp(1, 1000))
+            .await?;
+        let next_after_seq = events.last().map(|e| e.seq);
+        Ok(EventPage {
+            events,
+            next_after_seq,
+        })
+    }
+
+    pub async fn list_approvals(&self, status: Option<ApprovalStatus>) -> Result<Vec<Approval>> {
+        Ok(self.ctx().store.list_approvals(status, None).await?)
+    }
+
+    /// First answer wins; a second gets `approval_already_resolved`.
+    pub async fn answer_approval(
+        &self,
+        id: &str,
+        decision: Decision,
+        by: &str,
+    ) -> Result<Approval> {
+        let session_id = self
+            .ctx()
+            .store
+            .get_approval(id)
+            .await?
+            .map(|a| a.session_id);
+        let actor = session_id.and_then(|s| self.existing_actor(&s));
+        answers::answer_approval(self.ctx(), actor.as_ref().map(|a| &a.tx), id, decision, by).await
+    }
+
+    pub async fn list_questions(&self, status: Option<QuestionStatus>) -> Result<Vec<Question>> {
+        Ok(self.ctx().store.list_questions(status, None).await?)
+    }
+
+    pub async fn answer_question(&self, id: &str, answer: &str, by: &str) -> Result<Question> {
+        let session_id = self
+            .ctx()
+            .store
+            .get_question(id)
+            .await?
+            .map(|q| q.session_id);
+        let actor = session_id.and_then(|s| self.existing_actor(&s));
+        answers::answer_question(self.ctx(), actor.as_ref().map(|a| &a.tx), id, answer, by).await
+    }
+
+    /// Stops every live session (processes ended and reaped); running turns end as
+    /// `interrupted`.
+    pub async fn shutdown(&self) {
+        let handles: Vec<ActorHandle> = {
+            let mut actors = self.inner.actors.lock().unwrap_or_else(|e| e.into_inner());
+            actors.drain().map(|(_, h)| h).collect()
+        };
+        let mut waits = Vec::new();
+        for h in handles {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            if h.tx.send(ActorCmd::Shutdown { done: tx }).is_ok() {
+                waits.push(rx);
+            }
+        }
+        let all = futures::future::join_all(waits);
+        if tokio::time::timeout(std::time::Duration::from_secs(15), all)
+            .await
+            .is_err()
+        {
+            tracing::warn!("some sessions did not shut down in time");
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! Runtime settings, filled by the binary from its config file.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tether_agents::AgentSpec;
+
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Configured agents by name.
+    pub agents: BTreeMap<String, AgentSpec>,
+    /// Agent used by conversations that do not choose one.
+    pub default_agent: String,
+    /// Working directories must lie under one of these.
+    pub workspace_roots: Vec<PathBuf>,
+    /// Working directory of conversations that do not choose one.
+    pub default_cwd: PathBuf,
+    /// How long an approval or question waits for a person.
+    pub approval_timeout: Duration,
+    /// Messages that may wait behind a running turn, per conversation.
+    pub queue_cap: usize,
+    /// How long an agent may take to start and initialise.
+    pub start_timeout: Duration,
+    /// A turn running longer than this fails with `turn_timeout` (`None`: no limit).
+    pub turn_timeout: Option<Duration>,
+}

@@ -1,0 +1,64 @@
+//! Shared context of the runtime: the store, the event bus, the configuration and the
+//! agent drivers.
+
+use std::sync::Arc;
+
+use tether_agents::{AcpDriver, AgentDriver, AgentError, AgentSession, DriverKind, StartRequest};
+use tether_proto::EventEnvelope;
+use tether_store::Store;
+use tokio::sync::broadcast;
+
+use crate::RuntimeConfig;
+
+pub(crate) struct Ctx {
+    pub store: Store,
+    pub bus: broadcast::Sender<EventEnvelope>,
+    pub config: RuntimeConfig,
+    acp: AcpDriver,
+}
+
+impl Ctx {
+    pub fn new(store: Store, config: RuntimeConfig) -> Arc<Ctx> {
+        let (bus, _) = broadcast::channel(4096);
+        let acp = AcpDriver {
+            start_timeout: config.start_timeout,
+        };
+        Arc::new(Ctx {
+            store,
+            bus,
+            config,
+            acp,
+        })
+    }
+
+    /// Publishes stored events to live subscribers (after they were committed).
+    pub fn publish(&self, events: impl IntoIterator<Item = EventEnvelope>) {
+        for ev in events {
+            // No subscriber is fine: everything is in the store.
+            let _ = self.bus.send(ev);
+        }
+    }
+
+    /// Starts (or strictly resumes) an agent session with the driver of its kind.
+    pub async fn start_agent(
+        &self,
+        req: StartRequest,
+    ) -> Result<Box<dyn AgentSession>, AgentError> {
+        match req.spec.driver {
+            DriverKind::Acp => self.acp.start(req).await,
+            DriverKind::Codex | DriverKind::Claude => Err(AgentError::Spawn {
+                message: format!(
+                    "agent {:?} uses the {:?} driver, which this build of tether does not ship yet; \
+                     configure it with driver = \"acp\" through an ACP adapter",
+                    req.spec.name, req.spec.driver
+                ),
+                stderr_tail: String::new(),
+            }),
+        }
+    }
+}
+
+/// A new random id (32 hex digits).
+pub(crate) fn new_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}

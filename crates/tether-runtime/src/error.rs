@@ -1,0 +1,46 @@
+//! Runtime errors and their stable wire codes.
+
+use tether_proto::ErrorCode;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("{what} not found: {id}")]
+    NotFound { what: &'static str, id: String },
+    #[error("{0}")]
+    BadRequest(String),
+    #[error(transparent)]
+    Command(#[from] tether_core::command::CommandError),
+    #[error("unknown agent {name:?}; configured agents: {known}")]
+    UnknownAgent { name: String, known: String },
+    #[error("working directory {path} is not allowed: {reason}")]
+    InvalidCwd { path: String, reason: String },
+    #[error(transparent)]
+    Resolve(#[from] tether_core::approval::ResolveError),
+    #[error("the queue is full ({cap} messages wait already)")]
+    QueueFull { cap: usize },
+    #[error("no turn is running")]
+    NothingRunning,
+    #[error("conversation {0} is archived")]
+    Archived(String),
+    #[error("storage error: {0}")]
+    Store(#[from] tether_store::StoreError),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl RuntimeError {
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            RuntimeError::NotFound { .. } => ErrorCode::NotFound,
+            RuntimeError::BadRequest(_) => ErrorCode::BadRequest,
+            RuntimeError::Command(e) => e.code(),
+            RuntimeError::UnknownAgent { .. } => ErrorCode::UnknownAgent,
+            RuntimeError::InvalidCwd { .. } => ErrorCode::InvalidCwd,
+            RuntimeError::Resolve(e) => e.code(),
+            RuntimeError::QueueFull { .. } => ErrorCode::QueueFull,
+            RuntimeError::NothingRunning => ErrorCode::NothingRunning,
+            RuntimeError::Archived(_) => ErrorCode::ConversationArchived,
+            RuntimeError::Store(_) | RuntimeError::Internal(_) => ErrorCode::Internal,
+        }
+    }
+}

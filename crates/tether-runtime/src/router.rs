@@ -1,0 +1,351 @@
+//! The router: applies the binding rules (DESIGN §2) and the commands (§3) to a person's
+//! message, under the conversation's routing lock.
+
+use tether_core::binding::{
+    BoundSession, Preferences, Selection, apply_overrides, explicit_new_status, select_session,
+};
+use tether_core::command::model_choice;
+use tether_core::{Command, Input, parse_input, pick_approval};
+use tether_proto::{
+    ApprovalStatus, Decision, ErrorCode, EventPayload, MessageOutcome, MessageOutcomeKind,
+    MessageRole, NewSessionReason, QuestionStatus, SendMessage, TurnStatus,
+};
+use tether_store::{ConversationRow, NewMessage, NewSession, NewTurn, TurnEnd};
+
+use crate::actor::{ActorCmd, Enqueued};
+use crate::api::Result;
+use crate::ctx::new_id;
+use crate::{Runtime, RuntimeError};
+
+fn reply(kind: MessageOutcomeKind, text: impl Into<String>) -> MessageOutcome {
+    MessageOutcome {
+        outcome: kind,
+        turn_id: None,
+        session_id: None,
+        new_session: None,
+        queue_position: None,
+        reply: Some(text.into()),
+    }
+}
+
+impl Runtime {
+    pub(crate) async fn route_message(
+        &self,
+        id: &str,
+        req: SendMessage,
+        by: &str,
+    ) -> Result<MessageOutcome> {
+        let conv = self.conversation_row(id).await?;
+        if conv.archived {
+            return Err(RuntimeError::Archived(id.to_string()));
+        }
+        let names = self.agent_names();
+        let known: Vec<&str> = names.iter().map(String::as_str).collect();
+        match parse_input(&req.text, &known)? {
+            Input::Command(cmd) => {
+                let store = &self.ctx().store;
+                store
+                    .add_message(id, MessageRole::User, req.text.trim(), None, None)
+                    .await?;
+                self.run_command(conv, cmd, by).await
+            }
+            Input::Prompt(text) => {
+                let overrides = req.agent.is_some() || req.model.is_some();
+                if !overrides {
+                    if let Some(out) = self.answer_pending_question(&conv, &text, by).await? {
+                        return Ok(out);
+                    }
+                }
+                self.route_prompt(conv, text, req.agent.as_deref(), req.model.as_deref())
+                    .await
+            }
+        }
+    }
+
+    /// A plain message while the agent waits for an answer answers the oldest question.
+    async fn answer_pending_question(
+        &self,
+        conv: &ConversationRow,
+        text: &str,
+        by: &str,
+    ) -> Result<Option<MessageOutcome>> {
+        let store = &self.ctx().store;
+        let pending = store
+            .list_questions(Some(QuestionStatus::Pending), Some(&conv.id))
+            .await?;
+        let Some(q) = pending.last() else {
+            return Ok(None);
+        };
+        store
+            .add_message(
+                &conv.id,
+                MessageRole::User,
+                text,
+                Some(&q.session_id),
+                Some(&q.turn_id),
+            )
+            .await?;
+        self.answer_question(&q.id, text, by).await?;
+        Ok(Some(MessageOutcome {
+            outcome: MessageOutcomeKind::Answered,
+            turn_id: Some(q.turn_id.clone()),
+            session_id: Some(q.session_id.clone()),
+            new_session: None,
+            queue_position: None,
+            reply: Some(format!("answered the agent's question: {}", q.prompt)),
+        }))
+    }
+
+    /// Picks the session by the binding rules, stores the turn and hands it to the actor.
+    async fn route_prompt(
+        &self,
+        conv: ConversationRow,
+        text: String,
+        agent: Option<&str>,
+        model: Option<&str>,
+    ) -> Result<MessageOutcome> {
+        let store = &self.ctx().store;
+        let prefs = Preferences {
+            agent: conv.agent.clone(),
+            model: conv.model.clone(),
+        };
+        let requested = apply_overrides(&prefs, agent, model);
+        self.agent_spec(&requested.agent)?;
+        if requested.agent != prefs.agent || requested.model != prefs.model {
+            store
+                .set_preferences(&conv.id, &requested.agent, requested.model.as_deref())
+                .await?;
+        }
+        let bound = match &conv.bound_session_id {
+            Some(sid) => store.get_session(sid).await?,
+            None => None,
+        };
+        let bound_view = bound.as_ref().map(|s| BoundSession {
+            session_id: s.id.clone(),
+            agent: s.agent.clone(),
+            model: s.model.clone(),
+        });
+        let (session, new_reason, status) = match select_session(bound_view.as_ref(), &requested) {
+            Selection::Reuse { .. } => match bound {
+                Some(s) => (s, None, None),
+                None => return Err(RuntimeError::Internal("bound session vanished".to_string())),
+            },
+            Selection::StartNew {
+                reason,
+                status_message,
+            } => {
+                let (reason, status_message) = match (reason, conv.next_session_reason) {
+                    (NewSessionReason::Unbound, Some(NewSessionReason::Explicit)) => (
+                        NewSessionReason::Explicit,
+                        Some(explicit_new_status(&requested.agent)),
+                    ),
+                    other => (other.0, status_message),
+                };
+                if let Some(old) = &bound {
+                    self.park(&old.id);
+                }
+                let new = NewSession {
+                    id: new_id(),
+                    conversation_id: conv.id.clone(),
+                    agent: requested.agent.clone(),
+                    model: requested.model.clone(),
+                    cwd: conv.cwd.clone(),
+                };
+                let (session, events) = store
+                    .start_session(&new, reason, status_message.as_deref())
+                    .await?;
+                self.ctx().publish(events);
+                (session, Some(reason), status_message)
+            }
+        };
+        let turn = NewTurn {
+            id: new_id(),
+            session_id: session.id.clone(),
+            conversation_id: conv.id.clone(),
+            input: text,
+            status: TurnStatus::Queued,
+        };
+        store.insert_turn(&turn, true).await?;
+        let actor = self.actor(&session)?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let cmd = ActorCmd::Enqueue {
+            turn_id: turn.id.clone(),
+            input: turn.input.clone(),
+            reply: tx,
+        };
+        let sent = actor.tx.send(cmd).is_ok();
+        let enqueued = match (sent, rx.await) {
+            (true, Ok(e)) => e,
+            _ => return Err(RuntimeError::Internal("session actor is gone".to_string())),
+        };
+        let (outcome, queue_position) = match enqueued {
+            Enqueued::Started => (MessageOutcomeKind::Started, None),
+            Enqueued::Queued(pos) => (MessageOutcomeKind::Queued, Some(pos)),
+            Enqueued::Full(cap) => {
+                let msg = format!("the queue is full ({cap} messages wait already)");
+                let end = TurnEnd {
+                    status: TurnStatus::Failed,
+                    result_text: None,
+                    stop_reason: None,
+                    error: Some((ErrorCode::QueueFull, msg.clone())),
+                    usage: None,
+                };
+                let ev = EventPayload::TurnFailed {
+                    code: ErrorCode::QueueFull,
+                    message: msg.clone(),
+                };
+                let note = NewMessage {
+                    role: MessageRole::Status,
+                    text: format!("not queued: {msg}"),
+                };
+                if let Some(ev) = store.finish_turn(&turn.id, &end, &ev, Some(&note)).await? {
+                    self.ctx().publish([ev]);
+                }
+                return Err(RuntimeError::QueueFull { cap });
+            }
+        };
+        Ok(MessageOutcome {
+            outcome,
+            turn_id: Some(turn.id),
+            session_id: Some(session.id),
+            new_session: new_reason,
+            queue_position,
+            reply: status,
+        })
+    }
+
+    /// Tells a session that is no longer bound to end its process once idle.
+    fn park(&self, session_id: &str) {
+        if let Some(h) = self.existing_actor(session_id) {
+            let _ = h.tx.send(ActorCmd::Park);
+        }
+    }
+
+    async fn run_command(
+        &self,
+        conv: ConversationRow,
+        cmd: Command,
+        by: &str,
+    ) -> Result<MessageOutcome> {
+        let store = &self.ctx().store;
+        let text = match cmd {
+            Command::New { agent, task } => {
+                if let Some(agent) = &agent {
+                    self.agent_spec(agent)?;
+                    store.set_preferences(&conv.id, agent, None).await?;
+                }
+                let agent_name = agent.clone().unwrap_or_else(|| conv.agent.clone());
+                let note = match &task {
+                    Some(_) => format!("starting a new {agent_name} session"),
+                    None => format!("the next message starts a new {agent_name} session"),
+                };
+                if let Some(prev) = store
+                    .unbind(&conv.id, &note, Some(NewSessionReason::Explicit))
+                    .await?
+                {
+                    self.park(&prev);
+                }
+                let Some(task) = task else {
+                    return Ok(reply(MessageOutcomeKind::Command, note));
+                };
+                let conv = self.conversation_row(&conv.id).await?;
+                return self.route_prompt(conv, task, None, None).await;
+            }
+            Command::Detach => {
+                let note = "detached: the next message starts a new session";
+                if let Some(prev) = store.unbind(&conv.id, note, None).await? {
+                    self.park(&prev);
+                }
+                return Ok(reply(MessageOutcomeKind::Command, note));
+            }
+            Command::Stop => match self.stop_running(&conv.id).await {
+                Ok(out) => out.reply.unwrap_or_default(),
+                Err(RuntimeError::NothingRunning) => "nothing is running".to_string(),
+                Err(e) => return Err(e),
+            },
+            Command::Approve { id } => self.approve_command(&conv, id, Decision::Allow, by).await?,
+            Command::Deny { id } => self.approve_command(&conv, id, Decision::Deny, by).await?,
+            Command::Agent { name } => {
+                self.agent_spec(&name)?;
+                store.set_preferences(&conv.id, &name, None).await?;
+                if conv.bound_session_id.is_some() && name != conv.agent {
+                    format!("agent set to {name}: the next message starts a new {name} session")
+                } else {
+                    format!("agent set to {name}")
+                }
+            }
+            Command::Model { name } => {
+                let model = model_choice(&name).map(str::to_string);
+                store
+                    .set_preferences(&conv.id, &conv.agent, model.as_deref())
+                    .await?;
+                let shown = model.as_deref().unwrap_or("the agent's default");
+                match &conv.bound_session_id {
+                    Some(_) => {
+                        format!("model set to {shown}: the next message starts a new session")
+                    }
+                    None => format!("model set to {shown}"),
+                }
+            }
+            Command::Status => self.status_text(&conv).await?,
+            Command::Sessions => self.sessions_text(&conv).await?,
+            Command::Help => tether_core::help_text(),
+        };
+        store
+            .add_message(&conv.id, MessageRole::Command, &text, None, None)
+            .await?;
+        Ok(reply(MessageOutcomeKind::Command, text))
+    }
+
+    async fn approve_command(
+        &self,
+        conv: &ConversationRow,
+        id: Option<String>,
+        decision: Decision,
+        by: &str,
+    ) -> Result<String> {
+        let pending = self
+            .ctx()
+            .store
+            .list_approvals(Some(ApprovalStatus::Pending), Some(&conv.id))
+            .await?;
+        let ids: Vec<String> = pending.iter().map(|a| a.id.clone()).collect();
+        let chosen = pick_approval(&ids, id.as_deref())?;
+        let a = self.answer_approval(&chosen, decision, by).await?;
+        let verb = match decision {
+            Decision::Allow => "allowed",
+            Decision::AllowAlways => "allowed always",
+            Decision::Deny => "denied",
+        };
+        Ok(format!(
+            "{verb}: {} ({})",
+            a.title,
+            tether_core::short_id(&a.id)
+        ))
+    }
+
+    /// Cancels every running turn of the conversation.
+    pub(crate) async fn stop_running(&self, conv_id: &str) -> Result<MessageOutcome> {
+        let open = self.ctx().store.open_turns(conv_id).await?;
+        let mut stopped = None;
+        for t in open.iter().filter(|t| t.status != TurnStatus::Queued) {
+            if let Some(h) = self.existing_actor(&t.session_id) {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                if h.tx.send(ActorCmd::Stop { reply: tx }).is_ok() && rx.await.unwrap_or(false) {
+                    stopped = Some(t);
+                }
+            }
+        }
+        let Some(t) = stopped else {
+            return Err(RuntimeError::NothingRunning);
+        };
+        Ok(MessageOutcome {
+            outcome: MessageOutcomeKind::Command,
+            turn_id: Some(t.id.clone()),
+            session_id: Some(t.session_id.clone()),
+            new_session: None,
+            queue_position: None,
+            reply: Some("stopping the running turn".to_string()),
+        })
+    }
+}

@@ -1,0 +1,97 @@
+//! API views assembled from stored rows: the conversation with its binding and derived
+//! state, and the `/status` and `/sessions` replies.
+
+use tether_core::{SessionRow, StateInputs, StatusView, derive_state};
+use tether_proto::{ApprovalStatus, Binding, Conversation, QuestionStatus, TurnStatus};
+use tether_store::ConversationRow;
+
+use crate::Runtime;
+use crate::api::Result;
+
+impl Runtime {
+    pub(crate) async fn view(&self, row: ConversationRow) -> Result<Conversation> {
+        let store = &self.ctx().store;
+        let session = match &row.bound_session_id {
+            Some(sid) => store.get_session(sid).await?,
+            None => None,
+        };
+        let open = store.open_turns(&row.id).await?;
+        let bound_id = session.as_ref().map(|s| s.id.as_str());
+        let running = open
+            .iter()
+            .find(|t| t.status != TurnStatus::Queued && Some(t.session_id.as_str()) == bound_id);
+        let queue_len = open
+            .iter()
+            .filter(|t| t.status == TurnStatus::Queued && Some(t.session_id.as_str()) == bound_id)
+            .count();
+        let approvals = store
+            .list_approvals(Some(ApprovalStatus::Pending), Some(&row.id))
+            .await?;
+        let questions = store
+            .list_questions(Some(QuestionStatus::Pending), Some(&row.id))
+            .await?;
+        let state = derive_state(&StateInputs {
+            bound: session.is_some(),
+            running_turn: running.map(|t| t.status),
+            pending_approvals: approvals.len(),
+            pending_questions: questions.len(),
+        });
+        Ok(Conversation {
+            id: row.id,
+            kind: row.kind,
+            title: row.title,
+            agent: row.agent,
+            model: row.model,
+            cwd: row.cwd,
+            archived: row.archived,
+            state,
+            binding: session.map(|s| Binding {
+                session_id: s.id,
+                agent: s.agent,
+                model: s.model,
+                status: s.status,
+                external_id: s.external_id,
+            }),
+            queue_len: queue_len as u32,
+            running_turn_id: running.map(|t| t.id.clone()),
+            pending_approvals: approvals.into_iter().map(|a| a.id).collect(),
+            pending_questions: questions.into_iter().map(|q| q.id).collect(),
+            created_at_ms: row.created_at_ms,
+            updated_at_ms: row.updated_at_ms,
+        })
+    }
+
+    pub(crate) async fn status_text(&self, row: &ConversationRow) -> Result<String> {
+        let view = self.view(row.clone()).await?;
+        let (agent, model) = match &view.binding {
+            Some(b) => (b.agent.clone(), b.model.clone()),
+            None => (view.agent.clone(), view.model.clone()),
+        };
+        Ok(tether_core::status_text(&StatusView {
+            agent,
+            model,
+            session_id: view.binding.as_ref().map(|b| b.session_id.clone()),
+            session_status: view.binding.as_ref().map(|b| b.status),
+            state: view.state,
+            queue_len: view.queue_len as usize,
+            pending_approvals: view.pending_approvals,
+            pending_questions: view.pending_questions,
+        }))
+    }
+
+    pub(crate) async fn sessions_text(&self, row: &ConversationRow) -> Result<String> {
+        let sessions = self.ctx().store.list_sessions(&row.id).await?;
+        let rows: Vec<SessionRow> = sessions
+            .into_iter()
+            .map(|s| SessionRow {
+                bound: Some(&s.id) == row.bound_session_id.as_ref(),
+                id: s.id,
+                agent: s.agent,
+                model: s.model,
+                status: s.status,
+                created_at_ms: s.created_at_ms,
+            })
+            .collect();
+        Ok(tether_core::sessions_text(&rows))
+    }
+}
