@@ -1,7 +1,18 @@
-//! tether-testkit: the fake agent binary, and helpers for tests (locating built binaries,
-//! temporary homes, timeouts). Dev-only: nothing in the product depends on it.
+//! tether-testkit: the fake agent binary, and helpers for tests: locating built binaries,
+//! running a real `tether serve` against the fake agent, an HTTP + SSE client.
+//! Dev-only: nothing in the product depends on it.
+
+mod daemon;
+mod sse;
 
 use std::path::PathBuf;
+use std::time::Duration;
+
+pub use daemon::{Daemon, DaemonOptions};
+pub use sse::{SseEvent, SseStream};
+
+/// Default limit for every await in a test.
+pub const TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Path of a binary built from this workspace (e.g. `fake-agent`, `tether`), found next to
 /// the running test executable (`target/<profile>/deps/..`). Run `cargo build --workspace
@@ -20,4 +31,12 @@ pub fn bin_path(name: &str) -> PathBuf {
         );
     }
     path
+}
+
+/// Awaits `fut` for at most [`TIMEOUT`], panicking with `what` on time-out.
+pub async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    match tokio::time::timeout(TIMEOUT, fut).await {
+        Ok(v) => v,
+        Err(_) => panic!("timed out after {TIMEOUT:?}: {what}"),
+    }
 }

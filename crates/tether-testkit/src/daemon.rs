@@ -1,0 +1,303 @@
+//! Runs a real `tether serve` in a temporary home with the fake agent registered, and
+//! talks to it over HTTP.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::{SseStream, bin_path, within};
+
+/// Settings for a test daemon.
+#[derive(Debug, Clone)]
+pub struct DaemonOptions {
+    pub approval_timeout_secs: u64,
+    pub turn_timeout_secs: u64,
+    pub queue_cap: usize,
+    /// Extra TOML appended to the config file.
+    pub extra_config: String,
+}
+
+impl Default for DaemonOptions {
+    fn default() -> Self {
+        DaemonOptions {
+            approval_timeout_secs: 1800,
+            turn_timeout_secs: 0,
+            queue_cap: 16,
+            extra_config: String::new(),
+        }
+    }
+}
+
+/// A running `tether serve` (killed on drop) and its temporary home.
+pub struct Daemon {
+    child: Option<Child>,
+    pub home: tempfile::TempDir,
+    pub base: String,
+    pub token: String,
+    pub client: reqwest::Client,
+    config_path: PathBuf,
+}
+
+fn toml_str(p: &Path) -> String {
+    format!("{:?}", p.display().to_string())
+}
+
+impl Daemon {
+    /// Starts a daemon with agents `fake` (default), `fake2`, `fake-refuse`
+    /// (`--refuse-resume`) and `fake-other` (`--resume-other-id`), all sharing one fake
+    /// agent state directory.
+    pub async fn start(opts: DaemonOptions) -> Daemon {
+        let home = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let work = home.path().join("work");
+        std::fs::create_dir_all(&work).unwrap_or_else(|e| panic!("mkdir: {e}"));
+        let state = home.path().join("fake-state");
+        let fake = bin_path("fake-agent");
+        let agent = |name: &str, extra: &str| {
+            format!(
+                "[agents.{name}]\ndriver = \"acp\"\ncommand = {}\nargs = [\"--state-dir\", {}{extra}]\n\n",
+                toml_str(&fake),
+                toml_str(&state)
+            )
+        };
+        let config = format!(
+            "data_dir = {}\ndefault_agent = \"fake\"\nworkspace_roots = [{}]\ndefault_cwd = {}\n\
+             approval_timeout_secs = {}\nturn_timeout_secs = {}\nqueue_cap = {}\nstart_timeout_secs = 10\n\n{}{}{}{}{}",
+            toml_str(&home.path().join("data")),
+            toml_str(&work),
+            toml_str(&work),
+            opts.approval_timeout_secs,
+            opts.turn_timeout_secs,
+            opts.queue_cap,
+            agent("fake", ""),
+            agent("fake2", ""),
+            agent("fake-refuse", ", \"--refuse-resume\""),
+            agent("fake-other", ", \"--resume-other-id\""),
+            opts.extra_config,
+        );
+        let config_path = home.path().join("tether.toml");
+        std::fs::write(&config_path, config).unwrap_or_else(|e| panic!("write config: {e}"));
+        let mut d = Daemon {
+            child: None,
+            home,
+            base: String::new(),
+            token: String::new(),
+            client: reqwest::Client::new(),
+            config_path,
+        };
+        d.launch().await;
+        d
+    }
+
+    /// The fake agent's state directory (delete a session file to make resume fail).
+    pub fn fake_state_dir(&self) -> PathBuf {
+        self.home.path().join("fake-state")
+    }
+
+    /// The workspace root configured for the daemon.
+    pub fn work_dir(&self) -> PathBuf {
+        self.home.path().join("work")
+    }
+
+    async fn launch(&mut self) {
+        let mut child = Command::new(bin_path("tether"))
+            .arg("--config")
+            .arg(&self.config_path)
+            .arg("serve")
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .env("TETHER_LOG", "info")
+            .env_remove("TETHER_HOME")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn tether: {e}"));
+        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        let mut lines = BufReader::new(stdout).lines();
+        let addr = within("tether serve prints its address", async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(rest) = line.strip_prefix("tether listening on ") {
+                    return rest.trim().to_string();
+                }
+            }
+            panic!("tether serve exited before listening");
+        })
+        .await;
+        // Keep draining stdout so the daemon never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        self.base = addr;
+        self.child = Some(child);
+        let out = within("tether token", async {
+            Command::new(bin_path("tether"))
+                .arg("--config")
+                .arg(&self.config_path)
+                .arg("token")
+                .env_remove("TETHER_HOME")
+                .output()
+                .await
+        })
+        .await
+        .unwrap_or_else(|e| panic!("tether token: {e}"));
+        assert!(out.status.success(), "tether token failed: {out:?}");
+        self.token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    }
+
+    /// Kills the daemon with SIGKILL (no clean-up runs) and waits for it.
+    pub async fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            if let Some(pid) = child.id() {
+                let _ = std::process::Command::new("kill")
+                    .arg("-9")
+                    .arg(pid.to_string())
+                    .status();
+            }
+            let _ = within("killed daemon exits", child.wait()).await;
+        }
+    }
+
+    /// Starts the daemon again on the same home.
+    pub async fn restart(&mut self) {
+        self.kill9().await;
+        self.launch().await;
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    async fn send(&self, req: reqwest::RequestBuilder) -> (u16, Value) {
+        let resp = within("HTTP request", req.send())
+            .await
+            .unwrap_or_else(|e| panic!("http: {e}"));
+        let status = resp.status().as_u16();
+        let text = within("HTTP body", resp.text()).await.unwrap_or_default();
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (status, body)
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        self.send(self.client.get(self.url(path)).bearer_auth(&self.token))
+            .await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.send(
+            self.client
+                .post(self.url(path))
+                .bearer_auth(&self.token)
+                .json(&body),
+        )
+        .await
+    }
+
+    /// GET that must succeed; returns the JSON body.
+    pub async fn get_ok(&self, path: &str) -> Value {
+        let (status, body) = self.get(path).await;
+        assert_eq!(status, 200, "GET {path}: {body}");
+        body
+    }
+
+    /// POST that must succeed (2xx); returns the JSON body.
+    pub async fn post_ok(&self, path: &str, body: Value) -> Value {
+        let (status, resp) = self.post(path, body).await;
+        assert!((200..300).contains(&status), "POST {path}: {status} {resp}");
+        resp
+    }
+
+    /// Creates a conversation (agent `fake` unless given).
+    pub async fn new_conversation(&self, agent: Option<&str>) -> String {
+        let body = match agent {
+            Some(a) => json!({ "agent": a }),
+            None => json!({}),
+        };
+        let c = self.post_ok("/api/v1/conversations", body).await;
+        c["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no id in {c}"))
+            .to_string()
+    }
+
+    /// Sends a message; returns the outcome.
+    pub async fn say(&self, conv: &str, text: &str) -> Value {
+        self.post_ok(
+            &format!("/api/v1/conversations/{conv}/messages"),
+            json!({ "text": text }),
+        )
+        .await
+    }
+
+    /// Polls a session's turns until `turn_id` has ended; returns the turn.
+    pub async fn wait_turn(&self, session_id: &str, turn_id: &str) -> Value {
+        within(&format!("turn {turn_id} ends"), async {
+            loop {
+                let turns = self
+                    .get_ok(&format!("/api/v1/sessions/{session_id}/turns"))
+                    .await;
+                if let Some(t) = turns
+                    .as_array()
+                    .and_then(|a| a.iter().find(|t| t["id"] == turn_id))
+                {
+                    let status = t["status"].as_str().unwrap_or("");
+                    if matches!(status, "completed" | "failed" | "cancelled" | "interrupted") {
+                        return t.clone();
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+    }
+
+    /// Sends a message and waits for its turn to end; returns (outcome, turn).
+    pub async fn say_and_wait(&self, conv: &str, text: &str) -> (Value, Value) {
+        let out = self.say(conv, text).await;
+        let sid = out["session_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session in {out}"));
+        let tid = out["turn_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no turn in {out}"));
+        let turn = self.wait_turn(sid, tid).await;
+        (out, turn)
+    }
+
+    /// Polls until `pred` holds for the conversation view.
+    pub async fn wait_conversation(
+        &self,
+        conv: &str,
+        what: &str,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        within(what, async {
+            loop {
+                let c = self.get_ok(&format!("/api/v1/conversations/{conv}")).await;
+                if pred(&c) {
+                    return c;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+    }
+
+    /// Opens the conversation's SSE stream, optionally resuming after `last_event_id`.
+    pub async fn events(&self, conv: &str, last_event_id: Option<&str>) -> SseStream {
+        let mut req = self
+            .client
+            .get(self.url(&format!("/api/v1/conversations/{conv}/events")))
+            .bearer_auth(&self.token);
+        if let Some(id) = last_event_id {
+            req = req.header("Last-Event-ID", id);
+        }
+        let resp = within("open SSE", req.send())
+            .await
+            .unwrap_or_else(|e| panic!("sse: {e}"));
+        assert_eq!(resp.status().as_u16(), 200, "SSE status");
+        SseStream::new(resp)
+    }
+}
