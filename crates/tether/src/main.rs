@@ -1,2 +1,132 @@
-//! tether binary
-fn main() {}
+//! tether: the daemon binary. Reads the config (file, environment, flags), wires the
+//! store, the runtime and the HTTP server together, and offers `serve`, `token` and
+//! `doctor`.
+//!
+//! Only wiring and operator-facing output live here: no domain logic, no protocol code.
+
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+mod config;
+mod doctor;
+mod paths;
+mod serve;
+mod token;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::Settings;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "tether",
+    version,
+    about = "Keeps coding agents in continuous sessions"
+)]
+struct Cli {
+    /// Config file (TOML). Default: $XDG_CONFIG_HOME/tether/config.toml if it exists.
+    #[arg(long, global = true, env = "TETHER_CONFIG", value_name = "PATH")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the daemon (HTTP API) until SIGINT or SIGTERM.
+    Serve {
+        /// Address to listen on, e.g. 127.0.0.1:7878 (port 0: any free port).
+        #[arg(long, value_name = "ADDR:PORT")]
+        listen: Option<String>,
+    },
+    /// Print the API token (creating it if missing).
+    Token,
+    /// Show the configuration and check that the agents are installed.
+    Doctor,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(&anyhow::Error::new(e).context("cannot start the async runtime")),
+    };
+    match rt.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e),
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let listen = match &cli.command {
+        Command::Serve { listen } => listen.as_deref(),
+        _ => None,
+    };
+    let settings = Settings::load(cli.config.as_deref(), listen, &paths::process_env)?;
+    match cli.command {
+        Command::Serve { .. } => serve::run(settings).await,
+        Command::Token => {
+            let token = token::resolve(&settings)?;
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{token}")?;
+            out.flush()?;
+            Ok(())
+        }
+        Command::Doctor => {
+            let report = doctor::run(&settings).await;
+            let mut out = std::io::stdout().lock();
+            write!(out, "{report}")?;
+            out.flush()?;
+            Ok(())
+        }
+    }
+}
+
+/// Logs go to stderr; `TETHER_LOG` (else `RUST_LOG`) filters, default `info`.
+fn init_logging() {
+    use std::io::IsTerminal;
+
+    use tracing_subscriber::EnvFilter;
+    let spec = paths::process_env("TETHER_LOG")
+        .or_else(|| paths::process_env("RUST_LOG"))
+        .unwrap_or_else(|| "info".to_owned());
+    let filter = EnvFilter::try_new(&spec).unwrap_or_else(|e| {
+        eprintln!("warning: ignoring invalid log filter {spec:?}: {e}");
+        EnvFilter::new("info")
+    });
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(filter)
+        .init();
+}
+
+fn fail(err: &anyhow::Error) -> ExitCode {
+    eprintln!("error: {err:#}");
+    ExitCode::FAILURE
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from(["tether", "serve", "--listen", "127.0.0.1:0"]).unwrap();
+        assert!(
+            matches!(cli.command, Command::Serve { listen: Some(ref l) } if l == "127.0.0.1:0")
+        );
+        let cli = Cli::try_parse_from(["tether", "token", "--config", "/x.toml"]).unwrap();
+        assert_eq!(cli.config, Some(PathBuf::from("/x.toml")));
+    }
+}

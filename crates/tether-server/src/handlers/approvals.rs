@@ -1,0 +1,121 @@
+//! `/api/v1/approvals` and `/api/v1/questions`: list and answer. The first answer wins,
+//! whichever channel it comes from.
+
+use axum::Json;
+use axum::extract::State;
+use serde::Deserialize;
+use tether_proto::{
+    AnswerApproval, AnswerQuestion, Approval, ApprovalStatus, ErrorBody, Question, QuestionStatus,
+};
+use utoipa::IntoParams;
+
+use super::conversations::API_SENDER;
+use crate::AppState;
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct ApprovalsQuery {
+    /// Only approvals in this state (e.g. `pending`); all when omitted.
+    status: Option<ApprovalStatus>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct QuestionsQuery {
+    /// Only questions in this state (e.g. `pending`); all when omitted.
+    status: Option<QuestionStatus>,
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/v1/approvals",
+    tag = "approvals",
+    params(ApprovalsQuery),
+    responses(
+        (status = 200, description = "Approvals", body = [Approval]),
+        (status = 400, description = "Bad query", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn list_approvals(
+    State(s): State<AppState>,
+    ApiQuery(q): ApiQuery<ApprovalsQuery>,
+) -> Result<Json<Vec<Approval>>, ApiError> {
+    Ok(Json(s.runtime.list_approvals(q.status).await?))
+}
+
+#[utoipa::path(
+    post,
+    path = "/api/v1/approvals/{id}",
+    tag = "approvals",
+    params(("id" = String, Path, description = "Approval id")),
+    request_body = AnswerApproval,
+    responses(
+        (status = 200, description = "The resolved approval", body = Approval),
+        (status = 400, description = "Invalid body or decision not offered", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "No such approval", body = ErrorBody),
+        (status = 409, description = "Already answered, expired or cancelled", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn answer_approval(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(req): ApiJson<AnswerApproval>,
+) -> Result<Json<Approval>, ApiError> {
+    Ok(Json(
+        s.runtime
+            .answer_approval(&id, req.decision, API_SENDER)
+            .await?,
+    ))
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/v1/questions",
+    tag = "questions",
+    params(QuestionsQuery),
+    responses(
+        (status = 200, description = "Questions", body = [Question]),
+        (status = 400, description = "Bad query", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn list_questions(
+    State(s): State<AppState>,
+    ApiQuery(q): ApiQuery<QuestionsQuery>,
+) -> Result<Json<Vec<Question>>, ApiError> {
+    Ok(Json(s.runtime.list_questions(q.status).await?))
+}
+
+#[utoipa::path(
+    post,
+    path = "/api/v1/questions/{id}",
+    tag = "questions",
+    params(("id" = String, Path, description = "Question id")),
+    request_body = AnswerQuestion,
+    responses(
+        (status = 200, description = "The answered question", body = Question),
+        (status = 400, description = "Invalid body", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "No such question", body = ErrorBody),
+        (status = 409, description = "Already answered, expired or cancelled", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn answer_question(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(req): ApiJson<AnswerQuestion>,
+) -> Result<Json<Question>, ApiError> {
+    Ok(Json(
+        s.runtime
+            .answer_question(&id, &req.answer, API_SENDER)
+            .await?,
+    ))
+}

@@ -1,0 +1,227 @@
+//! `/api/v1/conversations`: create, list, read, rename/archive, send messages, read the
+//! history, and the session controls (new session, detach, stop).
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Deserialize;
+use tether_proto::{
+    Conversation, CreateConversation, ErrorBody, HistoryMessage, MessageOutcome, SendMessage,
+    UpdateConversation,
+};
+use utoipa::IntoParams;
+
+use super::page_limit;
+use crate::AppState;
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+
+/// Sender name recorded for messages and answers that come through the HTTP API.
+pub(crate) const API_SENDER: &str = "api";
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct ListQuery {
+    /// Include archived conversations (default `false`).
+    include_archived: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct HistoryQuery {
+    /// Only messages with `id` greater than this.
+    after_id: Option<i64>,
+    /// Page size (default 100, at most 1000).
+    limit: Option<u32>,
+}
+
+#[utoipa::path(
+    post,
+    path = "/api/v1/conversations",
+    tag = "conversations",
+    request_body = CreateConversation,
+    responses(
+        (status = 201, description = "Created", body = Conversation),
+        (status = 400, description = "Invalid body, unknown agent or cwd not allowed", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn create(
+    State(s): State<AppState>,
+    ApiJson(req): ApiJson<CreateConversation>,
+) -> Result<(StatusCode, Json<Conversation>), ApiError> {
+    let conv = s.runtime.create_conversation(req).await?;
+    Ok((StatusCode::CREATED, Json(conv)))
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/v1/conversations",
+    tag = "conversations",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "Conversations, most recently updated first", body = [Conversation]),
+        (status = 400, description = "Bad query", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn list(
+    State(s): State<AppState>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<Vec<Conversation>>, ApiError> {
+    Ok(Json(
+        s.runtime
+            .list_conversations(q.include_archived.unwrap_or(false))
+            .await?,
+    ))
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/v1/conversations/{id}",
+    tag = "conversations",
+    params(("id" = String, Path, description = "Conversation id")),
+    responses(
+        (status = 200, description = "The conversation", body = Conversation),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "No such conversation", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn get(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<Conversation>, ApiError> {
+    Ok(Json(s.runtime.get_conversation(&id).await?))
+}
+
+#[utoipa::path(
+    patch,
+    path = "/api/v1/conversations/{id}",
+    tag = "conversations",
+    params(("id" = String, Path, description = "Conversation id")),
+    request_body = UpdateConversation,
+    responses(
+        (status = 200, description = "Renamed and/or (un)archived", body = Conversation),
+        (status = 400, description = "Invalid body", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "No such conversation", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn update(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(req): ApiJson<UpdateConversation>,
+) -> Result<Json<Conversation>, ApiError> {
+    Ok(Json(s.runtime.update_conversation(&id, req).await?))
+}
+
+#[utoipa::path(
+    post,
+    path = "/api/v1/conversations/{id}/messages",
+    tag = "conversations",
+    params(("id" = String, Path, description = "Conversation id")),
+    request_body = SendMessage,
+    responses(
+        (status = 200, description = "Started, queued, answered a question, or ran a command", body = MessageOutcome),
+        (status = 400, description = "Invalid body, unknown or invalid command, unknown agent", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "No such conversation", body = ErrorBody),
+        (status = 409, description = "The conversation is archived", body = ErrorBody),
+        (status = 429, description = "The queue is full", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn send_message(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(req): ApiJson<SendMessage>,
+) -> Result<Json<MessageOutcome>, ApiError> {
+    Ok(Json(s.runtime.send_message(&id, req, API_SENDER).await?))
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/v1/conversations/{id}/messages",
+    tag = "conversations",
+    params(("id" = String, Path, description = "Conversation id"), HistoryQuery),
+    responses(
+        (status = 200, description = "History, oldest first", body = [HistoryMessage]),
+        (status = 400, description = "Bad query", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "No such conversation", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn history(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<HistoryQuery>,
+) -> Result<Json<Vec<HistoryMessage>>, ApiError> {
+    Ok(Json(
+        s.runtime
+            .history(&id, q.after_id, page_limit(q.limit))
+            .await?,
+    ))
+}
+
+#[utoipa::path(
+    post,
+    path = "/api/v1/conversations/{id}/new-session",
+    tag = "conversations",
+    params(("id" = String, Path, description = "Conversation id")),
+    responses(
+        (status = 200, description = "Unbound; the next message starts a new session", body = MessageOutcome),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "No such conversation", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn new_session(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<MessageOutcome>, ApiError> {
+    Ok(Json(s.runtime.new_session(&id).await?))
+}
+
+#[utoipa::path(
+    post,
+    path = "/api/v1/conversations/{id}/detach",
+    tag = "conversations",
+    params(("id" = String, Path, description = "Conversation id")),
+    responses(
+        (status = 200, description = "Unbound", body = MessageOutcome),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "No such conversation", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn detach(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<MessageOutcome>, ApiError> {
+    Ok(Json(s.runtime.detach(&id).await?))
+}
+
+#[utoipa::path(
+    post,
+    path = "/api/v1/conversations/{id}/stop",
+    tag = "conversations",
+    params(("id" = String, Path, description = "Conversation id")),
+    responses(
+        (status = 200, description = "The running turn is being cancelled", body = MessageOutcome),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "No such conversation", body = ErrorBody),
+        (status = 409, description = "Nothing is running", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn stop(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<MessageOutcome>, ApiError> {
+    Ok(Json(s.runtime.stop(&id).await?))
+}

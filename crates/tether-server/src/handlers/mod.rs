@@ -1,0 +1,31 @@
+//! JSON endpoints of `/api/v1`, grouped by resource.
+
+pub(crate) mod approvals;
+pub(crate) mod conversations;
+pub(crate) mod sessions;
+
+use axum::Json;
+use tether_proto::Health;
+
+/// Default and largest page size of list endpoints.
+pub(crate) const DEFAULT_LIMIT: u32 = 100;
+pub(crate) const MAX_LIMIT: u32 = 1000;
+
+/// `limit` query parameter → page size within `1..=MAX_LIMIT`.
+pub(crate) fn page_limit(limit: Option<u32>) -> u32 {
+    limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT)
+}
+
+/// Liveness; needs no token.
+#[utoipa::path(
+    get,
+    path = "/api/v1/health",
+    tag = "meta",
+    responses((status = 200, description = "The daemon is up", body = Health))
+)]
+pub(crate) async fn health() -> Json<Health> {
+    Json(Health {
+        status: "ok".to_owned(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+    })
+}

@@ -1,0 +1,84 @@
+//! `/api/v1/sessions/{id}`: a runtime session, its turns and its events.
+
+use axum::Json;
+use axum::extract::State;
+use serde::Deserialize;
+use tether_proto::{ErrorBody, EventPage, Session, Turn};
+use utoipa::IntoParams;
+
+use super::page_limit;
+use crate::AppState;
+use crate::error::ApiError;
+use crate::extract::{ApiPath, ApiQuery};
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct EventsQuery {
+    /// Only events with `seq` greater than this (default 0: from the start).
+    after_seq: Option<i64>,
+    /// Page size (default 100, at most 1000).
+    limit: Option<u32>,
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/v1/sessions/{id}",
+    tag = "sessions",
+    params(("id" = String, Path, description = "Session id")),
+    responses(
+        (status = 200, description = "The session", body = Session),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "No such session", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn get(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<Session>, ApiError> {
+    Ok(Json(s.runtime.get_session(&id).await?))
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/v1/sessions/{id}/turns",
+    tag = "sessions",
+    params(("id" = String, Path, description = "Session id")),
+    responses(
+        (status = 200, description = "The session's turns, oldest first", body = [Turn]),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "No such session", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn turns(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<Vec<Turn>>, ApiError> {
+    Ok(Json(s.runtime.session_turns(&id).await?))
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/v1/sessions/{id}/events",
+    tag = "sessions",
+    params(("id" = String, Path, description = "Session id"), EventsQuery),
+    responses(
+        (status = 200, description = "A page of the session's events, by `seq`", body = EventPage),
+        (status = 400, description = "Bad query", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "No such session", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn events(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<EventsQuery>,
+) -> Result<Json<EventPage>, ApiError> {
+    let page = s
+        .runtime
+        .session_events(&id, q.after_seq.unwrap_or(0), page_limit(q.limit))
+        .await?;
+    Ok(Json(page))
+}

@@ -1,0 +1,105 @@
+//! The OpenAPI document: every route and every wire type. It is the API contract, served
+//! without auth at `GET /api/openapi.json`.
+
+use axum::Json;
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use crate::handlers::{self, approvals, conversations, sessions};
+use crate::sse;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "tether",
+        description = "Keeps coding agents in continuous sessions. All routes except health \
+                       and this document need `Authorization: Bearer <token>` (see \
+                       `tether token`). Errors are `{\"error\": {\"code\", \"message\"}}`."
+    ),
+    paths(
+        handlers::health,
+        conversations::create,
+        conversations::list,
+        conversations::get,
+        conversations::update,
+        conversations::send_message,
+        conversations::history,
+        conversations::new_session,
+        conversations::detach,
+        conversations::stop,
+        sse::conversation_events,
+        sessions::get,
+        sessions::turns,
+        sessions::events,
+        approvals::list_approvals,
+        approvals::answer_approval,
+        approvals::list_questions,
+        approvals::answer_question,
+    ),
+    components(schemas(
+        tether_proto::Health,
+        tether_proto::CreateConversation,
+        tether_proto::UpdateConversation,
+        tether_proto::Binding,
+        tether_proto::Conversation,
+        tether_proto::SendMessage,
+        tether_proto::MessageOutcomeKind,
+        tether_proto::MessageOutcome,
+        tether_proto::HistoryMessage,
+        tether_proto::Session,
+        tether_proto::Turn,
+        tether_proto::Approval,
+        tether_proto::AnswerApproval,
+        tether_proto::Question,
+        tether_proto::AnswerQuestion,
+        tether_proto::EventPage,
+        tether_proto::ActionResult,
+        tether_proto::EventEnvelope,
+        tether_proto::EventPayload,
+        tether_proto::ErrorBody,
+        tether_proto::ErrorDetail,
+        tether_proto::ErrorCode,
+        tether_proto::ConversationState,
+        tether_proto::ConversationKind,
+        tether_proto::SessionStatus,
+        tether_proto::TurnStatus,
+        tether_proto::ApprovalStatus,
+        tether_proto::Decision,
+        tether_proto::QuestionStatus,
+        tether_proto::NewSessionReason,
+        tether_proto::MessageRole,
+    )),
+    modifiers(&Security),
+    tags(
+        (name = "meta", description = "Health"),
+        (name = "conversations", description = "Conversations, messages, history, session controls, event stream"),
+        (name = "sessions", description = "Runtime sessions, turns and events"),
+        (name = "approvals", description = "Permission requests from agents"),
+        (name = "questions", description = "Questions from agents"),
+    )
+)]
+pub struct ApiDoc;
+
+struct Security;
+
+impl Modify for Security {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+        components.add_security_scheme(
+            "query_token",
+            SecurityScheme::ApiKey(ApiKey::Query(ApiKeyValue::with_description(
+                "token",
+                "The API token as a query parameter (event stream only, for EventSource)",
+            ))),
+        );
+    }
+}
+
+/// `GET /api/openapi.json`.
+pub(crate) async fn serve_openapi() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}

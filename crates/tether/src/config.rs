@@ -1,0 +1,295 @@
+//! The config file (TOML), environment overrides, built-in agent defaults and
+//! validation, resolved into [`Settings`].
+//!
+//! Precedence, highest first: command-line flag, environment (`TETHER_LISTEN`,
+//! `TETHER_HOME`, `TETHER_DEFAULT_AGENT`, `TETHER_TOKEN`), config file, defaults.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde::Deserialize;
+use tether_agents::{AgentSpec, DriverKind};
+use tether_runtime::RuntimeConfig;
+
+use crate::paths::{self, Env};
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
+pub const DEFAULT_AGENT: &str = "codex";
+
+/// The config file as written. Every field is optional; unknown keys are errors.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub listen: Option<String>,
+    pub data_dir: Option<PathBuf>,
+    pub default_agent: Option<String>,
+    pub workspace_roots: Option<Vec<PathBuf>>,
+    pub default_cwd: Option<PathBuf>,
+    pub approval_timeout_secs: Option<u64>,
+    pub queue_cap: Option<usize>,
+    pub start_timeout_secs: Option<u64>,
+    pub turn_timeout_secs: Option<u64>,
+    #[serde(default)]
+    pub agents: BTreeMap<String, AgentConfig>,
+}
+
+/// `[agents.NAME]`. For a built-in agent (codex, claude, gemini) every field is optional
+/// and overrides the built-in one; a new agent needs `driver` and `command`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    pub driver: Option<DriverKind>,
+    pub command: Option<String>,
+    pub args: Option<Vec<String>>,
+    pub env: Option<BTreeMap<String, String>>,
+}
+
+/// Everything the binary needs, resolved and validated.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The config file that was read, if any.
+    pub config_path: Option<PathBuf>,
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    pub default_agent: String,
+    pub agents: BTreeMap<String, AgentSpec>,
+    pub workspace_roots: Vec<PathBuf>,
+    pub default_cwd: PathBuf,
+    pub approval_timeout: Duration,
+    pub queue_cap: usize,
+    pub start_timeout: Duration,
+    pub turn_timeout: Option<Duration>,
+    /// `TETHER_TOKEN`: used instead of the token file when set.
+    pub token_override: Option<String>,
+}
+
+impl Settings {
+    /// Finds and reads the config file (`explicit` must exist; the default location is
+    /// optional), then resolves everything.
+    pub fn load(explicit: Option<&Path>, listen_flag: Option<&str>, env: &Env) -> Result<Self> {
+        let path = match explicit {
+            Some(p) => Some(p.to_path_buf()),
+            None => paths::default_config_file(env).filter(|p| p.is_file()),
+        };
+        let file = match &path {
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .with_context(|| format!("cannot read config file {}", p.display()))?;
+                parse(&text).with_context(|| format!("invalid config file {}", p.display()))?
+            }
+            None => FileConfig::default(),
+        };
+        Self::resolve(file, path, listen_flag, env)
+    }
+
+    /// Applies overrides and defaults to a parsed file, then validates.
+    pub fn resolve(
+        file: FileConfig,
+        config_path: Option<PathBuf>,
+        listen_flag: Option<&str>,
+        env: &Env,
+    ) -> Result<Self> {
+        // Relative paths in the file are relative to the file's folder.
+        let base = config_path
+            .as_deref()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap_or_else(paths::current_dir);
+        let in_file = |p: &Path| paths::absolutize(&paths::expand_tilde(p, env), &base);
+
+        let listen_text = listen_flag
+            .map(str::to_owned)
+            .or_else(|| env("TETHER_LISTEN"))
+            .or(file.listen)
+            .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+        let listen = parse_listen(&listen_text)?;
+
+        let data_dir = match (env("TETHER_HOME"), &file.data_dir) {
+            (Some(home), _) => paths::absolutize(Path::new(&home), &paths::current_dir()),
+            (None, Some(dir)) => in_file(dir),
+            (None, None) => paths::default_data_dir(env)?,
+        };
+
+        let agents = merge_agents(file.agents)?;
+        let default_agent = env("TETHER_DEFAULT_AGENT")
+            .or(file.default_agent)
+            .unwrap_or_else(|| DEFAULT_AGENT.to_owned());
+        if !agents.contains_key(&default_agent) {
+            bail!(
+                "default_agent {default_agent:?} is not configured; configured agents: {}",
+                agents.keys().cloned().collect::<Vec<_>>().join(", ")
+            );
+        }
+
+        let workspace_roots: Vec<PathBuf> = match file.workspace_roots {
+            Some(roots) => roots.iter().map(|p| in_file(p)).collect(),
+            None => vec![paths::home_dir(env).ok_or_else(|| {
+                anyhow!("HOME is not set: set workspace_roots in the config file")
+            })?],
+        };
+        if workspace_roots.is_empty() {
+            bail!("workspace_roots must name at least one directory");
+        }
+        let default_cwd = match &file.default_cwd {
+            Some(dir) => in_file(dir),
+            None => workspace_roots[0].clone(),
+        };
+        if !workspace_roots
+            .iter()
+            .any(|root| default_cwd.starts_with(root))
+        {
+            bail!(
+                "default_cwd {} does not lie under any workspace root ({})",
+                default_cwd.display(),
+                workspace_roots
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+
+        let approval_timeout_secs = file.approval_timeout_secs.unwrap_or(1800);
+        if approval_timeout_secs == 0 {
+            bail!("approval_timeout_secs must be greater than 0");
+        }
+        let start_timeout_secs = file.start_timeout_secs.unwrap_or(30);
+        if start_timeout_secs == 0 {
+            bail!("start_timeout_secs must be greater than 0");
+        }
+        let turn_timeout = match file.turn_timeout_secs.unwrap_or(0) {
+            0 => None,
+            secs => Some(Duration::from_secs(secs)),
+        };
+
+        Ok(Settings {
+            config_path,
+            listen,
+            data_dir,
+            default_agent,
+            agents,
+            workspace_roots,
+            default_cwd,
+            approval_timeout: Duration::from_secs(approval_timeout_secs),
+            queue_cap: file.queue_cap.unwrap_or(16),
+            start_timeout: Duration::from_secs(start_timeout_secs),
+            turn_timeout,
+            token_override: env("TETHER_TOKEN"),
+        })
+    }
+
+    pub fn runtime_config(&self) -> RuntimeConfig {
+        RuntimeConfig {
+            agents: self.agents.clone(),
+            default_agent: self.default_agent.clone(),
+            workspace_roots: self.workspace_roots.clone(),
+            default_cwd: self.default_cwd.clone(),
+            approval_timeout: self.approval_timeout,
+            queue_cap: self.queue_cap,
+            start_timeout: self.start_timeout,
+            turn_timeout: self.turn_timeout,
+        }
+    }
+}
+
+/// Parses the config file text.
+pub fn parse(text: &str) -> Result<FileConfig> {
+    Ok(toml::from_str(text)?)
+}
+
+/// `IP:PORT` (`localhost:PORT` is taken as `127.0.0.1:PORT`).
+pub fn parse_listen(text: &str) -> Result<SocketAddr> {
+    let text = text.trim();
+    let normalized = match text.strip_prefix("localhost:") {
+        Some(port) => format!("127.0.0.1:{port}"),
+        None => text.to_owned(),
+    };
+    normalized.parse().map_err(|_| {
+        anyhow!("invalid listen address {text:?}: expected IP:PORT, such as {DEFAULT_LISTEN}")
+    })
+}
+
+/// The agents every installation knows (found on `PATH` when installed).
+pub fn builtin_agents() -> BTreeMap<String, AgentSpec> {
+    let spec = |name: &str, driver, command: &str, args: &[&str]| AgentSpec {
+        name: name.to_owned(),
+        driver,
+        command: command.to_owned(),
+        args: args.iter().map(|a| (*a).to_owned()).collect(),
+        env: BTreeMap::new(),
+    };
+    [
+        spec("codex", DriverKind::Codex, "codex", &["app-server"]),
+        spec(
+            "claude",
+            DriverKind::Claude,
+            "claude",
+            &[
+                "-p",
+                "--input-format",
+                "stream-json",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--permission-prompt-tool",
+                "stdio",
+            ],
+        ),
+        spec("gemini", DriverKind::Acp, "gemini", &["--acp"]),
+    ]
+    .into_iter()
+    .map(|s| (s.name.clone(), s))
+    .collect()
+}
+
+/// The built-in agents with the file's `[agents.*]` merged over them by name.
+pub fn merge_agents(file: BTreeMap<String, AgentConfig>) -> Result<BTreeMap<String, AgentSpec>> {
+    let mut agents = builtin_agents();
+    for (name, cfg) in file {
+        if name.trim().is_empty() {
+            bail!("[agents] entries need a non-empty name");
+        }
+        let spec = match agents.remove(&name) {
+            Some(mut spec) => {
+                if let Some(driver) = cfg.driver {
+                    spec.driver = driver;
+                }
+                if let Some(command) = cfg.command {
+                    spec.command = command;
+                }
+                if let Some(args) = cfg.args {
+                    spec.args = args;
+                }
+                if let Some(env) = cfg.env {
+                    spec.env = env;
+                }
+                spec
+            }
+            None => AgentSpec {
+                driver: cfg.driver.ok_or_else(|| {
+                    anyhow!(
+                        "[agents.{name}] needs `driver` (one of \"acp\", \"codex\", \"claude\")"
+                    )
+                })?,
+                command: cfg
+                    .command
+                    .ok_or_else(|| anyhow!("[agents.{name}] needs `command`"))?,
+                args: cfg.args.unwrap_or_default(),
+                env: cfg.env.unwrap_or_default(),
+                name: name.clone(),
+            },
+        };
+        if spec.command.trim().is_empty() {
+            bail!("[agents.{name}] `command` must not be empty");
+        }
+        agents.insert(name, spec);
+    }
+    Ok(agents)
+}
+
+#[cfg(test)]
+#[path = "config_tests.rs"]
+mod tests;
