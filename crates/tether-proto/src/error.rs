@@ -139,6 +139,11 @@ pub struct ErrorDetail {
 
 impl ErrorBody {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { error: ErrorDetail { code, message: message.into() } }
+        Self {
+            error: ErrorDetail {
+                code,
+                message: message.into(),
+            },
+        }
     }
 }

@@ -38,10 +38,18 @@ pub enum EventPayload {
         resumed: bool,
     },
     /// The session's process went away; the next turn resumes it.
-    SessionDormant { reason: String },
-    TurnStarted { input: String },
-    MessageDelta { text: String },
-    ThoughtDelta { text: String },
+    SessionDormant {
+        reason: String,
+    },
+    TurnStarted {
+        input: String,
+    },
+    MessageDelta {
+        text: String,
+    },
+    ThoughtDelta {
+        text: String,
+    },
     ToolCall {
         tool_call_id: String,
         title: String,
@@ -77,7 +85,11 @@ pub enum EventPayload {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         decided_by: Option<String>,
     },
-    QuestionAsked { question_id: String, prompt: String, deadline_ms: i64 },
+    QuestionAsked {
+        question_id: String,
+        prompt: String,
+        deadline_ms: i64,
+    },
     QuestionResolved {
         question_id: String,
         status: QuestionStatus,
@@ -89,11 +101,18 @@ pub enum EventPayload {
         stop_reason: Option<String>,
         text: String,
     },
-    TurnFailed { code: ErrorCode, message: String },
+    TurnFailed {
+        code: ErrorCode,
+        message: String,
+    },
     TurnCancelled {},
-    TurnInterrupted { reason: String },
+    TurnInterrupted {
+        reason: String,
+    },
     /// A local status message (also in the conversation history).
-    Status { text: String },
+    Status {
+        text: String,
+    },
 }
 
 impl EventPayload {

@@ -172,7 +172,7 @@ impl Actor {
                 } else {
                     self.queue_push(turn_id, input).map(Enqueued::Queued)
                 };
-                let _ = reply.send(outcome.unwrap_or_else(|cap| Enqueued::Full(cap)));
+                let _ = reply.send(outcome.unwrap_or_else(Enqueued::Full));
             }
             ActorCmd::Stop { reply } => {
                 let running = self.current.is_some();
@@ -273,16 +273,18 @@ impl Actor {
         let agent: Arc<dyn AgentSession> = Arc::from(agent);
         let external_id = agent.external_id();
         let resumed = self.session.external_id.is_some();
-        if let Some(expected) = &self.session.external_id {
-            if expected != &external_id {
-                agent.shutdown().await;
-                let msg = format!(
-                    "cannot resume session {expected}: the agent came back with session \
-                     {external_id}"
-                );
-                self.fail(ErrorCode::ResumeUnavailable, msg).await;
-                return;
-            }
+        if let Some(expected) = self
+            .session
+            .external_id
+            .as_ref()
+            .filter(|e| **e != external_id)
+        {
+            agent.shutdown().await;
+            let msg = format!(
+                "cannot resume session {expected}: the agent came back with session {external_id}"
+            );
+            self.fail(ErrorCode::ResumeUnavailable, msg).await;
+            return;
         }
         let ev = EventPayload::SessionLive {
             external_id: external_id.clone(),
@@ -365,6 +367,7 @@ impl Actor {
     }
 
     /// Maps streamable events to payloads; hands back permission and question requests.
+    #[allow(clippy::result_large_err)] // Err hands the event back; it is not an error.
     fn simple_payload(&mut self, ev: AgentEvent) -> Result<EventPayload, AgentEvent> {
         match ev {
             AgentEvent::MessageDelta(text) => {

@@ -92,10 +92,8 @@ impl Runtime {
     /// The actor of a session, spawned on first use.
     pub(crate) fn actor(&self, session: &Session) -> Result<ActorHandle> {
         let mut actors = self.inner.actors.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(h) = actors.get(&session.id) {
-            if !h.tx.is_closed() {
-                return Ok(h.clone());
-            }
+        if let Some(h) = actors.get(&session.id).filter(|h| !h.tx.is_closed()) {
+            return Ok(h.clone());
         }
         let spec = self.agent_spec(&session.agent)?;
         let handle = Actor::spawn(self.inner.ctx.clone(), session.clone(), spec);

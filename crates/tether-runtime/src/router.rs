@@ -51,10 +51,10 @@ impl Runtime {
             }
             Input::Prompt(text) => {
                 let overrides = req.agent.is_some() || req.model.is_some();
-                if !overrides {
-                    if let Some(out) = self.answer_pending_question(&conv, &text, by).await? {
-                        return Ok(out);
-                    }
+                if !overrides
+                    && let Some(out) = self.answer_pending_question(&conv, &text, by).await?
+                {
+                    return Ok(out);
                 }
                 self.route_prompt(conv, text, req.agent.as_deref(), req.model.as_deref())
                     .await

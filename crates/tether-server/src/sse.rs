@@ -2,8 +2,9 @@
 //! sessions as Server-Sent Events.
 //!
 //! Subscribe to the live bus first, then replay the store after the client's resume
-//! point, then forward live events, skipping every id already sent: no duplicates, no
-//! gaps. When the bus lags, the store is read again after the last id sent.
+//! point; afterwards each live notification for the conversation triggers a read of the
+//! store after the last id sent (the store's commit order is id order), so there are no
+//! duplicates and no gaps even when events of two sessions are published out of order.
 
 use std::convert::Infallible;
 use std::fmt::Display;
@@ -170,8 +171,10 @@ pub(crate) async fn pump<F, Fut, E>(
                         if env.conversation_id != state.conversation_id || env.id <= state.last {
                             continue;
                         }
-                        state.last = env.id;
-                        if tx.send(env).await.is_err() {
+                        // Publication order across sessions may differ from id order, but
+                        // commit order is id order: read the store after the last id sent,
+                        // so an earlier event published late is never skipped.
+                        if !catch_up(&mut state, &fetch, &tx).await {
                             return;
                         }
                     }

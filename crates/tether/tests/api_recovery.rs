@@ -1,0 +1,185 @@
+//! End to end: SIGKILL and restart, agent crashes, strict resume.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::Value;
+use tether_testkit::{Daemon, DaemonOptions, within};
+
+async fn turn(d: &Daemon, sid: &str, tid: &str) -> Value {
+    let turns = d.get_ok(&format!("/api/v1/sessions/{sid}/turns")).await;
+    turns
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == tid)
+        .unwrap()
+        .clone()
+}
+
+#[tokio::test]
+async fn sigkill_mid_turn_and_mid_approval_then_the_next_message_continues_the_session() {
+    let mut d = Daemon::start(DaemonOptions::default()).await;
+    // Conversation A: killed mid-turn.
+    let a = d.new_conversation(None).await;
+    let (oa, _) = d.say_and_wait(&a, "remember apples").await;
+    let sa = oa["session_id"].as_str().unwrap().to_string();
+    let oa2 = d.say(&a, "stream 100 100").await;
+    d.wait_conversation(&a, "turn running", |c| c["state"] == "bound/running")
+        .await;
+    // Conversation B: killed while an approval waits.
+    let b = d.new_conversation(None).await;
+    let ob = d.say(&b, "approve dangerous").await;
+    let sb = ob["session_id"].as_str().unwrap().to_string();
+    d.wait_conversation(&b, "approval pending", |c| {
+        c["state"] == "bound/waiting_approval"
+    })
+    .await;
+    let approval_id = d.get_ok(&format!("/api/v1/conversations/{b}")).await["pending_approvals"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    d.restart().await;
+
+    let t = turn(&d, &sa, oa2["turn_id"].as_str().unwrap()).await;
+    assert_eq!(t["status"], "interrupted");
+    let tb = turn(&d, &sb, ob["turn_id"].as_str().unwrap()).await;
+    assert_eq!(tb["status"], "interrupted");
+    let approvals = d.get_ok("/api/v1/approvals").await;
+    let ap = approvals
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["id"] == approval_id.as_str())
+        .unwrap();
+    assert_eq!(ap["status"], "expired");
+    let ca = d.get_ok(&format!("/api/v1/conversations/{a}")).await;
+    assert_eq!(ca["binding"]["session_id"], sa.as_str());
+    assert_eq!(ca["binding"]["status"], "dormant");
+    assert_eq!(ca["state"], "bound/idle");
+    let cb = d.get_ok(&format!("/api/v1/conversations/{b}")).await;
+    assert_eq!(cb["binding"]["session_id"], sb.as_str());
+    // One restart notice per affected conversation.
+    let hist = d
+        .get_ok(&format!("/api/v1/conversations/{a}/messages"))
+        .await;
+    let notices = hist
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "status" && m["text"].as_str().unwrap().contains("restarted"))
+        .count();
+    assert_eq!(notices, 1, "{hist}");
+    // An answer to the expired approval is refused.
+    let (status, body) = d
+        .post(
+            &format!("/api/v1/approvals/{approval_id}"),
+            serde_json::json!({"decision":"allow"}),
+        )
+        .await;
+    assert_eq!(status, 409, "{body}");
+
+    // The next message resumes the same agent session, history remembered.
+    let (o, t) = d.say_and_wait(&a, "after restart").await;
+    assert_eq!(o["session_id"], sa.as_str());
+    assert!(o["new_session"].is_null());
+    assert_eq!(t["status"], "completed", "{t}");
+    assert!(
+        t["result_text"]
+            .as_str()
+            .unwrap()
+            .contains(r#"remembers 2: ["remember apples","stream 100 100"]"#),
+        "{t}"
+    );
+    let (o, t) = d.say_and_wait(&b, "after restart too").await;
+    assert_eq!(o["session_id"], sb.as_str());
+    assert!(
+        t["result_text"].as_str().unwrap().contains("remembers 1:"),
+        "{t}"
+    );
+}
+
+#[tokio::test]
+async fn an_agent_crash_fails_the_turn_with_its_stderr_and_the_next_message_resumes() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let c = d.new_conversation(None).await;
+    let (o1, _) = d.say_and_wait(&c, "before crash").await;
+    let sid = o1["session_id"].as_str().unwrap().to_string();
+    let (o2, t2) = d.say_and_wait(&c, "crash").await;
+    assert_eq!(o2["session_id"], sid.as_str());
+    assert_eq!(t2["status"], "failed");
+    assert_eq!(t2["error_code"], "agent_crashed");
+    assert!(
+        t2["error_message"]
+            .as_str()
+            .unwrap()
+            .contains("crashing as asked"),
+        "{t2}"
+    );
+    let (o3, t3) = d.say_and_wait(&c, "after crash").await;
+    assert_eq!(o3["session_id"], sid.as_str());
+    assert_eq!(t3["status"], "completed", "{t3}");
+    assert!(
+        t3["result_text"]
+            .as_str()
+            .unwrap()
+            .contains(r#"remembers 2: ["before crash","crash"]"#),
+        "{t3}"
+    );
+}
+
+#[tokio::test]
+async fn a_session_that_cannot_be_loaded_gives_resume_unavailable_and_stays_bound() {
+    let mut d = Daemon::start(DaemonOptions::default()).await;
+    // Lost agent state: unknown id on resume.
+    let c = d.new_conversation(None).await;
+    let (o1, _) = d.say_and_wait(&c, "hello").await;
+    let sid = o1["session_id"].as_str().unwrap().to_string();
+    // Agents that refuse resume or come back with another id.
+    let r = d.new_conversation(Some("fake-refuse")).await;
+    let (or, _) = d.say_and_wait(&r, "hello").await;
+    let o = d.new_conversation(Some("fake-other")).await;
+    let (oo, _) = d.say_and_wait(&o, "hello").await;
+
+    d.restart().await;
+    let external = d.get_ok(&format!("/api/v1/sessions/{sid}")).await["external_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    std::fs::remove_file(d.fake_state_dir().join(format!("{external}.json"))).unwrap();
+
+    for (conv, out) in [(&c, &o1), (&r, &or), (&o, &oo)] {
+        let (o2, t2) = d.say_and_wait(conv, "are you there?").await;
+        assert_eq!(o2["session_id"], out["session_id"], "no silent new session");
+        assert_eq!(t2["status"], "failed", "{t2}");
+        assert_eq!(t2["error_code"], "resume_unavailable", "{t2}");
+        let cv = d.get_ok(&format!("/api/v1/conversations/{conv}")).await;
+        assert_eq!(
+            cv["binding"]["session_id"], out["session_id"],
+            "binding stays"
+        );
+        // Nothing was prompted: the turn has no agent output.
+        let events = d
+            .get_ok(&format!(
+                "/api/v1/sessions/{}/events?limit=1000",
+                out["session_id"].as_str().unwrap()
+            ))
+            .await;
+        let deltas_after = events["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["turn_id"] == t2["id"] && e["payload"]["type"] == "message_delta")
+            .count();
+        assert_eq!(deltas_after, 0);
+    }
+    // /new recovers.
+    let o = within("new", d.say(&c, "/new start over")).await;
+    assert_eq!(o["new_session"], "explicit");
+    let t = d
+        .wait_turn(
+            o["session_id"].as_str().unwrap(),
+            o["turn_id"].as_str().unwrap(),
+        )
+        .await;
+    assert_eq!(t["status"], "completed");
+}
