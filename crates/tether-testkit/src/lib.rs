@@ -40,3 +40,26 @@ pub async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) ->
         Err(_) => panic!("timed out after {TIMEOUT:?}: {what}"),
     }
 }
+
+/// The repository root (two levels above this crate).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Path of a real agent CLI installed by `tools/agents/install` (the test script runs it):
+/// `codex`, `claude`, `gemini` or `codex-acp`. Native binaries are returned where they
+/// exist, so killing the process kills the agent (an npm shim could orphan it).
+pub fn agent_cli(name: &str) -> PathBuf {
+    let nm = repo_root().join("tools/agents/node_modules");
+    let path = match name {
+        "codex" => nm.join("@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"),
+        "claude" => nm.join("@anthropic-ai/claude-code-linux-x64/claude"),
+        "gemini" => nm.join(".bin/gemini"),
+        "codex-acp" => nm.join("@zed-industries/codex-acp-linux-x64/bin/codex-acp"),
+        other => panic!("unknown agent CLI {other:?}"),
+    };
+    if !path.exists() {
+        panic!("{} not found; run tools/agents/install (scripts/test does)", path.display());
+    }
+    path
+}
