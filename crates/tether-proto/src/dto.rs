@@ -226,3 +226,23 @@ pub struct ActionResult {
     #[serde(default)]
     pub message: Option<String>,
 }
+
+/// The live pool: agent processes kept between turns (`GET /api/v1/pool`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PoolStatus {
+    /// Sessions with a live agent process.
+    pub live: usize,
+    /// Live sessions running a turn.
+    pub busy: usize,
+    /// Live sessions waiting for their next turn.
+    pub idle: usize,
+    /// Global cap (0 = no limit).
+    pub max_live: usize,
+    /// Cap per owner (0 = no limit).
+    pub max_live_per_owner: usize,
+    /// Idle sessions are evicted after this (`null`: never).
+    #[serde(default)]
+    pub idle_ttl_secs: Option<u64>,
+    /// Evictions since start (cap and TTL).
+    pub evictions: u64,
+}

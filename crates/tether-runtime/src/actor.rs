@@ -47,6 +47,8 @@ pub(crate) enum ActorCmd {
     },
     /// The session is no longer bound: end its process once the queue is empty.
     Park,
+    /// The live pool needs room: end the process if no turn runs.
+    Evict { reason: String },
     /// End everything now (daemon shutdown).
     Shutdown { done: oneshot::Sender<()> },
 }
@@ -82,6 +84,8 @@ pub(crate) struct Actor {
     ctx: Arc<Ctx>,
     session: Session,
     spec: AgentSpec,
+    /// Pool owner: the parent conversation for delegated work, else the conversation.
+    owner: String,
     rx: mpsc::UnboundedReceiver<ActorCmd>,
     me: mpsc::WeakUnboundedSender<ActorCmd>,
     live: Option<Arc<dyn AgentSession>>,
@@ -97,13 +101,14 @@ pub(crate) struct Actor {
 
 impl Actor {
     /// Spawns the actor for `session` and returns its handle.
-    pub fn spawn(ctx: Arc<Ctx>, session: Session, spec: AgentSpec) -> ActorHandle {
+    pub fn spawn(ctx: Arc<Ctx>, session: Session, spec: AgentSpec, owner: String) -> ActorHandle {
         let (tx, rx) = mpsc::unbounded_channel();
         let queue = TurnQueue::new(ctx.config.queue_cap);
         let actor = Actor {
             ctx,
             session,
             spec,
+            owner,
             rx,
             me: tx.downgrade(),
             live: None,
@@ -195,6 +200,11 @@ impl Actor {
                 }
             }
             ActorCmd::Park => self.parked = true,
+            ActorCmd::Evict { reason } => {
+                if self.current.is_none() && self.live.is_some() {
+                    self.go_dormant(&format!("evicted: {reason}")).await;
+                }
+            }
             ActorCmd::Shutdown { .. } => {}
         }
     }
@@ -223,8 +233,14 @@ impl Actor {
             self.deadline = Some((Instant::now() + t, DeadlineKind::TurnTimeout));
         }
         match &self.live {
-            Some(live) if live.is_alive() => self.spawn_prompt(),
+            Some(live) if live.is_alive() => {
+                self.ctx
+                    .pool
+                    .busy(&self.session.id, &self.owner, self.me.clone());
+                self.spawn_prompt()
+            }
             _ => {
+                self.ctx.pool.admit(&self.session.id, &self.owner);
                 if let Some(old) = self.live.take() {
                     old.shutdown().await;
                 }
@@ -307,6 +323,9 @@ impl Actor {
         self.session.external_id = Some(external_id);
         self.session.status = SessionStatus::Live;
         self.live = Some(agent);
+        self.ctx
+            .pool
+            .busy(&self.session.id, &self.owner, self.me.clone());
         if self.current.as_ref().is_some_and(|c| c.cancel_requested) {
             self.end_stopped().await;
         } else {
@@ -678,6 +697,9 @@ impl Actor {
         let Some(cur) = self.current.take() else {
             return;
         };
+        if self.live.is_some() {
+            self.ctx.pool.idle(&self.session.id);
+        }
         match self
             .ctx
             .store
@@ -691,6 +713,7 @@ impl Actor {
     }
 
     async fn go_dormant(&mut self, reason: &str) {
+        self.ctx.pool.gone(&self.session.id);
         if let Some(live) = self.live.take() {
             live.shutdown().await;
         }

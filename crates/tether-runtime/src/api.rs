@@ -53,6 +53,19 @@ impl Runtime {
             );
         }
         let ctx = Ctx::new(store, config);
+        if let Some(every) = ctx.pool.sweep_interval() {
+            let weak = Arc::downgrade(&ctx);
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                loop {
+                    tick.tick().await;
+                    match weak.upgrade() {
+                        Some(ctx) => ctx.pool.sweep(),
+                        None => return,
+                    }
+                }
+            });
+        }
         Ok(Runtime {
             inner: Arc::new(Inner {
                 ctx,
@@ -70,6 +83,11 @@ impl Runtime {
     /// `conversation_id`. Subscribe before replaying from the store to miss nothing.
     pub fn subscribe(&self) -> broadcast::Receiver<EventEnvelope> {
         self.ctx().bus.subscribe()
+    }
+
+    /// The live pool's state.
+    pub fn pool_status(&self) -> crate::PoolStatus {
+        self.ctx().pool.status()
     }
 
     /// Names of the configured agents.
@@ -90,13 +108,18 @@ impl Runtime {
     }
 
     /// The actor of a session, spawned on first use.
-    pub(crate) fn actor(&self, session: &Session) -> Result<ActorHandle> {
+    pub(crate) fn actor(&self, session: &Session, owner: &str) -> Result<ActorHandle> {
         let mut actors = self.inner.actors.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(h) = actors.get(&session.id).filter(|h| !h.tx.is_closed()) {
             return Ok(h.clone());
         }
         let spec = self.agent_spec(&session.agent)?;
-        let handle = Actor::spawn(self.inner.ctx.clone(), session.clone(), spec);
+        let handle = Actor::spawn(
+            self.inner.ctx.clone(),
+            session.clone(),
+            spec,
+            owner.to_string(),
+        );
         actors.insert(session.id.clone(), handle.clone());
         Ok(handle)
     }

@@ -24,4 +24,6 @@ pub struct RuntimeConfig {
     pub start_timeout: Duration,
     /// A turn running longer than this fails with `turn_timeout` (`None`: no limit).
     pub turn_timeout: Option<Duration>,
+    /// Live pool limits.
+    pub pool: crate::PoolConfig,
 }

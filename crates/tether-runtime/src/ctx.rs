@@ -9,11 +9,13 @@ use tether_store::Store;
 use tokio::sync::broadcast;
 
 use crate::RuntimeConfig;
+use crate::pool::Pool;
 
 pub(crate) struct Ctx {
     pub store: Store,
     pub bus: broadcast::Sender<EventEnvelope>,
     pub config: RuntimeConfig,
+    pub pool: Pool,
     acp: AcpDriver,
 }
 
@@ -23,10 +25,12 @@ impl Ctx {
         let acp = AcpDriver {
             start_timeout: config.start_timeout,
         };
+        let pool = Pool::new(config.pool.clone());
         Arc::new(Ctx {
             store,
             bus,
             config,
+            pool,
             acp,
         })
     }

@@ -166,7 +166,11 @@ impl Runtime {
             status: TurnStatus::Queued,
         };
         store.insert_turn(&turn, true).await?;
-        let actor = self.actor(&session)?;
+        let owner = conv
+            .parent_conversation_id
+            .clone()
+            .unwrap_or_else(|| conv.id.clone());
+        let actor = self.actor(&session, &owner)?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let cmd = ActorCmd::Enqueue {
             turn_id: turn.id.clone(),

@@ -63,11 +63,12 @@ impl Runtime {
 
     pub(crate) async fn status_text(&self, row: &ConversationRow) -> Result<String> {
         let view = self.view(row.clone()).await?;
+        let pool = self.pool_status();
         let (agent, model) = match &view.binding {
             Some(b) => (b.agent.clone(), b.model.clone()),
             None => (view.agent.clone(), view.model.clone()),
         };
-        Ok(tether_core::status_text(&StatusView {
+        let text = tether_core::status_text(&StatusView {
             agent,
             model,
             session_id: view.binding.as_ref().map(|b| b.session_id.clone()),
@@ -76,7 +77,19 @@ impl Runtime {
             queue_len: view.queue_len as usize,
             pending_approvals: view.pending_approvals,
             pending_questions: view.pending_questions,
-        }))
+        });
+        Ok(format!(
+            "{text}\npool: {} live ({} busy, {} idle) of {}, {} evictions",
+            pool.live,
+            pool.busy,
+            pool.idle,
+            if pool.max_live == 0 {
+                "no limit".to_string()
+            } else {
+                pool.max_live.to_string()
+            },
+            pool.evictions
+        ))
     }
 
     pub(crate) async fn sessions_text(&self, row: &ConversationRow) -> Result<String> {

@@ -1,6 +1,7 @@
 //! tether-server: the HTTP API of tether (axum): JSON endpoints under `/api/v1`, the
 //! per-conversation SSE event stream, bearer-token auth and the OpenAPI document
-//! (`/api/openapi.json`, the source of truth for the contract).
+//! (`/api/openapi.json`, the source of truth for the contract), and the web chat page
+//! (`/`, static files embedded in the binary).
 //!
 //! It only translates HTTP to calls on [`tether_runtime::Runtime`]: no domain logic, no
 //! storage and no agent processes here. Every error leaves as a JSON
@@ -14,6 +15,7 @@ mod extract;
 mod handlers;
 mod openapi;
 mod sse;
+mod web;
 
 use std::future::Future;
 use std::time::Duration;
@@ -65,16 +67,18 @@ pub(crate) struct AppState {
     pub runtime: Runtime,
 }
 
-/// The whole HTTP API: `/api/v1/*`, `/api/openapi.json`, JSON 404 for anything else.
+/// The whole HTTP API: `/api/v1/*`, `/api/openapi.json`, the web page at `/`, JSON 404
+/// for anything else.
 pub fn router(runtime: Runtime, auth: AuthConfig, limits: Limits) -> Router {
     let routes = api_routes(auth::Auth::new(auth.token)).with_state(AppState { runtime });
     harden(routes, limits)
 }
 
 fn api_routes(auth: auth::Auth) -> Router<AppState> {
-    use handlers::{approvals, conversations, sessions};
+    use handlers::{agents, approvals, conversations, sessions};
 
     let protected = Router::new()
+        .route("/api/v1/agents", get(agents::list))
         .route(
             "/api/v1/conversations",
             post(conversations::create).get(conversations::list),
@@ -103,6 +107,7 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
         .route("/api/v1/approvals/{id}", post(approvals::answer_approval))
         .route("/api/v1/questions", get(approvals::list_questions))
         .route("/api/v1/questions/{id}", post(approvals::answer_question))
+        .route("/api/v1/pool", get(handlers::pool))
         .route_layer(axum::middleware::from_fn_with_state(
             auth.clone(),
             auth::require_header,
@@ -121,7 +126,8 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
 
     let public = Router::new()
         .route("/api/v1/health", get(handlers::health))
-        .route("/api/openapi.json", get(openapi::serve_openapi));
+        .route("/api/openapi.json", get(openapi::serve_openapi))
+        .merge(web::routes());
 
     protected.merge(events).merge(public)
 }

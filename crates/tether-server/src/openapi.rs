@@ -5,7 +5,7 @@ use axum::Json;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::handlers::{self, approvals, conversations, sessions};
+use crate::handlers::{self, agents, approvals, conversations, sessions};
 use crate::sse;
 
 #[derive(OpenApi)]
@@ -18,6 +18,7 @@ use crate::sse;
     ),
     paths(
         handlers::health,
+        agents::list,
         conversations::create,
         conversations::list,
         conversations::get,
@@ -35,9 +36,12 @@ use crate::sse;
         approvals::answer_approval,
         approvals::list_questions,
         approvals::answer_question,
+        handlers::pool,
     ),
     components(schemas(
         tether_proto::Health,
+        agents::AgentInfo,
+        tether_proto::PoolStatus,
         tether_proto::CreateConversation,
         tether_proto::UpdateConversation,
         tether_proto::Binding,

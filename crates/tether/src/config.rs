@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use serde::Deserialize;
 use tether_agents::{AgentSpec, DriverKind};
-use tether_runtime::RuntimeConfig;
+use tether_runtime::{PoolConfig, RuntimeConfig};
 
 use crate::paths::{self, Env};
 
@@ -32,8 +32,20 @@ pub struct FileConfig {
     pub queue_cap: Option<usize>,
     pub start_timeout_secs: Option<u64>,
     pub turn_timeout_secs: Option<u64>,
+    /// `[pool]`: live pool limits.
+    pub pool: Option<PoolFile>,
     #[serde(default)]
     pub agents: BTreeMap<String, AgentConfig>,
+}
+
+/// `[pool]`: how many agent processes stay live (0 = no limit) and for how long idle.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolFile {
+    pub max_live: Option<usize>,
+    pub max_live_per_owner: Option<usize>,
+    /// 0 = never evict for idleness.
+    pub idle_ttl_secs: Option<u64>,
 }
 
 /// `[agents.NAME]`. For a built-in agent (codex, claude, gemini) every field is optional
@@ -62,6 +74,7 @@ pub struct Settings {
     pub queue_cap: usize,
     pub start_timeout: Duration,
     pub turn_timeout: Option<Duration>,
+    pub pool: PoolConfig,
     /// `TETHER_TOKEN`: used instead of the token file when set.
     pub token_override: Option<String>,
 }
@@ -177,6 +190,7 @@ impl Settings {
             queue_cap: file.queue_cap.unwrap_or(16),
             start_timeout: Duration::from_secs(start_timeout_secs),
             turn_timeout,
+            pool: pool_config(file.pool.unwrap_or_default()),
             token_override: env("TETHER_TOKEN"),
         })
     }
@@ -191,7 +205,23 @@ impl Settings {
             queue_cap: self.queue_cap,
             start_timeout: self.start_timeout,
             turn_timeout: self.turn_timeout,
+            pool: self.pool.clone(),
         }
+    }
+}
+
+fn pool_config(file: PoolFile) -> PoolConfig {
+    let default = PoolConfig::default();
+    PoolConfig {
+        max_live: file.max_live.unwrap_or(default.max_live),
+        max_live_per_owner: file
+            .max_live_per_owner
+            .unwrap_or(default.max_live_per_owner),
+        idle_ttl: match file.idle_ttl_secs {
+            Some(0) => None,
+            Some(secs) => Some(Duration::from_secs(secs)),
+            None => default.idle_ttl,
+        },
     }
 }
 

@@ -47,7 +47,62 @@ pub async fn run(settings: &Settings) -> String {
             reports.push(report);
         }
     }
-    render(settings, &reports)
+    let mut out = render(settings, &reports);
+    out.push_str(&pool_report(settings).await);
+    out
+}
+
+/// The pool's limits, and its live state when the daemon answers on its address.
+async fn pool_report(settings: &Settings) -> String {
+    let p = &settings.pool;
+    let limit = |n: usize| {
+        if n == 0 {
+            "no limit".to_owned()
+        } else {
+            n.to_string()
+        }
+    };
+    let ttl = p
+        .idle_ttl
+        .map_or("never".to_owned(), |d| format!("{}s", d.as_secs()));
+    let mut out = format!(
+        "\npool:\n  limits: {} live, {} per owner, idle TTL {ttl}\n",
+        limit(p.max_live),
+        limit(p.max_live_per_owner)
+    );
+    // Read the token without creating one: doctor changes nothing.
+    let token = settings.token_override.clone().or_else(|| {
+        std::fs::read_to_string(crate::token::token_path(&settings.data_dir))
+            .ok()
+            .map(|t| t.trim().to_owned())
+    });
+    let live = match token {
+        Some(token) => daemon_pool(settings, &token).await,
+        None => None,
+    };
+    let _ = match live {
+        Some(s) => writeln!(
+            out,
+            "  daemon: {} live ({} busy, {} idle), {} evictions",
+            s.live, s.busy, s.idle, s.evictions
+        ),
+        None => writeln!(out, "  daemon: not running at http://{}", settings.listen),
+    };
+    out
+}
+
+async fn daemon_pool(settings: &Settings, token: &str) -> Option<tether_proto::PoolStatus> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .ok()?;
+    let resp = client
+        .get(format!("http://{}/api/v1/pool", settings.listen))
+        .bearer_auth(token)
+        .send()
+        .await
+        .ok()?;
+    resp.json().await.ok()
 }
 
 fn render(settings: &Settings, reports: &[AgentReport]) -> String {

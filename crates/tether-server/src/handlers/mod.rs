@@ -1,11 +1,15 @@
 //! JSON endpoints of `/api/v1`, grouped by resource.
 
+pub(crate) mod agents;
 pub(crate) mod approvals;
 pub(crate) mod conversations;
 pub(crate) mod sessions;
 
 use axum::Json;
-use tether_proto::Health;
+use axum::extract::State;
+use tether_proto::{Health, PoolStatus};
+
+use crate::AppState;
 
 /// Default and largest page size of list endpoints.
 pub(crate) const DEFAULT_LIMIT: u32 = 100;
@@ -28,4 +32,16 @@ pub(crate) async fn health() -> Json<Health> {
         status: "ok".to_owned(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
     })
+}
+
+/// The live pool: how many agent processes are kept, busy and idle, and evictions.
+#[utoipa::path(
+    get,
+    path = "/api/v1/pool",
+    tag = "meta",
+    responses((status = 200, description = "The live pool", body = PoolStatus)),
+    security(("bearer" = []))
+)]
+pub(crate) async fn pool(State(s): State<AppState>) -> Json<PoolStatus> {
+    Json(s.runtime.pool_status())
 }
