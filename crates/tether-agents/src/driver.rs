@@ -44,6 +44,21 @@ pub struct StartRequest {
     /// `Some(external id)`: resume that session strictly, or fail with
     /// [`AgentError::ResumeUnavailable`]. `None`: a new session.
     pub resume: Option<String>,
+    /// MCP servers to give the agent (tether's delegation server, bound to this session).
+    pub mcp_servers: Vec<McpServer>,
+}
+
+/// A stdio MCP server the agent should start (ACP `mcpServers`, Codex `mcp_servers`,
+/// Claude `--mcp-config`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpServer {
+    pub name: String,
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Passed in the environment, never in argv (tokens live here).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
 }
 
 /// Something the agent said during a turn.

@@ -41,6 +41,7 @@ fn request(dir: &Path, flags: &[&str], resume: Option<&str>) -> StartRequest {
         cwd: dir.to_path_buf(),
         model: None,
         resume: resume.map(str::to_owned),
+        mcp_servers: Vec::new(),
     }
 }
 

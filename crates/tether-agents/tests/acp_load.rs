@@ -115,6 +115,7 @@ fn request(mode: &str, model: Option<&str>) -> StartRequest {
         cwd: std::env::temp_dir(),
         model: model.map(str::to_owned),
         resume: Some("S1".to_owned()),
+        mcp_servers: Vec::new(),
     }
 }
 

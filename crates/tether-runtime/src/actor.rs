@@ -249,6 +249,7 @@ impl Actor {
                     cwd: PathBuf::from(&self.session.cwd),
                     model: self.session.model.clone(),
                     resume: self.session.external_id.clone(),
+                    mcp_servers: Vec::new(),
                 };
                 let ctx = self.ctx.clone();
                 self.task = Some(tokio::spawn(async move {
