@@ -190,7 +190,17 @@ impl Starter<'_> {
     }
 
     fn session_params(&self) -> Value {
-        json!({"cwd": self.req.cwd, "mcpServers": []})
+        let servers: Vec<Value> = self
+            .req
+            .mcp_servers
+            .iter()
+            .map(|m| {
+                let env: Vec<Value> =
+                    m.env.iter().map(|(k, v)| json!({"name": k, "value": v})).collect();
+                json!({"name": m.name, "command": m.command, "args": m.args, "env": env})
+            })
+            .collect();
+        json!({"cwd": self.req.cwd, "mcpServers": servers})
     }
 
     async fn new_session(&self) -> Result<(String, Value), AgentError> {
