@@ -7,6 +7,7 @@
 //! reads use a separate pool.
 
 mod approvals;
+mod channels;
 mod conversations;
 mod events;
 mod recovery;
@@ -20,6 +21,7 @@ use std::time::Duration;
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
+pub use channels::{ChannelChat, NewOutbox, OutboxRow, OutboxStatus, Pairing};
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use rows::*;
 

@@ -1,0 +1,1 @@
+//! tether-channels: Telegram and Feishu adapters (work in progress).

@@ -1,0 +1,522 @@
+//! Channel rows (Telegram, Feishu): chat ↔ conversation mapping with its event cursor,
+//! the durable outbox (a row first, then a send; deduplicated by key), allowlisted users,
+//! pairing codes and small per-channel state.
+//!
+//! Bodies and addresses are opaque JSON strings here: their shape belongs to the channels.
+
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+
+use crate::{Result, Store, StoreError, now_ms};
+
+/// One chat (or forum topic, or user within a group) bound to a conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelChat {
+    pub channel: String,
+    pub chat_key: String,
+    pub conversation_id: String,
+    pub address: String,
+    /// The last conversation event id already turned into outbox rows.
+    pub event_cursor: i64,
+    pub created_at_ms: i64,
+}
+
+/// Delivery state of an outbox row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutboxStatus {
+    Pending,
+    Sent,
+    /// Gave up (permanent error or too many attempts).
+    Failed,
+    /// Not sendable any more (an edit whose message was never sent).
+    Skipped,
+}
+
+impl OutboxStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutboxStatus::Pending => "pending",
+            OutboxStatus::Sent => "sent",
+            OutboxStatus::Failed => "failed",
+            OutboxStatus::Skipped => "skipped",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "pending" => OutboxStatus::Pending,
+            "sent" => OutboxStatus::Sent,
+            "failed" => OutboxStatus::Failed,
+            "skipped" => OutboxStatus::Skipped,
+            _ => return None,
+        })
+    }
+}
+
+/// An outbox row to insert.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewOutbox {
+    pub channel: String,
+    pub chat_key: String,
+    pub dedupe_key: String,
+    /// `send` or `edit`.
+    pub op: String,
+    pub target_key: Option<String>,
+    pub address: String,
+    pub body: String,
+}
+
+/// A stored outbox row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxRow {
+    pub id: i64,
+    pub channel: String,
+    pub chat_key: String,
+    pub dedupe_key: String,
+    pub op: String,
+    pub target_key: Option<String>,
+    pub address: String,
+    pub body: String,
+    pub version: i64,
+    pub status: OutboxStatus,
+    pub attempts: i64,
+    pub next_attempt_at_ms: i64,
+    pub last_error: Option<String>,
+    pub remote_id: Option<String>,
+    pub created_at_ms: i64,
+}
+
+/// A pairing code given to an unknown sender.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pairing {
+    pub code: String,
+    pub channel: String,
+    pub user_id: String,
+    pub user_name: String,
+    pub chat_key: String,
+    pub address: String,
+    /// `pending` or `approved`.
+    pub status: String,
+    pub created_at_ms: i64,
+    pub approved_at_ms: Option<i64>,
+    pub approved_by: Option<String>,
+}
+
+fn chat(row: &SqliteRow) -> Result<ChannelChat> {
+    Ok(ChannelChat {
+        channel: row.try_get("channel")?,
+        chat_key: row.try_get("chat_key")?,
+        conversation_id: row.try_get("conversation_id")?,
+        address: row.try_get("address")?,
+        event_cursor: row.try_get("event_cursor")?,
+        created_at_ms: row.try_get("created_at")?,
+    })
+}
+
+fn outbox(row: &SqliteRow) -> Result<OutboxRow> {
+    let status: String = row.try_get("status")?;
+    Ok(OutboxRow {
+        id: row.try_get("id")?,
+        channel: row.try_get("channel")?,
+        chat_key: row.try_get("chat_key")?,
+        dedupe_key: row.try_get("dedupe_key")?,
+        op: row.try_get("op")?,
+        target_key: row.try_get("target_key")?,
+        address: row.try_get("address")?,
+        body: row.try_get("body")?,
+        version: row.try_get("version")?,
+        status: OutboxStatus::parse(&status).ok_or_else(|| StoreError::Corrupt {
+            table: "channel_outbox",
+            detail: format!("unknown status {status:?}"),
+        })?,
+        attempts: row.try_get("attempts")?,
+        next_attempt_at_ms: row.try_get("next_attempt_at")?,
+        last_error: row.try_get("last_error")?,
+        remote_id: row.try_get("remote_id")?,
+        created_at_ms: row.try_get("created_at")?,
+    })
+}
+
+fn pairing(row: &SqliteRow) -> Result<Pairing> {
+    Ok(Pairing {
+        code: row.try_get("code")?,
+        channel: row.try_get("channel")?,
+        user_id: row.try_get("user_id")?,
+        user_name: row.try_get("user_name")?,
+        chat_key: row.try_get("chat_key")?,
+        address: row.try_get("address")?,
+        status: row.try_get("status")?,
+        created_at_ms: row.try_get("created_at")?,
+        approved_at_ms: row.try_get("approved_at")?,
+        approved_by: row.try_get("approved_by")?,
+    })
+}
+
+async fn insert_outbox(conn: &mut sqlx::SqliteConnection, item: &NewOutbox) -> Result<bool> {
+    let now = now_ms();
+    let res = sqlx::query(
+        "INSERT OR IGNORE INTO channel_outbox (channel, chat_key, dedupe_key, op, target_key, \
+         address, body, status, next_attempt_at, created_at, updated_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
+    )
+    .bind(&item.channel)
+    .bind(&item.chat_key)
+    .bind(&item.dedupe_key)
+    .bind(&item.op)
+    .bind(&item.target_key)
+    .bind(&item.address)
+    .bind(&item.body)
+    .bind(now)
+    .bind(now)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    Ok(res.rows_affected() == 1)
+}
+
+impl Store {
+    /// The chat's mapping, if the chat was seen before.
+    pub async fn channel_chat(&self, channel: &str, chat_key: &str) -> Result<Option<ChannelChat>> {
+        let row = sqlx::query("SELECT * FROM channel_chats WHERE channel = ? AND chat_key = ?")
+            .bind(channel)
+            .bind(chat_key)
+            .fetch_optional(&self.writer)
+            .await?;
+        row.as_ref().map(chat).transpose()
+    }
+
+    /// Every chat of a channel.
+    pub async fn channel_chats(&self, channel: &str) -> Result<Vec<ChannelChat>> {
+        let rows = sqlx::query("SELECT * FROM channel_chats WHERE channel = ? ORDER BY created_at")
+            .bind(channel)
+            .fetch_all(&self.writer)
+            .await?;
+        rows.iter().map(chat).collect()
+    }
+
+    /// Maps a chat to a conversation, starting its event cursor at `cursor`; an existing
+    /// mapping wins and is returned.
+    pub async fn insert_channel_chat(
+        &self,
+        channel: &str,
+        chat_key: &str,
+        conversation_id: &str,
+        address: &str,
+        cursor: i64,
+    ) -> Result<ChannelChat> {
+        sqlx::query(
+            "INSERT OR IGNORE INTO channel_chats (channel, chat_key, conversation_id, address, \
+             event_cursor, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(channel)
+        .bind(chat_key)
+        .bind(conversation_id)
+        .bind(address)
+        .bind(cursor)
+        .bind(now_ms())
+        .execute(&self.writer)
+        .await?;
+        self.channel_chat(channel, chat_key)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt {
+                table: "channel_chats",
+                detail: format!("mapping {channel}/{chat_key} vanished"),
+            })
+    }
+
+    /// Inserts outbox rows (a row whose key exists is left alone) and moves the chat's
+    /// event cursor forward, in one transaction. Returns how many rows were new.
+    pub async fn advance_channel_chat(
+        &self,
+        channel: &str,
+        chat_key: &str,
+        cursor: i64,
+        items: &[NewOutbox],
+    ) -> Result<usize> {
+        let mut tx = self.writer.begin().await?;
+        let mut added = 0;
+        for item in items {
+            added += usize::from(insert_outbox(&mut tx, item).await?);
+        }
+        sqlx::query(
+            "UPDATE channel_chats SET event_cursor = MAX(event_cursor, ?) \
+             WHERE channel = ? AND chat_key = ?",
+        )
+        .bind(cursor)
+        .bind(channel)
+        .bind(chat_key)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(added)
+    }
+
+    /// Inserts outbox rows; a row whose key exists is left alone. Returns how many were new.
+    pub async fn enqueue_outbox(&self, items: &[NewOutbox]) -> Result<usize> {
+        let mut tx = self.writer.begin().await?;
+        let mut added = 0;
+        for item in items {
+            added += usize::from(insert_outbox(&mut tx, item).await?);
+        }
+        tx.commit().await?;
+        Ok(added)
+    }
+
+    /// Inserts a row, or replaces the body of the row with that key and makes it pending
+    /// again (a coalesced edit: only its latest body matters).
+    pub async fn upsert_outbox(&self, item: &NewOutbox) -> Result<()> {
+        let now = now_ms();
+        sqlx::query(
+            "INSERT INTO channel_outbox (channel, chat_key, dedupe_key, op, target_key, address, \
+             body, status, next_attempt_at, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?) \
+             ON CONFLICT (channel, dedupe_key) DO UPDATE SET body = excluded.body, \
+             version = version + 1, status = 'pending', attempts = 0, \
+             next_attempt_at = MAX(next_attempt_at, excluded.next_attempt_at), \
+             updated_at = excluded.updated_at WHERE body != excluded.body",
+        )
+        .bind(&item.channel)
+        .bind(&item.chat_key)
+        .bind(&item.dedupe_key)
+        .bind(&item.op)
+        .bind(&item.target_key)
+        .bind(&item.address)
+        .bind(&item.body)
+        .bind(now)
+        .bind(now)
+        .bind(now)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    /// The rows at the head of their lanes (oldest pending row of each chat) that are
+    /// due at `now`, oldest first.
+    pub async fn due_outbox(&self, channel: &str, now: i64, limit: u32) -> Result<Vec<OutboxRow>> {
+        let rows = sqlx::query(
+            "SELECT o.* FROM channel_outbox o WHERE o.channel = ? AND o.status = 'pending' \
+             AND o.id = (SELECT MIN(i.id) FROM channel_outbox i WHERE i.channel = o.channel \
+             AND i.chat_key = o.chat_key AND i.status = 'pending') \
+             AND o.next_attempt_at <= ? ORDER BY o.id LIMIT ?",
+        )
+        .bind(channel)
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&self.writer)
+        .await?;
+        rows.iter().map(outbox).collect()
+    }
+
+    /// When the next pending row of the channel is due, if any.
+    pub async fn next_outbox_due(&self, channel: &str) -> Result<Option<i64>> {
+        let (at,): (Option<i64>,) = sqlx::query_as(
+            "SELECT MIN(next_attempt_at) FROM channel_outbox \
+             WHERE channel = ? AND status = 'pending'",
+        )
+        .bind(channel)
+        .fetch_one(&self.writer)
+        .await?;
+        Ok(at)
+    }
+
+    /// The row with that key.
+    pub async fn outbox_row(&self, channel: &str, dedupe_key: &str) -> Result<Option<OutboxRow>> {
+        let row = sqlx::query("SELECT * FROM channel_outbox WHERE channel = ? AND dedupe_key = ?")
+            .bind(channel)
+            .bind(dedupe_key)
+            .fetch_optional(&self.writer)
+            .await?;
+        row.as_ref().map(outbox).transpose()
+    }
+
+    /// Every row of a channel, oldest first (diagnostics and tests).
+    pub async fn list_outbox(&self, channel: &str) -> Result<Vec<OutboxRow>> {
+        let rows = sqlx::query("SELECT * FROM channel_outbox WHERE channel = ? ORDER BY id")
+            .bind(channel)
+            .fetch_all(&self.writer)
+            .await?;
+        rows.iter().map(outbox).collect()
+    }
+
+    /// Marks a row sent, unless its body was replaced meanwhile (then it stays pending
+    /// and the new body goes out next). `remote_id` is kept when `None`.
+    pub async fn mark_outbox_sent(
+        &self,
+        id: i64,
+        version: i64,
+        remote_id: Option<&str>,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE channel_outbox SET status = 'sent', remote_id = COALESCE(?, remote_id), \
+             attempts = attempts + 1, last_error = NULL, updated_at = ? \
+             WHERE id = ? AND version = ?",
+        )
+        .bind(remote_id)
+        .bind(now_ms())
+        .bind(id)
+        .bind(version)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    /// Records a failed attempt; the row is tried again at `next_attempt_at`.
+    pub async fn mark_outbox_retry(&self, id: i64, next_attempt_at: i64, error: &str) -> Result<()> {
+        sqlx::query(
+            "UPDATE channel_outbox SET attempts = attempts + 1, next_attempt_at = ?, \
+             last_error = ?, updated_at = ? WHERE id = ? AND status = 'pending'",
+        )
+        .bind(next_attempt_at)
+        .bind(error)
+        .bind(now_ms())
+        .bind(id)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    /// Ends a row without delivery (`failed` or `skipped`).
+    pub async fn mark_outbox_done(&self, id: i64, status: OutboxStatus, error: &str) -> Result<()> {
+        sqlx::query(
+            "UPDATE channel_outbox SET status = ?, last_error = ?, updated_at = ? WHERE id = ?",
+        )
+        .bind(status.as_str())
+        .bind(error)
+        .bind(now_ms())
+        .bind(id)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    /// Whether a user was allowed by pairing.
+    pub async fn channel_user_allowed(&self, channel: &str, user_id: &str) -> Result<bool> {
+        let row: Option<(i64,)> = sqlx::query_as(
+            "SELECT 1 FROM channel_allowed_users WHERE channel = ? AND user_id = ?",
+        )
+        .bind(channel)
+        .bind(user_id)
+        .fetch_optional(&self.writer)
+        .await?;
+        Ok(row.is_some())
+    }
+
+    /// The user's pending pairing, if any.
+    pub async fn pending_pairing(&self, channel: &str, user_id: &str) -> Result<Option<Pairing>> {
+        let row = sqlx::query(
+            "SELECT * FROM channel_pairings WHERE channel = ? AND user_id = ? \
+             AND status = 'pending' ORDER BY created_at DESC LIMIT 1",
+        )
+        .bind(channel)
+        .bind(user_id)
+        .fetch_optional(&self.writer)
+        .await?;
+        row.as_ref().map(pairing).transpose()
+    }
+
+    /// Stores a new pending pairing code; `false` when the code is taken.
+    pub async fn insert_pairing(&self, p: &Pairing) -> Result<bool> {
+        let res = sqlx::query(
+            "INSERT OR IGNORE INTO channel_pairings (code, channel, user_id, user_name, chat_key, \
+             address, status, created_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)",
+        )
+        .bind(&p.code)
+        .bind(&p.channel)
+        .bind(&p.user_id)
+        .bind(&p.user_name)
+        .bind(&p.chat_key)
+        .bind(&p.address)
+        .bind(p.created_at_ms)
+        .execute(&self.writer)
+        .await?;
+        Ok(res.rows_affected() == 1)
+    }
+
+    /// Pairings, newest first, optionally only those with `status`.
+    pub async fn list_pairings(&self, status: Option<&str>) -> Result<Vec<Pairing>> {
+        let rows = sqlx::query(
+            "SELECT * FROM channel_pairings WHERE (? IS NULL OR status = ?) \
+             ORDER BY created_at DESC, code LIMIT 500",
+        )
+        .bind(status)
+        .bind(status)
+        .fetch_all(&self.writer)
+        .await?;
+        rows.iter().map(pairing).collect()
+    }
+
+    /// The pairing with that code.
+    pub async fn get_pairing(&self, code: &str) -> Result<Option<Pairing>> {
+        let row = sqlx::query("SELECT * FROM channel_pairings WHERE code = ?")
+            .bind(code)
+            .fetch_optional(&self.writer)
+            .await?;
+        row.as_ref().map(pairing).transpose()
+    }
+
+    /// Approves a pending pairing: the user is allowed from now on and `notice` (built
+    /// from the pairing) is queued, in one transaction. `None` when no pending pairing
+    /// has that code.
+    pub async fn approve_pairing(
+        &self,
+        code: &str,
+        by: &str,
+        notice: impl FnOnce(&Pairing) -> NewOutbox,
+    ) -> Result<Option<Pairing>> {
+        let mut tx = self.writer.begin().await?;
+        let now = now_ms();
+        let row = sqlx::query(
+            "UPDATE channel_pairings SET status = 'approved', approved_at = ?, approved_by = ? \
+             WHERE code = ? AND status = 'pending' RETURNING *",
+        )
+        .bind(now)
+        .bind(by)
+        .bind(code)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(p) = row.as_ref().map(pairing).transpose()? else {
+            return Ok(None);
+        };
+        sqlx::query(
+            "INSERT OR IGNORE INTO channel_allowed_users (channel, user_id, added_by, created_at) \
+             VALUES (?, ?, ?, ?)",
+        )
+        .bind(&p.channel)
+        .bind(&p.user_id)
+        .bind(by)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        insert_outbox(&mut tx, &notice(&p)).await?;
+        tx.commit().await?;
+        Ok(Some(p))
+    }
+
+    /// A per-channel value (such as the Telegram update offset).
+    pub async fn channel_state(&self, channel: &str, key: &str) -> Result<Option<String>> {
+        let row: Option<(String,)> =
+            sqlx::query_as("SELECT value FROM channel_state WHERE channel = ? AND key = ?")
+                .bind(channel)
+                .bind(key)
+                .fetch_optional(&self.writer)
+                .await?;
+        Ok(row.map(|r| r.0))
+    }
+
+    pub async fn set_channel_state(&self, channel: &str, key: &str, value: &str) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO channel_state (channel, key, value) VALUES (?, ?, ?) \
+             ON CONFLICT (channel, key) DO UPDATE SET value = excluded.value",
+        )
+        .bind(channel)
+        .bind(key)
+        .bind(value)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "channels_tests.rs"]
+mod tests;

@@ -1,0 +1,150 @@
+//! Tests of the channel rows.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::*;
+use tether_proto::ConversationKind;
+
+async fn store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).await.unwrap();
+    (dir, store)
+}
+
+fn item(lane: &str, key: &str, body: &str) -> NewOutbox {
+    NewOutbox {
+        channel: "telegram".into(),
+        chat_key: lane.into(),
+        dedupe_key: key.into(),
+        op: "send".into(),
+        target_key: None,
+        address: "{}".into(),
+        body: body.into(),
+    }
+}
+
+#[tokio::test]
+async fn outbox_rows_are_deduplicated_and_lanes_are_ordered() {
+    let (_d, s) = store().await;
+    assert_eq!(
+        s.enqueue_outbox(&[item("a", "k1", "1"), item("a", "k2", "2"), item("b", "k3", "3")])
+            .await
+            .unwrap(),
+        3
+    );
+    assert_eq!(s.enqueue_outbox(&[item("a", "k1", "other")]).await.unwrap(), 0);
+    let now = now_ms() + 1;
+    let due = s.due_outbox("telegram", now, 10).await.unwrap();
+    let keys: Vec<_> = due.iter().map(|r| r.dedupe_key.as_str()).collect();
+    assert_eq!(keys, ["k1", "k3"], "one head per lane");
+    assert_eq!(due[0].body, "1");
+
+    // A retry pushes the head into the future: the lane waits, the other does not.
+    s.mark_outbox_retry(due[0].id, now + 60_000, "429").await.unwrap();
+    let due = s.due_outbox("telegram", now, 10).await.unwrap();
+    let keys: Vec<_> = due.iter().map(|r| r.dedupe_key.as_str()).collect();
+    assert_eq!(keys, ["k3"]);
+    let next = s.next_outbox_due("telegram").await.unwrap().unwrap();
+    assert!(next < now, "k3 is due now: {next}");
+
+    let k3 = &due[0];
+    s.mark_outbox_sent(k3.id, k3.version, Some("m1")).await.unwrap();
+    let row = s.outbox_row("telegram", "k3").await.unwrap().unwrap();
+    assert_eq!(row.status, OutboxStatus::Sent);
+    assert_eq!(row.remote_id.as_deref(), Some("m1"));
+    let row = s.outbox_row("telegram", "k1").await.unwrap().unwrap();
+    assert_eq!(row.attempts, 1);
+    assert_eq!(row.last_error.as_deref(), Some("429"));
+}
+
+#[tokio::test]
+async fn an_upsert_replaces_the_body_and_a_stale_send_does_not_mark_it_sent() {
+    let (_d, s) = store().await;
+    s.upsert_outbox(&item("a", "p", "v1")).await.unwrap();
+    let r1 = s.outbox_row("telegram", "p").await.unwrap().unwrap();
+    s.upsert_outbox(&item("a", "p", "v2")).await.unwrap();
+    // The v1 send finishes after the body changed: the row stays pending with v2.
+    s.mark_outbox_sent(r1.id, r1.version, Some("m")).await.unwrap();
+    let r2 = s.outbox_row("telegram", "p").await.unwrap().unwrap();
+    assert_eq!(r2.status, OutboxStatus::Pending);
+    assert_eq!(r2.body, "v2");
+    s.mark_outbox_sent(r2.id, r2.version, Some("m")).await.unwrap();
+    // Same body again: nothing to do.
+    s.upsert_outbox(&item("a", "p", "v2")).await.unwrap();
+    let r3 = s.outbox_row("telegram", "p").await.unwrap().unwrap();
+    assert_eq!(r3.status, OutboxStatus::Sent);
+    // A new body: pending again, same row.
+    s.upsert_outbox(&item("a", "p", "v3")).await.unwrap();
+    let r4 = s.outbox_row("telegram", "p").await.unwrap().unwrap();
+    assert_eq!((r4.id, r4.status), (r1.id, OutboxStatus::Pending));
+}
+
+#[tokio::test]
+async fn chats_map_to_conversations_and_the_cursor_only_moves_forward() {
+    let (_d, s) = store().await;
+    s.create_conversation("c1", ConversationKind::Chat, "t", "fake", None, "/tmp", None)
+        .await
+        .unwrap();
+    let c = s
+        .insert_channel_chat("telegram", "42", "c1", "{\"chat_id\":\"42\"}", 7)
+        .await
+        .unwrap();
+    assert_eq!(c.event_cursor, 7);
+    let again = s
+        .insert_channel_chat("telegram", "42", "c1", "{}", 0)
+        .await
+        .unwrap();
+    assert_eq!(again, c);
+    s.advance_channel_chat("telegram", "42", 10, &[item("42", "x", "1")])
+        .await
+        .unwrap();
+    s.advance_channel_chat("telegram", "42", 9, &[]).await.unwrap();
+    let c = s.channel_chat("telegram", "42").await.unwrap().unwrap();
+    assert_eq!(c.event_cursor, 10);
+    assert_eq!(s.channel_chats("telegram").await.unwrap().len(), 1);
+    assert!(s.channel_chats("feishu").await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn approving_a_pairing_allows_the_user_once_and_queues_the_notice() {
+    let (_d, s) = store().await;
+    let p = Pairing {
+        code: "ABCD2345".into(),
+        channel: "telegram".into(),
+        user_id: "7".into(),
+        user_name: "ann".into(),
+        chat_key: "7".into(),
+        address: "{}".into(),
+        status: "pending".into(),
+        created_at_ms: now_ms(),
+        approved_at_ms: None,
+        approved_by: None,
+    };
+    assert!(s.insert_pairing(&p).await.unwrap());
+    assert!(!s.insert_pairing(&p).await.unwrap(), "codes are unique");
+    assert_eq!(s.pending_pairing("telegram", "7").await.unwrap().unwrap().code, p.code);
+    assert!(!s.channel_user_allowed("telegram", "7").await.unwrap());
+    let approved = s
+        .approve_pairing("ABCD2345", "cli", |p| item(&p.chat_key, "pair:ABCD2345", "ok"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(approved.status, "approved");
+    assert_eq!(approved.approved_by.as_deref(), Some("cli"));
+    assert!(s.channel_user_allowed("telegram", "7").await.unwrap());
+    assert!(!s.channel_user_allowed("feishu", "7").await.unwrap());
+    assert!(s.outbox_row("telegram", "pair:ABCD2345").await.unwrap().is_some());
+    assert!(
+        s.approve_pairing("ABCD2345", "cli", |p| item(&p.chat_key, "again", "x"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(s.outbox_row("telegram", "again").await.unwrap().is_none());
+    assert_eq!(s.list_pairings(Some("pending")).await.unwrap().len(), 0);
+    assert_eq!(s.list_pairings(None).await.unwrap().len(), 1);
+
+    assert_eq!(s.channel_state("telegram", "offset").await.unwrap(), None);
+    s.set_channel_state("telegram", "offset", "5").await.unwrap();
+    s.set_channel_state("telegram", "offset", "6").await.unwrap();
+    assert_eq!(s.channel_state("telegram", "offset").await.unwrap().as_deref(), Some("6"));
+}
