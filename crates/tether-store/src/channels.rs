@@ -361,7 +361,12 @@ impl Store {
     }
 
     /// Records a failed attempt; the row is tried again at `next_attempt_at`.
-    pub async fn mark_outbox_retry(&self, id: i64, next_attempt_at: i64, error: &str) -> Result<()> {
+    pub async fn mark_outbox_retry(
+        &self,
+        id: i64,
+        next_attempt_at: i64,
+        error: &str,
+    ) -> Result<()> {
         sqlx::query(
             "UPDATE channel_outbox SET attempts = attempts + 1, next_attempt_at = ?, \
              last_error = ?, updated_at = ? WHERE id = ? AND status = 'pending'",
@@ -391,13 +396,12 @@ impl Store {
 
     /// Whether a user was allowed by pairing.
     pub async fn channel_user_allowed(&self, channel: &str, user_id: &str) -> Result<bool> {
-        let row: Option<(i64,)> = sqlx::query_as(
-            "SELECT 1 FROM channel_allowed_users WHERE channel = ? AND user_id = ?",
-        )
-        .bind(channel)
-        .bind(user_id)
-        .fetch_optional(&self.writer)
-        .await?;
+        let row: Option<(i64,)> =
+            sqlx::query_as("SELECT 1 FROM channel_allowed_users WHERE channel = ? AND user_id = ?")
+                .bind(channel)
+                .bind(user_id)
+                .fetch_optional(&self.writer)
+                .await?;
         Ok(row.is_some())
     }
 

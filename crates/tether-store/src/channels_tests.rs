@@ -26,12 +26,19 @@ fn item(lane: &str, key: &str, body: &str) -> NewOutbox {
 async fn outbox_rows_are_deduplicated_and_lanes_are_ordered() {
     let (_d, s) = store().await;
     assert_eq!(
-        s.enqueue_outbox(&[item("a", "k1", "1"), item("a", "k2", "2"), item("b", "k3", "3")])
-            .await
-            .unwrap(),
+        s.enqueue_outbox(&[
+            item("a", "k1", "1"),
+            item("a", "k2", "2"),
+            item("b", "k3", "3")
+        ])
+        .await
+        .unwrap(),
         3
     );
-    assert_eq!(s.enqueue_outbox(&[item("a", "k1", "other")]).await.unwrap(), 0);
+    assert_eq!(
+        s.enqueue_outbox(&[item("a", "k1", "other")]).await.unwrap(),
+        0
+    );
     let now = now_ms() + 1;
     let due = s.due_outbox("telegram", now, 10).await.unwrap();
     let keys: Vec<_> = due.iter().map(|r| r.dedupe_key.as_str()).collect();
@@ -39,7 +46,9 @@ async fn outbox_rows_are_deduplicated_and_lanes_are_ordered() {
     assert_eq!(due[0].body, "1");
 
     // A retry pushes the head into the future: the lane waits, the other does not.
-    s.mark_outbox_retry(due[0].id, now + 60_000, "429").await.unwrap();
+    s.mark_outbox_retry(due[0].id, now + 60_000, "429")
+        .await
+        .unwrap();
     let due = s.due_outbox("telegram", now, 10).await.unwrap();
     let keys: Vec<_> = due.iter().map(|r| r.dedupe_key.as_str()).collect();
     assert_eq!(keys, ["k3"]);
@@ -47,7 +56,9 @@ async fn outbox_rows_are_deduplicated_and_lanes_are_ordered() {
     assert!(next < now, "k3 is due now: {next}");
 
     let k3 = &due[0];
-    s.mark_outbox_sent(k3.id, k3.version, Some("m1")).await.unwrap();
+    s.mark_outbox_sent(k3.id, k3.version, Some("m1"))
+        .await
+        .unwrap();
     let row = s.outbox_row("telegram", "k3").await.unwrap().unwrap();
     assert_eq!(row.status, OutboxStatus::Sent);
     assert_eq!(row.remote_id.as_deref(), Some("m1"));
@@ -63,11 +74,15 @@ async fn an_upsert_replaces_the_body_and_a_stale_send_does_not_mark_it_sent() {
     let r1 = s.outbox_row("telegram", "p").await.unwrap().unwrap();
     s.upsert_outbox(&item("a", "p", "v2")).await.unwrap();
     // The v1 send finishes after the body changed: the row stays pending with v2.
-    s.mark_outbox_sent(r1.id, r1.version, Some("m")).await.unwrap();
+    s.mark_outbox_sent(r1.id, r1.version, Some("m"))
+        .await
+        .unwrap();
     let r2 = s.outbox_row("telegram", "p").await.unwrap().unwrap();
     assert_eq!(r2.status, OutboxStatus::Pending);
     assert_eq!(r2.body, "v2");
-    s.mark_outbox_sent(r2.id, r2.version, Some("m")).await.unwrap();
+    s.mark_outbox_sent(r2.id, r2.version, Some("m"))
+        .await
+        .unwrap();
     // Same body again: nothing to do.
     s.upsert_outbox(&item("a", "p", "v2")).await.unwrap();
     let r3 = s.outbox_row("telegram", "p").await.unwrap().unwrap();
@@ -81,9 +96,17 @@ async fn an_upsert_replaces_the_body_and_a_stale_send_does_not_mark_it_sent() {
 #[tokio::test]
 async fn chats_map_to_conversations_and_the_cursor_only_moves_forward() {
     let (_d, s) = store().await;
-    s.create_conversation("c1", ConversationKind::Chat, "t", "fake", None, "/tmp", None)
-        .await
-        .unwrap();
+    s.create_conversation(
+        "c1",
+        ConversationKind::Chat,
+        "t",
+        "fake",
+        None,
+        "/tmp",
+        None,
+    )
+    .await
+    .unwrap();
     let c = s
         .insert_channel_chat("telegram", "42", "c1", "{\"chat_id\":\"42\"}", 7)
         .await
@@ -97,7 +120,9 @@ async fn chats_map_to_conversations_and_the_cursor_only_moves_forward() {
     s.advance_channel_chat("telegram", "42", 10, &[item("42", "x", "1")])
         .await
         .unwrap();
-    s.advance_channel_chat("telegram", "42", 9, &[]).await.unwrap();
+    s.advance_channel_chat("telegram", "42", 9, &[])
+        .await
+        .unwrap();
     let c = s.channel_chat("telegram", "42").await.unwrap().unwrap();
     assert_eq!(c.event_cursor, 10);
     assert_eq!(s.channel_chats("telegram").await.unwrap().len(), 1);
@@ -121,10 +146,19 @@ async fn approving_a_pairing_allows_the_user_once_and_queues_the_notice() {
     };
     assert!(s.insert_pairing(&p).await.unwrap());
     assert!(!s.insert_pairing(&p).await.unwrap(), "codes are unique");
-    assert_eq!(s.pending_pairing("telegram", "7").await.unwrap().unwrap().code, p.code);
+    assert_eq!(
+        s.pending_pairing("telegram", "7")
+            .await
+            .unwrap()
+            .unwrap()
+            .code,
+        p.code
+    );
     assert!(!s.channel_user_allowed("telegram", "7").await.unwrap());
     let approved = s
-        .approve_pairing("ABCD2345", "cli", |p| item(&p.chat_key, "pair:ABCD2345", "ok"))
+        .approve_pairing("ABCD2345", "cli", |p| {
+            item(&p.chat_key, "pair:ABCD2345", "ok")
+        })
         .await
         .unwrap()
         .unwrap();
@@ -132,7 +166,12 @@ async fn approving_a_pairing_allows_the_user_once_and_queues_the_notice() {
     assert_eq!(approved.approved_by.as_deref(), Some("cli"));
     assert!(s.channel_user_allowed("telegram", "7").await.unwrap());
     assert!(!s.channel_user_allowed("feishu", "7").await.unwrap());
-    assert!(s.outbox_row("telegram", "pair:ABCD2345").await.unwrap().is_some());
+    assert!(
+        s.outbox_row("telegram", "pair:ABCD2345")
+            .await
+            .unwrap()
+            .is_some()
+    );
     assert!(
         s.approve_pairing("ABCD2345", "cli", |p| item(&p.chat_key, "again", "x"))
             .await
@@ -144,7 +183,17 @@ async fn approving_a_pairing_allows_the_user_once_and_queues_the_notice() {
     assert_eq!(s.list_pairings(None).await.unwrap().len(), 1);
 
     assert_eq!(s.channel_state("telegram", "offset").await.unwrap(), None);
-    s.set_channel_state("telegram", "offset", "5").await.unwrap();
-    s.set_channel_state("telegram", "offset", "6").await.unwrap();
-    assert_eq!(s.channel_state("telegram", "offset").await.unwrap().as_deref(), Some("6"));
+    s.set_channel_state("telegram", "offset", "5")
+        .await
+        .unwrap();
+    s.set_channel_state("telegram", "offset", "6")
+        .await
+        .unwrap();
+    assert_eq!(
+        s.channel_state("telegram", "offset")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("6")
+    );
 }
