@@ -6,9 +6,11 @@
 //! conversations, only about one agent session at a time.
 
 pub mod acp;
+pub mod codex;
 mod driver;
 pub mod jsonrpc;
 pub mod process;
 
 pub use acp::AcpDriver;
+pub use codex::CodexDriver;
 pub use driver::*;

@@ -1,0 +1,331 @@
+//! The Codex driver over `codex app-server` (stdio, JSON-RPC without the `"jsonrpc"`
+//! field): `initialize`, the `initialized` notification, then `thread/start{cwd, model?,
+//! approvalPolicy, sandbox, config?}` (the MCP servers go in as `mcp_servers.<name>`
+//! config overrides), or a strict `thread/resume{threadId}` whose thread id must
+//! come back unchanged. Turns run in [`session`]; notifications are translated in
+//! [`state`] and [`items`]; server→client requests are answered in [`requests`].
+//!
+//! The approval policy and sandbox mode come from the agent's environment
+//! (`TETHER_CODEX_APPROVAL_POLICY`, default `untrusted`: Codex asks before running
+//! commands; `TETHER_CODEX_SANDBOX`, default `workspace-write`); both variables are
+//! consumed here and not passed on to the process.
+
+mod items;
+mod requests;
+mod session;
+mod state;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use crate::driver::{AgentDriver, AgentError, AgentSession, McpServer, StartRequest};
+use crate::jsonrpc::{CloseInfo, Connection, OnClose, Options, RpcError};
+use crate::process::{AgentProcess, ProcessSpec, Spawned};
+use session::CodexSession;
+use state::{Phase, Shared};
+
+/// How long to wait for the exit status and the end of stderr once stdout closed.
+const CRASH_REPORT_WAIT: Duration = Duration::from_secs(2);
+
+/// Agent environment variable choosing Codex's approval policy.
+pub const APPROVAL_POLICY_ENV: &str = "TETHER_CODEX_APPROVAL_POLICY";
+/// Agent environment variable choosing Codex's sandbox mode.
+pub const SANDBOX_ENV: &str = "TETHER_CODEX_SANDBOX";
+/// Codex asks before running anything that is not known to be safe.
+pub const DEFAULT_APPROVAL_POLICY: &str = "untrusted";
+pub const DEFAULT_SANDBOX: &str = "workspace-write";
+
+/// Starts `codex app-server` sessions.
+#[derive(Debug, Clone)]
+pub struct CodexDriver {
+    /// Limit for each start-up request (`initialize`, `thread/start`, `thread/resume`).
+    pub start_timeout: Duration,
+}
+
+impl Default for CodexDriver {
+    fn default() -> Self {
+        CodexDriver {
+            start_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Splits the tether-only settings off the agent's environment.
+fn settings(env: &BTreeMap<String, String>) -> (String, String, BTreeMap<String, String>) {
+    let mut env = env.clone();
+    let approval = env
+        .remove(APPROVAL_POLICY_ENV)
+        .unwrap_or_else(|| DEFAULT_APPROVAL_POLICY.to_owned());
+    let sandbox = env
+        .remove(SANDBOX_ENV)
+        .unwrap_or_else(|| DEFAULT_SANDBOX.to_owned());
+    (approval, sandbox, env)
+}
+
+#[async_trait]
+impl AgentDriver for CodexDriver {
+    async fn start(&self, req: StartRequest) -> Result<Box<dyn AgentSession>, AgentError> {
+        let (approval, sandbox, env) = settings(&req.spec.env);
+        let Spawned {
+            process,
+            stdin,
+            stdout,
+        } = AgentProcess::spawn(&ProcessSpec {
+            program: req.spec.command.clone(),
+            args: req.spec.args.clone(),
+            env,
+            cwd: req.cwd.clone(),
+        })?;
+        let shared = Shared::new();
+        let report = process.crash_reporter(CRASH_REPORT_WAIT);
+        let closed = Arc::clone(&shared);
+        let on_close: OnClose = Box::new(move || {
+            Box::pin(async move {
+                let (status, stderr_tail) = report.await;
+                let info = CloseInfo {
+                    status,
+                    stderr_tail,
+                };
+                closed.on_closed(&info);
+                info
+            })
+        });
+        let conn = Connection::spawn(
+            stdout,
+            stdin,
+            Options {
+                jsonrpc_field: false,
+            },
+            shared.handler(),
+            on_close,
+        );
+        let starter = Starter {
+            conn: &conn,
+            process: &process,
+            shared: &shared,
+            timeout: self.start_timeout,
+            req: &req,
+            approval,
+            sandbox,
+        };
+        match starter.run().await {
+            Ok(thread_id) => Ok(Box::new(CodexSession {
+                thread_id,
+                conn,
+                process,
+                shared,
+                prompt_lock: tokio::sync::Mutex::new(()),
+            })),
+            Err(e) => {
+                conn.close().await;
+                process.shutdown().await;
+                Err(e)
+            }
+        }
+    }
+}
+
+/// One start-up sequence.
+struct Starter<'a> {
+    conn: &'a Connection,
+    process: &'a AgentProcess,
+    shared: &'a Arc<Shared>,
+    timeout: Duration,
+    req: &'a StartRequest,
+    approval: String,
+    sandbox: String,
+}
+
+/// A start-up request that failed.
+enum StepError {
+    Rpc(RpcError),
+    Timeout(AgentError),
+}
+
+impl Starter<'_> {
+    async fn call(&self, method: &str, params: Value) -> Result<Value, StepError> {
+        match tokio::time::timeout(self.timeout, self.conn.request(method, params)).await {
+            Ok(reply) => reply.map_err(StepError::Rpc),
+            Err(_) => Err(StepError::Timeout(AgentError::Timeout {
+                what: method.to_owned(),
+                secs: self.timeout.as_secs_f64().ceil() as u64,
+                stderr_tail: self.process.stderr_tail().snapshot(),
+            })),
+        }
+    }
+
+    /// Errors before a thread exists: the agent could not be started.
+    fn start_error(&self, method: &str, e: StepError) -> AgentError {
+        match e {
+            StepError::Timeout(e) => e,
+            StepError::Rpc(RpcError::Closed(info)) => AgentError::Spawn {
+                message: format!("agent exited during {method} ({})", info.status),
+                stderr_tail: info.stderr_tail,
+            },
+            StepError::Rpc(RpcError::Remote { message, .. }) if method == "initialize" => {
+                AgentError::Spawn {
+                    message: format!("initialize failed: {message}"),
+                    stderr_tail: self.process.stderr_tail().snapshot(),
+                }
+            }
+            StepError::Rpc(RpcError::Remote { message, .. }) => AgentError::Agent {
+                message: format!("{method} failed: {message}"),
+            },
+            StepError::Rpc(RpcError::Write(message)) => AgentError::Spawn {
+                message,
+                stderr_tail: self.process.stderr_tail().snapshot(),
+            },
+        }
+    }
+
+    /// Runs the whole sequence; the thread id.
+    async fn run(&self) -> Result<String, AgentError> {
+        let params = json!({
+            "clientInfo": {"name": "tether", "title": "tether", "version": env!("CARGO_PKG_VERSION")},
+        });
+        self.call("initialize", params)
+            .await
+            .map_err(|e| self.start_error("initialize", e))?;
+        self.conn
+            .notify("initialized", Value::Null)
+            .await
+            .map_err(|e| self.start_error("initialized", StepError::Rpc(e)))?;
+        let thread_id = match &self.req.resume {
+            None => self.new_thread().await?,
+            Some(id) => self.resume(id).await?,
+        };
+        let mut state = self.shared.lock();
+        state.thread_id = Some(thread_id.clone());
+        state.phase = Phase::Idle;
+        Ok(thread_id)
+    }
+
+    /// The parameters shared by `thread/start` and `thread/resume`.
+    fn thread_params(&self) -> Value {
+        let mut params = json!({
+            "cwd": self.req.cwd,
+            "approvalPolicy": self.approval,
+            "sandbox": self.sandbox,
+        });
+        if let Some(model) = &self.req.model {
+            params["model"] = json!(model);
+        }
+        if let Some(config) = mcp_config(&self.req.mcp_servers) {
+            params["config"] = config;
+        }
+        params
+    }
+
+    async fn new_thread(&self) -> Result<String, AgentError> {
+        let result = self
+            .call("thread/start", self.thread_params())
+            .await
+            .map_err(|e| self.start_error("thread/start", e))?;
+        thread_id(&result).ok_or_else(|| AgentError::Protocol {
+            message: "thread/start returned no thread id".to_owned(),
+        })
+    }
+
+    /// `thread/resume`; any failure, or another thread id, is
+    /// [`AgentError::ResumeUnavailable`] (a time-out stays a time-out).
+    async fn resume(&self, id: &str) -> Result<String, AgentError> {
+        let unavailable = |message: String| AgentError::ResumeUnavailable {
+            external_id: id.to_owned(),
+            message,
+        };
+        let mut params = self.thread_params();
+        params["threadId"] = json!(id);
+        let result = self
+            .call("thread/resume", params)
+            .await
+            .map_err(|e| match e {
+                StepError::Timeout(e) => e,
+                StepError::Rpc(RpcError::Remote { message, .. }) => unavailable(message),
+                StepError::Rpc(RpcError::Closed(info)) => unavailable(format!(
+                    "agent exited during thread/resume ({}); stderr: {}",
+                    info.status,
+                    info.stderr_tail.trim_end()
+                )),
+                StepError::Rpc(RpcError::Write(message)) => unavailable(message),
+            })?;
+        match thread_id(&result) {
+            Some(reported) if reported == id => Ok(reported),
+            Some(other) => Err(unavailable(format!(
+                "the agent continued as another thread ({other})"
+            ))),
+            None => Err(unavailable(
+                "thread/resume returned no thread id".to_owned(),
+            )),
+        }
+    }
+}
+
+/// Codex config overrides (`mcp_servers.<name>` = `{command, args, env}`) adding the MCP
+/// servers to the thread; `None` without servers.
+fn mcp_config(servers: &[McpServer]) -> Option<Value> {
+    let config: serde_json::Map<String, Value> = servers
+        .iter()
+        .map(|s| {
+            let server = json!({"command": s.command, "args": s.args, "env": s.env});
+            (format!("mcp_servers.{}", s.name), server)
+        })
+        .collect();
+    (!config.is_empty()).then_some(Value::Object(config))
+}
+
+fn thread_id(result: &Value) -> Option<String> {
+    result
+        .get("thread")
+        .and_then(|t| t.get("id"))
+        .and_then(Value::as_str)
+        .filter(|id| !id.is_empty())
+        .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_default_and_are_consumed() {
+        let (approval, sandbox, env) = settings(&BTreeMap::new());
+        assert_eq!(
+            (approval.as_str(), sandbox.as_str()),
+            ("untrusted", "workspace-write")
+        );
+        assert!(env.is_empty());
+        let given = BTreeMap::from([
+            (APPROVAL_POLICY_ENV.to_owned(), "never".to_owned()),
+            (SANDBOX_ENV.to_owned(), "read-only".to_owned()),
+            ("CODEX_HOME".to_owned(), "/h".to_owned()),
+        ]);
+        let (approval, sandbox, env) = settings(&given);
+        assert_eq!(
+            (approval.as_str(), sandbox.as_str()),
+            ("never", "read-only")
+        );
+        assert_eq!(env.keys().collect::<Vec<_>>(), vec!["CODEX_HOME"]);
+    }
+
+    #[test]
+    fn mcp_servers_become_config_overrides() {
+        assert_eq!(mcp_config(&[]), None);
+        let server = McpServer {
+            name: "tether".to_owned(),
+            command: "/bin/tether".to_owned(),
+            args: vec!["mcp".to_owned()],
+            env: BTreeMap::from([("TOKEN".to_owned(), "t".to_owned())]),
+        };
+        assert_eq!(
+            mcp_config(&[server]),
+            Some(
+                json!({"mcp_servers.tether": {"command": "/bin/tether", "args": ["mcp"],
+                                               "env": {"TOKEN": "t"}}})
+            )
+        );
+    }
+}

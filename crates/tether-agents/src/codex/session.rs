@@ -1,0 +1,202 @@
+//! A live Codex thread: one turn at a time (`turn/start`, then notifications until
+//! `turn/completed`), `turn/interrupt`, shutdown.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+
+use super::items::str_field;
+use super::state::{Phase, Shared, Turn, spawn_interrupt};
+use crate::driver::{AgentError, AgentEvent, AgentSession, StopReason, TurnOutcome};
+use crate::jsonrpc::{Connection, RpcError};
+use crate::process::AgentProcess;
+
+#[derive(Debug)]
+pub(crate) struct CodexSession {
+    pub thread_id: String,
+    pub conn: Connection,
+    pub process: AgentProcess,
+    pub shared: Arc<Shared>,
+    /// Held while a prompt runs.
+    pub prompt_lock: tokio::sync::Mutex<()>,
+}
+
+/// Puts the session back to idle when a prompt ends, however it ends.
+struct TurnGuard<'a>(&'a Shared);
+
+impl Drop for TurnGuard<'_> {
+    fn drop(&mut self) {
+        let mut state = self.0.lock();
+        if matches!(state.phase, Phase::Turn(_)) {
+            state.phase = Phase::Idle;
+        }
+    }
+}
+
+/// The outcome of a `turn/completed` turn object.
+fn outcome(
+    turn: &Value,
+    text: String,
+    usage: Option<Value>,
+    error: Option<String>,
+) -> Result<TurnOutcome, AgentError> {
+    let status = turn.get("status").and_then(Value::as_str).unwrap_or("");
+    let stop_reason = match status {
+        "completed" => StopReason::EndTurn,
+        "interrupted" => StopReason::Cancelled,
+        "failed" => {
+            let message = turn
+                .get("error")
+                .and_then(|e| str_field(e, "message"))
+                .or(error)
+                .unwrap_or_else(|| "the turn failed".to_owned());
+            return Err(AgentError::Agent { message });
+        }
+        other => {
+            return Err(AgentError::Protocol {
+                message: format!("turn/completed with status {other:?}"),
+            });
+        }
+    };
+    Ok(TurnOutcome {
+        stop_reason,
+        text,
+        usage,
+    })
+}
+
+#[async_trait]
+impl AgentSession for CodexSession {
+    fn external_id(&self) -> String {
+        self.thread_id.clone()
+    }
+
+    async fn prompt(
+        &self,
+        text: &str,
+        events: mpsc::UnboundedSender<AgentEvent>,
+    ) -> Result<TurnOutcome, AgentError> {
+        let Ok(_running) = self.prompt_lock.try_lock() else {
+            return Err(AgentError::Protocol {
+                message: "a prompt is already running in this session".to_owned(),
+            });
+        };
+        if let Some(info) = self.conn.closed() {
+            return Err(info.to_error());
+        }
+        let (end_tx, end_rx) = oneshot::channel();
+        self.shared.lock().phase = Phase::Turn(Box::new(Turn::new(events, end_tx)));
+        let _guard = TurnGuard(&self.shared);
+        let params = json!({
+            "threadId": self.thread_id,
+            "input": [{"type": "text", "text": text, "text_elements": []}],
+        });
+        let started = self
+            .conn
+            .request("turn/start", params)
+            .await
+            .map_err(|e| e.into_agent_error())?;
+        if let Some(id) = started.get("turn").and_then(|t| str_field(t, "id")) {
+            let mut state = self.shared.lock();
+            if let Phase::Turn(turn) = &mut state.phase
+                && turn.turn_id.is_none()
+            {
+                turn.turn_id = Some(id.clone());
+                if turn.cancel_requested {
+                    spawn_interrupt(&self.conn, self.thread_id.clone(), id);
+                }
+            }
+        }
+        let end = match end_rx.await {
+            Ok(end) => end,
+            // The sender went away without an answer: only when the phase was replaced.
+            Err(_) => {
+                return Err(match self.conn.closed() {
+                    Some(info) => info.to_error(),
+                    None => AgentError::Protocol {
+                        message: "the turn ended without turn/completed".to_owned(),
+                    },
+                });
+            }
+        };
+        let done = end.map_err(|info| info.to_error())?;
+        let (text, usage, error) =
+            match std::mem::replace(&mut self.shared.lock().phase, Phase::Idle) {
+                Phase::Turn(turn) => (turn.text, turn.usage, turn.error),
+                _ => (String::new(), None, None),
+            };
+        outcome(&done, text, usage, error)
+    }
+
+    async fn cancel(&self) -> Result<(), AgentError> {
+        let turn_id = {
+            let mut state = self.shared.lock();
+            let Phase::Turn(turn) = &mut state.phase else {
+                return Ok(());
+            };
+            turn.cancel_requested = true;
+            turn.turn_id.clone()
+        };
+        // Pending approvals and questions answer "cancel" (which also interrupts in Codex).
+        self.shared.cancel_gen.send_modify(|g| *g += 1);
+        let Some(turn_id) = turn_id else {
+            // Interrupted as soon as the turn id is known.
+            return Ok(());
+        };
+        let params = json!({"threadId": self.thread_id, "turnId": turn_id});
+        match self.conn.request("turn/interrupt", params).await {
+            Ok(_) => Ok(()),
+            // Most likely the turn ended in the meantime.
+            Err(RpcError::Remote { message, .. }) => {
+                tracing::debug!("turn/interrupt refused: {message}");
+                Ok(())
+            }
+            Err(e) => Err(match self.conn.closed() {
+                Some(info) => info.to_error(),
+                None => e.into_agent_error(),
+            }),
+        }
+    }
+
+    fn is_alive(&self) -> bool {
+        self.process.is_alive()
+    }
+
+    async fn shutdown(&self) {
+        self.shared.cancel_gen.send_modify(|g| *g += 1);
+        self.conn.close().await;
+        self.process.shutdown().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn turn_statuses() {
+        let ok = outcome(&json!({"status": "completed"}), "hi".into(), None, None);
+        assert_eq!(ok.map(|o| o.stop_reason).ok(), Some(StopReason::EndTurn));
+        let cancelled = outcome(&json!({"status": "interrupted"}), String::new(), None, None);
+        assert_eq!(
+            cancelled.map(|o| o.stop_reason).ok(),
+            Some(StopReason::Cancelled)
+        );
+        let failed = outcome(
+            &json!({"status": "failed", "error": {"message": "boom"}}),
+            String::new(),
+            None,
+            None,
+        );
+        assert!(matches!(failed, Err(AgentError::Agent { message }) if message == "boom"));
+        let fallback = outcome(
+            &json!({"status": "failed", "error": null}),
+            String::new(),
+            None,
+            Some("late".into()),
+        );
+        assert!(matches!(fallback, Err(AgentError::Agent { message }) if message == "late"));
+    }
+}

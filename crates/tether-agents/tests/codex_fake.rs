@@ -1,0 +1,426 @@
+//! The Codex app-server driver against the fake agent's codex dialect (`cargo build -p
+//! tether-testkit --bin fake-agent` first): threads, strict resume, streaming, approvals,
+//! questions, cancel, crashes, failures, start-up failures and process clean-up.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::Path;
+use std::time::Duration;
+
+use tether_agents::{
+    AgentDriver, AgentError, AgentEvent, AgentSession, AgentSpec, CodexDriver, DriverKind,
+    PermissionReply, StartRequest, StopReason, TurnOutcome,
+};
+use tether_proto::Decision;
+use tokio::sync::mpsc;
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+async fn t<F: Future>(f: F) -> F::Output {
+    tokio::time::timeout(LIMIT, f).await.expect("timed out")
+}
+
+fn request(dir: &Path, flags: &[&str], resume: Option<&str>) -> StartRequest {
+    let mut args = vec![
+        "app-server".to_owned(),
+        "--dialect".to_owned(),
+        "codex".to_owned(),
+        "--state-dir".to_owned(),
+        dir.display().to_string(),
+    ];
+    args.extend(flags.iter().map(|f| f.to_string()));
+    StartRequest {
+        spec: AgentSpec {
+            name: "fake-codex".to_owned(),
+            driver: DriverKind::Codex,
+            command: tether_testkit::bin_path("fake-agent").display().to_string(),
+            args,
+            env: BTreeMap::new(),
+        },
+        cwd: dir.to_path_buf(),
+        model: None,
+        resume: resume.map(str::to_owned),
+        mcp_servers: Vec::new(),
+    }
+}
+
+async fn start(dir: &Path, flags: &[&str], resume: Option<&str>) -> Box<dyn AgentSession> {
+    t(CodexDriver::default().start(request(dir, flags, resume)))
+        .await
+        .expect("start")
+}
+
+async fn start_err(
+    driver: CodexDriver,
+    dir: &Path,
+    flags: &[&str],
+    resume: Option<&str>,
+) -> AgentError {
+    match t(driver.start(request(dir, flags, resume))).await {
+        Ok(s) => panic!("started {} unexpectedly", s.external_id()),
+        Err(e) => e,
+    }
+}
+
+/// How the test answers what the agent asks during a turn.
+#[derive(Clone, Copy)]
+enum Answer {
+    Permission(PermissionReply),
+    Question(Option<&'static str>),
+    /// Call `cancel` on the first event.
+    Cancel,
+    None,
+}
+
+/// Runs one turn, answering with `answer`; the result and a description of every event.
+async fn turn(
+    session: &dyn AgentSession,
+    text: &str,
+    answer: Answer,
+) -> (Result<TurnOutcome, AgentError>, Vec<String>) {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let collect = async {
+        let mut seen = Vec::new();
+        let mut held = Vec::new();
+        while let Some(event) = rx.recv().await {
+            match event {
+                AgentEvent::MessageDelta(d) => seen.push(format!("delta:{d}")),
+                AgentEvent::ThoughtDelta(d) => seen.push(format!("thought:{d}")),
+                AgentEvent::ToolCall {
+                    title,
+                    kind,
+                    status,
+                    ..
+                } => seen.push(format!(
+                    "tool:{title}:{}:{}",
+                    kind.unwrap_or_default(),
+                    status.unwrap_or_default()
+                )),
+                AgentEvent::ToolCallUpdate { status, detail, .. } => {
+                    let output = detail
+                        .as_ref()
+                        .and_then(|d| d.get("aggregatedOutput"))
+                        .and_then(|o| o.as_str())
+                        .unwrap_or_default()
+                        .trim()
+                        .to_owned();
+                    seen.push(format!(
+                        "tool_update:{}:{output}",
+                        status.unwrap_or_default()
+                    ))
+                }
+                AgentEvent::Permission(p) => {
+                    let options: Vec<&str> = p.options.iter().map(|d| d.as_str()).collect();
+                    seen.push(format!(
+                        "permission:{}:{}:{}",
+                        p.title,
+                        p.kind.unwrap_or_default(),
+                        options.join(",")
+                    ));
+                    match answer {
+                        Answer::Permission(r) => {
+                            let _ = p.reply.send(r);
+                        }
+                        _ => held.push(p.reply),
+                    }
+                }
+                AgentEvent::Question(q) => {
+                    seen.push(format!("question:{}", q.prompt));
+                    if let Answer::Question(a) = answer {
+                        let _ = q.reply.send(a.map(str::to_owned));
+                    }
+                }
+            }
+            if matches!(answer, Answer::Cancel) && seen.len() == 1 {
+                t(session.cancel()).await.expect("cancel");
+            }
+        }
+        drop(held);
+        seen
+    };
+    let (outcome, seen) = t(async { tokio::join!(session.prompt(text, tx), collect) }).await;
+    (outcome, seen)
+}
+
+async fn text_of(session: &dyn AgentSession, text: &str) -> String {
+    let (outcome, _) = turn(session, text, Answer::None).await;
+    let outcome = outcome.expect("turn");
+    assert_eq!(outcome.stop_reason, StopReason::EndTurn);
+    outcome.text
+}
+
+/// Processes whose command line contains `arg` (zombies included).
+fn pids_with(arg: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        if cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes()) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+async fn gone(dir: &Path) -> bool {
+    let arg = dir.display().to_string();
+    for _ in 0..100 {
+        if pids_with(&arg).is_empty() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn new_thread_remembers_streams_and_resumes_in_a_new_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = start(dir.path(), &[], None).await;
+    let id = session.external_id();
+    assert!(!id.is_empty());
+    let first = text_of(session.as_ref(), "hello").await;
+    assert_eq!(first, "echo: hello\nremembers 0: []");
+    let (outcome, seen) = turn(session.as_ref(), "stream 3 10", Answer::None).await;
+    let outcome = outcome.expect("turn");
+    assert_eq!(
+        seen,
+        [
+            "delta:chunk 1 ",
+            "delta:chunk 2 ",
+            "delta:chunk 3 ",
+            "delta:\nremembers 1: [\"hello\"]"
+        ]
+    );
+    assert_eq!(
+        outcome.text,
+        "chunk 1 chunk 2 chunk 3 \nremembers 1: [\"hello\"]"
+    );
+    t(session.shutdown()).await;
+    assert!(!session.is_alive());
+
+    let resumed = start(dir.path(), &[], Some(&id)).await;
+    assert_eq!(resumed.external_id(), id);
+    let third = text_of(resumed.as_ref(), "third").await;
+    assert!(
+        third.contains("remembers 2: [\"hello\",\"stream 3 10\"]"),
+        "{third}"
+    );
+    t(resumed.shutdown()).await;
+    assert!(gone(dir.path()).await);
+}
+
+#[tokio::test]
+async fn strict_resume_failures() {
+    let dir = tempfile::tempdir().unwrap();
+    let unknown = start_err(CodexDriver::default(), dir.path(), &[], Some("no-such-id")).await;
+    assert!(
+        matches!(unknown, AgentError::ResumeUnavailable { .. }),
+        "{unknown}"
+    );
+
+    let session = start(dir.path(), &[], None).await;
+    let id = session.external_id();
+    text_of(session.as_ref(), "one").await;
+    t(session.shutdown()).await;
+
+    for flag in ["--refuse-resume", "--resume-other-id"] {
+        match start_err(CodexDriver::default(), dir.path(), &[flag], Some(&id)).await {
+            AgentError::ResumeUnavailable { external_id, .. } => assert_eq!(external_id, id),
+            other => panic!("{flag}: {other}"),
+        }
+    }
+    assert!(gone(dir.path()).await, "process left behind");
+
+    // The thread itself is intact: a plain resume still continues it.
+    let resumed = start(dir.path(), &[], Some(&id)).await;
+    let text = text_of(resumed.as_ref(), "two").await;
+    assert!(text.contains("remembers 1: [\"one\"]"), "{text}");
+    t(resumed.shutdown()).await;
+}
+
+#[tokio::test]
+async fn approvals_are_asked_and_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = start(dir.path(), &[], None).await;
+    let cases = [
+        (
+            PermissionReply::Decision(Decision::Allow),
+            "approval: allowed",
+            "tool_update:completed:ls -l",
+        ),
+        (
+            PermissionReply::Decision(Decision::AllowAlways),
+            "approval: allowed_always",
+            "tool_update:completed:ls -l",
+        ),
+        (
+            PermissionReply::Decision(Decision::Deny),
+            "approval: denied",
+            "tool_update:declined:",
+        ),
+    ];
+    for (reply, expected, update) in cases {
+        let (outcome, seen) =
+            turn(session.as_ref(), "approve ls -l", Answer::Permission(reply)).await;
+        let outcome = outcome.expect("turn");
+        assert_eq!(outcome.stop_reason, StopReason::EndTurn);
+        assert!(outcome.text.starts_with(expected), "{}", outcome.text);
+        assert_eq!(seen[0], "tool:echo ls -l:execute:in_progress");
+        assert_eq!(
+            seen[1],
+            "permission:echo ls -l:execute:allow,allow_always,deny"
+        );
+        assert_eq!(seen[2], update, "{seen:?}");
+    }
+    // Answering "cancelled" is Codex's "cancel": the turn is interrupted.
+    let (outcome, _) = turn(
+        session.as_ref(),
+        "approve rm it",
+        Answer::Permission(PermissionReply::Cancelled),
+    )
+    .await;
+    assert_eq!(outcome.expect("turn").stop_reason, StopReason::Cancelled);
+    let text = text_of(session.as_ref(), "after").await;
+    assert!(text.starts_with("echo: after"), "{text}");
+    t(session.shutdown()).await;
+}
+
+#[tokio::test]
+async fn questions_are_asked_and_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = start(dir.path(), &[], None).await;
+    let (outcome, seen) = turn(
+        session.as_ref(),
+        "ask favourite colour?",
+        Answer::Question(Some("blue")),
+    )
+    .await;
+    assert!(outcome.expect("turn").text.starts_with("answer: blue"));
+    assert_eq!(seen[0], "question:favourite colour?");
+    let (outcome, _) = turn(session.as_ref(), "ask name?", Answer::Question(None)).await;
+    let text = outcome.expect("turn").text;
+    assert!(text.starts_with("answer: <declined>"), "{text}");
+    t(session.shutdown()).await;
+}
+
+#[tokio::test]
+async fn cancel_interrupts_the_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = start(dir.path(), &[], None).await;
+    let (outcome, seen) = turn(session.as_ref(), "stream 50 50", Answer::Cancel).await;
+    let outcome = outcome.expect("turn");
+    assert_eq!(outcome.stop_reason, StopReason::Cancelled);
+    assert!(seen.len() < 10, "{seen:?}");
+
+    // A pending approval is answered "cancel" and the turn ends interrupted.
+    let (outcome, seen) = turn(session.as_ref(), "approve rm it", Answer::Cancel).await;
+    assert_eq!(outcome.expect("turn").stop_reason, StopReason::Cancelled);
+    assert_eq!(seen[0], "tool:echo rm it:execute:in_progress");
+    // A turn that sends nothing at all.
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let cancel_later = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        t(session.cancel()).await.expect("cancel");
+    };
+    let (outcome, ()) = t(async { tokio::join!(session.prompt("hang", tx), cancel_later) }).await;
+    assert_eq!(outcome.expect("turn").stop_reason, StopReason::Cancelled);
+    // Cancelling while idle is harmless, and the thread is still usable.
+    t(session.cancel()).await.expect("idle cancel");
+    let text = text_of(session.as_ref(), "after").await;
+    assert!(text.starts_with("echo: after"), "{text}");
+    t(session.shutdown()).await;
+}
+
+#[tokio::test]
+async fn crash_mid_turn_reports_the_stderr_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = start(dir.path(), &[], None).await;
+    let (outcome, seen) = turn(session.as_ref(), "crash", Answer::None).await;
+    match outcome {
+        Err(AgentError::Crashed {
+            status,
+            stderr_tail,
+        }) => {
+            assert!(status.contains('3'), "{status}");
+            assert!(stderr_tail.contains("crashing as asked"), "{stderr_tail}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(seen, ["delta:about to crash"]);
+    assert!(!session.is_alive());
+    let (again, _) = turn(session.as_ref(), "hello", Answer::None).await;
+    assert!(
+        matches!(again, Err(AgentError::Crashed { .. })),
+        "{again:?}"
+    );
+    t(session.shutdown()).await;
+    assert!(gone(dir.path()).await);
+}
+
+#[tokio::test]
+async fn failed_turns_are_agent_errors_and_garbage_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = start(dir.path(), &[], None).await;
+    let (outcome, _) = turn(session.as_ref(), "fail", Answer::None).await;
+    match outcome {
+        Err(AgentError::Agent { message }) => assert_eq!(message, "fake failure as asked"),
+        other => panic!("{other:?}"),
+    }
+    let text = text_of(session.as_ref(), "garbage").await;
+    assert!(text.starts_with("garbage done"), "{text}");
+    let text = text_of(session.as_ref(), "still here").await;
+    assert!(text.contains("remembers 2"), "{text}");
+    t(session.shutdown()).await;
+}
+
+#[tokio::test]
+async fn start_up_failures() {
+    let dir = tempfile::tempdir().unwrap();
+    match start_err(
+        CodexDriver::default(),
+        dir.path(),
+        &["--exit-on-start"],
+        None,
+    )
+    .await
+    {
+        AgentError::Spawn { stderr_tail, .. } => {
+            assert!(stderr_tail.contains("exiting on start"), "{stderr_tail}")
+        }
+        other => panic!("{other}"),
+    }
+    let quick = CodexDriver {
+        start_timeout: Duration::from_millis(300),
+    };
+    match start_err(quick, dir.path(), &["--no-initialize-reply"], None).await {
+        AgentError::Timeout { what, .. } => assert_eq!(what, "initialize"),
+        other => panic!("{other}"),
+    }
+    assert!(gone(dir.path()).await, "process left behind");
+}
+
+#[tokio::test]
+async fn shutdown_and_drop_kill_and_reap() {
+    let dir = tempfile::tempdir().unwrap();
+    let arg = dir.path().display().to_string();
+    let session = start(dir.path(), &[], None).await;
+    assert_eq!(pids_with(&arg).len(), 1);
+    t(session.shutdown()).await;
+    assert!(!session.is_alive());
+    assert!(pids_with(&arg).is_empty(), "not reaped");
+
+    // Dropping a session in the middle of a turn kills its process group.
+    let session = start(dir.path(), &[], None).await;
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let _ = tokio::time::timeout(Duration::from_millis(200), session.prompt("hang", tx)).await;
+    assert_eq!(pids_with(&arg).len(), 1);
+    drop(session);
+    assert!(gone(dir.path()).await, "not killed on drop");
+}
