@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use tether_agents::{AcpDriver, AgentDriver, AgentError, AgentSession, DriverKind, StartRequest};
+use tether_agents::{
+    AcpDriver, AgentDriver, AgentError, AgentSession, CodexDriver, DriverKind, StartRequest,
+};
 use tether_proto::EventEnvelope;
 use tether_store::Store;
 use tokio::sync::broadcast;
@@ -17,12 +19,16 @@ pub(crate) struct Ctx {
     pub config: RuntimeConfig,
     pub pool: Pool,
     acp: AcpDriver,
+    codex: CodexDriver,
 }
 
 impl Ctx {
     pub fn new(store: Store, config: RuntimeConfig) -> Arc<Ctx> {
         let (bus, _) = broadcast::channel(4096);
         let acp = AcpDriver {
+            start_timeout: config.start_timeout,
+        };
+        let codex = CodexDriver {
             start_timeout: config.start_timeout,
         };
         let pool = Pool::new(config.pool.clone());
@@ -32,6 +38,7 @@ impl Ctx {
             config,
             pool,
             acp,
+            codex,
         })
     }
 
@@ -50,7 +57,8 @@ impl Ctx {
     ) -> Result<Box<dyn AgentSession>, AgentError> {
         match req.spec.driver {
             DriverKind::Acp => self.acp.start(req).await,
-            DriverKind::Codex | DriverKind::Claude => Err(AgentError::Spawn {
+            DriverKind::Codex => self.codex.start(req).await,
+            DriverKind::Claude => Err(AgentError::Spawn {
                 message: format!(
                     "agent {:?} uses the {:?} driver, which this build of tether does not ship yet; \
                      configure it with driver = \"acp\" through an ACP adapter",
