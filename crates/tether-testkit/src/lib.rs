@@ -3,12 +3,15 @@
 //! Dev-only: nothing in the product depends on it.
 
 mod daemon;
+pub mod mock_model;
+pub mod real_agents;
 mod sse;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 pub use daemon::{Daemon, DaemonOptions};
+pub use mock_model::{Api, MockModel, RecordedRequest, Reply};
 pub use sse::{SseEvent, SseStream};
 
 /// Default limit for every await in a test.
@@ -59,7 +62,10 @@ pub fn agent_cli(name: &str) -> PathBuf {
         other => panic!("unknown agent CLI {other:?}"),
     };
     if !path.exists() {
-        panic!("{} not found; run tools/agents/install (scripts/test does)", path.display());
+        panic!(
+            "{} not found; run tools/agents/install (scripts/test does)",
+            path.display()
+        );
     }
     path
 }

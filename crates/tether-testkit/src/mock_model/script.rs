@@ -1,0 +1,244 @@
+//! What the mock model answers: the API-neutral [`Reply`], the API-neutral view of a
+//! request ([`Transcript`]) and the default scripting by the latest user text.
+
+use serde_json::Value;
+
+/// One canned answer of the mock model, rendered in each API's own wire format.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// A plain assistant text.
+    Text(String),
+    /// A call of the agent's shell tool running this command.
+    Shell(String),
+    /// A file creation: Codex `apply_patch`, Claude `Write`, Gemini `write_file`.
+    Patch { path: String, content: String },
+    /// A call of tool `tool` of MCP server `server` with these arguments.
+    Mcp {
+        server: String,
+        tool: String,
+        args: Value,
+    },
+    /// `n` text deltas `"part i "` (i = 1..=n), `ms` milliseconds apart.
+    Slow { n: u32, ms: u64 },
+    /// This HTTP status with the API's JSON error body.
+    Error(u16),
+}
+
+impl Reply {
+    /// Parses a scripting command: `shell <command>`, `patch <path> <content>`,
+    /// `mcp <server> <tool> <json-args>`, `slow <N> <MS>`, `error <status>`.
+    /// Anything else is `None` (the default text reply).
+    pub fn parse_command(text: &str) -> Option<Reply> {
+        let text = text.trim();
+        let (word, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
+        let rest = rest.trim();
+        match word {
+            "shell" if !rest.is_empty() => Some(Reply::Shell(rest.to_string())),
+            "patch" => {
+                let (path, content) = rest.split_once(char::is_whitespace)?;
+                Some(Reply::Patch {
+                    path: path.to_string(),
+                    content: content.trim_start().to_string(),
+                })
+            }
+            "mcp" => {
+                let mut parts = rest.splitn(3, char::is_whitespace);
+                let server = parts.next().filter(|s| !s.is_empty())?.to_string();
+                let tool = parts.next().filter(|s| !s.is_empty())?.to_string();
+                let args = match parts.next().map(str::trim).filter(|s| !s.is_empty()) {
+                    Some(raw) => serde_json::from_str(raw).ok()?,
+                    None => Value::Object(Default::default()),
+                };
+                Some(Reply::Mcp { server, tool, args })
+            }
+            "slow" => {
+                let mut parts = rest.split_whitespace();
+                let n = parts.next()?.parse().ok()?;
+                let ms = parts.next()?.parse().ok()?;
+                Some(Reply::Slow { n, ms })
+            }
+            "error" => Some(Reply::Error(rest.parse().ok()?)),
+            _ => None,
+        }
+    }
+
+    /// The full text a `Text` or `Slow` reply streams.
+    pub(crate) fn stream_parts(&self) -> Vec<String> {
+        match self {
+            Reply::Text(t) => vec![t.clone()],
+            Reply::Slow { n, .. } => (1..=*n).map(|i| format!("part {i} ")).collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// The last thing in a request's history.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Last {
+    /// A user message with this text.
+    User(String),
+    /// The result of a tool call the model made (`name` of the tool as called).
+    ToolResult { name: String, output: String },
+    /// Nothing recognisable.
+    Other,
+}
+
+/// The API-neutral view of one model request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transcript {
+    /// Texts of the user messages, oldest first, without injected context blocks.
+    pub user_texts: Vec<String>,
+    /// Texts of the assistant messages, oldest first.
+    pub assistant_texts: Vec<String>,
+    pub last: Last,
+    /// Names of the tools the request offers.
+    pub tools: Vec<String>,
+}
+
+impl Transcript {
+    pub(crate) fn offers(&self, name: &str) -> bool {
+        self.tools.iter().any(|t| t == name)
+    }
+}
+
+/// The default answer to a request, scripted by its latest user text.
+pub fn default_reply(t: &Transcript) -> Reply {
+    match &t.last {
+        Last::ToolResult { name, output } => {
+            Reply::Text(format!("done: {}", summarize_output(name, output)))
+        }
+        Last::User(text) => Reply::parse_command(text).unwrap_or_else(|| {
+            Reply::Text(format!(
+                "mock reply to: {text} (turn {})",
+                t.user_texts.len()
+            ))
+        }),
+        Last::Other => Reply::Text("mock reply".to_string()),
+    }
+}
+
+/// Whether a user text is context the CLI injected rather than something the user typed:
+/// a whole `<tag>...</tag>` block (`<environment_context>`, `<system-reminder>`,
+/// `<session_context>`, ...) or Codex's AGENTS.md preamble.
+pub(crate) fn is_injected_context(text: &str) -> bool {
+    let t = text.trim();
+    if t.starts_with("# AGENTS.md instructions") {
+        return true;
+    }
+    let Some(rest) = t.strip_prefix('<') else {
+        return false;
+    };
+    let tag: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+        .collect();
+    !tag.is_empty() && t.ends_with(&format!("</{tag}>"))
+}
+
+/// Joins the user-typed parts of one message (injected context dropped).
+pub(crate) fn user_text_of<'a>(parts: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let kept: Vec<&str> = parts
+        .into_iter()
+        .filter(|p| !p.trim().is_empty() && !is_injected_context(p))
+        .collect();
+    (!kept.is_empty()).then(|| kept.join("\n"))
+}
+
+/// What `done: ...` reports about a tool result: for MCP tools the whole output on one
+/// line; otherwise the first line of the command output (after an `Output:` header when
+/// the CLI wraps the output in metadata), or the first line of the error.
+pub(crate) fn summarize_output(tool: &str, output: &str) -> String {
+    if tool.starts_with("mcp") {
+        let flat: String = output.split_whitespace().collect::<Vec<_>>().join(" ");
+        return flat.chars().take(1000).collect();
+    }
+    let lines: Vec<&str> = output.lines().collect();
+    if let Some(i) = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("Output:"))
+    {
+        let after = lines[i].trim_start().trim_start_matches("Output:").trim();
+        if !after.is_empty() {
+            return after.to_string();
+        }
+        if let Some(next) = lines[i + 1..].iter().find(|l| !l.trim().is_empty()) {
+            return next.trim().to_string();
+        }
+    }
+    lines
+        .iter()
+        .find(|l| !l.trim().is_empty())
+        .map(|l| l.trim().to_string())
+        .unwrap_or_else(|| "(no output)".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_commands() {
+        assert_eq!(
+            Reply::parse_command("shell echo hi there"),
+            Some(Reply::Shell("echo hi there".into()))
+        );
+        assert_eq!(
+            Reply::parse_command("patch a/b.txt hello world"),
+            Some(Reply::Patch {
+                path: "a/b.txt".into(),
+                content: "hello world".into()
+            })
+        );
+        assert_eq!(
+            Reply::parse_command(r#"mcp tether ping {"x": 1}"#),
+            Some(Reply::Mcp {
+                server: "tether".into(),
+                tool: "ping".into(),
+                args: serde_json::json!({"x": 1})
+            })
+        );
+        assert_eq!(
+            Reply::parse_command("slow 3 50"),
+            Some(Reply::Slow { n: 3, ms: 50 })
+        );
+        assert_eq!(Reply::parse_command("error 503"), Some(Reply::Error(503)));
+        assert_eq!(Reply::parse_command("error x"), None);
+        assert_eq!(Reply::parse_command("hello"), None);
+        assert_eq!(Reply::parse_command("shell"), None);
+    }
+
+    #[test]
+    fn injected_context_is_recognised() {
+        assert!(is_injected_context(
+            "<environment_context>\n <cwd>/x</cwd>\n</environment_context>"
+        ));
+        assert!(is_injected_context(
+            "<system-reminder>\nhi\n</system-reminder>\n"
+        ));
+        assert!(is_injected_context("# AGENTS.md instructions for /x\n..."));
+        assert!(!is_injected_context("<b>bold</i>"));
+        assert!(!is_injected_context("hello"));
+    }
+
+    #[test]
+    fn summaries() {
+        let codex = "Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code 0\nOutput:\nhello\nworld\n";
+        assert_eq!(summarize_output("exec_command", codex), "hello");
+        assert_eq!(
+            summarize_output("run_shell_command", "Output: hi\nExit Code: 0"),
+            "hi"
+        );
+        assert_eq!(summarize_output("Bash", "\nfirst\nsecond"), "first");
+        assert_eq!(summarize_output("mcp__s__t", "a\nb"), "a b");
+        let t = Transcript {
+            user_texts: vec!["a".into(), "b".into()],
+            assistant_texts: vec![],
+            last: Last::User("b".into()),
+            tools: vec![],
+        };
+        assert_eq!(
+            default_reply(&t),
+            Reply::Text("mock reply to: b (turn 2)".into())
+        );
+    }
+}

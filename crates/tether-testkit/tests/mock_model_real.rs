@@ -1,0 +1,202 @@
+//! The mock model server against the real CLIs, run directly (not through tether):
+//! `codex exec --json`, `claude -p --output-format json`, `gemini -p`. Proves the mock's
+//! streams are accepted and its scripting (text, shell, patch, history) works end to end.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::Value;
+use tether_testkit::mock_model::Last;
+use tether_testkit::real_agents::{cli_command, codex_env, codex_home};
+use tether_testkit::{Api, MockModel, Reply};
+
+/// Limit for one CLI run (start-up included).
+const RUN_TIMEOUT: Duration = Duration::from_secs(90);
+
+struct Run {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    /// stdout as JSON lines (non-JSON lines skipped).
+    fn jsonl(&self) -> Vec<Value> {
+        self.stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
+async fn run(
+    cli: &str,
+    env: &BTreeMap<String, String>,
+    cwd: &std::path::Path,
+    args: &[&str],
+) -> Run {
+    let mut cmd = cli_command(cli, env);
+    cmd.args(args).current_dir(cwd);
+    let out = tokio::time::timeout(RUN_TIMEOUT, cmd.output())
+        .await
+        .unwrap_or_else(|_| panic!("{cli} {args:?} timed out"))
+        .unwrap_or_else(|e| panic!("spawn {cli}: {e}"));
+    Run {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+// ---- codex (OpenAI Responses) ----
+
+struct Codex {
+    mock: MockModel,
+    _home: tempfile::TempDir,
+    work: tempfile::TempDir,
+    env: BTreeMap<String, String>,
+}
+
+impl Codex {
+    async fn new() -> Codex {
+        let mock = MockModel::start().await;
+        let home = codex_home(&mock.base_url());
+        let env = codex_env(home.path());
+        Codex {
+            mock,
+            _home: home,
+            work: tempfile::tempdir().unwrap(),
+            env,
+        }
+    }
+
+    async fn exec(&self, extra: &[&str], prompt: &str) -> (Run, Vec<Value>) {
+        let mut args = vec!["exec", "--json", "--skip-git-repo-check"];
+        args.extend_from_slice(extra);
+        args.push(prompt);
+        let r = run("codex", &self.env, self.work.path(), &args).await;
+        let events = r.jsonl();
+        (r, events)
+    }
+}
+
+fn agent_messages(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "item.completed" && e["item"]["type"] == "agent_message")
+        .map(|e| e["item"]["text"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+fn thread_id(events: &[Value]) -> String {
+    events
+        .iter()
+        .find(|e| e["type"] == "thread.started")
+        .and_then(|e| e["thread_id"].as_str())
+        .unwrap_or_else(|| panic!("no thread.started in {events:?}"))
+        .to_string()
+}
+
+#[tokio::test]
+async fn codex_exec_text_reply_and_resumed_history() {
+    let c = Codex::new().await;
+    let (r, events) = c.exec(&[], "hello there").await;
+    assert!(r.ok, "codex failed: {}\n{}", r.stdout, r.stderr);
+    assert_eq!(
+        agent_messages(&events),
+        ["mock reply to: hello there (turn 1)"]
+    );
+    assert!(events.iter().any(|e| e["type"] == "turn.completed"));
+    let reqs = c.mock.main_requests(Api::OpenAiResponses);
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(reqs[0].path, "/v1/responses");
+    assert_eq!(reqs[0].user_texts(), ["hello there"]);
+
+    // A second turn in the same thread carries the first exchange.
+    let id = thread_id(&events);
+    let (r, events) = c.exec(&["resume", &id], "second").await;
+    assert!(r.ok, "codex resume failed: {}\n{}", r.stdout, r.stderr);
+    assert_eq!(agent_messages(&events), ["mock reply to: second (turn 2)"]);
+    assert_eq!(c.mock.last_user_texts(), ["hello there", "second"]);
+    let last = c.mock.main_requests(Api::OpenAiResponses).pop().unwrap();
+    assert_eq!(
+        last.assistant_texts(),
+        ["mock reply to: hello there (turn 1)"]
+    );
+}
+
+#[tokio::test]
+async fn codex_exec_shell_tool_round_trip() {
+    let c = Codex::new().await;
+    let (r, events) = c.exec(&[], "shell echo hello-shell; echo two").await;
+    assert!(r.ok, "codex failed: {}\n{}", r.stdout, r.stderr);
+    let cmd = events
+        .iter()
+        .find(|e| e["type"] == "item.completed" && e["item"]["type"] == "command_execution")
+        .unwrap_or_else(|| panic!("no command_execution in {events:?}"));
+    assert_eq!(cmd["item"]["exit_code"], 0);
+    assert!(
+        cmd["item"]["aggregated_output"]
+            .as_str()
+            .unwrap()
+            .contains("hello-shell\ntwo"),
+        "{cmd}"
+    );
+    assert_eq!(agent_messages(&events), ["done: hello-shell"]);
+    let reqs = c.mock.main_requests(Api::OpenAiResponses);
+    assert_eq!(
+        reqs.len(),
+        2,
+        "one request for the call, one with its result"
+    );
+    match reqs[1].transcript().last {
+        Last::ToolResult { name, output } => {
+            assert_eq!(name, "exec_command");
+            assert!(output.contains("hello-shell"), "{output}");
+        }
+        other => panic!("expected a tool result, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn codex_exec_apply_patch_creates_the_file() {
+    let c = Codex::new().await;
+    let (r, events) = c
+        .exec(
+            &["--sandbox", "workspace-write"],
+            "patch sub/new.txt hello patch",
+        )
+        .await;
+    assert!(r.ok, "codex failed: {}\n{}", r.stdout, r.stderr);
+    let text = std::fs::read_to_string(c.work.path().join("sub/new.txt")).unwrap();
+    assert_eq!(text, "hello patch\n");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "item.completed" && e["item"]["type"] == "file_change"),
+        "{events:?}"
+    );
+    assert_eq!(
+        agent_messages(&events),
+        ["done: Success. Updated the following files:"]
+    );
+}
+
+#[tokio::test]
+async fn codex_exec_scripted_reply_then_error_mode() {
+    let c = Codex::new().await;
+    c.mock.script([Reply::Text("scripted answer".into())]);
+    let (r, events) = c.exec(&[], "anything").await;
+    assert!(r.ok, "codex failed: {}\n{}", r.stdout, r.stderr);
+    assert_eq!(agent_messages(&events), ["scripted answer"]);
+
+    c.mock.set_error_mode(Some(500));
+    let (r, events) = c.exec(&[], "hello").await;
+    assert!(!r.ok, "codex should fail on a 500");
+    assert!(
+        events.iter().any(|e| e["type"] == "turn.failed"),
+        "{events:?}"
+    );
+    assert!(agent_messages(&events).is_empty());
+}
