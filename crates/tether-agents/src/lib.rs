@@ -6,11 +6,13 @@
 //! conversations, only about one agent session at a time.
 
 pub mod acp;
+pub mod claude;
 pub mod codex;
 mod driver;
 pub mod jsonrpc;
 pub mod process;
 
 pub use acp::AcpDriver;
+pub use claude::ClaudeDriver;
 pub use codex::CodexDriver;
 pub use driver::*;

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use tether_agents::{
-    AcpDriver, AgentDriver, AgentError, AgentSession, CodexDriver, DriverKind, StartRequest,
+    AcpDriver, AgentDriver, AgentError, AgentSession, ClaudeDriver, CodexDriver, DriverKind,
+    StartRequest,
 };
 use tether_proto::EventEnvelope;
 use tether_store::Store;
@@ -20,6 +21,7 @@ pub(crate) struct Ctx {
     pub pool: Pool,
     acp: AcpDriver,
     codex: CodexDriver,
+    claude: ClaudeDriver,
 }
 
 impl Ctx {
@@ -31,6 +33,9 @@ impl Ctx {
         let codex = CodexDriver {
             start_timeout: config.start_timeout,
         };
+        let claude = ClaudeDriver {
+            start_timeout: config.start_timeout,
+        };
         let pool = Pool::new(config.pool.clone());
         Arc::new(Ctx {
             store,
@@ -39,6 +44,7 @@ impl Ctx {
             pool,
             acp,
             codex,
+            claude,
         })
     }
 
@@ -58,14 +64,7 @@ impl Ctx {
         match req.spec.driver {
             DriverKind::Acp => self.acp.start(req).await,
             DriverKind::Codex => self.codex.start(req).await,
-            DriverKind::Claude => Err(AgentError::Spawn {
-                message: format!(
-                    "agent {:?} uses the {:?} driver, which this build of tether does not ship yet; \
-                     configure it with driver = \"acp\" through an ACP adapter",
-                    req.spec.name, req.spec.driver
-                ),
-                stderr_tail: String::new(),
-            }),
+            DriverKind::Claude => self.claude.start(req).await,
         }
     }
 }
