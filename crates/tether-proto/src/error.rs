@@ -55,6 +55,42 @@ pub enum ErrorCode {
     ConversationArchived,
     /// An unexpected server-side failure.
     Internal,
+    /// Delegation: the parent is already at the configured delegation depth.
+    DepthLimit,
+    /// Delegation: `agent_type` names no configured agent.
+    InvalidAgentType,
+    /// Delegation: the task (or message) is empty or too long.
+    InvalidTask,
+    /// Delegation: `working_dir` does not exist or lies outside the workspace roots.
+    InvalidWorkingDir,
+    /// Delegation: the child agent failed (crashed, reported an error, timed out).
+    SubagentError,
+    /// Delegation: the child agent refused the task.
+    ChildRefusal,
+    /// Delegation: the child stopped at its token limit.
+    ChildMaxTokens,
+    /// Delegation: the child stopped at its limit of model requests.
+    ChildMaxTurnRequests,
+    /// Delegation: the child ended its turn without any text.
+    ChildEmpty,
+    /// Delegation: the child stopped for a reason tether does not know.
+    ChildUnknown,
+    /// Delegation: the task's turn was cancelled.
+    Canceled,
+    /// Delegation: the child is still running a turn; wait for it first.
+    SessionStillRunning,
+    /// Delegation: the child session was released (`close_session`); read
+    /// `session_closed` as the same code.
+    #[serde(alias = "session_closed")]
+    SessionReleased,
+    /// Delegation: the child session can never be continued (it never started).
+    NotContinuable,
+    /// Delegation: this `continuation_id` was already used for another task or message.
+    ContinuationConflict,
+    /// Delegation: tether is recovering after a restart; retry shortly.
+    Rebuilding,
+    /// Delegation: the parent already runs as many children as allowed.
+    ConcurrencyLimit,
 }
 
 impl ErrorCode {
@@ -85,6 +121,23 @@ impl ErrorCode {
             ErrorCode::Expired => "expired",
             ErrorCode::ConversationArchived => "conversation_archived",
             ErrorCode::Internal => "internal",
+            ErrorCode::DepthLimit => "depth_limit",
+            ErrorCode::InvalidAgentType => "invalid_agent_type",
+            ErrorCode::InvalidTask => "invalid_task",
+            ErrorCode::InvalidWorkingDir => "invalid_working_dir",
+            ErrorCode::SubagentError => "subagent_error",
+            ErrorCode::ChildRefusal => "child_refusal",
+            ErrorCode::ChildMaxTokens => "child_max_tokens",
+            ErrorCode::ChildMaxTurnRequests => "child_max_turn_requests",
+            ErrorCode::ChildEmpty => "child_empty",
+            ErrorCode::ChildUnknown => "child_unknown",
+            ErrorCode::Canceled => "canceled",
+            ErrorCode::SessionStillRunning => "session_still_running",
+            ErrorCode::SessionReleased => "session_released",
+            ErrorCode::NotContinuable => "not_continuable",
+            ErrorCode::ContinuationConflict => "continuation_conflict",
+            ErrorCode::Rebuilding => "rebuilding",
+            ErrorCode::ConcurrencyLimit => "concurrency_limit",
         }
     }
 
@@ -97,15 +150,24 @@ impl ErrorCode {
             | ErrorCode::InvalidCommand
             | ErrorCode::UnknownAgent
             | ErrorCode::InvalidCwd
-            | ErrorCode::AmbiguousApproval => 400,
+            | ErrorCode::AmbiguousApproval
+            | ErrorCode::InvalidAgentType
+            | ErrorCode::InvalidTask
+            | ErrorCode::InvalidWorkingDir => 400,
             ErrorCode::Unauthorized => 401,
             ErrorCode::NotFound => 404,
             ErrorCode::ApprovalAlreadyResolved
             | ErrorCode::QuestionAlreadyResolved
             | ErrorCode::NothingRunning
-            | ErrorCode::ConversationArchived => 409,
+            | ErrorCode::ConversationArchived
+            | ErrorCode::DepthLimit
+            | ErrorCode::Canceled
+            | ErrorCode::SessionStillRunning
+            | ErrorCode::SessionReleased
+            | ErrorCode::NotContinuable
+            | ErrorCode::ContinuationConflict => 409,
             ErrorCode::PayloadTooLarge => 413,
-            ErrorCode::QueueFull => 429,
+            ErrorCode::QueueFull | ErrorCode::ConcurrencyLimit => 429,
             ErrorCode::ResumeUnavailable
             | ErrorCode::SpawnFailed
             | ErrorCode::AgentCrashed
@@ -113,7 +175,14 @@ impl ErrorCode {
             | ErrorCode::ProtocolError
             | ErrorCode::TurnTimeout
             | ErrorCode::Interrupted
-            | ErrorCode::Expired => 502,
+            | ErrorCode::Expired
+            | ErrorCode::SubagentError
+            | ErrorCode::ChildRefusal
+            | ErrorCode::ChildMaxTokens
+            | ErrorCode::ChildMaxTurnRequests
+            | ErrorCode::ChildEmpty
+            | ErrorCode::ChildUnknown => 502,
+            ErrorCode::Rebuilding => 503,
             ErrorCode::Internal => 500,
         }
     }

@@ -3,7 +3,9 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::{ApprovalStatus, Decision, ErrorCode, NewSessionReason, QuestionStatus};
+use crate::{
+    ApprovalStatus, Decision, ErrorCode, NewSessionReason, QuestionStatus, TaskOutcome, TurnOrigin,
+};
 
 /// One stored event. `id` is global and increasing (used as the SSE `id:`), `seq` is
 /// gap-free within the session.
@@ -113,6 +115,37 @@ pub enum EventPayload {
     Status {
         text: String,
     },
+    /// On the parent's session: a delegated task was created (once per task).
+    #[serde(rename = "delegation.started")]
+    DelegationStarted {
+        task_id: String,
+        agent_type: String,
+        task: String,
+        working_dir: String,
+        /// The parent's turn that delegated.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent_turn_id: Option<String>,
+        /// The parent's tool call that delegated, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_call_id: Option<String>,
+    },
+    /// On the parent's session: the task's first turn ended.
+    #[serde(rename = "delegation.completed")]
+    DelegationCompleted {
+        task_id: String,
+        turn_id: String,
+        turn_version: i64,
+        outcome: TaskOutcome,
+    },
+    /// On the parent's session: a later turn of the task ended.
+    #[serde(rename = "delegation.session_update")]
+    DelegationSessionUpdate {
+        task_id: String,
+        turn_id: String,
+        turn_version: i64,
+        origin: TurnOrigin,
+        outcome: TaskOutcome,
+    },
 }
 
 impl EventPayload {
@@ -136,6 +169,9 @@ impl EventPayload {
             EventPayload::TurnCancelled {} => "turn_cancelled",
             EventPayload::TurnInterrupted { .. } => "turn_interrupted",
             EventPayload::Status { .. } => "status",
+            EventPayload::DelegationStarted { .. } => "delegation.started",
+            EventPayload::DelegationCompleted { .. } => "delegation.completed",
+            EventPayload::DelegationSessionUpdate { .. } => "delegation.session_update",
         }
     }
 

@@ -3,11 +3,13 @@
 //! This crate holds data only. It must not depend on tokio, sqlx, axum or any other
 //! I/O crate; logic over these types lives in `tether-core`.
 
+mod delegation;
 mod dto;
 mod error;
 mod event;
 mod status;
 
+pub use delegation::*;
 pub use dto::*;
 pub use error::*;
 pub use event::*;

@@ -9,6 +9,7 @@
 mod approvals;
 mod channels;
 mod conversations;
+mod delegation;
 mod events;
 mod recovery;
 mod rows;
@@ -22,6 +23,9 @@ use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
 pub use channels::{ChannelChat, NewOutbox, OutboxRow, OutboxStatus, Pairing};
+pub use delegation::{
+    DelegationRow, DelegationTurnRow, EXTERNAL_SCOPE, LedgerEntry, NewDelegation,
+};
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use rows::*;
 

@@ -1,0 +1,519 @@
+//! Delegation rows: tasks (a `delegate` conversation with one session for life), their
+//! versioned turns, the outcome reports sent to the parent's session, and the
+//! continuation ledger (idempotent continue/close, per parent conversation).
+
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+use tether_proto::{
+    ConversationKind, EventEnvelope, EventPayload, MessageRole, NewSessionReason, Session,
+    SessionStatus, TurnOrigin, TurnStatus,
+};
+
+use crate::events::{add_message, append};
+use crate::{Result, Store, StoreError, now_ms};
+
+/// Ledger scope of tasks without a parent conversation (external MCP clients).
+pub const EXTERNAL_SCOPE: &str = "external";
+
+/// A delegated task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DelegationRow {
+    pub task_id: String,
+    pub parent_conversation_id: Option<String>,
+    pub parent_session_id: Option<String>,
+    pub parent_turn_id: Option<String>,
+    pub parent_tool_call_id: Option<String>,
+    pub depth: u32,
+    pub agent: String,
+    pub cwd: String,
+    pub task: String,
+    pub session_id: String,
+    pub released_at_ms: Option<i64>,
+    pub created_at_ms: i64,
+}
+
+impl DelegationRow {
+    /// The ledger scope: the parent conversation, or [`EXTERNAL_SCOPE`].
+    pub fn scope(&self) -> &str {
+        self.parent_conversation_id
+            .as_deref()
+            .unwrap_or(EXTERNAL_SCOPE)
+    }
+}
+
+/// One turn of a task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DelegationTurnRow {
+    pub task_id: String,
+    pub turn_version: i64,
+    pub turn_id: String,
+    pub origin: TurnOrigin,
+    pub parent_turn_id: Option<String>,
+    pub reported: bool,
+}
+
+/// A task to create, with its first turn.
+#[derive(Debug, Clone)]
+pub struct NewDelegation {
+    pub task_id: String,
+    pub title: String,
+    pub parent_conversation_id: Option<String>,
+    pub parent_session_id: Option<String>,
+    pub parent_turn_id: Option<String>,
+    pub parent_tool_call_id: Option<String>,
+    pub depth: u32,
+    pub agent: String,
+    pub cwd: String,
+    pub task: String,
+    pub session_id: String,
+    pub turn_id: String,
+}
+
+/// A continue or close remembered under its continuation id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LedgerEntry {
+    pub scope: String,
+    pub continuation_id: String,
+    pub task_id: String,
+    /// `continue` or `close`.
+    pub action: String,
+    pub message: Option<String>,
+    pub result: serde_json::Value,
+}
+
+fn delegation(row: &SqliteRow) -> Result<DelegationRow> {
+    Ok(DelegationRow {
+        task_id: row.try_get("task_id")?,
+        parent_conversation_id: row.try_get("parent_conversation_id")?,
+        parent_session_id: row.try_get("parent_session_id")?,
+        parent_turn_id: row.try_get("parent_turn_id")?,
+        parent_tool_call_id: row.try_get("parent_tool_call_id")?,
+        depth: row.try_get::<i64, _>("depth")?.max(0) as u32,
+        agent: row.try_get("agent")?,
+        cwd: row.try_get("cwd")?,
+        task: row.try_get("task")?,
+        session_id: row.try_get("session_id")?,
+        released_at_ms: row.try_get("released_at")?,
+        created_at_ms: row.try_get("created_at")?,
+    })
+}
+
+fn delegation_turn(row: &SqliteRow) -> Result<DelegationTurnRow> {
+    let origin: String = row.try_get("origin")?;
+    Ok(DelegationTurnRow {
+        task_id: row.try_get("task_id")?,
+        turn_version: row.try_get("turn_version")?,
+        turn_id: row.try_get("turn_id")?,
+        origin: TurnOrigin::parse(&origin).ok_or_else(|| StoreError::Corrupt {
+            table: "delegation_turns",
+            detail: format!("unknown origin {origin:?}"),
+        })?,
+        parent_turn_id: row.try_get("parent_turn_id")?,
+        reported: row.try_get::<Option<i64>, _>("reported_at")?.is_some(),
+    })
+}
+
+fn ledger(row: &SqliteRow) -> Result<LedgerEntry> {
+    let result: String = row.try_get("result")?;
+    Ok(LedgerEntry {
+        scope: row.try_get("scope")?,
+        continuation_id: row.try_get("continuation_id")?,
+        task_id: row.try_get("task_id")?,
+        action: row.try_get("action")?,
+        message: row.try_get("message")?,
+        result: serde_json::from_str(&result).map_err(|e| StoreError::Corrupt {
+            table: "continuation_ledger",
+            detail: e.to_string(),
+        })?,
+    })
+}
+
+async fn put_ledger(conn: &mut sqlx::SqliteConnection, e: &LedgerEntry) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO continuation_ledger (scope, continuation_id, task_id, action, message, \
+         result, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(&e.scope)
+    .bind(&e.continuation_id)
+    .bind(&e.task_id)
+    .bind(&e.action)
+    .bind(&e.message)
+    .bind(e.result.to_string())
+    .bind(now_ms())
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+impl Store {
+    /// Creates the task in one transaction: the `delegate` conversation, its bound session
+    /// (`session_started`), the first turn (queued, with the task as the user message),
+    /// the task row, turn version 1, and `delegation.started` on the parent's session.
+    pub async fn create_delegation(
+        &self,
+        d: &NewDelegation,
+    ) -> Result<(Session, Vec<EventEnvelope>)> {
+        let now = now_ms();
+        let mut tx = self.writer.begin().await?;
+        sqlx::query(
+            "INSERT INTO conversations (id, kind, title, agent, model, cwd, archived, \
+             bound_session_id, parent_conversation_id, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, NULL, ?, 0, NULL, ?, ?, ?)",
+        )
+        .bind(&d.task_id)
+        .bind(ConversationKind::Delegate.as_str())
+        .bind(&d.title)
+        .bind(&d.agent)
+        .bind(&d.cwd)
+        .bind(&d.parent_conversation_id)
+        .bind(now)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO sessions (id, conversation_id, agent, model, cwd, status, external_id, \
+             last_seq, created_at, updated_at) VALUES (?, ?, ?, NULL, ?, ?, NULL, 0, ?, ?)",
+        )
+        .bind(&d.session_id)
+        .bind(&d.task_id)
+        .bind(&d.agent)
+        .bind(&d.cwd)
+        .bind(SessionStatus::Dormant.as_str())
+        .bind(now)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("UPDATE conversations SET bound_session_id = ? WHERE id = ?")
+            .bind(&d.session_id)
+            .bind(&d.task_id)
+            .execute(&mut *tx)
+            .await?;
+        let mut events = vec![
+            append(
+                &mut tx,
+                &d.session_id,
+                None,
+                &EventPayload::SessionStarted {
+                    agent: d.agent.clone(),
+                    model: None,
+                    reason: NewSessionReason::Unbound,
+                },
+            )
+            .await?,
+        ];
+        sqlx::query(
+            "INSERT INTO turns (id, session_id, conversation_id, input, status, created_at) \
+             VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&d.turn_id)
+        .bind(&d.session_id)
+        .bind(&d.task_id)
+        .bind(&d.task)
+        .bind(TurnStatus::Queued.as_str())
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        add_message(
+            &mut tx,
+            &d.task_id,
+            MessageRole::User,
+            &d.task,
+            Some(&d.session_id),
+            Some(&d.turn_id),
+        )
+        .await?;
+        sqlx::query(
+            "INSERT INTO delegations (task_id, parent_conversation_id, parent_session_id, \
+             parent_turn_id, parent_tool_call_id, depth, agent, cwd, task, session_id, \
+             released_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)",
+        )
+        .bind(&d.task_id)
+        .bind(&d.parent_conversation_id)
+        .bind(&d.parent_session_id)
+        .bind(&d.parent_turn_id)
+        .bind(&d.parent_tool_call_id)
+        .bind(i64::from(d.depth))
+        .bind(&d.agent)
+        .bind(&d.cwd)
+        .bind(&d.task)
+        .bind(&d.session_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO delegation_turns (task_id, turn_version, turn_id, origin, \
+             parent_turn_id) VALUES (?, 1, ?, ?, ?)",
+        )
+        .bind(&d.task_id)
+        .bind(&d.turn_id)
+        .bind(TurnOrigin::Parent.as_str())
+        .bind(&d.parent_turn_id)
+        .execute(&mut *tx)
+        .await?;
+        if let Some(parent_session) = &d.parent_session_id {
+            let ev = EventPayload::DelegationStarted {
+                task_id: d.task_id.clone(),
+                agent_type: d.agent.clone(),
+                task: d.task.clone(),
+                working_dir: d.cwd.clone(),
+                parent_turn_id: d.parent_turn_id.clone(),
+                tool_call_id: d.parent_tool_call_id.clone(),
+            };
+            events.push(append(&mut tx, parent_session, d.parent_turn_id.as_deref(), &ev).await?);
+        }
+        tx.commit().await?;
+        let session = Session {
+            id: d.session_id.clone(),
+            conversation_id: d.task_id.clone(),
+            agent: d.agent.clone(),
+            model: None,
+            cwd: d.cwd.clone(),
+            status: SessionStatus::Dormant,
+            external_id: None,
+            created_at_ms: now,
+            updated_at_ms: now,
+        };
+        Ok((session, events))
+    }
+
+    pub async fn get_delegation(&self, task_id: &str) -> Result<Option<DelegationRow>> {
+        let row = sqlx::query("SELECT * FROM delegations WHERE task_id = ?")
+            .bind(task_id)
+            .fetch_optional(&self.reader)
+            .await?;
+        row.as_ref().map(delegation).transpose()
+    }
+
+    /// The tasks of a parent conversation, oldest first.
+    pub async fn children_of(&self, parent_conversation_id: &str) -> Result<Vec<DelegationRow>> {
+        let rows = sqlx::query(
+            "SELECT * FROM delegations WHERE parent_conversation_id = ? ORDER BY created_at, rowid",
+        )
+        .bind(parent_conversation_id)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(delegation).collect()
+    }
+
+    /// The task's latest turn.
+    pub async fn latest_delegation_turn(&self, task_id: &str) -> Result<Option<DelegationTurnRow>> {
+        let row = sqlx::query(
+            "SELECT * FROM delegation_turns WHERE task_id = ? ORDER BY turn_version DESC LIMIT 1",
+        )
+        .bind(task_id)
+        .fetch_optional(&self.reader)
+        .await?;
+        row.as_ref().map(delegation_turn).transpose()
+    }
+
+    /// The delegation turn of a runtime turn, if it is one.
+    pub async fn delegation_turn(&self, turn_id: &str) -> Result<Option<DelegationTurnRow>> {
+        let row = sqlx::query("SELECT * FROM delegation_turns WHERE turn_id = ?")
+            .bind(turn_id)
+            .fetch_optional(&self.reader)
+            .await?;
+        row.as_ref().map(delegation_turn).transpose()
+    }
+
+    /// Delegation turns started by a parent's turn that have not ended.
+    pub async fn open_turns_started_in(
+        &self,
+        parent_turn_id: &str,
+    ) -> Result<Vec<DelegationTurnRow>> {
+        let rows = sqlx::query(
+            "SELECT dt.* FROM delegation_turns dt JOIN turns t ON t.id = dt.turn_id \
+             WHERE dt.parent_turn_id = ? \
+             AND t.status IN ('queued', 'running', 'waiting_approval', 'waiting_user')",
+        )
+        .bind(parent_turn_id)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(delegation_turn).collect()
+    }
+
+    /// How many tasks of the parent conversation have a turn that has not ended.
+    pub async fn running_children(&self, parent_conversation_id: &str) -> Result<usize> {
+        let (n,): (i64,) = sqlx::query_as(
+            "SELECT COUNT(DISTINCT d.task_id) FROM delegations d \
+             JOIN turns t ON t.conversation_id = d.task_id \
+             WHERE d.parent_conversation_id = ? \
+             AND t.status IN ('queued', 'running', 'waiting_approval', 'waiting_user')",
+        )
+        .bind(parent_conversation_id)
+        .fetch_one(&self.reader)
+        .await?;
+        Ok(n.max(0) as usize)
+    }
+
+    /// Adds the next turn of a task (queued, with the message in the history) and,
+    /// when given, the ledger entry, in one transaction. Returns the new turn version.
+    pub async fn add_delegation_turn(
+        &self,
+        task_id: &str,
+        session_id: &str,
+        turn_id: &str,
+        message: &str,
+        origin: TurnOrigin,
+        parent_turn_id: Option<&str>,
+        ledger_entry: Option<&LedgerEntry>,
+    ) -> Result<i64> {
+        let now = now_ms();
+        let mut tx = self.writer.begin().await?;
+        let (version,): (i64,) = sqlx::query_as(
+            "SELECT COALESCE(MAX(turn_version), 0) + 1 FROM delegation_turns WHERE task_id = ?",
+        )
+        .bind(task_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO turns (id, session_id, conversation_id, input, status, created_at) \
+             VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(turn_id)
+        .bind(session_id)
+        .bind(task_id)
+        .bind(message)
+        .bind(TurnStatus::Queued.as_str())
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        add_message(
+            &mut tx,
+            task_id,
+            MessageRole::User,
+            message,
+            Some(session_id),
+            Some(turn_id),
+        )
+        .await?;
+        sqlx::query(
+            "INSERT INTO delegation_turns (task_id, turn_version, turn_id, origin, \
+             parent_turn_id) VALUES (?, ?, ?, ?, ?)",
+        )
+        .bind(task_id)
+        .bind(version)
+        .bind(turn_id)
+        .bind(origin.as_str())
+        .bind(parent_turn_id)
+        .execute(&mut *tx)
+        .await?;
+        if let Some(e) = ledger_entry {
+            let mut e = e.clone();
+            if let serde_json::Value::Object(m) = &mut e.result {
+                m.insert("turn_version".to_string(), version.into());
+            }
+            put_ledger(&mut tx, &e).await?;
+        }
+        tx.commit().await?;
+        Ok(version)
+    }
+
+    /// The ledger entry of a continuation id in a scope.
+    pub async fn ledger_entry(
+        &self,
+        scope: &str,
+        continuation_id: &str,
+    ) -> Result<Option<LedgerEntry>> {
+        let row = sqlx::query(
+            "SELECT * FROM continuation_ledger WHERE scope = ? AND continuation_id = ?",
+        )
+        .bind(scope)
+        .bind(continuation_id)
+        .fetch_optional(&self.writer)
+        .await?;
+        row.as_ref().map(ledger).transpose()
+    }
+
+    /// Releases a task for good: `released_at`, the session `closed`, a status message,
+    /// and the ledger entry, in one transaction. `false` when it was already released.
+    pub async fn release_delegation(
+        &self,
+        task_id: &str,
+        note: &str,
+        ledger_entry: Option<&LedgerEntry>,
+    ) -> Result<(bool, Vec<EventEnvelope>)> {
+        let now = now_ms();
+        let mut tx = self.writer.begin().await?;
+        let row: Option<(String,)> = sqlx::query_as(
+            "UPDATE delegations SET released_at = ? WHERE task_id = ? AND released_at IS NULL \
+             RETURNING session_id",
+        )
+        .bind(now)
+        .bind(task_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let mut events = Vec::new();
+        if let Some((session_id,)) = &row {
+            sqlx::query("UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?")
+                .bind(SessionStatus::Closed.as_str())
+                .bind(now)
+                .bind(session_id)
+                .execute(&mut *tx)
+                .await?;
+            add_message(
+                &mut tx,
+                task_id,
+                MessageRole::Status,
+                note,
+                Some(session_id),
+                None,
+            )
+            .await?;
+            let ev = EventPayload::Status {
+                text: note.to_string(),
+            };
+            events.push(append(&mut tx, session_id, None, &ev).await?);
+        }
+        if let Some(e) = ledger_entry {
+            put_ledger(&mut tx, e).await?;
+        }
+        tx.commit().await?;
+        Ok((row.is_some(), events))
+    }
+
+    /// Records the outcome event of a delegation turn on the parent's session, once.
+    /// `None` when it was already reported (or the task has no parent session).
+    pub async fn report_delegation_turn(
+        &self,
+        turn_id: &str,
+        payload: &EventPayload,
+    ) -> Result<Option<EventEnvelope>> {
+        let mut tx = self.writer.begin().await?;
+        let row: Option<(String,)> = sqlx::query_as(
+            "UPDATE delegation_turns SET reported_at = ? WHERE turn_id = ? \
+             AND reported_at IS NULL RETURNING task_id",
+        )
+        .bind(now_ms())
+        .bind(turn_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some((task_id,)) = row else {
+            return Ok(None);
+        };
+        let parent: Option<(Option<String>, Option<String>)> = sqlx::query_as(
+            "SELECT parent_session_id, parent_turn_id FROM delegations WHERE task_id = ?",
+        )
+        .bind(&task_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let ev = match parent {
+            Some((Some(session_id), _)) => Some(append(&mut tx, &session_id, None, payload).await?),
+            _ => None,
+        };
+        tx.commit().await?;
+        Ok(ev)
+    }
+
+    /// Delegation turns that ended but whose outcome was not reported yet.
+    pub async fn unreported_delegation_turns(&self) -> Result<Vec<DelegationTurnRow>> {
+        let rows = sqlx::query(
+            "SELECT dt.* FROM delegation_turns dt JOIN turns t ON t.id = dt.turn_id \
+             WHERE dt.reported_at IS NULL \
+             AND t.status IN ('completed', 'failed', 'cancelled', 'interrupted') \
+             ORDER BY t.ended_at, dt.rowid",
+        )
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(delegation_turn).collect()
+    }
+}

@@ -1,0 +1,135 @@
+//! Delegation rows on a real SQLite file: task creation, versioned turns, the ledger,
+//! release and the once-only outcome report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::json;
+use tether_proto::*;
+use tether_store::*;
+
+#[tokio::test]
+async fn task_lifecycle_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).await.unwrap();
+    store
+        .create_conversation("p", ConversationKind::Chat, "t", "fake", None, "/tmp", None)
+        .await
+        .unwrap();
+    let s = NewSession {
+        id: "ps".into(),
+        conversation_id: "p".into(),
+        agent: "fake".into(),
+        model: None,
+        cwd: "/tmp".into(),
+    };
+    store
+        .start_session(&s, NewSessionReason::Unbound, None)
+        .await
+        .unwrap();
+    let d = NewDelegation {
+        task_id: "t1".into(),
+        title: "task".into(),
+        parent_conversation_id: Some("p".into()),
+        parent_session_id: Some("ps".into()),
+        parent_turn_id: Some("pt".into()),
+        parent_tool_call_id: None,
+        depth: 1,
+        agent: "fake".into(),
+        cwd: "/tmp".into(),
+        task: "do it".into(),
+        session_id: "cs".into(),
+        turn_id: "ct1".into(),
+    };
+    let (session, events) = store.create_delegation(&d).await.unwrap();
+    assert_eq!(session.conversation_id, "t1");
+    assert!(events.iter().any(
+        |e| e.session_id == "ps" && matches!(e.payload, EventPayload::DelegationStarted { .. })
+    ));
+    let conv = store.get_conversation("t1").await.unwrap().unwrap();
+    assert_eq!(conv.kind, ConversationKind::Delegate);
+    assert_eq!(conv.parent_conversation_id.as_deref(), Some("p"));
+    assert_eq!(conv.bound_session_id.as_deref(), Some("cs"));
+    assert_eq!(store.running_children("p").await.unwrap(), 1);
+    assert_eq!(store.open_turns_started_in("pt").await.unwrap().len(), 1);
+
+    let entry = LedgerEntry {
+        scope: "p".into(),
+        continuation_id: "c-1".into(),
+        task_id: "t1".into(),
+        action: "continue".into(),
+        message: Some("more".into()),
+        result: json!({"task_id": "t1"}),
+    };
+    let v = store
+        .add_delegation_turn(
+            "t1",
+            "cs",
+            "ct2",
+            "more",
+            TurnOrigin::Person,
+            None,
+            Some(&entry),
+        )
+        .await
+        .unwrap();
+    assert_eq!(v, 2);
+    let got = store.ledger_entry("p", "c-1").await.unwrap().unwrap();
+    assert_eq!(got.result["turn_version"], 2);
+    let latest = store.latest_delegation_turn("t1").await.unwrap().unwrap();
+    assert_eq!(
+        (latest.turn_version, latest.origin),
+        (2, TurnOrigin::Person)
+    );
+
+    // Outcome reports go to the parent's session once.
+    let end = TurnEnd {
+        status: TurnStatus::Completed,
+        result_text: Some("ok".into()),
+        stop_reason: Some("end_turn".into()),
+        error: None,
+        usage: None,
+    };
+    store.start_turn("ct1").await.unwrap();
+    store
+        .finish_turn("ct1", &end, &EventPayload::TurnCancelled {}, None)
+        .await
+        .unwrap();
+    let pending = store.unreported_delegation_turns().await.unwrap();
+    assert_eq!(pending.len(), 1);
+    let ev = EventPayload::Status { text: "x".into() };
+    assert!(
+        store
+            .report_delegation_turn("ct1", &ev)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        store
+            .report_delegation_turn("ct1", &ev)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        store
+            .unreported_delegation_turns()
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let (released, _) = store
+        .release_delegation("t1", "closed", None)
+        .await
+        .unwrap();
+    assert!(released);
+    let (again, _) = store
+        .release_delegation("t1", "closed", None)
+        .await
+        .unwrap();
+    assert!(!again);
+    let row = store.get_delegation("t1").await.unwrap().unwrap();
+    assert!(row.released_at_ms.is_some());
+    let s = store.get_session("cs").await.unwrap().unwrap();
+    assert_eq!(s.status, SessionStatus::Closed);
+}
