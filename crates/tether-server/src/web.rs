@@ -23,7 +23,7 @@ struct Asset {
 }
 
 macro_rules! asset {
-    ($name:literal, $mime:literal) => {
+    ($name:literal, $mime:expr) => {
         Asset {
             name: $name,
             mime: $mime,
@@ -116,7 +116,10 @@ fn serve(name: &str, headers: &HeaderMap) -> Option<Response> {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     if name == "index.html" {
         h.insert(
             header::CONTENT_SECURITY_POLICY,
@@ -158,15 +161,30 @@ mod tests {
         let resp = get("/", None).await;
         assert_eq!(resp.status(), StatusCode::OK);
         let h = resp.headers();
-        assert!(h[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/html"));
-        assert!(h[header::CONTENT_SECURITY_POLICY].to_str().unwrap().contains("script-src 'self'"));
+        assert!(
+            h[header::CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .starts_with("text/html")
+        );
+        assert!(
+            h[header::CONTENT_SECURITY_POLICY]
+                .to_str()
+                .unwrap()
+                .contains("script-src 'self'")
+        );
     }
 
     #[tokio::test]
     async fn assets_are_served_with_etag_and_revalidated() {
         let resp = get("/assets/js/app.js", None).await;
         assert_eq!(resp.status(), StatusCode::OK);
-        assert!(resp.headers()[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/javascript"));
+        assert!(
+            resp.headers()[header::CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .starts_with("text/javascript")
+        );
         let etag = resp.headers()[header::ETAG].to_str().unwrap().to_owned();
         let again = get("/assets/js/app.js", Some(&etag)).await;
         assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
@@ -174,8 +192,17 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_assets_are_404() {
-        assert_eq!(get("/assets/nope.js", None).await.status(), StatusCode::NOT_FOUND);
-        assert_eq!(get("/assets/../Cargo.toml", None).await.status(), StatusCode::NOT_FOUND);
-        assert_eq!(get("/assets/index.html", None).await.status(), StatusCode::NOT_FOUND);
+        assert_eq!(
+            get("/assets/nope.js", None).await.status(),
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            get("/assets/../Cargo.toml", None).await.status(),
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            get("/assets/index.html", None).await.status(),
+            StatusCode::NOT_FOUND
+        );
     }
 }

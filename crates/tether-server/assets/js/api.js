@@ -1,0 +1,163 @@
+// The HTTP API client: token storage, JSON requests with the bearer token, and the
+// conversation event stream (EventSource with `?token=`, resumed with Last-Event-ID).
+
+const TOKEN_KEY = "tether.token";
+
+export function getToken() {
+  try {
+    return localStorage.getItem(TOKEN_KEY) || "";
+  } catch {
+    return "";
+  }
+}
+
+export function setToken(token) {
+  try {
+    if (token) localStorage.setItem(TOKEN_KEY, token);
+    else localStorage.removeItem(TOKEN_KEY);
+  } catch {
+    // Private mode without storage: the token lives as long as the page.
+  }
+  memoryToken = token;
+}
+
+let memoryToken = getToken();
+
+/** Called with no arguments when the server rejects the token. */
+let onUnauthorized = () => {};
+export function handleUnauthorized(fn) {
+  onUnauthorized = fn;
+}
+
+/** A failed request: HTTP status plus the server's stable error code and message. */
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** `api("POST", "/api/v1/...", body)` → the parsed JSON body; throws ApiError. */
+export async function api(method, path, body, opts = {}) {
+  const headers = { Authorization: `Bearer ${opts.token ?? memoryToken}` };
+  const init = { method, headers, cache: "no-store" };
+  if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  let resp;
+  try {
+    resp = await fetch(path, init);
+  } catch {
+    throw new ApiError(0, "network", "cannot reach tether (network error)");
+  }
+  const text = await resp.text();
+  let data = null;
+  if (text) {
+    try {
+      data = JSON.parse(text);
+    } catch {
+      data = null;
+    }
+  }
+  if (!resp.ok) {
+    const err = data && data.error ? data.error : {};
+    const e = new ApiError(resp.status, err.code || "http_" + resp.status, err.message || resp.statusText);
+    if (resp.status === 401 && !opts.token) onUnauthorized();
+    throw e;
+  }
+  return data;
+}
+
+/** Every page of a conversation's history after `afterId`, oldest first. */
+export async function historyAfter(convId, afterId) {
+  const out = [];
+  let after = afterId;
+  for (;;) {
+    const page = await api("GET", `/api/v1/conversations/${enc(convId)}/messages?after_id=${after}&limit=500`);
+    out.push(...page);
+    if (page.length < 500) return out;
+    after = page[page.length - 1].id;
+  }
+}
+
+export const enc = encodeURIComponent;
+
+const EVENT_TYPES = [
+  "session_started", "session_live", "session_dormant", "turn_started", "message_delta",
+  "thought_delta", "tool_call", "tool_call_update", "approval_requested", "approval_resolved",
+  "question_asked", "question_resolved", "turn_completed", "turn_failed", "turn_cancelled",
+  "turn_interrupted", "status",
+];
+
+/**
+ * Follows a conversation's events from `afterId`. `onEvent(envelope)` gets every event once
+ * and in order; `onState("live" | "reconnecting" | "closed")` reports the connection.
+ * EventSource reconnects by itself and sends Last-Event-ID; when it gives up (an HTTP
+ * error), this reopens it after a pause with `after_id` = the last id seen.
+ */
+export function followEvents(convId, afterId, onEvent, onState) {
+  let last = afterId;
+  let source = null;
+  let stopped = false;
+  let retry = null;
+  let delay = 500;
+
+  const open = () => {
+    if (stopped) return;
+    const url = `/api/v1/conversations/${enc(convId)}/events?after_id=${last}&token=${enc(memoryToken)}`;
+    source = new EventSource(url);
+    source.onopen = () => {
+      delay = 500;
+      onState("live");
+    };
+    const handle = (msg) => {
+      let env;
+      try {
+        env = JSON.parse(msg.data);
+      } catch {
+        return;
+      }
+      if (typeof env.id !== "number" || env.id <= last) return;
+      last = env.id;
+      onEvent(env);
+    };
+    for (const type of EVENT_TYPES) source.addEventListener(type, handle);
+    source.onmessage = handle;
+    source.onerror = () => {
+      if (stopped) return;
+      if (source.readyState === EventSource.CLOSED) {
+        source = null;
+        // The stream was refused: if the token is the reason, this signs out.
+        api("GET", `/api/v1/conversations/${enc(convId)}`).catch(() => {});
+        onState("reconnecting");
+        retry = setTimeout(open, delay);
+        delay = Math.min(delay * 2, 8000);
+      } else {
+        onState("reconnecting");
+      }
+    };
+  };
+  open();
+
+  return {
+    get lastId() {
+      return last;
+    },
+    /** Drops the connection now and reconnects at once from the last id seen. */
+    reconnect() {
+      if (stopped) return;
+      if (source) source.close();
+      clearTimeout(retry);
+      onState("reconnecting");
+      open();
+    },
+    close() {
+      stopped = true;
+      clearTimeout(retry);
+      if (source) source.close();
+      onState("closed");
+    },
+  };
+}

@@ -1,0 +1,134 @@
+// The page's entry point: sign-in (the token is asked once, or taken from the link
+// `tether serve` prints, `/#token=…`, and kept in localStorage), the conversation list,
+// the open chat, and the `#c=<id>` address of the open conversation.
+
+import { api, getToken, setToken, handleUnauthorized, ApiError } from "./api.js";
+import { $ } from "./dom.js";
+import { Sidebar } from "./sidebar.js";
+import { Chat } from "./chat.js";
+
+const sidebar = new Sidebar({ onSelect: (id) => go(id) });
+const chat = new Chat({ onChange: (conv) => sidebar.update(conv) });
+
+/** The token in the address (`#token=` or `?token=`), removed from it at once. */
+function tokenFromAddress() {
+  const hash = new URLSearchParams(location.hash.slice(1));
+  const query = new URLSearchParams(location.search);
+  const token = hash.get("token") || query.get("token");
+  if (token) {
+    hash.delete("token");
+    query.delete("token");
+    const q = query.toString();
+    const f = hash.toString();
+    history.replaceState(null, "", location.pathname + (q ? "?" + q : "") + (f ? "#" + f : ""));
+  }
+  return token;
+}
+
+function selectedId() {
+  return new URLSearchParams(location.hash.slice(1)).get("c");
+}
+
+function go(id) {
+  closeMenu();
+  if (selectedId() === id) return;
+  location.hash = id ? `c=${encodeURIComponent(id)}` : "";
+}
+
+function route() {
+  const id = selectedId();
+  sidebar.select(id);
+  if (id !== chat.id) chat.open(id);
+}
+
+/** Checks a token against the server: the agents list needs it. */
+async function verify(token) {
+  const agents = await api("GET", "/api/v1/agents", undefined, { token });
+  return agents.map((a) => a.name);
+}
+
+async function enter(agents) {
+  $("signin").hidden = true;
+  $("app").hidden = false;
+  chat.setAgents(agents);
+  sidebar.start();
+  route();
+}
+
+function showSignIn(message) {
+  sidebar.stop();
+  chat.close();
+  $("app").hidden = true;
+  $("signin").hidden = false;
+  const err = $("signin-error");
+  err.textContent = message || "";
+  err.hidden = !message;
+  $("signin-token").focus();
+}
+
+async function signIn(token) {
+  try {
+    const agents = await verify(token);
+    setToken(token);
+    await enter(agents);
+  } catch (e) {
+    const msg = e instanceof ApiError && e.status === 401 ? "That token is not right. Run `tether token` to see it." : e.message;
+    showSignIn(msg);
+  }
+}
+
+$("signin-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const token = $("signin-token").value.trim();
+  if (token) signIn(token);
+});
+
+$("signout").addEventListener("click", () => {
+  setToken("");
+  showSignIn("");
+});
+
+handleUnauthorized(() => {
+  setToken("");
+  showSignIn("The token was refused. Sign in again.");
+});
+
+$("new-conversation").addEventListener("click", async () => {
+  try {
+    const conv = await sidebar.create();
+    go(conv.id);
+  } catch (e) {
+    chat.showError(e.message);
+  }
+});
+
+// Phone width: the list is a drawer.
+function closeMenu() {
+  document.body.classList.remove("menu-open");
+  $("menu").setAttribute("aria-expanded", "false");
+  $("scrim").hidden = true;
+}
+$("menu").addEventListener("click", () => {
+  const open = !document.body.classList.contains("menu-open");
+  document.body.classList.toggle("menu-open", open);
+  $("menu").setAttribute("aria-expanded", String(open));
+  $("scrim").hidden = !open;
+  if (open) $("conversation-list").querySelector(".conv-item")?.focus();
+});
+$("scrim").addEventListener("click", closeMenu);
+document.addEventListener("keydown", (e) => {
+  if (e.key === "Escape" && document.body.classList.contains("menu-open")) closeMenu();
+});
+
+window.addEventListener("hashchange", () => {
+  // The sign-in link opened in a tab that already shows the page.
+  const token = tokenFromAddress();
+  if (token) signIn(token);
+  else if (!$("app").hidden) route();
+});
+
+const linked = tokenFromAddress();
+const stored = getToken();
+if (linked) signIn(linked);
+else if (stored) signIn(stored);
+else showSignIn("");

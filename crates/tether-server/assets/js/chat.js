@@ -1,0 +1,340 @@
+// One open conversation: header (title, rename, archive), binding bar (session id, status,
+// New Session, Detach, agent and model pickers with the drift notice), the timeline fed by
+// the history and the live event stream, and sending messages.
+
+import { api, enc, followEvents, historyAfter, ApiError } from "./api.js";
+import { $, h, shortId, stateLabel, copyText, toast } from "./dom.js";
+import { Timeline } from "./timeline.js";
+import { Composer } from "./composer.js";
+
+const REFRESH_EVENTS = new Set(["message_delta", "thought_delta"]);
+const HISTORY_EVENTS = new Set(["status", "session_started", "turn_completed", "turn_failed", "turn_cancelled", "turn_interrupted", "question_resolved"]);
+
+export class Chat {
+  /** `onChange(conversation)` tells the list that a conversation changed. */
+  constructor({ onChange }) {
+    this.onChange = onChange;
+    this.conv = null;
+    this.agents = [];
+    this.timeline = new Timeline($("timeline"), {
+      decide: (id, decision) => this.act(() => api("POST", `/api/v1/approvals/${enc(id)}`, { decision })),
+      answer: (id, answer) => this.act(() => api("POST", `/api/v1/questions/${enc(id)}`, { answer })),
+    });
+    this.composer = new Composer($("composer"), { send: (text) => this.send(text), stop: () => this.stop() });
+    this.bind();
+  }
+
+  bind() {
+    $("session-id").addEventListener("click", async () => {
+      const id = $("session-id").dataset.sessionId;
+      if (id && (await copyText(id))) toast("Session id copied");
+    });
+    $("new-session").addEventListener("click", () => this.control("new-session"));
+    $("detach").addEventListener("click", () => this.control("detach"));
+    $("agent-picker").addEventListener("change", () => this.pickerChanged());
+    $("model-picker").addEventListener("input", () => this.pickerChanged());
+    $("rename").addEventListener("click", () => this.startRename());
+    $("chat-title").addEventListener("dblclick", () => this.startRename());
+    $("rename-cancel").addEventListener("click", () => this.endRename());
+    $("rename-form").addEventListener("submit", (e) => {
+      e.preventDefault();
+      this.rename($("rename-input").value);
+    });
+    $("rename-input").addEventListener("keydown", (e) => {
+      if (e.key === "Escape") this.endRename();
+    });
+    $("archive").addEventListener("click", () => this.toggleArchive());
+  }
+
+  setAgents(names) {
+    this.agents = names;
+    if (this.conv) this.renderBinding();
+  }
+
+  /** Shows conversation `id` (or nothing when `id` is null). */
+  async open(id) {
+    this.close();
+    if (!id) return;
+    const token = (this.openToken = {});
+    this.timeline.reset();
+    $("timeline").append(h("p", { class: "muted loading" }, "Loading…"));
+    let conv;
+    try {
+      conv = await api("GET", `/api/v1/conversations/${enc(id)}`);
+    } catch (e) {
+      if (token !== this.openToken) return;
+      this.timeline.reset();
+      $("timeline").append(h("p", { class: "error" }, e instanceof ApiError && e.status === 404 ? "This conversation does not exist." : e.message));
+      return;
+    }
+    if (token !== this.openToken) return;
+    this.timeline.reset();
+    this.picker = { agent: conv.agent, model: conv.model || "", touched: false };
+    this.showConversation(conv);
+    this.pending = [];
+    this.triedHistory = new Set();
+    await this.loadHistory();
+    if (token !== this.openToken) return;
+    this.timeline.scrollToBottom();
+    this.stream = followEvents(id, 0, (env) => this.onEvent(env), (s) => this.streamState(s));
+    this.composer.focus();
+  }
+
+  close() {
+    this.openToken = null;
+    if (this.stream) this.stream.close();
+    this.stream = null;
+    this.conv = null;
+    clearTimeout(this.convTimer);
+    this.historyRun = null;
+    $("binding").hidden = true;
+    $("composer").hidden = true;
+    $("stream-state").hidden = true;
+    $("rename").disabled = $("archive").disabled = true;
+    $("chat-title").textContent = "Select a conversation";
+    this.timeline.reset();
+    $("timeline").append(h("div", { class: "placeholder" }, h("p", null, "Pick a conversation, or start a new one.")));
+  }
+
+  get id() {
+    return this.conv && this.conv.id;
+  }
+
+  // ---- conversation view --------------------------------------------------------
+
+  showConversation(conv) {
+    this.conv = conv;
+    if (!this.picker.touched) {
+      this.picker.agent = conv.agent;
+      this.picker.model = conv.model || "";
+    }
+    $("chat-title").textContent = conv.title;
+    document.title = `${conv.title} · tether`;
+    $("rename").disabled = $("archive").disabled = false;
+    $("archive").textContent = conv.archived ? "Unarchive" : "Archive";
+    $("binding").hidden = false;
+    $("composer").hidden = false;
+    this.composer.setArchived(conv.archived);
+    const busy = conv.state === "bound/running" || conv.state === "bound/waiting_user" || conv.state === "bound/waiting_approval";
+    this.composer.setRunning(busy);
+    this.timeline.setQueueLen(conv.queue_len || 0);
+    this.renderBinding();
+    this.onChange(conv);
+  }
+
+  renderBinding() {
+    const conv = this.conv;
+    const b = conv.binding;
+    const sid = $("session-id");
+    sid.textContent = b ? shortId(b.session_id) : "none";
+    sid.dataset.sessionId = b ? b.session_id : "";
+    sid.disabled = !b;
+    sid.title = b ? `Copy the session id ${b.session_id}` : "No session is bound";
+    const status = $("session-status");
+    status.textContent = b ? `${b.agent}${b.model ? " · " + b.model : ""} · ${b.status}` : "no session";
+    status.className = `badge ss-${b ? b.status : "none"}`;
+    const [label, cls] = stateLabel(conv.state);
+    const state = $("conv-state");
+    state.textContent = label;
+    state.className = `badge ${cls}`;
+    state.dataset.state = conv.state;
+    $("new-session").disabled = $("detach").disabled = !b;
+
+    const picker = $("agent-picker");
+    const names = this.agents.includes(this.picker.agent) ? this.agents : [...this.agents, this.picker.agent];
+    if (picker.options.length !== names.length || [...picker.options].some((o, i) => o.value !== names[i])) {
+      picker.replaceChildren(...names.map((n) => h("option", { value: n }, n)));
+    }
+    picker.value = this.picker.agent;
+    const model = $("model-picker");
+    if (document.activeElement !== model) model.value = this.picker.model;
+    this.renderDrift();
+  }
+
+  pickerChanged() {
+    this.picker.agent = $("agent-picker").value;
+    this.picker.model = $("model-picker").value.trim();
+    this.picker.touched = true;
+    this.renderDrift();
+  }
+
+  /** Tells that the next message starts a new session when the pickers differ. */
+  renderDrift() {
+    const b = this.conv && this.conv.binding;
+    const el = $("drift");
+    let text = "";
+    if (b) {
+      const model = this.picker.model;
+      if (this.picker.agent !== b.agent) text = `agent ${b.agent} → ${this.picker.agent}`;
+      else if (model && model !== (b.model || "")) text = `model ${b.model || "default"} → ${model}`;
+    }
+    el.hidden = !text;
+    el.textContent = text ? `The next message starts a new session (${text}).` : "";
+  }
+
+  /** Re-reads the conversation soon (coalescing bursts of events). */
+  refreshSoon(ms = 120) {
+    clearTimeout(this.convTimer);
+    this.convTimer = setTimeout(() => this.refresh(), ms);
+  }
+
+  async refresh() {
+    const id = this.id;
+    if (!id) return;
+    try {
+      const conv = await api("GET", `/api/v1/conversations/${enc(id)}`);
+      if (this.id === id) this.showConversation(conv);
+    } catch {
+      // Shown by the next successful refresh; the stream state shows connectivity.
+    }
+  }
+
+  /** Loads history after the last message shown; concurrent calls share one run. */
+  loadHistory() {
+    if (this.historyRun) {
+      this.historyAgain = true;
+      return this.historyRun;
+    }
+    const id = this.id;
+    const run = async () => {
+      do {
+        this.historyAgain = false;
+        try {
+          const msgs = await historyAfter(id, this.timeline.lastMessageId);
+          if (this.id !== id) return;
+          this.timeline.addHistory(msgs);
+        } catch (e) {
+          if (this.id === id) this.showError(e.message);
+          return;
+        }
+      } while (this.historyAgain);
+    };
+    this.historyRun = run().finally(() => (this.historyRun = null));
+    return this.historyRun;
+  }
+
+  // ---- events -------------------------------------------------------------------
+
+  onEvent(env) {
+    this.pending.push(env);
+    this.drain();
+  }
+
+  /** Applies events in order; one about a turn the page does not know waits for history. */
+  async drain() {
+    if (this.draining) return;
+    this.draining = true;
+    const id = this.id;
+    try {
+      while (this.pending.length && this.id === id) {
+        const env = this.pending[0];
+        if (env.turn_id && !this.timeline.knowsTurn(env.turn_id) && !this.triedHistory.has(env.turn_id)) {
+          this.triedHistory.add(env.turn_id);
+          await this.loadHistory();
+          continue;
+        }
+        this.pending.shift();
+        this.timeline.applyEvent(env);
+        if (!REFRESH_EVENTS.has(env.payload.type)) this.refreshSoon();
+        if (HISTORY_EVENTS.has(env.payload.type)) this.loadHistory();
+      }
+    } finally {
+      this.draining = false;
+    }
+  }
+
+  streamState(state) {
+    const el = $("stream-state");
+    el.hidden = state !== "reconnecting";
+    el.textContent = state === "reconnecting" ? "Connection lost — reconnecting…" : "";
+    el.dataset.state = state;
+    if (state === "live") this.refreshSoon(0);
+  }
+
+  // ---- actions ------------------------------------------------------------------
+
+  /** Runs an API call; shows its error and returns whether it worked. */
+  async act(call) {
+    this.showError("");
+    try {
+      await call();
+      this.refreshSoon(0);
+      return true;
+    } catch (e) {
+      this.showError(e.message);
+      this.refreshSoon(0);
+      return false;
+    }
+  }
+
+  showError(text) {
+    const el = $("composer-error");
+    el.textContent = text;
+    el.hidden = !text;
+  }
+
+  async send(text) {
+    const conv = this.conv;
+    if (!conv) return false;
+    const body = { text };
+    if (this.picker.agent && this.picker.agent !== conv.agent) body.agent = this.picker.agent;
+    if (this.picker.model && this.picker.model !== (conv.model || "")) body.model = this.picker.model;
+    this.showError("");
+    try {
+      const out = await api("POST", `/api/v1/conversations/${enc(conv.id)}/messages`, body);
+      this.picker.touched = false;
+      if (out.outcome === "queued") toast(`Queued — #${out.queue_position} in line`);
+      await this.loadHistory();
+      this.refreshSoon(0);
+      return true;
+    } catch (e) {
+      this.showError(e.message);
+      this.loadHistory();
+      return false;
+    }
+  }
+
+  async stop() {
+    if (!this.conv) return;
+    await this.act(() => api("POST", `/api/v1/conversations/${enc(this.conv.id)}/stop`));
+  }
+
+  async control(action) {
+    if (!this.conv) return;
+    const ok = await this.act(() => api("POST", `/api/v1/conversations/${enc(this.conv.id)}/${action}`));
+    if (ok) {
+      this.picker.touched = false;
+      await this.loadHistory();
+      await this.refresh();
+    }
+  }
+
+  startRename() {
+    if (!this.conv) return;
+    $("chat-title").hidden = true;
+    $("rename-form").hidden = false;
+    $("rename-input").value = this.conv.title;
+    $("rename-input").select();
+    $("rename-input").focus();
+  }
+
+  endRename() {
+    $("rename-form").hidden = true;
+    $("chat-title").hidden = false;
+    $("rename").focus();
+  }
+
+  async rename(title) {
+    const t = title.trim();
+    if (!t || !this.conv) return this.endRename();
+    const ok = await this.act(async () => this.showConversation(await api("PATCH", `/api/v1/conversations/${enc(this.conv.id)}`, { title: t })));
+    if (ok) this.endRename();
+  }
+
+  async toggleArchive() {
+    if (!this.conv) return;
+    const archived = !this.conv.archived;
+    const ok = await this.act(async () => this.showConversation(await api("PATCH", `/api/v1/conversations/${enc(this.conv.id)}`, { archived })));
+    if (ok) toast(archived ? "Archived" : "Unarchived");
+  }
+}

@@ -1,0 +1,149 @@
+// The message box: Enter sends, Shift+Enter adds a line, a leading "/" opens a small
+// completion list of tether's commands (arrows to move, Tab or Enter to take, Escape to
+// close), and a Stop button while a turn runs.
+
+import { $, h } from "./dom.js";
+
+export const COMMANDS = [
+  ["/new", "[agent] [task]", "start a new session (now, with a task)"],
+  ["/detach", "", "unbind; the next message starts a new session"],
+  ["/status", "", "show the binding and what is running"],
+  ["/stop", "", "cancel the running turn"],
+  ["/approve", "[id]", "allow the pending approval"],
+  ["/deny", "[id]", "deny the pending approval"],
+  ["/agent", "<name>", "agent for new sessions"],
+  ["/model", "<name>", "model for new sessions"],
+  ["/sessions", "", "list this conversation's sessions"],
+  ["/help", "", "list the commands"],
+];
+
+export class Composer {
+  /** `send(text)` → Promise<bool>; `stop()`. */
+  constructor(form, { send, stop }) {
+    this.form = form;
+    this.input = $("composer-input");
+    this.list = $("completions");
+    this.sendFn = send;
+    this.matches = [];
+    this.active = 0;
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      this.submit();
+    });
+    this.input.addEventListener("keydown", (e) => this.onKey(e));
+    this.input.addEventListener("input", () => {
+      this.autosize();
+      this.complete();
+    });
+    this.input.addEventListener("blur", () => setTimeout(() => this.closeList(), 150));
+    $("stop").addEventListener("click", () => stop());
+  }
+
+  focus() {
+    if (window.matchMedia("(hover: hover)").matches) this.input.focus();
+  }
+
+  setRunning(running) {
+    $("stop").hidden = !running;
+  }
+
+  setArchived(archived) {
+    this.input.disabled = archived;
+    $("send").disabled = archived;
+    this.input.placeholder = archived ? "This conversation is archived — unarchive it to write" : "Message the agent — / for commands";
+  }
+
+  async submit() {
+    const text = this.input.value.trim();
+    if (!text) return;
+    this.closeList();
+    const keep = this.input.value;
+    this.input.value = "";
+    this.autosize();
+    const ok = await this.sendFn(text);
+    if (!ok && !this.input.value) {
+      this.input.value = keep;
+      this.autosize();
+    }
+  }
+
+  onKey(e) {
+    if (!this.list.hidden && this.matches.length) {
+      if (e.key === "ArrowDown" || e.key === "ArrowUp") {
+        e.preventDefault();
+        const n = this.matches.length;
+        this.active = (this.active + (e.key === "ArrowDown" ? 1 : n - 1)) % n;
+        this.renderList();
+        return;
+      }
+      if (e.key === "Tab" || (e.key === "Enter" && !e.shiftKey && this.takesCompletion())) {
+        e.preventDefault();
+        this.take(this.active);
+        return;
+      }
+      if (e.key === "Escape") {
+        e.preventDefault();
+        this.closeList();
+        return;
+      }
+    }
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      this.submit();
+    }
+  }
+
+  /** Enter takes the completion only while the typed word is not already a full command. */
+  takesCompletion() {
+    const word = this.input.value.trim();
+    return !COMMANDS.some(([c]) => c === word);
+  }
+
+  complete() {
+    const v = this.input.value;
+    const m = v.match(/^\/(\w*)$/);
+    if (!m) return this.closeList();
+    this.matches = COMMANDS.filter(([c]) => c.startsWith("/" + m[1]));
+    this.active = 0;
+    if (!this.matches.length) return this.closeList();
+    this.list.hidden = false;
+    this.renderList();
+  }
+
+  renderList() {
+    this.list.replaceChildren(...this.matches.map(([cmd, args, help], i) =>
+      h("li", {
+        id: `completion-${i}`,
+        role: "option",
+        class: i === this.active ? "active" : "",
+        "aria-selected": i === this.active ? "true" : "false",
+        onmousedown: (e) => {
+          e.preventDefault();
+          this.take(i);
+        },
+      }, h("code", null, cmd), args ? h("span", { class: "args" }, ` ${args}`) : null, h("span", { class: "muted" }, ` — ${help}`))));
+    this.input.setAttribute("aria-expanded", "true");
+    this.input.setAttribute("aria-activedescendant", `completion-${this.active}`);
+  }
+
+  take(i) {
+    const [cmd, args] = this.matches[i];
+    this.input.value = cmd + (args ? " " : "");
+    this.closeList();
+    this.input.focus();
+    if (!args) this.autosize();
+  }
+
+  closeList() {
+    this.list.hidden = true;
+    this.matches = [];
+    this.input.setAttribute("aria-expanded", "false");
+    this.input.removeAttribute("aria-activedescendant");
+  }
+
+  autosize() {
+    const el = this.input;
+    el.style.height = "auto";
+    el.style.height = `${Math.min(el.scrollHeight, 220)}px`;
+  }
+}

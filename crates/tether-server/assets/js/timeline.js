@@ -1,0 +1,337 @@
+// The chat history of one conversation as DOM. The stored history (user, agent, status
+// and command messages) is the backbone; events add each turn's live detail: streamed
+// text, thoughts, tool calls, approval and question cards, and a footer with the turn's
+// status and duration. Every history message and every event is applied at most once.
+
+import { h, duration, clock, shortId } from "./dom.js";
+import { renderMarkdown } from "./markdown.js";
+import {
+  toolRow, updateTool, approvalCard, resolveApproval, questionCard, resolveQuestion, tickDeadline,
+} from "./activity.js";
+
+const TERMINAL = { turn_completed: "completed", turn_failed: "failed", turn_cancelled: "cancelled", turn_interrupted: "interrupted" };
+
+export class Timeline {
+  /** `actions`: { decide(approvalId, decision) → Promise<bool>, answer(questionId, text) → Promise<bool> } */
+  constructor(root, actions) {
+    this.root = root;
+    this.actions = actions;
+    this.reset();
+    this.ticker = setInterval(() => this.tick(), 1000);
+  }
+
+  reset() {
+    this.root.replaceChildren();
+    this.lastMessageId = 0;
+    this.lastSession = null;
+    this.turns = new Map(); // turn id → turn view
+    this.sessions = new Map(); // session id → { agent, model } from session_started
+    this.queueLen = 0;
+    this.dirty = new Set();
+    this.frame = 0;
+  }
+
+  destroy() {
+    clearInterval(this.ticker);
+    cancelAnimationFrame(this.frame);
+  }
+
+  /** Whether the view already knows this turn (from history or events). */
+  knowsTurn(id) {
+    return this.turns.has(id);
+  }
+
+  // ---- history -------------------------------------------------------------------
+
+  /** Appends stored messages (oldest first); ids at or below the last one are skipped. */
+  addHistory(msgs) {
+    const stick = this.nearBottom();
+    for (const m of msgs) {
+      if (m.id <= this.lastMessageId) continue;
+      this.lastMessageId = m.id;
+      this.addMessage(m);
+    }
+    this.refreshQueue();
+    if (stick) this.scrollToBottom();
+  }
+
+  addMessage(m) {
+    if (m.session_id && m.session_id !== this.lastSession) {
+      if (this.lastSession !== null || m.role !== "status") this.root.append(this.sessionDivider(m.session_id));
+      this.lastSession = m.session_id;
+    }
+    const meta = h("span", { class: "msg-time", title: new Date(m.at_ms).toLocaleString() }, clock(m.at_ms));
+    switch (m.role) {
+      case "user": {
+        const isCmd = !m.turn_id && m.text.startsWith("/");
+        const el = h("div", { class: `msg user${isCmd ? " cmd" : ""}`, dataset: { messageId: m.id } },
+          h("div", { class: "bubble" }, m.text), meta);
+        if (!m.turn_id) return this.root.append(el);
+        const turn = this.turns.get(m.turn_id);
+        if (!turn) {
+          this.root.append(el, this.createTurn(m.turn_id, m.session_id).el);
+          this.turns.get(m.turn_id).hasUser = true;
+        } else if (!turn.hasUser) {
+          turn.el.before(el);
+          turn.hasUser = true;
+        } else {
+          // A second message of the same turn answers the agent's question.
+          el.classList.add("answer");
+          turn.items.append(el);
+        }
+        return;
+      }
+      case "agent": {
+        const turn = m.turn_id ? this.turns.get(m.turn_id) : null;
+        if (turn) {
+          if (!turn.hasText && m.text) this.addText(turn, m.text, true);
+          return;
+        }
+        return this.root.append(h("div", { class: "msg agent md", dataset: { messageId: m.id }, html: renderMarkdown(m.text) }));
+      }
+      case "status":
+        return this.root.append(h("div", { class: "msg status", dataset: { messageId: m.id } },
+          h("span", { class: "status-icon", "aria-hidden": "true" }, "ⓘ"), h("span", { class: "status-text" }, m.text), meta));
+      case "command":
+        return this.root.append(h("div", { class: "msg command", dataset: { messageId: m.id } },
+          h("span", { class: "cmd-label" }, "tether"), h("div", { class: "command-text" }, m.text)));
+      default:
+        return this.root.append(h("div", { class: "msg status" }, m.text));
+    }
+  }
+
+  sessionDivider(sessionId) {
+    const info = this.sessions.get(sessionId);
+    return h("div", { class: "session-divider", dataset: { sessionId }, role: "separator" },
+      h("span", null, `session ${shortId(sessionId)}${info ? ` · ${info.agent}${info.model ? " · " + info.model : ""}` : ""}`));
+  }
+
+  // ---- turns ---------------------------------------------------------------------
+
+  createTurn(id, sessionId) {
+    const items = h("div", { class: "turn-items" });
+    const foot = h("div", { class: "turn-foot" });
+    const el = h("article", { class: "turn", dataset: { turnId: id, sessionId: sessionId || "" } }, items, foot);
+    const turn = { id, el, items, foot, status: "pending", startedAt: null, endedAt: null, hasUser: false, hasText: false, seg: null, tools: new Map(), cards: new Map(), detail: "" };
+    this.turns.set(id, turn);
+    this.renderFoot(turn);
+    return turn;
+  }
+
+  /** The turn of an event, created at the end of the timeline when history lacks it. */
+  turnFor(env) {
+    if (!env.turn_id) return null;
+    return this.turns.get(env.turn_id) || (() => {
+      const t = this.createTurn(env.turn_id, env.session_id);
+      this.root.append(t.el);
+      return t;
+    })();
+  }
+
+  /** Streamed (or final) agent text; consecutive pieces share one Markdown block. */
+  addText(turn, text, final = false) {
+    if (!turn.seg || turn.seg.kind !== "text" || turn.items.lastElementChild !== turn.seg.el) {
+      const el = h("div", { class: "msg agent md" });
+      turn.items.append(el);
+      turn.seg = { kind: "text", el, text: "" };
+    }
+    turn.seg.text += text;
+    turn.hasText = true;
+    if (final) turn.seg.el.innerHTML = renderMarkdown(turn.seg.text);
+    else this.markDirty(turn.seg);
+  }
+
+  addThought(turn, text) {
+    if (!turn.seg || turn.seg.kind !== "thought" || turn.items.lastElementChild !== turn.seg.el) {
+      const body = h("div", { class: "thought-text" });
+      const el = h("details", { class: "thought" }, h("summary", null, "Thinking"), body);
+      turn.items.append(el);
+      turn.seg = { kind: "thought", el, body, text: "" };
+    }
+    turn.seg.text += text;
+    this.markDirty(turn.seg);
+  }
+
+  markDirty(seg) {
+    this.dirty.add(seg);
+    if (!this.frame) this.frame = requestAnimationFrame(() => this.flush());
+  }
+
+  /** Renders streamed segments (at most once per frame). */
+  flush() {
+    this.frame = 0;
+    const stick = this.nearBottom();
+    for (const seg of this.dirty) {
+      if (seg.kind === "text") seg.el.innerHTML = renderMarkdown(seg.text);
+      else seg.body.textContent = seg.text;
+    }
+    this.dirty.clear();
+    if (stick) this.scrollToBottom();
+  }
+
+  // ---- events --------------------------------------------------------------------
+
+  /** Applies one event (each event id once; the caller dedupes). */
+  applyEvent(env) {
+    const p = env.payload;
+    const stick = this.nearBottom();
+    switch (p.type) {
+      case "session_started":
+        this.sessions.set(env.session_id, { agent: p.agent, model: p.model });
+        for (const d of this.root.querySelectorAll(`.session-divider[data-session-id="${CSS.escape(env.session_id)}"]`)) {
+          d.replaceWith(this.sessionDivider(env.session_id));
+        }
+        break;
+      case "turn_started": {
+        const t = this.turnFor(env);
+        t.status = "running";
+        t.startedAt = env.at_ms;
+        this.renderFoot(t);
+        this.refreshQueue();
+        break;
+      }
+      case "message_delta":
+        if (env.turn_id) this.addText(this.turnFor(env), p.text);
+        break;
+      case "thought_delta":
+        if (env.turn_id) this.addThought(this.turnFor(env), p.text);
+        break;
+      case "tool_call": {
+        const t = this.turnFor(env);
+        if (!t) break;
+        const existing = t.tools.get(p.tool_call_id);
+        if (existing) updateTool(existing, { title: p.title, status: p.status, detail: p.detail });
+        else {
+          const row = toolRow({ id: p.tool_call_id, title: p.title, kind: p.kind, status: p.status, detail: p.detail, startedAt: env.at_ms });
+          t.tools.set(p.tool_call_id, row);
+          t.items.append(row);
+        }
+        break;
+      }
+      case "tool_call_update": {
+        const t = this.turnFor(env);
+        const row = t && t.tools.get(p.tool_call_id);
+        if (!row) break;
+        const done = p.status === "completed" || p.status === "failed";
+        updateTool(row, { title: p.title, status: p.status, detail: p.detail, endedAt: done ? env.at_ms : undefined });
+        break;
+      }
+      case "approval_requested": {
+        const t = this.turnFor(env);
+        if (!t || t.cards.has(p.approval_id)) break;
+        const card = approvalCard(p, (d) => this.actions.decide(p.approval_id, d));
+        t.cards.set(p.approval_id, card);
+        t.items.append(card);
+        t.waiting = (t.waiting || 0) + 1;
+        this.renderFoot(t);
+        break;
+      }
+      case "approval_resolved":
+      case "question_resolved": {
+        const t = this.turnFor(env);
+        const id = p.approval_id || p.question_id;
+        const card = t && t.cards.get(id);
+        if (!card || card.classList.contains("resolved")) break;
+        if (p.type === "approval_resolved") resolveApproval(card, p.status, p.decided_by);
+        else resolveQuestion(card, p.status, p.answer);
+        t.waiting = Math.max(0, (t.waiting || 0) - 1);
+        this.renderFoot(t);
+        break;
+      }
+      case "question_asked": {
+        const t = this.turnFor(env);
+        if (!t || t.cards.has(p.question_id)) break;
+        const card = questionCard(p, (text) => this.actions.answer(p.question_id, text));
+        t.cards.set(p.question_id, card);
+        t.items.append(card);
+        t.waiting = (t.waiting || 0) + 1;
+        this.renderFoot(t);
+        break;
+      }
+      case "turn_completed":
+      case "turn_failed":
+      case "turn_cancelled":
+      case "turn_interrupted": {
+        const t = this.turnFor(env);
+        if (!t) break;
+        t.status = TERMINAL[p.type];
+        t.endedAt = env.at_ms;
+        if (p.type === "turn_completed" && !t.hasText && p.text) this.addText(t, p.text, true);
+        if (p.type === "turn_failed") t.detail = p.code;
+        if (p.type === "turn_interrupted") t.detail = p.reason;
+        for (const card of t.cards.values()) {
+          if (card.classList.contains("pending")) {
+            if (card.dataset.approvalId) resolveApproval(card, "cancelled");
+            else resolveQuestion(card, "cancelled");
+          }
+        }
+        t.waiting = 0;
+        if (t.seg && t.seg.kind === "text") this.markDirty(t.seg);
+        this.renderFoot(t);
+        this.refreshQueue();
+        break;
+      }
+      default:
+        break;
+    }
+    if (stick) this.scrollToBottom();
+  }
+
+  renderFoot(t) {
+    let label;
+    let cls = t.status;
+    if (t.status === "running" && t.waiting) {
+      label = "waiting for you";
+      cls = "waiting";
+    } else if (t.status === "running") label = "running";
+    else if (t.status === "queued") label = t.queuePos ? `queued · #${t.queuePos} in line` : "queued";
+    else if (t.status === "pending") label = "";
+    else label = t.status + (t.detail ? ` · ${t.detail}` : "");
+    const time = t.startedAt ? duration((t.endedAt || Date.now()) - t.startedAt) : "";
+    t.el.dataset.status = t.status;
+    t.el.classList.toggle("live", t.status === "running");
+    t.foot.className = `turn-foot f-${cls}`;
+    t.foot.replaceChildren(
+      label ? h("span", { class: "turn-status" }, t.status === "running" ? h("span", { class: "dots", "aria-hidden": "true" }) : null, label) : "",
+      time ? h("span", { class: "turn-time" }, time) : "");
+  }
+
+  /** Marks the last `queueLen` turns that have not started as queued, with their place. */
+  setQueueLen(n) {
+    this.queueLen = n;
+    this.refreshQueue();
+  }
+
+  refreshQueue() {
+    const waiting = [...this.turns.values()].filter((t) => t.status === "pending" || t.status === "queued");
+    const queued = new Set(waiting.slice(Math.max(0, waiting.length - this.queueLen)));
+    let pos = 0;
+    for (const t of waiting) {
+      const next = queued.has(t) ? "queued" : "pending";
+      const p = next === "queued" ? ++pos : 0;
+      if (t.status !== next || t.queuePos !== p) {
+        t.status = next;
+        t.queuePos = p;
+        this.renderFoot(t);
+      }
+    }
+  }
+
+  /** Running turns' clocks and pending cards' deadlines. */
+  tick() {
+    const now = Date.now();
+    for (const t of this.turns.values()) {
+      if (t.status === "running") this.renderFoot(t);
+    }
+    for (const card of this.root.querySelectorAll(".card.pending")) tickDeadline(card, now);
+  }
+
+  nearBottom() {
+    const r = this.root;
+    return r.scrollHeight - r.scrollTop - r.clientHeight < 80;
+  }
+
+  scrollToBottom() {
+    this.root.scrollTop = this.root.scrollHeight;
+  }
+}
