@@ -260,3 +260,33 @@ pub(crate) fn spawn_interrupt(conn: &Connection, thread_id: String, turn_id: Str
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn separate_messages_are_joined_by_a_blank_line() {
+        let (events, mut rx) = mpsc::unbounded_channel();
+        let mut turn = Turn::new(events, oneshot::channel().0);
+        turn.message(Some("m1".into()), "first");
+        turn.message(Some("m1".into()), " part");
+        on_item(
+            &mut turn,
+            false,
+            &json!({"type": "agentMessage", "id": "m1", "text": "first part"}),
+        );
+        // A message that only arrives whole, with item/completed.
+        on_item(
+            &mut turn,
+            false,
+            &json!({"type": "agentMessage", "id": "m2", "text": "second"}),
+        );
+        assert_eq!(turn.text, "first part\n\nsecond");
+        let mut streamed = String::new();
+        while let Ok(AgentEvent::MessageDelta(d)) = rx.try_recv() {
+            streamed.push_str(&d);
+        }
+        assert_eq!(streamed, turn.text);
+    }
+}
