@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tether_testkit::mock_model::Last;
-use tether_testkit::real_agents::{cli_command, codex_env, codex_home};
+use tether_testkit::real_agents::{claude_env, cli_command, codex_env, codex_home};
 use tether_testkit::{Api, MockModel, Reply};
 
 /// Limit for one CLI run (start-up included).
@@ -199,4 +199,112 @@ async fn codex_exec_scripted_reply_then_error_mode() {
         "{events:?}"
     );
     assert!(agent_messages(&events).is_empty());
+}
+
+// ---- claude (Anthropic Messages) ----
+
+struct Claude {
+    mock: MockModel,
+    _config: tempfile::TempDir,
+    work: tempfile::TempDir,
+    env: BTreeMap<String, String>,
+}
+
+impl Claude {
+    async fn new() -> Claude {
+        let mock = MockModel::start().await;
+        let config = tempfile::tempdir().unwrap();
+        let env = claude_env(&mock.base_url(), config.path());
+        Claude {
+            mock,
+            _config: config,
+            work: tempfile::tempdir().unwrap(),
+            env,
+        }
+    }
+
+    /// `claude -p PROMPT --output-format json EXTRA...`; returns the result object.
+    async fn print(&self, prompt: &str, extra: &[&str]) -> (Run, Value) {
+        let mut args = vec!["-p", prompt, "--output-format", "json"];
+        args.extend_from_slice(extra);
+        let r = run("claude", &self.env, self.work.path(), &args).await;
+        let result = r
+            .jsonl()
+            .into_iter()
+            .find(|v| v["type"] == "result")
+            .unwrap_or_else(|| panic!("no result: {}\n{}", r.stdout, r.stderr));
+        (r, result)
+    }
+}
+
+#[tokio::test]
+async fn claude_print_text_reply_and_resumed_history() {
+    let c = Claude::new().await;
+    let (r, result) = c.print("hello there", &[]).await;
+    assert!(r.ok, "claude failed: {}\n{}", r.stdout, r.stderr);
+    assert_eq!(result["is_error"], false, "{result}");
+    assert_eq!(result["result"], "mock reply to: hello there (turn 1)");
+    let reqs = c.mock.main_requests(Api::AnthropicMessages);
+    assert_eq!(reqs.len(), 1, "{:?}", c.mock.requests());
+    assert_eq!(reqs[0].path, "/v1/messages?beta=true");
+    assert_eq!(reqs[0].user_texts(), ["hello there"]);
+
+    let session = result["session_id"].as_str().unwrap().to_string();
+    let (r, result) = c.print("second", &["--resume", &session]).await;
+    assert!(r.ok, "claude resume failed: {}\n{}", r.stdout, r.stderr);
+    assert_eq!(result["result"], "mock reply to: second (turn 2)");
+    assert_eq!(result["session_id"], session.as_str());
+    let last = c.mock.main_requests(Api::AnthropicMessages).pop().unwrap();
+    assert_eq!(last.user_texts(), ["hello there", "second"]);
+    assert_eq!(
+        last.assistant_texts(),
+        ["mock reply to: hello there (turn 1)"]
+    );
+}
+
+#[tokio::test]
+async fn claude_print_bash_and_write_tools() {
+    let c = Claude::new().await;
+    let (r, result) = c
+        .print(
+            "shell echo hello-shell; echo two",
+            &["--allowedTools", "Bash"],
+        )
+        .await;
+    assert!(r.ok, "claude failed: {}\n{}", r.stdout, r.stderr);
+    assert_eq!(result["result"], "done: hello-shell");
+    let reqs = c.mock.main_requests(Api::AnthropicMessages);
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(
+        reqs[1].transcript().last,
+        Last::ToolResult {
+            name: "Bash".into(),
+            output: "hello-shell\ntwo".into()
+        }
+    );
+
+    let (r, result) = c
+        .print(
+            "patch made.txt made by claude",
+            &["--allowedTools", "Write"],
+        )
+        .await;
+    assert!(r.ok, "claude failed: {}\n{}", r.stdout, r.stderr);
+    assert!(
+        result["result"]
+            .as_str()
+            .unwrap()
+            .starts_with("done: File created successfully"),
+        "{result}"
+    );
+    let text = std::fs::read_to_string(c.work.path().join("made.txt")).unwrap();
+    assert_eq!(text, "made by claude\n");
+}
+
+#[tokio::test]
+async fn claude_print_error_status_is_reported() {
+    let c = Claude::new().await;
+    let (_, result) = c.print("error 400", &[]).await;
+    assert_eq!(result["is_error"], true, "{result}");
+    assert_eq!(result["api_error_status"], 400, "{result}");
 }

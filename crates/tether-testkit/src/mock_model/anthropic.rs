@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::script::{Last, Reply, Transcript, user_text_of};
+use super::script::{Last, Reply, Transcript, schema_instance, user_text_of};
 use super::sse::{Frame, json_response, sse_response, tokens_of, tokens_of_text};
 
 /// The text of a `tool_result` block's `content` (a string or a list of blocks).
@@ -94,11 +94,26 @@ pub(crate) fn transcript(body: &Value) -> Transcript {
     t
 }
 
-/// The answer to an auxiliary request (one that offers no tools: title generation,
-/// summaries, side questions), or `None` for a request of the scripted flow.
+/// The answer to an auxiliary request, or `None` for a request of the scripted flow.
+/// Claude's side requests (session titles, summaries) offer no tools and ask for a title
+/// or summary in the system prompt; one with a JSON output schema gets a conforming JSON
+/// document.
 pub(crate) fn auxiliary_text(body: &Value, t: &Transcript) -> Option<String> {
-    let _ = body;
-    t.tools.is_empty().then(|| "Mock title".to_string())
+    if !t.tools.is_empty() {
+        return None;
+    }
+    let system = body.get("system").map(Value::to_string).unwrap_or_default();
+    let system = system.to_ascii_lowercase();
+    if !(system.contains("title") || system.contains("summar")) {
+        return None;
+    }
+    let schema = body
+        .pointer("/output_config/format/schema")
+        .or_else(|| body.pointer("/output_format/schema"));
+    Some(match schema {
+        Some(s) => schema_instance(s, "").to_string(),
+        None => "Mock title".to_string(),
+    })
 }
 
 /// The working directory claude states in its prompt, for absolute `Write` paths.
@@ -129,7 +144,7 @@ fn tool_use(reply: &Reply, body: &Value) -> Option<(String, Value)> {
             };
             (
                 "Write".into(),
-                json!({ "file_path": abs, "content": content }),
+                json!({ "file_path": abs, "content": format!("{content}\n") }),
             )
         }
         Reply::Mcp { server, tool, args } => (format!("mcp__{server}__{tool}"), args.clone()),

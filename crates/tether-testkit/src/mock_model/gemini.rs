@@ -4,9 +4,9 @@
 //! one with `finishReason` and `usageMetadata`.
 
 use axum::response::Response;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::script::{Last, Reply, Transcript, user_text_of};
+use super::script::{Last, Reply, Transcript, schema_instance, user_text_of};
 use super::sse::{Frame, json_response, sse_response, tokens_of, tokens_of_text};
 
 /// Reads the history of a generateContent request.
@@ -87,7 +87,7 @@ pub(crate) fn auxiliary_text(path: &str, body: &Value) -> Option<String> {
             .or_else(|| c.get("responseSchema"))
     });
     Some(match schema {
-        Some(s) => instance(s, "").to_string(),
+        Some(s) => schema_instance(s, "").to_string(),
         None if config
             .and_then(|c| c.get("responseMimeType"))
             .and_then(Value::as_str)
@@ -99,47 +99,6 @@ pub(crate) fn auxiliary_text(path: &str, body: &Value) -> Option<String> {
     })
 }
 
-/// A minimal JSON value conforming to `schema` (JSON Schema or Gemini's OpenAPI subset).
-/// A property named `next_speaker` gets `"user"`, so the CLI ends its turn.
-fn instance(schema: &Value, name: &str) -> Value {
-    if name == "next_speaker" {
-        return json!("user");
-    }
-    if let Some(first) = schema
-        .get("enum")
-        .and_then(Value::as_array)
-        .and_then(|e| e.first())
-    {
-        return first.clone();
-    }
-    let kind = match schema.get("type") {
-        Some(Value::String(s)) => s.to_ascii_lowercase(),
-        Some(Value::Array(a)) => a
-            .iter()
-            .filter_map(Value::as_str)
-            .find(|s| *s != "null")
-            .unwrap_or("string")
-            .to_ascii_lowercase(),
-        _ if schema.get("properties").is_some() => "object".into(),
-        _ => "string".into(),
-    };
-    match kind.as_str() {
-        "object" => {
-            let mut out = Map::new();
-            if let Some(props) = schema.get("properties").and_then(Value::as_object) {
-                for (k, v) in props {
-                    out.insert(k.clone(), instance(v, k));
-                }
-            }
-            Value::Object(out)
-        }
-        "array" => json!([]),
-        "integer" | "number" => schema.get("minimum").cloned().unwrap_or(json!(1)),
-        "boolean" => json!(false),
-        _ => json!("mock"),
-    }
-}
-
 /// The `functionCall` part of a tool-calling reply.
 fn function_call(reply: &Reply, t: &Transcript) -> Option<Value> {
     let (name, args) = match reply {
@@ -149,7 +108,7 @@ fn function_call(reply: &Reply, t: &Transcript) -> Option<Value> {
         ),
         Reply::Patch { path, content } => (
             "write_file".to_string(),
-            json!({ "file_path": path, "content": content }),
+            json!({ "file_path": path, "content": format!("{content}\n") }),
         ),
         Reply::Mcp { server, tool, args } => {
             let candidates = [

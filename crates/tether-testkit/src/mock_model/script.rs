@@ -1,7 +1,7 @@
 //! What the mock model answers: the API-neutral [`Reply`], the API-neutral view of a
 //! request ([`Transcript`]) and the default scripting by the latest user text.
 
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
 /// One canned answer of the mock model, rendered in each API's own wire format.
 #[derive(Debug, Clone, PartialEq)]
@@ -170,6 +170,47 @@ pub(crate) fn summarize_output(tool: &str, output: &str) -> String {
         .find(|l| !l.trim().is_empty())
         .map(|l| l.trim().to_string())
         .unwrap_or_else(|| "(no output)".to_string())
+}
+
+/// A minimal JSON value conforming to `schema` (JSON Schema or Gemini's OpenAPI subset).
+/// A property named `next_speaker` gets `"user"`, so the CLI ends its turn.
+pub(crate) fn schema_instance(schema: &Value, name: &str) -> Value {
+    if name == "next_speaker" {
+        return json!("user");
+    }
+    if let Some(first) = schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|e| e.first())
+    {
+        return first.clone();
+    }
+    let kind = match schema.get("type") {
+        Some(Value::String(s)) => s.to_ascii_lowercase(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|s| *s != "null")
+            .unwrap_or("string")
+            .to_ascii_lowercase(),
+        _ if schema.get("properties").is_some() => "object".into(),
+        _ => "string".into(),
+    };
+    match kind.as_str() {
+        "object" => {
+            let mut out = Map::new();
+            if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+                for (k, v) in props {
+                    out.insert(k.clone(), schema_instance(v, k));
+                }
+            }
+            Value::Object(out)
+        }
+        "array" => json!([]),
+        "integer" | "number" => schema.get("minimum").cloned().unwrap_or(json!(1)),
+        "boolean" => json!(false),
+        _ => json!("mock"),
+    }
 }
 
 #[cfg(test)]
