@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tether_testkit::mock_model::Last;
-use tether_testkit::real_agents::{claude_env, cli_command, codex_env, codex_home};
+use tether_testkit::real_agents::{claude_env, cli_command, codex_env, codex_home, gemini_env};
 use tether_testkit::{Api, MockModel, Reply};
 
 /// Limit for one CLI run (start-up included).
@@ -307,4 +307,157 @@ async fn claude_print_error_status_is_reported() {
     let (_, result) = c.print("error 400", &[]).await;
     assert_eq!(result["is_error"], true, "{result}");
     assert_eq!(result["api_error_status"], 400, "{result}");
+}
+
+// ---- gemini (Gemini API) ----
+
+struct Gemini {
+    mock: MockModel,
+    _home: tempfile::TempDir,
+    work: tempfile::TempDir,
+    env: BTreeMap<String, String>,
+}
+
+impl Gemini {
+    async fn new() -> Gemini {
+        let mock = MockModel::start().await;
+        let home = tempfile::tempdir().unwrap();
+        let env = gemini_env(&mock.base_url(), home.path());
+        Gemini {
+            mock,
+            _home: home,
+            work: tempfile::tempdir().unwrap(),
+            env,
+        }
+    }
+
+    /// `gemini EXTRA... -p PROMPT -o json`; returns the JSON output.
+    async fn print(&self, prompt: &str, extra: &[&str]) -> (Run, Value) {
+        let mut args = extra.to_vec();
+        args.extend_from_slice(&["-p", prompt, "-o", "json"]);
+        let r = run("gemini", &self.env, self.work.path(), &args).await;
+        let start = r.stdout.find('{').unwrap_or(0);
+        let out = serde_json::from_str(&r.stdout[start..])
+            .unwrap_or_else(|e| panic!("gemini output ({e}): {}\n{}", r.stdout, r.stderr));
+        (r, out)
+    }
+}
+
+#[tokio::test]
+async fn gemini_print_text_reply_and_resumed_history() {
+    let g = Gemini::new().await;
+    let (r, out) = g.print("hello there", &[]).await;
+    assert!(r.ok, "gemini failed: {}\n{}", r.stdout, r.stderr);
+    assert_eq!(out["response"], "mock reply to: hello there (turn 1)");
+    let main = g.mock.main_requests(Api::Gemini);
+    assert_eq!(main.len(), 1, "{:?}", g.mock.requests());
+    assert!(
+        main[0].path.contains(":streamGenerateContent"),
+        "{}",
+        main[0].path
+    );
+    assert_eq!(main[0].user_texts(), ["hello there"]);
+
+    let session = out["session_id"].as_str().unwrap().to_string();
+    let (r, out) = g.print("second", &["--resume", &session]).await;
+    assert!(r.ok, "gemini resume failed: {}\n{}", r.stdout, r.stderr);
+    assert_eq!(out["response"], "mock reply to: second (turn 2)");
+    let last = g.mock.main_requests(Api::Gemini).pop().unwrap();
+    assert_eq!(last.user_texts(), ["hello there", "second"]);
+    assert_eq!(
+        last.assistant_texts(),
+        ["mock reply to: hello there (turn 1)"]
+    );
+}
+
+#[tokio::test]
+async fn gemini_print_shell_and_write_tools() {
+    let g = Gemini::new().await;
+    let (r, out) = g
+        .print("shell echo hello-shell; echo two", &["--yolo"])
+        .await;
+    assert!(r.ok, "gemini failed: {}\n{}", r.stdout, r.stderr);
+    assert_eq!(out["response"], "done: hello-shell");
+    let main = g.mock.main_requests(Api::Gemini);
+    assert_eq!(main.len(), 2);
+    match main[1].transcript().last {
+        Last::ToolResult { name, output } => {
+            assert_eq!(name, "run_shell_command");
+            assert!(output.contains("hello-shell\ntwo"), "{output}");
+        }
+        other => panic!("expected a tool result, got {other:?}"),
+    }
+
+    let (r, out) = g.print("patch gem.txt made by gemini", &["--yolo"]).await;
+    assert!(r.ok, "gemini failed: {}\n{}", r.stdout, r.stderr);
+    assert!(
+        out["response"]
+            .as_str()
+            .unwrap()
+            .starts_with("done: Successfully created"),
+        "{out}"
+    );
+    let text = std::fs::read_to_string(g.work.path().join("gem.txt")).unwrap();
+    assert_eq!(text, "made by gemini\n");
+}
+
+// ---- the mock itself over HTTP ----
+
+#[tokio::test]
+async fn slow_stream_spaces_its_deltas_in_every_api() {
+    let mock = MockModel::start().await;
+    let client = reqwest::Client::new();
+    let cases = [
+        (
+            "/v1/responses",
+            serde_json::json!({"stream": true, "input": [{"type": "message", "role": "user",
+                "content": [{"type": "input_text", "text": "slow 3 100"}]}]}),
+        ),
+        (
+            "/v1/messages",
+            serde_json::json!({"stream": true, "messages": [{"role": "user", "content": "slow 3 100"}],
+                "tools": [{"name": "Bash"}]}),
+        ),
+        (
+            "/v1beta/models/m:streamGenerateContent?alt=sse",
+            serde_json::json!({"contents": [{"role": "user", "parts": [{"text": "slow 3 100"}]}]}),
+        ),
+    ];
+    for (path, body) in cases {
+        let started = std::time::Instant::now();
+        let resp = tokio::time::timeout(
+            RUN_TIMEOUT,
+            client
+                .post(format!("{}{path}", mock.base_url()))
+                .json(&body)
+                .send(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(resp.status(), 200, "{path}");
+        let text = tokio::time::timeout(RUN_TIMEOUT, resp.text())
+            .await
+            .unwrap()
+            .unwrap();
+        let elapsed = started.elapsed();
+        assert!(elapsed >= Duration::from_millis(200), "{path}: {elapsed:?}");
+        for i in 1..=3 {
+            assert!(text.contains(&format!("part {i} ")), "{path}: {text}");
+        }
+    }
+    assert_eq!(mock.requests().len(), 3);
+
+    mock.set_error_mode(Some(503));
+    let resp = tokio::time::timeout(
+        RUN_TIMEOUT,
+        client
+            .post(format!("{}/v1/messages", mock.base_url()))
+            .json(&serde_json::json!({"messages": []}))
+            .send(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(resp.status(), 503);
 }
