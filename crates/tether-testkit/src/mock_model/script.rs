@@ -144,29 +144,29 @@ pub(crate) fn user_text_of<'a>(parts: impl IntoIterator<Item = &'a str>) -> Opti
     (!kept.is_empty()).then(|| kept.join("\n"))
 }
 
-/// What `done: ...` reports about a tool result: for MCP tools the whole output on one
-/// line; otherwise the first line of the command output (after an `Output:` header when
-/// the CLI wraps the output in metadata), or the first line of the error.
+/// What `done: ...` reports about a tool result: the command output (what follows an
+/// `Output:` header when the CLI wraps the output in metadata), for MCP tools all of it on
+/// one line, otherwise its first line (or the first line of the error).
 pub(crate) fn summarize_output(tool: &str, output: &str) -> String {
-    if tool.starts_with("mcp") {
-        let flat: String = output.split_whitespace().collect::<Vec<_>>().join(" ");
-        return flat.chars().take(1000).collect();
-    }
-    let lines: Vec<&str> = output.lines().collect();
-    if let Some(i) = lines
-        .iter()
+    let body = match output
+        .lines()
         .position(|l| l.trim_start().starts_with("Output:"))
     {
-        let after = lines[i].trim_start().trim_start_matches("Output:").trim();
-        if !after.is_empty() {
-            return after.to_string();
+        Some(i) => {
+            let lines: Vec<&str> = output.lines().skip(i).collect();
+            let first = lines[0].trim_start().trim_start_matches("Output:");
+            std::iter::once(first)
+                .chain(lines[1..].iter().copied())
+                .collect::<Vec<_>>()
+                .join("\n")
         }
-        if let Some(next) = lines[i + 1..].iter().find(|l| !l.trim().is_empty()) {
-            return next.trim().to_string();
-        }
+        None => output.to_string(),
+    };
+    if tool.starts_with("mcp") {
+        let flat: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
+        return flat.chars().take(1000).collect();
     }
-    lines
-        .iter()
+    body.lines()
         .find(|l| !l.trim().is_empty())
         .map(|l| l.trim().to_string())
         .unwrap_or_else(|| "(no output)".to_string())
@@ -271,6 +271,10 @@ mod tests {
         );
         assert_eq!(summarize_output("Bash", "\nfirst\nsecond"), "first");
         assert_eq!(summarize_output("mcp__s__t", "a\nb"), "a b");
+        assert_eq!(
+            summarize_output("mcp__s__t", "Wall time: 1 s\nOutput:\npong {\"x\": 5}\n"),
+            "pong {\"x\": 5}"
+        );
         let t = Transcript {
             user_texts: vec!["a".into(), "b".into()],
             assistant_texts: vec![],
