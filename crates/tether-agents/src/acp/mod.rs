@@ -21,6 +21,11 @@ use state::{Phase, Shared};
 /// How long to wait for the exit status and the end of stderr once stdout closed.
 const CRASH_REPORT_WAIT: Duration = Duration::from_secs(2);
 
+/// After `session/load`: how long the agent must be silent before the replay counts as
+/// over, and the longest wait for that.
+const REPLAY_SILENCE: Duration = Duration::from_millis(100);
+const REPLAY_SETTLE_MAX: Duration = Duration::from_secs(2);
+
 /// The ACP protocol version tether speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
 
@@ -255,6 +260,11 @@ impl Starter<'_> {
             )),
             StepError::Rpc(RpcError::Write(message)) => unavailable(message),
         })?;
+        if method == "session/load" {
+            self.shared
+                .settle_replay(REPLAY_SILENCE, REPLAY_SETTLE_MAX)
+                .await;
+        }
         let reported = result.get("sessionId").and_then(Value::as_str);
         let other = match (reported, &self.shared.lock().mismatch) {
             (_, Some(other)) => Some(other.clone()),

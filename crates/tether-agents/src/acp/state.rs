@@ -4,6 +4,7 @@
 //! the agent asks for (fs, terminal, unknown) is refused with "method not found".
 
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tether_proto::Decision;
@@ -38,6 +39,8 @@ pub(crate) struct State {
     /// The other session id seen on a strict session.
     pub mismatch: Option<String>,
     pub phase: Phase,
+    /// When the last update of our session was dropped as replay (phase `Quiet`).
+    pub last_replayed: Option<Instant>,
 }
 
 /// Shared between the session handle and the reader task's handler.
@@ -56,6 +59,7 @@ impl Shared {
                 strict: false,
                 mismatch: None,
                 phase: Phase::Quiet,
+                last_replayed: None,
             }),
             cancel_gen: watch::channel(0).0,
         })
@@ -63,6 +67,26 @@ impl Shared {
 
     pub fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// After `session/load` answered: if the agent replayed history, waits until it has
+    /// sent nothing for `silence` (at most `max`), so a replay still trickling in after the
+    /// answer (gemini 0.61 streams it without awaiting) is dropped instead of showing up
+    /// in the next turn. Returns at once when nothing was replayed.
+    pub async fn settle_replay(&self, silence: Duration, max: Duration) {
+        let answered = Instant::now();
+        if self.lock().last_replayed.is_none() {
+            return;
+        }
+        let deadline = answered + max;
+        loop {
+            let last = self.lock().last_replayed.unwrap_or(answered).max(answered);
+            let quiet_at = (last + silence).min(deadline);
+            if Instant::now() >= quiet_at {
+                return;
+            }
+            tokio::time::sleep_until(quiet_at.into()).await;
+        }
     }
 
     /// The handler for [`Connection::spawn`].
@@ -110,6 +134,10 @@ impl Shared {
         let mut state = self.lock();
         let sid = params.get("sessionId").and_then(Value::as_str);
         if !Self::is_ours(&mut state, sid) {
+            return;
+        }
+        if matches!(state.phase, Phase::Quiet) {
+            state.last_replayed = Some(Instant::now());
             return;
         }
         let Phase::Turn(turn) = &mut state.phase else {

@@ -1,0 +1,183 @@
+//! End to end with real ACP agents: `gemini --acp` and `codex-acp`, driven by tether's ACP
+//! driver through the HTTP API, talking to the mock model server. Each proves a first
+//! turn, a follow-up in the same agent session (the model saw the first exchange), and a
+//! resume after a daemon restart (same session, history carried); codex-acp also an
+//! approval answered over the API.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tether_testkit::real_agents::{RealAgent, agent_toml, codex_env, codex_home, gemini_env};
+use tether_testkit::{Api, Daemon, DaemonOptions, MockModel, within};
+
+/// A daemon with one real ACP agent registered as `name`, and its mock model.
+struct Setup {
+    mock: MockModel,
+    daemon: Daemon,
+    /// The agent's config home; must outlive the daemon.
+    _home: tempfile::TempDir,
+}
+
+async fn setup(name: &str, agent: RealAgent) -> Setup {
+    let mock = MockModel::start().await;
+    let (home, env): (tempfile::TempDir, BTreeMap<String, String>) = match agent {
+        RealAgent::Gemini => {
+            let home = tempfile::tempdir().unwrap();
+            let env = gemini_env(&mock.base_url(), home.path());
+            (home, env)
+        }
+        RealAgent::CodexAcp | RealAgent::Codex => {
+            let home = codex_home(&mock.base_url());
+            let env = codex_env(home.path());
+            (home, env)
+        }
+        RealAgent::Claude => panic!("not an ACP agent"),
+    };
+    let daemon = Daemon::start(DaemonOptions {
+        extra_config: agent_toml(name, agent, &env),
+        ..DaemonOptions::default()
+    })
+    .await;
+    Setup {
+        mock,
+        daemon,
+        _home: home,
+    }
+}
+
+fn result_text(turn: &Value) -> &str {
+    turn["result_text"].as_str().unwrap_or("")
+}
+
+fn unix_minute() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        / 60
+}
+
+/// First turn, follow-up, restart, resumed turn: the same session throughout, with the
+/// whole history in the model requests. `new_minute_before_restart`: wait until the wall
+/// clock is in a later minute than the session's creation before restarting (gemini 0.61
+/// names its chat file by session id and creation minute; a `session/load` in that same
+/// minute starts a fresh record in the same file and then finds "No previous sessions").
+async fn continuity(name: &str, agent: RealAgent, api: Api, new_minute_before_restart: bool) {
+    let Setup {
+        mock,
+        mut daemon,
+        _home,
+    } = setup(name, agent).await;
+    let d = &mut daemon;
+    let conv = d.new_conversation(Some(name)).await;
+
+    let (o1, t1) = d.say_and_wait(&conv, "hello one").await;
+    assert_eq!(t1["status"], "completed", "{t1}");
+    assert_eq!(result_text(&t1), "mock reply to: hello one (turn 1)");
+    let sid = o1["session_id"].as_str().unwrap().to_string();
+    let external = d.get_ok(&format!("/api/v1/sessions/{sid}")).await["external_id"].clone();
+    assert!(external.is_string(), "{external}");
+
+    let (o2, t2) = d.say_and_wait(&conv, "second").await;
+    assert_eq!(o2["session_id"], sid.as_str());
+    assert_eq!(t2["status"], "completed", "{t2}");
+    assert_eq!(result_text(&t2), "mock reply to: second (turn 2)");
+    let last = mock.main_requests(api).pop().unwrap();
+    assert_eq!(last.user_texts(), ["hello one", "second"]);
+    assert_eq!(
+        last.assistant_texts(),
+        ["mock reply to: hello one (turn 1)"]
+    );
+
+    if new_minute_before_restart {
+        let created = unix_minute();
+        let deadline = std::time::Instant::now() + Duration::from_secs(61);
+        while unix_minute() == created && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    d.restart().await;
+    let (o3, t3) = d.say_and_wait(&conv, "third").await;
+    assert_eq!(
+        o3["session_id"],
+        sid.as_str(),
+        "no new session after restart"
+    );
+    assert_eq!(t3["status"], "completed", "{t3}");
+    assert_eq!(result_text(&t3), "mock reply to: third (turn 3)");
+    let session = d.get_ok(&format!("/api/v1/sessions/{sid}")).await;
+    assert_eq!(session["external_id"], external, "same agent session");
+    let last = mock.main_requests(api).pop().unwrap();
+    assert_eq!(last.user_texts(), ["hello one", "second", "third"]);
+    assert_eq!(
+        last.assistant_texts(),
+        [
+            "mock reply to: hello one (turn 1)",
+            "mock reply to: second (turn 2)"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn gemini_acp_keeps_one_session_across_turns_and_a_restart() {
+    continuity("gemini-real", RealAgent::Gemini, Api::Gemini, true).await;
+}
+
+#[tokio::test]
+async fn codex_acp_keeps_one_session_across_turns_and_a_restart() {
+    continuity(
+        "codex-acp-real",
+        RealAgent::CodexAcp,
+        Api::OpenAiResponses,
+        false,
+    )
+    .await;
+}
+
+async fn wait_pending_approval(d: &Daemon, conv: &str) -> Value {
+    within("approval is pending", async {
+        loop {
+            let list = d.get_ok("/api/v1/approvals?status=pending").await;
+            if let Some(a) = list
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|a| a["conversation_id"] == conv)
+            {
+                return a.clone();
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn codex_acp_asks_before_a_command_and_runs_it_once_allowed() {
+    let s = setup("codex-acp-real", RealAgent::CodexAcp).await;
+    let d = &s.daemon;
+    let conv = d.new_conversation(Some("codex-acp-real")).await;
+    let file = d.work_dir().join("made-by-codex-acp");
+
+    let o = d
+        .say(&conv, &format!("shell touch {}", file.display()))
+        .await;
+    let sid = o["session_id"].as_str().unwrap().to_string();
+    let a = wait_pending_approval(d, &conv).await;
+    assert!(!file.exists(), "the command ran before it was allowed");
+    let title = a["title"].as_str().unwrap_or("");
+    assert!(title.contains("touch"), "{a}");
+    d.post_ok(
+        &format!("/api/v1/approvals/{}", a["id"].as_str().unwrap()),
+        json!({"decision": "allow"}),
+    )
+    .await;
+    let t = d.wait_turn(&sid, o["turn_id"].as_str().unwrap()).await;
+    assert_eq!(t["status"], "completed", "{t}");
+    assert!(file.exists(), "the allowed command did not run: {t}");
+    assert!(result_text(&t).starts_with("done:"), "{t}");
+    let reqs = s.mock.main_requests(Api::OpenAiResponses);
+    assert_eq!(reqs.len(), 2, "the call, then its result");
+}
