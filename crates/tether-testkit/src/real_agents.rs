@@ -225,6 +225,61 @@ pub fn agent_toml(name: &str, agent: RealAgent, env: &BTreeMap<String, String>) 
     out
 }
 
+/// Ids of the processes whose environment holds `key=value` (read from `/proc`).
+pub fn pids_with_env(key: &str, value: &str) -> Vec<u32> {
+    let needle = format!("{key}={value}");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .map(|env| env.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// Kills (SIGKILL) the agent processes a test started, found by a variable only they
+/// have (e.g. their own `CODEX_HOME`), when dropped. A daemon killed with SIGKILL (as
+/// `Daemon::restart` and `Daemon`'s drop do) leaves its agents running, and `codex-acp`
+/// does not exit when its standard input closes; put this after the `Daemon` in a struct
+/// so it runs once the daemon is gone.
+#[derive(Debug)]
+pub struct AgentReaper {
+    pub key: String,
+    pub value: String,
+}
+
+impl AgentReaper {
+    pub fn new(key: &str, value: &str) -> AgentReaper {
+        AgentReaper {
+            key: key.to_string(),
+            value: value.to_string(),
+        }
+    }
+
+    /// Kills every matching process now; returns how many there were.
+    pub fn reap(&self) -> usize {
+        let pids = pids_with_env(&self.key, &self.value);
+        for pid in &pids {
+            let _ = std::process::Command::new("kill")
+                .arg("-9")
+                .arg(pid.to_string())
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+        pids.len()
+    }
+}
+
+impl Drop for AgentReaper {
+    fn drop(&mut self) {
+        self.reap();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

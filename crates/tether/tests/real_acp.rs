@@ -9,32 +9,37 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tether_testkit::real_agents::{RealAgent, agent_toml, codex_env, codex_home, gemini_env};
+use tether_testkit::real_agents::{
+    AgentReaper, RealAgent, agent_toml, codex_env, codex_home, gemini_env,
+};
 use tether_testkit::{Api, Daemon, DaemonOptions, MockModel, within};
 
 /// A daemon with one real ACP agent registered as `name`, and its mock model.
 struct Setup {
     mock: MockModel,
     daemon: Daemon,
+    /// Kills the agents the daemon leaves behind (after the daemon is dropped).
+    _reaper: AgentReaper,
     /// The agent's config home; must outlive the daemon.
     _home: tempfile::TempDir,
 }
 
 async fn setup(name: &str, agent: RealAgent) -> Setup {
     let mock = MockModel::start().await;
-    let (home, env): (tempfile::TempDir, BTreeMap<String, String>) = match agent {
+    let (home, env, home_var): (tempfile::TempDir, BTreeMap<String, String>, _) = match agent {
         RealAgent::Gemini => {
             let home = tempfile::tempdir().unwrap();
             let env = gemini_env(&mock.base_url(), home.path());
-            (home, env)
+            (home, env, "GEMINI_CLI_HOME")
         }
         RealAgent::CodexAcp | RealAgent::Codex => {
             let home = codex_home(&mock.base_url());
             let env = codex_env(home.path());
-            (home, env)
+            (home, env, "CODEX_HOME")
         }
         RealAgent::Claude => panic!("not an ACP agent"),
     };
+    let reaper = AgentReaper::new(home_var, &home.path().display().to_string());
     let daemon = Daemon::start(DaemonOptions {
         extra_config: agent_toml(name, agent, &env),
         ..DaemonOptions::default()
@@ -43,6 +48,7 @@ async fn setup(name: &str, agent: RealAgent) -> Setup {
     Setup {
         mock,
         daemon,
+        _reaper: reaper,
         _home: home,
     }
 }
@@ -68,6 +74,7 @@ async fn continuity(name: &str, agent: RealAgent, api: Api, new_minute_before_re
     let Setup {
         mock,
         mut daemon,
+        _reaper,
         _home,
     } = setup(name, agent).await;
     let d = &mut daemon;
