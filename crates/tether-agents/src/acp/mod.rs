@@ -200,8 +200,11 @@ impl Starter<'_> {
             .mcp_servers
             .iter()
             .map(|m| {
-                let env: Vec<Value> =
-                    m.env.iter().map(|(k, v)| json!({"name": k, "value": v})).collect();
+                let env: Vec<Value> = m
+                    .env
+                    .iter()
+                    .map(|(k, v)| json!({"name": k, "value": v}))
+                    .collect();
                 json!({"name": m.name, "command": m.command, "args": m.args, "env": env})
             })
             .collect();
@@ -251,7 +254,8 @@ impl Starter<'_> {
         let mut params = self.session_params();
         params["sessionId"] = json!(id);
         let result = self.call(method, params).await.map_err(|e| match e {
-            StepError::Timeout(e) => e,
+            // The agent could not load the session in time: that is not a start-up failure.
+            StepError::Timeout(e) => unavailable(e.to_string()),
             StepError::Rpc(RpcError::Remote { message, .. }) => unavailable(message),
             StepError::Rpc(RpcError::Closed(info)) => unavailable(format!(
                 "agent exited during {method} ({}); stderr: {}",

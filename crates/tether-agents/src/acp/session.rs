@@ -141,7 +141,8 @@ impl AgentSession for AcpSession {
 
     async fn shutdown(&self) {
         self.shared.cancel_gen.send_modify(|g| *g += 1);
-        self.conn.close().await;
+        // A hung agent that does not read stdin must not keep the process alive.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), self.conn.close()).await;
         self.process.shutdown().await;
     }
 }
