@@ -109,6 +109,7 @@ export async function startDaemon({ approvalTimeoutSecs = 1800 } = {}) {
 export async function startProxy(base) {
   const target = new URL(base);
   const sockets = new Set();
+  const requests = [];
   let refuseUntil = 0;
   const server = net.createServer((client) => {
     if (Date.now() < refuseUntil) {
@@ -126,6 +127,8 @@ export async function startProxy(base) {
     };
     client.on("error", drop).on("close", drop);
     upstream.on("error", drop).on("close", drop);
+    // Record each connection's first request head (method, path, headers).
+    client.once("data", (d) => requests.push(d.toString("latin1").split("\r\n\r\n")[0]));
     client.pipe(upstream);
     upstream.pipe(client);
   });
@@ -133,6 +136,8 @@ export async function startProxy(base) {
   const { port } = server.address();
   return {
     url: `http://127.0.0.1:${port}`,
+    /** The first request head of every connection, in order. */
+    requests,
     cut(refuseMs = 0) {
       refuseUntil = Date.now() + refuseMs;
       const n = sockets.size;
@@ -205,6 +210,10 @@ export async function openConversation(page, convId) {
 /** Creates a conversation with the "+ New" button; returns its id. */
 export async function newConversation(page) {
   const before = await page.evaluate(() => new URLSearchParams(location.hash.slice(1)).get("c"));
+  // Phone width: the list is a drawer.
+  if ((await page.isVisible("#menu")) && !(await page.evaluate(() => document.body.classList.contains("menu-open")))) {
+    await page.click("#menu");
+  }
   await page.click("#new-conversation");
   await page.waitForFunction((b) => {
     const c = new URLSearchParams(location.hash.slice(1)).get("c");
@@ -242,3 +251,28 @@ export async function waitTurn(page, status, index = -1) {
   }, [status, index]);
   return page.evaluate((i) => [...document.querySelectorAll("#timeline .turn")].at(i).innerText, index);
 }
+
+/**
+ * Sends `text` (or, with `null`, watches the last turn already on screen) and waits until
+ * that turn has `status`; `during()` runs once the turn is on screen. Returns the turn's
+ * text.
+ */
+export async function sendAndWait(page, text, status = "completed", during) {
+  const n = await page.locator("#timeline .turn").count();
+  if (text !== null) await send(page, text);
+  const target = text === null ? n : n + 1;
+  await page.waitForFunction((k) => document.querySelectorAll("#timeline .turn").length >= k, target);
+  if (during) await during();
+  await page.waitForFunction(([k, s]) => {
+    const ts = document.querySelectorAll("#timeline .turn");
+    return ts.length >= k && ts[k - 1].dataset.status === s;
+  }, [target, status]);
+  return [await page.locator("#timeline .turn").nth(target - 1).innerText()];
+}
+
+/** The text of every turn block. */
+export const turnTexts = (page) => page.locator("#timeline .turn").allInnerTexts();
+
+/** Waits until the binding bar shows a bound, idle conversation (refreshed after a turn). */
+export const waitIdle = (page) =>
+  page.waitForFunction(() => document.querySelector("#conv-state").dataset.state === "bound/idle");

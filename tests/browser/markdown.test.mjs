@@ -53,6 +53,8 @@ test("links: http(s), mailto and same-site only; bare URLs become links", () => 
   assert.equal(md("[home](/)"), '<p><a href="/">home</a></p>');
   assert.equal(md("[x](javascript:alert(1))"), "<p>[x](javascript:alert(1))</p>");
   assert.equal(md("[x](//evil.example/)"), "<p>[x](//evil.example/)</p>");
+  assert.equal(md('["a", "see [docs](https://e.x)"]'),
+    '<p>[&quot;a&quot;, &quot;see <a href="https://e.x" target="_blank" rel="noopener noreferrer">docs</a>&quot;]</p>');
   assert.equal(md("[`code` label](https://e.x)"),
     '<p><a href="https://e.x" target="_blank" rel="noopener noreferrer"><code>code</code> label</a></p>');
 });

@@ -56,6 +56,7 @@ async function enter(agents) {
 }
 
 function showSignIn(message) {
+  closeMenu();
   sidebar.stop();
   chat.close();
   $("app").hidden = true;

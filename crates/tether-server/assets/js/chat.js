@@ -93,7 +93,9 @@ export class Chat {
     $("rename").disabled = $("archive").disabled = true;
     $("chat-title").textContent = "Select a conversation";
     this.timeline.reset();
-    $("timeline").append(h("div", { class: "placeholder" }, h("p", null, "Pick a conversation, or start a new one.")));
+    $("timeline").append(h("div", { class: "placeholder" },
+      h("p", null, "Pick a conversation, or start a new one."),
+      h("button", { type: "button", class: "primary", onclick: () => $("new-conversation").click() }, "+ New conversation")));
   }
 
   get id() {
@@ -285,6 +287,7 @@ export class Chat {
       this.picker.touched = false;
       if (out.outcome === "queued") toast(`Queued — #${out.queue_position} in line`);
       await this.loadHistory();
+      this.timeline.scrollToBottom();
       this.refreshSoon(0);
       return true;
     } catch (e) {

@@ -185,7 +185,7 @@ function inline(s) {
   const keep = (html) => `\u0000${slots.push(html) - 1}\u0000`;
   // Code spans first: nothing inside them is markup.
   s = s.replace(/(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)/g, (_, __, code) => keep(`<code>${code.trim() || code}</code>`));
-  s = s.replace(/\[([^\]\n]+)\]\(\s*([^\s()]+(?:\([^\s()]*\))?[^\s()]*)\s*\)/g, (all, label, url) =>
+  s = s.replace(/\[([^[\]\n]+)\]\(\s*([^\s()]+(?:\([^\s()]*\))?[^\s()]*)\s*\)/g, (all, label, url) =>
     SAFE_URL.test(url) ? keep(link(url, label)) : all);
   s = s.replace(/(^|[\s(])((?:https?:\/\/)[^\s<]+[^\s<.,:;!?)'"\u0000])/g, (_, pre, url) => pre + keep(link(url, url)));
   s = s.replace(/\*\*(?=\S)([\s\S]*?\S)\*\*/g, "<strong>$1</strong>");

@@ -84,7 +84,10 @@ export class Timeline {
       case "agent": {
         const turn = m.turn_id ? this.turns.get(m.turn_id) : null;
         if (turn) {
-          if (!turn.hasText && m.text) this.addText(turn, m.text, true);
+          // The turn's events (streamed text, then its end) draw the reply; this copy is
+          // only used if the turn ended without streaming any text.
+          turn.finalText = m.text;
+          if (turn.ended && !turn.hasText && m.text) this.addText(turn, m.text, true);
           return;
         }
         return this.root.append(h("div", { class: "msg agent md", dataset: { messageId: m.id }, html: renderMarkdown(m.text) }));
@@ -256,7 +259,9 @@ export class Timeline {
         if (!t) break;
         t.status = TERMINAL[p.type];
         t.endedAt = env.at_ms;
-        if (p.type === "turn_completed" && !t.hasText && p.text) this.addText(t, p.text, true);
+        t.ended = true;
+        const text = (p.type === "turn_completed" && p.text) || t.finalText;
+        if (!t.hasText && text) this.addText(t, text, true);
         if (p.type === "turn_failed") t.detail = p.code;
         if (p.type === "turn_interrupted") t.detail = p.reason;
         for (const card of t.cards.values()) {
