@@ -176,3 +176,24 @@ test("a forced event-stream disconnect catches up without duplicates", async () 
     await proxy.stop();
   }
 });
+
+test("an approval that nobody answers in time shows as expired", async () => {
+  const quick = await startDaemon({ approvalTimeoutSecs: 1 });
+  try {
+    page = await browser.newPage();
+    await openSignedIn(page, quick.base, quick.token);
+    await newConversation(page);
+    await send(page, "approve wait for me");
+    await page.locator(".card.approval.pending").waitFor();
+    await page.locator(".card.approval.resolved", { hasText: "Expired" }).waitFor();
+    assert.equal(await page.locator(".card.approval button").count(), 0);
+    const [text] = await sendAndWait(page, null, "completed");
+    assert.match(text, /approval: (denied|cancelled)/, "the agent was told no");
+  } finally {
+    await page?.close();
+    const errors = page?.errors ?? [];
+    page = null;
+    await quick.stop();
+    assert.deepEqual(errors, [], "no console errors");
+  }
+});

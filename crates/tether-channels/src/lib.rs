@@ -1,1 +1,148 @@
-//! tether-channels: Telegram and Feishu adapters (work in progress).
+//! tether-channels: Telegram and Feishu (Lark) adapters. Inbound messages are verified,
+//! deduplicated and normalized, then handed to the same router as the web API
+//! ([`tether_runtime::Runtime::send_message`]); what the agents do comes back as events,
+//! which are turned into outbox rows and delivered by a durable, per-chat ordered,
+//! retrying dispatcher.
+//!
+//! Talks to the runtime only through its public API and to the store for its own rows;
+//! must not depend on the agents or the web server (it only offers axum routes that the
+//! server mounts).
+
+pub mod channel;
+pub mod config;
+pub mod feishu;
+pub mod format;
+pub mod inbound;
+pub mod pairing;
+pub mod progress;
+pub mod render;
+pub mod telegram;
+
+mod api;
+mod core;
+mod error;
+mod outbox;
+mod pump;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tether_runtime::Runtime;
+use tether_store::Store;
+
+pub use config::{ChannelsConfig, FeishuConfig, GroupMode, TelegramConfig, TelegramMode, Tuning};
+pub use error::ChannelError;
+
+use crate::core::{Core, SharedCore};
+
+/// The running channels: their tasks and the routes they add to the HTTP server.
+pub struct Channels {
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    hooks: axum::Router,
+    api: axum::Router,
+}
+
+impl std::fmt::Debug for Channels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channels")
+            .field("tasks", &self.tasks.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Channels {
+    /// Starts every configured channel: its outbox dispatcher (resuming rows left by
+    /// an earlier run), its event pump (catching up from each chat's cursor) and its
+    /// inbound side (poller or webhook).
+    pub async fn start(
+        runtime: Runtime,
+        store: Store,
+        cfg: ChannelsConfig,
+    ) -> Result<Channels, ChannelError> {
+        let mut tasks = Vec::new();
+        let mut hooks = axum::Router::new();
+        let mut cores: HashMap<&'static str, SharedCore> = HashMap::new();
+        if let Some(tc) = &cfg.telegram {
+            let tg = Arc::new(
+                telegram::Telegram::new(tc).map_err(|e| ChannelError::Platform(e.to_string()))?,
+            );
+            let core = Core::new(
+                tg.clone(),
+                runtime.clone(),
+                store.clone(),
+                tc.allowed_users.clone(),
+                tc.group_mode,
+                cfg.tuning,
+                format::utf16,
+            )
+            .await?;
+            tasks.extend(spawn_delivery(&core));
+            let started = telegram::start(core.clone(), tg, tc);
+            tasks.extend(started.tasks);
+            if let Some(h) = started.hook {
+                hooks = hooks.merge(h);
+            }
+            cores.insert("telegram", core);
+            tracing::info!(mode = ?tc.mode, "telegram channel started");
+        }
+        if let Some(fc) = &cfg.feishu {
+            let fs = Arc::new(
+                feishu::Feishu::new(fc).map_err(|e| ChannelError::Platform(e.to_string()))?,
+            );
+            let core = Core::new(
+                fs,
+                runtime.clone(),
+                store.clone(),
+                fc.allowed_users.clone(),
+                fc.group_mode,
+                cfg.tuning,
+                format::chars,
+            )
+            .await?;
+            tasks.extend(spawn_delivery(&core));
+            let started = feishu::start(core.clone(), fc);
+            tasks.extend(started.tasks);
+            hooks = hooks.merge(started.hook);
+            cores.insert("feishu", core);
+            tracing::info!("feishu channel started (webhook mode: POST /hooks/feishu)");
+        }
+        let api = api::pairing_routes(store, Arc::new(cores));
+        Ok(Channels { tasks, hooks, api })
+    }
+
+    /// Webhook routes (`POST /hooks/...`): public, verified by the channels themselves.
+    pub fn hook_routes(&self) -> axum::Router {
+        self.hooks.clone()
+    }
+
+    /// The pairing API (`/api/v1/pairings...`): mount behind the bearer token.
+    pub fn api_routes(&self) -> axum::Router {
+        self.api.clone()
+    }
+
+    /// Stops every channel task (rows not yet sent stay in the outbox for next time).
+    pub fn shutdown(self) {
+        for t in self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// The outbox dispatcher and the event pump of one channel.
+fn spawn_delivery(core: &SharedCore) -> Vec<tokio::task::JoinHandle<()>> {
+    // Subscribe before the pump's catch-up reads the store: nothing falls in between.
+    let rx = core.runtime.subscribe();
+    vec![
+        tokio::spawn(outbox::run(core.clone())),
+        tokio::spawn(pump::run(core.clone(), rx)),
+    ]
+}
+
+/// Equal contents, in time independent of where they differ.
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}

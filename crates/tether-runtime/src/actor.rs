@@ -25,6 +25,8 @@ use crate::turn_step::{Step, deadline_sleep, join_opt, recv_opt};
 
 /// Grace for an agent to end a cancelled turn before its process is killed.
 const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+/// How often a cancel is repeated while the agent has not ended the turn.
+const CANCEL_REPEAT: std::time::Duration = std::time::Duration::from_millis(250);
 
 pub(crate) enum ActorCmd {
     /// Run this (already stored, `queued`) turn now or after the running one.
@@ -51,7 +53,17 @@ pub(crate) enum ActorCmd {
     Evict { reason: String },
     /// End everything now (daemon shutdown).
     Shutdown { done: oneshot::Sender<()> },
+    /// Delegation: make the session live (strict resume) without running a turn.
+    EnsureLive {
+        reply: oneshot::Sender<Result<(), (ErrorCode, String)>>,
+    },
+    /// Delegation: release the session: stop a running turn, end the process, end the
+    /// actor; replies once done.
+    Close { reply: oneshot::Sender<()> },
 }
+
+#[path = "delegation_actor.rs"]
+mod delegation_actor;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Enqueued {
@@ -94,9 +106,14 @@ pub(crate) struct Actor {
     task: Option<JoinHandle<Step>>,
     events: Option<mpsc::UnboundedReceiver<AgentEvent>>,
     deadline: Option<(Instant, DeadlineKind)>,
+    /// Repeats the agent's cancel until the turn ends (a cancel that races the prompt's
+    /// start would otherwise be lost).
+    canceller: Option<JoinHandle<()>>,
     approvals: HashMap<String, tokio::sync::oneshot::Sender<PermissionReply>>,
     questions: HashMap<String, tokio::sync::oneshot::Sender<Option<String>>>,
     parked: bool,
+    /// Delegation: `Close` requests waiting for the running turn to end.
+    closing: Vec<oneshot::Sender<()>>,
 }
 
 impl Actor {
@@ -117,9 +134,11 @@ impl Actor {
             task: None,
             events: None,
             deadline: None,
+            canceller: None,
             approvals: HashMap::new(),
             questions: HashMap::new(),
             parked: false,
+            closing: Vec::new(),
         };
         tokio::spawn(actor.run());
         ActorHandle { tx }
@@ -127,6 +146,10 @@ impl Actor {
 
     async fn run(mut self) {
         loop {
+            if self.current.is_none() && !self.closing.is_empty() {
+                self.finish_close().await;
+                return;
+            }
             if self.current.is_none() {
                 if let Some((turn_id, input)) = self.queue.pop() {
                     self.begin(turn_id, input).await;
@@ -172,12 +195,15 @@ impl Actor {
                 input,
                 reply,
             } => {
-                let outcome = if self.current.is_none() && self.queue.is_empty() {
-                    self.queue_push(turn_id, input).map(|_| Enqueued::Started)
+                self.parked = false;
+                if self.current.is_none() && self.queue.is_empty() {
+                    // Idle: run it now (the queue cap only limits waiting messages).
+                    let _ = reply.send(Enqueued::Started);
+                    self.begin(turn_id, input).await;
                 } else {
-                    self.queue_push(turn_id, input).map(Enqueued::Queued)
-                };
-                let _ = reply.send(outcome.unwrap_or_else(Enqueued::Full));
+                    let outcome = self.queue_push(turn_id, input).map(Enqueued::Queued);
+                    let _ = reply.send(outcome.unwrap_or_else(Enqueued::Full));
+                }
             }
             ActorCmd::Stop { reply } => {
                 let running = self.current.is_some();
@@ -206,6 +232,11 @@ impl Actor {
                 }
             }
             ActorCmd::Shutdown { .. } => {}
+            ActorCmd::EnsureLive { reply } => {
+                let res = self.ensure_live().await;
+                let _ = reply.send(res);
+            }
+            ActorCmd::Close { reply } => self.close(reply).await,
         }
     }
 
@@ -216,9 +247,25 @@ impl Actor {
     /// Starts the next turn: mark it running, then make the session live, then prompt.
     async fn begin(&mut self, turn_id: String, input: String) {
         match self.ctx.store.start_turn(&turn_id).await {
-            Ok(ev) => self.ctx.publish([ev]),
+            Ok(Some(ev)) => self.ctx.publish([ev]),
+            Ok(None) => {
+                tracing::warn!(turn_id, "turn is no longer queued; skipped");
+                return;
+            }
             Err(e) => {
                 tracing::error!(turn_id, error = %e, "cannot start turn");
+                let message = format!("cannot start the turn: {e}");
+                let end = TurnEnd {
+                    status: TurnStatus::Failed,
+                    result_text: None,
+                    stop_reason: None,
+                    error: Some((ErrorCode::Internal, message.clone())),
+                    usage: None,
+                };
+                let ev = EventPayload::TurnFailed { code: ErrorCode::Internal, message };
+                if let Ok(Some(ev)) = self.ctx.store.finish_turn(&turn_id, &end, &ev, None).await {
+                    self.ctx.publish([ev]);
+                }
                 return;
             }
         }
@@ -241,15 +288,16 @@ impl Actor {
             }
             _ => {
                 self.ctx.pool.admit(&self.session.id, &self.owner);
-                if let Some(old) = self.live.take() {
-                    old.shutdown().await;
+                if self.live.is_some() {
+                    // The process died while idle.
+                    self.go_dormant("the agent process exited").await;
                 }
                 let req = StartRequest {
                     spec: self.spec.clone(),
                     cwd: PathBuf::from(&self.session.cwd),
                     model: self.session.model.clone(),
                     resume: self.session.external_id.clone(),
-                    mcp_servers: Vec::new(),
+                    mcp_servers: self.ctx.delegation.mcp_servers(&self.session),
                 };
                 let ctx = self.ctx.clone();
                 self.task = Some(tokio::spawn(async move {
@@ -443,6 +491,23 @@ impl Actor {
     }
 
     async fn on_special(&mut self, ev: AgentEvent) {
+        let stopping = self.current.as_ref().is_none_or(|c| c.cancel_requested || c.timed_out);
+        if stopping {
+            // The turn is being stopped: nobody may grant anything for it any more.
+            match ev {
+                AgentEvent::Permission(req) => {
+                    let _ = req.reply.send(PermissionReply::Cancelled);
+                }
+                AgentEvent::Question(req) => {
+                    let _ = req.reply.send(None);
+                }
+                AgentEvent::MessageDelta(_)
+                | AgentEvent::ThoughtDelta(_)
+                | AgentEvent::ToolCall { .. }
+                | AgentEvent::ToolCallUpdate { .. } => {}
+            }
+            return;
+        }
         let Some(turn_id) = self.current.as_ref().map(|c| c.turn_id.clone()) else {
             return;
         };
@@ -526,11 +591,15 @@ impl Actor {
         match (&self.live, self.events.is_some()) {
             (Some(live), true) => {
                 let live = live.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = live.cancel().await {
-                        tracing::warn!(error = %e, "cancel failed");
+                self.canceller = Some(tokio::spawn(async move {
+                    loop {
+                        if let Err(e) = live.cancel().await {
+                            tracing::warn!(error = %e, "cancel failed");
+                            return;
+                        }
+                        tokio::time::sleep(CANCEL_REPEAT).await;
                     }
-                });
+                }));
                 self.deadline = Some((Instant::now() + STOP_GRACE, DeadlineKind::StopGrace));
             }
             _ => {
@@ -689,6 +758,9 @@ impl Actor {
     }
 
     async fn end_turn(&mut self, end: TurnEnd, ev: EventPayload, msg: Option<NewMessage>) {
+        if let Some(c) = self.canceller.take() {
+            c.abort();
+        }
         self.cancel_pending(ApprovalStatus::Cancelled).await;
         if let Some(task) = self.task.take() {
             task.abort();
@@ -736,20 +808,22 @@ impl Actor {
         }
     }
 
+    /// Daemon shutdown: end the agent process now. A running turn, its pending approvals
+    /// and questions and the queued turns stay open in the store, so the next start-up
+    /// recovery marks them interrupted/expired and tells the conversation once — the same
+    /// path as after a crash.
     async fn shutdown(&mut self) {
-        if self.current.is_some() {
-            let end = TurnEnd {
-                status: TurnStatus::Interrupted,
-                result_text: None,
-                stop_reason: None,
-                error: Some((ErrorCode::Interrupted, "tether shut down".to_string())),
-                usage: None,
-            };
-            let ev = EventPayload::TurnInterrupted {
-                reason: "tether shut down".to_string(),
-            };
-            self.end_turn(end, ev, None).await;
+        if let Some(task) = self.task.take() {
+            task.abort();
         }
+        if let Some(c) = self.canceller.take() {
+            c.abort();
+        }
+        self.events = None;
+        self.deadline = None;
+        self.approvals.clear();
+        self.questions.clear();
+        self.current = None;
         self.go_dormant("tether shut down").await;
     }
 }

@@ -28,6 +28,13 @@ pub(crate) async fn answer_approval(
             id: id.to_string(),
         })?;
     let status = resolve_approval(current.status, decision)?;
+    if !current.options.contains(&decision) {
+        let offered: Vec<&str> = current.options.iter().map(|d| d.as_str()).collect();
+        return Err(RuntimeError::BadRequest(format!(
+            "the agent does not offer {decision} for this approval; it offers: {}",
+            offered.join(", ")
+        )));
+    }
     let Some((approval, ev)) = ctx.store.resolve_approval(id, status, Some(by)).await? else {
         let now = ctx
             .store
@@ -102,12 +109,19 @@ pub(crate) async fn expire(
                 .resolve_approval(id, ApprovalStatus::Expired, None)
                 .await
             {
-                Ok(Some((_, ev))) => {
+                Ok(Some((approval, ev))) => {
                     ctx.publish([ev]);
+                    // Fail closed: an expired approval is a denial where the agent offers
+                    // one (a bare "cancelled" would read as the person stopping the turn).
+                    let reply = if approval.options.contains(&Decision::Deny) {
+                        PermissionReply::Decision(Decision::Deny)
+                    } else {
+                        PermissionReply::Cancelled
+                    };
                     if let Some(actor) = actor {
                         let _ = actor.send(ActorCmd::DeliverApproval {
                             approval_id: id.clone(),
-                            reply: PermissionReply::Cancelled,
+                            reply,
                         });
                     }
                 }

@@ -25,6 +25,8 @@ pub(crate) struct Inner {
     pub ctx: Arc<Ctx>,
     /// Session actors by session id.
     actors: Mutex<HashMap<String, ActorHandle>>,
+    /// Set by `shutdown`: no new actors start afterwards.
+    closing: std::sync::atomic::AtomicBool,
     /// One routing lock per conversation: binding decisions never interleave.
     conv_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
@@ -66,13 +68,16 @@ impl Runtime {
                 }
             });
         }
-        Ok(Runtime {
+        let rt = Runtime {
             inner: Arc::new(Inner {
                 ctx,
                 actors: Mutex::new(HashMap::new()),
+                closing: std::sync::atomic::AtomicBool::new(false),
                 conv_locks: Mutex::new(HashMap::new()),
             }),
-        })
+        };
+        rt.start_delegation_watch();
+        Ok(rt)
     }
 
     pub(crate) fn ctx(&self) -> &Ctx {
@@ -110,6 +115,9 @@ impl Runtime {
     /// The actor of a session, spawned on first use.
     pub(crate) fn actor(&self, session: &Session, owner: &str) -> Result<ActorHandle> {
         let mut actors = self.inner.actors.lock().unwrap_or_else(|e| e.into_inner());
+        if self.inner.closing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(RuntimeError::Internal("tether is shutting down".to_string()));
+        }
         if let Some(h) = actors.get(&session.id).filter(|h| !h.tx.is_closed()) {
             return Ok(h.clone());
         }
@@ -365,6 +373,7 @@ impl Runtime {
     pub async fn shutdown(&self) {
         let handles: Vec<ActorHandle> = {
             let mut actors = self.inner.actors.lock().unwrap_or_else(|e| e.into_inner());
+            self.inner.closing.store(true, std::sync::atomic::Ordering::SeqCst);
             actors.drain().map(|(_, h)| h).collect()
         };
         let mut waits = Vec::new();

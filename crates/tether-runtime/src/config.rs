@@ -26,4 +26,6 @@ pub struct RuntimeConfig {
     pub turn_timeout: Option<Duration>,
     /// Live pool limits.
     pub pool: crate::PoolConfig,
+    /// Delegation limits and the MCP server given to agents.
+    pub delegation: crate::DelegationConfig,
 }

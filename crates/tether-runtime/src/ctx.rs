@@ -19,6 +19,8 @@ pub(crate) struct Ctx {
     pub bus: broadcast::Sender<EventEnvelope>,
     pub config: RuntimeConfig,
     pub pool: Pool,
+    /// Delegation: MCP tokens of launched sessions, the readiness gate.
+    pub delegation: crate::delegation::Registry,
     acp: AcpDriver,
     codex: CodexDriver,
     claude: ClaudeDriver,
@@ -37,9 +39,11 @@ impl Ctx {
             start_timeout: config.start_timeout,
         };
         let pool = Pool::new(config.pool.clone());
+        let delegation = crate::delegation::Registry::new(config.delegation.clone());
         Arc::new(Ctx {
             store,
             bus,
+            delegation,
             config,
             pool,
             acp,

@@ -26,6 +26,9 @@ pub enum RuntimeError {
     Store(#[from] tether_store::StoreError),
     #[error("internal error: {0}")]
     Internal(String),
+    /// A delegation rule (its own stable code: depth_limit, session_released, ...).
+    #[error("{message}")]
+    Delegation { code: ErrorCode, message: String },
 }
 
 impl RuntimeError {
@@ -41,6 +44,7 @@ impl RuntimeError {
             RuntimeError::NothingRunning => ErrorCode::NothingRunning,
             RuntimeError::Archived(_) => ErrorCode::ConversationArchived,
             RuntimeError::Store(_) | RuntimeError::Internal(_) => ErrorCode::Internal,
+            RuntimeError::Delegation { code, .. } => *code,
         }
     }
 }

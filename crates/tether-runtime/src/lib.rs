@@ -10,6 +10,10 @@ mod api;
 mod config;
 mod ctx;
 mod cwd;
+mod delegation;
+mod delegation_close;
+mod delegation_status;
+mod delegation_watch;
 mod error;
 mod pool;
 mod router;
@@ -18,5 +22,9 @@ mod views;
 
 pub use api::Runtime;
 pub use config::RuntimeConfig;
+pub use delegation::{
+    Caller, DelegationConfig, MCP_SERVER_NAME, MCP_SOCKET_ENV, MCP_TOKEN_ENV, McpLaunch,
+};
+pub use delegation_status::{MAX_WAIT_MS, outcome_of};
 pub use error::RuntimeError;
 pub use pool::{PoolConfig, PoolStatus};

@@ -17,6 +17,9 @@ use crate::api::Result;
 use crate::ctx::new_id;
 use crate::{Runtime, RuntimeError};
 
+/// How long the router waits for a session actor to acknowledge a command.
+const ACTOR_REPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 fn reply(kind: MessageOutcomeKind, text: impl Into<String>) -> MessageOutcome {
     MessageOutcome {
         outcome: kind,
@@ -56,6 +59,9 @@ impl Runtime {
                 {
                     return Ok(out);
                 }
+                if conv.kind == tether_proto::ConversationKind::Delegate {
+                    return self.route_delegate_prompt(&conv, text).await;
+                }
                 self.route_prompt(conv, text, req.agent.as_deref(), req.model.as_deref())
                     .await
             }
@@ -70,12 +76,22 @@ impl Runtime {
         by: &str,
     ) -> Result<Option<MessageOutcome>> {
         let store = &self.ctx().store;
+        let Some(bound) = &conv.bound_session_id else {
+            return Ok(None);
+        };
+        // Only the bound session's questions: after /new a message goes to the new session.
         let pending = store
             .list_questions(Some(QuestionStatus::Pending), Some(&conv.id))
             .await?;
-        let Some(q) = pending.last() else {
+        let Some(q) = pending.iter().rev().find(|q| &q.session_id == bound) else {
             return Ok(None);
         };
+        match self.answer_question(&q.id, text, by).await {
+            Ok(_) => {}
+            // Answered or expired meanwhile: treat the text as a normal message.
+            Err(RuntimeError::Resolve(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        }
         store
             .add_message(
                 &conv.id,
@@ -85,7 +101,6 @@ impl Runtime {
                 Some(&q.turn_id),
             )
             .await?;
-        self.answer_question(&q.id, text, by).await?;
         Ok(Some(MessageOutcome {
             outcome: MessageOutcomeKind::Answered,
             turn_id: Some(q.turn_id.clone()),
@@ -170,17 +185,13 @@ impl Runtime {
             .parent_conversation_id
             .clone()
             .unwrap_or_else(|| conv.id.clone());
-        let actor = self.actor(&session, &owner)?;
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let cmd = ActorCmd::Enqueue {
-            turn_id: turn.id.clone(),
-            input: turn.input.clone(),
-            reply: tx,
-        };
-        let sent = actor.tx.send(cmd).is_ok();
-        let enqueued = match (sent, rx.await) {
-            (true, Ok(e)) => e,
-            _ => return Err(RuntimeError::Internal("session actor is gone".to_string())),
+        let enqueued = match self.enqueue(&session, &owner, &turn).await {
+            Ok(e) => e,
+            Err(e) => {
+                // Never leave an accepted message as a turn that will not run.
+                self.fail_unstarted(&turn.id, &e).await;
+                return Err(e);
+            }
         };
         let (outcome, queue_position) = match enqueued {
             Enqueued::Started => (MessageOutcomeKind::Started, None),
@@ -218,6 +229,49 @@ impl Runtime {
         })
     }
 
+    /// Hands a stored turn to its session's actor.
+    async fn enqueue(
+        &self,
+        session: &tether_proto::Session,
+        owner: &str,
+        turn: &NewTurn,
+    ) -> Result<Enqueued> {
+        let actor = self.actor(session, owner)?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let cmd = ActorCmd::Enqueue {
+            turn_id: turn.id.clone(),
+            input: turn.input.clone(),
+            reply: tx,
+        };
+        if actor.tx.send(cmd).is_err() {
+            return Err(RuntimeError::Internal("the session actor is gone".to_string()));
+        }
+        match tokio::time::timeout(ACTOR_REPLY_TIMEOUT, rx).await {
+            Ok(Ok(e)) => Ok(e),
+            Ok(Err(_)) => Err(RuntimeError::Internal("the session actor is gone".to_string())),
+            Err(_) => Err(RuntimeError::Internal("the session actor did not answer".to_string())),
+        }
+    }
+
+    /// Fails a stored turn that could not be handed to its actor.
+    async fn fail_unstarted(&self, turn_id: &str, err: &RuntimeError) {
+        let message = err.to_string();
+        let end = TurnEnd {
+            status: TurnStatus::Failed,
+            result_text: None,
+            stop_reason: None,
+            error: Some((err.code(), message.clone())),
+            usage: None,
+        };
+        let ev = EventPayload::TurnFailed { code: err.code(), message: message.clone() };
+        let note = NewMessage { role: MessageRole::Status, text: format!("not run: {message}") };
+        match self.ctx().store.finish_turn(turn_id, &end, &ev, Some(&note)).await {
+            Ok(Some(ev)) => self.ctx().publish([ev]),
+            Ok(None) => {}
+            Err(e) => tracing::error!(error = %e, "cannot fail an unstarted turn"),
+        }
+    }
+
     /// Tells a session that is no longer bound to end its process once idle.
     fn park(&self, session_id: &str) {
         if let Some(h) = self.existing_actor(session_id) {
@@ -232,6 +286,18 @@ impl Runtime {
         by: &str,
     ) -> Result<MessageOutcome> {
         let store = &self.ctx().store;
+        if conv.kind == tether_proto::ConversationKind::Delegate
+            && matches!(
+                cmd,
+                Command::New { .. } | Command::Detach | Command::Agent { .. } | Command::Model { .. }
+            )
+        {
+            return Err(crate::delegation::err(
+                ErrorCode::InvalidCommand,
+                "a delegated conversation keeps its one session: /new, /detach, /agent and \
+                 /model do not apply (close it and delegate a new task instead)",
+            ));
+        }
         let text = match cmd {
             Command::New { agent, task } => {
                 if let Some(agent) = &agent {
@@ -328,25 +394,49 @@ impl Runtime {
         ))
     }
 
-    /// Cancels every running turn of the conversation.
+    /// Cancels every running turn of the conversation (its bound session and any other
+    /// session of it with an open turn). The actors decide what runs, not the store: a
+    /// turn handed over a moment ago is stopped too.
     pub(crate) async fn stop_running(&self, conv_id: &str) -> Result<MessageOutcome> {
+        let conv = self.conversation_row(conv_id).await?;
         let open = self.ctx().store.open_turns(conv_id).await?;
-        let mut stopped = None;
-        for t in open.iter().filter(|t| t.status != TurnStatus::Queued) {
-            if let Some(h) = self.existing_actor(&t.session_id) {
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                if h.tx.send(ActorCmd::Stop { reply: tx }).is_ok() && rx.await.unwrap_or(false) {
-                    stopped = Some(t);
-                }
+        let mut sessions: Vec<String> = conv.bound_session_id.into_iter().collect();
+        for t in &open {
+            if !sessions.contains(&t.session_id) {
+                sessions.push(t.session_id.clone());
             }
         }
-        let Some(t) = stopped else {
+        let mut stopped = None;
+        for sid in sessions {
+            let Some(h) = self.existing_actor(&sid) else {
+                continue;
+            };
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            if h.tx.send(ActorCmd::Stop { reply: tx }).is_err() {
+                continue;
+            }
+            if let Ok(Ok(true)) = tokio::time::timeout(ACTOR_REPLY_TIMEOUT, rx).await {
+                stopped = Some(sid);
+            }
+        }
+        if stopped.is_some() {
+            // Children started in the stopped turn are cancelled with it.
+            for t in open.iter().filter(|t| t.status != TurnStatus::Queued) {
+                self.cancel_children_of_turn(&t.id).await;
+            }
+        }
+        let Some(session_id) = stopped else {
             return Err(RuntimeError::NothingRunning);
         };
+        let turn_id = open
+            .iter()
+            .find(|t| t.session_id == session_id && t.status != TurnStatus::Queued)
+            .or_else(|| open.iter().find(|t| t.session_id == session_id))
+            .map(|t| t.id.clone());
         Ok(MessageOutcome {
             outcome: MessageOutcomeKind::Command,
-            turn_id: Some(t.id.clone()),
-            session_id: Some(t.session_id.clone()),
+            turn_id,
+            session_id: Some(session_id),
             new_session: None,
             queue_position: None,
             reply: Some("stopping the running turn".to_string()),

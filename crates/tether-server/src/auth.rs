@@ -22,6 +22,11 @@ impl Auth {
         }
     }
 
+    /// The token itself (for routes that check it on their own, like `/mcp`).
+    pub fn token(&self) -> String {
+        String::from_utf8_lossy(&self.token).into_owned()
+    }
+
     /// Whether `presented` is the token. An empty configured token admits nobody.
     fn admits(&self, presented: &str) -> bool {
         !self.token.is_empty() && constant_time_eq(&self.token, presented.as_bytes())

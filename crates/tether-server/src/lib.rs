@@ -70,12 +70,41 @@ pub(crate) struct AppState {
 /// The whole HTTP API: `/api/v1/*`, `/api/openapi.json`, the web page at `/`, JSON 404
 /// for anything else.
 pub fn router(runtime: Runtime, auth: AuthConfig, limits: Limits) -> Router {
-    let routes = api_routes(auth::Auth::new(auth.token)).with_state(AppState { runtime });
+    router_with(runtime, auth, limits, ExtraRoutes::default())
+}
+
+/// Routes from outside this crate (the channels): `protected` ones behind the bearer
+/// token, `public` ones without it (they verify their callers themselves: webhooks).
+#[derive(Default)]
+pub struct ExtraRoutes {
+    pub protected: Option<Router>,
+    pub public: Option<Router>,
+}
+
+/// [`router`] plus extra routes.
+pub fn router_with(
+    runtime: Runtime,
+    auth: AuthConfig,
+    limits: Limits,
+    extra: ExtraRoutes,
+) -> Router {
+    let auth = auth::Auth::new(auth.token);
+    let mut routes = api_routes(auth.clone()).with_state(AppState { runtime });
+    if let Some(protected) = extra.protected {
+        routes = routes.merge(protected.route_layer(axum::middleware::from_fn_with_state(
+            auth,
+            auth::require_header,
+        )));
+    }
+    if let Some(public) = extra.public {
+        routes = routes.merge(public);
+    }
     harden(routes, limits)
 }
 
 fn api_routes(auth: auth::Auth) -> Router<AppState> {
-    use handlers::{agents, approvals, conversations, sessions};
+    let mcp_slot = handlers::delegation::McpSlot::new(&auth.token());
+    use handlers::{agents, approvals, conversations, delegation, sessions};
 
     let protected = Router::new()
         .route("/api/v1/agents", get(agents::list))
@@ -100,6 +129,22 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
             post(conversations::detach),
         )
         .route("/api/v1/conversations/{id}/stop", post(conversations::stop))
+        .route(
+            "/api/v1/conversations/{id}/continuation",
+            get(delegation::continuation),
+        )
+        .route(
+            "/api/v1/conversations/{id}/continue",
+            post(delegation::continue_task),
+        )
+        .route(
+            "/api/v1/conversations/{id}/close",
+            post(delegation::close_task),
+        )
+        .route(
+            "/api/v1/conversations/{id}/delegations",
+            get(delegation::children),
+        )
         .route("/api/v1/sessions/{id}", get(sessions::get))
         .route("/api/v1/sessions/{id}/turns", get(sessions::turns))
         .route("/api/v1/sessions/{id}/events", get(sessions::events))
@@ -124,12 +169,17 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
             auth::require_header_or_query,
         ));
 
+    // MCP over streamable HTTP checks its own tokens (API token or a session's).
+    let mcp = Router::new()
+        .route("/mcp", axum::routing::any(delegation::mcp))
+        .layer(axum::Extension(mcp_slot));
+
     let public = Router::new()
         .route("/api/v1/health", get(handlers::health))
         .route("/api/openapi.json", get(openapi::serve_openapi))
         .merge(web::routes());
 
-    protected.merge(events).merge(public)
+    protected.merge(events).merge(mcp).merge(public)
 }
 
 /// JSON errors for unknown routes and methods, body limits, panics, request tracing.

@@ -5,7 +5,7 @@ use axum::Json;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::handlers::{self, agents, approvals, conversations, sessions};
+use crate::handlers::{self, agents, approvals, conversations, delegation, sessions};
 use crate::sse;
 
 #[derive(OpenApi)]
@@ -28,6 +28,10 @@ use crate::sse;
         conversations::new_session,
         conversations::detach,
         conversations::stop,
+        delegation::continuation,
+        delegation::continue_task,
+        delegation::close_task,
+        delegation::children,
         sse::conversation_events,
         sessions::get,
         sessions::turns,
@@ -72,6 +76,19 @@ use crate::sse;
         tether_proto::QuestionStatus,
         tether_proto::NewSessionReason,
         tether_proto::MessageRole,
+        tether_proto::Continuation,
+        tether_proto::ContinueRequest,
+        tether_proto::CloseRequest,
+        tether_proto::TaskStarted,
+        tether_proto::TaskClosed,
+        tether_proto::TaskSnapshot,
+        tether_proto::TaskList,
+        tether_proto::TaskOutcome,
+        tether_proto::TaskStatus,
+        tether_proto::Availability,
+        tether_proto::TurnOrigin,
+        tether_proto::BlockedOn,
+        tether_proto::BlockedKind,
     )),
     modifiers(&Security),
     tags(
@@ -80,6 +97,7 @@ use crate::sse;
         (name = "sessions", description = "Runtime sessions, turns and events"),
         (name = "approvals", description = "Permission requests from agents"),
         (name = "questions", description = "Questions from agents"),
+        (name = "delegation", description = "Delegated sub-conversations: availability, continue, close (MCP at /mcp)"),
     )
 )]
 pub struct ApiDoc;

@@ -15,6 +15,27 @@ fn to_json(v: &impl serde::Serialize) -> Result<String> {
     })
 }
 
+/// Sets an open turn's status from its pending requests: approvals first, then
+/// questions, else running.
+pub(crate) async fn recompute_turn_status(
+    conn: &mut sqlx::SqliteConnection,
+    turn_id: &str,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE turns SET status = CASE \
+           WHEN EXISTS (SELECT 1 FROM approvals WHERE turn_id = ?1 AND status = 'pending') \
+             THEN 'waiting_approval' \
+           WHEN EXISTS (SELECT 1 FROM questions WHERE turn_id = ?1 AND status = 'pending') \
+             THEN 'waiting_user' \
+           ELSE 'running' END \
+         WHERE id = ?1 AND status IN ('running', 'waiting_approval', 'waiting_user')",
+    )
+    .bind(turn_id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
 impl Store {
     /// Inserts a pending approval, marks its turn waiting, records `approval_requested`.
     pub async fn create_approval(&self, a: &NewApproval) -> Result<EventEnvelope> {
@@ -35,13 +56,7 @@ impl Store {
         .bind(a.deadline_ms)
         .execute(&mut *tx)
         .await?;
-        sqlx::query(
-            "UPDATE turns SET status = 'waiting_approval' WHERE id = ? \
-             AND status IN ('running', 'waiting_user')",
-        )
-        .bind(&a.turn_id)
-        .execute(&mut *tx)
-        .await?;
+        recompute_turn_status(&mut tx, &a.turn_id).await?;
         let ev = append(
             &mut tx,
             &a.session_id,
@@ -83,14 +98,7 @@ impl Store {
             return Ok(None);
         };
         let approval = rows::approval(&row)?;
-        sqlx::query(
-            "UPDATE turns SET status = 'running' WHERE id = ? AND status = 'waiting_approval' \
-             AND NOT EXISTS (SELECT 1 FROM approvals WHERE turn_id = ? AND status = 'pending')",
-        )
-        .bind(&approval.turn_id)
-        .bind(&approval.turn_id)
-        .execute(&mut *tx)
-        .await?;
+        recompute_turn_status(&mut tx, &approval.turn_id).await?;
         let ev = append(
             &mut tx,
             &approval.session_id,
@@ -149,10 +157,7 @@ impl Store {
         .bind(q.deadline_ms)
         .execute(&mut *tx)
         .await?;
-        sqlx::query("UPDATE turns SET status = 'waiting_user' WHERE id = ? AND status = 'running'")
-            .bind(&q.turn_id)
-            .execute(&mut *tx)
-            .await?;
+        recompute_turn_status(&mut tx, &q.turn_id).await?;
         let ev = append(
             &mut tx,
             &q.session_id,
@@ -192,10 +197,7 @@ impl Store {
             return Ok(None);
         };
         let question = rows::question(&row)?;
-        sqlx::query("UPDATE turns SET status = 'running' WHERE id = ? AND status = 'waiting_user'")
-            .bind(&question.turn_id)
-            .execute(&mut *tx)
-            .await?;
+        recompute_turn_status(&mut tx, &question.turn_id).await?;
         let ev = append(
             &mut tx,
             &question.session_id,

@@ -64,6 +64,9 @@ pub struct NewOutbox {
     pub target_key: Option<String>,
     pub address: String,
     pub body: String,
+    /// When a row with the key exists: `false` leaves it alone; `true` replaces its body
+    /// and makes it pending again (a coalesced edit: only the latest body matters).
+    pub replace: bool,
 }
 
 /// A stored outbox row.
@@ -154,23 +157,32 @@ fn pairing(row: &SqliteRow) -> Result<Pairing> {
 
 async fn insert_outbox(conn: &mut sqlx::SqliteConnection, item: &NewOutbox) -> Result<bool> {
     let now = now_ms();
-    let res = sqlx::query(
-        "INSERT OR IGNORE INTO channel_outbox (channel, chat_key, dedupe_key, op, target_key, \
-         address, body, status, next_attempt_at, created_at, updated_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
-    )
-    .bind(&item.channel)
-    .bind(&item.chat_key)
-    .bind(&item.dedupe_key)
-    .bind(&item.op)
-    .bind(&item.target_key)
-    .bind(&item.address)
-    .bind(&item.body)
-    .bind(now)
-    .bind(now)
-    .bind(now)
-    .execute(&mut *conn)
-    .await?;
+    let on_conflict = if item.replace {
+        "ON CONFLICT (channel, dedupe_key) DO UPDATE SET body = excluded.body, \
+         version = version + 1, status = 'pending', attempts = 0, \
+         next_attempt_at = MAX(next_attempt_at, excluded.next_attempt_at), \
+         updated_at = excluded.updated_at WHERE body != excluded.body"
+    } else {
+        "ON CONFLICT (channel, dedupe_key) DO NOTHING"
+    };
+    let sql = format!(
+        "INSERT INTO channel_outbox (channel, chat_key, dedupe_key, op, target_key, address, \
+         body, status, next_attempt_at, created_at, updated_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?) {on_conflict}"
+    );
+    let res = sqlx::query(&sql)
+        .bind(&item.channel)
+        .bind(&item.chat_key)
+        .bind(&item.dedupe_key)
+        .bind(&item.op)
+        .bind(&item.target_key)
+        .bind(&item.address)
+        .bind(&item.body)
+        .bind(now)
+        .bind(now)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
     Ok(res.rows_affected() == 1)
 }
 
@@ -224,8 +236,8 @@ impl Store {
             })
     }
 
-    /// Inserts outbox rows (a row whose key exists is left alone) and moves the chat's
-    /// event cursor forward, in one transaction. Returns how many rows were new.
+    /// Inserts outbox rows (see [`NewOutbox::replace`]) and moves the chat's event
+    /// cursor forward, in one transaction. Returns how many rows were written.
     pub async fn advance_channel_chat(
         &self,
         channel: &str,
@@ -251,7 +263,7 @@ impl Store {
         Ok(added)
     }
 
-    /// Inserts outbox rows; a row whose key exists is left alone. Returns how many were new.
+    /// Inserts outbox rows (see [`NewOutbox::replace`]). Returns how many were written.
     pub async fn enqueue_outbox(&self, items: &[NewOutbox]) -> Result<usize> {
         let mut tx = self.writer.begin().await?;
         let mut added = 0;
@@ -260,34 +272,6 @@ impl Store {
         }
         tx.commit().await?;
         Ok(added)
-    }
-
-    /// Inserts a row, or replaces the body of the row with that key and makes it pending
-    /// again (a coalesced edit: only its latest body matters).
-    pub async fn upsert_outbox(&self, item: &NewOutbox) -> Result<()> {
-        let now = now_ms();
-        sqlx::query(
-            "INSERT INTO channel_outbox (channel, chat_key, dedupe_key, op, target_key, address, \
-             body, status, next_attempt_at, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?) \
-             ON CONFLICT (channel, dedupe_key) DO UPDATE SET body = excluded.body, \
-             version = version + 1, status = 'pending', attempts = 0, \
-             next_attempt_at = MAX(next_attempt_at, excluded.next_attempt_at), \
-             updated_at = excluded.updated_at WHERE body != excluded.body",
-        )
-        .bind(&item.channel)
-        .bind(&item.chat_key)
-        .bind(&item.dedupe_key)
-        .bind(&item.op)
-        .bind(&item.target_key)
-        .bind(&item.address)
-        .bind(&item.body)
-        .bind(now)
-        .bind(now)
-        .bind(now)
-        .execute(&self.writer)
-        .await?;
-        Ok(())
     }
 
     /// The rows at the head of their lanes (oldest pending row of each chat) that are
@@ -307,11 +291,12 @@ impl Store {
         rows.iter().map(outbox).collect()
     }
 
-    /// When the next pending row of the channel is due, if any.
+    /// When the next lane head of the channel is due, if any.
     pub async fn next_outbox_due(&self, channel: &str) -> Result<Option<i64>> {
         let (at,): (Option<i64>,) = sqlx::query_as(
-            "SELECT MIN(next_attempt_at) FROM channel_outbox \
-             WHERE channel = ? AND status = 'pending'",
+            "SELECT MIN(o.next_attempt_at) FROM channel_outbox o WHERE o.channel = ? \
+             AND o.status = 'pending' AND o.id = (SELECT MIN(i.id) FROM channel_outbox i \
+             WHERE i.channel = o.channel AND i.chat_key = o.chat_key AND i.status = 'pending')",
         )
         .bind(channel)
         .fetch_one(&self.writer)

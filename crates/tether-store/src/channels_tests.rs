@@ -19,6 +19,14 @@ fn item(lane: &str, key: &str, body: &str) -> NewOutbox {
         target_key: None,
         address: "{}".into(),
         body: body.into(),
+        replace: false,
+    }
+}
+
+fn coalesced(lane: &str, key: &str, body: &str) -> NewOutbox {
+    NewOutbox {
+        replace: true,
+        ..item(lane, key, body)
     }
 }
 
@@ -70,9 +78,13 @@ async fn outbox_rows_are_deduplicated_and_lanes_are_ordered() {
 #[tokio::test]
 async fn an_upsert_replaces_the_body_and_a_stale_send_does_not_mark_it_sent() {
     let (_d, s) = store().await;
-    s.upsert_outbox(&item("a", "p", "v1")).await.unwrap();
+    s.enqueue_outbox(&[coalesced("a", "p", "v1")])
+        .await
+        .unwrap();
     let r1 = s.outbox_row("telegram", "p").await.unwrap().unwrap();
-    s.upsert_outbox(&item("a", "p", "v2")).await.unwrap();
+    s.enqueue_outbox(&[coalesced("a", "p", "v2")])
+        .await
+        .unwrap();
     // The v1 send finishes after the body changed: the row stays pending with v2.
     s.mark_outbox_sent(r1.id, r1.version, Some("m"))
         .await
@@ -84,11 +96,15 @@ async fn an_upsert_replaces_the_body_and_a_stale_send_does_not_mark_it_sent() {
         .await
         .unwrap();
     // Same body again: nothing to do.
-    s.upsert_outbox(&item("a", "p", "v2")).await.unwrap();
+    s.enqueue_outbox(&[coalesced("a", "p", "v2")])
+        .await
+        .unwrap();
     let r3 = s.outbox_row("telegram", "p").await.unwrap().unwrap();
     assert_eq!(r3.status, OutboxStatus::Sent);
     // A new body: pending again, same row.
-    s.upsert_outbox(&item("a", "p", "v3")).await.unwrap();
+    s.enqueue_outbox(&[coalesced("a", "p", "v3")])
+        .await
+        .unwrap();
     let r4 = s.outbox_row("telegram", "p").await.unwrap().unwrap();
     assert_eq!((r4.id, r4.status), (r1.id, OutboxStatus::Pending));
 }

@@ -53,26 +53,25 @@ impl Store {
         })
     }
 
-    /// Marks a turn running and records `turn_started`, together.
-    pub async fn start_turn(&self, turn_id: &str) -> Result<EventEnvelope> {
+    /// Marks a queued turn running and records `turn_started`, together. `None` when the
+    /// turn is not queued any more (it already ran or ended).
+    pub async fn start_turn(&self, turn_id: &str) -> Result<Option<EventEnvelope>> {
         let mut tx = self.writer.begin().await?;
-        let (session_id, input): (String, String) = sqlx::query_as(
+        let row: Option<(String, String)> = sqlx::query_as(
             "UPDATE turns SET status = 'running', started_at = ? WHERE id = ? \
-             RETURNING session_id, input",
+             AND status = 'queued' RETURNING session_id, input",
         )
         .bind(now_ms())
         .bind(turn_id)
-        .fetch_one(&mut *tx)
+        .fetch_optional(&mut *tx)
         .await?;
-        let ev = append(
-            &mut tx,
-            &session_id,
-            Some(turn_id),
-            &EventPayload::TurnStarted { input },
-        )
-        .await?;
+        let Some((session_id, input)) = row else {
+            return Ok(None);
+        };
+        let ev = append(&mut tx, &session_id, Some(turn_id), &EventPayload::TurnStarted { input })
+            .await?;
         tx.commit().await?;
-        Ok(ev)
+        Ok(Some(ev))
     }
 
     /// Ends a turn: status, result, the terminal event and a history entry, together.

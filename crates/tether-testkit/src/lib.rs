@@ -3,6 +3,8 @@
 //! Dev-only: nothing in the product depends on it.
 
 mod daemon;
+pub mod fake_feishu;
+pub mod fake_telegram;
 pub mod mock_model;
 pub mod real_agents;
 mod sse;

@@ -195,6 +195,7 @@ pub fn agent_launch(agent: RealAgent) -> (&'static str, &'static str, Vec<&'stat
                 "--verbose",
                 "--permission-prompt-tool",
                 "stdio",
+                "--include-partial-messages",
             ],
         ),
         RealAgent::Gemini => ("acp", "gemini", vec!["--acp"]),

@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use serde::Deserialize;
 use tether_agents::{AgentSpec, DriverKind};
-use tether_runtime::{PoolConfig, RuntimeConfig};
+use tether_runtime::{DelegationConfig, PoolConfig, RuntimeConfig};
 
 use crate::paths::{self, Env};
 
@@ -34,8 +34,12 @@ pub struct FileConfig {
     pub turn_timeout_secs: Option<u64>,
     /// `[pool]`: live pool limits.
     pub pool: Option<PoolFile>,
+    /// `[delegation]`: agent-to-agent delegation limits.
+    pub delegation: Option<DelegationFile>,
     #[serde(default)]
     pub agents: BTreeMap<String, AgentConfig>,
+    /// `[channels]`: Telegram and Feishu (see `config_channels`).
+    pub channels: Option<crate::config_channels::ChannelsFile>,
 }
 
 /// `[pool]`: how many agent processes stay live (0 = no limit) and for how long idle.
@@ -46,6 +50,15 @@ pub struct PoolFile {
     pub max_live_per_owner: Option<usize>,
     /// 0 = never evict for idleness.
     pub idle_ttl_secs: Option<u64>,
+}
+
+/// `[delegation]`: how deep delegation may nest (1..=8, default 1) and how many children
+/// of one conversation may run at once (0 = no limit, default 4).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DelegationFile {
+    pub max_depth: Option<u32>,
+    pub max_running_children: Option<usize>,
 }
 
 /// `[agents.NAME]`. For a built-in agent (codex, claude, gemini) every field is optional
@@ -75,8 +88,12 @@ pub struct Settings {
     pub start_timeout: Duration,
     pub turn_timeout: Option<Duration>,
     pub pool: PoolConfig,
+    /// Delegation limits (the MCP launch is filled in by `serve`).
+    pub delegation: DelegationConfig,
     /// `TETHER_TOKEN`: used instead of the token file when set.
     pub token_override: Option<String>,
+    /// The channels to run (none unless configured).
+    pub channels: tether_channels::ChannelsConfig,
 }
 
 impl Settings {
@@ -178,6 +195,8 @@ impl Settings {
             secs => Some(Duration::from_secs(secs)),
         };
 
+        let delegation = delegation_config(file.delegation.unwrap_or_default())?;
+
         Ok(Settings {
             config_path,
             listen,
@@ -191,7 +210,9 @@ impl Settings {
             start_timeout: Duration::from_secs(start_timeout_secs),
             turn_timeout,
             pool: pool_config(file.pool.unwrap_or_default()),
+            delegation,
             token_override: env("TETHER_TOKEN"),
+            channels: crate::config_channels::resolve(file.channels)?,
         })
     }
 
@@ -206,8 +227,24 @@ impl Settings {
             start_timeout: self.start_timeout,
             turn_timeout: self.turn_timeout,
             pool: self.pool.clone(),
+            delegation: self.delegation.clone(),
         }
     }
+}
+
+fn delegation_config(file: DelegationFile) -> Result<DelegationConfig> {
+    let default = DelegationConfig::default();
+    let max_depth = file.max_depth.unwrap_or(default.max_depth);
+    if !(1..=8).contains(&max_depth) {
+        bail!("delegation.max_depth must be between 1 and 8 (got {max_depth})");
+    }
+    Ok(DelegationConfig {
+        max_depth,
+        max_running_children: file
+            .max_running_children
+            .unwrap_or(default.max_running_children),
+        mcp: None,
+    })
 }
 
 fn pool_config(file: PoolFile) -> PoolConfig {
@@ -266,6 +303,7 @@ pub fn builtin_agents() -> BTreeMap<String, AgentSpec> {
                 "--verbose",
                 "--permission-prompt-tool",
                 "stdio",
+                "--include-partial-messages",
             ],
         ),
         spec("gemini", DriverKind::Acp, "gemini", &["--acp"]),

@@ -1,13 +1,16 @@
 //! tether: the daemon binary. Reads the config (file, environment, flags), wires the
-//! store, the runtime and the HTTP server together, and offers `serve`, `token` and
-//! `doctor`.
+//! store, the runtime, the channels and the HTTP server together, and offers `serve`,
+//! `token`, `doctor` and `pair`.
 //!
 //! Only wiring and operator-facing output live here: no domain logic, no protocol code.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod config;
+mod config_channels;
 mod doctor;
+mod mcp_cmd;
+mod pair;
 mod paths;
 mod serve;
 mod token;
@@ -46,6 +49,24 @@ enum Command {
     Token,
     /// Show the configuration and check that the agents are installed.
     Doctor,
+    /// The stdio MCP server tether gives its agents (started by tether, not by people).
+    Mcp,
+    /// Channel pairing: approve people who wrote to a channel bot and got a code.
+    Pair {
+        #[command(subcommand)]
+        action: PairAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum PairAction {
+    /// List pending pairing codes (`--all`: approved and expired ones too).
+    List {
+        #[arg(long)]
+        all: bool,
+    },
+    /// Allow the person who got this code (e.g. ABCD-2345) on their channel.
+    Approve { code: String },
 }
 
 fn main() -> ExitCode {
@@ -65,6 +86,10 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
+    if let Command::Mcp = cli.command {
+        // Needs no config: the daemon put everything into the environment.
+        return mcp_cmd::run().await;
+    }
     let listen = match &cli.command {
         Command::Serve { listen } => listen.as_deref(),
         _ => None,
@@ -79,10 +104,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             out.flush()?;
             Ok(())
         }
+        Command::Mcp => mcp_cmd::run().await,
         Command::Doctor => {
             let report = doctor::run(&settings).await;
             let mut out = std::io::stdout().lock();
             write!(out, "{report}")?;
+            out.flush()?;
+            Ok(())
+        }
+        Command::Pair { action } => {
+            let text = match action {
+                PairAction::List { all } => pair::list(&settings, all).await?,
+                PairAction::Approve { code } => pair::approve(&settings, &code).await?,
+            };
+            let mut out = std::io::stdout().lock();
+            write!(out, "{text}")?;
             out.flush()?;
             Ok(())
         }

@@ -1,5 +1,5 @@
-//! `tether serve`: open the store, start the runtime, serve the API until SIGINT or
-//! SIGTERM, then stop the agents.
+//! `tether serve`: open the store, start the runtime and the channels, serve the API
+//! until SIGINT or SIGTERM, then stop the agents.
 
 use std::io::Write;
 use std::time::Duration;
@@ -28,10 +28,28 @@ pub async fn run(settings: Settings) -> Result<()> {
     let store = Store::open(&settings.data_dir)
         .await
         .with_context(|| format!("cannot open the store in {}", settings.data_dir.display()))?;
-    let runtime = Runtime::start(settings.runtime_config(), store)
+    let (runtime_config, mcp_socket) = crate::mcp_cmd::runtime_config(&settings);
+    let runtime = Runtime::start(runtime_config, store.clone())
         .await
         .context("cannot start the runtime")?;
-    let router = tether_server::router(runtime.clone(), AuthConfig { token }, Limits::default());
+    let mcp_stop = crate::mcp_cmd::serve_socket(mcp_socket, &runtime);
+    let channels = tether_channels::Channels::start(
+        runtime.clone(),
+        store,
+        settings.channels.clone(),
+    )
+    .await
+    .context("cannot start the channels")?;
+    let extra = tether_server::ExtraRoutes {
+        protected: Some(channels.api_routes()),
+        public: Some(channels.hook_routes()),
+    };
+    let router = tether_server::router_with(
+        runtime.clone(),
+        AuthConfig { token },
+        Limits::default(),
+        extra,
+    );
 
     // The first line is read by scripts and tests: keep its shape.
     let mut stdout = std::io::stdout().lock();
@@ -43,6 +61,8 @@ pub async fn run(settings: Settings) -> Result<()> {
     tracing::info!(%addr, data_dir = %settings.data_dir.display(), "tether is serving");
 
     let served = tether_server::serve(listener, router, shutdown).await;
+    channels.shutdown();
+    mcp_stop.cancel();
     tracing::info!("stopping agent sessions");
     if tokio::time::timeout(RUNTIME_SHUTDOWN_TIMEOUT, runtime.shutdown())
         .await

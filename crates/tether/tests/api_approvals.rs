@@ -201,7 +201,7 @@ async fn an_unanswered_approval_expires_at_its_deadline() {
         t["result_text"]
             .as_str()
             .unwrap()
-            .starts_with("approval: cancelled"),
+            .starts_with("approval: denied"),
         "{t}"
     );
     let list = d.get_ok("/api/v1/approvals").await;

@@ -16,7 +16,6 @@ async fn daemon_with_claude(model: &MockModel) -> (Daemon, tempfile::TempDir) {
     let config_dir = tempfile::tempdir().unwrap();
     let env = real_agents::claude_env(&model.base_url(), config_dir.path());
     let (_, cli, mut args) = real_agents::agent_launch(RealAgent::Claude);
-    args.push("--include-partial-messages");
     let args: Vec<String> = args.iter().map(|a| real_agents::toml_str(a)).collect();
     let mut toml = format!(
         "[agents.claude]\ndriver = \"claude\"\ncommand = {}\nargs = [{}]\n\n[agents.claude.env]\n",

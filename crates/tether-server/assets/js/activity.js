@@ -6,7 +6,8 @@
 import { h, duration } from "./dom.js";
 
 const first = (...xs) => xs.find((x) => x !== undefined && x !== null && x !== "");
-const asText = (v) => (Array.isArray(v) ? v.join(" ") : typeof v === "string" ? v : undefined);
+const asText = (v) =>
+  Array.isArray(v) && v.every((x) => typeof x === "string") ? v.join(" ") : typeof v === "string" ? v : undefined;
 
 /** The shell command a tool call runs, if it is one. */
 export function commandOf(d) {
@@ -30,9 +31,9 @@ export function outputOf(d) {
   const raw = d.rawOutput || d.output || d.result;
   if (typeof raw === "string") return raw;
   if (raw && typeof raw === "object") {
-    return asText(first(raw.output, raw.aggregated_output, raw.formatted_output, raw.stdout, raw.content, raw.stderr));
+    return asText(first(raw.output, raw.aggregated_output, raw.aggregatedOutput, raw.formatted_output, raw.stdout, raw.content, raw.stderr));
   }
-  return asText(first(d.aggregated_output, d.stdout));
+  return asText(first(d.aggregatedOutput, d.aggregated_output, d.formattedOutput, d.stdout));
 }
 
 /** Exit code of a command, if reported. */

@@ -250,7 +250,11 @@ export class Chat {
     el.hidden = state !== "reconnecting";
     el.textContent = state === "reconnecting" ? "Connection lost — reconnecting…" : "";
     el.dataset.state = state;
-    if (state === "live") this.refreshSoon(0);
+    if (state === "live") {
+      // Messages that are not events (command replies, other tabs) may have been missed.
+      this.refreshSoon(0);
+      if (this.id) this.loadHistory();
+    }
   }
 
   // ---- actions ------------------------------------------------------------------

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::{Engine, ResumeError, ToolCall, ToolEnd, TurnEnd, TurnIo};
+use crate::mcp_client::{McpServerSpec, parse_servers};
 use crate::out::Out;
 use crate::rpc::{self, Incoming, Lines, Peer};
 use crate::script::Permission;
@@ -24,6 +25,8 @@ struct Acp {
     sessions: Mutex<HashMap<String, String>>,
     /// Running prompt per real session id.
     turns: Mutex<HashMap<String, CancellationToken>>,
+    /// MCP servers the client gave each real session id.
+    mcp: Mutex<HashMap<String, Vec<McpServerSpec>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -37,6 +40,7 @@ pub async fn run(engine: Arc<Engine>, hang_init: bool) -> Result<()> {
         hang_init,
         sessions: Mutex::new(HashMap::new()),
         turns: Mutex::new(HashMap::new()),
+        mcp: Mutex::new(HashMap::new()),
     });
     let mut lines = Lines::stdin();
     while let Some(line) = lines.next().await? {
@@ -82,6 +86,7 @@ impl Acp {
             "session/new" => {
                 let sid = self.engine.new_session(uuid::Uuid::new_v4().to_string())?;
                 lock(&self.sessions).insert(sid.clone(), sid.clone());
+                lock(&self.mcp).insert(sid.clone(), parse_servers(&params));
                 peer.respond(&id, json!({"sessionId": sid})).await
             }
             "session/load" | "session/resume" => {
@@ -100,6 +105,7 @@ impl Acp {
                     }
                 };
                 lock(&self.sessions).insert(requested, resumed.id.clone());
+                lock(&self.mcp).insert(resumed.id.clone(), parse_servers(&params));
                 if method == "session/load" {
                     for message in &resumed.history {
                         self.update(&resumed.id, chunk("user_message_chunk", message))
@@ -190,6 +196,7 @@ impl Acp {
         let mut io = AcpIo {
             peer: Arc::clone(&self.peer),
             session_id: session_id.to_owned(),
+            mcp: lock(&self.mcp).get(session_id).cloned().unwrap_or_default(),
         };
         let end = self.engine.run_turn(session_id, text, &mut io, token).await;
         lock(&self.turns).remove(session_id);
@@ -233,6 +240,7 @@ async fn send_update(peer: &Peer, session_id: &str, update: Value) -> Result<()>
 struct AcpIo {
     peer: Arc<Peer>,
     session_id: String,
+    mcp: Vec<McpServerSpec>,
 }
 
 impl AcpIo {
@@ -252,6 +260,10 @@ fn tool_call_json(call: &ToolCall) -> Value {
 }
 
 impl TurnIo for AcpIo {
+    fn mcp_servers(&self) -> Vec<McpServerSpec> {
+        self.mcp.clone()
+    }
+
     async fn chunk(&mut self, text: &str) -> Result<()> {
         self.update(chunk("agent_message_chunk", text)).await
     }

@@ -57,6 +57,10 @@ pub trait TurnIo: Send {
     ) -> impl Future<Output = Result<()>> + Send;
     /// Ask the user a question; `None` = declined / cancelled. Dropped on cancel.
     fn ask(&mut self, question: &str) -> impl Future<Output = Result<Option<String>>> + Send;
+    /// The stdio MCP servers the client gave this session (ACP `mcpServers`).
+    fn mcp_servers(&self) -> Vec<crate::mcp_client::McpServerSpec> {
+        Vec::new()
+    }
 }
 
 /// Why a session could not be loaded or resumed.
@@ -229,6 +233,63 @@ impl Engine {
             Directive::Hang => {
                 cancel.cancelled().await;
                 return Ok(TurnEnd::Cancelled);
+            }
+            Directive::Mcp { tool, args } => {
+                let Some(server) = io.mcp_servers().into_iter().next() else {
+                    io.chunk(&reply("mcp: the client gave no MCP server"))
+                        .await?;
+                    return Ok(TurnEnd::Completed);
+                };
+                // `A && B`: calls in sequence; `$task_id` in a later call is the task_id
+                // of the previous result.
+                let mut texts = Vec::new();
+                let mut last_task = String::new();
+                let chain = format!("{tool} {args}");
+                for step in chain.split(" && ") {
+                    let step = step.trim();
+                    let (tool, args) = step.split_once(char::is_whitespace).unwrap_or((step, "{}"));
+                    let args = args.replace("$task_id", &last_task);
+                    let args: serde_json::Value = match serde_json::from_str(&args) {
+                        Ok(v) => v,
+                        Err(e) => {
+                            io.chunk(&reply(&format!("mcp: arguments are not JSON: {e}")))
+                                .await?;
+                            return Ok(TurnEnd::Completed);
+                        }
+                    };
+                    let call = ToolCall {
+                        id: format!("call_{}", uuid::Uuid::new_v4().simple()),
+                        title: format!("mcp {}: {tool}", server.name),
+                        command: format!("mcp {tool}"),
+                    };
+                    io.tool_started(&call).await?;
+                    let result = tokio::select! {
+                        r = crate::mcp_client::call_tool(&server, tool, args, &call.id) => r,
+                        _ = cancel.cancelled() => {
+                            io.tool_finished(&call, &ToolEnd::Cancelled).await?;
+                            return Ok(TurnEnd::Cancelled);
+                        }
+                    };
+                    let text = match result {
+                        Ok(text) => text,
+                        Err(e) => format!("mcp error: {e:#}"),
+                    };
+                    io.tool_finished(
+                        &call,
+                        &ToolEnd::Completed {
+                            output: text.clone(),
+                        },
+                    )
+                    .await?;
+                    if let Some(id) = serde_json::from_str::<serde_json::Value>(&text)
+                        .ok()
+                        .and_then(|v| v.get("task_id").and_then(|t| t.as_str().map(str::to_owned)))
+                    {
+                        last_task = id;
+                    }
+                    texts.push(text);
+                }
+                io.chunk(&reply(&texts.join("\n"))).await?;
             }
         }
         Ok(TurnEnd::Completed)

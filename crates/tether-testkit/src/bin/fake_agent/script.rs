@@ -32,6 +32,9 @@ pub enum Directive {
     Fail,
     /// `hang`: the turn never ends until cancelled.
     Hang,
+    /// `mcp <tool> <json-args>`: call `tool` on the first stdio MCP server the client
+    /// gave the session; reply with the result's text.
+    Mcp { tool: String, args: String },
 }
 
 /// Parse a user message (leading/trailing whitespace ignored).
@@ -41,6 +44,21 @@ pub fn parse(text: &str) -> Directive {
         return Directive::Echo;
     };
     let rest: Vec<&str> = words.collect();
+    if first == "mcp" {
+        let after = text.trim().trim_start_matches("mcp").trim_start();
+        let (tool, args) = after.split_once(char::is_whitespace).unwrap_or((after, ""));
+        if !tool.is_empty() {
+            let args = if args.trim().is_empty() {
+                "{}"
+            } else {
+                args.trim()
+            };
+            return Directive::Mcp {
+                tool: tool.to_owned(),
+                args: args.to_owned(),
+            };
+        }
+    }
     match first {
         "stream" => match rest.as_slice() {
             [n, ms] => match (n.parse(), ms.parse()) {
@@ -145,6 +163,20 @@ mod tests {
         assert_eq!(parse("garbage"), Directive::Garbage);
         assert_eq!(parse("fail"), Directive::Fail);
         assert_eq!(parse("hang"), Directive::Hang);
+        assert_eq!(
+            parse("mcp delegate_to_agent {\"task\": \"a  b\"}"),
+            Directive::Mcp {
+                tool: "delegate_to_agent".into(),
+                args: "{\"task\": \"a  b\"}".into()
+            }
+        );
+        assert_eq!(
+            parse("mcp get_delegation_status"),
+            Directive::Mcp {
+                tool: "get_delegation_status".into(),
+                args: "{}".into()
+            }
+        );
     }
 
     #[test]

@@ -1,0 +1,115 @@
+//! The adapter contract: what a channel can do (capabilities as data), where a message
+//! goes ([`Address`]), what is sent ([`OutMessage`], channel-neutral and stored in the
+//! outbox as JSON) and how a send fails ([`SendError`]: retry later or give up).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tether_proto::Decision;
+
+/// What a channel supports. The renderer and the dispatcher decide from these, never
+/// from the channel's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Messages can carry buttons that call back with data.
+    pub buttons: bool,
+    /// A sent message can be edited in place.
+    pub edit: bool,
+    /// Approvals are sent as rich cards.
+    pub cards: bool,
+    /// Longest text of one message, in characters as the platform counts them.
+    pub max_text_len: usize,
+}
+
+/// Where a message goes: a chat, optionally a thread (Telegram forum topic) in it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Address {
+    pub chat_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+}
+
+/// How the text of a message is meant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TextKind {
+    /// Shown literally.
+    #[default]
+    Plain,
+    /// Agent output: Markdown-ish, code fences rendered as code where the channel can.
+    Markdown,
+}
+
+/// A button: a decision on one approval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Action {
+    pub label: String,
+    pub approval_id: String,
+    pub decision: Decision,
+}
+
+/// One outgoing message (or the new content of an edited one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutMessage {
+    pub text: String,
+    #[serde(default)]
+    pub kind: TextKind,
+    /// A heading (card title where the channel has cards).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Buttons; an edit with none removes them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<Action>,
+    /// Sent (and edited) as a card where the channel has cards.
+    #[serde(default)]
+    pub card: bool,
+}
+
+impl OutMessage {
+    pub fn plain(text: impl Into<String>) -> Self {
+        OutMessage {
+            text: text.into(),
+            kind: TextKind::Plain,
+            title: None,
+            actions: Vec::new(),
+            card: false,
+        }
+    }
+
+    pub fn markdown(text: impl Into<String>) -> Self {
+        OutMessage {
+            kind: TextKind::Markdown,
+            ..OutMessage::plain(text)
+        }
+    }
+}
+
+/// Why a send did not go through.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// Worth trying again (rate limit, server error, network); `after` is the wait the
+    /// platform asked for (Telegram `retry_after`), if any.
+    #[error("retry later: {reason}")]
+    Retry {
+        after: Option<Duration>,
+        reason: String,
+    },
+    /// Trying again cannot help (bad request, bot blocked, chat gone).
+    #[error("permanent: {0}")]
+    Permanent(String),
+}
+
+/// One channel adapter. Sends are driven by the outbox dispatcher, one at a time per
+/// chat; `key` is the outbox row's dedupe key (a platform idempotency key where the
+/// platform has one).
+#[async_trait::async_trait]
+pub trait Channel: Send + Sync + 'static {
+    /// `telegram` or `feishu`: the outbox and dedupe namespace.
+    fn name(&self) -> &'static str;
+    fn capabilities(&self) -> Capabilities;
+    /// Sends a message; returns the platform's message id.
+    async fn send(&self, to: &Address, msg: &OutMessage, key: &str) -> Result<String, SendError>;
+    /// Replaces a sent message's content.
+    async fn edit(&self, to: &Address, message_id: &str, msg: &OutMessage)
+    -> Result<(), SendError>;
+}

@@ -1,0 +1,111 @@
+//! Resolved channel settings (the binary reads them from `[channels.*]` in its config).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// Who gets one conversation in a group chat.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum GroupMode {
+    /// The whole chat (or forum topic) shares one conversation.
+    #[default]
+    Chat,
+    /// Each member of a group gets their own conversation.
+    User,
+}
+
+/// How Telegram updates arrive.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TelegramMode {
+    /// `getUpdates` long polling.
+    #[default]
+    Polling,
+    /// `POST /hooks/telegram`, checked against the secret token header.
+    Webhook,
+}
+
+#[derive(Clone)]
+pub struct TelegramConfig {
+    pub bot_token: String,
+    /// Bot API base, e.g. `https://api.telegram.org` (the bot path is appended).
+    pub base_url: String,
+    pub mode: TelegramMode,
+    /// Required in webhook mode; checked against `X-Telegram-Bot-Api-Secret-Token`.
+    pub webhook_secret: Option<String>,
+    /// Numeric Telegram user ids allowed without pairing.
+    pub allowed_users: BTreeSet<String>,
+    pub group_mode: GroupMode,
+    /// `getUpdates` long-poll timeout.
+    pub poll_timeout: Duration,
+}
+
+impl std::fmt::Debug for TelegramConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TelegramConfig")
+            .field("base_url", &self.base_url)
+            .field("mode", &self.mode)
+            .field("allowed_users", &self.allowed_users)
+            .field("group_mode", &self.group_mode)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Clone)]
+pub struct FeishuConfig {
+    pub app_id: String,
+    pub app_secret: String,
+    /// Open API base, e.g. `https://open.feishu.cn` (Lark: `https://open.larksuite.com`).
+    pub base_url: String,
+    /// Checked against the token in every event.
+    pub verification_token: String,
+    /// When set, events arrive AES-256-CBC encrypted and signed (`X-Lark-Signature`).
+    pub encrypt_key: Option<String>,
+    /// Feishu `open_id`s allowed without pairing.
+    pub allowed_users: BTreeSet<String>,
+    pub group_mode: GroupMode,
+}
+
+impl std::fmt::Debug for FeishuConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FeishuConfig")
+            .field("app_id", &self.app_id)
+            .field("base_url", &self.base_url)
+            .field("encrypted", &self.encrypt_key.is_some())
+            .field("allowed_users", &self.allowed_users)
+            .field("group_mode", &self.group_mode)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Delivery tuning shared by the channels.
+#[derive(Debug, Clone, Copy)]
+pub struct Tuning {
+    /// At most one progress edit per turn per this interval.
+    pub progress_interval: Duration,
+    /// First retry delay; doubled per attempt up to `retry_max`.
+    pub retry_base: Duration,
+    pub retry_max: Duration,
+    /// A row is given up after this many failed attempts.
+    pub max_attempts: u32,
+    /// How often the dispatcher looks for rows written by another process (`tether pair`).
+    pub idle_poll: Duration,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            progress_interval: Duration::from_secs(3),
+            retry_base: Duration::from_secs(1),
+            retry_max: Duration::from_secs(300),
+            max_attempts: 50,
+            idle_poll: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Everything the channels need; a channel is off when its section is absent.
+#[derive(Debug, Clone, Default)]
+pub struct ChannelsConfig {
+    pub telegram: Option<TelegramConfig>,
+    pub feishu: Option<FeishuConfig>,
+    pub tuning: Tuning,
+}

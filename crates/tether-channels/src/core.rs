@@ -1,0 +1,135 @@
+//! What one running channel shares between its tasks: the adapter, the runtime, the
+//! store, access rules, the chat ↔ conversation registry and the dispatcher's wake-up.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use tether_runtime::Runtime;
+use tether_store::{ChannelChat, NewOutbox, Store};
+use tokio::sync::Notify;
+
+use crate::ChannelError;
+use crate::channel::{Address, Channel, OutMessage};
+use crate::config::{GroupMode, Tuning};
+use crate::format::Units;
+use crate::render::Item;
+
+/// One channel's shared state.
+pub(crate) struct Core {
+    pub channel: Arc<dyn Channel>,
+    pub runtime: Runtime,
+    pub store: Store,
+    /// User ids allowed by the config file (pairing adds more, in the store).
+    pub allowed_users: BTreeSet<String>,
+    pub group_mode: GroupMode,
+    pub tuning: Tuning,
+    pub units: Units,
+    /// Wakes the outbox dispatcher after rows were written.
+    pub wake: Notify,
+    /// Mapped chats by conversation id (the pump's routing table).
+    chats: Mutex<HashMap<String, ChannelChat>>,
+}
+
+pub(crate) type SharedCore = Arc<Core>;
+
+impl Core {
+    #[allow(clippy::too_many_arguments)]
+    pub async fn new(
+        channel: Arc<dyn Channel>,
+        runtime: Runtime,
+        store: Store,
+        allowed_users: BTreeSet<String>,
+        group_mode: GroupMode,
+        tuning: Tuning,
+        units: Units,
+    ) -> Result<SharedCore, ChannelError> {
+        let chats = store
+            .channel_chats(channel.name())
+            .await?
+            .into_iter()
+            .map(|c| (c.conversation_id.clone(), c))
+            .collect();
+        Ok(Arc::new(Core {
+            channel,
+            runtime,
+            store,
+            allowed_users,
+            group_mode,
+            tuning,
+            units,
+            wake: Notify::new(),
+            chats: Mutex::new(chats),
+        }))
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.channel.name()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, ChannelChat>> {
+        self.chats.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The chat bound to a conversation, if it is one of this channel's.
+    pub fn chat_of(&self, conversation_id: &str) -> Option<ChannelChat> {
+        self.lock().get(conversation_id).cloned()
+    }
+
+    pub fn all_chats(&self) -> Vec<ChannelChat> {
+        self.lock().values().cloned().collect()
+    }
+
+    pub fn remember_chat(&self, chat: ChannelChat) {
+        self.lock().insert(chat.conversation_id.clone(), chat);
+    }
+
+    pub fn set_cursor(&self, conversation_id: &str, cursor: i64) {
+        if let Some(c) = self.lock().get_mut(conversation_id) {
+            c.event_cursor = c.event_cursor.max(cursor);
+        }
+    }
+
+    /// An outbox row for `item` in the lane `chat_key`.
+    pub fn row(
+        &self,
+        chat_key: &str,
+        address: &str,
+        item: &Item,
+    ) -> Result<NewOutbox, ChannelError> {
+        Ok(NewOutbox {
+            channel: self.name().to_string(),
+            chat_key: chat_key.to_string(),
+            dedupe_key: item.key.clone(),
+            op: if item.edit_of.is_some() {
+                "edit"
+            } else {
+                "send"
+            }
+            .to_string(),
+            target_key: item.edit_of.clone(),
+            address: address.to_string(),
+            body: serde_json::to_string(&item.msg)?,
+            replace: item.replace,
+        })
+    }
+
+    /// Queues one plain message to an address (replies to commands, pairing notices).
+    pub async fn reply(
+        &self,
+        chat_key: &str,
+        address: &Address,
+        key: String,
+        msg: OutMessage,
+    ) -> Result<(), ChannelError> {
+        let item = Item {
+            key,
+            edit_of: None,
+            msg,
+            replace: false,
+        };
+        let row = self.row(chat_key, &serde_json::to_string(address)?, &item)?;
+        self.store.enqueue_outbox(&[row]).await?;
+        self.wake.notify_one();
+        Ok(())
+    }
+}

@@ -1,0 +1,242 @@
+//! Inbound messages, normalized by the adapters, handed to the same router as the web
+//! API: access check (config allowlist, then pairing), chat → conversation (created on
+//! first contact), then `send_message` or an approval answer. Unknown senders get a
+//! pairing code and cause no conversation and no agent work.
+
+use tether_core::short_id;
+use tether_proto::{
+    ApprovalStatus, CreateConversation, Decision, MessageOutcome, MessageOutcomeKind, SendMessage,
+};
+use tether_runtime::RuntimeError;
+use tether_store::ChannelChat;
+
+use crate::ChannelError;
+use crate::channel::{Address, OutMessage};
+use crate::config::GroupMode;
+use crate::core::SharedCore;
+use crate::pairing;
+
+/// The chat a message came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InChat {
+    pub chat_id: String,
+    /// Forum topic (Telegram) the message belongs to.
+    pub thread_id: Option<String>,
+    pub is_group: bool,
+    pub title: String,
+}
+
+/// Who sent it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sender {
+    /// The platform's stable user id (Telegram user id, Feishu open_id).
+    pub id: String,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InKind {
+    /// A text message (commands included), mentions already removed.
+    Text(String),
+    /// A button press on an approval.
+    Decide {
+        approval_id: String,
+        decision: Decision,
+    },
+}
+
+/// One normalized inbound message. `key` is the platform's unique update id (already
+/// deduplicated by the adapter).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inbound {
+    pub key: String,
+    pub chat: InChat,
+    pub sender: Sender,
+    pub kind: InKind,
+}
+
+impl Inbound {
+    /// The conversation lane: chat, forum topic, or user within a group.
+    pub fn chat_key(&self, mode: GroupMode) -> String {
+        let mut key = self.chat.chat_id.clone();
+        if let Some(t) = &self.chat.thread_id {
+            key.push_str("/t");
+            key.push_str(t);
+        }
+        if self.chat.is_group && mode == GroupMode::User {
+            key.push_str("/u");
+            key.push_str(&self.sender.id);
+        }
+        key
+    }
+
+    pub fn address(&self) -> Address {
+        Address {
+            chat_id: self.chat.chat_id.clone(),
+            thread_id: self.chat.thread_id.clone(),
+        }
+    }
+}
+
+/// Handles one inbound message. Returns the short answer to a button press (shown by
+/// the adapter as a toast / callback answer); replies to texts go through the outbox.
+pub(crate) async fn handle(
+    core: &SharedCore,
+    msg: Inbound,
+) -> Result<Option<String>, ChannelError> {
+    let allowed = core.allowed_users.contains(&msg.sender.id)
+        || core
+            .store
+            .channel_user_allowed(core.name(), &msg.sender.id)
+            .await?;
+    let chat_key = msg.chat_key(core.group_mode);
+    if !allowed {
+        tracing::info!(
+            channel = core.name(),
+            user = msg.sender.id,
+            "message from an unknown sender"
+        );
+        return match msg.kind {
+            InKind::Decide { .. } => Ok(Some("You are not allowed to answer here.".to_string())),
+            InKind::Text(_) => {
+                let p = pairing::code_for(core, &msg, &chat_key).await?;
+                let text = format!(
+                    "🔒 This tether does not know you yet. Your pairing code is {}.\n\
+                     Ask the operator to run: tether pair approve {}",
+                    pairing::display(&p.code),
+                    p.code
+                );
+                let key = format!("in:{}:pairing", msg.key);
+                core.reply(&chat_key, &msg.address(), key, OutMessage::plain(text))
+                    .await?;
+                Ok(None)
+            }
+        };
+    }
+    let by = format!("{}:{}", core.name(), msg.sender.name);
+    match &msg.kind {
+        InKind::Decide {
+            approval_id,
+            decision,
+        } => decide(core, &msg, approval_id, *decision, &by)
+            .await
+            .map(Some),
+        InKind::Text(text) => {
+            let chat = chat_for(core, &msg, &chat_key).await?;
+            let req = SendMessage {
+                text: text.clone(),
+                agent: None,
+                model: None,
+            };
+            let reply = match core
+                .runtime
+                .send_message(&chat.conversation_id, req, &by)
+                .await
+            {
+                Ok(out) => outcome_reply(&out),
+                Err(e) => Some(format!("⚠️ {e}")),
+            };
+            if let Some(text) = reply {
+                let key = format!("in:{}:reply", msg.key);
+                core.reply(&chat_key, &msg.address(), key, OutMessage::plain(text))
+                    .await?;
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// What the person is told about a message right away (the rest follows from events).
+fn outcome_reply(out: &MessageOutcome) -> Option<String> {
+    match out.outcome {
+        // The status message and any new-session notice come from the events.
+        MessageOutcomeKind::Started => None,
+        MessageOutcomeKind::Queued => Some(format!(
+            "📥 Queued behind the running turn (position {}).",
+            out.queue_position.unwrap_or(1)
+        )),
+        MessageOutcomeKind::Answered | MessageOutcomeKind::Command => out.reply.clone(),
+    }
+}
+
+/// The chat's conversation, created on first contact.
+async fn chat_for(
+    core: &SharedCore,
+    msg: &Inbound,
+    chat_key: &str,
+) -> Result<ChannelChat, ChannelError> {
+    if let Some(chat) = core.store.channel_chat(core.name(), chat_key).await? {
+        return Ok(chat);
+    }
+    let title = match (&msg.chat.is_group, core.group_mode) {
+        (true, GroupMode::User) => format!("{} in {}", msg.sender.name, msg.chat.title),
+        _ => msg.chat.title.clone(),
+    };
+    let conv = core
+        .runtime
+        .create_conversation(CreateConversation {
+            title: Some(format!("{}: {title}", label(core.name()))),
+            ..Default::default()
+        })
+        .await?;
+    let address = serde_json::to_string(&msg.address())?;
+    let chat = core
+        .store
+        .insert_channel_chat(core.name(), chat_key, &conv.id, &address, 0)
+        .await?;
+    core.remember_chat(chat.clone());
+    Ok(chat)
+}
+
+fn label(channel: &str) -> &str {
+    match channel {
+        "telegram" => "Telegram",
+        "feishu" => "Feishu",
+        other => other,
+    }
+}
+
+/// A button press: resolves exactly the approval it names, if it was asked in this chat.
+async fn decide(
+    core: &SharedCore,
+    msg: &Inbound,
+    approval_id: &str,
+    decision: Decision,
+    by: &str,
+) -> Result<String, ChannelError> {
+    let Some(approval) = core.store.get_approval(approval_id).await? else {
+        return Ok("This approval is unknown here.".to_string());
+    };
+    let here = core
+        .chat_of(&approval.conversation_id)
+        .and_then(|c| serde_json::from_str::<Address>(&c.address).ok())
+        .is_some_and(|a| a == msg.address());
+    if !here {
+        return Ok("This approval belongs to another chat.".to_string());
+    }
+    match core
+        .runtime
+        .answer_approval(approval_id, decision, by)
+        .await
+    {
+        Ok(a) => Ok(format!(
+            "{} {}",
+            match a.status {
+                ApprovalStatus::AllowedAlways => "Always allowed:",
+                ApprovalStatus::Denied => "Denied:",
+                _ => "Allowed:",
+            },
+            a.title
+        )),
+        Err(RuntimeError::Resolve(_)) => {
+            let now = core.store.get_approval(approval_id).await?;
+            let status = now.map_or(approval.status, |a| a.status);
+            Ok(format!(
+                "Approval {} is no longer pending ({}).",
+                short_id(approval_id),
+                status.as_str()
+            ))
+        }
+        Err(e) => Err(e.into()),
+    }
+}

@@ -1,0 +1,161 @@
+//! The outbox dispatcher: delivers stored rows, the oldest pending row of each chat first
+//! (per-chat order), marks each sent with the platform's message id, and retries failures
+//! with exponential backoff (never sooner than the platform's `retry_after`). Rows
+//! survive restarts, so a dispatcher started later picks up where the last one stopped.
+
+use std::time::Duration;
+
+use tether_store::{OutboxRow, OutboxStatus, now_ms};
+
+use crate::channel::{Address, OutMessage, SendError};
+use crate::core::SharedCore;
+
+/// Runs until the task is aborted.
+pub(crate) async fn run(core: SharedCore) {
+    loop {
+        let delivered = match core.store.due_outbox(core.name(), now_ms(), 50).await {
+            Ok(rows) => {
+                let n = rows.len();
+                for row in rows {
+                    deliver(&core, row).await;
+                }
+                n
+            }
+            Err(e) => {
+                tracing::warn!(channel = core.name(), "outbox read failed: {e}");
+                0
+            }
+        };
+        if delivered > 0 {
+            continue;
+        }
+        let idle = core.tuning.idle_poll;
+        let wait = match core.store.next_outbox_due(core.name()).await {
+            Ok(Some(at)) => Duration::from_millis((at - now_ms()).clamp(0, i64::MAX) as u64),
+            _ => idle,
+        }
+        .min(idle);
+        if wait.is_zero() {
+            continue;
+        }
+        let _ = tokio::time::timeout(wait, core.wake.notified()).await;
+    }
+}
+
+/// The delay before attempt `attempts + 1`.
+pub(crate) fn backoff(core: &SharedCore, attempts: i64, after: Option<Duration>) -> Duration {
+    let t = &core.tuning;
+    let exp = 2u32.saturating_pow(attempts.clamp(0, 20) as u32);
+    let delay = t.retry_base.saturating_mul(exp).min(t.retry_max);
+    after.map_or(delay, |a| a.max(delay))
+}
+
+async fn deliver(core: &SharedCore, row: OutboxRow) {
+    let result = attempt(core, &row).await;
+    let store = &core.store;
+    let done = match result {
+        Ok(Some(remote_id)) => {
+            store
+                .mark_outbox_sent(row.id, row.version, Some(&remote_id))
+                .await
+        }
+        Ok(None) => store.mark_outbox_sent(row.id, row.version, None).await,
+        Err(Outcome::Skip(why)) => {
+            tracing::info!(
+                channel = core.name(),
+                key = row.dedupe_key,
+                "skipped: {why}"
+            );
+            store
+                .mark_outbox_done(row.id, OutboxStatus::Skipped, &why)
+                .await
+        }
+        Err(Outcome::Failed(SendError::Permanent(why))) => {
+            tracing::warn!(
+                channel = core.name(),
+                key = row.dedupe_key,
+                "not delivered: {why}"
+            );
+            store
+                .mark_outbox_done(row.id, OutboxStatus::Failed, &why)
+                .await
+        }
+        Err(Outcome::Failed(SendError::Retry { after, reason })) => {
+            if row.attempts + 1 >= i64::from(core.tuning.max_attempts) {
+                tracing::warn!(
+                    channel = core.name(),
+                    key = row.dedupe_key,
+                    "giving up: {reason}"
+                );
+                store
+                    .mark_outbox_done(row.id, OutboxStatus::Failed, &reason)
+                    .await
+            } else {
+                let wait = backoff(core, row.attempts, after);
+                tracing::info!(
+                    channel = core.name(),
+                    key = row.dedupe_key,
+                    attempt = row.attempts + 1,
+                    "send failed ({reason}); retrying in {wait:?}"
+                );
+                let next = now_ms() + wait.as_millis() as i64;
+                store.mark_outbox_retry(row.id, next, &reason).await
+            }
+        }
+    };
+    if let Err(e) = done {
+        tracing::warn!(channel = core.name(), "outbox update failed: {e}");
+    }
+}
+
+enum Outcome {
+    Failed(SendError),
+    Skip(String),
+}
+
+impl From<SendError> for Outcome {
+    fn from(e: SendError) -> Self {
+        Outcome::Failed(e)
+    }
+}
+
+/// One delivery attempt: `Some(id)` for a new message, `None` for an edit.
+async fn attempt(core: &SharedCore, row: &OutboxRow) -> Result<Option<String>, Outcome> {
+    let to: Address = serde_json::from_str(&row.address)
+        .map_err(|e| Outcome::Failed(SendError::Permanent(format!("bad address: {e}"))))?;
+    let msg: OutMessage = serde_json::from_str(&row.body)
+        .map_err(|e| Outcome::Failed(SendError::Permanent(format!("bad body: {e}"))))?;
+    match row.op.as_str() {
+        "send" => Ok(Some(core.channel.send(&to, &msg, &row.dedupe_key).await?)),
+        "edit" => {
+            let target_key = row.target_key.as_deref().unwrap_or_default();
+            let target = core
+                .store
+                .outbox_row(core.name(), target_key)
+                .await
+                .map_err(|e| {
+                    Outcome::Failed(SendError::Retry {
+                        after: None,
+                        reason: e.to_string(),
+                    })
+                })?;
+            match target {
+                Some(t) if t.status == OutboxStatus::Sent => {
+                    let id = t.remote_id.unwrap_or_default();
+                    core.channel.edit(&to, &id, &msg).await?;
+                    Ok(None)
+                }
+                Some(t) if t.status == OutboxStatus::Pending => {
+                    Err(Outcome::Failed(SendError::Retry {
+                        after: None,
+                        reason: format!("{target_key} is not sent yet"),
+                    }))
+                }
+                _ => Err(Outcome::Skip(format!("{target_key} was never sent"))),
+            }
+        }
+        other => Err(Outcome::Failed(SendError::Permanent(format!(
+            "unknown op {other:?}"
+        )))),
+    }
+}

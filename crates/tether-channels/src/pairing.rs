@@ -1,0 +1,177 @@
+//! Pairing: an unknown sender gets a one-time code (reused while it is pending and
+//! fresh); an operator approves it (`tether pair approve <code>` or the API), which
+//! allows that user on that channel and tells them so through the outbox.
+
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use tether_store::{NewOutbox, Pairing, Store, now_ms};
+
+use crate::ChannelError;
+use crate::channel::OutMessage;
+use crate::core::SharedCore;
+use crate::inbound::Inbound;
+
+/// Codes use letters and digits that cannot be confused (no 0/O, 1/I/L).
+const ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
+const CODE_LEN: usize = 8;
+/// A pending code older than this is replaced by a new one and cannot be approved.
+pub const CODE_TTL_MS: i64 = 60 * 60 * 1000;
+
+/// A pairing as the API and the CLI show it (no chat address).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PairingView {
+    pub code: String,
+    pub channel: String,
+    pub user_id: String,
+    pub user_name: String,
+    pub status: String,
+    pub created_at_ms: i64,
+    #[serde(default)]
+    pub approved_at_ms: Option<i64>,
+    #[serde(default)]
+    pub approved_by: Option<String>,
+    /// Past its time to live while still pending: can no longer be approved.
+    pub expired: bool,
+}
+
+impl From<Pairing> for PairingView {
+    fn from(p: Pairing) -> Self {
+        let expired = p.status == "pending" && now_ms() - p.created_at_ms > CODE_TTL_MS;
+        PairingView {
+            code: p.code,
+            channel: p.channel,
+            user_id: p.user_id,
+            user_name: p.user_name,
+            status: p.status,
+            created_at_ms: p.created_at_ms,
+            approved_at_ms: p.approved_at_ms,
+            approved_by: p.approved_by,
+            expired,
+        }
+    }
+}
+
+/// `ABCD2345` → `ABCD-2345`.
+pub fn display(code: &str) -> String {
+    if code.len() == CODE_LEN {
+        format!("{}-{}", &code[..4], &code[4..])
+    } else {
+        code.to_string()
+    }
+}
+
+/// What a person typed → the stored spelling (upper case, no separators).
+pub fn normalize(code: &str) -> String {
+    code.chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .map(|c| c.to_ascii_uppercase())
+        .collect()
+}
+
+fn new_code() -> String {
+    let mut rng = rand::thread_rng();
+    (0..CODE_LEN)
+        .map(|_| char::from(ALPHABET[rng.gen_range(0..ALPHABET.len())]))
+        .collect()
+}
+
+/// The sender's pending code, or a new one.
+pub(crate) async fn code_for(
+    core: &SharedCore,
+    msg: &Inbound,
+    chat_key: &str,
+) -> Result<Pairing, ChannelError> {
+    if let Some(p) = core
+        .store
+        .pending_pairing(core.name(), &msg.sender.id)
+        .await?
+        && now_ms() - p.created_at_ms <= CODE_TTL_MS
+    {
+        return Ok(p);
+    }
+    loop {
+        let p = Pairing {
+            code: new_code(),
+            channel: core.name().to_string(),
+            user_id: msg.sender.id.clone(),
+            user_name: msg.sender.name.clone(),
+            chat_key: chat_key.to_string(),
+            address: serde_json::to_string(&msg.address())?,
+            status: "pending".to_string(),
+            created_at_ms: now_ms(),
+            approved_at_ms: None,
+            approved_by: None,
+        };
+        if core.store.insert_pairing(&p).await? {
+            tracing::info!(
+                channel = core.name(),
+                user = p.user_id,
+                code = p.code,
+                "pairing code issued; approve with `tether pair approve`"
+            );
+            return Ok(p);
+        }
+    }
+}
+
+/// Approves a pending, fresh code: the user is allowed on its channel and told so.
+pub async fn approve(store: &Store, code: &str, by: &str) -> Result<PairingView, ChannelError> {
+    let code = normalize(code);
+    let current = store
+        .get_pairing(&code)
+        .await?
+        .ok_or_else(|| ChannelError::NotFound(format!("pairing code {code}")))?;
+    if current.status != "pending" {
+        return Err(ChannelError::BadRequest(format!(
+            "pairing code {code} is already {}",
+            current.status
+        )));
+    }
+    if now_ms() - current.created_at_ms > CODE_TTL_MS {
+        return Err(ChannelError::BadRequest(format!(
+            "pairing code {code} has expired; the person gets a new one with their next message"
+        )));
+    }
+    let body = serde_json::to_string(&OutMessage::plain(
+        "✅ You are paired: send a message or /new <task> to start.",
+    ))?;
+    let approved = store
+        .approve_pairing(&code, by, |p| NewOutbox {
+            channel: p.channel.clone(),
+            chat_key: p.chat_key.clone(),
+            dedupe_key: format!("pair:{}:approved", p.code),
+            op: "send".to_string(),
+            target_key: None,
+            address: p.address.clone(),
+            body,
+            replace: false,
+        })
+        .await?
+        .ok_or_else(|| ChannelError::BadRequest(format!("pairing code {code} is not pending")))?;
+    Ok(approved.into())
+}
+
+/// Pairings, newest first; only pending ones unless `all`.
+pub async fn list(store: &Store, all: bool) -> Result<Vec<PairingView>, ChannelError> {
+    let status = (!all).then_some("pending");
+    Ok(store
+        .list_pairings(status)
+        .await?
+        .into_iter()
+        .map(PairingView::from)
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_readable_and_normalized() {
+        let c = new_code();
+        assert_eq!(c.len(), CODE_LEN);
+        assert!(c.bytes().all(|b| ALPHABET.contains(&b)));
+        assert_eq!(display("ABCD2345"), "ABCD-2345");
+        assert_eq!(normalize(" abcd-2345 "), "ABCD2345");
+    }
+}

@@ -1,0 +1,195 @@
+//! Ending delegated work: `cancel_delegation` (stop the running turn, return the final
+//! result), `close_session` (release for good, idempotent by continuation id), the stop
+//! cascade from a parent's turn, and releasing every child of a parent.
+
+use std::time::Duration;
+
+use tether_proto::{
+    Availability, ConversationKind, ErrorCode, MessageOutcome, MessageOutcomeKind, TaskClosed,
+    TaskSnapshot, TaskStatus, TurnOrigin,
+};
+use tether_store::{ConversationRow, DelegationRow, LedgerEntry};
+
+use crate::actor::ActorCmd;
+use crate::api::Result;
+use crate::delegation::{Caller, check_continuation_id, err, released};
+use crate::{Runtime, RuntimeError};
+
+/// How long cancel/close wait for a stopped turn to end (the actor's own grace is 5 s).
+const END_WAIT: Duration = Duration::from_secs(10);
+
+impl Runtime {
+    /// `cancel_delegation`: cancels the running turn and returns the final result; if the
+    /// task already finished, returns its result unchanged.
+    pub async fn cancel_task(&self, caller: &Caller, task_id: &str) -> Result<TaskSnapshot> {
+        self.delegation_gate()?;
+        let row = self.task_or_not_found(caller, task_id).await?;
+        let _guard = self.lock_conversation(task_id).await;
+        self.stop_task_turn(&row).await?;
+        self.snapshot(&row).await
+    }
+
+    /// Stops the task's running turn, if any, and waits (bounded) until it has ended.
+    /// Returns whether a turn was running.
+    async fn stop_task_turn(&self, row: &DelegationRow) -> Result<bool> {
+        let open = self.ctx().store.open_turns(&row.task_id).await?;
+        if open.is_empty() {
+            return Ok(false);
+        }
+        let mut rx = self.subscribe();
+        if let Some(h) = self.existing_actor(&row.session_id) {
+            let (tx, done) = tokio::sync::oneshot::channel();
+            if h.tx.send(ActorCmd::Stop { reply: tx }).is_ok() {
+                let _ = done.await;
+            }
+        }
+        let wait = async {
+            loop {
+                if self.ctx().store.open_turns(&row.task_id).await?.is_empty() {
+                    return Ok::<(), RuntimeError>(());
+                }
+                let _ = tokio::time::timeout(Duration::from_millis(200), rx.recv()).await;
+            }
+        };
+        match tokio::time::timeout(END_WAIT, wait).await {
+            Ok(r) => r?,
+            Err(_) => tracing::warn!(task_id = row.task_id, "stopped turn did not end in time"),
+        }
+        Ok(true)
+    }
+
+    /// `close_session` and `POST .../close`: cancel a running turn, end the process, and
+    /// refuse further continuation; history is kept. Idempotent by `continuation_id`.
+    pub async fn close_task(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+        continuation_id: &str,
+    ) -> Result<TaskClosed> {
+        self.delegation_gate()?;
+        check_continuation_id(continuation_id)?;
+        let row = self.task_or_not_found(caller, task_id).await?;
+        let _guard = self.lock_conversation(task_id).await;
+        let store = &self.ctx().store;
+        if let Some(e) = store.ledger_entry(row.scope(), continuation_id).await? {
+            if e.task_id == row.task_id && e.action == "close" {
+                return serde_json::from_value(e.result)
+                    .map_err(|e| RuntimeError::Internal(format!("corrupt ledger entry: {e}")));
+            }
+            return Err(err(
+                ErrorCode::ContinuationConflict,
+                format!(
+                    "continuation_id {continuation_id:?} was already used for a {} of task {}; \
+                     use a new continuation_id",
+                    e.action, e.task_id
+                ),
+            ));
+        }
+        // Re-read under the lock: a racing close may have released it.
+        let row = store.get_delegation(task_id).await?.unwrap_or(row);
+        if row.released_at_ms.is_some() {
+            return Err(released(task_id));
+        }
+        let canceled = self.stop_task_turn(&row).await?;
+        if let Some(h) = self.existing_actor(&row.session_id) {
+            let (tx, done) = tokio::sync::oneshot::channel();
+            if h.tx.send(ActorCmd::Close { reply: tx }).is_ok() {
+                let _ = tokio::time::timeout(END_WAIT, done).await;
+            }
+        }
+        let version = store
+            .latest_delegation_turn(task_id)
+            .await?
+            .map(|t| t.turn_version)
+            .unwrap_or(0);
+        let result = TaskClosed {
+            task_id: task_id.to_string(),
+            availability: Availability::Released,
+            turn_version: version,
+            canceled_running_turn: canceled,
+        };
+        let entry = LedgerEntry {
+            scope: row.scope().to_string(),
+            continuation_id: continuation_id.to_string(),
+            task_id: task_id.to_string(),
+            action: "close".to_string(),
+            message: None,
+            result: serde_json::to_value(&result)
+                .map_err(|e| RuntimeError::Internal(e.to_string()))?,
+        };
+        let note = "closed: the delegated session was released; its history is kept";
+        let (_, events) = store
+            .release_delegation(task_id, note, Some(&entry))
+            .await?;
+        self.ctx().publish(events);
+        self.ctx().delegation.revoke(&row.session_id);
+        Ok(result)
+    }
+
+    /// Stopping a parent's turn cancels the child turns that turn started (only those).
+    pub(crate) async fn cancel_children_of_turn(&self, parent_turn_id: &str) {
+        let open = match self.ctx().store.open_turns_started_in(parent_turn_id).await {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot list the children of a stopped turn");
+                return;
+            }
+        };
+        for dt in open {
+            let Ok(Some(row)) = self.ctx().store.get_delegation(&dt.task_id).await else {
+                continue;
+            };
+            if let Some(h) = self.existing_actor(&row.session_id) {
+                let (tx, _rx) = tokio::sync::oneshot::channel();
+                let _ = h.tx.send(ActorCmd::Stop { reply: tx });
+            }
+        }
+    }
+
+    /// Releases every child of a parent conversation (for when the parent goes away).
+    pub async fn release_children(&self, parent_conversation_id: &str) -> Result<usize> {
+        let children = self.ctx().store.children_of(parent_conversation_id).await?;
+        let mut n = 0;
+        for row in children.into_iter().filter(|r| r.released_at_ms.is_none()) {
+            let cid = format!("release-children:{}", row.task_id);
+            match self.close_task(&Caller::Person, &row.task_id, &cid).await {
+                Ok(_) => n += 1,
+                Err(e) if e.code() == ErrorCode::SessionReleased => {}
+                Err(e) => tracing::warn!(task_id = row.task_id, error = %e, "cannot release child"),
+            }
+        }
+        Ok(n)
+    }
+
+    /// A person's plain message in a delegated conversation: a continuation with origin
+    /// `person` (the caller holds the conversation lock).
+    pub(crate) async fn route_delegate_prompt(
+        &self,
+        conv: &ConversationRow,
+        text: String,
+    ) -> Result<MessageOutcome> {
+        debug_assert_eq!(conv.kind, ConversationKind::Delegate);
+        self.delegation_gate()?;
+        let row = self
+            .ctx()
+            .store
+            .get_delegation(&conv.id)
+            .await?
+            .ok_or_else(|| RuntimeError::NotFound {
+                what: "delegated task",
+                id: conv.id.clone(),
+            })?;
+        let started = self
+            .continue_locked(&row, &text, None, TurnOrigin::Person, None)
+            .await?;
+        debug_assert_eq!(started.status, TaskStatus::Running);
+        Ok(MessageOutcome {
+            outcome: MessageOutcomeKind::Started,
+            turn_id: Some(started.turn_id),
+            session_id: Some(row.session_id),
+            new_session: None,
+            queue_position: None,
+            reply: None,
+        })
+    }
+}

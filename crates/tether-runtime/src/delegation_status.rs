@@ -1,0 +1,380 @@
+//! Reading delegated tasks: a turn's outcome in the delegation vocabulary (pure), a
+//! task's availability, snapshots, `get_delegation_status` with its waits, and the
+//! people-facing continuation view.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tether_proto::{
+    ApprovalStatus, Availability, BlockedKind, BlockedOn, Continuation, ErrorCode, EventPayload,
+    QuestionStatus, SessionStatus, TaskList, TaskOutcome, TaskSnapshot, TaskStatus, Turn,
+    TurnStatus,
+};
+use tether_store::{DelegationRow, now_ms};
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::api::Result;
+use crate::delegation::Caller;
+use crate::{Runtime, RuntimeError};
+
+/// Longest bounded wait of `get_delegation_status`.
+pub const MAX_WAIT_MS: u64 = 60_000;
+/// Waits re-read the store this often even without events (belt and braces).
+const RECHECK: Duration = Duration::from_secs(2);
+
+/// A turn's outcome as a delegation result. Pure.
+pub fn outcome_of(turn: &Turn, now: i64) -> TaskOutcome {
+    let start = turn.started_at_ms.unwrap_or(turn.created_at_ms);
+    let duration_ms = Some(turn.ended_at_ms.unwrap_or(now).saturating_sub(start).max(0));
+    let text = turn.result_text.clone().filter(|t| !t.trim().is_empty());
+    let fail = |code: ErrorCode, message: String| TaskOutcome {
+        status: TaskStatus::Failed,
+        text: text.clone(),
+        error_code: Some(code),
+        message: Some(message),
+        duration_ms,
+    };
+    match turn.status {
+        TurnStatus::Queued
+        | TurnStatus::Running
+        | TurnStatus::WaitingApproval
+        | TurnStatus::WaitingUser => TaskOutcome {
+            status: TaskStatus::Running,
+            text: None,
+            error_code: None,
+            message: None,
+            duration_ms,
+        },
+        TurnStatus::Completed => match turn.stop_reason.as_deref().unwrap_or("end_turn") {
+            "end_turn" if text.is_some() => TaskOutcome {
+                status: TaskStatus::Completed,
+                text: text.clone(),
+                error_code: None,
+                message: None,
+                duration_ms,
+            },
+            "end_turn" => fail(
+                ErrorCode::ChildEmpty,
+                "the child ended its turn without any text".to_string(),
+            ),
+            "refusal" => fail(ErrorCode::ChildRefusal, "the child refused".to_string()),
+            "max_tokens" => fail(
+                ErrorCode::ChildMaxTokens,
+                "the child stopped at its token limit".to_string(),
+            ),
+            "max_turn_requests" => fail(
+                ErrorCode::ChildMaxTurnRequests,
+                "the child stopped at its limit of model requests".to_string(),
+            ),
+            "cancelled" => canceled(duration_ms, text.clone()),
+            other => fail(
+                ErrorCode::ChildUnknown,
+                format!("the child stopped for an unknown reason: {other}"),
+            ),
+        },
+        TurnStatus::Failed => {
+            let msg = turn.error_message.clone().unwrap_or_default();
+            match turn.error_code {
+                Some(ErrorCode::SpawnFailed) => fail(ErrorCode::SpawnFailed, msg),
+                Some(ErrorCode::ResumeUnavailable) => fail(ErrorCode::ResumeUnavailable, msg),
+                Some(code) => fail(ErrorCode::SubagentError, format!("{code}: {msg}")),
+                None => fail(ErrorCode::SubagentError, msg),
+            }
+        }
+        TurnStatus::Cancelled => canceled(duration_ms, text.clone()),
+        TurnStatus::Interrupted => fail(
+            ErrorCode::SubagentError,
+            format!(
+                "interrupted: {}; continue the task to go on",
+                turn.error_message
+                    .clone()
+                    .unwrap_or_else(|| "tether restarted".to_string())
+            ),
+        ),
+    }
+}
+
+fn canceled(duration_ms: Option<i64>, text: Option<String>) -> TaskOutcome {
+    TaskOutcome {
+        status: TaskStatus::Canceled,
+        text,
+        error_code: Some(ErrorCode::Canceled),
+        message: Some("the turn was cancelled".to_string()),
+        duration_ms,
+    }
+}
+
+impl Runtime {
+    /// Exactly one availability for a task.
+    pub(crate) async fn availability(&self, row: &DelegationRow) -> Result<Availability> {
+        if row.released_at_ms.is_some() {
+            return Ok(Availability::Released);
+        }
+        let store = &self.ctx().store;
+        if !store.open_turns(&row.task_id).await?.is_empty() {
+            return Ok(Availability::Running);
+        }
+        let session = self.get_session(&row.session_id).await?;
+        let configured = self.ctx().config.agents.contains_key(&row.agent);
+        Ok(match session.status {
+            SessionStatus::Closed => Availability::Released,
+            _ if !configured || session.external_id.is_none() => Availability::NotContinuable,
+            SessionStatus::Live | SessionStatus::Starting => Availability::ContinuableLive,
+            SessionStatus::Dormant => Availability::ContinuableResume,
+        })
+    }
+
+    pub(crate) async fn snapshot(&self, row: &DelegationRow) -> Result<TaskSnapshot> {
+        let store = &self.ctx().store;
+        let latest = store.latest_delegation_turn(&row.task_id).await?;
+        let turn = match &latest {
+            Some(dt) => store.get_turn(&dt.turn_id).await?,
+            None => None,
+        };
+        let (Some(dt), Some(turn)) = (latest, turn) else {
+            return Err(RuntimeError::Internal(format!(
+                "task {} has no turn",
+                row.task_id
+            )));
+        };
+        let outcome = outcome_of(&turn, now_ms());
+        let blocked_on = if outcome.status == TaskStatus::Running {
+            self.blocked_on(&row.task_id, &turn.id).await?
+        } else {
+            None
+        };
+        Ok(TaskSnapshot {
+            task_id: row.task_id.clone(),
+            status: outcome.status,
+            turn_version: dt.turn_version,
+            availability: Some(self.availability(row).await?),
+            agent_type: Some(row.agent.clone()),
+            origin: Some(dt.origin),
+            turn_id: Some(turn.id),
+            text: outcome.text,
+            error_code: outcome.error_code,
+            message: outcome.message,
+            duration_ms: outcome.duration_ms,
+            blocked_on,
+        })
+    }
+
+    async fn blocked_on(&self, task_id: &str, turn_id: &str) -> Result<Option<BlockedOn>> {
+        let store = &self.ctx().store;
+        let approvals = store
+            .list_approvals(Some(ApprovalStatus::Pending), Some(task_id))
+            .await?;
+        if let Some(a) = approvals.into_iter().find(|a| a.turn_id == turn_id) {
+            return Ok(Some(BlockedOn {
+                kind: BlockedKind::Approval,
+                request_id: a.id,
+                title: a.title,
+            }));
+        }
+        let questions = store
+            .list_questions(Some(QuestionStatus::Pending), Some(task_id))
+            .await?;
+        Ok(questions
+            .into_iter()
+            .find(|q| q.turn_id == turn_id)
+            .map(|q| BlockedOn {
+                kind: BlockedKind::Question,
+                request_id: q.id,
+                title: q.prompt,
+            }))
+    }
+
+    async fn snapshots(&self, caller: &Caller, ids: &[String]) -> Result<Vec<TaskSnapshot>> {
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            out.push(match self.visible_task(caller, id).await? {
+                Some(row) => self.snapshot(&row).await?,
+                None => TaskSnapshot::unknown(id),
+            });
+        }
+        Ok(out)
+    }
+
+    /// The snapshot of one task the caller may see.
+    pub async fn task_snapshot(&self, caller: &Caller, task_id: &str) -> Result<TaskSnapshot> {
+        self.delegation_gate()?;
+        let row = self.task_or_not_found(caller, task_id).await?;
+        self.snapshot(&row).await
+    }
+
+    /// `get_delegation_status`: snapshots in request order. `wait_ms` `None`: at once;
+    /// `Some(0)`: wait without limit; `Some(n)`: up to `min(n, 60 s)`. A wait ends when
+    /// a listed running task ends or becomes newly blocked on a person (at once when
+    /// none is running).
+    pub async fn delegation_status(
+        &self,
+        caller: &Caller,
+        task_ids: &[String],
+        wait_ms: Option<u64>,
+    ) -> Result<TaskList> {
+        self.delegation_gate()?;
+        if task_ids.is_empty() {
+            return Err(RuntimeError::BadRequest(
+                "task_ids must name at least one task".to_string(),
+            ));
+        }
+        let mut rx = self.subscribe();
+        let first = self.snapshots(caller, task_ids).await?;
+        let Some(wait_ms) = wait_ms else {
+            return Ok(TaskList { tasks: first });
+        };
+        let running: HashMap<String, Option<String>> = first
+            .iter()
+            .filter(|t| t.status == TaskStatus::Running)
+            .map(|t| {
+                let blocked = t.blocked_on.as_ref().map(|b| b.request_id.clone());
+                (t.task_id.clone(), blocked)
+            })
+            .collect();
+        if running.is_empty() {
+            return Ok(TaskList { tasks: first });
+        }
+        let deadline = (wait_ms > 0)
+            .then(|| tokio::time::Instant::now() + Duration::from_millis(wait_ms.min(MAX_WAIT_MS)));
+        let changed = |snaps: &[TaskSnapshot]| {
+            snaps.iter().any(|t| match running.get(&t.task_id) {
+                Some(before) => {
+                    t.status != TaskStatus::Running
+                        || t.blocked_on
+                            .as_ref()
+                            .is_some_and(|b| Some(&b.request_id) != before.as_ref())
+                }
+                None => false,
+            })
+        };
+        loop {
+            let sleep = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let recheck = tokio::select! {
+                ev = rx.recv() => match ev {
+                    Ok(ev) => running.contains_key(&ev.conversation_id) && matters(&ev.payload),
+                    Err(RecvError::Lagged(_)) => true,
+                    Err(RecvError::Closed) => return Ok(TaskList { tasks: self.snapshots(caller, task_ids).await? }),
+                },
+                _ = tokio::time::sleep(RECHECK) => true,
+                _ = sleep => {
+                    return Ok(TaskList { tasks: self.snapshots(caller, task_ids).await? });
+                }
+            };
+            if recheck {
+                let snaps = self.snapshots(caller, task_ids).await?;
+                if changed(&snaps) {
+                    return Ok(TaskList { tasks: snaps });
+                }
+            }
+        }
+    }
+
+    /// The delegated tasks of a parent conversation, oldest first.
+    pub async fn delegations_of(&self, parent_conversation_id: &str) -> Result<Vec<Continuation>> {
+        self.conversation_row(parent_conversation_id).await?;
+        let mut out = Vec::new();
+        for row in self.ctx().store.children_of(parent_conversation_id).await? {
+            out.push(self.continuation(&row.task_id).await?);
+        }
+        Ok(out)
+    }
+
+    /// `GET /api/v1/conversations/{id}/continuation`.
+    pub async fn continuation(&self, task_id: &str) -> Result<Continuation> {
+        self.delegation_gate()?;
+        let row = self.task_or_not_found(&Caller::Person, task_id).await?;
+        let snap = self.snapshot(&row).await?;
+        Ok(Continuation {
+            task_id: row.task_id.clone(),
+            availability: snap.availability.unwrap_or(Availability::NotContinuable),
+            turn_version: snap.turn_version,
+            status: snap.status,
+            agent_type: row.agent.clone(),
+            working_dir: row.cwd.clone(),
+            parent_conversation_id: row.parent_conversation_id.clone(),
+            parent_session_id: row.parent_session_id.clone(),
+            parent_turn_id: row.parent_turn_id.clone(),
+            parent_tool_call_id: row.parent_tool_call_id.clone(),
+            depth: row.depth,
+        })
+    }
+}
+
+/// Events that can end a wait: a terminal turn event or a new request for a person.
+fn matters(p: &EventPayload) -> bool {
+    p.is_turn_terminal()
+        || matches!(
+            p,
+            EventPayload::ApprovalRequested { .. } | EventPayload::QuestionAsked { .. }
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(status: TurnStatus, stop: Option<&str>, text: Option<&str>) -> Turn {
+        Turn {
+            id: "t".into(),
+            session_id: "s".into(),
+            conversation_id: "c".into(),
+            input: "i".into(),
+            status,
+            result_text: text.map(str::to_string),
+            stop_reason: stop.map(str::to_string),
+            error_code: None,
+            error_message: None,
+            created_at_ms: 10,
+            started_at_ms: Some(100),
+            ended_at_ms: Some(350),
+            usage: None,
+        }
+    }
+
+    #[test]
+    fn outcomes_map_to_delegation_codes() {
+        let ok = outcome_of(
+            &turn(TurnStatus::Completed, Some("end_turn"), Some("hi")),
+            0,
+        );
+        assert_eq!(ok.status, TaskStatus::Completed);
+        assert_eq!(ok.text.as_deref(), Some("hi"));
+        assert_eq!(ok.duration_ms, Some(250));
+        let cases = [
+            (Some("end_turn"), None, ErrorCode::ChildEmpty),
+            (Some("refusal"), Some("no"), ErrorCode::ChildRefusal),
+            (Some("max_tokens"), Some("x"), ErrorCode::ChildMaxTokens),
+            (
+                Some("max_turn_requests"),
+                Some("x"),
+                ErrorCode::ChildMaxTurnRequests,
+            ),
+            (Some("weird"), Some("x"), ErrorCode::ChildUnknown),
+        ];
+        for (stop, text, code) in cases {
+            let o = outcome_of(&turn(TurnStatus::Completed, stop, text), 0);
+            assert_eq!((o.status, o.error_code), (TaskStatus::Failed, Some(code)));
+        }
+        let c = outcome_of(&turn(TurnStatus::Cancelled, None, None), 0);
+        assert_eq!(
+            (c.status, c.error_code),
+            (TaskStatus::Canceled, Some(ErrorCode::Canceled))
+        );
+        let mut f = turn(TurnStatus::Failed, None, None);
+        f.error_code = Some(ErrorCode::AgentCrashed);
+        assert_eq!(outcome_of(&f, 0).error_code, Some(ErrorCode::SubagentError));
+        f.error_code = Some(ErrorCode::SpawnFailed);
+        assert_eq!(outcome_of(&f, 0).error_code, Some(ErrorCode::SpawnFailed));
+        let i = outcome_of(&turn(TurnStatus::Interrupted, None, None), 0);
+        assert_eq!(i.error_code, Some(ErrorCode::SubagentError));
+        let mut r = turn(TurnStatus::Running, None, None);
+        r.ended_at_ms = None;
+        let o = outcome_of(&r, 1100);
+        assert_eq!((o.status, o.duration_ms), (TaskStatus::Running, Some(1000)));
+    }
+}

@@ -1,0 +1,154 @@
+//! Delegated conversations for people: availability, continue and close (sharing the
+//! parent agents' idempotency ledger), the children of a conversation, and the
+//! streamable HTTP MCP endpoint `/mcp` (API token or a session's MCP token).
+
+use std::sync::{Arc, OnceLock};
+
+use axum::Json;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use tether_proto::{
+    CloseRequest, Continuation, ContinueRequest, ErrorBody, TaskClosed, TaskStarted,
+};
+use tether_runtime::Caller;
+use tower::ServiceExt;
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath};
+
+#[utoipa::path(
+    get,
+    path = "/api/v1/conversations/{id}/continuation",
+    tag = "delegation",
+    params(("id" = String, Path, description = "Delegated conversation (task) id")),
+    responses(
+        (status = 200, description = "Whether and how the delegated session can continue", body = Continuation),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "Not a delegated conversation", body = ErrorBody),
+        (status = 503, description = "rebuilding: recovering after a restart", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn continuation(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<Continuation>, ApiError> {
+    Ok(Json(s.runtime.continuation(&id).await?))
+}
+
+#[utoipa::path(
+    post,
+    path = "/api/v1/conversations/{id}/continue",
+    tag = "delegation",
+    params(("id" = String, Path, description = "Delegated conversation (task) id")),
+    request_body = ContinueRequest,
+    responses(
+        (status = 200, description = "A new turn started in the same session (or the first result for a repeated continuation_id)", body = TaskStarted),
+        (status = 400, description = "invalid_task, bad continuation_id", body = ErrorBody),
+        (status = 404, description = "Not a delegated conversation", body = ErrorBody),
+        (status = 409, description = "session_still_running, session_released, not_continuable, continuation_conflict", body = ErrorBody),
+        (status = 502, description = "resume_unavailable: nothing was sent", body = ErrorBody),
+        (status = 503, description = "rebuilding", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn continue_task(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(req): ApiJson<ContinueRequest>,
+) -> Result<Json<TaskStarted>, ApiError> {
+    Ok(Json(
+        s.runtime
+            .continue_task(&Caller::Person, &id, &req.message, &req.continuation_id)
+            .await?,
+    ))
+}
+
+#[utoipa::path(
+    post,
+    path = "/api/v1/conversations/{id}/close",
+    tag = "delegation",
+    params(("id" = String, Path, description = "Delegated conversation (task) id")),
+    request_body = CloseRequest,
+    responses(
+        (status = 200, description = "Released (or the first result for a repeated continuation_id)", body = TaskClosed),
+        (status = 400, description = "Bad continuation_id", body = ErrorBody),
+        (status = 404, description = "Not a delegated conversation", body = ErrorBody),
+        (status = 409, description = "session_released, continuation_conflict", body = ErrorBody),
+        (status = 503, description = "rebuilding", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn close_task(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(req): ApiJson<CloseRequest>,
+) -> Result<Json<TaskClosed>, ApiError> {
+    Ok(Json(
+        s.runtime
+            .close_task(&Caller::Person, &id, &req.continuation_id)
+            .await?,
+    ))
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/v1/conversations/{id}/delegations",
+    tag = "delegation",
+    params(("id" = String, Path, description = "Parent conversation id")),
+    responses(
+        (status = 200, description = "The conversation's delegated tasks, oldest first", body = [Continuation]),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "No such conversation", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn children(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<Vec<Continuation>>, ApiError> {
+    Ok(Json(s.runtime.delegations_of(&id).await?))
+}
+
+/// The `/mcp` endpoint's service, built on first use.
+#[derive(Clone)]
+pub(crate) struct McpSlot {
+    token: Arc<str>,
+    service: Arc<OnceLock<tether_mcp::HttpService>>,
+}
+
+impl McpSlot {
+    pub fn new(token: &str) -> Self {
+        McpSlot {
+            token: Arc::from(token),
+            service: Arc::new(OnceLock::new()),
+        }
+    }
+}
+
+/// `/mcp`: MCP over streamable HTTP. Admits the API token (an external client: its
+/// tasks have no parent) or a launched session's MCP token (acting as that session).
+pub(crate) async fn mcp(
+    State(s): State<AppState>,
+    axum::Extension(slot): axum::Extension<McpSlot>,
+    req: Request,
+) -> Response {
+    if !tether_mcp::admits(&s.runtime, &slot.token, req.headers()) {
+        return ApiError::unauthorized().into_response();
+    }
+    let service = slot
+        .service
+        .get_or_init(|| {
+            tether_mcp::http_service(
+                s.runtime.clone(),
+                slot.token.to_string(),
+                tokio_util::sync::CancellationToken::new(),
+            )
+        })
+        .clone();
+    match service.oneshot(req).await {
+        Ok(resp) => resp.map(axum::body::Body::new),
+        Err(e) => match e {},
+    }
+}

@@ -1,0 +1,220 @@
+//! `[channels]`, `[channels.telegram]` and `[channels.feishu]` of the config file,
+//! validated into [`tether_channels::ChannelsConfig`]. A channel is on when its section
+//! is present.
+//!
+//! ```toml
+//! [channels.telegram]
+//! bot_token = "123:abc"
+//! mode = "polling"            # or "webhook" (POST /hooks/telegram; needs webhook_secret)
+//! webhook_secret = "..."
+//! allowed_users = [12345678]  # Telegram user ids; others get a pairing code
+//! group_mode = "chat"         # or "user": one conversation per member of a group
+//!
+//! [channels.feishu]
+//! app_id = "cli_..."
+//! app_secret = "..."
+//! verification_token = "..."
+//! encrypt_key = "..."         # optional: encrypted, signed events
+//! allowed_users = ["ou_..."]  # open_ids
+//! ```
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use serde::Deserialize;
+use tether_channels::{
+    ChannelsConfig, FeishuConfig, GroupMode, TelegramConfig, TelegramMode, Tuning,
+};
+
+/// `[channels]`: the channels and delivery tuning.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelsFile {
+    pub telegram: Option<TelegramFile>,
+    pub feishu: Option<FeishuFile>,
+    /// At most one progress edit per turn per this many milliseconds (default 3000).
+    pub progress_interval_ms: Option<u64>,
+    /// First retry delay of a failed send (default 1000), doubled per attempt.
+    pub retry_base_ms: Option<u64>,
+    /// Longest retry delay (default 300000).
+    pub retry_max_ms: Option<u64>,
+    /// A message is given up after this many failed attempts (default 50).
+    pub max_attempts: Option<u32>,
+    /// How often the outbox is checked for rows written elsewhere (default 2000).
+    pub idle_poll_ms: Option<u64>,
+}
+
+/// A user id written as a number or a string.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum UserId {
+    Number(i64),
+    Text(String),
+}
+
+impl UserId {
+    fn text(&self) -> String {
+        match self {
+            UserId::Number(n) => n.to_string(),
+            UserId::Text(s) => s.trim().to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelegramFile {
+    pub bot_token: Option<String>,
+    pub base_url: Option<String>,
+    pub mode: Option<String>,
+    pub webhook_secret: Option<String>,
+    #[serde(default)]
+    pub allowed_users: Vec<UserId>,
+    pub group_mode: Option<String>,
+    pub poll_timeout_secs: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeishuFile {
+    pub app_id: Option<String>,
+    pub app_secret: Option<String>,
+    pub base_url: Option<String>,
+    pub verification_token: Option<String>,
+    pub encrypt_key: Option<String>,
+    #[serde(default)]
+    pub allowed_users: Vec<UserId>,
+    pub group_mode: Option<String>,
+}
+
+fn required(section: &str, key: &str, value: Option<String>) -> Result<String> {
+    match value.map(|v| v.trim().to_string()) {
+        Some(v) if !v.is_empty() => Ok(v),
+        _ => bail!("[channels.{section}] needs `{key}`"),
+    }
+}
+
+fn group_mode(section: &str, value: Option<&str>) -> Result<GroupMode> {
+    Ok(match value.unwrap_or("chat") {
+        "chat" => GroupMode::Chat,
+        "user" => GroupMode::User,
+        other => bail!("[channels.{section}] group_mode must be \"chat\" or \"user\", not {other:?}"),
+    })
+}
+
+fn users(list: &[UserId]) -> BTreeSet<String> {
+    list.iter().map(UserId::text).filter(|u| !u.is_empty()).collect()
+}
+
+fn telegram(f: TelegramFile) -> Result<TelegramConfig> {
+    let mode = match f.mode.as_deref().unwrap_or("polling") {
+        "polling" => TelegramMode::Polling,
+        "webhook" => TelegramMode::Webhook,
+        other => bail!("[channels.telegram] mode must be \"polling\" or \"webhook\", not {other:?}"),
+    };
+    let webhook_secret = f.webhook_secret.filter(|s| !s.trim().is_empty());
+    if mode == TelegramMode::Webhook && webhook_secret.is_none() {
+        bail!("[channels.telegram] mode = \"webhook\" needs `webhook_secret`");
+    }
+    let poll_timeout = f.poll_timeout_secs.unwrap_or(30);
+    if poll_timeout > 60 {
+        bail!("[channels.telegram] poll_timeout_secs must be at most 60");
+    }
+    Ok(TelegramConfig {
+        bot_token: required("telegram", "bot_token", f.bot_token)?,
+        base_url: f
+            .base_url
+            .unwrap_or_else(|| "https://api.telegram.org".to_string()),
+        mode,
+        webhook_secret,
+        allowed_users: users(&f.allowed_users),
+        group_mode: group_mode("telegram", f.group_mode.as_deref())?,
+        poll_timeout: Duration::from_secs(poll_timeout),
+    })
+}
+
+fn feishu(f: FeishuFile) -> Result<FeishuConfig> {
+    Ok(FeishuConfig {
+        app_id: required("feishu", "app_id", f.app_id)?,
+        app_secret: required("feishu", "app_secret", f.app_secret)?,
+        base_url: f
+            .base_url
+            .unwrap_or_else(|| "https://open.feishu.cn".to_string()),
+        verification_token: required("feishu", "verification_token", f.verification_token)?,
+        encrypt_key: f.encrypt_key.filter(|k| !k.trim().is_empty()),
+        allowed_users: users(&f.allowed_users),
+        group_mode: group_mode("feishu", f.group_mode.as_deref())?,
+    })
+}
+
+/// Validates `[channels]` (absent: no channel runs).
+pub fn resolve(file: Option<ChannelsFile>) -> Result<ChannelsConfig> {
+    let Some(f) = file else {
+        return Ok(ChannelsConfig::default());
+    };
+    let d = Tuning::default();
+    let ms = |v: Option<u64>, default: Duration| v.map_or(default, Duration::from_millis);
+    let tuning = Tuning {
+        progress_interval: ms(f.progress_interval_ms, d.progress_interval),
+        retry_base: ms(f.retry_base_ms, d.retry_base),
+        retry_max: ms(f.retry_max_ms, d.retry_max),
+        max_attempts: f.max_attempts.unwrap_or(d.max_attempts).max(1),
+        idle_poll: ms(f.idle_poll_ms, d.idle_poll),
+    };
+    if tuning.progress_interval.is_zero() || tuning.idle_poll.is_zero() {
+        bail!("[channels] progress_interval_ms and idle_poll_ms must be greater than 0");
+    }
+    Ok(ChannelsConfig {
+        telegram: f.telegram.map(telegram).transpose()?,
+        feishu: f.feishu.map(feishu).transpose()?,
+        tuning,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<ChannelsConfig> {
+        #[derive(Deserialize)]
+        struct Wrap {
+            channels: Option<ChannelsFile>,
+        }
+        let w: Wrap = toml::from_str(text)?;
+        resolve(w.channels)
+    }
+
+    #[test]
+    fn channels_are_off_by_default_and_validated() {
+        let c = parse("").unwrap();
+        assert!(c.telegram.is_none() && c.feishu.is_none());
+        let c = parse(
+            "[channels]\nretry_base_ms = 50\n[channels.telegram]\nbot_token = \"1:x\"\n\
+             allowed_users = [42, \"43\"]\ngroup_mode = \"user\"\n",
+        )
+        .unwrap();
+        let t = c.telegram.unwrap();
+        assert_eq!(t.mode, TelegramMode::Polling);
+        assert_eq!(t.base_url, "https://api.telegram.org");
+        assert_eq!(t.allowed_users.into_iter().collect::<Vec<_>>(), ["42", "43"]);
+        assert_eq!(t.group_mode, GroupMode::User);
+        assert_eq!(c.tuning.retry_base, Duration::from_millis(50));
+
+        let err = |text: &str| parse(text).unwrap_err().to_string();
+        assert!(err("[channels.telegram]\n").contains("bot_token"));
+        assert!(err("[channels.telegram]\nbot_token = \"x\"\nmode = \"webhook\"\n").contains("webhook_secret"));
+        assert!(err("[channels.telegram]\nbot_token = \"x\"\nmode = \"push\"\n").contains("polling"));
+        assert!(err("[channels.feishu]\napp_id = \"a\"\napp_secret = \"b\"\n").contains("verification_token"));
+        assert!(err("[channels.telegram]\nbot_token = \"x\"\ntypo = 1\n").contains("typo"));
+        let f = parse(
+            "[channels.feishu]\napp_id = \"a\"\napp_secret = \"b\"\nverification_token = \"v\"\n\
+             encrypt_key = \"\"\n",
+        )
+        .unwrap()
+        .feishu
+        .unwrap();
+        assert!(f.encrypt_key.is_none());
+        assert_eq!(f.base_url, "https://open.feishu.cn");
+    }
+}
