@@ -15,7 +15,7 @@ use tether_testkit::{Api, Daemon, DaemonOptions, MockModel, within};
 async fn daemon_with_claude(model: &MockModel) -> (Daemon, tempfile::TempDir) {
     let config_dir = tempfile::tempdir().unwrap();
     let env = real_agents::claude_env(&model.base_url(), config_dir.path());
-    let (_, cli, mut args) = real_agents::agent_launch(RealAgent::Claude);
+    let (_, cli, args) = real_agents::agent_launch(RealAgent::Claude);
     let args: Vec<String> = args.iter().map(|a| real_agents::toml_str(a)).collect();
     let mut toml = format!(
         "[agents.claude]\ndriver = \"claude\"\ncommand = {}\nargs = [{}]\n\n[agents.claude.env]\n",
