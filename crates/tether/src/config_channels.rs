@@ -99,19 +99,26 @@ fn group_mode(section: &str, value: Option<&str>) -> Result<GroupMode> {
     Ok(match value.unwrap_or("chat") {
         "chat" => GroupMode::Chat,
         "user" => GroupMode::User,
-        other => bail!("[channels.{section}] group_mode must be \"chat\" or \"user\", not {other:?}"),
+        other => {
+            bail!("[channels.{section}] group_mode must be \"chat\" or \"user\", not {other:?}")
+        }
     })
 }
 
 fn users(list: &[UserId]) -> BTreeSet<String> {
-    list.iter().map(UserId::text).filter(|u| !u.is_empty()).collect()
+    list.iter()
+        .map(UserId::text)
+        .filter(|u| !u.is_empty())
+        .collect()
 }
 
 fn telegram(f: TelegramFile) -> Result<TelegramConfig> {
     let mode = match f.mode.as_deref().unwrap_or("polling") {
         "polling" => TelegramMode::Polling,
         "webhook" => TelegramMode::Webhook,
-        other => bail!("[channels.telegram] mode must be \"polling\" or \"webhook\", not {other:?}"),
+        other => {
+            bail!("[channels.telegram] mode must be \"polling\" or \"webhook\", not {other:?}")
+        }
     };
     let webhook_secret = f.webhook_secret.filter(|s| !s.trim().is_empty());
     if mode == TelegramMode::Webhook && webhook_secret.is_none() {
@@ -197,15 +204,26 @@ mod tests {
         let t = c.telegram.unwrap();
         assert_eq!(t.mode, TelegramMode::Polling);
         assert_eq!(t.base_url, "https://api.telegram.org");
-        assert_eq!(t.allowed_users.into_iter().collect::<Vec<_>>(), ["42", "43"]);
+        assert_eq!(
+            t.allowed_users.into_iter().collect::<Vec<_>>(),
+            ["42", "43"]
+        );
         assert_eq!(t.group_mode, GroupMode::User);
         assert_eq!(c.tuning.retry_base, Duration::from_millis(50));
 
         let err = |text: &str| parse(text).unwrap_err().to_string();
         assert!(err("[channels.telegram]\n").contains("bot_token"));
-        assert!(err("[channels.telegram]\nbot_token = \"x\"\nmode = \"webhook\"\n").contains("webhook_secret"));
-        assert!(err("[channels.telegram]\nbot_token = \"x\"\nmode = \"push\"\n").contains("polling"));
-        assert!(err("[channels.feishu]\napp_id = \"a\"\napp_secret = \"b\"\n").contains("verification_token"));
+        assert!(
+            err("[channels.telegram]\nbot_token = \"x\"\nmode = \"webhook\"\n")
+                .contains("webhook_secret")
+        );
+        assert!(
+            err("[channels.telegram]\nbot_token = \"x\"\nmode = \"push\"\n").contains("polling")
+        );
+        assert!(
+            err("[channels.feishu]\napp_id = \"a\"\napp_secret = \"b\"\n")
+                .contains("verification_token")
+        );
         assert!(err("[channels.telegram]\nbot_token = \"x\"\ntypo = 1\n").contains("typo"));
         let f = parse(
             "[channels.feishu]\napp_id = \"a\"\napp_secret = \"b\"\nverification_token = \"v\"\n\

@@ -17,7 +17,11 @@ async fn open(settings: &Settings) -> Result<Store> {
 }
 
 fn line(p: &PairingView) -> String {
-    let state = if p.expired { "expired" } else { p.status.as_str() };
+    let state = if p.expired {
+        "expired"
+    } else {
+        p.status.as_str()
+    };
     format!(
         "{}  {}  {} ({})  {}",
         pairing::display(&p.code),

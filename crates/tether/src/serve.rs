@@ -33,13 +33,10 @@ pub async fn run(settings: Settings) -> Result<()> {
         .await
         .context("cannot start the runtime")?;
     let mcp_stop = crate::mcp_cmd::serve_socket(mcp_socket, &runtime);
-    let channels = tether_channels::Channels::start(
-        runtime.clone(),
-        store,
-        settings.channels.clone(),
-    )
-    .await
-    .context("cannot start the channels")?;
+    let channels =
+        tether_channels::Channels::start(runtime.clone(), store, settings.channels.clone())
+            .await
+            .context("cannot start the channels")?;
     let extra = tether_server::ExtraRoutes {
         protected: Some(channels.api_routes()),
         public: Some(channels.hook_routes()),
