@@ -180,4 +180,8 @@ test("desktop screenshots of the main screens", async () => {
   await page.locator("#completions").waitFor({ state: "visible" });
   await screenshot(page, "desktop-commands");
   assert.ok(await noSideScroll());
+  await page.keyboard.press("Escape");
+  await page.emulateMedia({ colorScheme: "dark" });
+  await screenshot(page, "desktop-dark");
+  await page.emulateMedia({ colorScheme: "light" });
 });
