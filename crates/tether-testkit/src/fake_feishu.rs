@@ -60,7 +60,10 @@ impl Shown {
     /// The visible text: a text message's text, or a card's title and texts.
     pub fn text(&self) -> String {
         if self.msg_type == "text" {
-            return self.content["text"].as_str().unwrap_or_default().to_string();
+            return self.content["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
         }
         let mut parts = vec![
             self.content["header"]["title"]["content"]
@@ -86,7 +89,10 @@ impl Shown {
             .flatten()
             .map(|b| {
                 (
-                    b["text"]["content"].as_str().unwrap_or_default().to_string(),
+                    b["text"]["content"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
                     b["value"].clone(),
                 )
             })
@@ -118,16 +124,23 @@ impl Drop for FakeFeishu {
 type Shared = Arc<Mutex<Inner>>;
 
 fn reply(status: StatusCode, code: i64, msg: &str, data: Value) -> Response {
-    (status, Json(json!({"code": code, "msg": msg, "data": data}))).into_response()
+    (
+        status,
+        Json(json!({"code": code, "msg": msg, "data": data})),
+    )
+        .into_response()
 }
 
 fn record(s: &Shared, route: String, body: &Value, status: u16) {
-    s.lock().unwrap_or_else(|e| e.into_inner()).calls.push(Call {
-        route,
-        body: body.clone(),
-        status,
-        at: Instant::now(),
-    });
+    s.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .calls
+        .push(Call {
+            route,
+            body: body.clone(),
+            status,
+            at: Instant::now(),
+        });
 }
 
 async fn token(State(s): State<Shared>, Json(body): Json<Value>) -> Response {
@@ -147,7 +160,10 @@ fn authorized(h: &HeaderMap) -> bool {
 /// A pending failure for a call whose content contains its needle.
 fn failure(s: &Shared, content: &str) -> Option<Response> {
     let mut g = s.lock().unwrap_or_else(|e| e.into_inner());
-    let i = g.failures.iter().position(|(n, _)| content.contains(n.as_str()))?;
+    let i = g
+        .failures
+        .iter()
+        .position(|(n, _)| content.contains(n.as_str()))?;
     let (_, f) = g.failures.remove(i);
     Some(match f {
         Failure::RateLimited { reset_secs } => {
@@ -162,7 +178,12 @@ fn failure(s: &Shared, content: &str) -> Option<Response> {
             }
             r
         }
-        Failure::ServerError => reply(StatusCode::INTERNAL_SERVER_ERROR, 1500, "internal error", Value::Null),
+        Failure::ServerError => reply(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            1500,
+            "internal error",
+            Value::Null,
+        ),
     })
 }
 
@@ -185,17 +206,32 @@ fn send_inner(
     body: &Value,
 ) -> Response {
     if !authorized(headers) {
-        return reply(StatusCode::BAD_REQUEST, 99991663, "invalid tenant access token", Value::Null);
+        return reply(
+            StatusCode::BAD_REQUEST,
+            99991663,
+            "invalid tenant access token",
+            Value::Null,
+        );
     }
     if q.get("receive_id_type").map(String::as_str) != Some("chat_id") {
-        return reply(StatusCode::BAD_REQUEST, 99992402, "receive_id_type missing", Value::Null);
+        return reply(
+            StatusCode::BAD_REQUEST,
+            99992402,
+            "receive_id_type missing",
+            Value::Null,
+        );
     }
     let raw = body["content"].as_str().unwrap_or_default();
     if let Some(r) = failure(s, raw) {
         return r;
     }
     let Ok(content) = serde_json::from_str::<Value>(raw) else {
-        return reply(StatusCode::BAD_REQUEST, 230001, "content is not JSON", Value::Null);
+        return reply(
+            StatusCode::BAD_REQUEST,
+            230001,
+            "content is not JSON",
+            Value::Null,
+        );
     };
     let mut g = s.lock().unwrap_or_else(|e| e.into_inner());
     let uuid = body["uuid"].as_str().map(str::to_string);
@@ -203,7 +239,12 @@ fn send_inner(
     if let Some(u) = &uuid
         && let Some(m) = g.shown.iter().find(|m| m.uuid.as_ref() == Some(u))
     {
-        return reply(StatusCode::OK, 0, "success", json!({"message_id": m.message_id}));
+        return reply(
+            StatusCode::OK,
+            0,
+            "success",
+            json!({"message_id": m.message_id}),
+        );
     }
     g.next_id += 1;
     let m = Shown {
@@ -232,26 +273,49 @@ async fn update(
 ) -> Response {
     let route = format!("{method} /open-apis/im/v1/messages/{{id}}");
     let resp = if !authorized(&headers) {
-        reply(StatusCode::BAD_REQUEST, 99991663, "invalid tenant access token", Value::Null)
+        reply(
+            StatusCode::BAD_REQUEST,
+            99991663,
+            "invalid tenant access token",
+            Value::Null,
+        )
     } else {
         let raw = body["content"].as_str().unwrap_or_default();
         match failure(&s, raw) {
             Some(r) => r,
             None => {
                 let mut g = s.lock().unwrap_or_else(|e| e.into_inner());
-                match (g.shown.iter_mut().find(|m| m.message_id == id), serde_json::from_str(raw)) {
+                match (
+                    g.shown.iter_mut().find(|m| m.message_id == id),
+                    serde_json::from_str(raw),
+                ) {
                     (Some(m), Ok(content)) => {
                         let card = m.msg_type == "interactive";
                         if card != (method == axum::http::Method::PATCH) {
-                            reply(StatusCode::BAD_REQUEST, 230054, "wrong update method for this message type", Value::Null)
+                            reply(
+                                StatusCode::BAD_REQUEST,
+                                230054,
+                                "wrong update method for this message type",
+                                Value::Null,
+                            )
                         } else {
                             m.content = content;
                             m.updates += 1;
                             reply(StatusCode::OK, 0, "success", json!({}))
                         }
                     }
-                    (None, _) => reply(StatusCode::BAD_REQUEST, 230011, "message not found", Value::Null),
-                    (_, Err(_)) => reply(StatusCode::BAD_REQUEST, 230001, "content is not JSON", Value::Null),
+                    (None, _) => reply(
+                        StatusCode::BAD_REQUEST,
+                        230011,
+                        "message not found",
+                        Value::Null,
+                    ),
+                    (_, Err(_)) => reply(
+                        StatusCode::BAD_REQUEST,
+                        230001,
+                        "content is not JSON",
+                        Value::Null,
+                    ),
                 }
             }
         }
@@ -264,14 +328,19 @@ impl FakeFeishu {
     pub async fn start() -> FakeFeishu {
         let inner: Shared = Arc::default();
         let app = axum::Router::new()
-            .route("/open-apis/auth/v3/tenant_access_token/internal", post(token))
+            .route(
+                "/open-apis/auth/v3/tenant_access_token/internal",
+                post(token),
+            )
             .route("/open-apis/im/v1/messages", post(send))
             .route("/open-apis/im/v1/messages/{id}", patch(update).put(update))
             .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .unwrap_or_else(|e| panic!("bind: {e}"));
-        let addr = listener.local_addr().unwrap_or_else(|e| panic!("addr: {e}"));
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|e| panic!("addr: {e}"));
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
@@ -344,7 +413,9 @@ impl FakeFeishu {
 
     pub async fn wait_shown(&self, chat_id: &str, needle: &str) -> Shown {
         self.wait(&format!("a message with {needle:?} in {chat_id}"), |f| {
-            f.shown(chat_id).into_iter().find(|m| m.text().contains(needle))
+            f.shown(chat_id)
+                .into_iter()
+                .find(|m| m.text().contains(needle))
         })
         .await
     }
@@ -403,7 +474,14 @@ impl Events {
     }
 
     /// A text message; `mention` puts an @-mention of the bot in front.
-    pub fn message(&self, chat_id: &str, chat_type: &str, open_id: &str, text: &str, mention: bool) -> Value {
+    pub fn message(
+        &self,
+        chat_id: &str,
+        chat_type: &str,
+        open_id: &str,
+        text: &str,
+        mention: bool,
+    ) -> Value {
         let (text, mentions) = if mention {
             (
                 format!("@_user_1 {text}"),
@@ -453,8 +531,13 @@ impl Events {
                 headers: Vec::new(),
             };
         };
-        let body = json!({ "encrypt": encrypt(key, &plain) }).to_string().into_bytes();
-        let (ts, nonce) = ("1700000000".to_string(), format!("nonce{}", self.event_id()));
+        let body = json!({ "encrypt": encrypt(key, &plain) })
+            .to_string()
+            .into_bytes();
+        let (ts, nonce) = (
+            "1700000000".to_string(),
+            format!("nonce{}", self.event_id()),
+        );
         let sig = sign(&ts, &nonce, key, &body);
         Sealed {
             body,

@@ -157,7 +157,8 @@ fn message(event_id: &str, ev: &Value) -> Option<Inbound> {
             text = text.replace(key, "");
         }
     }
-    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    // Only the mentions go: the rest keeps its lines and spacing (code, lists).
+    let text = text.trim().to_string();
     let chat_id = m["chat_id"].as_str()?;
     let is_group = m["chat_type"] != "p2p";
     Some(Inbound {
