@@ -80,6 +80,19 @@ pub enum Caller {
     Person,
 }
 
+impl Caller {
+    /// Who this caller is, for remembering what it was told.
+    pub(crate) fn scope(&self) -> String {
+        match self {
+            Caller::Session {
+                conversation_id, ..
+            } => conversation_id.clone(),
+            Caller::External => tether_store::EXTERNAL_SCOPE.to_string(),
+            Caller::Person => "person".to_string(),
+        }
+    }
+}
+
 /// In-memory delegation state: MCP tokens of launched sessions and the readiness gate.
 pub(crate) struct Registry {
     config: DelegationConfig,
@@ -88,6 +101,9 @@ pub(crate) struct Registry {
     /// Session id → its token.
     by_session: Mutex<HashMap<String, String>>,
     ready: AtomicBool,
+    /// (caller scope, task id) → the blocking request last reported to that caller, so
+    /// a wait can return on a block the caller has not seen yet.
+    reported_blocks: Mutex<HashMap<(String, String), String>>,
 }
 
 impl Registry {
@@ -97,6 +113,7 @@ impl Registry {
             tokens: Mutex::new(HashMap::new()),
             by_session: Mutex::new(HashMap::new()),
             ready: AtomicBool::new(false),
+            reported_blocks: Mutex::new(HashMap::new()),
         }
     }
 
@@ -160,6 +177,32 @@ impl Registry {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&t);
+        }
+    }
+
+    /// The blocking request last reported to `scope` for `task_id`.
+    pub fn reported_block(&self, scope: &str, task_id: &str) -> Option<String> {
+        let map = self
+            .reported_blocks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        map.get(&(scope.to_string(), task_id.to_string())).cloned()
+    }
+
+    /// Remembers what was reported to `scope` (`None`: not blocked).
+    pub fn set_reported_block(&self, scope: &str, task_id: &str, request: Option<&str>) {
+        let mut map = self
+            .reported_blocks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let key = (scope.to_string(), task_id.to_string());
+        match request {
+            Some(r) => {
+                map.insert(key, r.to_string());
+            }
+            None => {
+                map.remove(&key);
+            }
         }
     }
 
@@ -566,12 +609,14 @@ impl Runtime {
         };
         let version = store
             .add_delegation_turn(
-                &row.task_id,
-                &row.session_id,
-                &turn_id,
-                &message,
-                origin,
-                parent_turn_id.as_deref(),
+                &tether_store::NewDelegationTurn {
+                    task_id: row.task_id.clone(),
+                    session_id: row.session_id.clone(),
+                    turn_id: turn_id.clone(),
+                    message: message.clone(),
+                    origin,
+                    parent_turn_id,
+                },
                 ledger.as_ref(),
             )
             .await?;

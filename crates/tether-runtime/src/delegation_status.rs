@@ -221,32 +221,25 @@ impl Runtime {
         let mut rx = self.subscribe();
         let first = self.snapshots(caller, task_ids).await?;
         let Some(wait_ms) = wait_ms else {
-            return Ok(TaskList { tasks: first });
+            return Ok(self.reported(caller, first));
         };
+        let reg = &self.ctx().delegation;
+        let scope = caller.scope();
+        // Blocks count as new until this caller was told about them.
         let running: HashMap<String, Option<String>> = first
             .iter()
             .filter(|t| t.status == TaskStatus::Running)
-            .map(|t| {
-                let blocked = t.blocked_on.as_ref().map(|b| b.request_id.clone());
-                (t.task_id.clone(), blocked)
-            })
+            .map(|t| (t.task_id.clone(), reg.reported_block(&scope, &t.task_id)))
             .collect();
         if running.is_empty() {
-            return Ok(TaskList { tasks: first });
+            return Ok(self.reported(caller, first));
         }
         let deadline = (wait_ms > 0)
             .then(|| tokio::time::Instant::now() + Duration::from_millis(wait_ms.min(MAX_WAIT_MS)));
-        let changed = |snaps: &[TaskSnapshot]| {
-            snaps.iter().any(|t| match running.get(&t.task_id) {
-                Some(before) => {
-                    t.status != TaskStatus::Running
-                        || t.blocked_on
-                            .as_ref()
-                            .is_some_and(|b| Some(&b.request_id) != before.as_ref())
-                }
-                None => false,
-            })
-        };
+        if changed_from(&running, &first) {
+            return Ok(self.reported(caller, first));
+        }
+        let changed = |snaps: &[TaskSnapshot]| changed_from(&running, snaps);
         loop {
             let sleep = async {
                 match deadline {
@@ -258,20 +251,38 @@ impl Runtime {
                 ev = rx.recv() => match ev {
                     Ok(ev) => running.contains_key(&ev.conversation_id) && matters(&ev.payload),
                     Err(RecvError::Lagged(_)) => true,
-                    Err(RecvError::Closed) => return Ok(TaskList { tasks: self.snapshots(caller, task_ids).await? }),
+                    Err(RecvError::Closed) => {
+                        let snaps = self.snapshots(caller, task_ids).await?;
+                        return Ok(self.reported(caller, snaps));
+                    }
                 },
                 _ = tokio::time::sleep(RECHECK) => true,
                 _ = sleep => {
-                    return Ok(TaskList { tasks: self.snapshots(caller, task_ids).await? });
+                    let snaps = self.snapshots(caller, task_ids).await?;
+                    return Ok(self.reported(caller, snaps));
                 }
             };
             if recheck {
                 let snaps = self.snapshots(caller, task_ids).await?;
                 if changed(&snaps) {
-                    return Ok(TaskList { tasks: snaps });
+                    return Ok(self.reported(caller, snaps));
                 }
             }
         }
+    }
+
+    /// Remembers which blocks `caller` is being told about.
+    fn reported(&self, caller: &Caller, tasks: Vec<TaskSnapshot>) -> TaskList {
+        let scope = caller.scope();
+        for t in &tasks {
+            if t.status != TaskStatus::Unknown {
+                let block = t.blocked_on.as_ref().map(|b| b.request_id.as_str());
+                self.ctx()
+                    .delegation
+                    .set_reported_block(&scope, &t.task_id, block);
+            }
+        }
+        TaskList { tasks }
     }
 
     /// The delegated tasks of a parent conversation, oldest first.
@@ -303,6 +314,20 @@ impl Runtime {
             depth: row.depth,
         })
     }
+}
+
+/// Whether a task that was running has ended or is blocked on a request the caller
+/// was not told about.
+fn changed_from(running: &HashMap<String, Option<String>>, snaps: &[TaskSnapshot]) -> bool {
+    snaps.iter().any(|t| match running.get(&t.task_id) {
+        Some(told) => {
+            t.status != TaskStatus::Running
+                || t.blocked_on
+                    .as_ref()
+                    .is_some_and(|b| Some(&b.request_id) != told.as_ref())
+        }
+        None => false,
+    })
 }
 
 /// Events that can end a wait: a terminal turn event or a new request for a person.

@@ -69,6 +69,18 @@ pub struct NewDelegation {
     pub turn_id: String,
 }
 
+/// The next turn of a task.
+#[derive(Debug, Clone)]
+pub struct NewDelegationTurn {
+    pub task_id: String,
+    pub session_id: String,
+    pub turn_id: String,
+    pub message: String,
+    pub origin: TurnOrigin,
+    /// The parent's turn that started it, if any.
+    pub parent_turn_id: Option<String>,
+}
+
 /// A continue or close remembered under its continuation id.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LedgerEntry {
@@ -349,12 +361,7 @@ impl Store {
     /// when given, the ledger entry, in one transaction. Returns the new turn version.
     pub async fn add_delegation_turn(
         &self,
-        task_id: &str,
-        session_id: &str,
-        turn_id: &str,
-        message: &str,
-        origin: TurnOrigin,
-        parent_turn_id: Option<&str>,
+        t: &NewDelegationTurn,
         ledger_entry: Option<&LedgerEntry>,
     ) -> Result<i64> {
         let now = now_ms();
@@ -362,39 +369,39 @@ impl Store {
         let (version,): (i64,) = sqlx::query_as(
             "SELECT COALESCE(MAX(turn_version), 0) + 1 FROM delegation_turns WHERE task_id = ?",
         )
-        .bind(task_id)
+        .bind(&t.task_id)
         .fetch_one(&mut *tx)
         .await?;
         sqlx::query(
             "INSERT INTO turns (id, session_id, conversation_id, input, status, created_at) \
              VALUES (?, ?, ?, ?, ?, ?)",
         )
-        .bind(turn_id)
-        .bind(session_id)
-        .bind(task_id)
-        .bind(message)
+        .bind(&t.turn_id)
+        .bind(&t.session_id)
+        .bind(&t.task_id)
+        .bind(&t.message)
         .bind(TurnStatus::Queued.as_str())
         .bind(now)
         .execute(&mut *tx)
         .await?;
         add_message(
             &mut tx,
-            task_id,
+            &t.task_id,
             MessageRole::User,
-            message,
-            Some(session_id),
-            Some(turn_id),
+            &t.message,
+            Some(&t.session_id),
+            Some(&t.turn_id),
         )
         .await?;
         sqlx::query(
             "INSERT INTO delegation_turns (task_id, turn_version, turn_id, origin, \
              parent_turn_id) VALUES (?, ?, ?, ?, ?)",
         )
-        .bind(task_id)
+        .bind(&t.task_id)
         .bind(version)
-        .bind(turn_id)
-        .bind(origin.as_str())
-        .bind(parent_turn_id)
+        .bind(&t.turn_id)
+        .bind(t.origin.as_str())
+        .bind(&t.parent_turn_id)
         .execute(&mut *tx)
         .await?;
         if let Some(e) = ledger_entry {

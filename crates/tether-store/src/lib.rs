@@ -25,6 +25,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 pub use channels::{ChannelChat, NewOutbox, OutboxRow, OutboxStatus, Pairing};
 pub use delegation::{
     DelegationRow, DelegationTurnRow, EXTERNAL_SCOPE, LedgerEntry, NewDelegation,
+    NewDelegationTurn,
 };
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use rows::*;

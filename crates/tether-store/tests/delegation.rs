@@ -61,12 +61,14 @@ async fn task_lifecycle_rows() {
     };
     let v = store
         .add_delegation_turn(
-            "t1",
-            "cs",
-            "ct2",
-            "more",
-            TurnOrigin::Person,
-            None,
+            &NewDelegationTurn {
+                task_id: "t1".into(),
+                session_id: "cs".into(),
+                turn_id: "ct2".into(),
+                message: "more".into(),
+                origin: TurnOrigin::Person,
+                parent_turn_id: None,
+            },
             Some(&entry),
         )
         .await

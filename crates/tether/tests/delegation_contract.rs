@@ -125,3 +125,223 @@ async fn delegate_collect_continue_close() {
     assert_eq!(r["tasks"][0]["status"], "unknown");
     assert_eq!(r["tasks"][1]["task_id"], task.as_str());
 }
+
+#[tokio::test]
+async fn argument_and_limit_errors() {
+    let opts = DaemonOptions {
+        extra_config: "[delegation]\nmax_running_children = 1\n\n\
+                       [agents.broken]\ndriver = \"acp\"\ncommand = \"/nonexistent/agent\"\n"
+            .to_string(),
+        ..DaemonOptions::default()
+    };
+    let d = Daemon::start(opts).await;
+    let parent = d.new_conversation(None).await;
+    let call = |args: serde_json::Value| mcp(&d, &parent, "delegate_to_agent", args);
+    let r = call(json!({"agent_type": "nope", "task": "x"})).await;
+    assert_eq!(r["error_code"], "invalid_agent_type", "{r}");
+    assert!(r["message"].as_str().unwrap().contains("fake"));
+    let r = call(json!({"agent_type": "fake", "task": "   "})).await;
+    assert_eq!(r["error_code"], "invalid_task", "{r}");
+    let r = call(json!({"agent_type": "fake", "task": "x", "working_dir": "/etc"})).await;
+    assert_eq!(r["error_code"], "invalid_working_dir", "{r}");
+    let r = call(json!({"agent_type": "fake", "task": "x", "working_dir": "relative"})).await;
+    assert_eq!(r["error_code"], "invalid_working_dir", "{r}");
+
+    // A child that cannot start: the task fails with spawn_failed.
+    let broken = delegate(&d, &parent, "broken", "anything").await;
+    let t = wait_task(&d, &parent, &broken).await;
+    assert_eq!(
+        (t["status"].as_str(), t["error_code"].as_str()),
+        (Some("failed"), Some("spawn_failed")),
+        "{t}"
+    );
+    assert_eq!(t["availability"], "not_continuable");
+    let r = mcp(
+        &d,
+        &parent,
+        "continue_with_session",
+        json!({"task_id": broken, "message": "again", "continuation_id": "b1"}),
+    )
+    .await;
+    assert_eq!(r["error_code"], "not_continuable", "{r}");
+
+    // One running child at most: a second one is refused while the first hangs.
+    let sub = d.work_dir().join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    let r = call(json!({"agent_type": "fake", "task": "hang", "working_dir": sub})).await;
+    let hanging = r["task_id"].as_str().unwrap().to_string();
+    let c = get_ready(&d, &format!("/api/v1/conversations/{hanging}/continuation")).await;
+    assert_eq!(
+        c["working_dir"],
+        sub.canonicalize().unwrap().display().to_string()
+    );
+    let r = call(json!({"agent_type": "fake", "task": "more"})).await;
+    assert_eq!(r["error_code"], "concurrency_limit", "{r}");
+    let r = mcp(
+        &d,
+        &parent,
+        "continue_with_session",
+        json!({"task_id": hanging, "message": "more", "continuation_id": "h1"}),
+    )
+    .await;
+    assert_eq!(r["error_code"], "session_still_running", "{r}");
+
+    // Cancel: the running turn ends canceled; cancelling again returns the same result.
+    let r = mcp(
+        &d,
+        &parent,
+        "cancel_delegation",
+        json!({"task_id": hanging}),
+    )
+    .await;
+    assert_eq!(
+        (r["status"].as_str(), r["error_code"].as_str()),
+        (Some("canceled"), Some("canceled")),
+        "{r}"
+    );
+    let again = mcp(
+        &d,
+        &parent,
+        "cancel_delegation",
+        json!({"task_id": hanging}),
+    )
+    .await;
+    assert_eq!(again["status"], "canceled");
+    assert_eq!(again["turn_version"], 1);
+    assert_eq!(again["availability"], "continuable_live");
+
+    // A failing child turn is subagent_error.
+    let failing = delegate(&d, &parent, "fake", "fail").await;
+    let t = wait_task(&d, &parent, &failing).await;
+    assert_eq!(t["error_code"], "subagent_error", "{t}");
+    assert!(
+        t["message"].as_str().unwrap().contains("fake failure"),
+        "{t}"
+    );
+
+    // Unknown tasks.
+    let r = mcp(&d, &parent, "cancel_delegation", json!({"task_id": "nope"})).await;
+    assert_eq!(r["error_code"], "not_found", "{r}");
+    let r = mcp(
+        &d,
+        &parent,
+        "get_delegation_status",
+        json!({"task_ids": "x"}),
+    )
+    .await;
+    assert_eq!(r["error_code"], "bad_request", "{r}");
+}
+
+#[tokio::test]
+async fn depth_limit_and_people_share_the_ledger() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let parent = d.new_conversation(None).await;
+    // The child tries to delegate further: depth limit 1.
+    let task = delegate(
+        &d,
+        &parent,
+        "fake",
+        r#"mcp delegate_to_agent {"agent_type":"fake","task":"grandchild"}"#,
+    )
+    .await;
+    let t = wait_task(&d, &parent, &task).await;
+    assert_eq!(t["status"], "completed", "{t}");
+    assert!(t["text"].as_str().unwrap().contains("depth_limit"), "{t}");
+
+    // A person continues the child: the parent sees the turn (origin person).
+    let out = d
+        .post_ok(
+            &format!("/api/v1/conversations/{task}/continue"),
+            json!({"message": "from a person", "continuation_id": "p1"}),
+        )
+        .await;
+    assert_eq!(out["turn_version"], 2);
+    let t = wait_task(&d, &parent, &task).await;
+    assert_eq!(
+        (t["origin"].as_str(), t["turn_version"].as_i64()),
+        (Some("person"), Some(2))
+    );
+    assert!(t["text"].as_str().unwrap().contains("echo: from a person"));
+    let updates = parent_events(&d, &parent, "delegation.session_update").await;
+    assert_eq!(updates.len(), 1);
+    assert_eq!(updates[0]["payload"]["origin"], "person");
+
+    // The ledger is shared: the parent reusing the person's id with another message
+    // conflicts; the person repeating it gets the first result.
+    let r = mcp(
+        &d,
+        &parent,
+        "continue_with_session",
+        json!({"task_id": task, "message": "other", "continuation_id": "p1"}),
+    )
+    .await;
+    assert_eq!(r["error_code"], "continuation_conflict", "{r}");
+    let again = d
+        .post_ok(
+            &format!("/api/v1/conversations/{task}/continue"),
+            json!({"message": "from a person", "continuation_id": "p1"}),
+        )
+        .await;
+    assert_eq!(again, out);
+    let (status, body) = d
+        .post(
+            &format!("/api/v1/conversations/{task}/continue"),
+            json!({"message": "x", "continuation_id": "p1"}),
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("continuation_conflict"))
+    );
+
+    // A plain message in the delegated conversation is a person's continuation too;
+    // commands that would rebind it are refused.
+    let (_, turn) = d.say_and_wait(&task, "plain").await;
+    assert_eq!(turn["status"], "completed");
+    let t = wait_task(&d, &parent, &task).await;
+    assert_eq!(t["turn_version"], 3);
+    let (status, body) = d
+        .post(
+            &format!("/api/v1/conversations/{task}/messages"),
+            json!({"text": "/new"}),
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("invalid_command"))
+    );
+
+    // The parent's conversation lists its children.
+    let kids = d
+        .get_ok(&format!("/api/v1/conversations/{parent}/delegations"))
+        .await;
+    assert_eq!(kids.as_array().unwrap().len(), 1);
+    assert_eq!(kids[0]["task_id"], task.as_str());
+
+    // People close; the parent then gets session_released.
+    let closed = d
+        .post_ok(
+            &format!("/api/v1/conversations/{task}/close"),
+            json!({"continuation_id": "p2"}),
+        )
+        .await;
+    assert_eq!(closed["availability"], "released");
+    let r = mcp(
+        &d,
+        &parent,
+        "continue_with_session",
+        json!({"task_id": task, "message": "more", "continuation_id": "p3"}),
+    )
+    .await;
+    assert_eq!(r["error_code"], "session_released", "{r}");
+    let (status, body) = d
+        .post(
+            &format!("/api/v1/conversations/{task}/close"),
+            json!({"continuation_id": "p4"}),
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("session_released"))
+    );
+}
