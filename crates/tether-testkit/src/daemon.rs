@@ -19,6 +19,13 @@ pub struct DaemonOptions {
     pub queue_cap: usize,
     /// Extra TOML appended to the config file.
     pub extra_config: String,
+    /// `start_timeout_secs` of the config (how long an agent may take to initialise).
+    pub start_timeout_secs: u64,
+    /// Append the daemon's stderr (its log) to [`Daemon::stderr_path`] instead of
+    /// inheriting the test's stderr; read it with [`Daemon::stderr_log`].
+    pub capture_stderr: bool,
+    /// `TETHER_LOG` (the log filter), `info` by default.
+    pub log_filter: String,
 }
 
 impl Default for DaemonOptions {
@@ -28,6 +35,9 @@ impl Default for DaemonOptions {
             turn_timeout_secs: 0,
             queue_cap: 16,
             extra_config: String::new(),
+            start_timeout_secs: 10,
+            capture_stderr: false,
+            log_filter: "info".to_string(),
         }
     }
 }
@@ -40,6 +50,8 @@ pub struct Daemon {
     pub token: String,
     pub client: reqwest::Client,
     config_path: PathBuf,
+    capture_stderr: bool,
+    log_filter: String,
 }
 
 fn toml_str(p: &Path) -> String {
@@ -65,13 +77,14 @@ impl Daemon {
         };
         let config = format!(
             "data_dir = {}\ndefault_agent = \"fake\"\nworkspace_roots = [{}]\ndefault_cwd = {}\n\
-             approval_timeout_secs = {}\nturn_timeout_secs = {}\nqueue_cap = {}\nstart_timeout_secs = 10\n\n{}{}{}{}{}",
+             approval_timeout_secs = {}\nturn_timeout_secs = {}\nqueue_cap = {}\nstart_timeout_secs = {}\n\n{}{}{}{}{}",
             toml_str(&home.path().join("data")),
             toml_str(&work),
             toml_str(&work),
             opts.approval_timeout_secs,
             opts.turn_timeout_secs,
             opts.queue_cap,
+            opts.start_timeout_secs,
             agent("fake", ""),
             agent("fake2", ""),
             agent("fake-refuse", ", \"--refuse-resume\""),
@@ -87,6 +100,8 @@ impl Daemon {
             token: String::new(),
             client: reqwest::Client::new(),
             config_path,
+            capture_stderr: opts.capture_stderr,
+            log_filter: opts.log_filter,
         };
         d.launch().await;
         d
@@ -102,18 +117,51 @@ impl Daemon {
         self.home.path().join("work")
     }
 
+    /// Where the daemon's stderr goes with [`DaemonOptions::capture_stderr`] (every run
+    /// of it on this home appends).
+    pub fn stderr_path(&self) -> PathBuf {
+        self.home.path().join("tether.stderr.log")
+    }
+
+    /// Everything the daemon wrote to stderr so far (empty unless captured).
+    pub fn stderr_log(&self) -> String {
+        std::fs::read(self.stderr_path())
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// The SQLite database of the daemon.
+    pub fn db_path(&self) -> PathBuf {
+        self.home.path().join("data").join("tether.db")
+    }
+
+    /// The daemon's process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().and_then(Child::id)
+    }
+
     async fn launch(&mut self) {
+        let stderr = if self.capture_stderr {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(self.stderr_path())
+                .unwrap_or_else(|e| panic!("open stderr log: {e}"));
+            Stdio::from(file)
+        } else {
+            Stdio::inherit()
+        };
         let mut child = Command::new(bin_path("tether"))
             .arg("--config")
             .arg(&self.config_path)
             .arg("serve")
             .arg("--listen")
             .arg("127.0.0.1:0")
-            .env("TETHER_LOG", "info")
+            .env("TETHER_LOG", &self.log_filter)
             .env_remove("TETHER_HOME")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .kill_on_drop(true)
             .spawn()
             .unwrap_or_else(|e| panic!("spawn tether: {e}"));

@@ -234,6 +234,24 @@ impl Engine {
                 cancel.cancelled().await;
                 return Ok(TurnEnd::Cancelled);
             }
+            Directive::Freeze => std::future::pending::<()>().await,
+            Directive::Flood { lines } => {
+                flood_stderr(lines)?;
+                io.chunk(&reply(&format!("flooded {lines}"))).await?;
+            }
+            Directive::Junk => {
+                for line in script::JUNK_LINES {
+                    io.raw_line(line).await?;
+                }
+                io.chunk(&reply("junk done")).await?;
+            }
+            Directive::BigLine { kib } => {
+                let len = usize::try_from(kib)
+                    .unwrap_or(usize::MAX)
+                    .saturating_mul(1024);
+                io.raw_line(&"z".repeat(len)).await?;
+                io.chunk(&reply("bigline done")).await?;
+            }
             Directive::Mcp { tool, args } => {
                 let Some(server) = io.mcp_servers().into_iter().next() else {
                     io.chunk(&reply("mcp: the client gave no MCP server"))
@@ -294,6 +312,16 @@ impl Engine {
         }
         Ok(TurnEnd::Completed)
     }
+}
+
+/// `lines` lines on stderr (blocking: a reader that does not drain stderr stalls us).
+fn flood_stderr(lines: u64) -> Result<()> {
+    use std::io::Write;
+    let mut stderr = std::io::stderr().lock();
+    for i in 1..=lines {
+        writeln!(stderr, "fake-agent: turn flood line {i} {}", "y".repeat(64))?;
+    }
+    Ok(())
 }
 
 /// Sleep `ms`; true if cancelled first.

@@ -8,6 +8,27 @@ pub const GARBAGE_LINES: [&str; 3] = [
     "}{ still not json",
 ];
 
+/// Lines printed to stdout by the `junk` directive: JSON, but no valid message of any
+/// dialect (responses to unknown ids, wrong types, unknown methods, non-objects).
+pub const JUNK_LINES: [&str; 16] = [
+    "[]",
+    "42",
+    "\"a string\"",
+    "null",
+    "{}",
+    r#"{"id":987654321,"result":{"sessionId":"nope"}}"#,
+    r#"{"id":"unknown","error":{"code":"x","message":7}}"#,
+    r#"{"jsonrpc":"2.0","id":null,"method":null}"#,
+    r#"{"method":42,"params":"x"}"#,
+    r#"{"jsonrpc":"2.0","method":"session/update","params":"not an object"}"#,
+    r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":7,"update":{"sessionUpdate":9}}}"#,
+    r#"{"method":"item/agentMessage/delta","params":{"delta":5,"itemId":[]}}"#,
+    r#"{"method":"made/up","params":{"deep":[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]}}"#,
+    r#"{"type":"control_response","response":{"request_id":"never-asked","subtype":"success"}}"#,
+    r#"{"type":"stream_event","event":null,"session_id":null}"#,
+    r#"{"type":"made_up","subtype":[1,2,3]}"#,
+];
+
 /// Error message of a turn that fails because the prompt said `fail`.
 pub const FAIL_MESSAGE: &str = "fake failure as asked";
 
@@ -32,6 +53,14 @@ pub enum Directive {
     Fail,
     /// `hang`: the turn never ends until cancelled.
     Hang,
+    /// `freeze`: the turn never ends, and cancelling it does nothing either.
+    Freeze,
+    /// `flood N`: N lines on stderr during the turn, then reply `flooded N`.
+    Flood { lines: u64 },
+    /// `junk`: the [`JUNK_LINES`] on stdout, then reply `junk done`.
+    Junk,
+    /// `bigline KIB`: one non-JSON stdout line of KIB KiB, then reply `bigline done`.
+    BigLine { kib: u64 },
     /// `mcp <tool> <json-args>`: call `tool` on the first stdio MCP server the client
     /// gave the session; reply with the result's text.
     Mcp { tool: String, args: String },
@@ -84,6 +113,16 @@ pub fn parse(text: &str) -> Directive {
         "garbage" => Directive::Garbage,
         "fail" => Directive::Fail,
         "hang" => Directive::Hang,
+        "freeze" => Directive::Freeze,
+        "junk" => Directive::Junk,
+        "flood" | "bigline" => match rest.as_slice() {
+            [n] => match (first, n.parse()) {
+                ("flood", Ok(lines)) => Directive::Flood { lines },
+                (_, Ok(kib)) => Directive::BigLine { kib },
+                _ => Directive::Echo,
+            },
+            _ => Directive::Echo,
+        },
         _ => Directive::Echo,
     }
 }
@@ -163,6 +202,11 @@ mod tests {
         assert_eq!(parse("garbage"), Directive::Garbage);
         assert_eq!(parse("fail"), Directive::Fail);
         assert_eq!(parse("hang"), Directive::Hang);
+        assert_eq!(parse("freeze"), Directive::Freeze);
+        assert_eq!(parse("junk"), Directive::Junk);
+        assert_eq!(parse("flood 10"), Directive::Flood { lines: 10 });
+        assert_eq!(parse("bigline 3"), Directive::BigLine { kib: 3 });
+        assert_eq!(parse("flood x"), Directive::Echo);
         assert_eq!(
             parse("mcp delegate_to_agent {\"task\": \"a  b\"}"),
             Directive::Mcp {
