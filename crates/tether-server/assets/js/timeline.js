@@ -271,7 +271,14 @@ export class Timeline {
           }
         }
         t.waiting = 0;
-        if (t.seg && t.seg.kind === "text") this.markDirty(t.seg);
+        // The reply is complete: draw it now, together with the final status.
+        for (const seg of this.dirty) {
+          if (t.items.contains(seg.el)) {
+            this.dirty.delete(seg);
+            if (seg.kind === "text") seg.el.innerHTML = renderMarkdown(seg.text);
+            else seg.body.textContent = seg.text;
+          }
+        }
         this.renderFoot(t);
         this.refreshQueue();
         break;
