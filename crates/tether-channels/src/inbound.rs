@@ -3,12 +3,16 @@
 //! first contact), then `send_message` or an approval answer. Unknown senders get a
 //! pairing code and cause no conversation and no agent work.
 
+use std::collections::HashMap;
+use std::future::Future;
+
 use tether_core::short_id;
 use tether_proto::{
     ApprovalStatus, CreateConversation, Decision, MessageOutcome, MessageOutcomeKind, SendMessage,
 };
 use tether_runtime::RuntimeError;
 use tether_store::ChannelChat;
+use tokio::sync::mpsc;
 
 use crate::ChannelError;
 use crate::channel::{Address, OutMessage};
@@ -75,6 +79,36 @@ impl Inbound {
             chat_id: self.chat.chat_id.clone(),
             thread_id: self.chat.thread_id.clone(),
         }
+    }
+}
+
+/// Runs `handler` for each item: one task per chat lane (`key`), so a chat's messages
+/// are handled in arrival order while a slow chat never holds up the others. Lanes live
+/// as long as the input (one small task per chat).
+pub(crate) async fn run_lanes<T, F, Fut>(mut rx: mpsc::UnboundedReceiver<(String, T)>, handler: F)
+where
+    T: Send + 'static,
+    F: Fn(T) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let mut lanes: HashMap<String, mpsc::UnboundedSender<T>> = HashMap::new();
+    while let Some((key, item)) = rx.recv().await {
+        let item = match lanes.get(&key) {
+            Some(tx) => match tx.send(item) {
+                Ok(()) => continue,
+                Err(back) => back.0,
+            },
+            None => item,
+        };
+        let (tx, mut lane) = mpsc::unbounded_channel::<T>();
+        let handler = handler.clone();
+        tokio::spawn(async move {
+            while let Some(item) = lane.recv().await {
+                handler(item).await;
+            }
+        });
+        let _ = tx.send(item);
+        lanes.insert(key, tx);
     }
 }
 
@@ -238,5 +272,85 @@ async fn decide(
             ))
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use super::*;
+
+    fn msg(chat: &str, thread: Option<&str>, group: bool, user: &str) -> Inbound {
+        Inbound {
+            key: "1".into(),
+            chat: InChat {
+                chat_id: chat.into(),
+                thread_id: thread.map(str::to_string),
+                is_group: group,
+                title: "t".into(),
+            },
+            sender: Sender {
+                id: user.into(),
+                name: user.into(),
+            },
+            kind: InKind::Text("hi".into()),
+        }
+    }
+
+    #[test]
+    fn chats_topics_and_group_members_get_their_own_lanes() {
+        assert_eq!(msg("5", None, false, "5").chat_key(GroupMode::User), "5");
+        assert_eq!(msg("-9", None, true, "5").chat_key(GroupMode::Chat), "-9");
+        assert_eq!(
+            msg("-9", None, true, "5").chat_key(GroupMode::User),
+            "-9/u5"
+        );
+        assert_eq!(
+            msg("-9", Some("3"), true, "5").chat_key(GroupMode::Chat),
+            "-9/t3"
+        );
+        assert_eq!(
+            msg("-9", Some("3"), true, "5").chat_key(GroupMode::User),
+            "-9/t3/u5"
+        );
+    }
+
+    #[tokio::test]
+    async fn lanes_keep_order_within_a_chat_and_do_not_block_each_other() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::unbounded_channel();
+        let handler = {
+            let seen = seen.clone();
+            move |(lane, n, wait): (&'static str, u32, u64)| {
+                let seen = seen.clone();
+                async move {
+                    tokio::time::sleep(Duration::from_millis(wait)).await;
+                    seen.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((lane, n));
+                }
+            }
+        };
+        let runner = tokio::spawn(run_lanes(rx, handler));
+        for (lane, n, wait) in [
+            ("slow", 1, 300),
+            ("slow", 2, 0),
+            ("fast", 1, 0),
+            ("fast", 2, 0),
+        ] {
+            let _ = tx.send((lane.to_string(), (lane, n, wait)));
+        }
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while seen.lock().unwrap_or_else(|e| e.into_inner()).len() < 4 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("lanes did not finish"));
+        let seen = seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        assert_eq!(seen, [("fast", 1), ("fast", 2), ("slow", 1), ("slow", 2)]);
+        runner.abort();
     }
 }

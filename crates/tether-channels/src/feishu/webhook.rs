@@ -220,11 +220,23 @@ fn action(event_id: &str, ev: &Value) -> Option<Inbound> {
 }
 
 async fn worker(core: SharedCore, mut rx: mpsc::UnboundedReceiver<Inbound>) {
-    while let Some(msg) = rx.recv().await {
-        let key = msg.key.clone();
-        if let Err(e) = inbound::handle(&core, msg).await {
-            tracing::warn!(channel = "feishu", event = key, "event failed: {e}");
+    let (lanes_tx, lanes_rx) = mpsc::unbounded_channel();
+    let handler = {
+        let core = core.clone();
+        move |msg: Inbound| {
+            let core = core.clone();
+            async move {
+                let key = msg.key.clone();
+                if let Err(e) = inbound::handle(&core, msg).await {
+                    tracing::warn!(channel = "feishu", event = key, "event failed: {e}");
+                }
+            }
         }
+    };
+    tokio::spawn(inbound::run_lanes(lanes_rx, handler));
+    while let Some(msg) = rx.recv().await {
+        let lane = msg.chat_key(core.group_mode);
+        let _ = lanes_tx.send((lane, msg));
     }
 }
 

@@ -8,8 +8,9 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use super::Telegram;
 use super::api::Update;
-use super::{Telegram, accept};
+use super::updates::accept;
 use crate::core::SharedCore;
 
 const OFFSET_KEY: &str = "update_offset";

@@ -1,0 +1,311 @@
+//! Inbound Telegram: updates from long polling or the webhook are recorded by
+//! `update_id` (a repeat is dropped before any work) and handled in arrival order within
+//! each chat (chats in parallel); callback queries are answered at once. Also publishes the command menu.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::api::{self, Update};
+use super::{CALL_TIMEOUT, COMMANDS, Telegram, parse_callback, poll};
+use crate::config::{TelegramConfig, TelegramMode};
+use crate::core::SharedCore;
+use crate::inbound::{self, InChat, InKind, Inbound, Sender};
+
+impl Telegram {
+    /// Normalizes an update; `None` for updates tether does not act on. The callback
+    /// query id comes back separately so the worker can answer it.
+    fn normalize(&self, u: &Update) -> Option<(Inbound, Option<String>)> {
+        let key = u.update_id.to_string();
+        if let Some(m) = &u.message {
+            let from = m.from.as_ref().filter(|f| !f.is_bot)?;
+            let text = self.strip_bot_name(m.text.as_deref()?)?;
+            return Some((
+                Inbound {
+                    key,
+                    chat: chat_of(m),
+                    sender: Sender {
+                        id: from.id.to_string(),
+                        name: from.display(),
+                    },
+                    kind: InKind::Text(text),
+                },
+                None,
+            ));
+        }
+        let q = u.callback_query.as_ref()?;
+        let m = q.message.as_ref()?;
+        let kind = match q.data.as_deref().and_then(parse_callback) {
+            Some((approval_id, decision)) => InKind::Decide {
+                approval_id,
+                decision,
+            },
+            None => InKind::Text(String::new()),
+        };
+        Some((
+            Inbound {
+                key,
+                chat: chat_of(m),
+                sender: Sender {
+                    id: q.from.id.to_string(),
+                    name: q.from.display(),
+                },
+                kind,
+            },
+            Some(q.id.clone()),
+        ))
+    }
+
+    /// `/cmd@thisbot args` → `/cmd args`; a command for another bot → `None`.
+    fn strip_bot_name(&self, text: &str) -> Option<String> {
+        let trimmed = text.trim_start();
+        let Some(first) = trimmed.split_whitespace().next() else {
+            return Some(text.to_string());
+        };
+        let Some((cmd, bot)) = first.strip_prefix('/').and_then(|c| c.split_once('@')) else {
+            return Some(text.to_string());
+        };
+        match self.username.get() {
+            Some(me) if !me.eq_ignore_ascii_case(bot) => None,
+            _ => Some(format!("/{cmd}{}", &trimmed[first.len()..])),
+        }
+    }
+}
+
+fn chat_of(m: &api::Message) -> InChat {
+    let is_group = m.chat.kind != "private";
+    let thread_id = m
+        .message_thread_id
+        .filter(|_| m.is_topic_message == Some(true))
+        .map(|t| t.to_string());
+    let title = m.chat.title.clone().unwrap_or_else(|| {
+        m.from
+            .as_ref()
+            .map_or_else(|| m.chat.id.to_string(), api::User::display)
+    });
+    InChat {
+        chat_id: m.chat.id.to_string(),
+        thread_id,
+        is_group,
+        title,
+    }
+}
+
+/// Handles updates in arrival order, answering callback queries at once.
+async fn worker(core: SharedCore, tg: Arc<Telegram>, mut rx: mpsc::UnboundedReceiver<Update>) {
+    let (lanes_tx, lanes_rx) = mpsc::unbounded_channel();
+    let handler = {
+        let (core, tg) = (core.clone(), tg.clone());
+        move |(msg, callback): (Inbound, Option<String>)| {
+            let (core, tg) = (core.clone(), tg.clone());
+            async move { handle(&core, &tg, msg, callback).await }
+        }
+    };
+    tokio::spawn(inbound::run_lanes(lanes_rx, handler));
+    while let Some(u) = rx.recv().await {
+        if let Some((msg, callback)) = tg.normalize(&u) {
+            let lane = msg.chat_key(core.group_mode);
+            let _ = lanes_tx.send((lane, (msg, callback)));
+        }
+    }
+}
+
+/// Handles one update and answers its callback query, if any.
+async fn handle(core: &SharedCore, tg: &Telegram, msg: Inbound, callback: Option<String>) {
+    let key = msg.key.clone();
+    let answer = match (&callback, &msg.kind) {
+        (Some(_), InKind::Text(_)) => Some("This button is not known.".to_string()),
+        _ => match inbound::handle(core, msg).await {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(channel = "telegram", "update {key} failed: {e}");
+                Some(format!("⚠️ {e}"))
+            }
+        },
+    };
+    if let Some(id) = callback {
+        let body = json!({
+            "callback_query_id": id,
+            "text": answer.unwrap_or_default(),
+        });
+        if let Err(e) = tg
+            .bot
+            .call::<Value>("answerCallbackQuery", &body, CALL_TIMEOUT)
+            .await
+        {
+            tracing::info!(channel = "telegram", "answerCallbackQuery failed: {e}");
+        }
+    }
+}
+
+/// Records the update id; `true` when it is new (then it is queued).
+pub(crate) async fn accept(
+    core: &SharedCore,
+    tx: &mpsc::UnboundedSender<Update>,
+    u: Update,
+) -> bool {
+    match core
+        .store
+        .remember_inbound("telegram", &u.update_id.to_string())
+        .await
+    {
+        Ok(true) => {
+            let _ = tx.send(u);
+            true
+        }
+        Ok(false) => {
+            tracing::info!(
+                channel = "telegram",
+                update = u.update_id,
+                "duplicate update ignored"
+            );
+            false
+        }
+        Err(e) => {
+            tracing::warn!(channel = "telegram", "cannot record update: {e}");
+            false
+        }
+    }
+}
+
+/// Learns the bot's name and publishes the command menu, retrying until it works.
+async fn introduce(tg: Arc<Telegram>) {
+    let commands: Vec<api::BotCommand> = COMMANDS
+        .iter()
+        .map(|(command, description)| api::BotCommand {
+            command,
+            description,
+        })
+        .collect();
+    let mut wait = Duration::from_millis(500);
+    loop {
+        let me = tg
+            .bot
+            .call::<api::User>("getMe", &json!({}), CALL_TIMEOUT)
+            .await;
+        let set = tg
+            .bot
+            .call::<Value>(
+                "setMyCommands",
+                &json!({ "commands": commands }),
+                CALL_TIMEOUT,
+            )
+            .await;
+        match (me, set) {
+            (Ok(me), Ok(_)) => {
+                if let Some(u) = me.username {
+                    let _ = tg.username.set(u);
+                }
+                return;
+            }
+            (me, set) => {
+                let err = me
+                    .err()
+                    .or(set.err())
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
+                tracing::warn!(channel = "telegram", "getMe/setMyCommands failed: {err}");
+            }
+        }
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(Duration::from_secs(60));
+    }
+}
+
+/// The running adapter's tasks and its webhook route (webhook mode only).
+pub(crate) struct Started {
+    pub tasks: Vec<tokio::task::JoinHandle<()>>,
+    pub hook: Option<axum::Router>,
+}
+
+#[derive(Clone)]
+struct HookState {
+    core: SharedCore,
+    tx: mpsc::UnboundedSender<Update>,
+    secret: Arc<[u8]>,
+}
+
+/// `POST /hooks/telegram`: a wrong or missing secret token → 401 and nothing done.
+async fn hook(State(s): State<HookState>, headers: HeaderMap, body: Bytes) -> StatusCode {
+    let presented = headers
+        .get("x-telegram-bot-api-secret-token")
+        .map(|v| v.as_bytes())
+        .unwrap_or_default();
+    if s.secret.is_empty() || !crate::constant_time_eq(&s.secret, presented) {
+        tracing::warn!(
+            channel = "telegram",
+            "webhook with a wrong secret token rejected"
+        );
+        return StatusCode::UNAUTHORIZED;
+    }
+    let Ok(update) = serde_json::from_slice::<Update>(&body) else {
+        return StatusCode::BAD_REQUEST;
+    };
+    accept(&s.core, &s.tx, update).await;
+    StatusCode::OK
+}
+
+/// Starts the worker, the introduction, and the poller (or the webhook route).
+pub(crate) fn start(core: SharedCore, tg: Arc<Telegram>, cfg: &TelegramConfig) -> Started {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let mut tasks = vec![
+        tokio::spawn(worker(core.clone(), tg.clone(), rx)),
+        tokio::spawn(introduce(tg.clone())),
+    ];
+    let hook = match cfg.mode {
+        TelegramMode::Polling => {
+            tasks.push(tokio::spawn(poll::run(core, tg, tx, cfg.poll_timeout)));
+            None
+        }
+        TelegramMode::Webhook => {
+            let secret = cfg.webhook_secret.clone().unwrap_or_default();
+            let state = HookState {
+                core,
+                tx,
+                secret: Arc::from(secret.into_bytes()),
+            };
+            Some(
+                axum::Router::new()
+                    .route("/hooks/telegram", post(hook))
+                    .with_state(state),
+            )
+        }
+    };
+    Started { tasks, hook }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bot_names_are_stripped_from_commands() {
+        let tg = Telegram::new(&TelegramConfig {
+            bot_token: "t".into(),
+            base_url: "http://127.0.0.1:1".into(),
+            mode: TelegramMode::Polling,
+            webhook_secret: None,
+            allowed_users: Default::default(),
+            group_mode: Default::default(),
+            poll_timeout: Duration::from_secs(1),
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            tg.strip_bot_name("/new@any codex x").as_deref(),
+            Some("/new codex x")
+        );
+        let _ = tg.username.set("TetherBot".into());
+        assert_eq!(
+            tg.strip_bot_name("/status@tetherbot").as_deref(),
+            Some("/status")
+        );
+        assert_eq!(tg.strip_bot_name("/status@otherbot"), None);
+        assert_eq!(tg.strip_bot_name("hello @x").as_deref(), Some("hello @x"));
+    }
+}

@@ -1,0 +1,167 @@
+//! Access rows of the channels: users allowed by pairing, pairing codes, and small
+//! per-channel state (such as the Telegram update offset).
+
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+
+use super::{NewOutbox, insert_outbox};
+use crate::{Result, Store, now_ms};
+
+/// A pairing code given to an unknown sender.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pairing {
+    pub code: String,
+    pub channel: String,
+    pub user_id: String,
+    pub user_name: String,
+    pub chat_key: String,
+    pub address: String,
+    /// `pending` or `approved`.
+    pub status: String,
+    pub created_at_ms: i64,
+    pub approved_at_ms: Option<i64>,
+    pub approved_by: Option<String>,
+}
+
+fn pairing(row: &SqliteRow) -> Result<Pairing> {
+    Ok(Pairing {
+        code: row.try_get("code")?,
+        channel: row.try_get("channel")?,
+        user_id: row.try_get("user_id")?,
+        user_name: row.try_get("user_name")?,
+        chat_key: row.try_get("chat_key")?,
+        address: row.try_get("address")?,
+        status: row.try_get("status")?,
+        created_at_ms: row.try_get("created_at")?,
+        approved_at_ms: row.try_get("approved_at")?,
+        approved_by: row.try_get("approved_by")?,
+    })
+}
+
+impl Store {
+    /// Whether a user was allowed by pairing.
+    pub async fn channel_user_allowed(&self, channel: &str, user_id: &str) -> Result<bool> {
+        let row: Option<(i64,)> =
+            sqlx::query_as("SELECT 1 FROM channel_allowed_users WHERE channel = ? AND user_id = ?")
+                .bind(channel)
+                .bind(user_id)
+                .fetch_optional(&self.writer)
+                .await?;
+        Ok(row.is_some())
+    }
+
+    /// The user's pending pairing, if any.
+    pub async fn pending_pairing(&self, channel: &str, user_id: &str) -> Result<Option<Pairing>> {
+        let row = sqlx::query(
+            "SELECT * FROM channel_pairings WHERE channel = ? AND user_id = ? \
+             AND status = 'pending' ORDER BY created_at DESC LIMIT 1",
+        )
+        .bind(channel)
+        .bind(user_id)
+        .fetch_optional(&self.writer)
+        .await?;
+        row.as_ref().map(pairing).transpose()
+    }
+
+    /// Stores a new pending pairing code; `false` when the code is taken.
+    pub async fn insert_pairing(&self, p: &Pairing) -> Result<bool> {
+        let res = sqlx::query(
+            "INSERT OR IGNORE INTO channel_pairings (code, channel, user_id, user_name, chat_key, \
+             address, status, created_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)",
+        )
+        .bind(&p.code)
+        .bind(&p.channel)
+        .bind(&p.user_id)
+        .bind(&p.user_name)
+        .bind(&p.chat_key)
+        .bind(&p.address)
+        .bind(p.created_at_ms)
+        .execute(&self.writer)
+        .await?;
+        Ok(res.rows_affected() == 1)
+    }
+
+    /// Pairings, newest first, optionally only those with `status`.
+    pub async fn list_pairings(&self, status: Option<&str>) -> Result<Vec<Pairing>> {
+        let rows = sqlx::query(
+            "SELECT * FROM channel_pairings WHERE (? IS NULL OR status = ?) \
+             ORDER BY created_at DESC, code LIMIT 500",
+        )
+        .bind(status)
+        .bind(status)
+        .fetch_all(&self.writer)
+        .await?;
+        rows.iter().map(pairing).collect()
+    }
+
+    /// The pairing with that code.
+    pub async fn get_pairing(&self, code: &str) -> Result<Option<Pairing>> {
+        let row = sqlx::query("SELECT * FROM channel_pairings WHERE code = ?")
+            .bind(code)
+            .fetch_optional(&self.writer)
+            .await?;
+        row.as_ref().map(pairing).transpose()
+    }
+
+    /// Approves a pending pairing: the user is allowed from now on and `notice` (built
+    /// from the pairing) is queued, in one transaction. `None` when no pending pairing
+    /// has that code.
+    pub async fn approve_pairing(
+        &self,
+        code: &str,
+        by: &str,
+        notice: impl FnOnce(&Pairing) -> NewOutbox,
+    ) -> Result<Option<Pairing>> {
+        let mut tx = self.writer.begin().await?;
+        let now = now_ms();
+        let row = sqlx::query(
+            "UPDATE channel_pairings SET status = 'approved', approved_at = ?, approved_by = ? \
+             WHERE code = ? AND status = 'pending' RETURNING *",
+        )
+        .bind(now)
+        .bind(by)
+        .bind(code)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(p) = row.as_ref().map(pairing).transpose()? else {
+            return Ok(None);
+        };
+        sqlx::query(
+            "INSERT OR IGNORE INTO channel_allowed_users (channel, user_id, added_by, created_at) \
+             VALUES (?, ?, ?, ?)",
+        )
+        .bind(&p.channel)
+        .bind(&p.user_id)
+        .bind(by)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        insert_outbox(&mut tx, &notice(&p)).await?;
+        tx.commit().await?;
+        Ok(Some(p))
+    }
+
+    /// A per-channel value (such as the Telegram update offset).
+    pub async fn channel_state(&self, channel: &str, key: &str) -> Result<Option<String>> {
+        let row: Option<(String,)> =
+            sqlx::query_as("SELECT value FROM channel_state WHERE channel = ? AND key = ?")
+                .bind(channel)
+                .bind(key)
+                .fetch_optional(&self.writer)
+                .await?;
+        Ok(row.map(|r| r.0))
+    }
+
+    pub async fn set_channel_state(&self, channel: &str, key: &str, value: &str) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO channel_state (channel, key, value) VALUES (?, ?, ?) \
+             ON CONFLICT (channel, key) DO UPDATE SET value = excluded.value",
+        )
+        .bind(channel)
+        .bind(key)
+        .bind(value)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+}
