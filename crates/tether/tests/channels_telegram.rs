@@ -146,6 +146,46 @@ async fn telegram_sessions_follow_ups_new_and_long_results() {
     let c = conversation(&d, "Telegram").await;
     assert_ne!(session_of(&c), first_session);
 
+    // Progress: one status message, edited at most once per interval (300 ms here).
+    tg.say(&chat, ANN, "stream 12 100");
+    let done = tg.wait_shown(ANN.0, "chunk 11").await;
+    let status = tg
+        .shown(ANN.0)
+        .into_iter()
+        .filter(|m| m.message_id < done.message_id)
+        .next_back()
+        .unwrap();
+    assert!(status.text().contains("Done"), "{}", status.text());
+    let edits: Vec<_> = tg
+        .calls("editMessageText")
+        .into_iter()
+        .filter(|c| c.body["message_id"] == status.message_id)
+        .collect();
+    assert!(
+        edits
+            .iter()
+            .any(|e| e.body["text"].as_str().unwrap().contains("Working…"))
+    );
+    assert!(
+        edits.len() >= 2 && edits.len() <= 7,
+        "{} edits",
+        edits.len()
+    );
+    for w in edits.windows(2).take(edits.len().saturating_sub(2)) {
+        assert!(w[1].at.duration_since(w[0].at) >= Duration::from_millis(250));
+    }
+
+    // A question is asked on the phone and a plain reply answers it.
+    tg.say(&chat, ANN, "ask which branch?");
+    tg.wait_shown(ANN.0, "❓ which branch?").await;
+    tg.say(&chat, ANN, "main");
+    tg.wait_shown(ANN.0, "answer: main").await;
+
+    // A failure arrives with its reason.
+    tg.say(&chat, ANN, "fail");
+    let f = tg.wait_shown(ANN.0, "The turn failed").await;
+    assert!(f.text().contains("fake failure as asked"), "{}", f.text());
+
     // An unknown command gets the list of commands and no agent work.
     tg.say(&chat, ANN, "/frobnicate");
     tg.wait_shown(ANN.0, "/frobnicate").await;
