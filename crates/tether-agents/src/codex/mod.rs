@@ -265,12 +265,15 @@ impl Starter<'_> {
 }
 
 /// Codex config overrides (`mcp_servers.<name>` = `{command, args, env}`) adding the MCP
-/// servers to the thread; `None` without servers.
+/// servers to the thread; `None` without servers. They are tether's own servers (which
+/// check their callers themselves), so their tools run without a per-call approval
+/// (`default_tools_approval_mode = "approve"`; Codex would otherwise ask, and reject).
 fn mcp_config(servers: &[McpServer]) -> Option<Value> {
     let config: serde_json::Map<String, Value> = servers
         .iter()
         .map(|s| {
-            let server = json!({"command": s.command, "args": s.args, "env": s.env});
+            let server = json!({"command": s.command, "args": s.args, "env": s.env,
+                                "default_tools_approval_mode": "approve"});
             (format!("mcp_servers.{}", s.name), server)
         })
         .collect();
@@ -324,7 +327,8 @@ mod tests {
             mcp_config(&[server]),
             Some(
                 json!({"mcp_servers.tether": {"command": "/bin/tether", "args": ["mcp"],
-                                               "env": {"TOKEN": "t"}}})
+                                               "env": {"TOKEN": "t"},
+                                               "default_tools_approval_mode": "approve"}})
             )
         );
     }
