@@ -152,8 +152,7 @@ async fn telegram_sessions_follow_ups_new_and_long_results() {
     let status = tg
         .shown(ANN.0)
         .into_iter()
-        .filter(|m| m.message_id < done.message_id)
-        .next_back()
+        .rfind(|m| m.message_id < done.message_id)
         .unwrap();
     assert!(status.text().contains("Done"), "{}", status.text());
     let edits: Vec<_> = tg
