@@ -214,3 +214,51 @@ test("a page reload keeps everything", async () => {
   assert.match(page.url(), new RegExp(`#c=${conv}`));
   assert.deepEqual(await snapshot(), before);
 });
+
+test("a delegated sub-conversation: Sub badge behind its filter, continue and close from the page", async () => {
+  page = await browser.newPage();
+  await openSignedIn(page, daemon.base, daemon.token);
+  const parent = await newConversation(page);
+  // The fake agent calls tether's MCP tool when told to: it delegates a task to `fake`.
+  await sendAndWait(page, 'mcp delegate_to_agent {"agent_type": "fake", "task": "child work"}');
+  const [child] = await daemon.api("GET", `/api/v1/conversations/${parent}/delegations`);
+  assert.ok(child && child.task_id, "a delegated task");
+  const task = child.task_id;
+  for (let i = 0; i < 200 && (await daemon.api("GET", `/api/v1/conversations/${task}/continuation`)).availability === "running"; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+
+  // Hidden from the list unless the filter is on; then shown with its badge.
+  await page.uncheck("#filter-sub");
+  await page.locator(`.conv-item[data-id="${parent}"]`).waitFor();
+  assert.equal(await page.locator(`.conv-item[data-id="${task}"]`).count(), 0);
+  await page.check("#filter-sub");
+  const item = page.locator(`.conv-item[data-id="${task}"]`);
+  await item.waitFor();
+  assert.equal(await item.locator(".badge.sub").innerText(), "Sub");
+  await item.click();
+
+  await page.locator("#delegate-row").waitFor({ state: "visible" });
+  assert.equal(await page.isVisible("#picker-row"), false);
+  assert.equal(await page.isVisible("#new-session"), false);
+  await page.waitForFunction(() => /can continue/.test(document.querySelector("#delegate-info").textContent));
+  await page.locator("#timeline .turn", { hasText: "echo: child work" }).waitFor();
+
+  // A person continues the task in the same child session.
+  const [more] = await sendAndWait(page, "more please");
+  assert.match(more, /echo: more please\s+remembers 1: \["child work"\]/);
+  await screenshot(page, "desktop-subtask");
+
+  await page.click("#close-task");
+  await page.waitForFunction(() => document.querySelector("#delegate-info").dataset.availability === "released");
+  assert.equal(await page.isDisabled("#close-task"), true);
+  await send(page, "once more");
+  await page.locator("#composer-error").waitFor({ state: "visible" });
+  assert.match(await page.textContent("#composer-error"), /closed \(released\)/);
+  page.errors = page.errors.filter((e) => !/Failed to load resource: the server responded with a status of 4\d\d/.test(e));
+
+  await page.click("#delegate-parent");
+  await page.waitForFunction((p) => location.hash === `#c=${p}`, parent);
+  await page.locator("#picker-row").waitFor({ state: "visible" });
+  await page.uncheck("#filter-sub");
+});

@@ -48,6 +48,7 @@ static ASSETS: &[Asset] = &[
     asset!("js/composer.js", JS),
     asset!("js/timeline.js", JS),
     asset!("js/activity.js", JS),
+    asset!("js/delegate.js", JS),
 ];
 
 /// Strong validators, computed once: FNV-1a of each file's bytes.
@@ -153,6 +154,18 @@ mod tests {
         for a in ASSETS {
             assert!(!a.body.is_empty(), "{} is empty", a.name);
             assert!(a.mime.contains('/'), "{}", a.name);
+        }
+    }
+
+    #[test]
+    fn every_script_file_is_embedded() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/js");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let name = format!("js/{}", entry.unwrap().file_name().to_string_lossy());
+            assert!(
+                ASSETS.iter().any(|a| a.name == name),
+                "{name} is not in ASSETS"
+            );
         }
     }
 

@@ -6,6 +6,7 @@ import { api, enc, followEvents, historyAfter, ApiError } from "./api.js";
 import { $, h, shortId, stateLabel, copyText, toast } from "./dom.js";
 import { Timeline } from "./timeline.js";
 import { Composer } from "./composer.js";
+import { DelegateBar, continues } from "./delegate.js";
 
 const REFRESH_EVENTS = new Set(["message_delta", "thought_delta"]);
 const HISTORY_EVENTS = new Set(["status", "session_started", "turn_completed", "turn_failed", "turn_cancelled", "turn_interrupted", "question_resolved"]);
@@ -21,6 +22,7 @@ export class Chat {
       answer: (id, answer) => this.act(() => api("POST", `/api/v1/questions/${enc(id)}`, { answer })),
     });
     this.composer = new Composer($("composer"), { send: (text) => this.send(text), stop: () => this.stop() });
+    this.delegate = new DelegateBar({ act: (call) => this.act(call), after: () => this.loadHistory() });
     this.bind();
   }
 
@@ -121,6 +123,7 @@ export class Chat {
     this.composer.setRunning(busy);
     this.timeline.setQueueLen(conv.queue_len || 0);
     this.renderBinding();
+    this.delegate.show(conv);
     this.onChange(conv);
   }
 
@@ -286,6 +289,11 @@ export class Chat {
     if (this.picker.agent && this.picker.agent !== conv.agent) body.agent = this.picker.agent;
     if (this.picker.model && this.picker.model !== (conv.model || "")) body.model = this.picker.model;
     this.showError("");
+    if (continues(conv, text)) {
+      const ok = await this.delegate.send(text);
+      if (ok) await this.loadHistory();
+      return ok;
+    }
     try {
       const out = await api("POST", `/api/v1/conversations/${enc(conv.id)}/messages`, body);
       this.picker.touched = false;
