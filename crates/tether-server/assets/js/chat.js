@@ -153,6 +153,10 @@ export class Chat {
     picker.value = this.picker.agent;
     const model = $("model-picker");
     if (document.activeElement !== model) model.value = this.picker.model;
+    // Suggest the models this conversation's sessions have used.
+    const seen = new Set([conv.model, b && b.model, ...[...this.timeline.sessions.values()].map((x) => x.model)].filter(Boolean));
+    const list = $("model-options");
+    if (list.options.length !== seen.size) list.replaceChildren(...[...seen].map((m) => h("option", { value: m })));
     this.renderDrift();
   }
 
