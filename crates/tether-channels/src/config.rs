@@ -31,6 +31,9 @@ pub struct TelegramConfig {
     pub mode: TelegramMode,
     /// Required in webhook mode; checked against `X-Telegram-Bot-Api-Secret-Token`.
     pub webhook_secret: Option<String>,
+    /// Webhook mode: the public URL of `/hooks/telegram`, registered with `setWebhook`
+    /// at start (with the secret); unset: the operator registers it.
+    pub webhook_url: Option<String>,
     /// Numeric Telegram user ids allowed without pairing.
     pub allowed_users: BTreeSet<String>,
     pub group_mode: GroupMode,

@@ -7,6 +7,7 @@
 //! bot_token = "123:abc"
 //! mode = "polling"            # or "webhook" (POST /hooks/telegram; needs webhook_secret)
 //! webhook_secret = "..."
+//! webhook_url = "https://example.org/hooks/telegram"  # optional: registered at start
 //! allowed_users = [12345678]  # Telegram user ids; others get a pairing code
 //! group_mode = "chat"         # or "user": one conversation per member of a group
 //!
@@ -69,6 +70,7 @@ pub struct TelegramFile {
     pub base_url: Option<String>,
     pub mode: Option<String>,
     pub webhook_secret: Option<String>,
+    pub webhook_url: Option<String>,
     #[serde(default)]
     pub allowed_users: Vec<UserId>,
     pub group_mode: Option<String>,
@@ -135,6 +137,7 @@ fn telegram(f: TelegramFile) -> Result<TelegramConfig> {
             .unwrap_or_else(|| "https://api.telegram.org".to_string()),
         mode,
         webhook_secret,
+        webhook_url: f.webhook_url.filter(|u| !u.trim().is_empty()),
         allowed_users: users(&f.allowed_users),
         group_mode: group_mode("telegram", f.group_mode.as_deref())?,
         poll_timeout: Duration::from_secs(poll_timeout),

@@ -509,7 +509,7 @@ async fn telegram_unknown_senders_get_a_pairing_code_and_cause_no_work_until_app
 #[tokio::test]
 async fn telegram_webhook_checks_the_secret_and_ignores_duplicate_updates() {
     let Setup { tg, d, .. } =
-        start("mode = \"webhook\"\nwebhook_secret = \"s3cret-token\"\n").await;
+        start("mode = \"webhook\"\nwebhook_secret = \"s3cret-token\"\nwebhook_url = \"https://bot.example.org/hooks/telegram\"\n").await;
     let hook = d.url("/hooks/telegram");
     let update = tg.text_update(&private_chat(ANN.0), ANN, "via webhook");
     let post = |secret: Option<&str>, body: &Value| {
@@ -571,6 +571,13 @@ async fn telegram_webhook_checks_the_secret_and_ignores_duplicate_updates() {
         tg.calls("getUpdates").is_empty(),
         "no polling in webhook mode"
     );
+    let hooks = tg.calls("setWebhook");
+    assert_eq!(hooks.len(), 1);
+    assert_eq!(
+        hooks[0].body["url"],
+        "https://bot.example.org/hooks/telegram"
+    );
+    assert_eq!(hooks[0].body["secret_token"], "s3cret-token");
 }
 
 #[tokio::test]

@@ -175,7 +175,7 @@ pub(crate) async fn accept(
 }
 
 /// Learns the bot's name and publishes the command menu, retrying until it works.
-async fn introduce(tg: Arc<Telegram>) {
+async fn introduce(tg: Arc<Telegram>, webhook: Option<(String, String)>) {
     let commands: Vec<api::BotCommand> = COMMANDS
         .iter()
         .map(|(command, description)| api::BotCommand {
@@ -197,7 +197,20 @@ async fn introduce(tg: Arc<Telegram>) {
                 CALL_TIMEOUT,
             )
             .await;
-        match (me, set) {
+        let hooked = match &webhook {
+            Some((url, secret)) => {
+                let body = json!({
+                    "url": url,
+                    "secret_token": secret,
+                    "allowed_updates": ["message", "callback_query"],
+                });
+                tg.bot
+                    .call::<Value>("setWebhook", &body, CALL_TIMEOUT)
+                    .await
+            }
+            None => Ok(Value::Null),
+        };
+        match (me, set.and(hooked)) {
             (Ok(me), Ok(_)) => {
                 if let Some(u) = me.username {
                     let _ = tg.username.set(u);
@@ -210,7 +223,10 @@ async fn introduce(tg: Arc<Telegram>) {
                     .or(set.err())
                     .map(|e| e.to_string())
                     .unwrap_or_default();
-                tracing::warn!(channel = "telegram", "getMe/setMyCommands failed: {err}");
+                tracing::warn!(
+                    channel = "telegram",
+                    "getMe/setMyCommands/setWebhook failed: {err}"
+                );
             }
         }
         tokio::time::sleep(wait).await;
@@ -254,9 +270,13 @@ async fn hook(State(s): State<HookState>, headers: HeaderMap, body: Bytes) -> St
 /// Starts the worker, the introduction, and the poller (or the webhook route).
 pub(crate) fn start(core: SharedCore, tg: Arc<Telegram>, cfg: &TelegramConfig) -> Started {
     let (tx, rx) = mpsc::unbounded_channel();
+    let webhook = match (cfg.mode, &cfg.webhook_url, &cfg.webhook_secret) {
+        (TelegramMode::Webhook, Some(url), Some(secret)) => Some((url.clone(), secret.clone())),
+        _ => None,
+    };
     let mut tasks = vec![
         tokio::spawn(worker(core.clone(), tg.clone(), rx)),
-        tokio::spawn(introduce(tg.clone())),
+        tokio::spawn(introduce(tg.clone(), webhook)),
     ];
     let hook = match cfg.mode {
         TelegramMode::Polling => {
@@ -291,6 +311,7 @@ mod tests {
             base_url: "http://127.0.0.1:1".into(),
             mode: TelegramMode::Polling,
             webhook_secret: None,
+            webhook_url: None,
             allowed_users: Default::default(),
             group_mode: Default::default(),
             poll_timeout: Duration::from_secs(1),
