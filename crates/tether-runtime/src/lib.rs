@@ -12,6 +12,8 @@ mod ctx;
 mod cwd;
 mod delegation;
 mod delegation_close;
+mod delegation_continue;
+mod delegation_registry;
 mod delegation_status;
 mod delegation_watch;
 mod error;

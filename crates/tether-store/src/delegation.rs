@@ -9,8 +9,9 @@ use tether_proto::{
     SessionStatus, TurnOrigin, TurnStatus,
 };
 
+use crate::delegation_ledger::put_ledger;
 use crate::events::{add_message, append};
-use crate::{Result, Store, StoreError, now_ms};
+use crate::{LedgerEntry, Result, Store, StoreError, now_ms};
 
 /// Ledger scope of tasks without a parent conversation (external MCP clients).
 pub const EXTERNAL_SCOPE: &str = "external";
@@ -81,18 +82,6 @@ pub struct NewDelegationTurn {
     pub parent_turn_id: Option<String>,
 }
 
-/// A continue or close remembered under its continuation id.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LedgerEntry {
-    pub scope: String,
-    pub continuation_id: String,
-    pub task_id: String,
-    /// `continue` or `close`.
-    pub action: String,
-    pub message: Option<String>,
-    pub result: serde_json::Value,
-}
-
 fn delegation(row: &SqliteRow) -> Result<DelegationRow> {
     Ok(DelegationRow {
         task_id: row.try_get("task_id")?,
@@ -110,7 +99,7 @@ fn delegation(row: &SqliteRow) -> Result<DelegationRow> {
     })
 }
 
-fn delegation_turn(row: &SqliteRow) -> Result<DelegationTurnRow> {
+pub(crate) fn delegation_turn(row: &SqliteRow) -> Result<DelegationTurnRow> {
     let origin: String = row.try_get("origin")?;
     Ok(DelegationTurnRow {
         task_id: row.try_get("task_id")?,
@@ -123,38 +112,6 @@ fn delegation_turn(row: &SqliteRow) -> Result<DelegationTurnRow> {
         parent_turn_id: row.try_get("parent_turn_id")?,
         reported: row.try_get::<Option<i64>, _>("reported_at")?.is_some(),
     })
-}
-
-fn ledger(row: &SqliteRow) -> Result<LedgerEntry> {
-    let result: String = row.try_get("result")?;
-    Ok(LedgerEntry {
-        scope: row.try_get("scope")?,
-        continuation_id: row.try_get("continuation_id")?,
-        task_id: row.try_get("task_id")?,
-        action: row.try_get("action")?,
-        message: row.try_get("message")?,
-        result: serde_json::from_str(&result).map_err(|e| StoreError::Corrupt {
-            table: "continuation_ledger",
-            detail: e.to_string(),
-        })?,
-    })
-}
-
-async fn put_ledger(conn: &mut sqlx::SqliteConnection, e: &LedgerEntry) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO continuation_ledger (scope, continuation_id, task_id, action, message, \
-         result, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(&e.scope)
-    .bind(&e.continuation_id)
-    .bind(&e.task_id)
-    .bind(&e.action)
-    .bind(&e.message)
-    .bind(e.result.to_string())
-    .bind(now_ms())
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
 }
 
 impl Store {
@@ -413,114 +370,5 @@ impl Store {
         }
         tx.commit().await?;
         Ok(version)
-    }
-
-    /// The ledger entry of a continuation id in a scope.
-    pub async fn ledger_entry(
-        &self,
-        scope: &str,
-        continuation_id: &str,
-    ) -> Result<Option<LedgerEntry>> {
-        let row = sqlx::query(
-            "SELECT * FROM continuation_ledger WHERE scope = ? AND continuation_id = ?",
-        )
-        .bind(scope)
-        .bind(continuation_id)
-        .fetch_optional(&self.writer)
-        .await?;
-        row.as_ref().map(ledger).transpose()
-    }
-
-    /// Releases a task for good: `released_at`, the session `closed`, a status message,
-    /// and the ledger entry, in one transaction. `false` when it was already released.
-    pub async fn release_delegation(
-        &self,
-        task_id: &str,
-        note: &str,
-        ledger_entry: Option<&LedgerEntry>,
-    ) -> Result<(bool, Vec<EventEnvelope>)> {
-        let now = now_ms();
-        let mut tx = self.writer.begin().await?;
-        let row: Option<(String,)> = sqlx::query_as(
-            "UPDATE delegations SET released_at = ? WHERE task_id = ? AND released_at IS NULL \
-             RETURNING session_id",
-        )
-        .bind(now)
-        .bind(task_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let mut events = Vec::new();
-        if let Some((session_id,)) = &row {
-            sqlx::query("UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?")
-                .bind(SessionStatus::Closed.as_str())
-                .bind(now)
-                .bind(session_id)
-                .execute(&mut *tx)
-                .await?;
-            add_message(
-                &mut tx,
-                task_id,
-                MessageRole::Status,
-                note,
-                Some(session_id),
-                None,
-            )
-            .await?;
-            let ev = EventPayload::Status {
-                text: note.to_string(),
-            };
-            events.push(append(&mut tx, session_id, None, &ev).await?);
-        }
-        if let Some(e) = ledger_entry {
-            put_ledger(&mut tx, e).await?;
-        }
-        tx.commit().await?;
-        Ok((row.is_some(), events))
-    }
-
-    /// Records the outcome event of a delegation turn on the parent's session, once.
-    /// `None` when it was already reported (or the task has no parent session).
-    pub async fn report_delegation_turn(
-        &self,
-        turn_id: &str,
-        payload: &EventPayload,
-    ) -> Result<Option<EventEnvelope>> {
-        let mut tx = self.writer.begin().await?;
-        let row: Option<(String,)> = sqlx::query_as(
-            "UPDATE delegation_turns SET reported_at = ? WHERE turn_id = ? \
-             AND reported_at IS NULL RETURNING task_id",
-        )
-        .bind(now_ms())
-        .bind(turn_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some((task_id,)) = row else {
-            return Ok(None);
-        };
-        let parent: Option<(Option<String>, Option<String>)> = sqlx::query_as(
-            "SELECT parent_session_id, parent_turn_id FROM delegations WHERE task_id = ?",
-        )
-        .bind(&task_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let ev = match parent {
-            Some((Some(session_id), _)) => Some(append(&mut tx, &session_id, None, payload).await?),
-            _ => None,
-        };
-        tx.commit().await?;
-        Ok(ev)
-    }
-
-    /// Delegation turns that ended but whose outcome was not reported yet.
-    pub async fn unreported_delegation_turns(&self) -> Result<Vec<DelegationTurnRow>> {
-        let rows = sqlx::query(
-            "SELECT dt.* FROM delegation_turns dt JOIN turns t ON t.id = dt.turn_id \
-             WHERE dt.reported_at IS NULL \
-             AND t.status IN ('completed', 'failed', 'cancelled', 'interrupted') \
-             ORDER BY t.ended_at, dt.rowid",
-        )
-        .fetch_all(&self.reader)
-        .await?;
-        rows.iter().map(delegation_turn).collect()
     }
 }

@@ -10,6 +10,7 @@ mod approvals;
 mod channels;
 mod conversations;
 mod delegation;
+mod delegation_ledger;
 mod events;
 mod recovery;
 mod rows;
@@ -24,9 +25,9 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 pub use channels::{ChannelChat, NewOutbox, OutboxRow, OutboxStatus, Pairing};
 pub use delegation::{
-    DelegationRow, DelegationTurnRow, EXTERNAL_SCOPE, LedgerEntry, NewDelegation,
-    NewDelegationTurn,
+    DelegationRow, DelegationTurnRow, EXTERNAL_SCOPE, NewDelegation, NewDelegationTurn,
 };
+pub use delegation_ledger::LedgerEntry;
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use rows::*;
 

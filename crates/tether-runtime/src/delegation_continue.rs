@@ -1,0 +1,239 @@
+//! Continuing a delegated task: a new turn in the same child session, idempotent by
+//! `continuation_id` within the task's parent conversation; a dormant session is
+//! resumed strictly first, so a failed resume changes nothing.
+
+use tether_proto::{Availability, ErrorCode, TaskStarted, TaskStatus, TurnOrigin};
+use tether_store::DelegationRow;
+
+use crate::actor::ActorCmd;
+use crate::api::Result;
+use crate::ctx::new_id;
+use crate::delegation::{check_continuation_id, check_text, err};
+use crate::delegation_registry::Caller;
+use crate::{Runtime, RuntimeError};
+
+impl Runtime {
+    /// `continue_with_session` and `POST .../continue`: a new turn in the same child
+    /// session. Idempotent by `continuation_id` within the task's parent conversation.
+    pub async fn continue_task(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+        message: &str,
+        continuation_id: &str,
+    ) -> Result<TaskStarted> {
+        self.delegation_gate()?;
+        let row = self.task_or_not_found(caller, task_id).await?;
+        let _guard = self.lock_conversation(task_id).await;
+        let origin = match caller {
+            Caller::Person => TurnOrigin::Person,
+            Caller::Session { .. } | Caller::External => TurnOrigin::Parent,
+        };
+        let parent_turn = match caller {
+            Caller::Session {
+                conversation_id,
+                session_id,
+            } => self.running_turn_of(conversation_id, session_id).await?,
+            Caller::External | Caller::Person => None,
+        };
+        self.continue_locked(&row, message, Some(continuation_id), origin, parent_turn)
+            .await
+    }
+
+    /// The body of a continuation, under the task's lock. `continuation_id` `None`: a
+    /// person's plain message (no ledger entry).
+    pub(crate) async fn continue_locked(
+        &self,
+        row: &DelegationRow,
+        message: &str,
+        continuation_id: Option<&str>,
+        origin: TurnOrigin,
+        parent_turn_id: Option<String>,
+    ) -> Result<TaskStarted> {
+        let store = &self.ctx().store;
+        if let Some(cid) = continuation_id {
+            check_continuation_id(cid)?;
+            if let Some(e) = store.ledger_entry(row.scope(), cid).await? {
+                let same = e.task_id == row.task_id
+                    && e.action == "continue"
+                    && e.message.as_deref() == Some(message.trim());
+                if !same {
+                    return Err(conflict(cid, &e));
+                }
+                return serde_json::from_value(e.result)
+                    .map_err(|e| RuntimeError::Internal(format!("corrupt ledger entry: {e}")));
+            }
+        }
+        let message = check_text("message", message)?;
+        match self.availability(row).await? {
+            Availability::Released => return Err(released(&row.task_id)),
+            Availability::Running => {
+                return Err(err(
+                    ErrorCode::SessionStillRunning,
+                    format!(
+                        "task {} is still running a turn; wait for it with \
+                         get_delegation_status (or cancel it) before continuing",
+                        row.task_id
+                    ),
+                ));
+            }
+            Availability::NotContinuable => {
+                return Err(err(
+                    ErrorCode::NotContinuable,
+                    format!(
+                        "task {} can not be continued: its agent never started a session \
+                         (or is no longer configured); delegate a new task instead",
+                        row.task_id
+                    ),
+                ));
+            }
+            Availability::ContinuableLive | Availability::ContinuableResume => {}
+        }
+        let session = self.get_session(&row.session_id).await?;
+        let owner = row
+            .parent_conversation_id
+            .clone()
+            .unwrap_or_else(|| row.task_id.clone());
+        let actor = self.actor(&session, &owner)?;
+        // Make the session live first (strict resume): a failure changes nothing.
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if actor.tx.send(ActorCmd::EnsureLive { reply: tx }).is_err() {
+            return Err(RuntimeError::Internal("session actor is gone".to_string()));
+        }
+        match rx.await {
+            Ok(Ok(())) => {}
+            Ok(Err((_, msg))) => {
+                return Err(err(
+                    ErrorCode::ResumeUnavailable,
+                    format!(
+                        "cannot resume the child's session, nothing was sent: {msg}. \
+                         Delegate a new task instead"
+                    ),
+                ));
+            }
+            Err(_) => return Err(RuntimeError::Internal("session actor is gone".to_string())),
+        }
+        let turn_id = new_id();
+        let started = |version: i64| TaskStarted {
+            task_id: row.task_id.clone(),
+            status: TaskStatus::Running,
+            turn_version: version,
+            turn_id: turn_id.clone(),
+            agent_type: row.agent.clone(),
+            working_dir: row.cwd.clone(),
+        };
+        let ledger = match continuation_id {
+            Some(cid) => Some(tether_store::LedgerEntry {
+                scope: row.scope().to_string(),
+                continuation_id: cid.to_string(),
+                task_id: row.task_id.clone(),
+                action: "continue".to_string(),
+                message: Some(message.clone()),
+                result: serde_json::to_value(started(0))
+                    .map_err(|e| RuntimeError::Internal(e.to_string()))?,
+            }),
+            None => None,
+        };
+        let version = store
+            .add_delegation_turn(
+                &tether_store::NewDelegationTurn {
+                    task_id: row.task_id.clone(),
+                    session_id: row.session_id.clone(),
+                    turn_id: turn_id.clone(),
+                    message: message.clone(),
+                    origin,
+                    parent_turn_id,
+                },
+                ledger.as_ref(),
+            )
+            .await?;
+        self.enqueue_task_turn(&session, &owner, &turn_id, &message)
+            .await?;
+        Ok(started(version))
+    }
+}
+
+pub(crate) fn released(task_id: &str) -> RuntimeError {
+    err(
+        ErrorCode::SessionReleased,
+        format!("task {task_id} was closed (released); delegate a new task instead"),
+    )
+}
+
+fn conflict(cid: &str, e: &tether_store::LedgerEntry) -> RuntimeError {
+    err(
+        ErrorCode::ContinuationConflict,
+        format!(
+            "continuation_id {cid:?} was already used for a {} of task {} with other \
+             arguments; use a new continuation_id for a new request",
+            e.action, e.task_id
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use tether_proto::ErrorCode;
+
+    use crate::{Caller, DelegationConfig, PoolConfig, Runtime, RuntimeConfig};
+
+    #[tokio::test]
+    async fn requests_during_start_up_recovery_are_rebuilding() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = tether_store::Store::open(dir.path()).await.unwrap();
+        let config = RuntimeConfig {
+            agents: BTreeMap::new(),
+            default_agent: "none".to_string(),
+            workspace_roots: vec![dir.path().to_path_buf()],
+            default_cwd: dir.path().to_path_buf(),
+            approval_timeout: Duration::from_secs(60),
+            queue_cap: 4,
+            start_timeout: Duration::from_secs(5),
+            turn_timeout: None,
+            pool: PoolConfig::default(),
+            delegation: DelegationConfig::default(),
+        };
+        let rt = Runtime::start(config, store).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while !rt.ctx().delegation.is_ready() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .unwrap();
+        rt.ctx().delegation.set_rebuilding();
+        let p = Caller::Person;
+        let codes = [
+            rt.continue_task(&p, "t", "m", "c")
+                .await
+                .unwrap_err()
+                .code(),
+            rt.close_task(&p, "t", "c").await.unwrap_err().code(),
+            rt.cancel_task(&p, "t").await.unwrap_err().code(),
+            rt.delegation_status(&p, &["t".to_string()], None)
+                .await
+                .unwrap_err()
+                .code(),
+            rt.delegate(&Caller::External, "x", "y", None, None)
+                .await
+                .unwrap_err()
+                .code(),
+            rt.continuation("t").await.unwrap_err().code(),
+        ];
+        assert!(
+            codes.iter().all(|c| *c == ErrorCode::Rebuilding),
+            "{codes:?}"
+        );
+        rt.ctx().delegation.set_ready();
+        let e = rt.continue_task(&p, "t", "m", "c").await.unwrap_err();
+        assert_eq!(e.code(), ErrorCode::NotFound);
+        let list = rt
+            .delegation_status(&p, &["t".to_string()], Some(0))
+            .await
+            .unwrap();
+        assert_eq!(list.tasks[0].status, tether_proto::TaskStatus::Unknown);
+    }
+}
