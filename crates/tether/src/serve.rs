@@ -1,7 +1,7 @@
 //! `tether serve`: open the store, start the runtime and the channels, serve the API
 //! until SIGINT or SIGTERM, then stop the agents.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -41,6 +41,13 @@ pub async fn run(settings: Settings) -> Result<()> {
         protected: Some(channels.api_routes()),
         public: Some(channels.hook_routes()),
     };
+    // A sign-in link for the web page; with the token only on an interactive terminal, so
+    // captured output (service logs) never holds the secret.
+    let web_link = if std::io::stdout().is_terminal() {
+        format!("http://{addr}/#token={token}")
+    } else {
+        format!("http://{addr}/ (sign in with the token from `tether token`)")
+    };
     let router = tether_server::router_with(
         runtime.clone(),
         AuthConfig { token },
@@ -53,6 +60,7 @@ pub async fn run(settings: Settings) -> Result<()> {
     let _ = writeln!(stdout, "tether listening on http://{addr}");
     let _ = writeln!(stdout, "data dir: {}", settings.data_dir.display());
     let _ = writeln!(stdout, "token: run `tether token`");
+    let _ = writeln!(stdout, "web page: {web_link}");
     let _ = stdout.flush();
     drop(stdout);
     tracing::info!(%addr, data_dir = %settings.data_dir.display(), "tether is serving");
