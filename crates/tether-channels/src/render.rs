@@ -47,12 +47,20 @@ fn approval_key(approval_id: &str) -> String {
     format!("approval:{approval_id}")
 }
 
+/// The turn's status message. A card where the channel has cards: cards can be updated
+/// far more often than text messages (Feishu allows few edits of a text message).
+fn status_message(text: String, caps: &Capabilities) -> OutMessage {
+    let mut msg = OutMessage::plain(text);
+    msg.card = caps.cards;
+    msg
+}
+
 /// An edit of the turn's status message (the progress summary or the final state).
 pub fn status_edit(turn_id: &str, text: String, caps: &Capabilities) -> Option<Item> {
     caps.edit.then(|| Item {
         key: progress_key(turn_id),
         edit_of: Some(status_key(turn_id)),
-        msg: OutMessage::plain(text),
+        msg: status_message(text, caps),
         replace: true,
     })
 }
@@ -98,7 +106,7 @@ pub fn render(
     match &ev.payload {
         EventPayload::TurnStarted { .. } => vec![Item::send(
             status_key(turn),
-            OutMessage::plain("⏳ Working on it…"),
+            status_message("⏳ Working on it…".to_string(), caps),
         )],
         EventPayload::ApprovalRequested {
             approval_id,

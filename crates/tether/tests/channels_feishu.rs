@@ -129,6 +129,10 @@ async fn feishu_sessions_follow_ups_new_and_long_results() {
     assert!(r.text().contains("remembers 0"), "{}", r.text());
     let status = fs.wait_shown(chat, "Done").await;
     assert!(status.updates >= 1, "the status message is edited in place");
+    assert_eq!(
+        status.msg_type, "interactive",
+        "a card: updatable without limits"
+    );
     let first = session_in(d, "Feishu").await;
 
     say(&s, chat, "p2p", ALICE, "second").await;

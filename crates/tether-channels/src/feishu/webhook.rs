@@ -3,7 +3,9 @@
 //! answers `url_verification`, deduplicates by `event_id`, and queues messages for the
 //! worker (the HTTP answer never waits for agent work). A card button press is answered
 //! with a toast once its approval is resolved (bounded well under Feishu's 3 s).
-//! Anything forged or tampered → 401 and nothing done.
+//! Anything forged or tampered → 401 and nothing done. As in Feishu's own SDKs, the URL
+//! check (`url_verification`) is decrypted and token-checked but not signature-checked;
+//! every event is.
 
 use std::sync::Arc;
 use std::time::Duration;

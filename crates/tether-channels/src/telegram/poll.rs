@@ -47,9 +47,14 @@ pub(crate) async fn run(
             Err(e) => {
                 failures += 1;
                 let wait = Duration::from_millis(250 * 2u64.pow(failures.min(7)));
+                let hint = if e.to_string().contains(" 409 ") {
+                    " (a webhook is set for this bot: delete it, or use mode = \"webhook\")"
+                } else {
+                    ""
+                };
                 tracing::warn!(
                     channel = "telegram",
-                    "getUpdates failed ({e}); retrying in {wait:?}"
+                    "getUpdates failed ({e}){hint}; retrying in {wait:?}"
                 );
                 tokio::time::sleep(wait).await;
                 continue;
