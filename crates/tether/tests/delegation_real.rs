@@ -11,7 +11,9 @@ use tether_testkit::{Api, Daemon, DaemonOptions, MockModel};
 /// The JSON the tool returned, from the parent's `done: <tool output>` reply.
 fn tool_json(turn: &Value) -> Value {
     let text = turn["result_text"].as_str().unwrap_or_default();
-    let start = text.find('{').unwrap_or_else(|| panic!("no JSON in {text:?}"));
+    let start = text
+        .find('{')
+        .unwrap_or_else(|| panic!("no JSON in {text:?}"));
     let mut de = serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>();
     match de.next() {
         Some(Ok(v)) => v,
@@ -103,4 +105,41 @@ async fn codex_parent_delegates_to_a_claude_child() {
         .await;
     assert_eq!(c["agent_type"], "claude");
     assert_eq!(c["parent_conversation_id"], parent.as_str());
+}
+
+#[tokio::test]
+async fn claude_parent_uses_the_tools_without_asking() {
+    let model = MockModel::start().await;
+    let claude_dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(DaemonOptions {
+        extra_config: real_agents::agent_toml(
+            "claude",
+            RealAgent::Claude,
+            &real_agents::claude_env(&model.base_url(), claude_dir.path()),
+        ),
+        ..DaemonOptions::default()
+    })
+    .await;
+    let parent = d.new_conversation(Some("claude")).await;
+    let started = call(
+        &d,
+        &parent,
+        "delegate_to_agent",
+        json!({"agent_type": "fake", "task": "for the fake"}),
+    )
+    .await;
+    let task = started["task_id"].as_str().unwrap().to_string();
+    let r = call(
+        &d,
+        &parent,
+        "get_delegation_status",
+        json!({"task_ids": [task], "wait_ms": 20000}),
+    )
+    .await;
+    assert_eq!(
+        r["tasks"][0]["text"], "echo: for the fake\nremembers 0: []",
+        "{r}"
+    );
+    let pending = d.get_ok("/api/v1/approvals?status=pending").await;
+    assert_eq!(pending.as_array().unwrap().len(), 0, "{pending}");
 }

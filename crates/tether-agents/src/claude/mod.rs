@@ -73,6 +73,10 @@ fn process_spec(req: &StartRequest, session_id: &str) -> ProcessSpec {
     if let Some((config, secrets)) = mcp_config(&req.mcp_servers) {
         args.extend(["--mcp-config".to_owned(), config.to_string()]);
         env.extend(secrets);
+        // tether's own servers check their callers: their tools need no per-call approval.
+        for s in &req.mcp_servers {
+            args.extend(["--allowedTools".to_owned(), format!("mcp__{}", s.name)]);
+        }
     }
     ProcessSpec {
         program: req.spec.command.clone(),
