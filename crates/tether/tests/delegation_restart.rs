@@ -22,13 +22,19 @@ async fn restart_in_the_middle_of_a_child_turn() {
 
     // The finished task's result survived; the interrupted one failed and can resume.
     let c = get_ready(&d, &format!("/api/v1/conversations/{done}/continuation")).await;
-    assert_eq!((c["status"].as_str(), c["turn_version"].as_i64()), (Some("completed"), Some(1)));
+    assert_eq!(
+        (c["status"].as_str(), c["turn_version"].as_i64()),
+        (Some("completed"), Some(1))
+    );
     let c = wait_availability(&d, &task, "continuable_resume").await;
     assert_eq!(c["status"], "failed", "{c}");
     // The parent's session was told (after the restart) how the first turn ended.
     let completed = within_events(&d, &parent, &task).await;
     assert_eq!(completed["payload"]["outcome"]["status"], "failed");
-    assert_eq!(completed["payload"]["outcome"]["error_code"], "subagent_error");
+    assert_eq!(
+        completed["payload"]["outcome"]["error_code"],
+        "subagent_error"
+    );
     assert!(
         completed["payload"]["outcome"]["message"]
             .as_str()
@@ -83,7 +89,10 @@ async fn eviction_then_resume_and_strict_resume() {
     let d = Daemon::start(opts).await;
     let parent = d.new_conversation(None).await;
     let first = delegate(&d, &parent, "fake", "one").await;
-    assert_eq!(wait_task(&d, &parent, &first).await["availability"], "continuable_live");
+    assert_eq!(
+        wait_task(&d, &parent, &first).await["availability"],
+        "continuable_live"
+    );
     let second = delegate(&d, &parent, "fake", "two").await;
     wait_task(&d, &parent, &second).await;
     wait_availability(&d, &first, "continuable_resume").await;
@@ -118,8 +127,15 @@ async fn eviction_then_resume_and_strict_resume() {
     )
     .await;
     assert_eq!(r["error_code"], "resume_unavailable", "{r}");
-    let c = get_ready(&d, &format!("/api/v1/conversations/{refusing}/continuation")).await;
-    assert_eq!((c["turn_version"].as_i64(), c["status"].as_str()), (Some(1), Some("completed")));
+    let c = get_ready(
+        &d,
+        &format!("/api/v1/conversations/{refusing}/continuation"),
+    )
+    .await;
+    assert_eq!(
+        (c["turn_version"].as_i64(), c["status"].as_str()),
+        (Some(1), Some("completed"))
+    );
     // Nothing was recorded under that continuation id: a retry fails the same way.
     let r = mcp(
         &d,
