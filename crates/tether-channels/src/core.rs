@@ -83,6 +83,10 @@ impl Core {
         self.lock().insert(chat.conversation_id.clone(), chat);
     }
 
+    pub fn forget_chat(&self, conversation_id: &str) {
+        self.lock().remove(conversation_id);
+    }
+
     pub fn set_cursor(&self, conversation_id: &str, cursor: i64) {
         if let Some(c) = self.lock().get_mut(conversation_id) {
             c.event_cursor = c.event_cursor.max(cursor);

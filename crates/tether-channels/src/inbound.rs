@@ -156,17 +156,25 @@ pub(crate) async fn handle(
             .await
             .map(Some),
         InKind::Text(text) => {
-            let chat = chat_for(core, &msg, &chat_key).await?;
             let req = SendMessage {
                 text: text.clone(),
                 agent: None,
                 model: None,
             };
-            let reply = match core
+            let chat = chat_for(core, &msg, &chat_key).await?;
+            let mut sent = core
                 .runtime
-                .send_message(&chat.conversation_id, req, &by)
-                .await
-            {
+                .send_message(&chat.conversation_id, req.clone(), &by)
+                .await;
+            if matches!(sent, Err(RuntimeError::Archived(_))) {
+                // Archived elsewhere (web page): this chat goes on in a new conversation.
+                let chat = new_conversation(core, &msg, &chat_key, Some(&chat)).await?;
+                sent = core
+                    .runtime
+                    .send_message(&chat.conversation_id, req, &by)
+                    .await;
+            }
+            let reply = match sent {
                 Ok(out) => outcome_reply(&out),
                 Err(e) => Some(format!("⚠️ {e}")),
             };
@@ -199,9 +207,19 @@ async fn chat_for(
     msg: &Inbound,
     chat_key: &str,
 ) -> Result<ChannelChat, ChannelError> {
-    if let Some(chat) = core.store.channel_chat(core.name(), chat_key).await? {
-        return Ok(chat);
+    match core.store.channel_chat(core.name(), chat_key).await? {
+        Some(chat) => Ok(chat),
+        None => new_conversation(core, msg, chat_key, None).await,
     }
+}
+
+/// A new conversation for the chat; `old`: the mapping it replaces.
+async fn new_conversation(
+    core: &SharedCore,
+    msg: &Inbound,
+    chat_key: &str,
+    old: Option<&ChannelChat>,
+) -> Result<ChannelChat, ChannelError> {
     let title = match (&msg.chat.is_group, core.group_mode) {
         (true, GroupMode::User) => format!("{} in {}", msg.sender.name, msg.chat.title),
         _ => msg.chat.title.clone(),
@@ -213,11 +231,20 @@ async fn chat_for(
             ..Default::default()
         })
         .await?;
-    let address = serde_json::to_string(&msg.address())?;
-    let chat = core
-        .store
-        .insert_channel_chat(core.name(), chat_key, &conv.id, &address, 0)
-        .await?;
+    let chat = match old {
+        Some(old) => {
+            core.forget_chat(&old.conversation_id);
+            core.store
+                .remap_channel_chat(core.name(), chat_key, &conv.id)
+                .await?
+        }
+        None => {
+            let address = serde_json::to_string(&msg.address())?;
+            core.store
+                .insert_channel_chat(core.name(), chat_key, &conv.id, &address, 0)
+                .await?
+        }
+    };
     core.remember_chat(chat.clone());
     Ok(chat)
 }

@@ -178,6 +178,31 @@ impl Store {
         rows.iter().map(chat).collect()
     }
 
+    /// Points a mapped chat at another conversation (its old one was archived), with a
+    /// fresh event cursor.
+    pub async fn remap_channel_chat(
+        &self,
+        channel: &str,
+        chat_key: &str,
+        conversation_id: &str,
+    ) -> Result<ChannelChat> {
+        sqlx::query(
+            "UPDATE channel_chats SET conversation_id = ?, event_cursor = 0 \
+             WHERE channel = ? AND chat_key = ?",
+        )
+        .bind(conversation_id)
+        .bind(channel)
+        .bind(chat_key)
+        .execute(&self.writer)
+        .await?;
+        self.channel_chat(channel, chat_key)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt {
+                table: "channel_chats",
+                detail: format!("mapping {channel}/{chat_key} vanished"),
+            })
+    }
+
     /// Maps a chat to a conversation, starting its event cursor at `cursor`; an existing
     /// mapping wins and is returned.
     pub async fn insert_channel_chat(

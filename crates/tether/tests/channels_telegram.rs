@@ -242,6 +242,26 @@ async fn telegram_sessions_follow_ups_new_and_long_results() {
         code.html.contains("let x29 "),
         "the code block is kept whole"
     );
+
+    // Archived on the web page: the chat goes on in a new conversation.
+    let old = conversation(&d, "Telegram").await;
+    let old_id = old["id"].as_str().unwrap().to_string();
+    let resp = within(
+        "archive",
+        d.client
+            .patch(d.url(&format!("/api/v1/conversations/{old_id}")))
+            .bearer_auth(&d.token)
+            .json(&json!({"archived": true}))
+            .send(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    tg.say(&chat, ANN, "after the archive");
+    let r = tg.wait_shown(ANN.0, "echo: after the archive").await;
+    assert!(r.text().contains("remembers 0"), "{}", r.text());
+    let now = conversation(&d, "Telegram").await;
+    assert_ne!(now["id"], old_id.as_str());
 }
 
 async fn wait_buttons(tg: &FakeTelegram, chat: i64, thread: i64, title: &str) -> Shown {
