@@ -289,7 +289,10 @@ impl Runtime {
         if conv.kind == tether_proto::ConversationKind::Delegate
             && matches!(
                 cmd,
-                Command::New { .. } | Command::Detach | Command::Agent { .. } | Command::Model { .. }
+                Command::New { .. }
+                    | Command::Detach
+                    | Command::Agent { .. }
+                    | Command::Model { .. }
             )
         {
             return Err(crate::delegation::err(
