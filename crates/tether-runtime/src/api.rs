@@ -229,6 +229,14 @@ impl Runtime {
             .store
             .update_conversation(id, title.as_deref(), req.archived)
             .await?;
+        if req.archived == Some(true) {
+            // Archiving is how a person removes a conversation: its delegated children are
+            // released (running turns cancelled, processes ended, history kept).
+            let released = self.release_children(id).await?;
+            if released > 0 {
+                tracing::info!(conversation = id, released, "archived: released its children");
+            }
+        }
         self.get_conversation(id).await
     }
 

@@ -228,6 +228,11 @@ impl Daemon {
         (status, body)
     }
 
+    pub async fn patch(&self, path: &str, body: Value) -> (u16, Value) {
+        self.send(self.client.patch(self.url(path)).bearer_auth(&self.token).json(&body))
+            .await
+    }
+
     pub async fn get(&self, path: &str) -> (u16, Value) {
         self.send(self.client.get(self.url(path)).bearer_auth(&self.token))
             .await

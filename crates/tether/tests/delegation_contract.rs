@@ -345,3 +345,32 @@ async fn depth_limit_and_people_share_the_ledger() {
         (409, Some("session_released"))
     );
 }
+
+#[tokio::test]
+async fn archiving_the_parent_releases_its_children() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let parent = d.new_conversation(None).await;
+    let started = mcp(
+        &d,
+        &parent,
+        "delegate_to_agent",
+        json!({"agent_type": "fake", "task": "stream 200 50"}),
+    )
+    .await;
+    let task = started["task_id"].as_str().unwrap().to_string();
+    let (status, body) = d
+        .patch(
+            &format!("/api/v1/conversations/{parent}"),
+            json!({"archived": true}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let avail = d
+        .get_ok(&format!("/api/v1/conversations/{task}/continuation"))
+        .await;
+    assert_eq!(avail["availability"], "released", "{avail}");
+    let child = d.get_ok(&format!("/api/v1/conversations/{task}")).await;
+    let sid = child["binding"]["session_id"].as_str().unwrap();
+    let turns = d.get_ok(&format!("/api/v1/sessions/{sid}/turns")).await;
+    assert_eq!(turns[0]["status"], "cancelled", "{turns}");
+}
