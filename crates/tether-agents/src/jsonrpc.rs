@@ -5,8 +5,8 @@
 //! Incoming notifications and requests are handed, in wire order, to a synchronous handler
 //! running on the reader task (so a response is never seen before the notifications that
 //! preceded it); the handler answers requests through the [`Connection`] it is given.
-//! Non-JSON lines are logged and skipped. When stdout closes, every pending request fails
-//! with [`RpcError::Closed`].
+//! Non-JSON lines, and lines longer than [`MAX_LINE`], are logged and skipped. When stdout
+//! closes, every pending request fails with [`RpcError::Closed`].
 //!
 //! Knows nothing about ACP or Codex methods.
 
@@ -17,13 +17,20 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::oneshot;
 
 use crate::driver::AgentError;
 
 /// JSON-RPC "method not found".
 pub const METHOD_NOT_FOUND: i64 = -32601;
+
+/// The longest line read from an agent (32 MiB); longer ones are skipped, so an agent that
+/// prints endless output without a newline cannot make tether buffer all of it.
+pub const MAX_LINE: usize = 32 * 1024 * 1024;
+
+/// Line buffer capacity kept between lines.
+const KEEP_CAPACITY: usize = 256 * 1024;
 
 /// How long a request whose write failed waits for the reader to report the closed pipe.
 const WRITE_FAILURE_WAIT: Duration = Duration::from_secs(2);
@@ -273,6 +280,62 @@ impl Drop for RemoveOnDrop<'_> {
     }
 }
 
+/// What [`read_line_capped`] read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LineRead {
+    /// End of input, nothing read.
+    Eof,
+    /// A line (without a newline at the very end of the input) is in the buffer.
+    Line,
+    /// A line of this many bytes (newline included) was longer than the cap and dropped.
+    TooLong(usize),
+}
+
+/// Reads one `\n`-terminated line into `buf` (cleared first), keeping at most `max` bytes
+/// in memory: a longer line is consumed and dropped.
+pub(crate) async fn read_line_capped(
+    reader: &mut (impl AsyncBufRead + Unpin),
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<LineRead> {
+    buf.clear();
+    // Do not keep the memory of one huge line for the rest of the session.
+    if buf.capacity() > KEEP_CAPACITY {
+        buf.shrink_to(KEEP_CAPACITY);
+    }
+    let mut total = 0usize;
+    let mut too_long = false;
+    loop {
+        let chunk = reader.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok(match (total, too_long) {
+                (0, _) => LineRead::Eof,
+                (_, true) => LineRead::TooLong(total),
+                (_, false) => LineRead::Line,
+            });
+        }
+        let (n, done) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        total = total.saturating_add(n);
+        if total > max {
+            too_long = true;
+            buf.clear();
+        } else {
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        reader.consume(n);
+        if done {
+            return Ok(if too_long {
+                LineRead::TooLong(total)
+            } else {
+                LineRead::Line
+            });
+        }
+    }
+}
+
 async fn read_loop(
     conn: Connection,
     reader: impl AsyncRead + Send + Unpin,
@@ -282,10 +345,13 @@ async fn read_loop(
     let mut reader = BufReader::new(reader);
     let mut buf = Vec::new();
     loop {
-        buf.clear();
-        match reader.read_until(b'\n', &mut buf).await {
-            Ok(0) => break,
-            Ok(_) => {}
+        match read_line_capped(&mut reader, &mut buf, MAX_LINE).await {
+            Ok(LineRead::Eof) => break,
+            Ok(LineRead::Line) => {}
+            Ok(LineRead::TooLong(len)) => {
+                tracing::warn!(len, "skipping an over-long line from agent");
+                continue;
+            }
             Err(e) => {
                 tracing::warn!("reading agent output: {e}");
                 break;
@@ -342,5 +408,51 @@ fn truncate(s: &str, max: usize) -> &str {
     match s.char_indices().nth(max) {
         Some((i, _)) => &s[..i],
         None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn lines(input: &[u8], max: usize) -> Vec<(LineRead, String)> {
+        // A tiny buffer, so lines span many `fill_buf` chunks.
+        let mut reader = BufReader::with_capacity(3, input);
+        let mut buf = Vec::new();
+        let mut out = Vec::new();
+        loop {
+            let r = read_line_capped(&mut reader, &mut buf, max)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            if r == LineRead::Eof {
+                return out;
+            }
+            out.push((r, String::from_utf8_lossy(&buf).into_owned()));
+        }
+    }
+
+    #[tokio::test]
+    async fn long_lines_are_dropped_and_reading_goes_on() {
+        let got = lines(b"short\n0123456789abc\nok\n\nlast", 8).await;
+        assert_eq!(
+            got,
+            vec![
+                (LineRead::Line, "short\n".to_owned()),
+                (LineRead::TooLong(14), String::new()),
+                (LineRead::Line, "ok\n".to_owned()),
+                (LineRead::Line, "\n".to_owned()),
+                (LineRead::Line, "last".to_owned()),
+            ]
+        );
+        assert_eq!(
+            lines(b"0123456789", 8).await,
+            vec![(LineRead::TooLong(10), String::new())]
+        );
+        assert_eq!(lines(b"", 8).await, vec![]);
+        // Exactly at the cap is kept.
+        assert_eq!(
+            lines(b"1234567\n", 8).await,
+            vec![(LineRead::Line, "1234567\n".to_owned())]
+        );
     }
 }

@@ -155,6 +155,35 @@ async fn faulty_agent_garbage_junk_and_huge_lines_on_stdout_are_skipped() {
 }
 
 #[tokio::test]
+async fn faulty_agent_endless_stdout_line_is_dropped_without_holding_memory() {
+    let (d, _state) = start(DaemonOptions::default(), &[]).await;
+    let pid = d.pid().unwrap();
+    let rss_before = proc_status(pid, "VmRSS");
+    all_dialects(|dialect| {
+        let d = &d;
+        async move {
+            let c = d.new_conversation(Some(dialect)).await;
+            // 48 MiB without a newline: over tether's 32 MiB line cap, dropped.
+            let (_, t) = turn_once(d, &c, "bigline 49152").await;
+            assert_eq!(t["status"], "completed", "{dialect}: {t}");
+            assert!(text(&t).starts_with("bigline done"), "{dialect}: {t}");
+            let (_, t) = turn_once(d, &c, "next").await;
+            assert!(text(&t).contains("remembers 1:"), "{dialect}: {t}");
+        }
+    })
+    .await;
+    let rss_after = proc_status(pid, "VmRSS");
+    eprintln!("tether RSS {rss_before} kB before 3 × 48 MiB lines, {rss_after} kB after");
+    assert!(
+        rss_after < rss_before + 40 * 1024,
+        "tether's RSS grew from {rss_before} kB to {rss_after} kB"
+    );
+    for dialect in DIALECTS {
+        assert_healthy(&d, dialect).await;
+    }
+}
+
+#[tokio::test]
 async fn faulty_agent_exit_at_start_is_spawn_failed() {
     let (d, _state) = start(DaemonOptions::default(), &[("-exit", &["--exit-on-start"])]).await;
     all_dialects(|dialect| {

@@ -1,8 +1,8 @@
 //! Claude Code's stream-json link: one JSON object per line in both directions. Not
 //! JSON-RPC: messages carry a `type`; our own `control_request`s are matched to the
 //! agent's `control_response`s by `request_id`, and everything else the agent prints is
-//! handed, in wire order, to a synchronous handler on the reader task. Non-JSON lines are
-//! logged and skipped. When stdout ends, pending control requests fail with
+//! handed, in wire order, to a synchronous handler on the reader task. Non-JSON lines (and
+//! lines over [`MAX_LINE`]) are logged and skipped. When stdout ends, pending control requests fail with
 //! [`ControlError::Closed`] and the handler is told once, with the exit status and the
 //! stderr tail.
 //!
@@ -14,10 +14,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::oneshot;
 
-use crate::jsonrpc::{CloseInfo, OnClose};
+use crate::jsonrpc::{CloseInfo, LineRead, MAX_LINE, OnClose, read_line_capped};
 
 /// How long a control request whose write failed waits for the reader's close report.
 const WRITE_FAILURE_WAIT: Duration = Duration::from_secs(2);
@@ -234,10 +234,13 @@ async fn read_loop(
     let mut reader = BufReader::new(reader);
     let mut buf = Vec::new();
     loop {
-        buf.clear();
-        match reader.read_until(b'\n', &mut buf).await {
-            Ok(0) => break,
-            Ok(_) => {}
+        match read_line_capped(&mut reader, &mut buf, MAX_LINE).await {
+            Ok(LineRead::Eof) => break,
+            Ok(LineRead::Line) => {}
+            Ok(LineRead::TooLong(len)) => {
+                tracing::warn!(len, "skipping an over-long line from claude");
+                continue;
+            }
             Err(e) => {
                 tracing::warn!("reading agent output: {e}");
                 break;

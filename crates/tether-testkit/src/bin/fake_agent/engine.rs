@@ -245,6 +245,13 @@ impl Engine {
                 }
                 io.chunk(&reply("junk done")).await?;
             }
+            Directive::Replay { path } => {
+                let text = std::fs::read_to_string(&path)?;
+                for line in text.lines() {
+                    io.raw_line(line).await?;
+                }
+                io.chunk(&reply("replay done")).await?;
+            }
             Directive::BigLine { kib } => {
                 let len = usize::try_from(kib)
                     .unwrap_or(usize::MAX)

@@ -4,7 +4,8 @@
 //! stream-json. The text of each user message scripts the turn (see `script.rs`):
 //! echo (default), `stream N MS`, `approve <title>`, `ask <question>`, `sleep MS`,
 //! `crash`, `garbage`, `fail`, `hang`, `freeze` (ignores cancel), `flood N` (stderr lines),
-//! `junk` (JSON lines of no dialect), `bigline KIB`, `mcp <tool> <json-args>` (a call on the first stdio
+//! `junk` (JSON lines of no dialect), `bigline KIB`, `replay <file>` (its lines on stdout),
+//! `mcp <tool> <json-args>` (a call on the first stdio
 //! MCP server of the session; `A && B` chains calls, `$task_id` = the previous task id). Every final reply ends with a line
 //! `remembers N: [earlier user messages]`, and sessions persist as
 //! `<state-dir>/<session_id>.json`, so resume across processes can be checked.

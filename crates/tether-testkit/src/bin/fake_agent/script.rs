@@ -61,6 +61,8 @@ pub enum Directive {
     Junk,
     /// `bigline KIB`: one non-JSON stdout line of KIB KiB, then reply `bigline done`.
     BigLine { kib: u64 },
+    /// `replay <path>`: every line of the file, as is, on stdout; then reply `replay done`.
+    Replay { path: String },
     /// `mcp <tool> <json-args>`: call `tool` on the first stdio MCP server the client
     /// gave the session; reply with the result's text.
     Mcp { tool: String, args: String },
@@ -114,6 +116,9 @@ pub fn parse(text: &str) -> Directive {
         "fail" => Directive::Fail,
         "hang" => Directive::Hang,
         "freeze" => Directive::Freeze,
+        "replay" if rest.len() == 1 => Directive::Replay {
+            path: rest[0].to_owned(),
+        },
         "junk" => Directive::Junk,
         "flood" | "bigline" => match rest.as_slice() {
             [n] => match (first, n.parse()) {
@@ -207,6 +212,12 @@ mod tests {
         assert_eq!(parse("flood 10"), Directive::Flood { lines: 10 });
         assert_eq!(parse("bigline 3"), Directive::BigLine { kib: 3 });
         assert_eq!(parse("flood x"), Directive::Echo);
+        assert_eq!(
+            parse("replay /tmp/x"),
+            Directive::Replay {
+                path: "/tmp/x".into()
+            }
+        );
         assert_eq!(
             parse("mcp delegate_to_agent {\"task\": \"a  b\"}"),
             Directive::Mcp {
