@@ -37,82 +37,50 @@ impl Store {
         let mut report = RecoveryReport::default();
         let mut per: BTreeMap<String, RecoveredConversation> = BTreeMap::new();
 
-        let turns: Vec<(String, String, String)> = sqlx::query_as(
-            "UPDATE turns SET status = 'interrupted', ended_at = ?, error_code = 'interrupted', \
-             error_message = 'tether restarted while the turn was running' \
-             WHERE status IN ('queued', 'running', 'waiting_approval', 'waiting_user') \
-             RETURNING id, session_id, conversation_id",
-        )
-        .bind(crate::now_ms())
-        .fetch_all(&mut *tx)
-        .await?;
-        for (turn_id, session_id, conversation_id) in turns {
-            let ev = EventPayload::TurnInterrupted {
-                reason: "tether restarted".to_string(),
-            };
-            report
-                .events
-                .push(append(&mut tx, &session_id, Some(&turn_id), &ev).await?);
-            let e = per
-                .entry(conversation_id.clone())
-                .or_insert_with(|| RecoveredConversation {
-                    conversation_id,
-                    session_id,
-                    ..Default::default()
-                });
-            e.interrupted_turns += 1;
-        }
-
-        let approvals: Vec<(String, String, String, String)> = sqlx::query_as(
-            "UPDATE approvals SET status = 'expired', resolved_at = ? WHERE status = 'pending' \
-             RETURNING id, session_id, conversation_id, turn_id",
-        )
-        .bind(crate::now_ms())
-        .fetch_all(&mut *tx)
-        .await?;
-        for (id, session_id, conversation_id, turn_id) in approvals {
-            let ev = EventPayload::ApprovalResolved {
-                approval_id: id,
-                status: ApprovalStatus::Expired,
-                decided_by: None,
-            };
-            report
-                .events
-                .push(append(&mut tx, &session_id, Some(&turn_id), &ev).await?);
-            let e = per
-                .entry(conversation_id.clone())
-                .or_insert_with(|| RecoveredConversation {
-                    conversation_id,
-                    session_id,
-                    ..Default::default()
-                });
-            e.expired_approvals += 1;
-        }
-
-        let questions: Vec<(String, String, String, String)> = sqlx::query_as(
-            "UPDATE questions SET status = 'expired', resolved_at = ? WHERE status = 'pending' \
-             RETURNING id, session_id, conversation_id, turn_id",
-        )
-        .bind(crate::now_ms())
-        .fetch_all(&mut *tx)
-        .await?;
-        for (id, session_id, conversation_id, turn_id) in questions {
-            let ev = EventPayload::QuestionResolved {
-                question_id: id,
-                status: QuestionStatus::Expired,
-                answer: None,
-            };
-            report
-                .events
-                .push(append(&mut tx, &session_id, Some(&turn_id), &ev).await?);
-            let e = per
-                .entry(conversation_id.clone())
-                .or_insert_with(|| RecoveredConversation {
-                    conversation_id,
-                    session_id,
-                    ..Default::default()
-                });
-            e.expired_questions += 1;
+        // Each step: one conditional UPDATE … RETURNING (id, session, conversation, turn),
+        // one event per row, one count per conversation.
+        let steps: [(&str, Kind); 3] = [
+            (
+                "UPDATE turns SET status = 'interrupted', ended_at = ?, error_code = 'interrupted', \
+                 error_message = 'tether restarted while the turn was running' \
+                 WHERE status IN ('queued', 'running', 'waiting_approval', 'waiting_user') \
+                 RETURNING id, session_id, conversation_id, id",
+                Kind::Turn,
+            ),
+            (
+                "UPDATE approvals SET status = 'expired', resolved_at = ? WHERE status = 'pending' \
+                 RETURNING id, session_id, conversation_id, turn_id",
+                Kind::Approval,
+            ),
+            (
+                "UPDATE questions SET status = 'expired', resolved_at = ? WHERE status = 'pending' \
+                 RETURNING id, session_id, conversation_id, turn_id",
+                Kind::Question,
+            ),
+        ];
+        for (sql, kind) in steps {
+            let rows: Vec<(String, String, String, String)> = sqlx::query_as(sql)
+                .bind(crate::now_ms())
+                .fetch_all(&mut *tx)
+                .await?;
+            for (id, session_id, conversation_id, turn_id) in rows {
+                let ev = kind.event(id);
+                report
+                    .events
+                    .push(append(&mut tx, &session_id, Some(&turn_id), &ev).await?);
+                let e =
+                    per.entry(conversation_id.clone())
+                        .or_insert_with(|| RecoveredConversation {
+                            conversation_id,
+                            session_id,
+                            ..Default::default()
+                        });
+                match kind {
+                    Kind::Turn => e.interrupted_turns += 1,
+                    Kind::Approval => e.expired_approvals += 1,
+                    Kind::Question => e.expired_questions += 1,
+                }
+            }
         }
 
         let res = sqlx::query(
@@ -151,5 +119,33 @@ impl Store {
         }
         tx.commit().await?;
         Ok(report)
+    }
+}
+
+/// What a recovery step resolves.
+#[derive(Clone, Copy)]
+enum Kind {
+    Turn,
+    Approval,
+    Question,
+}
+
+impl Kind {
+    fn event(self, id: String) -> EventPayload {
+        match self {
+            Kind::Turn => EventPayload::TurnInterrupted {
+                reason: "tether restarted".to_string(),
+            },
+            Kind::Approval => EventPayload::ApprovalResolved {
+                approval_id: id,
+                status: ApprovalStatus::Expired,
+                decided_by: None,
+            },
+            Kind::Question => EventPayload::QuestionResolved {
+                question_id: id,
+                status: QuestionStatus::Expired,
+                answer: None,
+            },
+        }
     }
 }
