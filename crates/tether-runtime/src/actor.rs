@@ -262,7 +262,10 @@ impl Actor {
                     error: Some((ErrorCode::Internal, message.clone())),
                     usage: None,
                 };
-                let ev = EventPayload::TurnFailed { code: ErrorCode::Internal, message };
+                let ev = EventPayload::TurnFailed {
+                    code: ErrorCode::Internal,
+                    message,
+                };
                 if let Ok(Some(ev)) = self.ctx.store.finish_turn(&turn_id, &end, &ev, None).await {
                     self.ctx.publish([ev]);
                 }
@@ -491,7 +494,10 @@ impl Actor {
     }
 
     async fn on_special(&mut self, ev: AgentEvent) {
-        let stopping = self.current.as_ref().is_none_or(|c| c.cancel_requested || c.timed_out);
+        let stopping = self
+            .current
+            .as_ref()
+            .is_none_or(|c| c.cancel_requested || c.timed_out);
         if stopping {
             // The turn is being stopped: nobody may grant anything for it any more.
             match ev {

@@ -116,7 +116,9 @@ impl Runtime {
     pub(crate) fn actor(&self, session: &Session, owner: &str) -> Result<ActorHandle> {
         let mut actors = self.inner.actors.lock().unwrap_or_else(|e| e.into_inner());
         if self.inner.closing.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(RuntimeError::Internal("tether is shutting down".to_string()));
+            return Err(RuntimeError::Internal(
+                "tether is shutting down".to_string(),
+            ));
         }
         if let Some(h) = actors.get(&session.id).filter(|h| !h.tx.is_closed()) {
             return Ok(h.clone());
@@ -234,7 +236,11 @@ impl Runtime {
             // released (running turns cancelled, processes ended, history kept).
             let released = self.release_children(id).await?;
             if released > 0 {
-                tracing::info!(conversation = id, released, "archived: released its children");
+                tracing::info!(
+                    conversation = id,
+                    released,
+                    "archived: released its children"
+                );
             }
         }
         self.get_conversation(id).await
@@ -381,7 +387,9 @@ impl Runtime {
     pub async fn shutdown(&self) {
         let handles: Vec<ActorHandle> = {
             let mut actors = self.inner.actors.lock().unwrap_or_else(|e| e.into_inner());
-            self.inner.closing.store(true, std::sync::atomic::Ordering::SeqCst);
+            self.inner
+                .closing
+                .store(true, std::sync::atomic::Ordering::SeqCst);
             actors.drain().map(|(_, h)| h).collect()
         };
         let mut waits = Vec::new();

@@ -244,12 +244,18 @@ impl Runtime {
             reply: tx,
         };
         if actor.tx.send(cmd).is_err() {
-            return Err(RuntimeError::Internal("the session actor is gone".to_string()));
+            return Err(RuntimeError::Internal(
+                "the session actor is gone".to_string(),
+            ));
         }
         match tokio::time::timeout(ACTOR_REPLY_TIMEOUT, rx).await {
             Ok(Ok(e)) => Ok(e),
-            Ok(Err(_)) => Err(RuntimeError::Internal("the session actor is gone".to_string())),
-            Err(_) => Err(RuntimeError::Internal("the session actor did not answer".to_string())),
+            Ok(Err(_)) => Err(RuntimeError::Internal(
+                "the session actor is gone".to_string(),
+            )),
+            Err(_) => Err(RuntimeError::Internal(
+                "the session actor did not answer".to_string(),
+            )),
         }
     }
 
@@ -263,9 +269,20 @@ impl Runtime {
             error: Some((err.code(), message.clone())),
             usage: None,
         };
-        let ev = EventPayload::TurnFailed { code: err.code(), message: message.clone() };
-        let note = NewMessage { role: MessageRole::Status, text: format!("not run: {message}") };
-        match self.ctx().store.finish_turn(turn_id, &end, &ev, Some(&note)).await {
+        let ev = EventPayload::TurnFailed {
+            code: err.code(),
+            message: message.clone(),
+        };
+        let note = NewMessage {
+            role: MessageRole::Status,
+            text: format!("not run: {message}"),
+        };
+        match self
+            .ctx()
+            .store
+            .finish_turn(turn_id, &end, &ev, Some(&note))
+            .await
+        {
             Ok(Some(ev)) => self.ctx().publish([ev]),
             Ok(None) => {}
             Err(e) => tracing::error!(error = %e, "cannot fail an unstarted turn"),
