@@ -4,52 +4,32 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
-use std::future::Future;
+mod support;
+
 use std::path::Path;
 use std::time::Duration;
 
+use support::{Answer, pids_with, t, text_of};
 use tether_agents::{
-    AgentDriver, AgentError, AgentEvent, AgentSession, AgentSpec, CodexDriver, DriverKind,
-    PermissionReply, StartRequest, StopReason, TurnOutcome,
+    AgentError, AgentEvent, AgentSession, CodexDriver, DriverKind, PermissionReply, StartRequest,
+    StopReason, TurnOutcome,
 };
 use tether_proto::Decision;
 use tokio::sync::mpsc;
 
-const LIMIT: Duration = Duration::from_secs(20);
-
-async fn t<F: Future>(f: F) -> F::Output {
-    tokio::time::timeout(LIMIT, f).await.expect("timed out")
-}
-
 fn request(dir: &Path, flags: &[&str], resume: Option<&str>) -> StartRequest {
-    let mut args = vec![
+    let args = vec![
         "app-server".to_owned(),
         "--dialect".to_owned(),
         "codex".to_owned(),
         "--state-dir".to_owned(),
         dir.display().to_string(),
     ];
-    args.extend(flags.iter().map(|f| f.to_string()));
-    StartRequest {
-        spec: AgentSpec {
-            name: "fake-codex".to_owned(),
-            driver: DriverKind::Codex,
-            command: tether_testkit::bin_path("fake-agent").display().to_string(),
-            args,
-            env: BTreeMap::new(),
-        },
-        cwd: dir.to_path_buf(),
-        model: None,
-        resume: resume.map(str::to_owned),
-        mcp_servers: Vec::new(),
-    }
+    support::fake_request("fake-codex", DriverKind::Codex, args, dir, flags, resume)
 }
 
 async fn start(dir: &Path, flags: &[&str], resume: Option<&str>) -> Box<dyn AgentSession> {
-    t(CodexDriver::default().start(request(dir, flags, resume)))
-        .await
-        .expect("start")
+    support::start(&CodexDriver::default(), request(dir, flags, resume)).await
 }
 
 async fn start_err(
@@ -58,125 +38,58 @@ async fn start_err(
     flags: &[&str],
     resume: Option<&str>,
 ) -> AgentError {
-    match t(driver.start(request(dir, flags, resume))).await {
-        Ok(s) => panic!("started {} unexpectedly", s.external_id()),
-        Err(e) => e,
+    support::start_err(&driver, request(dir, flags, resume)).await
+}
+
+/// Tool calls with their kind and output, permissions with their kind.
+fn describe(event: &AgentEvent) -> String {
+    match event {
+        AgentEvent::ToolCall {
+            title,
+            kind,
+            status,
+            ..
+        } => format!(
+            "tool:{title}:{}:{}",
+            kind.clone().unwrap_or_default(),
+            status.clone().unwrap_or_default()
+        ),
+        AgentEvent::ToolCallUpdate { status, detail, .. } => {
+            let output = detail
+                .as_ref()
+                .and_then(|d| d.get("aggregatedOutput"))
+                .and_then(|o| o.as_str())
+                .unwrap_or_default()
+                .trim()
+                .to_owned();
+            format!(
+                "tool_update:{}:{output}",
+                status.clone().unwrap_or_default()
+            )
+        }
+        AgentEvent::Permission(p) => {
+            let options: Vec<&str> = p.options.iter().map(|d| d.as_str()).collect();
+            format!(
+                "permission:{}:{}:{}",
+                p.title,
+                p.kind.clone().unwrap_or_default(),
+                options.join(",")
+            )
+        }
+        other => support::describe(other),
     }
 }
 
-/// How the test answers what the agent asks during a turn.
-#[derive(Clone, Copy)]
-enum Answer {
-    Permission(PermissionReply),
-    Question(Option<&'static str>),
-    /// Call `cancel` on the first event.
-    Cancel,
-    None,
-}
-
-/// Runs one turn, answering with `answer`; the result and a description of every event.
 async fn turn(
     session: &dyn AgentSession,
     text: &str,
     answer: Answer,
 ) -> (Result<TurnOutcome, AgentError>, Vec<String>) {
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let collect = async {
-        let mut seen = Vec::new();
-        let mut held = Vec::new();
-        while let Some(event) = rx.recv().await {
-            match event {
-                AgentEvent::MessageDelta(d) => seen.push(format!("delta:{d}")),
-                AgentEvent::ThoughtDelta(d) => seen.push(format!("thought:{d}")),
-                AgentEvent::ToolCall {
-                    title,
-                    kind,
-                    status,
-                    ..
-                } => seen.push(format!(
-                    "tool:{title}:{}:{}",
-                    kind.unwrap_or_default(),
-                    status.unwrap_or_default()
-                )),
-                AgentEvent::ToolCallUpdate { status, detail, .. } => {
-                    let output = detail
-                        .as_ref()
-                        .and_then(|d| d.get("aggregatedOutput"))
-                        .and_then(|o| o.as_str())
-                        .unwrap_or_default()
-                        .trim()
-                        .to_owned();
-                    seen.push(format!(
-                        "tool_update:{}:{output}",
-                        status.unwrap_or_default()
-                    ))
-                }
-                AgentEvent::Permission(p) => {
-                    let options: Vec<&str> = p.options.iter().map(|d| d.as_str()).collect();
-                    seen.push(format!(
-                        "permission:{}:{}:{}",
-                        p.title,
-                        p.kind.unwrap_or_default(),
-                        options.join(",")
-                    ));
-                    match answer {
-                        Answer::Permission(r) => {
-                            let _ = p.reply.send(r);
-                        }
-                        _ => held.push(p.reply),
-                    }
-                }
-                AgentEvent::Question(q) => {
-                    seen.push(format!("question:{}", q.prompt));
-                    if let Answer::Question(a) = answer {
-                        let _ = q.reply.send(a.map(str::to_owned));
-                    }
-                }
-            }
-            if matches!(answer, Answer::Cancel) && seen.len() == 1 {
-                t(session.cancel()).await.expect("cancel");
-            }
-        }
-        drop(held);
-        seen
-    };
-    let (outcome, seen) = t(async { tokio::join!(session.prompt(text, tx), collect) }).await;
-    (outcome, seen)
-}
-
-async fn text_of(session: &dyn AgentSession, text: &str) -> String {
-    let (outcome, _) = turn(session, text, Answer::None).await;
-    let outcome = outcome.expect("turn");
-    assert_eq!(outcome.stop_reason, StopReason::EndTurn);
-    outcome.text
-}
-
-/// Processes whose command line contains `arg` (zombies included).
-fn pids_with(arg: &str) -> Vec<u32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        if cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes()) {
-            pids.push(pid);
-        }
-    }
-    pids
+    support::turn(session, text, answer, describe).await
 }
 
 async fn gone(dir: &Path) -> bool {
-    let arg = dir.display().to_string();
-    for _ in 0..100 {
-        if pids_with(&arg).is_empty() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
+    support::gone(&dir.display().to_string()).await
 }
 
 #[tokio::test]
