@@ -22,7 +22,8 @@ pub struct DaemonOptions {
     /// `start_timeout_secs` of the config (how long an agent may take to initialise).
     pub start_timeout_secs: u64,
     /// Append the daemon's stderr (its log) to [`Daemon::stderr_path`] instead of
-    /// inheriting the test's stderr; read it with [`Daemon::stderr_log`].
+    /// inheriting the test's stderr, and its stdout to [`Daemon::stdout_path`]; read them
+    /// with [`Daemon::stderr_log`] and [`Daemon::stdout_log`].
     pub capture_stderr: bool,
     /// `TETHER_LOG` (the log filter), `info` by default.
     pub log_filter: String,
@@ -123,9 +124,21 @@ impl Daemon {
         self.home.path().join("tether.stderr.log")
     }
 
+    /// Where the daemon's stdout goes with [`DaemonOptions::capture_stderr`].
+    pub fn stdout_path(&self) -> PathBuf {
+        self.home.path().join("tether.stdout.log")
+    }
+
     /// Everything the daemon wrote to stderr so far (empty unless captured).
     pub fn stderr_log(&self) -> String {
         std::fs::read(self.stderr_path())
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Everything the daemon wrote to stdout so far (empty unless captured).
+    pub fn stdout_log(&self) -> String {
+        std::fs::read(self.stdout_path())
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default()
     }
@@ -167,8 +180,23 @@ impl Daemon {
             .unwrap_or_else(|e| panic!("spawn tether: {e}"));
         let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
         let mut lines = BufReader::new(stdout).lines();
+        // With capture on, stdout lines go to `stdout_path()` too.
+        let mut copy = self.capture_stderr.then(|| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(self.stdout_path())
+                .unwrap_or_else(|e| panic!("open stdout log: {e}"))
+        });
+        let mut keep = move |line: &str| {
+            if let Some(f) = copy.as_mut() {
+                use std::io::Write;
+                let _ = writeln!(f, "{line}");
+            }
+        };
         let addr = within("tether serve prints its address", async {
             while let Ok(Some(line)) = lines.next_line().await {
+                keep(&line);
                 if let Some(rest) = line.strip_prefix("tether listening on ") {
                     return rest.trim().to_string();
                 }
@@ -177,7 +205,11 @@ impl Daemon {
         })
         .await;
         // Keep draining stdout so the daemon never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                keep(&line);
+            }
+        });
         self.base = addr;
         self.child = Some(child);
         let out = within("tether token", async {
@@ -229,8 +261,13 @@ impl Daemon {
     }
 
     pub async fn patch(&self, path: &str, body: Value) -> (u16, Value) {
-        self.send(self.client.patch(self.url(path)).bearer_auth(&self.token).json(&body))
-            .await
+        self.send(
+            self.client
+                .patch(self.url(path))
+                .bearer_auth(&self.token)
+                .json(&body),
+        )
+        .await
     }
 
     pub async fn get(&self, path: &str) -> (u16, Value) {
