@@ -10,6 +10,7 @@ pub mod claude;
 pub mod codex;
 mod driver;
 pub mod jsonrpc;
+mod launch;
 pub mod process;
 
 pub use acp::AcpDriver;

@@ -13,13 +13,11 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::driver::{AgentDriver, AgentError, AgentSession, StartRequest};
-use crate::jsonrpc::{CloseInfo, Connection, OnClose, Options, RpcError};
-use crate::process::{AgentProcess, ProcessSpec, Spawned};
+use crate::jsonrpc::{Connection, Options, RpcError};
+use crate::launch::{Launched, finish_start, request_spec, spawn_agent};
+use crate::process::AgentProcess;
 use session::AcpSession;
 use state::{Phase, Shared};
-
-/// How long to wait for the exit status and the end of stderr once stdout closed.
-const CRASH_REPORT_WAIT: Duration = Duration::from_secs(2);
 
 /// After `session/load`: how long the agent must be silent before the replay counts as
 /// over, and the longest wait for that.
@@ -48,27 +46,13 @@ impl Default for AcpDriver {
 #[async_trait]
 impl AgentDriver for AcpDriver {
     async fn start(&self, req: StartRequest) -> Result<Box<dyn AgentSession>, AgentError> {
-        let Spawned {
+        let Launched {
             process,
             stdin,
             stdout,
-        } = AgentProcess::spawn(&ProcessSpec {
-            program: req.spec.command.clone(),
-            args: req.spec.args.clone(),
-            env: req.spec.env.clone(),
-            cwd: req.cwd.clone(),
-        })?;
+            on_close,
+        } = spawn_agent(&request_spec(&req), |_| {})?;
         let shared = Shared::new();
-        let report = process.crash_reporter(CRASH_REPORT_WAIT);
-        let on_close: OnClose = Box::new(move || {
-            Box::pin(async move {
-                let (status, stderr_tail) = report.await;
-                CloseInfo {
-                    status,
-                    stderr_tail,
-                }
-            })
-        });
         let conn = Connection::spawn(
             stdout,
             stdin,
@@ -85,20 +69,14 @@ impl AgentDriver for AcpDriver {
             timeout: self.start_timeout,
             req: &req,
         };
-        match starter.run().await {
-            Ok(session_id) => Ok(Box::new(AcpSession {
-                session_id,
-                conn,
-                process,
-                shared,
-                prompt_lock: tokio::sync::Mutex::new(()),
-            })),
-            Err(e) => {
-                conn.close().await;
-                process.shutdown().await;
-                Err(e)
-            }
-        }
+        let session_id = finish_start(starter.run().await, conn.close(), &process).await?;
+        Ok(Box::new(AcpSession {
+            session_id,
+            conn,
+            process,
+            shared,
+            prompt_lock: tokio::sync::Mutex::new(()),
+        }))
     }
 }
 

@@ -27,14 +27,12 @@ use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
 use crate::driver::{AgentDriver, AgentError, AgentSession, McpServer, StartRequest};
-use crate::jsonrpc::{CloseInfo, OnClose};
-use crate::process::{AgentProcess, ProcessSpec, Spawned};
+use crate::jsonrpc::CloseInfo;
+use crate::launch::{Launched, finish_start, request_spec, spawn_agent};
+use crate::process::{AgentProcess, ProcessSpec};
 use session::ClaudeSession;
 use state::Shared;
 use wire::{ControlError, Link};
-
-/// How long to wait for the exit status and the end of stderr once stdout closed.
-const CRASH_REPORT_WAIT: Duration = Duration::from_secs(2);
 
 /// At most this long for the optional `get_status` check of a resumed session.
 const STATUS_WAIT: Duration = Duration::from_secs(5);
@@ -60,30 +58,26 @@ impl Default for ClaudeDriver {
 /// The process to run: the configured command and arguments plus session and model
 /// selection and `--mcp-config` for the MCP servers.
 fn process_spec(req: &StartRequest, session_id: &str) -> ProcessSpec {
-    let mut args = req.spec.args.clone();
+    let mut spec = request_spec(req);
     let flag = match req.resume {
         Some(_) => "--resume",
         None => "--session-id",
     };
-    args.extend([flag.to_owned(), session_id.to_owned()]);
+    spec.args.extend([flag.to_owned(), session_id.to_owned()]);
     if let Some(model) = &req.model {
-        args.extend(["--model".to_owned(), model.clone()]);
+        spec.args.extend(["--model".to_owned(), model.clone()]);
     }
-    let mut env = req.spec.env.clone();
     if let Some((config, secrets)) = mcp_config(&req.mcp_servers) {
-        args.extend(["--mcp-config".to_owned(), config.to_string()]);
-        env.extend(secrets);
+        spec.args
+            .extend(["--mcp-config".to_owned(), config.to_string()]);
+        spec.env.extend(secrets);
         // tether's own servers check their callers: their tools need no per-call approval.
         for s in &req.mcp_servers {
-            args.extend(["--allowedTools".to_owned(), format!("mcp__{}", s.name)]);
+            spec.args
+                .extend(["--allowedTools".to_owned(), format!("mcp__{}", s.name)]);
         }
     }
-    ProcessSpec {
-        program: req.spec.command.clone(),
-        args,
-        env,
-        cwd: req.cwd.clone(),
-    }
+    spec
 }
 
 /// `{"mcpServers": {name: {command, args, env}}}` for `--mcp-config`. Environment values
@@ -127,22 +121,13 @@ impl AgentDriver for ClaudeDriver {
             Some(id) => id.clone(),
             None => uuid::Uuid::new_v4().to_string(),
         };
-        let Spawned {
+        let Launched {
             process,
             stdin,
             stdout,
-        } = AgentProcess::spawn(&process_spec(&req, &session_id))?;
+            on_close,
+        } = spawn_agent(&process_spec(&req, &session_id), |_| {})?;
         let shared = Shared::new(session_id.clone());
-        let report = process.crash_reporter(CRASH_REPORT_WAIT);
-        let on_close: OnClose = Box::new(move || {
-            Box::pin(async move {
-                let (status, stderr_tail) = report.await;
-                CloseInfo {
-                    status,
-                    stderr_tail,
-                }
-            })
-        });
         let link = Link::spawn(stdout, stdin, shared.handler(), on_close);
         let starter = Starter {
             link: &link,
@@ -152,21 +137,15 @@ impl AgentDriver for ClaudeDriver {
             session_id: &session_id,
             resumed: req.resume.is_some(),
         };
-        match starter.run().await {
-            Ok(()) => Ok(Box::new(ClaudeSession {
-                session_id,
-                resumed: req.resume.is_some(),
-                link,
-                process,
-                shared,
-                prompt_lock: tokio::sync::Mutex::new(()),
-            })),
-            Err(e) => {
-                link.close().await;
-                process.shutdown().await;
-                Err(e)
-            }
-        }
+        finish_start(starter.run().await, link.close(), &process).await?;
+        Ok(Box::new(ClaudeSession {
+            session_id,
+            resumed: req.resume.is_some(),
+            link,
+            process,
+            shared,
+            prompt_lock: tokio::sync::Mutex::new(()),
+        }))
     }
 }
 

@@ -23,13 +23,11 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::driver::{AgentDriver, AgentError, AgentSession, McpServer, StartRequest};
-use crate::jsonrpc::{CloseInfo, Connection, OnClose, Options, RpcError};
-use crate::process::{AgentProcess, ProcessSpec, Spawned};
+use crate::jsonrpc::{Connection, Options, RpcError};
+use crate::launch::{Launched, finish_start, request_spec, spawn_agent};
+use crate::process::{AgentProcess, ProcessSpec};
 use session::CodexSession;
 use state::{Phase, Shared};
-
-/// How long to wait for the exit status and the end of stderr once stdout closed.
-const CRASH_REPORT_WAIT: Duration = Duration::from_secs(2);
 
 /// Agent environment variable choosing Codex's approval policy.
 pub const APPROVAL_POLICY_ENV: &str = "TETHER_CODEX_APPROVAL_POLICY";
@@ -70,30 +68,20 @@ fn settings(env: &BTreeMap<String, String>) -> (String, String, BTreeMap<String,
 impl AgentDriver for CodexDriver {
     async fn start(&self, req: StartRequest) -> Result<Box<dyn AgentSession>, AgentError> {
         let (approval, sandbox, env) = settings(&req.spec.env);
-        let Spawned {
+        let shared = Shared::new();
+        let closed = Arc::clone(&shared);
+        let Launched {
             process,
             stdin,
             stdout,
-        } = AgentProcess::spawn(&ProcessSpec {
-            program: req.spec.command.clone(),
-            args: req.spec.args.clone(),
-            env,
-            cwd: req.cwd.clone(),
-        })?;
-        let shared = Shared::new();
-        let report = process.crash_reporter(CRASH_REPORT_WAIT);
-        let closed = Arc::clone(&shared);
-        let on_close: OnClose = Box::new(move || {
-            Box::pin(async move {
-                let (status, stderr_tail) = report.await;
-                let info = CloseInfo {
-                    status,
-                    stderr_tail,
-                };
-                closed.on_closed(&info);
-                info
-            })
-        });
+            on_close,
+        } = spawn_agent(
+            &ProcessSpec {
+                env,
+                ..request_spec(&req)
+            },
+            move |info| closed.on_closed(info),
+        )?;
         let conn = Connection::spawn(
             stdout,
             stdin,
@@ -112,20 +100,14 @@ impl AgentDriver for CodexDriver {
             approval,
             sandbox,
         };
-        match starter.run().await {
-            Ok(thread_id) => Ok(Box::new(CodexSession {
-                thread_id,
-                conn,
-                process,
-                shared,
-                prompt_lock: tokio::sync::Mutex::new(()),
-            })),
-            Err(e) => {
-                conn.close().await;
-                process.shutdown().await;
-                Err(e)
-            }
-        }
+        let thread_id = finish_start(starter.run().await, conn.close(), &process).await?;
+        Ok(Box::new(CodexSession {
+            thread_id,
+            conn,
+            process,
+            shared,
+            prompt_lock: tokio::sync::Mutex::new(()),
+        }))
     }
 }
 
