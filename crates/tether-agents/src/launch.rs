@@ -1,14 +1,16 @@
 //! What every driver does around its own start-up handshake: spawn the agent process with
 //! the close report its reader hands on when stdout ends ([`spawn_agent`]), and tear the
-//! process down again when the handshake fails ([`finish_start`]).
+//! process down again when the handshake fails ([`finish_start`]); the start-up requests
+//! and their errors of the JSON-RPC drivers ([`Handshake`]).
 
 use std::future::Future;
 use std::time::Duration;
 
+use serde_json::Value;
 use tokio::process::{ChildStdin, ChildStdout};
 
 use crate::driver::{AgentError, StartRequest};
-use crate::jsonrpc::{CloseInfo, OnClose};
+use crate::jsonrpc::{CloseInfo, Connection, OnClose, RpcError};
 use crate::process::{AgentProcess, ProcessSpec, Spawned};
 
 /// How long to wait for the exit status and the end of stderr once stdout closed.
@@ -77,4 +79,78 @@ pub(crate) async fn finish_start<T>(
         process.shutdown().await;
     }
     handshake
+}
+
+/// "Timed out during `what`" with the stderr tail so far.
+pub(crate) fn start_timeout(what: &str, limit: Duration, process: &AgentProcess) -> AgentError {
+    AgentError::Timeout {
+        what: what.to_owned(),
+        secs: limit.as_secs_f64().ceil() as u64,
+        stderr_tail: process.stderr_tail().snapshot(),
+    }
+}
+
+/// The agent could not be started, with the stderr tail so far.
+pub(crate) fn spawn_failure(message: String, process: &AgentProcess) -> AgentError {
+    AgentError::Spawn {
+        message,
+        stderr_tail: process.stderr_tail().snapshot(),
+    }
+}
+
+/// A start-up request over JSON-RPC that failed.
+pub(crate) enum StepError {
+    Rpc(RpcError),
+    Timeout(AgentError),
+}
+
+/// The start-up requests of the JSON-RPC drivers (ACP, Codex), each bounded by `timeout`.
+pub(crate) struct Handshake<'a> {
+    pub conn: &'a Connection,
+    pub process: &'a AgentProcess,
+    pub timeout: Duration,
+}
+
+impl Handshake<'_> {
+    pub async fn call(&self, method: &str, params: Value) -> Result<Value, StepError> {
+        match tokio::time::timeout(self.timeout, self.conn.request(method, params)).await {
+            Ok(reply) => reply.map_err(StepError::Rpc),
+            Err(_) => Err(StepError::Timeout(start_timeout(
+                method,
+                self.timeout,
+                self.process,
+            ))),
+        }
+    }
+
+    /// Errors before a session exists: the agent could not be started (a refused request
+    /// after `initialize` is the agent's error).
+    pub fn start_error(&self, method: &str, e: StepError) -> AgentError {
+        match e {
+            StepError::Timeout(e) => e,
+            StepError::Rpc(RpcError::Closed(info)) => AgentError::Spawn {
+                message: format!("agent exited during {method} ({})", info.status),
+                stderr_tail: info.stderr_tail,
+            },
+            StepError::Rpc(RpcError::Remote { message, .. }) if method == "initialize" => {
+                spawn_failure(format!("initialize failed: {message}"), self.process)
+            }
+            StepError::Rpc(RpcError::Remote { message, .. }) => AgentError::Agent {
+                message: format!("{method} failed: {message}"),
+            },
+            StepError::Rpc(RpcError::Write(message)) => spawn_failure(message, self.process),
+        }
+    }
+}
+
+/// Why a strict resume request (`method`) failed, for [`AgentError::ResumeUnavailable`].
+pub(crate) fn resume_failure(method: &str, e: RpcError) -> String {
+    match e {
+        RpcError::Remote { message, .. } | RpcError::Write(message) => message,
+        RpcError::Closed(info) => format!(
+            "agent exited during {method} ({}); stderr: {}",
+            info.status,
+            info.stderr_tail.trim_end()
+        ),
+    }
 }

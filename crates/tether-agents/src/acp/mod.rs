@@ -13,9 +13,10 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::driver::{AgentDriver, AgentError, AgentSession, StartRequest};
-use crate::jsonrpc::{Connection, Options, RpcError};
-use crate::launch::{Launched, finish_start, request_spec, spawn_agent};
-use crate::process::AgentProcess;
+use crate::jsonrpc::{Connection, Options};
+use crate::launch::{
+    Handshake, Launched, StepError, finish_start, request_spec, resume_failure, spawn_agent,
+};
 use session::AcpSession;
 use state::{Phase, Shared};
 
@@ -63,10 +64,12 @@ impl AgentDriver for AcpDriver {
             on_close,
         );
         let starter = Starter {
-            conn: &conn,
-            process: &process,
+            rpc: Handshake {
+                conn: &conn,
+                process: &process,
+                timeout: self.start_timeout,
+            },
             shared: &shared,
-            timeout: self.start_timeout,
             req: &req,
         };
         let session_id = finish_start(starter.run().await, conn.close(), &process).await?;
@@ -82,58 +85,16 @@ impl AgentDriver for AcpDriver {
 
 /// One start-up sequence.
 struct Starter<'a> {
-    conn: &'a Connection,
-    process: &'a AgentProcess,
+    rpc: Handshake<'a>,
     shared: &'a Arc<Shared>,
-    timeout: Duration,
     req: &'a StartRequest,
 }
 
-/// A start-up request that failed.
-enum StepError {
-    Rpc(RpcError),
-    Timeout(AgentError),
-}
-
 impl Starter<'_> {
-    async fn call(&self, method: &str, params: Value) -> Result<Value, StepError> {
-        match tokio::time::timeout(self.timeout, self.conn.request(method, params)).await {
-            Ok(reply) => reply.map_err(StepError::Rpc),
-            Err(_) => Err(StepError::Timeout(AgentError::Timeout {
-                what: method.to_owned(),
-                secs: self.timeout.as_secs_f64().ceil() as u64,
-                stderr_tail: self.process.stderr_tail().snapshot(),
-            })),
-        }
-    }
-
-    /// Errors before a session exists: the agent could not be started.
-    fn start_error(&self, method: &str, e: StepError) -> AgentError {
-        match e {
-            StepError::Timeout(e) => e,
-            StepError::Rpc(RpcError::Closed(info)) => AgentError::Spawn {
-                message: format!("agent exited during {method} ({})", info.status),
-                stderr_tail: info.stderr_tail,
-            },
-            StepError::Rpc(RpcError::Remote { message, .. }) if method == "initialize" => {
-                AgentError::Spawn {
-                    message: format!("initialize failed: {message}"),
-                    stderr_tail: self.process.stderr_tail().snapshot(),
-                }
-            }
-            StepError::Rpc(RpcError::Remote { message, .. }) => AgentError::Agent {
-                message: format!("{method} failed: {message}"),
-            },
-            StepError::Rpc(RpcError::Write(message)) => AgentError::Spawn {
-                message,
-                stderr_tail: self.process.stderr_tail().snapshot(),
-            },
-        }
-    }
-
     /// Runs the whole sequence; the session id.
     async fn run(&self) -> Result<String, AgentError> {
         let init = self
+            .rpc
             .call(
                 "initialize",
                 json!({
@@ -147,7 +108,7 @@ impl Starter<'_> {
                 }),
             )
             .await
-            .map_err(|e| self.start_error("initialize", e))?;
+            .map_err(|e| self.rpc.start_error("initialize", e))?;
         match init.get("protocolVersion").and_then(Value::as_u64) {
             Some(PROTOCOL_VERSION) | None => {}
             Some(other) => {
@@ -191,9 +152,10 @@ impl Starter<'_> {
 
     async fn new_session(&self) -> Result<(String, Value), AgentError> {
         let result = self
+            .rpc
             .call("session/new", self.session_params())
             .await
-            .map_err(|e| self.start_error("session/new", e))?;
+            .map_err(|e| self.rpc.start_error("session/new", e))?;
         let Some(id) = result.get("sessionId").and_then(Value::as_str) else {
             return Err(AgentError::Protocol {
                 message: "session/new returned no sessionId".to_owned(),
@@ -231,16 +193,10 @@ impl Starter<'_> {
         }
         let mut params = self.session_params();
         params["sessionId"] = json!(id);
-        let result = self.call(method, params).await.map_err(|e| match e {
+        let result = self.rpc.call(method, params).await.map_err(|e| match e {
             // The agent could not load the session in time: that is not a start-up failure.
             StepError::Timeout(e) => unavailable(e.to_string()),
-            StepError::Rpc(RpcError::Remote { message, .. }) => unavailable(message),
-            StepError::Rpc(RpcError::Closed(info)) => unavailable(format!(
-                "agent exited during {method} ({}); stderr: {}",
-                info.status,
-                info.stderr_tail.trim_end()
-            )),
-            StepError::Rpc(RpcError::Write(message)) => unavailable(message),
+            StepError::Rpc(e) => unavailable(resume_failure(method, e)),
         })?;
         if method == "session/load" {
             self.shared
@@ -274,7 +230,7 @@ impl Starter<'_> {
             return;
         }
         let params = json!({"sessionId": session_id, "modelId": model});
-        match self.call("session/set_model", params).await {
+        match self.rpc.call("session/set_model", params).await {
             Ok(_) => {}
             Err(StepError::Timeout(e)) => tracing::warn!(model, "setting the model: {e}"),
             Err(StepError::Rpc(e)) => {

@@ -28,7 +28,9 @@ use serde_json::{Map, Value, json};
 
 use crate::driver::{AgentDriver, AgentError, AgentSession, McpServer, StartRequest};
 use crate::jsonrpc::CloseInfo;
-use crate::launch::{Launched, finish_start, request_spec, spawn_agent};
+use crate::launch::{
+    Launched, finish_start, request_spec, spawn_agent, spawn_failure, start_timeout,
+};
 use crate::process::{AgentProcess, ProcessSpec};
 use session::ClaudeSession;
 use state::Shared;
@@ -189,24 +191,13 @@ impl Starter<'_> {
             Ok(Ok(_)) => {}
             Ok(Err(ControlError::Closed(info))) => return Err(self.exited("initialize", info)),
             Ok(Err(ControlError::Remote(message))) => {
-                return Err(AgentError::Spawn {
-                    message: format!("initialize failed: {message}"),
-                    stderr_tail: self.process.stderr_tail().snapshot(),
-                });
+                let message = format!("initialize failed: {message}");
+                return Err(spawn_failure(message, self.process));
             }
             Ok(Err(ControlError::Write(message))) => {
-                return Err(AgentError::Spawn {
-                    message,
-                    stderr_tail: self.process.stderr_tail().snapshot(),
-                });
+                return Err(spawn_failure(message, self.process));
             }
-            Err(_) => {
-                return Err(AgentError::Timeout {
-                    what: "initialize".to_owned(),
-                    secs: self.timeout.as_secs_f64().ceil() as u64,
-                    stderr_tail: self.process.stderr_tail().snapshot(),
-                });
-            }
+            Err(_) => return Err(start_timeout("initialize", self.timeout, self.process)),
         }
         if self.resumed {
             self.check_status().await?;
@@ -239,10 +230,7 @@ impl Starter<'_> {
                 tracing::debug!(%message, "claude offers no get_status; checking the first turn");
                 Ok(())
             }
-            Ok(Err(ControlError::Write(message))) => Err(AgentError::Spawn {
-                message,
-                stderr_tail: self.process.stderr_tail().snapshot(),
-            }),
+            Ok(Err(ControlError::Write(message))) => Err(spawn_failure(message, self.process)),
             Err(_) => {
                 tracing::warn!("claude did not answer get_status; checking the first turn");
                 Ok(())

@@ -23,9 +23,11 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::driver::{AgentDriver, AgentError, AgentSession, McpServer, StartRequest};
-use crate::jsonrpc::{Connection, Options, RpcError};
-use crate::launch::{Launched, finish_start, request_spec, spawn_agent};
-use crate::process::{AgentProcess, ProcessSpec};
+use crate::jsonrpc::{Connection, Options};
+use crate::launch::{
+    Handshake, Launched, StepError, finish_start, request_spec, resume_failure, spawn_agent,
+};
+use crate::process::ProcessSpec;
 use session::CodexSession;
 use state::{Phase, Shared};
 
@@ -92,10 +94,12 @@ impl AgentDriver for CodexDriver {
             on_close,
         );
         let starter = Starter {
-            conn: &conn,
-            process: &process,
+            rpc: Handshake {
+                conn: &conn,
+                process: &process,
+                timeout: self.start_timeout,
+            },
             shared: &shared,
-            timeout: self.start_timeout,
             req: &req,
             approval,
             sandbox,
@@ -113,69 +117,28 @@ impl AgentDriver for CodexDriver {
 
 /// One start-up sequence.
 struct Starter<'a> {
-    conn: &'a Connection,
-    process: &'a AgentProcess,
+    rpc: Handshake<'a>,
     shared: &'a Arc<Shared>,
-    timeout: Duration,
     req: &'a StartRequest,
     approval: String,
     sandbox: String,
 }
 
-/// A start-up request that failed.
-enum StepError {
-    Rpc(RpcError),
-    Timeout(AgentError),
-}
-
 impl Starter<'_> {
-    async fn call(&self, method: &str, params: Value) -> Result<Value, StepError> {
-        match tokio::time::timeout(self.timeout, self.conn.request(method, params)).await {
-            Ok(reply) => reply.map_err(StepError::Rpc),
-            Err(_) => Err(StepError::Timeout(AgentError::Timeout {
-                what: method.to_owned(),
-                secs: self.timeout.as_secs_f64().ceil() as u64,
-                stderr_tail: self.process.stderr_tail().snapshot(),
-            })),
-        }
-    }
-
-    /// Errors before a thread exists: the agent could not be started.
-    fn start_error(&self, method: &str, e: StepError) -> AgentError {
-        match e {
-            StepError::Timeout(e) => e,
-            StepError::Rpc(RpcError::Closed(info)) => AgentError::Spawn {
-                message: format!("agent exited during {method} ({})", info.status),
-                stderr_tail: info.stderr_tail,
-            },
-            StepError::Rpc(RpcError::Remote { message, .. }) if method == "initialize" => {
-                AgentError::Spawn {
-                    message: format!("initialize failed: {message}"),
-                    stderr_tail: self.process.stderr_tail().snapshot(),
-                }
-            }
-            StepError::Rpc(RpcError::Remote { message, .. }) => AgentError::Agent {
-                message: format!("{method} failed: {message}"),
-            },
-            StepError::Rpc(RpcError::Write(message)) => AgentError::Spawn {
-                message,
-                stderr_tail: self.process.stderr_tail().snapshot(),
-            },
-        }
-    }
-
     /// Runs the whole sequence; the thread id.
     async fn run(&self) -> Result<String, AgentError> {
         let params = json!({
             "clientInfo": {"name": "tether", "title": "tether", "version": env!("CARGO_PKG_VERSION")},
         });
-        self.call("initialize", params)
+        self.rpc
+            .call("initialize", params)
             .await
-            .map_err(|e| self.start_error("initialize", e))?;
-        self.conn
+            .map_err(|e| self.rpc.start_error("initialize", e))?;
+        self.rpc
+            .conn
             .notify("initialized", Value::Null)
             .await
-            .map_err(|e| self.start_error("initialized", StepError::Rpc(e)))?;
+            .map_err(|e| self.rpc.start_error("initialized", StepError::Rpc(e)))?;
         let thread_id = match &self.req.resume {
             None => self.new_thread().await?,
             Some(id) => self.resume(id).await?,
@@ -204,9 +167,10 @@ impl Starter<'_> {
 
     async fn new_thread(&self) -> Result<String, AgentError> {
         let result = self
+            .rpc
             .call("thread/start", self.thread_params())
             .await
-            .map_err(|e| self.start_error("thread/start", e))?;
+            .map_err(|e| self.rpc.start_error("thread/start", e))?;
         thread_id(&result).ok_or_else(|| AgentError::Protocol {
             message: "thread/start returned no thread id".to_owned(),
         })
@@ -222,17 +186,12 @@ impl Starter<'_> {
         let mut params = self.thread_params();
         params["threadId"] = json!(id);
         let result = self
+            .rpc
             .call("thread/resume", params)
             .await
             .map_err(|e| match e {
                 StepError::Timeout(e) => e,
-                StepError::Rpc(RpcError::Remote { message, .. }) => unavailable(message),
-                StepError::Rpc(RpcError::Closed(info)) => unavailable(format!(
-                    "agent exited during thread/resume ({}); stderr: {}",
-                    info.status,
-                    info.stderr_tail.trim_end()
-                )),
-                StepError::Rpc(RpcError::Write(message)) => unavailable(message),
+                StepError::Rpc(e) => unavailable(resume_failure("thread/resume", e)),
             })?;
         match thread_id(&result) {
             Some(reported) if reported == id => Ok(reported),
