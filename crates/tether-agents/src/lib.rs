@@ -12,6 +12,7 @@ mod driver;
 pub mod jsonrpc;
 mod launch;
 pub mod process;
+mod turn;
 
 pub use acp::AcpDriver;
 pub use claude::ClaudeDriver;

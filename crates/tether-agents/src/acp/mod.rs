@@ -17,6 +17,7 @@ use crate::jsonrpc::{Connection, Options};
 use crate::launch::{
     Handshake, Launched, StepError, finish_start, request_spec, resume_failure, spawn_agent,
 };
+use crate::turn::PromptLock;
 use session::AcpSession;
 use state::{Phase, Shared};
 
@@ -78,7 +79,7 @@ impl AgentDriver for AcpDriver {
             conn,
             process,
             shared,
-            prompt_lock: tokio::sync::Mutex::new(()),
+            prompt_lock: PromptLock::default(),
         }))
     }
 }

@@ -11,6 +11,7 @@ use super::state::{Phase, Shared, Turn};
 use crate::driver::{AgentError, AgentEvent, AgentSession, StopReason, TurnOutcome};
 use crate::jsonrpc::Connection;
 use crate::process::AgentProcess;
+use crate::turn::{self, OnDrop, PromptLock};
 
 #[derive(Debug)]
 pub(crate) struct AcpSession {
@@ -19,19 +20,7 @@ pub(crate) struct AcpSession {
     pub process: AgentProcess,
     pub shared: Arc<Shared>,
     /// Held while a prompt runs.
-    pub prompt_lock: tokio::sync::Mutex<()>,
-}
-
-/// Puts the session back to idle when a prompt ends, however it ends.
-struct TurnGuard<'a>(&'a Shared);
-
-impl Drop for TurnGuard<'_> {
-    fn drop(&mut self) {
-        let mut state = self.0.lock();
-        if matches!(state.phase, Phase::Turn(_)) {
-            state.phase = Phase::Idle;
-        }
-    }
+    pub prompt_lock: PromptLock,
 }
 
 pub(crate) fn stop_reason(s: &str) -> StopReason {
@@ -65,11 +54,7 @@ impl AgentSession for AcpSession {
         text: &str,
         events: mpsc::UnboundedSender<AgentEvent>,
     ) -> Result<TurnOutcome, AgentError> {
-        let Ok(_running) = self.prompt_lock.try_lock() else {
-            return Err(AgentError::Protocol {
-                message: "a prompt is already running in this session".to_owned(),
-            });
-        };
+        let _running = self.prompt_lock.begin()?;
         if let Some(info) = self.conn.closed() {
             return Err(info.to_error());
         }
@@ -85,7 +70,8 @@ impl AgentSession for AcpSession {
                 abort: Some(abort_tx),
             });
         }
-        let _guard = TurnGuard(&self.shared);
+        // Back to idle when the prompt ends, however it ends.
+        let _guard = OnDrop(|| self.shared.lock().phase.leave_turn());
         let params = json!({
             "sessionId": self.session_id,
             "prompt": [{"type": "text", "text": text}],
@@ -98,15 +84,18 @@ impl AgentSession for AcpSession {
                     .conn
                     .notify("session/cancel", json!({"sessionId": self.session_id}))
                     .await;
-                self.shared.cancel_gen.send_modify(|g| *g += 1);
+                self.shared.cancels.cancel_all();
                 return Err(self.resume_error(&other));
             }
         };
         let result = reply.map_err(|e| e.into_agent_error())?;
-        let text = match std::mem::replace(&mut self.shared.lock().phase, Phase::Idle) {
-            Phase::Turn(turn) => turn.text,
-            _ => String::new(),
-        };
+        let text = self
+            .shared
+            .lock()
+            .phase
+            .take_turn()
+            .map(|turn| turn.text)
+            .unwrap_or_default();
         let reason = result
             .get("stopReason")
             .and_then(Value::as_str)
@@ -119,7 +108,7 @@ impl AgentSession for AcpSession {
     }
 
     async fn cancel(&self) -> Result<(), AgentError> {
-        if !matches!(self.shared.lock().phase, Phase::Turn(_)) {
+        if !self.shared.lock().phase.is_turn() {
             return Ok(());
         }
         let sent = self
@@ -128,7 +117,7 @@ impl AgentSession for AcpSession {
             .await;
         // Then answer pending permission requests and questions "cancelled" (ACP wants the
         // client to do so after cancelling).
-        self.shared.cancel_gen.send_modify(|g| *g += 1);
+        self.shared.cancels.cancel_all();
         sent.map_err(|e| match self.conn.closed() {
             Some(info) => info.to_error(),
             None => e.into_agent_error(),
@@ -140,9 +129,11 @@ impl AgentSession for AcpSession {
     }
 
     async fn shutdown(&self) {
-        self.shared.cancel_gen.send_modify(|g| *g += 1);
         // A hung agent that does not read stdin must not keep the process alive.
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), self.conn.close()).await;
-        self.process.shutdown().await;
+        let close = async {
+            let _ =
+                tokio::time::timeout(std::time::Duration::from_secs(2), self.conn.close()).await;
+        };
+        turn::shutdown(&self.shared.cancels, close, &self.process).await;
     }
 }

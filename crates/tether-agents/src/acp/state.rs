@@ -8,20 +8,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tether_proto::Decision;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 
 use crate::driver::{AgentEvent, PermissionReply, PermissionRequest, QuestionRequest};
 use crate::jsonrpc::{Connection, Incoming, METHOD_NOT_FOUND};
+use crate::turn::Cancels;
 
-/// What the session is doing, as far as incoming updates are concerned.
-#[derive(Debug)]
-pub(crate) enum Phase {
-    /// Before a session exists, or replaying history during `session/load`: updates are
-    /// dropped.
-    Quiet,
-    Idle,
-    Turn(Turn),
-}
+/// What the session is doing: `Quiet` before a session exists, or while `session/load`
+/// replays history (updates are dropped).
+pub(crate) type Phase = crate::turn::Phase<Turn>;
 
 #[derive(Debug)]
 pub(crate) struct Turn {
@@ -47,8 +42,9 @@ pub(crate) struct State {
 #[derive(Debug)]
 pub(crate) struct Shared {
     state: Mutex<State>,
-    /// Bumped by cancel; pending permission requests and questions answer "cancelled".
-    pub cancel_gen: watch::Sender<u64>,
+    /// Fired by cancel and shutdown; pending permission requests and questions answer
+    /// "cancelled".
+    pub cancels: Cancels,
 }
 
 impl Shared {
@@ -61,7 +57,7 @@ impl Shared {
                 phase: Phase::Quiet,
                 last_replayed: None,
             }),
-            cancel_gen: watch::channel(0).0,
+            cancels: Cancels::default(),
         })
     }
 
@@ -193,12 +189,12 @@ impl Shared {
                 reply: tx,
             }));
         }
-        let mut cancelled = self.cancel_gen.subscribe();
+        let mut cancelled = self.cancels.watch();
         tokio::spawn(async move {
-            let reply = tokio::select! {
-                reply = rx => reply.unwrap_or(PermissionReply::Cancelled),
-                _ = cancelled.changed() => PermissionReply::Cancelled,
-            };
+            let reply = cancelled
+                .answer(rx)
+                .await
+                .unwrap_or(PermissionReply::Cancelled);
             let outcome = match options.option_id(reply) {
                 Some(option_id) => json!({"outcome": "selected", "optionId": option_id}),
                 None => json!({"outcome": "cancelled"}),
@@ -224,12 +220,9 @@ impl Shared {
             let prompt = str_field(&params, "message").unwrap_or_default();
             let _ = events.send(AgentEvent::Question(QuestionRequest { prompt, reply: tx }));
         }
-        let mut cancelled = self.cancel_gen.subscribe();
+        let mut cancelled = self.cancels.watch();
         tokio::spawn(async move {
-            let answer = tokio::select! {
-                answer = rx => answer.ok().flatten(),
-                _ = cancelled.changed() => None,
-            };
+            let answer = cancelled.answer(rx).await.flatten();
             let result = match (answer, field, form) {
                 (Some(answer), Some(field), _) => {
                     json!({"action": "accept", "content": { field: answer }})

@@ -59,12 +59,12 @@ where
     if let Some(key) = &key {
         shared.lock().withdraw.insert(key.clone(), withdraw_tx);
     }
-    let mut cancelled = shared.cancel_gen.subscribe();
+    let mut cancelled = shared.cancels.watch();
     let shared = Arc::clone(shared);
     async move {
         let outcome = tokio::select! {
             answer = answer => Some(answer),
-            _ = cancelled.changed() => Some(None),
+            () = cancelled.cancelled() => Some(None),
             Ok(()) = withdraw_rx => None,
         };
         if let Some(key) = key {

@@ -32,6 +32,7 @@ use crate::launch::{
     Launched, finish_start, request_spec, spawn_agent, spawn_failure, start_timeout,
 };
 use crate::process::{AgentProcess, ProcessSpec};
+use crate::turn::PromptLock;
 use session::ClaudeSession;
 use state::Shared;
 use wire::{ControlError, Link};
@@ -146,7 +147,7 @@ impl AgentDriver for ClaudeDriver {
             link,
             process,
             shared,
-            prompt_lock: tokio::sync::Mutex::new(()),
+            prompt_lock: PromptLock::default(),
         }))
     }
 }

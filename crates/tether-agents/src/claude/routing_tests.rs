@@ -291,7 +291,7 @@ async fn control_requests_are_always_answered() {
     )
     .await;
     let _pending = next(&mut rx).await;
-    shared.cancel_gen.send_modify(|g| *g += 1);
+    shared.cancels.cancel_all();
     let answer = peer.heard().await;
     assert_eq!(answer["response"]["request_id"], "p3");
     assert_eq!(answer["response"]["response"]["behavior"], "deny");

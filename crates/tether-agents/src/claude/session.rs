@@ -13,6 +13,7 @@ use super::state::{Shared, Turn, TurnEnd};
 use super::wire::{ControlError, Link};
 use crate::driver::{AgentError, AgentEvent, AgentSession, TurnOutcome};
 use crate::process::AgentProcess;
+use crate::turn::{self, OnDrop, PromptLock};
 
 /// How long a failed write waits for the reader to report the closed pipe.
 const WRITE_FAILURE_WAIT: Duration = Duration::from_secs(2);
@@ -29,16 +30,7 @@ pub(crate) struct ClaudeSession {
     pub process: AgentProcess,
     pub shared: Arc<Shared>,
     /// Held while a prompt runs.
-    pub prompt_lock: tokio::sync::Mutex<()>,
-}
-
-/// Forgets the turn when a prompt ends, however it ends.
-struct TurnGuard<'a>(&'a Shared);
-
-impl Drop for TurnGuard<'_> {
-    fn drop(&mut self) {
-        self.0.lock().turn = None;
-    }
+    pub prompt_lock: PromptLock,
 }
 
 impl ClaudeSession {
@@ -80,11 +72,7 @@ impl AgentSession for ClaudeSession {
         text: &str,
         events: mpsc::UnboundedSender<AgentEvent>,
     ) -> Result<TurnOutcome, AgentError> {
-        let Ok(_running) = self.prompt_lock.try_lock() else {
-            return Err(AgentError::Protocol {
-                message: "a prompt is already running in this session".to_owned(),
-            });
-        };
+        let _running = self.prompt_lock.begin()?;
         let (done_tx, mut done) = oneshot::channel();
         {
             let mut state = self.shared.lock();
@@ -96,7 +84,8 @@ impl AgentSession for ClaudeSession {
             }
             state.turn = Some(Turn::new(events, done_tx));
         }
-        let _guard = TurnGuard(&self.shared);
+        // Forget the turn when the prompt ends, however it ends.
+        let _guard = OnDrop(|| self.shared.lock().turn = None);
         let message = json!({
             "type": "user",
             "message": {"role": "user", "content": [{"type": "text", "text": text}]},
@@ -119,7 +108,7 @@ impl AgentSession for ClaudeSession {
         match end {
             TurnEnd::Result(result) => map::outcome(&result, text, interrupted),
             TurnEnd::Mismatch(other) => {
-                self.shared.cancel_gen.send_modify(|g| *g += 1);
+                self.shared.cancels.cancel_all();
                 self.kill().await;
                 Err(self.mismatch_error(&other))
             }
@@ -138,7 +127,7 @@ impl AgentSession for ClaudeSession {
         )
         .await;
         // Then answer what still waits for a person "cancelled".
-        self.shared.cancel_gen.send_modify(|g| *g += 1);
+        self.shared.cancels.cancel_all();
         match acked {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => Err(control_error(e)),
@@ -155,8 +144,6 @@ impl AgentSession for ClaudeSession {
     }
 
     async fn shutdown(&self) {
-        self.shared.cancel_gen.send_modify(|g| *g += 1);
-        self.link.close().await;
-        self.process.shutdown().await;
+        turn::shutdown(&self.shared.cancels, self.link.close(), &self.process).await;
     }
 }

@@ -8,12 +8,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Map, Value};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 
 use super::map::{self, Partial};
 use super::wire::{Handler, Incoming, Link};
 use crate::driver::AgentEvent;
 use crate::jsonrpc::CloseInfo;
+use crate::turn::Cancels;
 
 /// How a turn ended, as seen by the reader.
 #[derive(Debug)]
@@ -79,9 +80,9 @@ pub(crate) struct State {
 #[derive(Debug)]
 pub(crate) struct Shared {
     state: Mutex<State>,
-    /// Bumped by cancel and shutdown; pending permission requests and questions are then
+    /// Fired by cancel and shutdown; pending permission requests and questions are then
     /// answered as cancelled.
-    pub cancel_gen: watch::Sender<u64>,
+    pub cancels: Cancels,
 }
 
 impl Shared {
@@ -94,7 +95,7 @@ impl Shared {
                 turn: None,
                 withdraw: HashMap::new(),
             }),
-            cancel_gen: watch::channel(0).0,
+            cancels: Cancels::default(),
         })
     }
 

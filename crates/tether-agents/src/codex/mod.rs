@@ -28,6 +28,7 @@ use crate::launch::{
     Handshake, Launched, StepError, finish_start, request_spec, resume_failure, spawn_agent,
 };
 use crate::process::ProcessSpec;
+use crate::turn::PromptLock;
 use session::CodexSession;
 use state::{Phase, Shared};
 
@@ -110,7 +111,7 @@ impl AgentDriver for CodexDriver {
             conn,
             process,
             shared,
-            prompt_lock: tokio::sync::Mutex::new(()),
+            prompt_lock: PromptLock::default(),
         }))
     }
 }

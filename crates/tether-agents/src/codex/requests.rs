@@ -156,12 +156,12 @@ impl Shared {
                 reply: tx,
             }));
         }
-        let mut cancelled = self.cancel_gen.subscribe();
+        let mut cancelled = self.cancels.watch();
         tokio::spawn(async move {
-            let reply = tokio::select! {
-                reply = rx => reply.unwrap_or(PermissionReply::Cancelled),
-                _ = cancelled.changed() => PermissionReply::Cancelled,
-            };
+            let reply = cancelled
+                .answer(rx)
+                .await
+                .unwrap_or(PermissionReply::Cancelled);
             let result = json!({"decision": decision(reply, &offered)});
             let _ = conn.respond(id, Ok(result)).await;
         });
@@ -174,7 +174,7 @@ impl Shared {
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
-        let mut cancelled = self.cancel_gen.subscribe();
+        let mut cancelled = self.cancels.watch();
         tokio::spawn(async move {
             let mut answers = Map::new();
             // One question at a time; the first unanswered one ends the asking.
@@ -188,10 +188,7 @@ impl Shared {
                 if events.send(AgentEvent::Question(request)).is_err() {
                     break;
                 }
-                let answer = tokio::select! {
-                    answer = rx => answer.ok().flatten(),
-                    _ = cancelled.changed() => None,
-                };
+                let answer = cancelled.answer(rx).await.flatten();
                 let (Some(answer), Some(qid)) = (answer, str_field(question, "id")) else {
                     break;
                 };

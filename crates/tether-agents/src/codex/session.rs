@@ -12,6 +12,7 @@ use super::state::{Phase, Shared, Turn, spawn_interrupt};
 use crate::driver::{AgentError, AgentEvent, AgentSession, StopReason, TurnOutcome};
 use crate::jsonrpc::{Connection, RpcError};
 use crate::process::AgentProcess;
+use crate::turn::{self, OnDrop, PromptLock};
 
 #[derive(Debug)]
 pub(crate) struct CodexSession {
@@ -20,19 +21,7 @@ pub(crate) struct CodexSession {
     pub process: AgentProcess,
     pub shared: Arc<Shared>,
     /// Held while a prompt runs.
-    pub prompt_lock: tokio::sync::Mutex<()>,
-}
-
-/// Puts the session back to idle when a prompt ends, however it ends.
-struct TurnGuard<'a>(&'a Shared);
-
-impl Drop for TurnGuard<'_> {
-    fn drop(&mut self) {
-        let mut state = self.0.lock();
-        if matches!(state.phase, Phase::Turn(_)) {
-            state.phase = Phase::Idle;
-        }
-    }
+    pub prompt_lock: PromptLock,
 }
 
 /// The outcome of a `turn/completed` turn object.
@@ -78,17 +67,14 @@ impl AgentSession for CodexSession {
         text: &str,
         events: mpsc::UnboundedSender<AgentEvent>,
     ) -> Result<TurnOutcome, AgentError> {
-        let Ok(_running) = self.prompt_lock.try_lock() else {
-            return Err(AgentError::Protocol {
-                message: "a prompt is already running in this session".to_owned(),
-            });
-        };
+        let _running = self.prompt_lock.begin()?;
         if let Some(info) = self.conn.closed() {
             return Err(info.to_error());
         }
         let (end_tx, end_rx) = oneshot::channel();
         self.shared.lock().phase = Phase::Turn(Box::new(Turn::new(events, end_tx)));
-        let _guard = TurnGuard(&self.shared);
+        // Back to idle when the prompt ends, however it ends.
+        let _guard = OnDrop(|| self.shared.lock().phase.leave_turn());
         let params = json!({
             "threadId": self.thread_id,
             "input": [{"type": "text", "text": text, "text_elements": []}],
@@ -122,11 +108,10 @@ impl AgentSession for CodexSession {
             }
         };
         let done = end.map_err(|info| info.to_error())?;
-        let (text, usage, error) =
-            match std::mem::replace(&mut self.shared.lock().phase, Phase::Idle) {
-                Phase::Turn(turn) => (turn.text, turn.usage, turn.error),
-                _ => (String::new(), None, None),
-            };
+        let (text, usage, error) = match self.shared.lock().phase.take_turn() {
+            Some(turn) => (turn.text, turn.usage, turn.error),
+            None => (String::new(), None, None),
+        };
         outcome(&done, text, usage, error)
     }
 
@@ -140,7 +125,7 @@ impl AgentSession for CodexSession {
             turn.turn_id.clone()
         };
         // Pending approvals and questions answer "cancel" (which also interrupts in Codex).
-        self.shared.cancel_gen.send_modify(|g| *g += 1);
+        self.shared.cancels.cancel_all();
         let Some(turn_id) = turn_id else {
             // Interrupted as soon as the turn id is known.
             return Ok(());
@@ -165,9 +150,7 @@ impl AgentSession for CodexSession {
     }
 
     async fn shutdown(&self) {
-        self.shared.cancel_gen.send_modify(|g| *g += 1);
-        self.conn.close().await;
-        self.process.shutdown().await;
+        turn::shutdown(&self.shared.cancels, self.conn.close(), &self.process).await;
     }
 }
 

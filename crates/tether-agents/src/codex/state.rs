@@ -8,20 +8,15 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 
 use super::items::{self, str_field};
 use crate::driver::AgentEvent;
 use crate::jsonrpc::{CloseInfo, Connection, Incoming};
+use crate::turn::Cancels;
 
-/// What the thread is doing, as far as notifications are concerned.
-#[derive(Debug)]
-pub(crate) enum Phase {
-    /// Before the thread exists: notifications are dropped.
-    Quiet,
-    Idle,
-    Turn(Box<Turn>),
-}
+/// What the thread is doing: `Quiet` before the thread exists (notifications are dropped).
+pub(crate) type Phase = crate::turn::Phase<Box<Turn>>;
 
 /// How a turn ended: the `turn` object of `turn/completed`, or the closed connection.
 pub(crate) type TurnEnd = Result<Value, CloseInfo>;
@@ -97,8 +92,8 @@ pub(crate) struct State {
 #[derive(Debug)]
 pub(crate) struct Shared {
     state: Mutex<State>,
-    /// Bumped by cancel and shutdown; pending approvals and questions answer "cancel".
-    pub cancel_gen: watch::Sender<u64>,
+    /// Fired by cancel and shutdown; pending approvals and questions answer "cancel".
+    pub cancels: Cancels,
 }
 
 impl Shared {
@@ -108,7 +103,7 @@ impl Shared {
                 thread_id: None,
                 phase: Phase::Quiet,
             }),
-            cancel_gen: watch::channel(0).0,
+            cancels: Cancels::default(),
         })
     }
 
