@@ -11,6 +11,7 @@ pub mod codex;
 mod driver;
 pub mod jsonrpc;
 mod launch;
+mod ndjson;
 pub mod process;
 mod turn;
 

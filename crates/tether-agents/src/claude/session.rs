@@ -12,11 +12,9 @@ use super::map;
 use super::state::{Shared, Turn, TurnEnd};
 use super::wire::{ControlError, Link};
 use crate::driver::{AgentError, AgentEvent, AgentSession, TurnOutcome};
+use crate::ndjson::WRITE_FAILURE_WAIT;
 use crate::process::AgentProcess;
 use crate::turn::{self, OnDrop, PromptLock};
-
-/// How long a failed write waits for the reader to report the closed pipe.
-const WRITE_FAILURE_WAIT: Duration = Duration::from_secs(2);
 
 /// How long `cancel` waits for claude to acknowledge the interrupt.
 const INTERRUPT_WAIT: Duration = Duration::from_secs(10);

@@ -1,26 +1,22 @@
 //! Claude Code's stream-json link: one JSON object per line in both directions. Not
 //! JSON-RPC: messages carry a `type`; our own `control_request`s are matched to the
 //! agent's `control_response`s by `request_id`, and everything else the agent prints is
-//! handed, in wire order, to a synchronous handler on the reader task. Non-JSON lines (and
-//! lines over [`MAX_LINE`]) are logged and skipped. When stdout ends, pending control requests fail with
+//! handed, in wire order, to a synchronous handler on the reader task. Lines are read by
+//! [`crate::ndjson`]: non-JSON lines (and lines over [`MAX_LINE`](crate::ndjson::MAX_LINE))
+//! are logged and skipped. When stdout ends, pending control requests fail with
 //! [`ControlError::Closed`] and the handler is told once, with the exit status and the
 //! stderr tail.
 //!
 //! Knows nothing about turns, tools or permissions.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::oneshot;
+use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::jsonrpc::{CloseInfo, LineRead, MAX_LINE, OnClose, read_line_capped};
-
-/// How long a control request whose write failed waits for the reader's close report.
-const WRITE_FAILURE_WAIT: Duration = Duration::from_secs(2);
+use crate::jsonrpc::{CloseInfo, OnClose};
+use crate::ndjson::{ClosedError, LineReader, LineWriter, Requests};
 
 /// A control request of ours that got no success answer.
 #[derive(Debug, Clone)]
@@ -31,6 +27,12 @@ pub(crate) enum ControlError {
     Closed(CloseInfo),
     /// Writing to the agent failed.
     Write(String),
+}
+
+impl ClosedError for ControlError {
+    fn closed(info: CloseInfo) -> Self {
+        ControlError::Closed(info)
+    }
 }
 
 /// What the reader hands to the handler.
@@ -45,18 +47,9 @@ pub(crate) enum Incoming {
 /// Called on the reader task for every incoming message, in order. Must not block.
 pub(crate) type Handler = Box<dyn FnMut(&Link, Incoming) + Send>;
 
-type Writer = Box<dyn AsyncWrite + Send + Unpin>;
-type Reply = Result<Value, ControlError>;
-
-#[derive(Default)]
-struct Pending {
-    waiting: HashMap<String, oneshot::Sender<Reply>>,
-    closed: Option<CloseInfo>,
-}
-
 struct Inner {
-    writer: tokio::sync::Mutex<Option<Writer>>,
-    pending: Mutex<Pending>,
+    writer: LineWriter,
+    requests: Requests<String, ControlError>,
     next_id: AtomicU64,
 }
 
@@ -84,8 +77,8 @@ impl Link {
     ) -> Link {
         let link = Link {
             inner: Arc::new(Inner {
-                writer: tokio::sync::Mutex::new(Some(Box::new(writer))),
-                pending: Mutex::new(Pending::default()),
+                writer: LineWriter::new(writer),
+                requests: Requests::default(),
                 next_id: AtomicU64::new(1),
             }),
         };
@@ -93,13 +86,9 @@ impl Link {
         link
     }
 
-    fn pending(&self) -> MutexGuard<'_, Pending> {
-        self.inner.pending.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// `Some` once the agent's output has ended.
     pub fn closed(&self) -> Option<CloseInfo> {
-        self.pending().closed.clone()
+        self.inner.requests.closed()
     }
 
     /// Sends `control_request{request}` and waits for the matching `control_response`;
@@ -109,33 +98,8 @@ impl Link {
             "tether-{}",
             self.inner.next_id.fetch_add(1, Ordering::Relaxed)
         );
-        let (tx, rx) = oneshot::channel();
-        {
-            let mut pending = self.pending();
-            if let Some(info) = &pending.closed {
-                return Err(ControlError::Closed(info.clone()));
-            }
-            pending.waiting.insert(id.clone(), tx);
-        }
-        let _cleanup = RemoveOnDrop {
-            link: self,
-            id: id.clone(),
-        };
         let message = json!({"type": "control_request", "request_id": id, "request": request});
-        if let Err(e) = self.send(&message).await {
-            // Most likely the process died: prefer the reader's report with the stderr tail.
-            return match tokio::time::timeout(WRITE_FAILURE_WAIT, rx).await {
-                Ok(Ok(reply)) => reply,
-                _ => Err(e),
-            };
-        }
-        match rx.await {
-            Ok(reply) => reply,
-            Err(_) => Err(ControlError::Closed(self.closed().unwrap_or(CloseInfo {
-                status: "connection dropped".to_owned(),
-                stderr_tail: String::new(),
-            }))),
-        }
+        self.inner.requests.call(id, self.send(&message)).await
     }
 
     /// Answers the agent's control request `request_id`: success with `response`, or an
@@ -157,35 +121,21 @@ impl Link {
 
     /// Writes one message as one line.
     pub async fn send(&self, message: &Value) -> Result<(), ControlError> {
-        let mut line =
-            serde_json::to_vec(message).map_err(|e| ControlError::Write(e.to_string()))?;
-        line.push(b'\n');
-        let mut writer = self.inner.writer.lock().await;
-        let Some(w) = writer.as_mut() else {
-            return Err(ControlError::Write("connection closed".to_owned()));
-        };
-        let result = async {
-            w.write_all(&line).await?;
-            w.flush().await
-        }
-        .await;
-        result.map_err(|e| ControlError::Write(format!("writing to agent: {e}")))
+        self.inner
+            .writer
+            .send(message)
+            .await
+            .map_err(ControlError::Write)
     }
 
     /// Closes the agent's stdin (claude exits on end of input). Later sends fail.
     pub async fn close(&self) {
-        if let Some(mut writer) = self.inner.writer.lock().await.take() {
-            let _ = writer.shutdown().await;
-        }
+        self.inner.writer.close().await;
     }
 
     fn resolve(&self, response: &Value) {
         let Some(id) = response.get("request_id").and_then(Value::as_str) else {
             tracing::debug!("control_response without request_id");
-            return;
-        };
-        let Some(tx) = self.pending().waiting.remove(id) else {
-            tracing::debug!(id, "control_response to an unknown or abandoned request");
             return;
         };
         let reply = match response.get("subtype").and_then(Value::as_str) {
@@ -198,30 +148,9 @@ impl Link {
             )),
             _ => Ok(response.get("response").cloned().unwrap_or(Value::Null)),
         };
-        let _ = tx.send(reply);
-    }
-
-    fn mark_closed(&self, info: CloseInfo) {
-        let waiting = {
-            let mut pending = self.pending();
-            pending.closed = Some(info.clone());
-            std::mem::take(&mut pending.waiting)
-        };
-        for (_, tx) in waiting {
-            let _ = tx.send(Err(ControlError::Closed(info.clone())));
+        if !self.inner.requests.resolve(&id.to_owned(), reply) {
+            tracing::debug!(id, "control_response to an unknown or abandoned request");
         }
-    }
-}
-
-/// Forgets a pending request whose caller stopped waiting.
-struct RemoveOnDrop<'a> {
-    link: &'a Link,
-    id: String,
-}
-
-impl Drop for RemoveOnDrop<'_> {
-    fn drop(&mut self) {
-        self.link.pending().waiting.remove(&self.id);
     }
 }
 
@@ -231,41 +160,15 @@ async fn read_loop(
     mut handler: Handler,
     on_close: OnClose,
 ) {
-    let mut reader = BufReader::new(reader);
-    let mut buf = Vec::new();
-    loop {
-        match read_line_capped(&mut reader, &mut buf, MAX_LINE).await {
-            Ok(LineRead::Eof) => break,
-            Ok(LineRead::Line) => {}
-            Ok(LineRead::TooLong(len)) => {
-                tracing::warn!(len, "skipping an over-long line from claude");
-                continue;
-            }
-            Err(e) => {
-                tracing::warn!("reading agent output: {e}");
-                break;
-            }
-        }
-        let line = String::from_utf8_lossy(&buf);
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        match serde_json::from_str::<Value>(line) {
-            Ok(Value::Object(mut message)) => {
-                if message.get("type").and_then(Value::as_str) == Some("control_response") {
-                    link.resolve(&message.remove("response").unwrap_or(Value::Null));
-                } else {
-                    handler(&link, Incoming::Message(message));
-                }
-            }
-            _ => {
-                let cut: String = line.chars().take(200).collect();
-                tracing::warn!(line = %cut, "skipping non-JSON line from claude");
-            }
+    let mut reader = LineReader::new(reader, "claude");
+    while let Some(mut message) = reader.next_object().await {
+        if message.get("type").and_then(Value::as_str) == Some("control_response") {
+            link.resolve(&message.remove("response").unwrap_or(Value::Null));
+        } else {
+            handler(&link, Incoming::Message(message));
         }
     }
     let info = on_close().await;
-    link.mark_closed(info.clone());
+    link.inner.requests.close(info.clone());
     handler(&link, Incoming::Closed(info));
 }
