@@ -9,10 +9,10 @@ mod support;
 use std::path::Path;
 use std::time::Duration;
 
-use support::{Answer, pids_with, t, text_of};
+use support::{Answer, t, text_of};
 use tether_agents::{
-    AcpDriver, AgentDriver, AgentError, AgentSession, DriverKind, PermissionReply, StartRequest,
-    StopReason, TurnOutcome,
+    AcpDriver, AgentError, AgentSession, DriverKind, PermissionReply, StartRequest, StopReason,
+    TurnOutcome,
 };
 use tether_proto::Decision;
 use tokio::sync::mpsc;
@@ -202,23 +202,7 @@ async fn cancel_ends_the_turn() {
 async fn crash_mid_turn_reports_the_stderr_tail() {
     let dir = tempfile::tempdir().unwrap();
     let session = start(dir.path(), &[], None).await;
-    let (outcome, _) = turn(session.as_ref(), "crash", Answer::None).await;
-    match outcome {
-        Err(AgentError::Crashed {
-            status,
-            stderr_tail,
-        }) => {
-            assert!(status.contains('3'), "{status}");
-            assert!(stderr_tail.contains("crashing as asked"), "{stderr_tail}");
-        }
-        other => panic!("{other:?}"),
-    }
-    assert!(!session.is_alive());
-    let (again, _) = turn(session.as_ref(), "hello", Answer::None).await;
-    assert!(
-        matches!(again, Err(AgentError::Crashed { .. })),
-        "{again:?}"
-    );
+    support::crash_mid_turn(session.as_ref(), support::describe).await;
     t(session.shutdown()).await;
     assert!(gone(dir.path()).await);
 }
@@ -242,47 +226,18 @@ async fn garbage_is_skipped_and_failures_are_agent_errors() {
 #[tokio::test]
 async fn start_up_failures() {
     let dir = tempfile::tempdir().unwrap();
-    match start_err(AcpDriver::default(), dir.path(), &["--exit-on-start"], None).await {
-        AgentError::Spawn { stderr_tail, .. } => {
-            assert!(stderr_tail.contains("exiting on start"), "{stderr_tail}")
-        }
-        other => panic!("{other}"),
-    }
-
     let quick = AcpDriver {
         start_timeout: Duration::from_millis(300),
     };
-    match start_err(quick, dir.path(), &["--no-initialize-reply"], None).await {
-        AgentError::Timeout { what, .. } => assert_eq!(what, "initialize"),
-        other => panic!("{other}"),
-    }
-    assert!(gone(dir.path()).await, "process left behind");
-
-    let mut missing = request(dir.path(), &[], None);
-    missing.spec.command = dir.path().join("no-such-agent").display().to_string();
-    match t(AcpDriver::default().start(missing)).await {
-        Err(AgentError::Spawn { message, .. }) => assert!(message.contains("no-such-agent")),
-        Err(other) => panic!("{other}"),
-        Ok(_) => panic!("started a missing binary"),
-    }
+    let request = |flags: &[&str]| request(dir.path(), flags, None);
+    let arg = dir.path().display().to_string();
+    support::start_up_failures(&AcpDriver::default(), &quick, request, &arg).await;
 }
 
 #[tokio::test]
 async fn shutdown_and_drop_kill_and_reap() {
     let dir = tempfile::tempdir().unwrap();
     let arg = dir.path().display().to_string();
-    let session = start(dir.path(), &[], None).await;
-    assert_eq!(pids_with(&arg).len(), 1);
-    assert!(session.is_alive());
-    t(session.shutdown()).await;
-    assert!(!session.is_alive());
-    assert!(pids_with(&arg).is_empty(), "not reaped");
-
-    // Dropping a session in the middle of a turn kills its process group.
-    let session = start(dir.path(), &[], None).await;
-    let (tx, _rx) = mpsc::unbounded_channel();
-    let _ = tokio::time::timeout(Duration::from_millis(200), session.prompt("hang", tx)).await;
-    assert_eq!(pids_with(&arg).len(), 1);
-    drop(session);
-    assert!(gone(dir.path()).await, "not killed on drop");
+    support::shutdown_reaps(start(dir.path(), &[], None).await, &arg).await;
+    support::drop_mid_turn_kills(start(dir.path(), &[], None).await, &arg).await;
 }

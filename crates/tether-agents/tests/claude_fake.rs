@@ -9,10 +9,10 @@ mod support;
 use std::path::Path;
 use std::time::Duration;
 
-use support::{Answer, pids_with, t, text_of};
+use support::{Answer, t, text_of};
 use tether_agents::{
-    AgentDriver, AgentError, AgentEvent, AgentSession, ClaudeDriver, DriverKind, PermissionReply,
-    StartRequest, StopReason, TurnOutcome,
+    AgentError, AgentEvent, AgentSession, ClaudeDriver, DriverKind, PermissionReply, StartRequest,
+    StopReason, TurnOutcome,
 };
 use tether_proto::Decision;
 use tokio::sync::mpsc;
@@ -294,24 +294,8 @@ async fn cancel_ends_the_turn_and_the_session_goes_on() {
 async fn crash_mid_turn_reports_the_stderr_tail() {
     let dir = tempfile::tempdir().unwrap();
     let session = start(dir.path(), &[], None).await;
-    let (outcome, seen) = turn(session.as_ref(), "crash", Answer::None).await;
-    match outcome {
-        Err(AgentError::Crashed {
-            status,
-            stderr_tail,
-        }) => {
-            assert!(status.contains('3'), "{status}");
-            assert!(stderr_tail.contains("crashing as asked"), "{stderr_tail}");
-        }
-        other => panic!("{other:?}"),
-    }
+    let seen = support::crash_mid_turn(session.as_ref(), describe).await;
     assert_eq!(seen, ["delta:about to crash"]);
-    assert!(!session.is_alive());
-    let (again, _) = turn(session.as_ref(), "hello", Answer::None).await;
-    assert!(
-        matches!(again, Err(AgentError::Crashed { .. })),
-        "{again:?}"
-    );
     t(session.shutdown()).await;
     assert!(gone(dir.path()).await);
 }
@@ -341,46 +325,17 @@ async fn failed_turns_are_agent_errors_not_crashes() {
 #[tokio::test]
 async fn start_up_failures() {
     let dir = tempfile::tempdir().unwrap();
-    match start_err(
-        ClaudeDriver::default(),
-        dir.path(),
-        &["--exit-on-start"],
-        None,
-    )
-    .await
-    {
-        AgentError::Spawn { stderr_tail, .. } => {
-            assert!(stderr_tail.contains("exiting on start"), "{stderr_tail}")
-        }
-        other => panic!("{other}"),
-    }
-
     let quick = ClaudeDriver {
         start_timeout: Duration::from_millis(300),
     };
-    match start_err(quick, dir.path(), &["--no-initialize-reply"], None).await {
-        AgentError::Timeout { what, .. } => assert_eq!(what, "initialize"),
-        other => panic!("{other}"),
-    }
-    assert!(gone(dir.path()).await, "process left behind");
-
-    let mut missing = request(dir.path(), &[], None);
-    missing.spec.command = dir.path().join("no-such-agent").display().to_string();
-    match t(ClaudeDriver::default().start(missing)).await {
-        Err(AgentError::Spawn { message, .. }) => assert!(message.contains("no-such-agent")),
-        Err(other) => panic!("{other}"),
-        Ok(_) => panic!("started a missing binary"),
-    }
+    let request = |flags: &[&str]| request(dir.path(), flags, None);
+    let arg = dir.path().join("state").display().to_string();
+    support::start_up_failures(&ClaudeDriver::default(), &quick, request, &arg).await;
 }
 
 #[tokio::test]
 async fn drop_mid_turn_kills_the_process() {
     let dir = tempfile::tempdir().unwrap();
     let arg = dir.path().join("state").display().to_string();
-    let session = start(dir.path(), &[], None).await;
-    assert_eq!(pids_with(&arg).len(), 1);
-    let (tx, _rx) = mpsc::unbounded_channel();
-    let _ = tokio::time::timeout(Duration::from_millis(200), session.prompt("hang", tx)).await;
-    drop(session);
-    assert!(gone(dir.path()).await, "not killed on drop");
+    support::drop_mid_turn_kills(start(dir.path(), &[], None).await, &arg).await;
 }

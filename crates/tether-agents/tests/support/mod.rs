@@ -173,3 +173,80 @@ pub async fn gone(arg: &str) -> bool {
     }
     false
 }
+
+/// The fake crashes mid-turn when asked (`crash`: exit status 3, "crashing as asked" on
+/// stderr): the turn fails as [`AgentError::Crashed`] with the status and the stderr tail,
+/// the session is dead, and the next turn fails the same way. The crashing turn's events.
+pub async fn crash_mid_turn(session: &dyn AgentSession, describe: Describe) -> Vec<String> {
+    let (outcome, seen) = turn(session, "crash", Answer::None, describe).await;
+    match outcome {
+        Err(AgentError::Crashed {
+            status,
+            stderr_tail,
+        }) => {
+            assert!(status.contains('3'), "{status}");
+            assert!(stderr_tail.contains("crashing as asked"), "{stderr_tail}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!session.is_alive());
+    let (again, _) = turn(session, "hello", Answer::None, describe).await;
+    assert!(
+        matches!(again, Err(AgentError::Crashed { .. })),
+        "{again:?}"
+    );
+    seen
+}
+
+/// Start-up failures: an agent that exits on start is a spawn error with its stderr tail;
+/// one that never answers `initialize` times out (with `quick`'s short start timeout) and
+/// is not left behind (`process_arg` is on its command line); a missing binary is a spawn
+/// error naming it. `request(flags)` is the fake agent's start request.
+pub async fn start_up_failures(
+    default: &dyn AgentDriver,
+    quick: &dyn AgentDriver,
+    request: impl Fn(&[&str]) -> StartRequest,
+    process_arg: &str,
+) {
+    match start_err(default, request(&["--exit-on-start"])).await {
+        AgentError::Spawn { stderr_tail, .. } => {
+            assert!(stderr_tail.contains("exiting on start"), "{stderr_tail}")
+        }
+        other => panic!("{other}"),
+    }
+
+    match start_err(quick, request(&["--no-initialize-reply"])).await {
+        AgentError::Timeout { what, .. } => assert_eq!(what, "initialize"),
+        other => panic!("{other}"),
+    }
+    assert!(gone(process_arg).await, "process left behind");
+
+    let mut missing = request(&[]);
+    missing.spec.command = missing.cwd.join("no-such-agent").display().to_string();
+    match t(default.start(missing)).await {
+        Err(AgentError::Spawn { message, .. }) => assert!(message.contains("no-such-agent")),
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("started a missing binary"),
+    }
+}
+
+/// Shutting a live session down ends its process and reaps it (`process_arg` is on the
+/// process's command line).
+pub async fn shutdown_reaps(session: Box<dyn AgentSession>, process_arg: &str) {
+    assert_eq!(pids_with(process_arg).len(), 1);
+    assert!(session.is_alive());
+    t(session.shutdown()).await;
+    assert!(!session.is_alive());
+    assert!(pids_with(process_arg).is_empty(), "not reaped");
+}
+
+/// Dropping a session in the middle of a turn (the fake hangs on `hang`) kills its process
+/// group.
+pub async fn drop_mid_turn_kills(session: Box<dyn AgentSession>, process_arg: &str) {
+    assert_eq!(pids_with(process_arg).len(), 1);
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let _ = tokio::time::timeout(Duration::from_millis(200), session.prompt("hang", tx)).await;
+    assert_eq!(pids_with(process_arg).len(), 1);
+    drop(session);
+    assert!(gone(process_arg).await, "not killed on drop");
+}
