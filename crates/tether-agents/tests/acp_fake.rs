@@ -15,7 +15,6 @@ use tether_agents::{
     TurnOutcome,
 };
 use tether_proto::Decision;
-use tokio::sync::mpsc;
 
 fn request(dir: &Path, flags: &[&str], resume: Option<&str>) -> StartRequest {
     let args = vec![
@@ -184,14 +183,7 @@ async fn cancel_ends_the_turn() {
     // A pending permission request is answered "cancelled" by the cancel.
     let (outcome, _) = turn(session.as_ref(), "approve rm it", Answer::Cancel).await;
     assert_eq!(outcome.expect("turn").stop_reason, StopReason::Cancelled);
-    // A turn that sends nothing at all.
-    let (tx, _rx) = mpsc::unbounded_channel();
-    let cancel_later = async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        t(session.cancel()).await.expect("cancel");
-    };
-    let (outcome, ()) = t(async { tokio::join!(session.prompt("hang", tx), cancel_later) }).await;
-    assert_eq!(outcome.expect("turn").stop_reason, StopReason::Cancelled);
+    support::cancel_a_silent_turn(session.as_ref()).await;
     // Still usable after cancelling.
     let text = text_of(session.as_ref(), "after").await;
     assert!(text.starts_with("echo: after"), "{text}");

@@ -15,7 +15,6 @@ use tether_agents::{
     StopReason, TurnOutcome,
 };
 use tether_proto::Decision;
-use tokio::sync::mpsc;
 
 /// The fake agent with the real claude arguments (plus the fake's own flags).
 fn request(dir: &Path, flags: &[&str], resume: Option<&str>) -> StartRequest {
@@ -274,14 +273,7 @@ async fn cancel_ends_the_turn_and_the_session_goes_on() {
     // A pending permission request is answered by the cancel.
     let (outcome, _) = turn(session.as_ref(), "approve rm it", Answer::Cancel).await;
     assert_eq!(outcome.expect("turn").stop_reason, StopReason::Cancelled);
-    // A turn that sends nothing at all.
-    let (tx, _rx) = mpsc::unbounded_channel();
-    let cancel_later = async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        t(session.cancel()).await.expect("cancel");
-    };
-    let (outcome, ()) = t(async { tokio::join!(session.prompt("hang", tx), cancel_later) }).await;
-    assert_eq!(outcome.expect("turn").stop_reason, StopReason::Cancelled);
+    support::cancel_a_silent_turn(session.as_ref()).await;
     // Cancelling with no turn running is a no-op.
     t(session.cancel()).await.expect("idle cancel");
     let text = text_of(session.as_ref(), "after").await;

@@ -15,7 +15,6 @@ use tether_agents::{
     StopReason, TurnOutcome,
 };
 use tether_proto::Decision;
-use tokio::sync::mpsc;
 
 fn request(dir: &Path, flags: &[&str], resume: Option<&str>) -> StartRequest {
     let args = vec![
@@ -236,14 +235,7 @@ async fn cancel_interrupts_the_turn() {
     let (outcome, seen) = turn(session.as_ref(), "approve rm it", Answer::Cancel).await;
     assert_eq!(outcome.expect("turn").stop_reason, StopReason::Cancelled);
     assert_eq!(seen[0], "tool:echo rm it:execute:in_progress");
-    // A turn that sends nothing at all.
-    let (tx, _rx) = mpsc::unbounded_channel();
-    let cancel_later = async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        t(session.cancel()).await.expect("cancel");
-    };
-    let (outcome, ()) = t(async { tokio::join!(session.prompt("hang", tx), cancel_later) }).await;
-    assert_eq!(outcome.expect("turn").stop_reason, StopReason::Cancelled);
+    support::cancel_a_silent_turn(session.as_ref()).await;
     // Cancelling while idle is harmless, and the thread is still usable.
     t(session.cancel()).await.expect("idle cancel");
     let text = text_of(session.as_ref(), "after").await;

@@ -250,3 +250,15 @@ pub async fn drop_mid_turn_kills(session: Box<dyn AgentSession>, process_arg: &s
     drop(session);
     assert!(gone(process_arg).await, "not killed on drop");
 }
+
+/// Cancelling a turn in which the agent sends nothing at all (the fake hangs on `hang`)
+/// ends it as cancelled.
+pub async fn cancel_a_silent_turn(session: &dyn AgentSession) {
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let cancel_later = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        t(session.cancel()).await.expect("cancel");
+    };
+    let (outcome, ()) = t(async { tokio::join!(session.prompt("hang", tx), cancel_later) }).await;
+    assert_eq!(outcome.expect("turn").stop_reason, StopReason::Cancelled);
+}
