@@ -1,9 +1,10 @@
 //! Session mechanics the drivers share: one prompt at a time ([`PromptLock`]), what the
-//! reader task is doing ([`Phase`]), undoing a turn however a prompt ends ([`OnDrop`]),
+//! reader task is doing ([`Phase`]) and the state both sides share ([`Shared`]), undoing a turn however a prompt ends ([`OnDrop`]),
 //! answering whatever waits for a person "cancelled" ([`Cancels`]), and the order of a
 //! shutdown ([`shutdown`]).
 
 use std::future::Future;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{MutexGuard, oneshot, watch};
 
@@ -50,6 +51,28 @@ impl<T> Phase<T> {
         if self.is_turn() {
             *self = Phase::Idle;
         }
+    }
+}
+
+/// A driver's session state `S`, shared between the session handle and the reader task's
+/// handler, plus the session's [`Cancels`] (fired by cancel and shutdown: pending
+/// permission requests and questions are then answered as cancelled).
+#[derive(Debug)]
+pub(crate) struct Shared<S> {
+    state: Mutex<S>,
+    pub cancels: Cancels,
+}
+
+impl<S> Shared<S> {
+    pub fn with_state(state: S) -> Arc<Self> {
+        Arc::new(Shared {
+            state: Mutex::new(state),
+            cancels: Cancels::default(),
+        })
+    }
+
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, S> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

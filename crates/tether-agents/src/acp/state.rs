@@ -3,7 +3,7 @@
 //! → [`PermissionRequest`], `elicitation/create` → [`QuestionRequest`]; everything else
 //! the agent asks for (fs, terminal, unknown) is refused with "method not found".
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -12,7 +12,6 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::driver::{AgentEvent, PermissionReply, PermissionRequest, QuestionRequest};
 use crate::jsonrpc::{Connection, Incoming, METHOD_NOT_FOUND};
-use crate::turn::Cancels;
 
 /// What the session is doing: `Quiet` before a session exists, or while `session/load`
 /// replays history (updates are dropped).
@@ -39,30 +38,17 @@ pub(crate) struct State {
 }
 
 /// Shared between the session handle and the reader task's handler.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    state: Mutex<State>,
-    /// Fired by cancel and shutdown; pending permission requests and questions answer
-    /// "cancelled".
-    pub cancels: Cancels,
-}
+pub(crate) type Shared = crate::turn::Shared<State>;
 
 impl Shared {
     pub fn new() -> Arc<Self> {
-        Arc::new(Shared {
-            state: Mutex::new(State {
-                session_id: None,
-                strict: false,
-                mismatch: None,
-                phase: Phase::Quiet,
-                last_replayed: None,
-            }),
-            cancels: Cancels::default(),
+        Shared::with_state(State {
+            session_id: None,
+            strict: false,
+            mismatch: None,
+            phase: Phase::Quiet,
+            last_replayed: None,
         })
-    }
-
-    pub fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// After `session/load` answered: if the agent replayed history, waits until it has

@@ -5,7 +5,7 @@
 //! updates, `result` → the end of the turn. Control requests go to [`super::control`].
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
@@ -14,7 +14,6 @@ use super::map::{self, Partial};
 use super::wire::{Handler, Incoming, Link};
 use crate::driver::AgentEvent;
 use crate::jsonrpc::CloseInfo;
-use crate::turn::Cancels;
 
 /// How a turn ended, as seen by the reader.
 #[derive(Debug)]
@@ -77,30 +76,17 @@ pub(crate) struct State {
 }
 
 /// Shared between the session handle and the reader task's handler.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    state: Mutex<State>,
-    /// Fired by cancel and shutdown; pending permission requests and questions are then
-    /// answered as cancelled.
-    pub cancels: Cancels,
-}
+pub(crate) type Shared = crate::turn::Shared<State>;
 
 impl Shared {
     pub fn new(session_id: String) -> Arc<Self> {
-        Arc::new(Shared {
-            state: Mutex::new(State {
-                session_id,
-                mismatch: None,
-                closed: None,
-                turn: None,
-                withdraw: HashMap::new(),
-            }),
-            cancels: Cancels::default(),
+        Shared::with_state(State {
+            session_id,
+            mismatch: None,
+            closed: None,
+            turn: None,
+            withdraw: HashMap::new(),
         })
-    }
-
-    pub fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The handler for [`Link::spawn`].

@@ -5,7 +5,7 @@
 //! `turn/completed` → the end of the turn. Server→client requests are in [`super::requests`].
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
@@ -13,7 +13,6 @@ use tokio::sync::{mpsc, oneshot};
 use super::items::{self, str_field};
 use crate::driver::AgentEvent;
 use crate::jsonrpc::{CloseInfo, Connection, Incoming};
-use crate::turn::Cancels;
 
 /// What the thread is doing: `Quiet` before the thread exists (notifications are dropped).
 pub(crate) type Phase = crate::turn::Phase<Box<Turn>>;
@@ -89,26 +88,14 @@ pub(crate) struct State {
 }
 
 /// Shared between the session handle and the reader task's handler.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    state: Mutex<State>,
-    /// Fired by cancel and shutdown; pending approvals and questions answer "cancel".
-    pub cancels: Cancels,
-}
+pub(crate) type Shared = crate::turn::Shared<State>;
 
 impl Shared {
     pub fn new() -> Arc<Self> {
-        Arc::new(Shared {
-            state: Mutex::new(State {
-                thread_id: None,
-                phase: Phase::Quiet,
-            }),
-            cancels: Cancels::default(),
+        Shared::with_state(State {
+            thread_id: None,
+            phase: Phase::Quiet,
         })
-    }
-
-    pub fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The handler for [`Connection::spawn`].
