@@ -178,6 +178,23 @@ impl Connection {
         self.send(message).await
     }
 
+    /// Refuses an incoming request with "method not found" (without waiting for the write).
+    pub fn refuse(&self, id: Value, message: String) {
+        let conn = self.clone();
+        tokio::spawn(async move {
+            let _ = conn.respond(id, Err((METHOD_NOT_FOUND, message))).await;
+        });
+    }
+
+    /// The error for a failed request or notification: the crash report once the peer's
+    /// output has ended (most likely why it failed), else `e` as an [`AgentError`].
+    pub fn failure(&self, e: RpcError) -> AgentError {
+        match self.closed() {
+            Some(info) => info.to_error(),
+            None => e.into_agent_error(),
+        }
+    }
+
     /// Closes the writing side (the peer sees end of input). Later sends fail.
     pub async fn close(&self) {
         self.inner.writer.close().await;

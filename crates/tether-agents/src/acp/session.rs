@@ -118,10 +118,7 @@ impl AgentSession for AcpSession {
         // Then answer pending permission requests and questions "cancelled" (ACP wants the
         // client to do so after cancelling).
         self.shared.cancels.cancel_all();
-        sent.map_err(|e| match self.conn.closed() {
-            Some(info) => info.to_error(),
-            None => e.into_agent_error(),
-        })
+        sent.map_err(|e| self.conn.failure(e))
     }
 
     fn is_alive(&self) -> bool {

@@ -11,7 +11,7 @@ use tether_proto::Decision;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::driver::{AgentEvent, PermissionReply, PermissionRequest, QuestionRequest};
-use crate::jsonrpc::{Connection, Incoming, METHOD_NOT_FOUND};
+use crate::jsonrpc::{Connection, Incoming};
 
 /// What the session is doing: `Quiet` before a session exists, or while `session/load`
 /// replays history (updates are dropped).
@@ -141,10 +141,7 @@ impl Shared {
             "elicitation/create" => self.on_elicitation(conn, id, params),
             _ => {
                 tracing::debug!(%method, "refusing ACP request");
-                let message = format!("method not supported by tether: {method}");
-                tokio::spawn(async move {
-                    let _ = conn.respond(id, Err((METHOD_NOT_FOUND, message))).await;
-                });
+                conn.refuse(id, format!("method not supported by tether: {method}"));
             }
         }
     }

@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::items::{self, str_field};
 use super::state::Shared;
 use crate::driver::{AgentEvent, PermissionReply, PermissionRequest, QuestionRequest};
-use crate::jsonrpc::{Connection, METHOD_NOT_FOUND};
+use crate::jsonrpc::Connection;
 
 /// The wire decision for a reply; `offered` is what the request offered.
 pub(crate) fn decision(reply: PermissionReply, offered: &[Decision]) -> &'static str {
@@ -119,10 +119,7 @@ impl Shared {
             "item/tool/requestUserInput" => self.on_user_input(conn, id, params),
             _ => {
                 tracing::debug!(%method, "refusing Codex request");
-                let message = format!("tether does not support {method}");
-                tokio::spawn(async move {
-                    let _ = conn.respond(id, Err((METHOD_NOT_FOUND, message))).await;
-                });
+                conn.refuse(id, format!("tether does not support {method}"));
             }
         }
     }
@@ -202,6 +199,7 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jsonrpc::METHOD_NOT_FOUND;
 
     #[test]
     fn decisions_map_to_codex_words() {

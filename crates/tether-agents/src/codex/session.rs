@@ -138,10 +138,7 @@ impl AgentSession for CodexSession {
                 tracing::debug!("turn/interrupt refused: {message}");
                 Ok(())
             }
-            Err(e) => Err(match self.conn.closed() {
-                Some(info) => info.to_error(),
-                None => e.into_agent_error(),
-            }),
+            Err(e) => Err(self.conn.failure(e)),
         }
     }
 
