@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio::process::{ChildStdin, ChildStdout};
 
 use crate::driver::{AgentError, StartRequest};
-use crate::jsonrpc::{CloseInfo, Connection, OnClose, RpcError};
+use crate::jsonrpc::{CloseInfo, Connection, Handler, OnClose, Options, RpcError};
 use crate::process::{AgentProcess, ProcessSpec, Spawned};
 
 /// How long to wait for the exit status and the end of stderr once stdout closed.
@@ -65,6 +65,24 @@ pub(crate) fn spawn_agent(
         stdout,
         on_close,
     })
+}
+
+/// Spawns a JSON-RPC agent (ACP, Codex) and connects to it; `handler` gets what it sends,
+/// `on_closed` sees the close report (see [`spawn_agent`]).
+pub(crate) fn spawn_rpc(
+    spec: &ProcessSpec,
+    options: Options,
+    handler: Handler,
+    on_closed: impl FnOnce(&CloseInfo) + Send + 'static,
+) -> Result<(AgentProcess, Connection), AgentError> {
+    let Launched {
+        process,
+        stdin,
+        stdout,
+        on_close,
+    } = spawn_agent(spec, on_closed)?;
+    let conn = Connection::spawn(stdout, stdin, options, handler, on_close);
+    Ok((process, conn))
 }
 
 /// The result of a start-up handshake; on failure first closes the agent's stdin (`close`)

@@ -13,10 +13,8 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::driver::{AgentDriver, AgentError, AgentSession, StartRequest};
-use crate::jsonrpc::{Connection, Options};
-use crate::launch::{
-    Handshake, Launched, StepError, finish_start, request_spec, resume_failure, spawn_agent,
-};
+use crate::jsonrpc::Options;
+use crate::launch::{Handshake, StepError, finish_start, request_spec, resume_failure, spawn_rpc};
 use crate::turn::PromptLock;
 use session::AcpSession;
 use state::{Phase, Shared};
@@ -48,22 +46,11 @@ impl Default for AcpDriver {
 #[async_trait]
 impl AgentDriver for AcpDriver {
     async fn start(&self, req: StartRequest) -> Result<Box<dyn AgentSession>, AgentError> {
-        let Launched {
-            process,
-            stdin,
-            stdout,
-            on_close,
-        } = spawn_agent(&request_spec(&req), |_| {})?;
         let shared = Shared::new();
-        let conn = Connection::spawn(
-            stdout,
-            stdin,
-            Options {
-                jsonrpc_field: true,
-            },
-            shared.handler(),
-            on_close,
-        );
+        let options = Options {
+            jsonrpc_field: true,
+        };
+        let (process, conn) = spawn_rpc(&request_spec(&req), options, shared.handler(), |_| {})?;
         let starter = Starter {
             rpc: Handshake {
                 conn: &conn,

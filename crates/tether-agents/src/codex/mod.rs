@@ -23,10 +23,8 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::driver::{AgentDriver, AgentError, AgentSession, McpServer, StartRequest};
-use crate::jsonrpc::{Connection, Options};
-use crate::launch::{
-    Handshake, Launched, StepError, finish_start, request_spec, resume_failure, spawn_agent,
-};
+use crate::jsonrpc::Options;
+use crate::launch::{Handshake, StepError, finish_start, request_spec, resume_failure, spawn_rpc};
 use crate::process::ProcessSpec;
 use crate::turn::PromptLock;
 use session::CodexSession;
@@ -73,27 +71,16 @@ impl AgentDriver for CodexDriver {
         let (approval, sandbox, env) = settings(&req.spec.env);
         let shared = Shared::new();
         let closed = Arc::clone(&shared);
-        let Launched {
-            process,
-            stdin,
-            stdout,
-            on_close,
-        } = spawn_agent(
-            &ProcessSpec {
-                env,
-                ..request_spec(&req)
-            },
-            move |info| closed.on_closed(info),
-        )?;
-        let conn = Connection::spawn(
-            stdout,
-            stdin,
-            Options {
-                jsonrpc_field: false,
-            },
-            shared.handler(),
-            on_close,
-        );
+        let spec = ProcessSpec {
+            env,
+            ..request_spec(&req)
+        };
+        let options = Options {
+            jsonrpc_field: false,
+        };
+        let (process, conn) = spawn_rpc(&spec, options, shared.handler(), move |info| {
+            closed.on_closed(info)
+        })?;
         let starter = Starter {
             rpc: Handshake {
                 conn: &conn,
