@@ -1,7 +1,7 @@
 //! Session mechanics the drivers share: one prompt at a time ([`PromptLock`]), what the
-//! reader task is doing ([`Phase`]) and the state both sides share ([`Shared`]), undoing a turn however a prompt ends ([`OnDrop`]),
-//! answering whatever waits for a person "cancelled" ([`Cancels`]), and the order of a
-//! shutdown ([`shutdown`]).
+//! reader task is doing ([`Phase`]) and the state both sides share ([`Shared`]), undoing
+//! a turn however a prompt ends ([`OnDrop`]), answering whatever waits for a person
+//! "cancelled" ([`Cancels`]), and the order of a shutdown ([`shutdown`]).
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
