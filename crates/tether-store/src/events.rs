@@ -1,12 +1,18 @@
 //! Events (gap-free `seq` per session) and the conversation history.
 
-use sqlx::SqliteConnection;
+use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 use tether_proto::{EventEnvelope, EventPayload, HistoryMessage, MessageRole};
 
 use crate::{Result, Store, StoreError, now_ms, rows};
 
+/// Largest multi-row `INSERT` of [`append_many`]; batches are split into power-of-two
+/// chunks up to this size, so only a handful of statement shapes are ever prepared.
+const MAX_INSERT_ROWS: usize = 128;
+
 /// Appends one event inside an open transaction. The session's `last_seq` counter is
-/// bumped in the same transaction, so `seq` is gap-free.
+/// bumped in the same transaction, so `seq` is gap-free. Both statements go to SQLite as
+/// one query (one round trip to sqlx's worker thread): the `INSERT` reads the counter
+/// the `UPDATE` just bumped.
 pub(crate) async fn append(
     conn: &mut SqliteConnection,
     session_id: &str,
@@ -14,31 +20,32 @@ pub(crate) async fn append(
     payload: &EventPayload,
 ) -> Result<EventEnvelope> {
     let at = now_ms();
-    let (seq, conversation_id): (i64, String) = sqlx::query_as(
-        "UPDATE sessions SET last_seq = last_seq + 1, updated_at = ? WHERE id = ? \
-         RETURNING last_seq, conversation_id",
-    )
-    .bind(at)
-    .bind(session_id)
-    .fetch_one(&mut *conn)
-    .await?;
     let json = serde_json::to_string(payload).map_err(|e| StoreError::Corrupt {
         table: "events",
         detail: e.to_string(),
     })?;
-    let (id,): (i64,) = sqlx::query_as(
-        "INSERT INTO events (session_id, conversation_id, seq, turn_id, at, kind, payload) \
-         VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+    // `fetch_all`: a row limit would stop sqlx before the second statement.
+    let rows = sqlx::query(
+        "UPDATE sessions SET last_seq = last_seq + 1, updated_at = ?1 WHERE id = ?2 \
+         RETURNING last_seq, conversation_id; \
+         INSERT INTO events (session_id, conversation_id, seq, turn_id, at, kind, payload) \
+         SELECT id, conversation_id, last_seq, ?3, ?1, ?4, ?5 FROM sessions WHERE id = ?2 \
+         RETURNING id",
     )
-    .bind(session_id)
-    .bind(&conversation_id)
-    .bind(seq)
-    .bind(turn_id)
     .bind(at)
+    .bind(session_id)
+    .bind(turn_id)
     .bind(payload.kind())
     .bind(json)
-    .fetch_one(&mut *conn)
+    .fetch_all(&mut *conn)
     .await?;
+    let [counter, inserted] = rows.as_slice() else {
+        // No such session: nothing was changed.
+        return Err(sqlx::Error::RowNotFound.into());
+    };
+    let seq: i64 = counter.try_get(0)?;
+    let conversation_id: String = counter.try_get(1)?;
+    let id: i64 = inserted.try_get(0)?;
     Ok(EventEnvelope {
         id,
         session_id: session_id.to_string(),
@@ -50,7 +57,94 @@ pub(crate) async fn append(
     })
 }
 
-/// Appends a history entry inside an open transaction.
+/// Appends several events of one session inside an open transaction: one `UPDATE` of
+/// the session's counter for the whole batch, then multi-row `INSERT`s (power-of-two
+/// chunks), instead of two statements per event — each statement is a round trip to
+/// sqlx's SQLite worker thread. Same result as calling [`append`] for each payload.
+pub(crate) async fn append_many(
+    conn: &mut SqliteConnection,
+    session_id: &str,
+    turn_id: Option<&str>,
+    payloads: &[EventPayload],
+) -> Result<Vec<EventEnvelope>> {
+    if payloads.len() <= 1 {
+        let mut out = Vec::with_capacity(1);
+        for p in payloads {
+            out.push(append(conn, session_id, turn_id, p).await?);
+        }
+        return Ok(out);
+    }
+    let at = now_ms();
+    let (last, conversation_id): (i64, String) = sqlx::query_as(
+        "UPDATE sessions SET last_seq = last_seq + ?, updated_at = ? WHERE id = ? \
+         RETURNING last_seq, conversation_id",
+    )
+    .bind(payloads.len() as i64)
+    .bind(at)
+    .bind(session_id)
+    .fetch_one(&mut *conn)
+    .await?;
+    let first_seq = last - payloads.len() as i64 + 1;
+    let mut out = Vec::with_capacity(payloads.len());
+    let mut start = 0;
+    while start < payloads.len() {
+        let left = payloads.len() - start;
+        let size = if left >= MAX_INSERT_ROWS {
+            MAX_INSERT_ROWS
+        } else {
+            1 << left.ilog2()
+        };
+        let chunk = &payloads[start..start + size];
+        let mut jsons = Vec::with_capacity(size);
+        for p in chunk {
+            jsons.push(serde_json::to_string(p).map_err(|e| StoreError::Corrupt {
+                table: "events",
+                detail: e.to_string(),
+            })?);
+        }
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "INSERT INTO events (session_id, conversation_id, seq, turn_id, at, kind, payload) ",
+        );
+        q.push_values(
+            chunk.iter().zip(jsons).enumerate(),
+            |mut b, (i, (p, json))| {
+                b.push_bind(session_id)
+                    .push_bind(conversation_id.clone())
+                    .push_bind(first_seq + (start + i) as i64)
+                    .push_bind(turn_id)
+                    .push_bind(at)
+                    .push_bind(p.kind())
+                    .push_bind(json);
+            },
+        );
+        q.push(" RETURNING id, seq");
+        let mut ids: Vec<(i64, i64)> = q.build_query_as().fetch_all(&mut *conn).await?;
+        // RETURNING does not promise an order: put the rows back in seq order.
+        ids.sort_by_key(|(_, seq)| *seq);
+        if ids.len() != size {
+            return Err(StoreError::Corrupt {
+                table: "events",
+                detail: format!("inserted {} events, expected {size}", ids.len()),
+            });
+        }
+        for ((id, seq), p) in ids.into_iter().zip(chunk) {
+            out.push(EventEnvelope {
+                id,
+                session_id: session_id.to_string(),
+                conversation_id: conversation_id.clone(),
+                seq,
+                turn_id: turn_id.map(str::to_string),
+                at_ms: at,
+                payload: p.clone(),
+            });
+        }
+        start += size;
+    }
+    Ok(out)
+}
+
+/// Appends a history entry inside an open transaction (and touches the conversation's
+/// `updated_at`), in one query.
 pub(crate) async fn add_message(
     conn: &mut SqliteConnection,
     conversation_id: &str,
@@ -59,9 +153,12 @@ pub(crate) async fn add_message(
     session_id: Option<&str>,
     turn_id: Option<&str>,
 ) -> Result<i64> {
-    let (id,): (i64,) = sqlx::query_as(
+    // `fetch_all`, never `fetch_one`: with a row limit sqlx stops after the first row
+    // and the second statement would not run.
+    let rows: Vec<(i64,)> = sqlx::query_as(
         "INSERT INTO messages (conversation_id, role, text, session_id, turn_id, at) \
-         VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id; \
+         UPDATE conversations SET updated_at = ?6 WHERE id = ?1",
     )
     .bind(conversation_id)
     .bind(role.as_str())
@@ -69,14 +166,12 @@ pub(crate) async fn add_message(
     .bind(session_id)
     .bind(turn_id)
     .bind(now_ms())
-    .fetch_one(&mut *conn)
+    .fetch_all(&mut *conn)
     .await?;
-    sqlx::query("UPDATE conversations SET updated_at = ? WHERE id = ?")
-        .bind(now_ms())
-        .bind(conversation_id)
-        .execute(&mut *conn)
-        .await?;
-    Ok(id)
+    let [(id,)] = rows.as_slice() else {
+        return Err(sqlx::Error::RowNotFound.into());
+    };
+    Ok(*id)
 }
 
 impl Store {
@@ -88,10 +183,7 @@ impl Store {
         payloads: &[EventPayload],
     ) -> Result<Vec<EventEnvelope>> {
         let mut tx = self.writer.begin().await?;
-        let mut out = Vec::with_capacity(payloads.len());
-        for p in payloads {
-            out.push(append(&mut tx, session_id, turn_id, p).await?);
-        }
+        let out = append_many(&mut tx, session_id, turn_id, payloads).await?;
         tx.commit().await?;
         Ok(out)
     }

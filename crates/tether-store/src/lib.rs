@@ -89,13 +89,18 @@ impl Store {
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(10));
+        // No ping before each acquire: on an embedded database it cannot fail, and every
+        // ping is one more round trip to sqlx's SQLite worker thread (measured by
+        // tether-bench as a large share of a turn's cost).
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
+            .test_before_acquire(false)
             .connect_with(opts.clone())
             .await?;
         sqlx::migrate!("./migrations").run(&writer).await?;
         let reader = SqlitePoolOptions::new()
             .max_connections(4)
+            .test_before_acquire(false)
             .connect_with(opts.read_only(true))
             .await?;
         Ok(Store { writer, reader })

@@ -1,0 +1,217 @@
+//! `tether-bench`: tether's benchmarks (issue 7), one command, one table:
+//! `cargo run --release -p tether-bench` (a subset with `--only overhead,ingest`).
+//!
+//! Every figure runs a real `tether serve` process (the release build of this workspace,
+//! built first unless `--no-build`) in a temporary home, with the fake agent or the real
+//! `codex` / `claude` CLIs against the mock model server. Figures are printed, never
+//! asserted; the process exits 0 even when a goal is missed (the table says so).
+//! Not part of the product; nothing depends on it.
+
+mod acp_client;
+mod daemon;
+mod ingest;
+mod memory;
+mod overhead;
+mod recovery;
+mod report;
+mod stats;
+mod throughput;
+mod warm_cold;
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, ValueEnum};
+
+use crate::report::{Row, Verdict};
+
+/// The figures of issue 7.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Figure {
+    /// 1: tether's share of a turn (HTTP in → SSE out).
+    Overhead,
+    /// 2: turns/s and peak RSS with many live sessions (also figure 6's per-live-session memory).
+    Throughput,
+    /// 3: streamed deltas persisted per second (end to end and store only).
+    Ingest,
+    /// 4: start to serving on a big store.
+    Recovery,
+    /// 5: warm vs dormant vs per-turn process with the real codex and claude.
+    WarmCold,
+    /// 6: RSS growth per 10 000 dormant conversations.
+    Memory,
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "tether-bench", about = "tether's benchmarks: prints one table")]
+struct Args {
+    /// Run only these figures (comma-separated); all by default.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<Figure>,
+    /// Figure 1: timed turns.
+    #[arg(long, default_value_t = 1000)]
+    overhead_turns: usize,
+    /// Figure 2: conversations with live sessions.
+    #[arg(long, default_value_t = 200)]
+    conversations: usize,
+    /// Figure 2: turns in all.
+    #[arg(long, default_value_t = 10_000)]
+    turns: usize,
+    /// Figure 3: deltas streamed in all.
+    #[arg(long, default_value_t = 100_000)]
+    ingest_events: usize,
+    /// Figure 3: events appended in the store-only figure (half of them one per call).
+    #[arg(long, default_value_t = 100_000)]
+    store_events: usize,
+    /// Figure 3: concurrent streaming sessions (the fake agent sends about one chunk
+    /// per millisecond per session with `stream K 0`).
+    #[arg(long, default_value_t = 100)]
+    ingest_streams: usize,
+    /// Figure 4: conversations in the generated store.
+    #[arg(long, default_value_t = 100_000)]
+    recovery_conversations: usize,
+    /// Figure 4: events in the generated store.
+    #[arg(long, default_value_t = 1_000_000)]
+    recovery_events: usize,
+    /// Figure 5: rounds (warm, per-turn process, dormant) per agent.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Figure 6: dormant conversations to create.
+    #[arg(long, default_value_t = 10_000)]
+    dormant: usize,
+    /// Do not run `cargo build --release` for the `tether` and `fake-agent` binaries.
+    #[arg(long)]
+    no_build: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if !args.no_build
+        && let Err(e) = build_binaries()
+    {
+        eprintln!("tether-bench: {e:#}");
+        return ExitCode::FAILURE;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("tether-bench: starting the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let rows = runtime.block_on(run(&args));
+    println!();
+    println!("{}", header());
+    println!();
+    print!("{}", report::table(&rows));
+    ExitCode::SUCCESS
+}
+
+async fn run(args: &Args) -> Vec<Row> {
+    let all = [
+        Figure::Overhead,
+        Figure::Throughput,
+        Figure::Ingest,
+        Figure::Recovery,
+        Figure::WarmCold,
+        Figure::Memory,
+    ];
+    let mut rows = Vec::new();
+    for fig in all {
+        if !args.only.is_empty() && !args.only.contains(&fig) {
+            continue;
+        }
+        eprintln!("tether-bench: running {fig:?} ...");
+        let t = Instant::now();
+        let result = match fig {
+            Figure::Overhead => overhead::run(args.overhead_turns).await,
+            Figure::Throughput => throughput::run(args.conversations, args.turns).await,
+            Figure::Ingest => {
+                ingest::run(args.ingest_events, args.ingest_streams, args.store_events).await
+            }
+            Figure::Recovery => {
+                recovery::run(args.recovery_conversations, args.recovery_events).await
+            }
+            Figure::WarmCold => warm_cold::run(args.rounds).await,
+            Figure::Memory => memory::run(args.dormant).await,
+        };
+        eprintln!("tether-bench: {fig:?} took {}", stats::secs(t.elapsed()));
+        match result {
+            Ok(r) => {
+                for row in &r {
+                    eprintln!("  {}: {}", row.what, row.result.replace('\n', " "));
+                }
+                rows.extend(r);
+            }
+            Err(e) => {
+                eprintln!("  {fig:?} failed: {e:#}");
+                rows.push(Row::new(
+                    "?",
+                    format!("{fig:?}"),
+                    format!("failed: {e:#}"),
+                    "",
+                    Verdict::Error,
+                ));
+            }
+        }
+    }
+    rows
+}
+
+/// Where and what was measured.
+fn header() -> String {
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|m| m.trim_start_matches([' ', '\t', ':']).to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_string());
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(tether_testkit::repo_root())
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_default();
+    format!(
+        "tether-bench on {cpus} CPU(s) ({cpu}, load average {load} at the end), tether {} at {commit}, {} build",
+        env!("CARGO_PKG_VERSION"),
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        }
+    )
+}
+
+/// Builds the binaries the figures run (same profile as this binary).
+fn build_binaries() -> Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let mut cmd = std::process::Command::new(cargo);
+    cmd.args(["build", "--bins", "-p", "tether", "-p", "tether-testkit"])
+        .current_dir(tether_testkit::repo_root());
+    if cfg!(debug_assertions) {
+        eprintln!("tether-bench: warning: a debug build measures nothing useful; use --release");
+    } else {
+        cmd.arg("--release");
+    }
+    eprintln!("tether-bench: building tether and fake-agent ...");
+    let status = cmd.status().context("running cargo build")?;
+    if !status.success() {
+        bail!("cargo build failed ({status})");
+    }
+    Ok(())
+}

@@ -1,0 +1,142 @@
+//! `append_events` with batches of every size: one counter update and multi-row inserts
+//! per batch, with the same result as appending one by one (gap-free `seq`, ids in
+//! order, envelopes equal to what is stored).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use tether_proto::*;
+use tether_store::*;
+
+async fn store_with_session() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).await.unwrap();
+    store
+        .create_conversation(
+            "c1",
+            ConversationKind::Chat,
+            "t",
+            "fake",
+            None,
+            "/tmp",
+            None,
+        )
+        .await
+        .unwrap();
+    let s = NewSession {
+        id: "s1".into(),
+        conversation_id: "c1".into(),
+        agent: "fake".into(),
+        model: None,
+        cwd: "/tmp".into(),
+    };
+    store
+        .start_session(&s, NewSessionReason::Unbound, None)
+        .await
+        .unwrap();
+    (dir, store)
+}
+
+fn deltas(from: usize, n: usize) -> Vec<EventPayload> {
+    (from..from + n)
+        .map(|i| EventPayload::MessageDelta {
+            text: format!("d{i}"),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn batches_of_any_size_keep_seq_gap_free_and_order() {
+    let (_d, store) = store_with_session().await;
+    let mut sent = 0;
+    let mut returned = Vec::new();
+    // 0, 1, 2, 3 (2+1), 127, 128, 129 (128+1), 300 (128+128+32+8+4): every chunking path.
+    for n in [0, 1, 2, 3, 127, 128, 129, 300] {
+        let evs = store
+            .append_events("s1", Some("t1"), &deltas(sent, n))
+            .await
+            .unwrap();
+        assert_eq!(evs.len(), n);
+        sent += n;
+        returned.extend(evs);
+    }
+    let stored = store.session_events("s1", 0, 10_000).await.unwrap();
+    // seq 1 is session_started.
+    assert_eq!(stored.len(), sent + 1);
+    assert_eq!(
+        stored.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        (1..=sent as i64 + 1).collect::<Vec<_>>()
+    );
+    assert!(
+        stored.windows(2).all(|w| w[0].id < w[1].id),
+        "ids follow seq"
+    );
+    assert_eq!(
+        &stored[1..],
+        &returned[..],
+        "returned envelopes are what is stored"
+    );
+    for (i, e) in returned.iter().enumerate() {
+        assert_eq!(
+            e.payload,
+            EventPayload::MessageDelta {
+                text: format!("d{i}")
+            }
+        );
+        assert_eq!(e.turn_id.as_deref(), Some("t1"));
+        assert_eq!(e.conversation_id, "c1");
+    }
+    // A later single append continues the counter.
+    let next = store
+        .append_events("s1", None, &deltas(0, 1))
+        .await
+        .unwrap();
+    assert_eq!(next[0].seq, sent as i64 + 2);
+    assert!(store.integrity_check().await.unwrap());
+}
+
+#[tokio::test]
+async fn a_batch_for_an_unknown_session_fails_and_stores_nothing() {
+    let (_d, store) = store_with_session().await;
+    assert!(
+        store
+            .append_events("nope", None, &deltas(0, 5))
+            .await
+            .is_err()
+    );
+    assert_eq!(store.session_events("nope", 0, 10).await.unwrap().len(), 0);
+}
+
+#[tokio::test]
+async fn a_single_event_for_an_unknown_session_fails_and_stores_nothing() {
+    let (_d, store) = store_with_session().await;
+    assert!(
+        store
+            .append_events("nope", None, &deltas(0, 1))
+            .await
+            .is_err()
+    );
+    assert_eq!(store.session_events("nope", 0, 10).await.unwrap().len(), 0);
+    // The real session's counter is untouched.
+    let evs = store
+        .append_events("s1", None, &deltas(0, 1))
+        .await
+        .unwrap();
+    assert_eq!(evs[0].seq, 2);
+}
+
+#[tokio::test]
+async fn a_history_entry_touches_its_conversation() {
+    let (_d, store) = store_with_session().await;
+    let before = store.get_conversation("c1").await.unwrap().unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let ev = store
+        .add_message("c1", MessageRole::Status, "note", Some("s1"), None)
+        .await
+        .unwrap()
+        .expect("a status event");
+    assert_eq!(ev.seq, 2);
+    let after = store.get_conversation("c1").await.unwrap().unwrap();
+    assert!(after.updated_at_ms > before.updated_at_ms);
+    let hist = store.history("c1", 0, 10).await.unwrap();
+    assert_eq!(hist.len(), 1);
+    assert_eq!(hist[0].text, "note");
+}
