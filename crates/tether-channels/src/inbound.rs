@@ -1,7 +1,8 @@
 //! Inbound messages, normalized by the adapters, handed to the same router as the web
 //! API: access check (config allowlist, then pairing), chat → conversation (created on
 //! first contact), then `send_message` or an approval answer. Unknown senders get a
-//! pairing code and cause no conversation and no agent work.
+//! pairing code and cause no conversation and no agent work. A prompt's turn id is derived
+//! from the inbound key, so a message replayed after a crash never runs twice.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -164,14 +165,24 @@ pub(crate) async fn handle(
             let chat = chat_for(core, &msg, &chat_key).await?;
             let mut sent = core
                 .runtime
-                .send_message(&chat.conversation_id, req.clone(), &by)
+                .send_message_once(
+                    &chat.conversation_id,
+                    req.clone(),
+                    &by,
+                    &turn_id(core.name(), &chat.conversation_id, &msg.key),
+                )
                 .await;
             if matches!(sent, Err(RuntimeError::Archived(_))) {
                 // Archived elsewhere (web page): this chat goes on in a new conversation.
                 let chat = new_conversation(core, &msg, &chat_key, Some(&chat)).await?;
                 sent = core
                     .runtime
-                    .send_message(&chat.conversation_id, req, &by)
+                    .send_message_once(
+                        &chat.conversation_id,
+                        req,
+                        &by,
+                        &turn_id(core.name(), &chat.conversation_id, &msg.key),
+                    )
                     .await;
             }
             let reply = match sent {
@@ -186,6 +197,18 @@ pub(crate) async fn handle(
             Ok(None)
         }
     }
+}
+
+/// The stable turn id of an inbound message in a conversation: 32 hex characters (the
+/// shape of tether's ids) of SHA-256 over channel, conversation and inbound key.
+pub fn turn_id(channel: &str, conversation_id: &str, key: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for part in [channel, conversation_id, key] {
+        h.update(part.as_bytes());
+        h.update([0u8]);
+    }
+    crate::feishu::crypto::hex(&h.finalize()[..16])
 }
 
 /// What the person is told about a message right away (the rest follows from events).
@@ -324,6 +347,17 @@ mod tests {
             },
             kind: InKind::Text("hi".into()),
         }
+    }
+
+    #[test]
+    fn turn_ids_are_stable_and_distinct_per_message_and_conversation() {
+        let a = turn_id("telegram", "c1", "7");
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_eq!(a, turn_id("telegram", "c1", "7"));
+        assert_ne!(a, turn_id("telegram", "c1", "8"));
+        assert_ne!(a, turn_id("telegram", "c2", "7"));
+        assert_ne!(a, turn_id("feishu", "c1", "7"));
     }
 
     #[test]

@@ -255,7 +255,33 @@ impl Runtime {
         by: &str,
     ) -> Result<MessageOutcome> {
         let _guard = self.lock_conversation(id).await;
-        self.route_message(id, req, by).await
+        self.route_message(id, req, by, None).await
+    }
+
+    /// [`Runtime::send_message`] for a message that may be delivered again (a channel
+    /// replaying an update after a crash): a prompt's turn gets the caller's stable,
+    /// unique `turn_id`, and when that turn is stored already the message is not routed
+    /// again (outcome `started`, no reply). Commands and answers to questions are routed
+    /// as usual.
+    pub async fn send_message_once(
+        &self,
+        id: &str,
+        req: SendMessage,
+        by: &str,
+        turn_id: &str,
+    ) -> Result<MessageOutcome> {
+        let _guard = self.lock_conversation(id).await;
+        if let Some(t) = self.ctx().store.get_turn(turn_id).await? {
+            return Ok(MessageOutcome {
+                outcome: tether_proto::MessageOutcomeKind::Started,
+                turn_id: Some(t.id),
+                session_id: Some(t.session_id),
+                new_session: None,
+                queue_position: None,
+                reply: None,
+            });
+        }
+        self.route_message(id, req, by, Some(turn_id)).await
     }
 
     /// History (user, agent, status and command messages), oldest first, `id > after_id`.

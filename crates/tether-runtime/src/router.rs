@@ -37,6 +37,7 @@ impl Runtime {
         id: &str,
         req: SendMessage,
         by: &str,
+        turn_id: Option<&str>,
     ) -> Result<MessageOutcome> {
         let conv = self.conversation_row(id).await?;
         if conv.archived {
@@ -62,8 +63,14 @@ impl Runtime {
                 if conv.kind == tether_proto::ConversationKind::Delegate {
                     return self.route_delegate_prompt(&conv, text).await;
                 }
-                self.route_prompt(conv, text, req.agent.as_deref(), req.model.as_deref())
-                    .await
+                self.route_prompt(
+                    conv,
+                    text,
+                    req.agent.as_deref(),
+                    req.model.as_deref(),
+                    turn_id,
+                )
+                .await
             }
         }
     }
@@ -111,13 +118,15 @@ impl Runtime {
         }))
     }
 
-    /// Picks the session by the binding rules, stores the turn and hands it to the actor.
+    /// Picks the session by the binding rules, stores the turn (id `turn_id` when given,
+    /// else a new one) and hands it to the actor.
     async fn route_prompt(
         &self,
         conv: ConversationRow,
         text: String,
         agent: Option<&str>,
         model: Option<&str>,
+        turn_id: Option<&str>,
     ) -> Result<MessageOutcome> {
         let store = &self.ctx().store;
         let prefs = Preferences {
@@ -174,7 +183,7 @@ impl Runtime {
             }
         };
         let turn = NewTurn {
-            id: new_id(),
+            id: turn_id.map_or_else(new_id, str::to_string),
             session_id: session.id.clone(),
             conversation_id: conv.id.clone(),
             input: text,
@@ -339,7 +348,7 @@ impl Runtime {
                     return Ok(reply(MessageOutcomeKind::Command, note));
                 };
                 let conv = self.conversation_row(&conv.id).await?;
-                return self.route_prompt(conv, task, None, None).await;
+                return self.route_prompt(conv, task, None, None, None).await;
             }
             Command::Detach => {
                 let note = "detached: the next message starts a new session";

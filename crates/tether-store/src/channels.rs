@@ -381,6 +381,9 @@ impl Store {
 mod pairing;
 pub use pairing::Pairing;
 
+#[path = "channels_inbound.rs"]
+mod inbound;
+
 #[cfg(test)]
 #[path = "channels_tests.rs"]
 mod tests;

@@ -477,15 +477,12 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
     assert_healthy(&d, "fake").await;
 }
 
-/// Known bug (reported; tether-channels is another engineer's): a Telegram update is
-/// recorded as seen (`inbound_dedupe`) before it is handled by an in-memory lane task, and
-/// the polling offset moves on; a SIGKILL in between loses the message for good (Telegram
-/// does not send it again, and a re-fetch would be dropped as a duplicate). Seen: 4 of 80
-/// messages lost over 10 kills. Fix: mark the update handled in the transaction that
-/// stores its turn (or keep the raw update with a `handled` flag and replay unhandled ones
-/// at start-up, keying the turn by the update id so a replay cannot run it twice).
+/// Regression (was: 4 of 80 messages lost over 10 kills): a Telegram update was recorded
+/// as seen before an in-memory lane handled it, and the offset moved on, so a SIGKILL in
+/// between lost it. Now the raw update is kept with its dedupe key until the lane marks it
+/// handled, unhandled ones are replayed at start-up, and the turn id is derived from the
+/// update, so every message is stored exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known bug: Telegram messages received just before a SIGKILL are lost"]
 async fn crash_loop_telegram_inbound_messages_are_never_lost() {
     let tg = FakeTelegram::start().await;
     let mut d = Daemon::start(DaemonOptions {
@@ -522,4 +519,9 @@ async fn crash_loop_telegram_inbound_messages_are_never_lost() {
     })
     .await;
     assert!(inputs.len() >= sent.len());
+    // A replayed update never runs twice: each message is one user turn.
+    for t in &sent {
+        let n = inputs.iter().filter(|i| *i == t).count();
+        assert_eq!(n, 1, "{t:?} was stored {n} times");
+    }
 }

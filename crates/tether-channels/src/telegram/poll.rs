@@ -1,11 +1,13 @@
 //! Long polling: `getUpdates` with a timeout from the stored offset; each new update is
-//! recorded (dedupe by `update_id`) and queued, then the offset is stored, so a restart
-//! neither loses nor repeats an update.
+//! recorded durably (dedupe by `update_id`, raw update kept until handled) and queued,
+//! then the offset is stored, so a restart neither loses nor repeats an update. Each
+//! update is parsed alone: one that does not fit the types is logged and skipped (the
+//! offset moves past it) instead of stalling the batch.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::Telegram;
@@ -35,7 +37,7 @@ pub(crate) async fn run(
             "timeout": timeout.as_secs(),
             "allowed_updates": ["message", "callback_query"],
         });
-        let got: Result<Vec<Update>, _> = tg
+        let got: Result<Vec<Value>, _> = tg
             .bot
             .call("getUpdates", &body, timeout + Duration::from_secs(15))
             .await;
@@ -60,13 +62,38 @@ pub(crate) async fn run(
                 continue;
             }
         };
-        let Some(last) = updates.iter().map(|u| u.update_id).max() else {
+        if updates.iter().all(|u| u["update_id"].as_i64().is_none()) {
+            if !updates.is_empty() {
+                // Nothing to confirm: Telegram would send the same batch again.
+                tracing::warn!(channel = "telegram", "updates without an update_id");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
             continue;
-        };
-        for u in updates {
-            accept(&core, &tx, u).await;
         }
-        offset = offset.max(last + 1);
+        let before = offset;
+        for raw in updates {
+            let id = raw["update_id"].as_i64();
+            match serde_json::from_value::<Update>(raw.clone()) {
+                Ok(u) => {
+                    if accept(&core, &tx, u, &raw).await.is_err() {
+                        // Not recorded: fetch it again rather than confirm it.
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        break;
+                    }
+                }
+                Err(e) => tracing::warn!(
+                    channel = "telegram",
+                    update = id,
+                    "update skipped, it does not fit the Bot API types: {e}"
+                ),
+            }
+            if let Some(id) = id {
+                offset = offset.max(id + 1);
+            }
+        }
+        if offset == before {
+            continue;
+        }
         if let Err(e) = core
             .store
             .set_channel_state("telegram", OFFSET_KEY, &offset.to_string())

@@ -1,7 +1,10 @@
 //! Inbound Telegram: updates from long polling or the webhook are recorded by
-//! `update_id` (a repeat is dropped before any work) and handled in arrival order within
-//! each chat (chats in parallel); callback queries are answered at once. Also publishes the command menu.
+//! `update_id` together with the raw update (a repeat is dropped before any work) and
+//! handled in arrival order within each chat (chats in parallel); callback queries are
+//! answered at once. An update is marked handled once the runtime has it; unhandled ones
+//! (a crash in between) are replayed first at start-up. Also publishes the command menu.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -97,7 +100,8 @@ fn chat_of(m: &api::Message) -> InChat {
     }
 }
 
-/// Handles updates in arrival order, answering callback queries at once.
+/// Handles updates in arrival order, answering callback queries at once: first the ones
+/// accepted before a restart and not yet handled, then the new ones.
 async fn worker(core: SharedCore, tg: Arc<Telegram>, mut rx: mpsc::UnboundedReceiver<Update>) {
     let (lanes_tx, lanes_rx) = mpsc::unbounded_channel();
     let handler = {
@@ -108,11 +112,60 @@ async fn worker(core: SharedCore, tg: Arc<Telegram>, mut rx: mpsc::UnboundedRece
         }
     };
     tokio::spawn(inbound::run_lanes(lanes_rx, handler));
-    while let Some(u) = rx.recv().await {
-        if let Some((msg, callback)) = tg.normalize(&u) {
-            let lane = msg.chat_key(core.group_mode);
-            let _ = lanes_tx.send((lane, (msg, callback)));
+    let dispatch = |u: Update| {
+        let (core, lanes_tx) = (core.clone(), lanes_tx.clone());
+        let normalized = tg.normalize(&u);
+        async move {
+            match normalized {
+                Some((msg, callback)) => {
+                    let lane = msg.chat_key(core.group_mode);
+                    let _ = lanes_tx.send((lane, (msg, callback)));
+                }
+                None => mark_handled(&core, &u.update_id.to_string()).await,
+            }
         }
+    };
+    // Accepted but not handled before the last stop. An update accepted meanwhile may be
+    // both in this list and in `rx`: it is handled once.
+    let pending = match core.store.unhandled_inbound("telegram").await {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(channel = "telegram", "cannot read unhandled updates: {e}");
+            Vec::new()
+        }
+    };
+    let mut replayed = HashSet::new();
+    for p in pending {
+        replayed.insert(p.key.clone());
+        match serde_json::from_str::<Update>(&p.payload) {
+            Ok(u) => {
+                tracing::info!(channel = "telegram", update = p.key, "replaying an update");
+                dispatch(u).await;
+            }
+            Err(e) => {
+                tracing::warn!(
+                    channel = "telegram",
+                    "stored update {} unreadable: {e}",
+                    p.key
+                );
+                mark_handled(&core, &p.key).await;
+            }
+        }
+    }
+    while let Some(u) = rx.recv().await {
+        if !replayed.remove(&u.update_id.to_string()) {
+            dispatch(u).await;
+        }
+    }
+}
+
+/// The update will not be replayed at start-up.
+async fn mark_handled(core: &SharedCore, key: &str) {
+    if let Err(e) = core.store.mark_inbound_handled("telegram", key).await {
+        tracing::warn!(
+            channel = "telegram",
+            "cannot mark update {key} handled: {e}"
+        );
     }
 }
 
@@ -129,6 +182,9 @@ async fn handle(core: &SharedCore, tg: &Telegram, msg: Inbound, callback: Option
             }
         },
     };
+    // The runtime has the message (its turn is stored, keyed by the update): a replay
+    // would not run it again, and it need not be replayed.
+    mark_handled(core, &key).await;
     if let Some(id) = callback {
         let body = json!({
             "callback_query_id": id,
@@ -144,20 +200,22 @@ async fn handle(core: &SharedCore, tg: &Telegram, msg: Inbound, callback: Option
     }
 }
 
-/// Records the update id; `true` when it is new (then it is queued).
+/// Records the update id with the raw update, in one transaction; `Ok(true)` when it is
+/// new (then it is queued). `Err`: not recorded, so not to be confirmed.
 pub(crate) async fn accept(
     core: &SharedCore,
     tx: &mpsc::UnboundedSender<Update>,
     u: Update,
-) -> bool {
+    raw: &Value,
+) -> Result<bool, tether_store::StoreError> {
     match core
         .store
-        .remember_inbound("telegram", &u.update_id.to_string())
+        .accept_inbound("telegram", &u.update_id.to_string(), &raw.to_string())
         .await
     {
         Ok(true) => {
             let _ = tx.send(u);
-            true
+            Ok(true)
         }
         Ok(false) => {
             tracing::info!(
@@ -165,11 +223,11 @@ pub(crate) async fn accept(
                 update = u.update_id,
                 "duplicate update ignored"
             );
-            false
+            Ok(false)
         }
         Err(e) => {
             tracing::warn!(channel = "telegram", "cannot record update: {e}");
-            false
+            Err(e)
         }
     }
 }
@@ -247,7 +305,10 @@ struct HookState {
     secret: Arc<[u8]>,
 }
 
-/// `POST /hooks/telegram`: a wrong or missing secret token → 401 and nothing done.
+/// `POST /hooks/telegram`: a wrong or missing secret token → 401 and nothing done; a
+/// body that is not JSON → 400; an update that does not fit the types is logged and
+/// acknowledged (200), or Telegram would redeliver it ahead of every later one; one that
+/// cannot be recorded → 500 (Telegram retries it).
 async fn hook(State(s): State<HookState>, headers: HeaderMap, body: Bytes) -> StatusCode {
     let presented = headers
         .get("x-telegram-bot-api-secret-token")
@@ -260,11 +321,24 @@ async fn hook(State(s): State<HookState>, headers: HeaderMap, body: Bytes) -> St
         );
         return StatusCode::UNAUTHORIZED;
     }
-    let Ok(update) = serde_json::from_slice::<Update>(&body) else {
+    let Ok(raw) = serde_json::from_slice::<Value>(&body) else {
         return StatusCode::BAD_REQUEST;
     };
-    accept(&s.core, &s.tx, update).await;
-    StatusCode::OK
+    let update = match serde_json::from_value::<Update>(raw.clone()) {
+        Ok(u) => u,
+        Err(e) => {
+            tracing::warn!(
+                channel = "telegram",
+                update = raw["update_id"].as_i64(),
+                "webhook update skipped, it does not fit the Bot API types: {e}"
+            );
+            return StatusCode::OK;
+        }
+    };
+    match accept(&s.core, &s.tx, update, &raw).await {
+        Ok(_) => StatusCode::OK,
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
 }
 
 /// Starts the worker, the introduction, and the poller (or the webhook route).
