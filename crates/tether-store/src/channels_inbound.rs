@@ -45,13 +45,16 @@ impl Store {
         Ok(true)
     }
 
-    /// Marks an accepted update handled (it will not be replayed).
+    /// Marks an accepted update handled (it will not be replayed) and drops its payload,
+    /// so handled rows stay as small as the dedupe keys.
     pub async fn mark_inbound_handled(&self, channel: &str, key: &str) -> Result<()> {
-        sqlx::query("UPDATE channel_inbound SET handled = 1 WHERE channel = ? AND key = ?")
-            .bind(channel)
-            .bind(key)
-            .execute(&self.writer)
-            .await?;
+        sqlx::query(
+            "UPDATE channel_inbound SET handled = 1, payload = '' WHERE channel = ? AND key = ?",
+        )
+        .bind(channel)
+        .bind(key)
+        .execute(&self.writer)
+        .await?;
         Ok(())
     }
 
