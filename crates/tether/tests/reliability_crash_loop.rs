@@ -1,11 +1,13 @@
 //! Reliability: the crash loop. A workload of 20 conversations (16 on the API, 4 bound to
 //! Telegram chats on the fake Bot API, all on the fake agent): plain messages, messages
-//! queued behind slow turns, approvals answered over the API, streamed replies — while
+//! queued behind slow turns, approvals answered over the API, streamed replies, and in
+//! the Telegram chats messages from the person there too — while
 //! tether is killed with SIGKILL at random points, 30 times (`TETHER_CRASH_KILLS`; seed
 //! `TETHER_CRASH_SEED`). After every restart: each accepted message has a turn that is
 //! completed or `interrupted` (none left running or queued), every binding is intact, the
 //! database passes `PRAGMA integrity_check`, and no result was sent to Telegram twice.
-//! At the end, once the outbox has drained, no result of a completed turn was lost.
+//! At the end: every message sent in a Telegram chat has exactly one turn, and once the
+//! outbox has drained, no result of a completed turn was lost.
 //!
 //! A message goes to Telegram at least once: if the kill falls between Telegram's answer
 //! and the outbox commit, the row is sent again after the restart (the Bot API has no
@@ -63,6 +65,8 @@ struct Accepted {
 #[derive(Default)]
 struct Log {
     accepted: Vec<Accepted>,
+    /// Messages people sent in the Telegram chats: (conversation index, text).
+    inbound: Vec<(usize, String)>,
     seq: BTreeMap<usize, u32>,
 }
 
@@ -115,6 +119,16 @@ async fn drive(
         .unwrap();
     while !stop.load(Ordering::Relaxed) {
         let roll = rng.gen_range(0..100);
+        // In a Telegram chat, a quarter of the messages come from the person there.
+        if let Some(user) = conv.chat
+            && roll < 25
+        {
+            let text = next_text(&log, conv.index, "t");
+            d.tg.say(&private_chat(user), (user, "User"), &text);
+            log.lock().unwrap().inbound.push((conv.index, text));
+            tokio::time::sleep(Duration::from_millis(rng.gen_range(30..200))).await;
+            continue;
+        }
         let texts: Vec<String> = match roll {
             0..55 => vec![next_text(&log, conv.index, "m")],
             55..70 => {
@@ -179,6 +193,7 @@ fn next_text(log: &Mutex<Log>, conv: usize, kind: &str) -> String {
 struct DaemonHandle {
     base: String,
     token: String,
+    tg: Arc<FakeTelegram>,
 }
 
 /// Successful `sendMessage` calls by (chat, needle), in order: every `echo: mNN-NNNN`
@@ -197,8 +212,10 @@ fn index_sends(tg: &FakeTelegram) -> Sends {
         };
         let text = fake_telegram::plain(c.body["text"].as_str().unwrap_or_default());
         let mut needles = Vec::new();
-        for (i, _) in text.match_indices("echo: m") {
-            if let Some(id) = text.get(i + 6..i + 14) {
+        for (i, _) in text.match_indices("echo: ") {
+            if let Some(id) = text.get(i + 6..i + 14)
+                && (id.starts_with('m') || id.starts_with('t'))
+            {
                 needles.push(format!("echo: {id}"));
             }
         }
@@ -325,7 +342,7 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
     eprintln!("crash loop: {kills_wanted} kills, seed {seed}");
     let mut rng = StdRng::seed_from_u64(seed);
 
-    let tg = FakeTelegram::start().await;
+    let tg = Arc::new(FakeTelegram::start().await);
     let mut d = Daemon::start(DaemonOptions {
         extra_config: tg.config(&TELEGRAM_USERS, ""),
         ..Default::default()
@@ -379,6 +396,7 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
         let handle = Arc::new(DaemonHandle {
             base: d.base.clone(),
             token: d.token.clone(),
+            tg: tg.clone(),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let mut tasks = tokio::task::JoinSet::new();
@@ -411,21 +429,70 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
             let l = log.lock().unwrap();
             Log {
                 accepted: l.accepted.clone(),
-                seq: BTreeMap::new(),
+                ..Log::default()
             }
         };
         check_after_restart(&d, &tg, &convs, &snapshot, &kills).await;
         in_checks += t.elapsed();
     }
     let accepted = log.lock().unwrap().accepted.clone();
+    let inbound = log.lock().unwrap().inbound.clone();
     eprintln!(
         "crash loop: {} kills in {:.1?} (restarts {in_restart:.1?}, checks {in_checks:.1?}), \
-         {} messages accepted",
+         {} messages accepted by the API, {} sent in Telegram chats",
         kills.len(),
         started.elapsed(),
-        accepted.len()
+        accepted.len(),
+        inbound.len()
     );
     assert!(accepted.len() > kills.len(), "the workload ran");
+
+    // Every message people sent in the Telegram chats got exactly one turn (none lost
+    // when a kill fell between receiving and handling it, none run twice by a replay).
+    let mut inbound_turns: BTreeMap<String, (String, String)> = BTreeMap::new();
+    for c in convs.iter().filter(|c| c.chat.is_some()) {
+        let mine: Vec<&String> = inbound
+            .iter()
+            .filter(|(i, _)| *i == c.index)
+            .map(|(_, t)| t)
+            .collect();
+        let turns = eventually("every Telegram message has its turn", || async {
+            let turns = d
+                .get_ok(&format!("/api/v1/sessions/{}/turns", c.session))
+                .await;
+            let turns = turns.as_array().unwrap().clone();
+            let ended =
+                |t: &&Value| matches!(t["status"].as_str(), Some("completed" | "interrupted"));
+            mine.iter()
+                .all(|text| {
+                    turns
+                        .iter()
+                        .filter(ended)
+                        .any(|t| t["input"] == text.as_str())
+                })
+                .then_some(turns)
+        })
+        .await;
+        for text in &mine {
+            let of_it: Vec<&Value> = turns
+                .iter()
+                .filter(|t| t["input"] == text.as_str())
+                .collect();
+            assert_eq!(
+                of_it.len(),
+                1,
+                "Telegram message {text:?} has {} turns",
+                of_it.len()
+            );
+            inbound_turns.insert(
+                of_it[0]["id"].as_str().unwrap().to_string(),
+                (
+                    text.to_string(),
+                    of_it[0]["status"].as_str().unwrap().to_string(),
+                ),
+            );
+        }
+    }
 
     // The outbox drains: every completed result reached its chat, once.
     eventually("the Telegram outbox drains", || async {
