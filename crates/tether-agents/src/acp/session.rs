@@ -58,7 +58,7 @@ impl AgentSession for AcpSession {
         if let Some(info) = self.conn.closed() {
             return Err(info.to_error());
         }
-        let (abort_tx, abort_rx) = oneshot::channel();
+        let (abort_tx, mut abort_rx) = oneshot::channel();
         {
             let mut state = self.shared.lock();
             if let Some(other) = &state.mismatch {
@@ -77,8 +77,8 @@ impl AgentSession for AcpSession {
             "prompt": [{"type": "text", "text": text}],
         });
         let reply = tokio::select! {
-            reply = self.conn.request("session/prompt", params) => reply,
-            Ok(other) = abort_rx => {
+            biased;
+            Ok(other) = &mut abort_rx => {
                 // Stop whatever the agent is doing in the other session; never show it.
                 let _ = self
                     .conn
@@ -87,7 +87,15 @@ impl AgentSession for AcpSession {
                 self.shared.cancels.cancel_all();
                 return Err(self.resume_error(&other));
             }
+            reply = self.conn.request("session/prompt", params) => reply,
         };
+        // The reply may win the race against a mismatch seen in the same moment: strict
+        // resume still holds.
+        let mismatch = self.shared.lock().mismatch.clone();
+        if let Some(other) = mismatch {
+            self.shared.cancels.cancel_all();
+            return Err(self.resume_error(&other));
+        }
         let result = reply.map_err(|e| e.into_agent_error())?;
         let text = self
             .shared
