@@ -97,6 +97,9 @@ pub fn codex_home(mock_url: &str) -> tempfile::TempDir {
 pub fn codex_env(home: &Path) -> BTreeMap<String, String> {
     let mut env = offline_env();
     env.insert("CODEX_HOME".into(), home.display().to_string());
+    // The agent's shell tools must not read the machine's shell start-up files (a pyenv
+    // rehash lock there stalled commands under load): give them their own HOME.
+    env.insert("HOME".into(), home.display().to_string());
     env.insert("MOCK_API_KEY".into(), "mock-key".into());
     env
 }
@@ -117,6 +120,7 @@ pub fn claude_env(mock_url: &str, dir: &Path) -> BTreeMap<String, String> {
         env.insert(k.into(), v.into());
     }
     env.insert("CLAUDE_CONFIG_DIR".into(), dir.display().to_string());
+    env.insert("HOME".into(), dir.display().to_string());
     env
 }
 
