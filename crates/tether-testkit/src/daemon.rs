@@ -53,6 +53,8 @@ pub struct Daemon {
     config_path: PathBuf,
     capture_stderr: bool,
     log_filter: String,
+    /// Wall clock (ms since the epoch) when the current daemon process was launched.
+    started_at_ms: i64,
 }
 
 fn toml_str(p: &Path) -> String {
@@ -103,9 +105,15 @@ impl Daemon {
             config_path,
             capture_stderr: opts.capture_stderr,
             log_filter: opts.log_filter,
+            started_at_ms: 0,
         };
         d.launch().await;
         d
+    }
+
+    /// When the current daemon process was launched (ms since the epoch).
+    pub fn started_at_ms(&self) -> i64 {
+        self.started_at_ms
     }
 
     /// The fake agent's state directory (delete a session file to make resume fail).
@@ -154,6 +162,10 @@ impl Daemon {
     }
 
     async fn launch(&mut self) {
+        self.started_at_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
         let stderr = if self.capture_stderr {
             let file = std::fs::OpenOptions::new()
                 .create(true)

@@ -292,13 +292,17 @@ async fn check_after_restart(
         let turns = d
             .get_ok(&format!("/api/v1/sessions/{}/turns", c.session))
             .await;
+        // Telegram chats keep talking: a message fetched (or replayed) right after the
+        // restart legitimately runs; the strict check covers what existed before it.
+        let restarted_ms = d.started_at_ms();
         for t in turns.as_array().unwrap() {
             let status = t["status"].as_str().unwrap().to_string();
+            let created = t["created_at_ms"].as_i64().unwrap_or(0);
             assert!(
                 matches!(
                     status.as_str(),
                     "completed" | "interrupted" | "failed" | "cancelled"
-                ),
+                ) || (c.chat.is_some() && created >= restarted_ms),
                 "after a restart no turn is left {status}: {t}"
             );
             statuses.insert(t["id"].as_str().unwrap().to_string(), status);

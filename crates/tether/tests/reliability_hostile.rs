@@ -493,12 +493,17 @@ async fn oversized_bodies_and_wrong_tokens_are_refused_with_json_errors() {
 
     // Oversized: declared (Content-Length) and streamed (chunked, no length), on a
     // protected route; the daemon is fine afterwards.
+    // A client of its own: the server closes these connections after the 413, and a
+    // pooled one must not be reused by the checks that follow.
+    let oversize = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
     let big = vec![b'x'; 2 * 1024 * 1024 + 17];
     let mut body = b"{\"text\": \"".to_vec();
     body.extend_from_slice(&big);
     body.extend_from_slice(b"\"}");
-    match d
-        .client
+    match oversize
         .post(d.url(&msgs))
         .bearer_auth(&d.token)
         .header("content-type", "application/json")
@@ -517,8 +522,7 @@ async fn oversized_bodies_and_wrong_tokens_are_refused_with_json_errors() {
     let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
         body.chunks(64 * 1024).map(|c| Ok(c.to_vec())).collect();
     let stream = futures::stream::iter(chunks);
-    match d
-        .client
+    match oversize
         .post(d.url(&msgs))
         .bearer_auth(&d.token)
         .header("content-type", "application/json")
