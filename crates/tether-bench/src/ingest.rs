@@ -15,13 +15,15 @@ use tether_proto::{ConversationKind, EventPayload, NewSessionReason};
 use tether_store::{NewSession, Store};
 use tether_testkit::SseStream;
 
-use crate::daemon::{BenchDaemon, Home, Spec, TURN_LIMIT, str_field};
+use crate::daemon::{BenchDaemon, Home, Spec, TURN_LIMIT, cpu_time_of, str_field};
 use crate::report::{Row, Verdict};
-use crate::stats::{count, secs};
+use crate::stats::{Samples, count, secs, us};
 
 const POOL_UNLIMITED: &str = "[pool]\nmax_live = 0\nmax_live_per_owner = 0\nidle_ttl_secs = 0\n";
 /// Events per call in the batched store figure.
 const BATCH: usize = 64;
+/// Point reads timed for the round-trip figure.
+const POINT_READS: usize = 5_000;
 
 pub async fn run(events: usize, streams: usize, store_events: usize) -> Result<Vec<Row>> {
     let mut rows = if events > 0 {
@@ -159,14 +161,27 @@ async fn store_only(events: usize) -> Result<Vec<Row>> {
             .await?;
     }
     let batched = rate(events, t0.elapsed());
+    // One store round trip: a point read (one statement on sqlx's SQLite worker thread).
+    let mut reads = Vec::with_capacity(POINT_READS);
+    let cpu0 = cpu_time_of(std::process::id())?;
+    for _ in 0..POINT_READS {
+        let t = Instant::now();
+        store.get_conversation(&conv).await?;
+        reads.push(t.elapsed());
+    }
+    let read_cpu = cpu_time_of(std::process::id())?.saturating_sub(cpu0) / POINT_READS as u32;
+    let reads = Samples::new(reads);
     store.close().await;
     Ok(vec![Row::new(
         "3",
         "event ingest, store only (`Store::append_events`, SQLite WAL)",
         format!(
-            "{} events/s one event per call; {} events/s in calls of {BATCH}",
+            "{} events/s one event per call; {} events/s in calls of {BATCH}\n(one point read, i.e. one round trip to sqlx's SQLite thread: p50 {} / p99 {}, {} CPU)",
             count(single),
-            count(batched)
+            count(batched),
+            us(reads.p50()),
+            us(reads.p99()),
+            us(read_cpu),
         ),
         "(ceiling for the end-to-end figure)",
         Verdict::Info,

@@ -52,6 +52,11 @@ pub fn ms(d: Duration) -> String {
     }
 }
 
+/// `123 µs`.
+pub fn us(d: Duration) -> String {
+    format!("{} µs", d.as_micros())
+}
+
 /// `0.123 s` / `12.3 s`.
 pub fn secs(d: Duration) -> String {
     let v = d.as_secs_f64();

@@ -1,6 +1,6 @@
 //! Events (gap-free `seq` per session) and the conversation history.
 
-use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
+use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 use tether_proto::{EventEnvelope, EventPayload, HistoryMessage, MessageRole};
 
 use crate::{Result, Store, StoreError, now_ms, rows};
@@ -9,10 +9,10 @@ use crate::{Result, Store, StoreError, now_ms, rows};
 /// chunks up to this size, so only a handful of statement shapes are ever prepared.
 const MAX_INSERT_ROWS: usize = 128;
 
-/// Appends one event inside an open transaction. The session's `last_seq` counter is
-/// bumped in the same transaction, so `seq` is gap-free. Both statements go to SQLite as
-/// one query (one round trip to sqlx's worker thread): the `INSERT` reads the counter
-/// the `UPDATE` just bumped.
+/// Appends one event: `seq` = the session's `last_seq` + 1, read by the `INSERT` itself;
+/// the trigger `events_keep_session_seq` (migration 0005) moves `last_seq` on, so `seq`
+/// stays gap-free. One statement: on its own (autocommit) it is atomic, inside an open
+/// transaction it commits with the rest.
 pub(crate) async fn append(
     conn: &mut SqliteConnection,
     session_id: &str,
@@ -24,28 +24,23 @@ pub(crate) async fn append(
         table: "events",
         detail: e.to_string(),
     })?;
-    // `fetch_all`: a row limit would stop sqlx before the second statement.
-    let rows = sqlx::query(
-        "UPDATE sessions SET last_seq = last_seq + 1, updated_at = ?1 WHERE id = ?2 \
-         RETURNING last_seq, conversation_id; \
-         INSERT INTO events (session_id, conversation_id, seq, turn_id, at, kind, payload) \
-         SELECT id, conversation_id, last_seq, ?3, ?1, ?4, ?5 FROM sessions WHERE id = ?2 \
-         RETURNING id",
+    // `fetch_all`: the statement runs to its end (and commits, outside a transaction).
+    let rows: Vec<(i64, i64, String)> = sqlx::query_as(
+        "INSERT INTO events (session_id, conversation_id, seq, turn_id, at, kind, payload) \
+         SELECT id, conversation_id, last_seq + 1, ?, ?, ?, ? FROM sessions WHERE id = ? \
+         RETURNING id, seq, conversation_id",
     )
-    .bind(at)
-    .bind(session_id)
     .bind(turn_id)
+    .bind(at)
     .bind(payload.kind())
     .bind(json)
+    .bind(session_id)
     .fetch_all(&mut *conn)
     .await?;
-    let [counter, inserted] = rows.as_slice() else {
-        // No such session: nothing was changed.
+    let Some((id, seq, conversation_id)) = rows.into_iter().next() else {
+        // No such session: nothing was stored.
         return Err(sqlx::Error::RowNotFound.into());
     };
-    let seq: i64 = counter.try_get(0)?;
-    let conversation_id: String = counter.try_get(1)?;
-    let id: i64 = inserted.try_get(0)?;
     Ok(EventEnvelope {
         id,
         session_id: session_id.to_string(),
@@ -67,12 +62,11 @@ pub(crate) async fn append_many(
     turn_id: Option<&str>,
     payloads: &[EventPayload],
 ) -> Result<Vec<EventEnvelope>> {
-    if payloads.len() <= 1 {
-        let mut out = Vec::with_capacity(1);
-        for p in payloads {
-            out.push(append(conn, session_id, turn_id, p).await?);
-        }
-        return Ok(out);
+    if let [p] = payloads {
+        return Ok(vec![append(conn, session_id, turn_id, p).await?]);
+    }
+    if payloads.is_empty() {
+        return Ok(Vec::new());
     }
     let at = now_ms();
     let (last, conversation_id): (i64, String) = sqlx::query_as(
@@ -175,13 +169,20 @@ pub(crate) async fn add_message(
 }
 
 impl Store {
-    /// Appends events of one session in one transaction.
+    /// Appends events of one session atomically: one event as one statement, more in
+    /// one transaction.
     pub async fn append_events(
         &self,
         session_id: &str,
         turn_id: Option<&str>,
         payloads: &[EventPayload],
     ) -> Result<Vec<EventEnvelope>> {
+        if let [p] = payloads {
+            // One statement needs no transaction around it (BEGIN and COMMIT would be
+            // two more round trips to sqlx's SQLite thread).
+            let mut conn = self.writer.acquire().await?;
+            return Ok(vec![append(&mut conn, session_id, turn_id, p).await?]);
+        }
         let mut tx = self.writer.begin().await?;
         let out = append_many(&mut tx, session_id, turn_id, payloads).await?;
         tx.commit().await?;

@@ -140,3 +140,36 @@ async fn a_history_entry_touches_its_conversation() {
     assert_eq!(hist.len(), 1);
     assert_eq!(hist[0].text, "note");
 }
+
+#[tokio::test]
+async fn single_batched_and_in_transaction_appends_interleave_gap_free() {
+    let (_d, store) = store_with_session().await;
+    for round in 0..3 {
+        store
+            .append_events("s1", None, &deltas(round, 1))
+            .await
+            .unwrap();
+        store
+            .append_events("s1", None, &deltas(round, 3))
+            .await
+            .unwrap();
+        // An append inside a larger transaction (history entry + status event).
+        store
+            .add_message("c1", MessageRole::Status, "note", Some("s1"), None)
+            .await
+            .unwrap();
+    }
+    let seqs: Vec<i64> = store
+        .session_events("s1", 0, 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(seqs, (1..=16).collect::<Vec<_>>());
+    let next = store
+        .append_events("s1", None, &deltas(0, 1))
+        .await
+        .unwrap();
+    assert_eq!(next[0].seq, 17);
+}
