@@ -68,8 +68,13 @@ impl Store {
         let Some((session_id, input)) = row else {
             return Ok(None);
         };
-        let ev = append(&mut tx, &session_id, Some(turn_id), &EventPayload::TurnStarted { input })
-            .await?;
+        let ev = append(
+            &mut tx,
+            &session_id,
+            Some(turn_id),
+            &EventPayload::TurnStarted { input },
+        )
+        .await?;
         tx.commit().await?;
         Ok(Some(ev))
     }
