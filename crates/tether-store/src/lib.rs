@@ -4,10 +4,12 @@
 //!
 //! Must not depend on the agents, the channels or the web server. Writes go through a
 //! single-connection writer pool (SQLite has one writer anyway; this avoids busy errors);
-//! reads use a separate pool.
+//! reads use a separate pool; a third connection checkpoints the WAL in the background
+//! (commits never do, see `checkpoint`).
 
 mod approvals;
 mod channels;
+mod checkpoint;
 mod conversations;
 mod delegation;
 mod delegation_ledger;
@@ -54,6 +56,7 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 pub struct Store {
     writer: SqlitePool,
     reader: SqlitePool,
+    checkpointer: std::sync::Arc<checkpoint::Checkpointer>,
 }
 
 impl std::fmt::Debug for Store {
@@ -88,7 +91,11 @@ impl Store {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(10));
+            .busy_timeout(Duration::from_secs(10))
+            // Commits never checkpoint; a background task does (see `checkpoint`).
+            .pragma("wal_autocheckpoint", "0")
+            // After a checkpoint lets the WAL restart, a file grown by a burst shrinks.
+            .pragma("journal_size_limit", "67108864");
         // No ping before each acquire: on an embedded database it cannot fail, and every
         // ping is one more round trip to sqlx's SQLite worker thread (measured by
         // tether-bench as a large share of a turn's cost).
@@ -101,9 +108,19 @@ impl Store {
         let reader = SqlitePoolOptions::new()
             .max_connections(4)
             .test_before_acquire(false)
-            .connect_with(opts.read_only(true))
+            .connect_with(opts.clone().read_only(true))
             .await?;
-        Ok(Store { writer, reader })
+        let checkpoints = SqlitePoolOptions::new()
+            .max_connections(1)
+            .test_before_acquire(false)
+            .connect_with(opts)
+            .await?;
+        let checkpointer = std::sync::Arc::new(checkpoint::Checkpointer::start(checkpoints));
+        Ok(Store {
+            writer,
+            reader,
+            checkpointer,
+        })
     }
 
     /// `PRAGMA integrity_check` → `true` when the database is sound.
@@ -128,6 +145,7 @@ impl Store {
 
     /// Closes both pools.
     pub async fn close(&self) {
+        self.checkpointer.close().await;
         self.writer.close().await;
         self.reader.close().await;
     }
