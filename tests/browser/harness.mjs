@@ -14,7 +14,7 @@ import { chromium } from "playwright-core";
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const SCREENSHOTS = path.join(ROOT, ".artifacts", "screenshots");
-const BIN = (name) => path.join(ROOT, "target", "debug", name);
+const BIN = (name) => path.join(process.env.CARGO_TARGET_DIR ? path.resolve(ROOT, process.env.CARGO_TARGET_DIR) : path.join(ROOT, "target"), "debug", name);
 const CHROMIUM = process.env.TETHER_CHROMIUM || "/usr/bin/chromium";
 
 /** Rejects after `ms` with `what` in the message. */
