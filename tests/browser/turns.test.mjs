@@ -164,7 +164,13 @@ test("a forced event-stream disconnect catches up without duplicates", async () 
     }
     assert.equal((text.match(/remembers 0/g) || []).length, 1);
     await page.locator("#stream-state").waitFor({ state: "hidden" });
-    const resumed = proxy.requests.slice(cutAt).find((r) => /^GET \/api\/v1\/conversations\/[^/]+\/events/.test(r));
+    // The proxy logs the reopened stream when its request head arrives; give it a moment.
+    const isStream = (r) => /^GET \/api\/v1\/conversations\/[^/]+\/events/.test(r);
+    let resumed;
+    for (let i = 0; i < 100 && !resumed; i++) {
+      resumed = proxy.requests.slice(cutAt).find(isStream);
+      if (!resumed) await new Promise((r) => setTimeout(r, 50));
+    }
     assert.ok(resumed, "the stream was opened again");
     assert.match(resumed, /^last-event-id: *[1-9]\d*\r?$/im, "resumed with Last-Event-ID");
     assert.equal(await page.locator("#timeline .turn").count(), 1);
