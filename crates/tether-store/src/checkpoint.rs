@@ -10,20 +10,20 @@
 
 use std::time::Duration;
 
-use sqlx::SqlitePool;
+use crate::conns::Conns;
 
 /// How often the WAL is copied into the database.
 pub(crate) const EVERY: Duration = Duration::from_secs(1);
 
 /// Stops the checkpoint task when the last [`crate::Store`] clone is dropped.
 pub(crate) struct Checkpointer {
-    pool: SqlitePool,
+    pool: Conns,
     task: tokio::task::AbortHandle,
 }
 
 impl Checkpointer {
     /// Starts checkpointing on `pool` (a read-write pool of its own).
-    pub fn start(pool: SqlitePool) -> Checkpointer {
+    pub fn start(pool: Conns) -> Checkpointer {
         let p = pool.clone();
         let task = tokio::spawn(async move {
             let mut tick = tokio::time::interval(EVERY);

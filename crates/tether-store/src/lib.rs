@@ -2,14 +2,16 @@
 //! turns, per-session events with a gap-free `seq`, approvals, questions, message history
 //! and inbound dedupe keys. Writes that belong together run in one transaction.
 //!
-//! Must not depend on the agents, the channels or the web server. Writes go through a
-//! single-connection writer pool (SQLite has one writer anyway; this avoids busy errors);
-//! reads use a separate pool; a third connection checkpoints the WAL in the background
-//! (commits never do, see `checkpoint`).
+//! Must not depend on the agents, the channels or the web server. Writes go through one
+//! writer connection (SQLite has one writer anyway; this avoids busy errors); reads use
+//! four read-only connections; a third kind checkpoints the WAL in the background
+//! (commits never do, see `checkpoint`). The connections are held directly, not in an
+//! sqlx pool (see `conns`).
 
 mod approvals;
 mod channels;
 mod checkpoint;
+mod conns;
 mod conversations;
 mod delegation;
 mod delegation_ledger;
@@ -22,8 +24,10 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::SqlitePool;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::ConnectOptions;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+
+use crate::conns::Conns;
 
 pub use channels::{ChannelChat, NewOutbox, OutboxRow, OutboxStatus, Pairing};
 pub use delegation::{
@@ -54,8 +58,8 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 /// The database handle. Cheap to clone.
 #[derive(Clone)]
 pub struct Store {
-    writer: SqlitePool,
-    reader: SqlitePool,
+    writer: Conns,
+    reader: Conns,
     checkpointer: std::sync::Arc<checkpoint::Checkpointer>,
 }
 
@@ -96,26 +100,13 @@ impl Store {
             .pragma("wal_autocheckpoint", "0")
             // After a checkpoint lets the WAL restart, a file grown by a burst shrinks.
             .pragma("journal_size_limit", "67108864");
-        // No ping before each acquire: on an embedded database it cannot fail, and every
-        // ping is one more round trip to sqlx's SQLite worker thread (measured by
-        // tether-bench as a large share of a turn's cost).
-        let writer = SqlitePoolOptions::new()
-            .max_connections(1)
-            .test_before_acquire(false)
-            .connect_with(opts.clone())
-            .await?;
-        sqlx::migrate!("./migrations").run(&writer).await?;
-        let reader = SqlitePoolOptions::new()
-            .max_connections(4)
-            .test_before_acquire(false)
-            .connect_with(opts.clone().read_only(true))
-            .await?;
-        let checkpoints = SqlitePoolOptions::new()
-            .max_connections(1)
-            .test_before_acquire(false)
-            .connect_with(opts)
-            .await?;
-        let checkpointer = std::sync::Arc::new(checkpoint::Checkpointer::start(checkpoints));
+        let mut first = opts.connect().await?;
+        sqlx::migrate!("./migrations").run(&mut first).await?;
+        let writer = Conns::from_connection(first);
+        let reader = Conns::open(&opts.clone().read_only(true), 4).await?;
+        let checkpointer = std::sync::Arc::new(checkpoint::Checkpointer::start(
+            Conns::open(&opts, 1).await?,
+        ));
         Ok(Store {
             writer,
             reader,
@@ -143,7 +134,7 @@ impl Store {
         Ok(res.rows_affected() == 1)
     }
 
-    /// Closes both pools.
+    /// Closes every connection.
     pub async fn close(&self) {
         self.checkpointer.close().await;
         self.writer.close().await;

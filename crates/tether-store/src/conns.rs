@@ -1,0 +1,327 @@
+//! The store's SQLite connections, held directly instead of in an `sqlx::Pool`.
+//!
+//! sqlx's pool spawns a task and pings the connection (one more round trip to sqlx's
+//! SQLite worker thread) every time a connection goes back to the pool, i.e. after every
+//! query and every transaction; with one writer connection the next write waits for that.
+//! tether-bench measured these thread hand-offs as the largest part of tether's cost per
+//! turn. [`Conns`] is a fixed set of connections behind a semaphore and a mutex each:
+//! taking one and giving it back costs nothing on the SQLite thread. It is an
+//! [`Executor`] like the pool (`.fetch_one(&self.reader)`), and [`Conns::begin`] gives a
+//! transaction that rolls back when dropped without `commit`, like sqlx's.
+
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteQueryResult, SqliteRow, SqliteStatement};
+use sqlx::{
+    ConnectOptions, Connection, Database, Describe, Either, Execute, Executor, Sqlite,
+    SqliteConnection, TransactionManager,
+};
+use tokio::sync::{Mutex, OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
+
+type Slot = Arc<Mutex<Option<SqliteConnection>>>;
+type Tm = <Sqlite as Database>::TransactionManager;
+
+/// A fixed set of connections to one database. Cheap to clone (shared).
+#[derive(Clone)]
+pub(crate) struct Conns(Arc<Inner>);
+
+struct Inner {
+    slots: Vec<Slot>,
+    free: Arc<Semaphore>,
+    closed: AtomicBool,
+}
+
+impl std::fmt::Debug for Conns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conns")
+            .field("size", &self.0.slots.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One connection, exclusively held until dropped.
+pub(crate) struct Conn {
+    // Dropped before the permit: a permit holder always finds a free slot.
+    guard: OwnedMutexGuard<Option<SqliteConnection>>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Conns {
+    /// Opens `size` connections with `opts`.
+    pub async fn open(opts: &SqliteConnectOptions, size: usize) -> Result<Conns, sqlx::Error> {
+        let mut slots = Vec::with_capacity(size);
+        for _ in 0..size.max(1) {
+            slots.push(Arc::new(Mutex::new(Some(opts.connect().await?))));
+        }
+        Ok(Conns::from_slots(slots))
+    }
+
+    /// Wraps an open connection.
+    pub fn from_connection(conn: SqliteConnection) -> Conns {
+        Conns::from_slots(vec![Arc::new(Mutex::new(Some(conn)))])
+    }
+
+    fn from_slots(slots: Vec<Slot>) -> Conns {
+        Conns(Arc::new(Inner {
+            free: Arc::new(Semaphore::new(slots.len())),
+            slots,
+            closed: AtomicBool::new(false),
+        }))
+    }
+
+    /// Waits for a free connection.
+    pub async fn acquire(&self) -> Result<Conn, sqlx::Error> {
+        let permit = Arc::clone(&self.0.free)
+            .acquire_owned()
+            .await
+            .map_err(|_| sqlx::Error::PoolClosed)?;
+        // Holding a permit, at least one slot is unlocked.
+        for slot in &self.0.slots {
+            if let Ok(guard) = Arc::clone(slot).try_lock_owned() {
+                if guard.is_none() {
+                    return Err(sqlx::Error::PoolClosed);
+                }
+                return Ok(Conn {
+                    guard,
+                    _permit: permit,
+                });
+            }
+        }
+        // Only reachable if a slot guard outlived its permit; wait for the first slot.
+        let guard = Arc::clone(&self.0.slots[0]).lock_owned().await;
+        if guard.is_none() {
+            return Err(sqlx::Error::PoolClosed);
+        }
+        Ok(Conn {
+            guard,
+            _permit: permit,
+        })
+    }
+
+    /// Begins a transaction on a connection of its own.
+    pub async fn begin(&self) -> Result<Tx, sqlx::Error> {
+        let mut conn = self.acquire().await?;
+        Tm::begin(&mut conn, None).await?;
+        Ok(Tx { conn, open: true })
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.0.closed.load(Ordering::SeqCst)
+    }
+
+    /// Closes every connection (waiting for those in use); later acquires fail.
+    pub async fn close(&self) {
+        self.0.closed.store(true, Ordering::SeqCst);
+        self.0.free.close();
+        for slot in &self.0.slots {
+            if let Some(conn) = slot.lock().await.take() {
+                let _ = conn.close().await;
+            }
+        }
+    }
+}
+
+impl Deref for Conn {
+    type Target = SqliteConnection;
+
+    fn deref(&self) -> &SqliteConnection {
+        match self.guard.as_ref() {
+            Some(c) => c,
+            // `acquire` never hands out an empty slot, and `close` needs the lock to
+            // empty one.
+            None => unreachable!("a held connection slot is never empty"),
+        }
+    }
+}
+
+impl DerefMut for Conn {
+    fn deref_mut(&mut self) -> &mut SqliteConnection {
+        match self.guard.as_mut() {
+            Some(c) => c,
+            None => unreachable!("a held connection slot is never empty"),
+        }
+    }
+}
+
+/// A transaction on a held connection; dropped without [`Tx::commit`] it rolls back
+/// (queued on the connection before anything else runs on it, as sqlx does).
+pub(crate) struct Tx {
+    conn: Conn,
+    open: bool,
+}
+
+impl Tx {
+    pub async fn commit(mut self) -> Result<(), sqlx::Error> {
+        Tm::commit(&mut self.conn).await?;
+        self.open = false;
+        Ok(())
+    }
+}
+
+impl Drop for Tx {
+    fn drop(&mut self) {
+        if self.open {
+            Tm::start_rollback(&mut self.conn);
+        }
+    }
+}
+
+impl Deref for Tx {
+    type Target = SqliteConnection;
+
+    fn deref(&self) -> &SqliteConnection {
+        &self.conn
+    }
+}
+
+impl DerefMut for Tx {
+    fn deref_mut(&mut self) -> &mut SqliteConnection {
+        &mut self.conn
+    }
+}
+
+impl<'c> Executor<'c> for &'c Conns {
+    type Database = Sqlite;
+
+    fn fetch_many<'e, 'q: 'e, E>(
+        self,
+        query: E,
+    ) -> BoxStream<'e, Result<Either<SqliteQueryResult, SqliteRow>, sqlx::Error>>
+    where
+        'c: 'e,
+        E: 'q + Execute<'q, Sqlite>,
+    {
+        // Results are collected while the connection is held (every store query is read
+        // to its end anyway), then handed out.
+        futures::stream::once(async move {
+            let mut conn = self.acquire().await?;
+            let items: Vec<_> = conn.fetch_many(query).try_collect().await?;
+            Ok::<_, sqlx::Error>(futures::stream::iter(items.into_iter().map(Ok)))
+        })
+        .try_flatten()
+        .boxed()
+    }
+
+    fn fetch_optional<'e, 'q: 'e, E>(
+        self,
+        query: E,
+    ) -> BoxFuture<'e, Result<Option<SqliteRow>, sqlx::Error>>
+    where
+        'c: 'e,
+        E: 'q + Execute<'q, Sqlite>,
+    {
+        Box::pin(async move { self.acquire().await?.fetch_optional(query).await })
+    }
+
+    fn prepare_with<'e, 'q: 'e>(
+        self,
+        sql: &'q str,
+        parameters: &'e [<Sqlite as Database>::TypeInfo],
+    ) -> BoxFuture<'e, Result<SqliteStatement<'q>, sqlx::Error>>
+    where
+        'c: 'e,
+    {
+        Box::pin(async move { self.acquire().await?.prepare_with(sql, parameters).await })
+    }
+
+    fn describe<'e, 'q: 'e>(
+        self,
+        sql: &'q str,
+    ) -> BoxFuture<'e, Result<Describe<Sqlite>, sqlx::Error>>
+    where
+        'c: 'e,
+    {
+        Box::pin(async move { self.acquire().await?.describe(sql).await })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::str::FromStr;
+
+    use super::*;
+
+    async fn conns(dir: &std::path::Path, size: usize) -> Conns {
+        let opts = SqliteConnectOptions::from_str("sqlite://")
+            .unwrap()
+            .filename(dir.join("t.db"))
+            .create_if_missing(true)
+            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
+        let c = Conns::open(&opts, size).await.unwrap();
+        sqlx::query("CREATE TABLE IF NOT EXISTS t (v INTEGER)")
+            .execute(&c)
+            .await
+            .unwrap();
+        c
+    }
+
+    async fn count(c: &Conns) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM t")
+            .fetch_one(c)
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_dropped_transaction_rolls_back_and_the_connection_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = conns(dir.path(), 1).await;
+        {
+            let mut tx = c.begin().await.unwrap();
+            sqlx::query("INSERT INTO t VALUES (1)")
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+        }
+        assert_eq!(count(&c).await, 0);
+        let mut tx = c.begin().await.unwrap();
+        sqlx::query("INSERT INTO t VALUES (2)")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        assert_eq!(count(&c).await, 1);
+    }
+
+    #[tokio::test]
+    async fn more_users_than_connections_take_turns() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = conns(dir.path(), 2).await;
+        let all = futures::future::join_all((0..20).map(|i| {
+            let c = c.clone();
+            async move {
+                let mut tx = c.begin().await.unwrap();
+                sqlx::query("INSERT INTO t VALUES (?)")
+                    .bind(i)
+                    .execute(&mut *tx)
+                    .await
+                    .unwrap();
+                tokio::task::yield_now().await;
+                tx.commit().await.unwrap();
+                count(&c).await
+            }
+        }));
+        let counts = tokio::time::timeout(std::time::Duration::from_secs(20), all)
+            .await
+            .unwrap();
+        assert_eq!(counts.len(), 20);
+        assert_eq!(count(&c).await, 20);
+    }
+
+    #[tokio::test]
+    async fn closed_connections_are_not_handed_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = conns(dir.path(), 2).await;
+        c.close().await;
+        assert!(c.is_closed());
+        assert!(matches!(c.acquire().await, Err(sqlx::Error::PoolClosed)));
+        assert!(sqlx::query("SELECT 1").execute(&c).await.is_err());
+    }
+}
