@@ -116,7 +116,7 @@ pub enum EventPayload {
         text: String,
     },
     /// On the parent's session: a delegated task was created (once per task).
-    #[serde(rename = "delegation.started")]
+    #[serde(alias = "delegation.started")]
     DelegationStarted {
         task_id: String,
         agent_type: String,
@@ -130,7 +130,7 @@ pub enum EventPayload {
         tool_call_id: Option<String>,
     },
     /// On the parent's session: the task's first turn ended.
-    #[serde(rename = "delegation.completed")]
+    #[serde(alias = "delegation.completed")]
     DelegationCompleted {
         task_id: String,
         turn_id: String,
@@ -138,7 +138,7 @@ pub enum EventPayload {
         outcome: TaskOutcome,
     },
     /// On the parent's session: a later turn of the task ended.
-    #[serde(rename = "delegation.session_update")]
+    #[serde(alias = "delegation.session_update")]
     DelegationSessionUpdate {
         task_id: String,
         turn_id: String,
@@ -169,9 +169,9 @@ impl EventPayload {
             EventPayload::TurnCancelled {} => "turn_cancelled",
             EventPayload::TurnInterrupted { .. } => "turn_interrupted",
             EventPayload::Status { .. } => "status",
-            EventPayload::DelegationStarted { .. } => "delegation.started",
-            EventPayload::DelegationCompleted { .. } => "delegation.completed",
-            EventPayload::DelegationSessionUpdate { .. } => "delegation.session_update",
+            EventPayload::DelegationStarted { .. } => "delegation_started",
+            EventPayload::DelegationCompleted { .. } => "delegation_completed",
+            EventPayload::DelegationSessionUpdate { .. } => "delegation_session_update",
         }
     }
 
@@ -184,5 +184,27 @@ impl EventPayload {
                 | EventPayload::TurnCancelled {}
                 | EventPayload::TurnInterrupted { .. }
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EventPayload;
+
+    #[test]
+    fn delegation_events_are_snake_case_and_old_dotted_rows_still_read() {
+        let ev = EventPayload::DelegationCompleted {
+            task_id: "t".into(),
+            turn_id: "u".into(),
+            turn_version: 1,
+            outcome: serde_json::from_value(serde_json::json!({"status": "completed"})).unwrap(),
+        };
+        let json = serde_json::to_value(&ev).unwrap();
+        assert_eq!(json["type"], "delegation_completed");
+        assert_eq!(ev.kind(), "delegation_completed");
+        let mut old = json.clone();
+        old["type"] = "delegation.completed".into();
+        let back: EventPayload = serde_json::from_value(old).unwrap();
+        assert_eq!(back.kind(), "delegation_completed");
     }
 }

@@ -1,5 +1,5 @@
 //! Reports every ended turn of a delegated task on the parent's session, once:
-//! `delegation.completed` for the first turn, `delegation.session_update` for later ones.
+//! `delegation_completed` for the first turn, `delegation_session_update` for later ones.
 //! A watcher follows the event bus; at start-up it first reports what a restart left
 //! unreported (turns interrupted by recovery) — until then delegation requests get
 //! `rebuilding` — and it re-scans whenever it lags behind the bus.

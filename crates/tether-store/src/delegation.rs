@@ -117,7 +117,7 @@ pub(crate) fn delegation_turn(row: &SqliteRow) -> Result<DelegationTurnRow> {
 impl Store {
     /// Creates the task in one transaction: the `delegate` conversation, its bound session
     /// (`session_started`), the first turn (queued, with the task as the user message),
-    /// the task row, turn version 1, and `delegation.started` on the parent's session.
+    /// the task row, turn version 1, and `delegation_started` on the parent's session.
     pub async fn create_delegation(
         &self,
         d: &NewDelegation,

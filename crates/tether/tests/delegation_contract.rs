@@ -98,7 +98,7 @@ async fn delegate_collect_continue_close() {
 
     // Events on the parent's session: started once, completed for turn 1, an update for
     // turn 2.
-    let started_ev = parent_events(&d, &parent, "delegation.started").await;
+    let started_ev = parent_events(&d, &parent, "delegation_started").await;
     assert_eq!(started_ev.len(), 1);
     assert_eq!(started_ev[0]["payload"]["task_id"], task.as_str());
     assert!(
@@ -106,10 +106,10 @@ async fn delegate_collect_continue_close() {
         "{}",
         started_ev[0]
     );
-    let completed = parent_events(&d, &parent, "delegation.completed").await;
+    let completed = parent_events(&d, &parent, "delegation_completed").await;
     assert_eq!(completed.len(), 1);
     assert_eq!(completed[0]["payload"]["outcome"]["status"], "completed");
-    let updates = parent_events(&d, &parent, "delegation.session_update").await;
+    let updates = parent_events(&d, &parent, "delegation_session_update").await;
     assert_eq!(updates.len(), 1);
     assert_eq!(updates[0]["payload"]["turn_version"], 2);
     assert_eq!(updates[0]["payload"]["origin"], "parent");
@@ -262,7 +262,7 @@ async fn depth_limit_and_people_share_the_ledger() {
         (Some("person"), Some(2))
     );
     assert!(t["text"].as_str().unwrap().contains("echo: from a person"));
-    let updates = parent_events(&d, &parent, "delegation.session_update").await;
+    let updates = parent_events(&d, &parent, "delegation_session_update").await;
     assert_eq!(updates.len(), 1);
     assert_eq!(updates[0]["payload"]["origin"], "person");
 

@@ -67,9 +67,9 @@ async fn restart_in_the_middle_of_a_child_turn() {
 }
 
 async fn within_events(d: &Daemon, parent: &str, task: &str) -> serde_json::Value {
-    tether_testkit::within("delegation.completed after restart", async {
+    tether_testkit::within("delegation_completed after restart", async {
         loop {
-            let evs = parent_events(d, parent, "delegation.completed").await;
+            let evs = parent_events(d, parent, "delegation_completed").await;
             if let Some(e) = evs.into_iter().find(|e| e["payload"]["task_id"] == task) {
                 return e;
             }
