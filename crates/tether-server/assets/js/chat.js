@@ -3,12 +3,16 @@
 // the history and the live event stream, and sending messages.
 
 import { api, enc, followEvents, historyAfter, ApiError } from "./api.js";
-import { $, h, shortId, stateLabel, copyText, toast } from "./dom.js";
+import { $, h, shortId, stateLabel, copyText, toast, setError, errorNodes } from "./dom.js";
 import { Timeline } from "./timeline.js";
 import { Composer } from "./composer.js";
 import { DelegateBar, continues } from "./delegate.js";
+import { TaskCards } from "./tasks.js";
 
 const REFRESH_EVENTS = new Set(["message_delta", "thought_delta"]);
+/** What the model picker shows and sends for the agent's own default model. */
+export const DEFAULT_MODEL = "default";
+
 const HISTORY_EVENTS = new Set(["status", "session_started", "turn_completed", "turn_failed", "turn_cancelled", "turn_interrupted", "question_resolved"]);
 
 export class Chat {
@@ -17,12 +21,14 @@ export class Chat {
     this.onChange = onChange;
     this.conv = null;
     this.agents = [];
+    this.tasks = new TaskCards({ act: (call) => this.act(call) });
     this.timeline = new Timeline($("timeline"), {
+      taskCard: (p) => this.tasks.card(p),
       decide: (id, decision) => this.act(() => api("POST", `/api/v1/approvals/${enc(id)}`, { decision })),
       answer: (id, answer) => this.act(() => api("POST", `/api/v1/questions/${enc(id)}`, { answer })),
     });
     this.composer = new Composer($("composer"), { send: (text) => this.send(text), stop: () => this.stop() });
-    this.delegate = new DelegateBar({ act: (call) => this.act(call), after: () => this.loadHistory() });
+    this.delegate = new DelegateBar({ act: (call) => this.act(call), after: () => this.loadHistory(), changed: () => this.renderLock() });
     this.bind();
   }
 
@@ -59,6 +65,7 @@ export class Chat {
     if (!id) return;
     const token = (this.openToken = {});
     this.timeline.reset();
+    this.tasks.reset(id);
     $("timeline").append(h("p", { class: "muted loading" }, "Loading…"));
     let conv;
     try {
@@ -66,12 +73,12 @@ export class Chat {
     } catch (e) {
       if (token !== this.openToken) return;
       this.timeline.reset();
-      $("timeline").append(h("p", { class: "error" }, e instanceof ApiError && e.status === 404 ? "This conversation does not exist." : e.message));
+      $("timeline").append(h("p", { class: "error" }, ...errorNodes(e instanceof ApiError && e.status === 404 ? { code: e.code, message: "This conversation does not exist." } : e)));
       return;
     }
     if (token !== this.openToken) return;
     this.timeline.reset();
-    this.picker = { agent: conv.agent, model: conv.model || "", touched: false };
+    this.picker = { agent: conv.agent, model: conv.model || DEFAULT_MODEL, touched: false };
     this.showConversation(conv);
     this.pending = [];
     this.triedHistory = new Set();
@@ -87,6 +94,7 @@ export class Chat {
     if (this.stream) this.stream.close();
     this.stream = null;
     this.conv = null;
+    this.tasks.reset(null);
     clearTimeout(this.convTimer);
     this.historyRun = null;
     $("binding").hidden = true;
@@ -110,7 +118,7 @@ export class Chat {
     this.conv = conv;
     if (!this.picker.touched) {
       this.picker.agent = conv.agent;
-      this.picker.model = conv.model || "";
+      this.picker.model = conv.model || DEFAULT_MODEL;
     }
     $("chat-title").textContent = conv.title;
     document.title = `${conv.title} · tether`;
@@ -118,7 +126,7 @@ export class Chat {
     $("archive").textContent = conv.archived ? "Unarchive" : "Archive";
     $("binding").hidden = false;
     $("composer").hidden = false;
-    this.composer.setArchived(conv.archived);
+    this.renderLock();
     const busy = conv.state === "bound/running" || conv.state === "bound/waiting_user" || conv.state === "bound/waiting_approval";
     this.composer.setRunning(busy);
     this.timeline.setQueueLen(conv.queue_len || 0);
@@ -153,16 +161,19 @@ export class Chat {
     picker.value = this.picker.agent;
     const model = $("model-picker");
     if (document.activeElement !== model) model.value = this.picker.model;
-    // Suggest the models this conversation's sessions have used.
-    const seen = new Set([conv.model, b && b.model, ...[...this.timeline.sessions.values()].map((x) => x.model)].filter(Boolean));
+    // Offer the agent's default model, then the models this conversation's sessions used.
+    const seen = new Set([DEFAULT_MODEL, conv.model, b && b.model, ...[...this.timeline.sessions.values()].map((x) => x.model)].filter(Boolean));
     const list = $("model-options");
-    if (list.options.length !== seen.size) list.replaceChildren(...[...seen].map((m) => h("option", { value: m })));
+    if (list.options.length !== seen.size) {
+      list.replaceChildren(...[...seen].map((m) => h("option", { value: m, label: m === DEFAULT_MODEL ? "the agent's default model" : null })));
+    }
     this.renderDrift();
   }
 
   pickerChanged() {
     this.picker.agent = $("agent-picker").value;
-    this.picker.model = $("model-picker").value.trim();
+    // A blank box changes nothing; "default" asks for the agent's default model.
+    this.picker.model = $("model-picker").value.trim() || (this.conv && this.conv.model) || DEFAULT_MODEL;
     this.picker.touched = true;
     this.renderDrift();
   }
@@ -174,8 +185,9 @@ export class Chat {
     let text = "";
     if (b) {
       const model = this.picker.model;
+      const bound = b.model || DEFAULT_MODEL;
       if (this.picker.agent !== b.agent) text = `agent ${b.agent} → ${this.picker.agent}`;
-      else if (model && model !== (b.model || "")) text = `model ${b.model || "default"} → ${model}`;
+      else if (model !== bound) text = `model ${bound} → ${model}`;
     }
     el.hidden = !text;
     el.textContent = text ? `The next message starts a new session (${text}).` : "";
@@ -213,7 +225,7 @@ export class Chat {
           if (this.id !== id) return;
           this.timeline.addHistory(msgs);
         } catch (e) {
-          if (this.id === id) this.showError(e.message);
+          if (this.id === id) this.showError(e);
           return;
         }
       } while (this.historyAgain);
@@ -244,12 +256,19 @@ export class Chat {
         }
         this.pending.shift();
         this.timeline.applyEvent(env);
+        if (env.payload.type.startsWith("delegation_")) this.tasks.refreshSoon();
         if (!REFRESH_EVENTS.has(env.payload.type)) this.refreshSoon();
         if (HISTORY_EVENTS.has(env.payload.type)) this.loadHistory();
       }
     } finally {
       this.draining = false;
     }
+  }
+
+  /** The list stream saw `conv` change: this conversation, or one of its tasks. */
+  listChanged(conv) {
+    if (conv.id === this.id) this.showConversation(conv);
+    else if (this.tasks.has(conv.id)) this.tasks.refreshSoon();
   }
 
   streamState(state) {
@@ -260,6 +279,7 @@ export class Chat {
     if (state === "live") {
       // Messages that are not events (command replies, other tabs) may have been missed.
       this.refreshSoon(0);
+      this.tasks.refreshSoon();
       if (this.id) this.loadHistory();
     }
   }
@@ -274,16 +294,23 @@ export class Chat {
       this.refreshSoon(0);
       return true;
     } catch (e) {
-      this.showError(e.message);
+      this.showError(e);
       this.refreshSoon(0);
       return false;
     }
   }
 
-  showError(text) {
-    const el = $("composer-error");
-    el.textContent = text;
-    el.hidden = !text;
+  /** Shows an error (text, or an API error with its stable code) above the composer. */
+  showError(e) {
+    setError($("composer-error"), e);
+  }
+
+  /** Locks the composer when the conversation cannot take messages, saying why. */
+  renderLock() {
+    const conv = this.conv;
+    if (!conv) return;
+    const reason = conv.archived ? "This conversation is archived — unarchive it to write." : this.delegate.lockReason(conv);
+    this.composer.setLocked(reason);
   }
 
   async send(text) {
@@ -291,7 +318,7 @@ export class Chat {
     if (!conv) return false;
     const body = { text };
     if (this.picker.agent && this.picker.agent !== conv.agent) body.agent = this.picker.agent;
-    if (this.picker.model && this.picker.model !== (conv.model || "")) body.model = this.picker.model;
+    if (this.picker.model !== (conv.model || DEFAULT_MODEL)) body.model = this.picker.model;
     this.showError("");
     if (continues(conv, text)) {
       const ok = await this.delegate.send(text);
@@ -307,7 +334,7 @@ export class Chat {
       this.refreshSoon(0);
       return true;
     } catch (e) {
-      this.showError(e.message);
+      this.showError(e);
       this.loadHistory();
       return false;
     }

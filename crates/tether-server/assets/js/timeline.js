@@ -3,7 +3,7 @@
 // text, thoughts, tool calls, approval and question cards, and a footer with the turn's
 // status and duration. Every history message and every event is applied at most once.
 
-import { h, duration, clock, shortId } from "./dom.js";
+import { h, duration, clock, shortId, errorNodes } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 import {
   toolRow, updateTool, approvalCard, resolveApproval, questionCard, resolveQuestion, tickDeadline,
@@ -12,7 +12,10 @@ import {
 const TERMINAL = { turn_completed: "completed", turn_failed: "failed", turn_cancelled: "cancelled", turn_interrupted: "interrupted" };
 
 export class Timeline {
-  /** `actions`: { decide(approvalId, decision) → Promise<bool>, answer(questionId, text) → Promise<bool> } */
+  /**
+   * `actions`: { decide(approvalId, decision) → Promise<bool>, answer(questionId, text) →
+   * Promise<bool>, taskCard(delegation_started payload) → the task's card element }
+   */
   constructor(root, actions) {
     this.root = root;
     this.actions = actions;
@@ -262,7 +265,11 @@ export class Timeline {
         t.ended = true;
         const text = (p.type === "turn_completed" && p.text) || t.finalText;
         if (!t.hasText && text) this.addText(t, text, true);
-        if (p.type === "turn_failed") t.detail = p.code;
+        if (p.type === "turn_failed") {
+          t.detail = p.code;
+          // The reason, with its stable code, where the reply would be.
+          t.items.append(h("div", { class: "turn-error" }, ...errorNodes(p)));
+        }
         if (p.type === "turn_interrupted") t.detail = p.reason;
         for (const card of t.cards.values()) {
           if (card.classList.contains("pending")) {
@@ -281,6 +288,13 @@ export class Timeline {
         }
         this.renderFoot(t);
         this.refreshQueue();
+        break;
+      }
+      case "delegation_started": {
+        // A card for the task, in the parent turn that delegated.
+        const t = this.turnFor(env);
+        const card = this.actions.taskCard(p);
+        if (!card.isConnected || !this.root.contains(card)) (t ? t.items : this.root).append(card);
         break;
       }
       default:
