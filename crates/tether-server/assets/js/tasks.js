@@ -51,6 +51,7 @@ export class TaskCards {
       h("div", { class: "task-state" },
         h("span", { class: "badge task-status" }, "running"),
         h("span", { class: "task-version" }, "turn 1"),
+        h("span", { class: "task-availability-label" }, "availability:"),
         h("span", { class: "task-availability" }, "")),
       h("p", { class: "task-blocked", hidden: true }),
       h("div", { class: "card-actions" }, message, cont, close));
