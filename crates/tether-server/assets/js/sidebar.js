@@ -53,8 +53,10 @@ export class Sidebar {
     this.items = [];
     this.next = null;
     this.stream = followList((msg) => this.changed(msg), () => this.refresh(), (state) => {
-      $("connection").textContent = state === "reconnecting" ? "reconnecting…" : "";
-      $("connection").dataset.state = state;
+      const el = $("connection");
+      el.textContent = state === "reconnecting" ? "reconnecting…" : "";
+      el.hidden = state !== "reconnecting";
+      el.dataset.state = state;
     });
   }
 
