@@ -8,6 +8,10 @@ import { Timeline } from "./timeline.js";
 import { Composer } from "./composer.js";
 import { DelegateBar, continues } from "./delegate.js";
 import { TaskCards } from "./tasks.js";
+import { loadSpan } from "./spans.js";
+
+/** Older messages load when the view is this close to the top (px). */
+const NEAR_TOP = 300;
 
 const REFRESH_EVENTS = new Set(["message_delta", "thought_delta"]);
 /** What the model picker shows and sends for the agent's own default model. */
@@ -52,6 +56,7 @@ export class Chat {
       if (e.key === "Escape") this.endRename();
     });
     $("archive").addEventListener("click", () => this.toggleArchive());
+    $("timeline").addEventListener("scroll", () => this.fillOlder(), { passive: true });
   }
 
   setAgents(names) {
@@ -82,11 +87,53 @@ export class Chat {
     this.showConversation(conv);
     this.pending = [];
     this.triedHistory = new Set();
-    await this.loadHistory();
+    $("timeline").append(h("p", { class: "muted loading" }, "Loading…"));
+    // The latest span only; older ones load as the person scrolls up.
+    let span;
+    try {
+      span = await loadSpan(id, null);
+    } catch (e) {
+      if (token === this.openToken) this.showError(e);
+      return;
+    }
     if (token !== this.openToken) return;
+    this.timeline.reset();
+    this.timeline.showSpan(span);
+    this.timeline.lastMessageId = Math.max(this.timeline.lastMessageId, span.newestMessageId);
+    this.older = span.older;
+    this.timeline.setOlder(this.older ? "more" : null, () => this.loadOlder());
     this.timeline.scrollToBottom();
-    this.stream = followEvents(id, 0, (env) => this.onEvent(env), (s) => this.streamState(s));
+    const last = span.events.length ? span.events[span.events.length - 1].id : 0;
+    this.stream = followEvents(id, last, (env) => this.onEvent(env), (s) => this.streamState(s));
     this.composer.focus();
+    this.fillOlder();
+  }
+
+  /** Loads the span before the oldest one shown. */
+  async loadOlder() {
+    if (!this.older || this.loadingOlder) return;
+    const id = this.id;
+    this.loadingOlder = true;
+    this.timeline.setOlder("loading");
+    try {
+      const span = await loadSpan(id, this.older);
+      if (this.id !== id) return;
+      this.timeline.showSpan(span);
+      this.older = span.older;
+    } catch (e) {
+      if (this.id === id) this.showError(e);
+    } finally {
+      if (this.id === id) {
+        this.loadingOlder = false;
+        this.timeline.setOlder(this.older ? "more" : null, () => this.loadOlder());
+        this.fillOlder();
+      }
+    }
+  }
+
+  /** Goes on loading while the top is in sight (a short span, or the person is there). */
+  fillOlder() {
+    if (this.older && $("timeline").scrollTop < NEAR_TOP) this.loadOlder();
   }
 
   close() {
@@ -94,6 +141,8 @@ export class Chat {
     if (this.stream) this.stream.close();
     this.stream = null;
     this.conv = null;
+    this.older = null;
+    this.loadingOlder = false;
     this.tasks.reset(null);
     clearTimeout(this.convTimer);
     this.historyRun = null;
