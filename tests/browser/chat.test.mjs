@@ -215,7 +215,7 @@ test("a page reload keeps everything", async () => {
   assert.deepEqual(await snapshot(), before);
 });
 
-test("a delegated sub-conversation: Sub badge behind its filter, continue and close from the page", async () => {
+test("a delegated sub-conversation: Sub badge behind its filter, continue and close from the page, then a locked composer", async () => {
   page = await browser.newPage();
   await openSignedIn(page, daemon.base, daemon.token);
   const parent = await newConversation(page);
@@ -252,10 +252,17 @@ test("a delegated sub-conversation: Sub badge behind its filter, continue and cl
   await page.click("#close-task");
   await page.waitForFunction(() => document.querySelector("#delegate-info").dataset.availability === "released");
   assert.equal(await page.isDisabled("#close-task"), true);
-  await send(page, "once more");
-  await page.locator("#composer-error").waitFor({ state: "visible" });
-  assert.match(await page.textContent("#composer-error"), /closed \(released\)/);
-  page.errors = page.errors.filter((e) => !/Failed to load resource: the server responded with a status of 4\d\d/.test(e));
+  // A closed task takes no more messages: the composer is locked and says why.
+  await page.waitForFunction(() => document.querySelector("#composer-input").disabled);
+  assert.equal(await page.isDisabled("#send"), true);
+  await page.locator("#composer-note").waitFor({ state: "visible" });
+  assert.match(await page.textContent("#composer-note"), /task was closed/);
+  await screenshot(page, "desktop-subtask-closed");
+  // Opened afresh (another tab, a reload), it is locked too.
+  await page.reload();
+  await page.locator("#delegate-row").waitFor({ state: "visible" });
+  await page.waitForFunction(() => document.querySelector("#composer-input").disabled);
+  assert.match(await page.textContent("#composer-note"), /task was closed/);
 
   await page.click("#delegate-parent");
   await page.waitForFunction((p) => location.hash === `#c=${p}`, parent);

@@ -49,7 +49,7 @@ export async function startDaemon({ approvalTimeoutSecs = 1800 } = {}) {
     `queue_cap = 16`,
     `start_timeout_secs = 10`,
     "",
-    agent("fake") + agent("fake2"),
+    agent("fake") + agent("fake2") + agent("fake-broken", `, "--exit-on-start"`),
   ].join("\n");
   const configPath = path.join(home, "tether.toml");
   await writeFile(configPath, config);

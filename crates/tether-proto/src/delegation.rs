@@ -205,6 +205,9 @@ pub struct Continuation {
     #[serde(default)]
     pub parent_tool_call_id: Option<String>,
     pub depth: u32,
+    /// Set while the task's running turn waits for a person.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_on: Option<BlockedOn>,
 }
 
 /// `POST /api/v1/conversations/{id}/continue` and `continue_with_session`.

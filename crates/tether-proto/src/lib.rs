@@ -7,10 +7,12 @@ mod delegation;
 mod dto;
 mod error;
 mod event;
+mod pages;
 mod status;
 
 pub use delegation::*;
 pub use dto::*;
 pub use error::*;
 pub use event::*;
+pub use pages::*;
 pub use status::*;

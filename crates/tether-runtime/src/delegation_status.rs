@@ -312,6 +312,7 @@ impl Runtime {
             parent_turn_id: row.parent_turn_id.clone(),
             parent_tool_call_id: row.parent_tool_call_id.clone(),
             depth: row.depth,
+            blocked_on: snap.blocked_on,
         })
     }
 }

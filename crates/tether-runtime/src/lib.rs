@@ -17,6 +17,7 @@ mod delegation_registry;
 mod delegation_status;
 mod delegation_watch;
 mod error;
+mod listing;
 mod pool;
 mod router;
 mod turn_step;
@@ -29,4 +30,5 @@ pub use delegation::{
 };
 pub use delegation_status::{MAX_WAIT_MS, outcome_of};
 pub use error::RuntimeError;
+pub use listing::ConversationPage;
 pub use pool::{PoolConfig, PoolStatus};

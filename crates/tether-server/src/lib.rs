@@ -13,6 +13,7 @@ mod auth;
 mod error;
 mod extract;
 mod handlers;
+mod list_sse;
 mod openapi;
 mod sse;
 mod web;
@@ -130,6 +131,10 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
         )
         .route("/api/v1/conversations/{id}/stop", post(conversations::stop))
         .route(
+            "/api/v1/conversations/{id}/events/page",
+            get(handlers::event_page::events_page),
+        )
+        .route(
             "/api/v1/conversations/{id}/continuation",
             get(delegation::continuation),
         )
@@ -158,8 +163,9 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
             auth::require_header,
         ));
 
-    // EventSource cannot set headers: this route also takes `?token=`.
+    // EventSource cannot set headers: these routes also take `?token=`.
     let events = Router::new()
+        .route("/api/v1/conversations/events", get(list_sse::list_events))
         .route(
             "/api/v1/conversations/{id}/events",
             get(sse::conversation_events),

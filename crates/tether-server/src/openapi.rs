@@ -5,8 +5,9 @@ use axum::Json;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
+use crate::handlers::event_page;
 use crate::handlers::{self, agents, approvals, conversations, delegation, sessions};
-use crate::sse;
+use crate::{list_sse, sse};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -33,6 +34,8 @@ use crate::sse;
         delegation::close_task,
         delegation::children,
         sse::conversation_events,
+        event_page::events_page,
+        list_sse::list_events,
         sessions::get,
         sessions::turns,
         sessions::events,
@@ -89,6 +92,9 @@ use crate::sse;
         tether_proto::TurnOrigin,
         tether_proto::BlockedOn,
         tether_proto::BlockedKind,
+        tether_proto::ConversationEventPage,
+        tether_proto::ConversationChange,
+        tether_proto::ConversationChangeKind,
     )),
     modifiers(&Security),
     tags(

@@ -49,6 +49,8 @@ static ASSETS: &[Asset] = &[
     asset!("js/timeline.js", JS),
     asset!("js/activity.js", JS),
     asset!("js/delegate.js", JS),
+    asset!("js/tasks.js", JS),
+    asset!("js/spans.js", JS),
 ];
 
 /// Strong validators, computed once: FNV-1a of each file's bytes.

@@ -38,6 +38,7 @@ impl Store {
         .bind(now)
         .execute(&self.writer)
         .await?;
+        self.changed(id);
         Ok(ConversationRow {
             id: id.to_string(),
             kind,
@@ -90,6 +91,7 @@ impl Store {
         .bind(id)
         .execute(&self.writer)
         .await?;
+        self.changed(id);
         Ok(())
     }
 
@@ -102,6 +104,7 @@ impl Store {
             .bind(id)
             .execute(&self.writer)
             .await?;
+        self.changed(id);
         Ok(())
     }
 
@@ -131,6 +134,7 @@ impl Store {
         .await?;
         add_message(&mut tx, id, MessageRole::Command, status_text, None, None).await?;
         tx.commit().await?;
+        self.changed(id);
         Ok(prev)
     }
 

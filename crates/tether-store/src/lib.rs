@@ -16,6 +16,7 @@ mod conversations;
 mod delegation;
 mod delegation_ledger;
 mod events;
+mod pages;
 mod recovery;
 mod rows;
 mod turns;
@@ -34,6 +35,7 @@ pub use delegation::{
     DelegationRow, DelegationTurnRow, EXTERNAL_SCOPE, NewDelegation, NewDelegationTurn,
 };
 pub use delegation_ledger::LedgerEntry;
+pub use pages::ListCursor;
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use rows::*;
 
@@ -61,6 +63,8 @@ pub struct Store {
     writer: Conns,
     reader: Conns,
     checkpointer: std::sync::Arc<checkpoint::Checkpointer>,
+    /// Ids of conversations whose row changed without an event (see `pages`).
+    changes: tokio::sync::broadcast::Sender<String>,
 }
 
 impl std::fmt::Debug for Store {
@@ -111,6 +115,7 @@ impl Store {
             writer,
             reader,
             checkpointer,
+            changes: tokio::sync::broadcast::channel(pages::CHANGES_BUFFER).0,
         })
     }
 

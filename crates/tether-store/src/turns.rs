@@ -36,6 +36,7 @@ impl Store {
             .await?;
         }
         tx.commit().await?;
+        self.changed(&t.conversation_id);
         Ok(Turn {
             id: t.id.clone(),
             session_id: t.session_id.clone(),

@@ -82,23 +82,41 @@ export async function historyAfter(convId, afterId) {
   }
 }
 
+/** `GET path` → `{ data, next }`: the body and the `X-Next-Cursor` header (or null). */
+export async function apiPage(path) {
+  let resp;
+  try {
+    resp = await fetch(path, { headers: { Authorization: `Bearer ${memoryToken}` }, cache: "no-store" });
+  } catch {
+    throw new ApiError(0, "network", "cannot reach tether (network error)");
+  }
+  const data = await resp.json().catch(() => null);
+  if (!resp.ok) {
+    const err = data && data.error ? data.error : {};
+    if (resp.status === 401) onUnauthorized();
+    throw new ApiError(resp.status, err.code || "http_" + resp.status, err.message || resp.statusText);
+  }
+  return { data, next: resp.headers.get("X-Next-Cursor") };
+}
+
 export const enc = encodeURIComponent;
 
 const EVENT_TYPES = [
   "session_started", "session_live", "session_dormant", "turn_started", "message_delta",
   "thought_delta", "tool_call", "tool_call_update", "approval_requested", "approval_resolved",
   "question_asked", "question_resolved", "turn_completed", "turn_failed", "turn_cancelled",
-  "turn_interrupted", "status",
+  "turn_interrupted", "status", "delegation_started", "delegation_completed",
+  "delegation_session_update",
 ];
 
 /**
- * Follows a conversation's events from `afterId`. `onEvent(envelope)` gets every event once
- * and in order; `onState("live" | "reconnecting" | "closed")` reports the connection.
- * EventSource reconnects by itself and sends Last-Event-ID; when it gives up (an HTTP
- * error), this reopens it after a pause with `after_id` = the last id seen.
+ * An EventSource on `url()` (which adds `?token=`) that never gives up: EventSource
+ * reconnects by itself (sending Last-Event-ID); when it stops (an HTTP error) this
+ * reopens it after a growing pause. `handlers` maps SSE event names to functions of the
+ * parsed data; `onState("live" | "reconnecting" | "closed")` reports the connection;
+ * `check()` runs after a refusal (a request that signs out when the token is the reason).
  */
-export function followEvents(convId, afterId, onEvent, onState) {
-  let last = afterId;
+export function followStream(url, handlers, onState, check) {
   let source = null;
   let stopped = false;
   let retry = null;
@@ -106,46 +124,37 @@ export function followEvents(convId, afterId, onEvent, onState) {
 
   const open = () => {
     if (stopped) return;
-    const url = `/api/v1/conversations/${enc(convId)}/events?after_id=${last}&token=${enc(memoryToken)}`;
-    source = new EventSource(url);
+    source = new EventSource(url());
     source.onopen = () => {
       delay = 500;
       onState("live");
     };
-    const handle = (msg) => {
-      let env;
-      try {
-        env = JSON.parse(msg.data);
-      } catch {
-        return;
-      }
-      if (typeof env.id !== "number" || env.id <= last) return;
-      last = env.id;
-      onEvent(env);
-    };
-    for (const type of EVENT_TYPES) source.addEventListener(type, handle);
-    source.onmessage = handle;
+    for (const [type, fn] of Object.entries(handlers)) {
+      source.addEventListener(type, (msg) => {
+        let data;
+        try {
+          data = JSON.parse(msg.data);
+        } catch {
+          return;
+        }
+        fn(data);
+      });
+    }
     source.onerror = () => {
       if (stopped) return;
+      onState("reconnecting");
       if (source.readyState === EventSource.CLOSED) {
         source = null;
-        // The stream was refused: if the token is the reason, this signs out.
-        api("GET", `/api/v1/conversations/${enc(convId)}`).catch(() => {});
-        onState("reconnecting");
+        check();
         retry = setTimeout(open, delay);
         delay = Math.min(delay * 2, 8000);
-      } else {
-        onState("reconnecting");
       }
     };
   };
   open();
 
   return {
-    get lastId() {
-      return last;
-    },
-    /** Drops the connection now and reconnects at once from the last id seen. */
+    /** Drops the connection now and reconnects at once. */
     reconnect() {
       if (stopped) return;
       if (source) source.close();
@@ -160,4 +169,47 @@ export function followEvents(convId, afterId, onEvent, onState) {
       onState("closed");
     },
   };
+}
+
+/**
+ * Follows a conversation's events after `afterId`. `onEvent(envelope)` gets every event
+ * once and in order (a reopened stream resumes after the last id seen).
+ */
+export function followEvents(convId, afterId, onEvent, onState) {
+  let last = afterId;
+  const handle = (env) => {
+    if (typeof env.id !== "number" || env.id <= last) return;
+    last = env.id;
+    onEvent(env);
+  };
+  const handlers = Object.fromEntries(EVENT_TYPES.map((t) => [t, handle]));
+  handlers.message = handle;
+  const stream = followStream(
+    () => `/api/v1/conversations/${enc(convId)}/events?after_id=${last}&token=${enc(memoryToken)}`,
+    handlers,
+    onState,
+    () => api("GET", `/api/v1/conversations/${enc(convId)}`).catch(() => {}));
+  return {
+    get lastId() {
+      return last;
+    },
+    reconnect: () => stream.reconnect(),
+    close: () => stream.close(),
+  };
+}
+
+/**
+ * Follows the conversation list: `onChange({change, conversation})` for each change,
+ * `onResync()` when the list must be read again (also after every (re)connect, since the
+ * stream does not replay).
+ */
+export function followList(onChange, onResync, onState) {
+  return followStream(
+    () => `/api/v1/conversations/events?token=${enc(memoryToken)}`,
+    { conversation: onChange, resync: () => onResync() },
+    (state) => {
+      if (state === "live") onResync();
+      onState(state);
+    },
+    () => api("GET", "/api/v1/agents").catch(() => {}));
 }

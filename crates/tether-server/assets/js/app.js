@@ -3,11 +3,11 @@
 // the open chat, and the `#c=<id>` address of the open conversation.
 
 import { api, getToken, setToken, handleUnauthorized, ApiError } from "./api.js";
-import { $ } from "./dom.js";
+import { $, setError } from "./dom.js";
 import { Sidebar } from "./sidebar.js";
 import { Chat } from "./chat.js";
 
-const sidebar = new Sidebar({ onSelect: (id) => go(id) });
+const sidebar = new Sidebar({ onSelect: (id) => go(id), onChange: (conv) => chat.listChanged(conv) });
 const chat = new Chat({ onChange: (conv) => sidebar.update(conv) });
 
 /** The token in the address (`#token=` or `?token=`), removed from it at once. */
@@ -55,15 +55,14 @@ async function enter(agents) {
   route();
 }
 
-function showSignIn(message) {
+/** `problem`: text or an API error (shown with its code); empty for none. */
+function showSignIn(problem) {
   closeMenu();
   sidebar.stop();
   chat.close();
   $("app").hidden = true;
   $("signin").hidden = false;
-  const err = $("signin-error");
-  err.textContent = message || "";
-  err.hidden = !message;
+  setError($("signin-error"), problem);
   $("signin-token").focus();
 }
 
@@ -73,8 +72,7 @@ async function signIn(token) {
     setToken(token);
     await enter(agents);
   } catch (e) {
-    const msg = e instanceof ApiError && e.status === 401 ? "That token is not right. Run `tether token` to see it." : e.message;
-    showSignIn(msg);
+    showSignIn(e instanceof ApiError && e.status === 401 ? { code: e.code, message: "That token is not right. Run `tether token` to see it." } : e);
   }
 }
 
@@ -99,7 +97,7 @@ $("new-conversation").addEventListener("click", async () => {
     const conv = await sidebar.create();
     go(conv.id);
   } catch (e) {
-    chat.showError(e.message);
+    chat.showError(e);
   }
 });
 

@@ -3,12 +3,20 @@
 // the history and the live event stream, and sending messages.
 
 import { api, enc, followEvents, historyAfter, ApiError } from "./api.js";
-import { $, h, shortId, stateLabel, copyText, toast } from "./dom.js";
+import { $, h, shortId, stateLabel, copyText, toast, setError, errorNodes } from "./dom.js";
 import { Timeline } from "./timeline.js";
 import { Composer } from "./composer.js";
 import { DelegateBar, continues } from "./delegate.js";
+import { TaskCards } from "./tasks.js";
+import { loadSpan } from "./spans.js";
+
+/** Older messages load when the view is this close to the top (px). */
+const NEAR_TOP = 300;
 
 const REFRESH_EVENTS = new Set(["message_delta", "thought_delta"]);
+/** What the model picker shows and sends for the agent's own default model. */
+export const DEFAULT_MODEL = "default";
+
 const HISTORY_EVENTS = new Set(["status", "session_started", "turn_completed", "turn_failed", "turn_cancelled", "turn_interrupted", "question_resolved"]);
 
 export class Chat {
@@ -17,12 +25,14 @@ export class Chat {
     this.onChange = onChange;
     this.conv = null;
     this.agents = [];
+    this.tasks = new TaskCards({ act: (call) => this.act(call) });
     this.timeline = new Timeline($("timeline"), {
+      taskCard: (p) => this.tasks.card(p),
       decide: (id, decision) => this.act(() => api("POST", `/api/v1/approvals/${enc(id)}`, { decision })),
       answer: (id, answer) => this.act(() => api("POST", `/api/v1/questions/${enc(id)}`, { answer })),
     });
     this.composer = new Composer($("composer"), { send: (text) => this.send(text), stop: () => this.stop() });
-    this.delegate = new DelegateBar({ act: (call) => this.act(call), after: () => this.loadHistory() });
+    this.delegate = new DelegateBar({ act: (call) => this.act(call), after: () => this.loadHistory(), changed: () => this.renderLock() });
     this.bind();
   }
 
@@ -46,6 +56,7 @@ export class Chat {
       if (e.key === "Escape") this.endRename();
     });
     $("archive").addEventListener("click", () => this.toggleArchive());
+    $("timeline").addEventListener("scroll", () => this.fillOlder(), { passive: true });
   }
 
   setAgents(names) {
@@ -59,6 +70,7 @@ export class Chat {
     if (!id) return;
     const token = (this.openToken = {});
     this.timeline.reset();
+    this.tasks.reset(id);
     $("timeline").append(h("p", { class: "muted loading" }, "Loading…"));
     let conv;
     try {
@@ -66,20 +78,62 @@ export class Chat {
     } catch (e) {
       if (token !== this.openToken) return;
       this.timeline.reset();
-      $("timeline").append(h("p", { class: "error" }, e instanceof ApiError && e.status === 404 ? "This conversation does not exist." : e.message));
+      $("timeline").append(h("p", { class: "error" }, ...errorNodes(e instanceof ApiError && e.status === 404 ? { code: e.code, message: "This conversation does not exist." } : e)));
       return;
     }
     if (token !== this.openToken) return;
     this.timeline.reset();
-    this.picker = { agent: conv.agent, model: conv.model || "", touched: false };
+    this.picker = { agent: conv.agent, model: conv.model || DEFAULT_MODEL, touched: false };
     this.showConversation(conv);
     this.pending = [];
     this.triedHistory = new Set();
-    await this.loadHistory();
+    $("timeline").append(h("p", { class: "muted loading" }, "Loading…"));
+    // The latest span only; older ones load as the person scrolls up.
+    let span;
+    try {
+      span = await loadSpan(id, null);
+    } catch (e) {
+      if (token === this.openToken) this.showError(e);
+      return;
+    }
     if (token !== this.openToken) return;
+    this.timeline.reset();
+    this.timeline.showSpan(span);
+    this.timeline.lastMessageId = Math.max(this.timeline.lastMessageId, span.newestMessageId);
+    this.older = span.older;
+    this.timeline.setOlder(this.older ? "more" : null, () => this.loadOlder());
     this.timeline.scrollToBottom();
-    this.stream = followEvents(id, 0, (env) => this.onEvent(env), (s) => this.streamState(s));
+    const last = span.events.length ? span.events[span.events.length - 1].id : 0;
+    this.stream = followEvents(id, last, (env) => this.onEvent(env), (s) => this.streamState(s));
     this.composer.focus();
+    this.fillOlder();
+  }
+
+  /** Loads the span before the oldest one shown. */
+  async loadOlder() {
+    if (!this.older || this.loadingOlder) return;
+    const id = this.id;
+    this.loadingOlder = true;
+    this.timeline.setOlder("loading");
+    try {
+      const span = await loadSpan(id, this.older);
+      if (this.id !== id) return;
+      this.timeline.showSpan(span);
+      this.older = span.older;
+    } catch (e) {
+      if (this.id === id) this.showError(e);
+    } finally {
+      if (this.id === id) {
+        this.loadingOlder = false;
+        this.timeline.setOlder(this.older ? "more" : null, () => this.loadOlder());
+        this.fillOlder();
+      }
+    }
+  }
+
+  /** Goes on loading while the top is in sight (a short span, or the person is there). */
+  fillOlder() {
+    if (this.older && $("timeline").scrollTop < NEAR_TOP) this.loadOlder();
   }
 
   close() {
@@ -87,6 +141,9 @@ export class Chat {
     if (this.stream) this.stream.close();
     this.stream = null;
     this.conv = null;
+    this.older = null;
+    this.loadingOlder = false;
+    this.tasks.reset(null);
     clearTimeout(this.convTimer);
     this.historyRun = null;
     $("binding").hidden = true;
@@ -110,7 +167,7 @@ export class Chat {
     this.conv = conv;
     if (!this.picker.touched) {
       this.picker.agent = conv.agent;
-      this.picker.model = conv.model || "";
+      this.picker.model = conv.model || DEFAULT_MODEL;
     }
     $("chat-title").textContent = conv.title;
     document.title = `${conv.title} · tether`;
@@ -118,7 +175,7 @@ export class Chat {
     $("archive").textContent = conv.archived ? "Unarchive" : "Archive";
     $("binding").hidden = false;
     $("composer").hidden = false;
-    this.composer.setArchived(conv.archived);
+    this.renderLock();
     const busy = conv.state === "bound/running" || conv.state === "bound/waiting_user" || conv.state === "bound/waiting_approval";
     this.composer.setRunning(busy);
     this.timeline.setQueueLen(conv.queue_len || 0);
@@ -153,16 +210,19 @@ export class Chat {
     picker.value = this.picker.agent;
     const model = $("model-picker");
     if (document.activeElement !== model) model.value = this.picker.model;
-    // Suggest the models this conversation's sessions have used.
-    const seen = new Set([conv.model, b && b.model, ...[...this.timeline.sessions.values()].map((x) => x.model)].filter(Boolean));
+    // Offer the agent's default model, then the models this conversation's sessions used.
+    const seen = new Set([DEFAULT_MODEL, conv.model, b && b.model, ...[...this.timeline.sessions.values()].map((x) => x.model)].filter(Boolean));
     const list = $("model-options");
-    if (list.options.length !== seen.size) list.replaceChildren(...[...seen].map((m) => h("option", { value: m })));
+    if (list.options.length !== seen.size) {
+      list.replaceChildren(...[...seen].map((m) => h("option", { value: m, label: m === DEFAULT_MODEL ? "the agent's default model" : null })));
+    }
     this.renderDrift();
   }
 
   pickerChanged() {
     this.picker.agent = $("agent-picker").value;
-    this.picker.model = $("model-picker").value.trim();
+    // A blank box changes nothing; "default" asks for the agent's default model.
+    this.picker.model = $("model-picker").value.trim() || (this.conv && this.conv.model) || DEFAULT_MODEL;
     this.picker.touched = true;
     this.renderDrift();
   }
@@ -174,8 +234,9 @@ export class Chat {
     let text = "";
     if (b) {
       const model = this.picker.model;
+      const bound = b.model || DEFAULT_MODEL;
       if (this.picker.agent !== b.agent) text = `agent ${b.agent} → ${this.picker.agent}`;
-      else if (model && model !== (b.model || "")) text = `model ${b.model || "default"} → ${model}`;
+      else if (model !== bound) text = `model ${bound} → ${model}`;
     }
     el.hidden = !text;
     el.textContent = text ? `The next message starts a new session (${text}).` : "";
@@ -213,7 +274,7 @@ export class Chat {
           if (this.id !== id) return;
           this.timeline.addHistory(msgs);
         } catch (e) {
-          if (this.id === id) this.showError(e.message);
+          if (this.id === id) this.showError(e);
           return;
         }
       } while (this.historyAgain);
@@ -244,12 +305,19 @@ export class Chat {
         }
         this.pending.shift();
         this.timeline.applyEvent(env);
+        if (env.payload.type.startsWith("delegation_")) this.tasks.refreshSoon();
         if (!REFRESH_EVENTS.has(env.payload.type)) this.refreshSoon();
         if (HISTORY_EVENTS.has(env.payload.type)) this.loadHistory();
       }
     } finally {
       this.draining = false;
     }
+  }
+
+  /** The list stream saw `conv` change: this conversation, or one of its tasks. */
+  listChanged(conv) {
+    if (conv.id === this.id) this.showConversation(conv);
+    else if (this.tasks.has(conv.id)) this.tasks.refreshSoon();
   }
 
   streamState(state) {
@@ -260,6 +328,7 @@ export class Chat {
     if (state === "live") {
       // Messages that are not events (command replies, other tabs) may have been missed.
       this.refreshSoon(0);
+      this.tasks.refreshSoon();
       if (this.id) this.loadHistory();
     }
   }
@@ -274,16 +343,23 @@ export class Chat {
       this.refreshSoon(0);
       return true;
     } catch (e) {
-      this.showError(e.message);
+      this.showError(e);
       this.refreshSoon(0);
       return false;
     }
   }
 
-  showError(text) {
-    const el = $("composer-error");
-    el.textContent = text;
-    el.hidden = !text;
+  /** Shows an error (text, or an API error with its stable code) above the composer. */
+  showError(e) {
+    setError($("composer-error"), e);
+  }
+
+  /** Locks the composer when the conversation cannot take messages, saying why. */
+  renderLock() {
+    const conv = this.conv;
+    if (!conv) return;
+    const reason = conv.archived ? "This conversation is archived — unarchive it to write." : this.delegate.lockReason(conv);
+    this.composer.setLocked(reason);
   }
 
   async send(text) {
@@ -291,7 +367,7 @@ export class Chat {
     if (!conv) return false;
     const body = { text };
     if (this.picker.agent && this.picker.agent !== conv.agent) body.agent = this.picker.agent;
-    if (this.picker.model && this.picker.model !== (conv.model || "")) body.model = this.picker.model;
+    if (this.picker.model !== (conv.model || DEFAULT_MODEL)) body.model = this.picker.model;
     this.showError("");
     if (continues(conv, text)) {
       const ok = await this.delegate.send(text);
@@ -307,7 +383,7 @@ export class Chat {
       this.refreshSoon(0);
       return true;
     } catch (e) {
-      this.showError(e.message);
+      this.showError(e);
       this.loadHistory();
       return false;
     }

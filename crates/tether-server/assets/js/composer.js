@@ -47,10 +47,14 @@ export class Composer {
     $("stop").hidden = !running;
   }
 
-  setArchived(archived) {
-    this.input.disabled = archived;
-    $("send").disabled = archived;
-    this.input.placeholder = archived ? "This conversation is archived — unarchive it to write" : "Message the agent — / for commands";
+  /** `reason` (text) disables the box and says why; `null` enables it. */
+  setLocked(reason) {
+    this.input.disabled = !!reason;
+    $("send").disabled = !!reason;
+    this.input.placeholder = reason || "Message the agent — / for commands";
+    const note = $("composer-note");
+    note.textContent = reason || "";
+    note.hidden = !reason;
   }
 
   async submit() {

@@ -14,6 +14,12 @@ const AVAILABILITY = {
   not_continuable: "cannot continue",
 };
 
+/** Why the composer of a task in this state is locked. */
+const LOCKED = {
+  released: "This task was closed: it takes no more messages (its history is kept).",
+  not_continuable: "This task cannot continue: its agent never started a session it could resume.",
+};
+
 /** A new continuation id (crypto.randomUUID needs a secure context; this does not). */
 export function continuationId() {
   const b = crypto.getRandomValues(new Uint8Array(16));
@@ -22,10 +28,12 @@ export function continuationId() {
 
 export class DelegateBar {
   /** `act(call)` runs an API call and shows its error; `after()` refreshes the chat. */
-  constructor({ act, after }) {
+  constructor({ act, after, changed }) {
     this.act = act;
     this.after = after;
+    this.changed = changed;
     this.id = null;
+    this.availability = null;
     $("close-task").addEventListener("click", () => this.close());
   }
 
@@ -35,6 +43,7 @@ export class DelegateBar {
     $("delegate-row").hidden = !isTask;
     $("picker-row").hidden = isTask;
     $("new-session").hidden = $("detach").hidden = isTask;
+    if (this.id !== (isTask ? conv.id : null)) this.availability = null;
     this.id = isTask ? conv.id : null;
     if (!isTask) return;
     let c;
@@ -51,6 +60,16 @@ export class DelegateBar {
     parent.hidden = !c.parent_conversation_id;
     if (c.parent_conversation_id) parent.href = `#c=${encodeURIComponent(c.parent_conversation_id)}`;
     $("close-task").disabled = c.availability === "released";
+    if (this.availability !== c.availability) {
+      this.availability = c.availability;
+      this.changed();
+    }
+  }
+
+  /** Why a delegated conversation cannot take messages, or null when it can. */
+  lockReason(conv) {
+    if (!conv || conv.kind !== "delegate" || this.id !== conv.id) return null;
+    return LOCKED[this.availability] || null;
   }
 
   /** Continues the task with `text`; false when it was refused. */

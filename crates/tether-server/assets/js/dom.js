@@ -93,3 +93,25 @@ export function toast(text) {
   clearTimeout(toastTimer);
   toastTimer = setTimeout(() => (el.hidden = true), 2500);
 }
+
+/**
+ * Shows an error in `el`: its stable code (a `code.error-code` with `data-code`) next to
+ * its message. `e` is text, or anything with `message` and `code` (an API error, a failed
+ * turn); nothing hides `el`.
+ */
+export function setError(el, e) {
+  if (!e) {
+    el.replaceChildren();
+    el.hidden = true;
+    return;
+  }
+  el.replaceChildren(...errorNodes(e));
+  el.hidden = false;
+}
+
+/** The nodes of an error: `[code, " ", message]` (just the message when it has no code). */
+export function errorNodes(e) {
+  const message = typeof e === "string" ? e : e.message || String(e);
+  const code = typeof e === "object" && e.code ? String(e.code) : "";
+  return code ? [h("code", { class: "error-code", dataset: { code } }, code), " ", message] : [message];
+}

@@ -1,19 +1,23 @@
 // The conversation list: title, agent, state badge and last activity; a "Sub" badge for
 // delegated sub-conversations (shown only with their filter on) and archived ones behind
-// their own filter. Refreshed every few seconds while the page is visible.
+// their own filter. Loaded a page at a time (more as the list scrolls to its end) and
+// kept fresh by the list event stream, which is read again after every (re)connect.
 
-import { api } from "./api.js";
-import { $, h, ago, stateLabel } from "./dom.js";
+import { api, apiPage, followList } from "./api.js";
+import { $, h, ago, stateLabel, setError } from "./dom.js";
 
-const POLL_MS = 4000;
+const PAGE = 50;
 const FILTER_KEY = "tether.filters";
 
 export class Sidebar {
-  /** `onSelect(id)` opens a conversation. */
-  constructor({ onSelect }) {
+  /** `onSelect(id)` opens a conversation; `onChange(conv)` hears of every change. */
+  constructor({ onSelect, onChange = () => {} }) {
     this.onSelect = onSelect;
+    this.onChange = onChange;
     this.items = [];
     this.selected = null;
+    this.next = null; // cursor of the next page, null when all are loaded
+    this.generation = 0; // bumps when the filters change, so stale pages are dropped
     let saved = {};
     try {
       saved = JSON.parse(localStorage.getItem(FILTER_KEY) || "{}");
@@ -29,36 +33,110 @@ export class Sidebar {
         } catch {
           // No storage: the filters last as long as the page.
         }
-        this.refresh();
+        if (id === "filter-archived") this.reload();
+        else this.render();
       });
     }
     $("conversation-list").addEventListener("keydown", (e) => this.onKey(e));
-    document.addEventListener("visibilitychange", () => {
-      if (!document.hidden) this.refresh();
+    const nav = $("conversation-list").closest("nav");
+    nav.addEventListener("scroll", () => {
+      if (nav.scrollHeight - nav.scrollTop - nav.clientHeight < 120) this.more();
     });
   }
 
   start() {
     this.stop();
-    this.refresh();
-    this.timer = setInterval(() => {
-      if (!document.hidden) this.refresh();
-    }, POLL_MS);
+    // "5 min ago" ages without any change to tell about.
+    this.ticker = setInterval(() => {
+      if (!document.hidden) this.render();
+    }, 30000);
+    this.items = [];
+    this.next = null;
+    this.stream = followList((msg) => this.changed(msg), () => this.refresh(), (state) => {
+      const el = $("connection");
+      el.textContent = state === "reconnecting" ? "reconnecting…" : "";
+      el.hidden = state !== "reconnecting";
+      el.dataset.state = state;
+    });
   }
 
   stop() {
-    clearInterval(this.timer);
+    clearInterval(this.ticker);
+    if (this.stream) this.stream.close();
+    this.stream = null;
   }
 
+  query(cursor) {
+    const archived = $("filter-archived").checked;
+    return `/api/v1/conversations?include_archived=${archived}&limit=${PAGE}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`;
+  }
+
+  /** The archived filter changed: start the list again. */
+  reload() {
+    this.generation++;
+    this.items = [];
+    this.next = null;
+    this.refresh();
+  }
+
+  /** Reads the first page again and merges it (pages further down stay as they are). */
   async refresh() {
+    const gen = this.generation;
     try {
-      const archived = $("filter-archived").checked;
-      this.items = await api("GET", `/api/v1/conversations?include_archived=${archived}`);
-      $("connection").textContent = "";
+      const { data, next } = await apiPage(this.query(null));
+      if (gen !== this.generation) return;
+      const first = !this.items.length;
+      for (const c of data) this.upsert(c);
+      if (first) this.next = next;
+      setError($("connection"), "");
       this.render();
+      this.fill();
     } catch (e) {
-      $("connection").textContent = e.status === 0 ? "offline" : e.message;
+      setError($("connection"), e.status === 0 ? "offline" : e);
     }
+  }
+
+  /** The next page, when the end of the list is in sight. */
+  async more() {
+    if (!this.next || this.loadingMore) return;
+    const gen = this.generation;
+    this.loadingMore = true;
+    try {
+      const { data, next } = await apiPage(this.query(this.next));
+      if (gen !== this.generation) return;
+      for (const c of data) this.upsert(c);
+      this.next = next;
+      this.render();
+      this.fill();
+    } catch (e) {
+      setError($("connection"), e.status === 0 ? "offline" : e);
+    } finally {
+      this.loadingMore = false;
+    }
+  }
+
+  /** Loads more while the list does not fill its column. */
+  fill() {
+    const nav = $("conversation-list").closest("nav");
+    if (this.next && nav.scrollHeight <= nav.clientHeight + 120) this.more();
+  }
+
+  /** One message of the list stream. */
+  changed({ change, conversation }) {
+    if (!conversation) return;
+    if (change === "archived" && !$("filter-archived").checked) {
+      this.items = this.items.filter((c) => c.id !== conversation.id);
+      this.render();
+    } else {
+      this.update(conversation);
+    }
+    this.onChange(conversation);
+  }
+
+  upsert(conv) {
+    const i = this.items.findIndex((c) => c.id === conv.id);
+    if (i < 0) this.items.push(conv);
+    else this.items[i] = conv;
   }
 
   /** Puts a fresher copy of one conversation in the list (from the open chat). */

@@ -3,7 +3,7 @@
 // text, thoughts, tool calls, approval and question cards, and a footer with the turn's
 // status and duration. Every history message and every event is applied at most once.
 
-import { h, duration, clock, shortId } from "./dom.js";
+import { h, duration, clock, shortId, errorNodes } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 import {
   toolRow, updateTool, approvalCard, resolveApproval, questionCard, resolveQuestion, tickDeadline,
@@ -12,12 +12,15 @@ import {
 const TERMINAL = { turn_completed: "completed", turn_failed: "failed", turn_cancelled: "cancelled", turn_interrupted: "interrupted" };
 
 export class Timeline {
-  /** `actions`: { decide(approvalId, decision) → Promise<bool>, answer(questionId, text) → Promise<bool> } */
-  constructor(root, actions) {
+  /**
+   * `actions`: { decide(approvalId, decision) → Promise<bool>, answer(questionId, text) →
+   * Promise<bool>, taskCard(delegation_started payload) → the task's card element }
+   */
+  constructor(root, actions, { ticking = true } = {}) {
     this.root = root;
     this.actions = actions;
     this.reset();
-    this.ticker = setInterval(() => this.tick(), 1000);
+    if (ticking) this.ticker = setInterval(() => this.tick(), 1000);
   }
 
   reset() {
@@ -29,6 +32,10 @@ export class Timeline {
     this.queueLen = 0;
     this.dirty = new Set();
     this.frame = 0;
+    // While a span is drawn: the turns shown already (from later spans), whose messages
+    // and events belong to them.
+    this.span = null;
+    this.marker = null;
   }
 
   destroy() {
@@ -47,8 +54,10 @@ export class Timeline {
   addHistory(msgs) {
     const stick = this.nearBottom();
     for (const m of msgs) {
-      if (m.id <= this.lastMessageId) continue;
-      this.lastMessageId = m.id;
+      if (m.id !== undefined) {
+        if (m.id <= this.lastMessageId) continue;
+        this.lastMessageId = m.id;
+      }
       this.addMessage(m);
     }
     this.refreshQueue();
@@ -63,6 +72,8 @@ export class Timeline {
     const meta = h("span", { class: "msg-time", title: new Date(m.at_ms).toLocaleString() }, clock(m.at_ms));
     switch (m.role) {
       case "user": {
+        // A later span shows this turn, and its input.
+        if (this.span && m.turn_id && this.span.later.has(m.turn_id)) return;
         const isCmd = !m.turn_id && m.text.startsWith("/");
         const el = h("div", { class: `msg user${isCmd ? " cmd" : ""}`, dataset: { messageId: m.id } },
           h("div", { class: "bubble" }, m.text), meta);
@@ -83,6 +94,9 @@ export class Timeline {
       }
       case "agent": {
         const turn = m.turn_id ? this.turns.get(m.turn_id) : null;
+        // In a span, a reply whose turn is not in it belongs to another span (whose
+        // turn_completed event carries the text).
+        if (!turn && m.turn_id && this.span) return;
         if (turn) {
           // The turn's events (streamed text, then its end) draw the reply; this copy is
           // only used if the turn ended without streaming any text.
@@ -101,6 +115,55 @@ export class Timeline {
       default:
         return this.root.append(h("div", { class: "msg status" }, m.text));
     }
+  }
+
+  // ---- spans (opening at the end, older on scroll) ----------------------------------
+
+  /**
+   * Draws a span from `spans.js` (whole turns with their messages): the newest into the
+   * empty timeline, older ones above what is shown, keeping the view where it is.
+   */
+  showSpan({ events, messages }) {
+    const older = this.root.childElementCount > (this.marker ? 1 : 0);
+    const target = older ? new Timeline(h("div"), this.actions, { ticking: false }) : this;
+    if (older) target.sessions = this.sessions;
+    target.span = { later: new Set(this.turns.keys()) };
+    target.addHistory(withTurnInputs(messages, events, target.span.later));
+    const here = new Set(events.filter((e) => e.payload.type === "turn_started").map((e) => e.turn_id));
+    for (const m of messages) if (m.turn_id && !target.span.later.has(m.turn_id)) here.add(m.turn_id);
+    // Events of turns that start elsewhere (late strays of older turns) stay out.
+    for (const env of events) if (!env.turn_id || here.has(env.turn_id)) target.applyEvent(env);
+    cancelAnimationFrame(target.frame);
+    target.flush();
+    target.span = null;
+    if (!older) return;
+    const first = this.marker ? this.marker.nextSibling : this.root.firstChild;
+    // The session divider at the join is already in the span above it.
+    if (first && first.classList && first.classList.contains("session-divider") && first.dataset.sessionId === target.lastSession) first.remove();
+    const r = this.root;
+    const height = r.scrollHeight;
+    const top = r.scrollTop;
+    if (this.marker) this.marker.after(...target.root.childNodes);
+    else r.prepend(...target.root.childNodes);
+    r.scrollTop = top + (r.scrollHeight - height);
+    this.turns = new Map([...target.turns, ...this.turns]);
+  }
+
+  /** The line at the top while there is more above: `loading`, or a button for `load()`. */
+  setOlder(state, load) {
+    if (!state) {
+      this.marker?.remove();
+      this.marker = null;
+      return;
+    }
+    if (!this.marker) {
+      this.marker = h("div", { class: "older" });
+      this.root.prepend(this.marker);
+    }
+    this.marker.dataset.state = state;
+    this.marker.replaceChildren(state === "loading"
+      ? h("span", { class: "muted" }, "Loading earlier messages…")
+      : h("button", { type: "button", class: "small", onclick: load }, "Load earlier messages"));
   }
 
   sessionDivider(sessionId) {
@@ -187,6 +250,7 @@ export class Timeline {
         break;
       case "turn_started": {
         const t = this.turnFor(env);
+        t.input = p.input;
         t.status = "running";
         t.startedAt = env.at_ms;
         this.renderFoot(t);
@@ -262,7 +326,11 @@ export class Timeline {
         t.ended = true;
         const text = (p.type === "turn_completed" && p.text) || t.finalText;
         if (!t.hasText && text) this.addText(t, text, true);
-        if (p.type === "turn_failed") t.detail = p.code;
+        if (p.type === "turn_failed") {
+          t.detail = p.code;
+          // The reason, with its stable code, where the reply would be.
+          t.items.append(h("div", { class: "turn-error" }, ...errorNodes(p)));
+        }
         if (p.type === "turn_interrupted") t.detail = p.reason;
         for (const card of t.cards.values()) {
           if (card.classList.contains("pending")) {
@@ -281,6 +349,13 @@ export class Timeline {
         }
         this.renderFoot(t);
         this.refreshQueue();
+        break;
+      }
+      case "delegation_started": {
+        // A card for the task, in the parent turn that delegated.
+        const t = this.turnFor(env);
+        const card = this.actions.taskCard(p);
+        if (!card.isConnected || !this.root.contains(card)) (t ? t.items : this.root).append(card);
         break;
       }
       default:
@@ -346,4 +421,20 @@ export class Timeline {
   scrollToBottom() {
     this.root.scrollTop = this.root.scrollHeight;
   }
+}
+
+/**
+ * `messages` with a user message made from `turn_started.input` for each turn that starts
+ * in `events` but whose own message is in an older span, placed at the time it started.
+ */
+function withTurnInputs(messages, events, later) {
+  const has = new Set(messages.filter((m) => m.role === "user" && m.turn_id).map((m) => m.turn_id));
+  const out = [...messages];
+  for (const env of events) {
+    if (env.payload.type !== "turn_started" || has.has(env.turn_id) || later.has(env.turn_id)) continue;
+    const m = { role: "user", text: env.payload.input, turn_id: env.turn_id, session_id: env.session_id, at_ms: env.at_ms };
+    const i = out.findIndex((x) => x.at_ms > env.at_ms);
+    out.splice(i < 0 ? out.length : i, 0, m);
+  }
+  return out;
 }

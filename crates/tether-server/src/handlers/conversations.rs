@@ -3,7 +3,8 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tether_proto::{
     Conversation, CreateConversation, ErrorBody, HistoryMessage, MessageOutcome, SendMessage,
@@ -24,13 +25,22 @@ pub(crate) const API_SENDER: &str = "api";
 pub(crate) struct ListQuery {
     /// Include archived conversations (default `false`).
     include_archived: Option<bool>,
+    /// Page size (default 100, at most 1000).
+    limit: Option<u32>,
+    /// Where the page starts: the `X-Next-Cursor` header of the page before.
+    cursor: Option<String>,
 }
+
+/// Response header carrying the cursor of the next page of the conversation list.
+pub(crate) const NEXT_CURSOR: &str = "x-next-cursor";
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct HistoryQuery {
     /// Only messages with `id` greater than this.
     after_id: Option<i64>,
+    /// Instead: the last `limit` messages with `id` less than this (still oldest first).
+    before_id: Option<i64>,
     /// Page size (default 100, at most 1000).
     limit: Option<u32>,
 }
@@ -61,8 +71,10 @@ pub(crate) async fn create(
     tag = "conversations",
     params(ListQuery),
     responses(
-        (status = 200, description = "Conversations, most recently updated first", body = [Conversation]),
-        (status = 400, description = "Bad query", body = ErrorBody),
+        (status = 200, description = "One page of conversations, most recently updated first; \
+            the `X-Next-Cursor` header (absent on the last page) asks for the next one", body = [Conversation],
+            headers(("X-Next-Cursor" = String, description = "Pass as `cursor` for the next page"))),
+        (status = 400, description = "Bad query or cursor", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
     ),
     security(("bearer" = []))
@@ -70,12 +82,23 @@ pub(crate) async fn create(
 pub(crate) async fn list(
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<ListQuery>,
-) -> Result<Json<Vec<Conversation>>, ApiError> {
-    Ok(Json(
-        s.runtime
-            .list_conversations(q.include_archived.unwrap_or(false))
-            .await?,
-    ))
+) -> Result<Response, ApiError> {
+    let page = s
+        .runtime
+        .list_conversations_page(
+            q.include_archived.unwrap_or(false),
+            q.cursor.as_deref(),
+            page_limit(q.limit),
+        )
+        .await?;
+    let mut resp = Json(page.conversations).into_response();
+    if let Some(next) = page
+        .next_cursor
+        .and_then(|c| HeaderValue::from_str(&c).ok())
+    {
+        resp.headers_mut().insert(NEXT_CURSOR, next);
+    }
+    Ok(resp)
 }
 
 #[utoipa::path(
@@ -149,7 +172,7 @@ pub(crate) async fn send_message(
     tag = "conversations",
     params(("id" = String, Path, description = "Conversation id"), HistoryQuery),
     responses(
-        (status = 200, description = "History, oldest first", body = [HistoryMessage]),
+        (status = 200, description = "History, oldest first (with `before_id`: the page before it)", body = [HistoryMessage]),
         (status = 400, description = "Bad query", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
         (status = 404, description = "No such conversation", body = ErrorBody),
@@ -161,11 +184,11 @@ pub(crate) async fn history(
     ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<HistoryQuery>,
 ) -> Result<Json<Vec<HistoryMessage>>, ApiError> {
-    Ok(Json(
-        s.runtime
-            .history(&id, q.after_id, page_limit(q.limit))
-            .await?,
-    ))
+    let limit = page_limit(q.limit);
+    Ok(Json(match q.before_id {
+        Some(before) => s.runtime.history_before(&id, before, limit).await?,
+        None => s.runtime.history(&id, q.after_id, limit).await?,
+    }))
 }
 
 #[utoipa::path(

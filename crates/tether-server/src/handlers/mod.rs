@@ -4,6 +4,7 @@ pub(crate) mod agents;
 pub(crate) mod approvals;
 pub(crate) mod conversations;
 pub(crate) mod delegation;
+pub(crate) mod event_page;
 pub(crate) mod sessions;
 
 use axum::Json;

@@ -1,0 +1,126 @@
+//! Reading for clients that show long lists: the conversation list in pages (an opaque
+//! cursor), a conversation's events and history backwards from the end, and the ids of
+//! conversations whose row changed without an event (see `tether_store::pages`).
+
+use tether_proto::{Conversation, ConversationEventPage, HistoryMessage};
+use tether_store::ListCursor;
+use tokio::sync::broadcast;
+
+use crate::api::Result;
+use crate::{Runtime, RuntimeError};
+
+/// A page of the conversation list and the cursor of the next page (`None`: the last).
+#[derive(Debug, Clone)]
+pub struct ConversationPage {
+    pub conversations: Vec<Conversation>,
+    pub next_cursor: Option<String>,
+}
+
+/// `<updated_at_ms>.<id>` → the cursor; the format is ours, clients pass it back as is.
+fn parse_cursor(text: &str) -> Result<ListCursor> {
+    let bad = || RuntimeError::BadRequest(format!("cursor {text:?} is not a cursor from a page"));
+    let (at, id) = text.split_once('.').ok_or_else(bad)?;
+    let updated_at_ms = at.parse::<i64>().map_err(|_| bad())?;
+    if id.is_empty() {
+        return Err(bad());
+    }
+    Ok(ListCursor {
+        updated_at_ms,
+        id: id.to_string(),
+    })
+}
+
+fn cursor_of(c: &Conversation) -> String {
+    format!("{}.{}", c.updated_at_ms, c.id)
+}
+
+impl Runtime {
+    /// One page of conversations, most recently updated first, after `cursor`.
+    pub async fn list_conversations_page(
+        &self,
+        include_archived: bool,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<ConversationPage> {
+        let cursor = cursor.map(parse_cursor).transpose()?;
+        let limit = limit.max(1);
+        let mut rows = self
+            .ctx()
+            .store
+            .list_conversations_page(include_archived, cursor.as_ref(), limit + 1)
+            .await?;
+        let more = rows.len() > limit as usize;
+        rows.truncate(limit as usize);
+        let mut conversations = Vec::with_capacity(rows.len());
+        for row in rows {
+            conversations.push(self.view(row).await?);
+        }
+        let next_cursor = if more {
+            conversations.last().map(cursor_of)
+        } else {
+            None
+        };
+        Ok(ConversationPage {
+            conversations,
+            next_cursor,
+        })
+    }
+
+    /// The last `limit` events of a conversation before `before_id` (the end when
+    /// `None`), oldest first.
+    pub async fn conversation_events_before(
+        &self,
+        id: &str,
+        before_id: Option<i64>,
+        limit: u32,
+    ) -> Result<ConversationEventPage> {
+        self.conversation_row(id).await?;
+        let limit = limit.clamp(1, 1000);
+        let mut events = self
+            .ctx()
+            .store
+            .conversation_events_before(id, before_id, limit + 1)
+            .await?;
+        let has_more = events.len() > limit as usize;
+        if has_more {
+            events.remove(0);
+        }
+        Ok(ConversationEventPage { events, has_more })
+    }
+
+    /// The last `limit` history messages before `before_id`, oldest first.
+    pub async fn history_before(
+        &self,
+        id: &str,
+        before_id: i64,
+        limit: u32,
+    ) -> Result<Vec<HistoryMessage>> {
+        self.conversation_row(id).await?;
+        Ok(self
+            .ctx()
+            .store
+            .history_before(id, before_id, limit.clamp(1, 1000))
+            .await?)
+    }
+
+    /// Ids of conversations whose row changed without an event (created, renamed,
+    /// archived, unbound, a turn queued); the rest is on [`Runtime::subscribe`].
+    pub fn conversation_changes(&self) -> broadcast::Receiver<String> {
+        self.ctx().store.conversation_changes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_junk_is_refused() {
+        let c = parse_cursor("1700000000000.abc.def").unwrap();
+        assert_eq!(c.updated_at_ms, 1_700_000_000_000);
+        assert_eq!(c.id, "abc.def");
+        for junk in ["", "abc", "12", "12.", "x.y"] {
+            assert!(parse_cursor(junk).is_err(), "{junk}");
+        }
+    }
+}
