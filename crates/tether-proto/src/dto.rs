@@ -12,6 +12,10 @@ use crate::{
 pub struct Health {
     pub status: String,
     pub version: String,
+    /// The daemon's random per-run id (also in its data dir's `daemon.json`): lets a
+    /// local client check it reached this data dir's daemon before sending the token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]

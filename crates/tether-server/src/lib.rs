@@ -47,6 +47,11 @@ impl std::fmt::Debug for AuthConfig {
     }
 }
 
+/// The daemon's per-run id, reported by the health route. Add it to the router as an
+/// `axum::Extension` layer.
+#[derive(Debug, Clone)]
+pub struct InstanceId(pub String);
+
 /// Request limits.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {

@@ -100,14 +100,17 @@ impl Settings {
     /// Finds and reads the config file (`explicit` must exist; the default location is
     /// optional), then resolves everything.
     pub fn load(explicit: Option<&Path>, listen_flag: Option<&str>, env: &Env) -> Result<Self> {
-        let path = match explicit {
-            Some(p) => Some(p.to_path_buf()),
-            None => paths::default_config_file(env).filter(|p| p.is_file()),
+        // Errors name where the path came from: the flag, the variable, or neither.
+        let (path, named_by) = match (explicit, env("TETHER_CONFIG")) {
+            (Some(p), _) => (Some(p.to_path_buf()), "--config "),
+            (None, Some(p)) => (Some(PathBuf::from(p)), "TETHER_CONFIG="),
+            (None, None) => (paths::default_config_file(env).filter(|p| p.is_file()), ""),
         };
         let file = match &path {
             Some(p) => {
-                let text = std::fs::read_to_string(p)
-                    .with_context(|| format!("cannot read config file {}", p.display()))?;
+                let text = std::fs::read_to_string(p).with_context(|| {
+                    format!("cannot read config file {named_by}{}", p.display())
+                })?;
                 parse(&text).with_context(|| format!("invalid config file {}", p.display()))?
             }
             None => FileConfig::default(),
@@ -130,12 +133,17 @@ impl Settings {
             .unwrap_or_else(paths::current_dir);
         let in_file = |p: &Path| paths::absolutize(&paths::expand_tilde(p, env), &base);
 
-        let listen_text = listen_flag
-            .map(str::to_owned)
-            .or_else(|| env("TETHER_LISTEN"))
-            .or(file.listen)
-            .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
-        let listen = parse_listen(&listen_text)?;
+        // Which file errors name (a value from the environment names its variable).
+        let file_name = config_path
+            .as_deref()
+            .map_or_else(|| "the config file".to_owned(), |p| p.display().to_string());
+        let (listen_text, listen_from) = match (listen_flag, env("TETHER_LISTEN"), file.listen) {
+            (Some(flag), _, _) => (flag.to_owned(), "--listen".to_owned()),
+            (None, Some(var), _) => (var, "TETHER_LISTEN".to_owned()),
+            (None, None, Some(key)) => (key, format!("`listen` in {file_name}")),
+            (None, None, None) => (DEFAULT_LISTEN.to_owned(), "the default".to_owned()),
+        };
+        let listen = parse_listen(&listen_text).with_context(|| listen_from.clone())?;
 
         let data_dir = match (env("TETHER_HOME"), &file.data_dir) {
             (Some(home), _) => paths::absolutize(Path::new(&home), &paths::current_dir()),
@@ -144,15 +152,25 @@ impl Settings {
         };
 
         let agents = merge_agents(file.agents)?;
-        let default_agent = env("TETHER_DEFAULT_AGENT")
-            .or(file.default_agent)
-            .unwrap_or_else(|| DEFAULT_AGENT.to_owned());
+        let (default_agent, agent_from) = match (env("TETHER_DEFAULT_AGENT"), file.default_agent) {
+            (Some(var), _) => (var, "TETHER_DEFAULT_AGENT".to_owned()),
+            (None, Some(key)) => (key, format!("default_agent in {file_name}")),
+            (None, None) => (DEFAULT_AGENT.to_owned(), "default_agent".to_owned()),
+        };
         if !agents.contains_key(&default_agent) {
             bail!(
-                "default_agent {default_agent:?} is not configured; configured agents: {}",
+                "{agent_from}: agent {default_agent:?} is not configured; configured agents: {}",
                 agents.keys().cloned().collect::<Vec<_>>().join(", ")
             );
         }
+        let token_override = match env("TETHER_TOKEN") {
+            Some(token) if token.trim().is_empty() => {
+                bail!(
+                    "TETHER_TOKEN is set but blank: unset it (to use the token file) or set a token"
+                )
+            }
+            token => token.map(|t| t.trim().to_owned()),
+        };
 
         let workspace_roots: Vec<PathBuf> = match file.workspace_roots {
             Some(roots) => roots.iter().map(|p| in_file(p)).collect(),
@@ -211,9 +229,29 @@ impl Settings {
             turn_timeout,
             pool: pool_config(file.pool.unwrap_or_default()),
             delegation,
-            token_override: env("TETHER_TOKEN"),
+            token_override,
             channels: crate::config_channels::resolve(file.channels)?,
         })
+    }
+
+    /// The workspace roots and the default cwd must be existing directories. Checked by
+    /// `serve` (and reported by `doctor`), not while resolving, so that `token` and
+    /// `doctor` still run on such a config.
+    pub fn check_directories(&self) -> Result<()> {
+        let missing = |p: &Path| match std::fs::metadata(p) {
+            Ok(meta) if meta.is_dir() => None,
+            Ok(_) => Some("is not a directory"),
+            Err(_) => Some("does not exist"),
+        };
+        for root in &self.workspace_roots {
+            if let Some(why) = missing(root) {
+                bail!("workspace_roots: {} {why}", root.display());
+            }
+        }
+        if let Some(why) = missing(&self.default_cwd) {
+            bail!("default_cwd: {} {why}", self.default_cwd.display());
+        }
+        Ok(())
     }
 
     pub fn runtime_config(&self) -> RuntimeConfig {

@@ -47,11 +47,36 @@ pub struct ChannelsFile {
 }
 
 /// A user id written as a number or a string.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone)]
 pub enum UserId {
     Number(i64),
     Text(String),
+}
+
+/// By hand rather than `untagged`, whose error ("did not match any variant of untagged
+/// enum UserId") names neither the key nor what is expected.
+impl<'de> Deserialize<'de> for UserId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = UserId;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an `allowed_users` entry: a user id as a number or a string")
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> std::result::Result<UserId, E> {
+                Ok(UserId::Number(n))
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> std::result::Result<UserId, E> {
+                i64::try_from(n)
+                    .map(UserId::Number)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(n), &self))
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> std::result::Result<UserId, E> {
+                Ok(UserId::Text(s.to_owned()))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 impl UserId {
@@ -97,6 +122,24 @@ fn required(section: &str, key: &str, value: Option<String>) -> Result<String> {
     }
 }
 
+/// An optional URL key: absent gives `default`; present must be an http(s) URL.
+fn http_url(section: &str, key: &str, value: Option<String>, default: &str) -> Result<String> {
+    let Some(text) = value else {
+        return Ok(default.to_owned());
+    };
+    let text = text.trim();
+    match url::Url::parse(text) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() => {
+            Ok(text.to_owned())
+        }
+        Ok(url) => bail!(
+            "[channels.{section}] {key} must be an http:// or https:// URL, not {:?}",
+            url.as_str()
+        ),
+        Err(e) => bail!("[channels.{section}] {key} is not a URL ({e}): {text:?}"),
+    }
+}
+
 fn group_mode(section: &str, value: Option<&str>) -> Result<GroupMode> {
     Ok(match value.unwrap_or("chat") {
         "chat" => GroupMode::Chat,
@@ -132,12 +175,18 @@ fn telegram(f: TelegramFile) -> Result<TelegramConfig> {
     }
     Ok(TelegramConfig {
         bot_token: required("telegram", "bot_token", f.bot_token)?,
-        base_url: f
-            .base_url
-            .unwrap_or_else(|| "https://api.telegram.org".to_string()),
+        base_url: http_url(
+            "telegram",
+            "base_url",
+            f.base_url,
+            "https://api.telegram.org",
+        )?,
         mode,
         webhook_secret,
-        webhook_url: f.webhook_url.filter(|u| !u.trim().is_empty()),
+        webhook_url: match f.webhook_url.filter(|u| !u.trim().is_empty()) {
+            Some(u) => Some(http_url("telegram", "webhook_url", Some(u), "")?),
+            None => None,
+        },
         allowed_users: users(&f.allowed_users),
         group_mode: group_mode("telegram", f.group_mode.as_deref())?,
         poll_timeout: Duration::from_secs(poll_timeout),
@@ -148,9 +197,7 @@ fn feishu(f: FeishuFile) -> Result<FeishuConfig> {
     Ok(FeishuConfig {
         app_id: required("feishu", "app_id", f.app_id)?,
         app_secret: required("feishu", "app_secret", f.app_secret)?,
-        base_url: f
-            .base_url
-            .unwrap_or_else(|| "https://open.feishu.cn".to_string()),
+        base_url: http_url("feishu", "base_url", f.base_url, "https://open.feishu.cn")?,
         verification_token: required("feishu", "verification_token", f.verification_token)?,
         encrypt_key: f.encrypt_key.filter(|k| !k.trim().is_empty()),
         allowed_users: users(&f.allowed_users),
@@ -169,9 +216,12 @@ pub fn resolve(file: Option<ChannelsFile>) -> Result<ChannelsConfig> {
         progress_interval: ms(f.progress_interval_ms, d.progress_interval),
         retry_base: ms(f.retry_base_ms, d.retry_base),
         retry_max: ms(f.retry_max_ms, d.retry_max),
-        max_attempts: f.max_attempts.unwrap_or(d.max_attempts).max(1),
+        max_attempts: f.max_attempts.unwrap_or(d.max_attempts),
         idle_poll: ms(f.idle_poll_ms, d.idle_poll),
     };
+    if tuning.max_attempts == 0 {
+        bail!("[channels] max_attempts must be at least 1 (0 would never send anything)");
+    }
     if tuning.progress_interval.is_zero() || tuning.idle_poll.is_zero() {
         bail!("[channels] progress_interval_ms and idle_poll_ms must be greater than 0");
     }

@@ -145,10 +145,12 @@ fn default_agent_must_be_configured() {
 
 #[test]
 fn listen_must_parse() {
-    let err = resolve("listen = \"banana\"", &home_env())
-        .unwrap_err()
-        .to_string();
+    let err = format!(
+        "{:#}",
+        resolve("listen = \"banana\"", &home_env()).unwrap_err()
+    );
     assert!(err.contains("banana"), "{err}");
+    assert!(err.contains("`listen` in /etc/tether/config.toml"), "{err}");
     assert_eq!(
         parse_listen("localhost:80").unwrap().to_string(),
         "127.0.0.1:80"

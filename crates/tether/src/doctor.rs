@@ -9,6 +9,7 @@ use std::time::Duration;
 use tether_agents::AgentSpec;
 
 use crate::config::Settings;
+use crate::daemon_record::{self, DaemonRecord, Found, Identity, TokenSource};
 
 const VERSION_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -49,10 +50,11 @@ pub async fn run(settings: &Settings) -> String {
     }
     let mut out = render(settings, &reports);
     out.push_str(&pool_report(settings).await);
+    out.push_str(&settings_checks(settings));
     out
 }
 
-/// The pool's limits, and its live state when the daemon answers on its address.
+/// The pool's limits, and its live state when this data dir's daemon answers.
 async fn pool_report(settings: &Settings) -> String {
     let p = &settings.pool;
     let limit = |n: usize| {
@@ -70,34 +72,149 @@ async fn pool_report(settings: &Settings) -> String {
         limit(p.max_live),
         limit(p.max_live_per_owner)
     );
-    // Read the token without creating one: doctor changes nothing.
-    let token = settings.token_override.clone().or_else(|| {
-        std::fs::read_to_string(crate::token::token_path(&settings.data_dir))
-            .ok()
-            .map(|t| t.trim().to_owned())
-    });
-    let live = match token {
-        Some(token) => daemon_pool(settings, &token).await,
-        None => None,
+    let daemon = find_daemon(settings).await;
+    let _ = match &daemon {
+        Daemon::Verified { record, token } => match token {
+            Some(token) => match daemon_pool(record, token).await {
+                Some(s) => writeln!(
+                    out,
+                    "  daemon: {} live ({} busy, {} idle), {} evictions",
+                    s.live, s.busy, s.idle, s.evictions
+                ),
+                None => writeln!(out, "  daemon: did not answer /api/v1/pool"),
+            },
+            None => writeln!(
+                out,
+                "  daemon: not queried (it uses a token from its environment; run doctor \
+                 with the same TETHER_TOKEN)"
+            ),
+        },
+        _ => writeln!(out, "  daemon: not running"),
     };
-    let _ = match live {
-        Some(s) => writeln!(
-            out,
-            "  daemon: {} live ({} busy, {} idle), {} evictions",
-            s.live, s.busy, s.idle, s.evictions
-        ),
-        None => writeln!(out, "  daemon: not running at http://{}", settings.listen),
-    };
-    out
+    let mut section = String::from("\ndaemon:\n");
+    daemon.describe(settings, &mut section);
+    section.push_str(&out);
+    section
 }
 
-async fn daemon_pool(settings: &Settings, token: &str) -> Option<tether_proto::PoolStatus> {
+/// The daemon as `doctor` found it.
+enum Daemon {
+    /// No record, or a stale one; `other` is whoever answers on the configured address.
+    NotRunning {
+        stale: Option<DaemonRecord>,
+        other: Identity,
+    },
+    /// A live record, but its address does not prove to be that daemon.
+    Unverified {
+        record: DaemonRecord,
+        found: Identity,
+    },
+    /// The data dir's daemon, proven by its instance id; `token` is the one to use with
+    /// it, when this process knows it.
+    Verified {
+        record: DaemonRecord,
+        token: Option<String>,
+    },
+}
+
+async fn find_daemon(settings: &Settings) -> Daemon {
+    let stale = match daemon_record::find(&settings.data_dir) {
+        Found::Running(record) => {
+            return match daemon_record::identify(&record.base_url(), Some(&record.instance_id))
+                .await
+            {
+                Identity::Verified => {
+                    let token = match record.token {
+                        // Read without creating one: doctor changes nothing.
+                        TokenSource::File => {
+                            std::fs::read_to_string(crate::token::token_path(&settings.data_dir))
+                                .ok()
+                                .map(|t| t.trim().to_owned())
+                                .filter(|t| !t.is_empty())
+                        }
+                        TokenSource::Environment => settings.token_override.clone(),
+                    };
+                    Daemon::Verified { record, token }
+                }
+                found => Daemon::Unverified { record, found },
+            };
+        }
+        Found::Stale(record) => Some(record),
+        Found::None => None,
+    };
+    // Nothing of ours runs; say whether something else holds the configured address (it
+    // never gets the token).
+    let other = daemon_record::identify(&format!("http://{}", settings.listen), None).await;
+    Daemon::NotRunning { stale, other }
+}
+
+impl Daemon {
+    fn describe(&self, settings: &Settings, out: &mut String) {
+        let _ = match self {
+            Daemon::Verified { record, .. } => {
+                let token = match record.token {
+                    TokenSource::File => "from the token file (`tether token` prints it)",
+                    TokenSource::Environment => {
+                        "from the daemon's environment (TETHER_TOKEN), not the token file"
+                    }
+                };
+                writeln!(
+                    out,
+                    "  running: pid {} at {} (tether {})\n  token:   {token}",
+                    record.pid,
+                    record.base_url(),
+                    record.version
+                )
+            }
+            Daemon::Unverified { record, found } => {
+                let what = match found {
+                    Identity::Unreachable => "does not answer",
+                    Identity::Verified | Identity::Other => {
+                        "answers with another instance id (not this data dir's daemon)"
+                    }
+                };
+                writeln!(
+                    out,
+                    "  recorded: pid {} at {}, but that address {what}; the token was not sent",
+                    record.pid,
+                    record.base_url()
+                )
+            }
+            Daemon::NotRunning { stale, other } => {
+                let _ = writeln!(
+                    out,
+                    "  not running (no daemon serves {})",
+                    settings.data_dir.display()
+                );
+                if let Some(record) = stale {
+                    let _ = writeln!(
+                        out,
+                        "  (a stale record of pid {} at {} was left by a daemon that did not exit cleanly)",
+                        record.pid,
+                        record.base_url()
+                    );
+                }
+                match other {
+                    Identity::Unreachable => Ok(()),
+                    Identity::Verified | Identity::Other => writeln!(
+                        out,
+                        "  something else answers at http://{} (another data dir's daemon, or \
+                         another program); the token was not sent",
+                        settings.listen
+                    ),
+                }
+            }
+        };
+    }
+}
+
+async fn daemon_pool(record: &DaemonRecord, token: &str) -> Option<tether_proto::PoolStatus> {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(2))
         .build()
         .ok()?;
     let resp = client
-        .get(format!("http://{}/api/v1/pool", settings.listen))
+        .get(format!("{}/api/v1/pool", record.base_url()))
         .bearer_auth(token)
         .send()
         .await
@@ -147,6 +264,22 @@ fn render(settings: &Settings, reports: &[AgentReport]) -> String {
                 );
             }
         }
+    }
+    out
+}
+
+/// Risky settings and what would stop `serve` from starting.
+fn settings_checks(settings: &Settings) -> String {
+    let mut out = String::new();
+    let warnings = crate::warnings::risky_settings(settings);
+    if !warnings.is_empty() {
+        out.push_str("\nwarnings:\n");
+        for w in warnings {
+            let _ = writeln!(out, "  WARNING: {w}");
+        }
+    }
+    if let Err(e) = settings.check_directories() {
+        let _ = writeln!(out, "\nproblems:\n  ERROR: {e:#} (serve will not start)");
     }
     out
 }

@@ -8,12 +8,15 @@
 
 mod config;
 mod config_channels;
+mod daemon_record;
+mod datadir;
 mod doctor;
 mod mcp_cmd;
 mod pair;
 mod paths;
 mod serve;
 mod token;
+mod warnings;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -30,8 +33,10 @@ use crate::config::Settings;
     about = "Keeps coding agents in continuous sessions"
 )]
 struct Cli {
-    /// Config file (TOML). Default: $XDG_CONFIG_HOME/tether/config.toml if it exists.
-    #[arg(long, global = true, env = "TETHER_CONFIG", value_name = "PATH")]
+    /// Config file (TOML). Default: $TETHER_CONFIG, else
+    /// $XDG_CONFIG_HOME/tether/config.toml if it exists.
+    // TETHER_CONFIG is read by `Settings::load`, so that its errors can name it.
+    #[arg(long, global = true, value_name = "PATH")]
     config: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
@@ -98,7 +103,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve { .. } => serve::run(settings).await,
         Command::Token => {
-            let token = token::resolve(&settings)?;
+            let token = token::for_command(&settings)?;
             let mut out = std::io::stdout().lock();
             writeln!(out, "{token}")?;
             out.flush()?;

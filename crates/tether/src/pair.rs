@@ -4,16 +4,14 @@
 
 use std::fmt::Write as _;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use tether_channels::pairing::{self, PairingView};
 use tether_store::Store;
 
 use crate::config::Settings;
 
 async fn open(settings: &Settings) -> Result<Store> {
-    Store::open(&settings.data_dir)
-        .await
-        .with_context(|| format!("cannot open the store in {}", settings.data_dir.display()))
+    crate::datadir::open_store(&settings.data_dir).await
 }
 
 fn line(p: &PairingView) -> String {

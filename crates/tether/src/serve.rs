@@ -6,17 +6,25 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use tether_runtime::Runtime;
-use tether_server::{AuthConfig, Limits};
-use tether_store::Store;
+use tether_server::{AuthConfig, InstanceId, Limits};
 
 use crate::config::Settings;
-use crate::token;
+use crate::daemon_record::{self, DaemonRecord, TokenSource};
+use crate::{datadir, token, warnings};
 
 /// How long stopping the agents may take before the process exits anyway.
 const RUNTIME_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub async fn run(settings: Settings) -> Result<()> {
+    settings.check_directories()?;
     let shutdown = shutdown_signal()?;
+    // Own the data dir before anything in it is touched: a second daemon must not run
+    // recovery on a live store or take over its MCP socket.
+    datadir::prepare(&settings.data_dir)?;
+    let _lock = datadir::lock(&settings.data_dir)?;
+    for warning in warnings::risky_settings(&settings) {
+        tracing::warn!("{warning}");
+    }
     let token = token::resolve(&settings)?;
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
@@ -25,9 +33,7 @@ pub async fn run(settings: Settings) -> Result<()> {
         .local_addr()
         .context("cannot read the bound address")?;
 
-    let store = Store::open(&settings.data_dir)
-        .await
-        .with_context(|| format!("cannot open the store in {}", settings.data_dir.display()))?;
+    let store = datadir::open_store(&settings.data_dir).await?;
     let (runtime_config, mcp_socket) = crate::mcp_cmd::runtime_config(&settings);
     let runtime = Runtime::start(runtime_config, store.clone())
         .await
@@ -48,12 +54,21 @@ pub async fn run(settings: Settings) -> Result<()> {
     } else {
         format!("http://{addr}/ (sign in with the token from `tether token`)")
     };
+    let token_source = match settings.token_override {
+        Some(_) => TokenSource::Environment,
+        None => TokenSource::File,
+    };
+    let record = DaemonRecord::new(addr, token_source);
     let router = tether_server::router_with(
         runtime.clone(),
         AuthConfig { token },
         Limits::default(),
         extra,
-    );
+    )
+    .layer(axum::Extension(InstanceId(record.instance_id.clone())));
+    // Written before the address is printed, so whoever reads that line finds it;
+    // removed when this function returns.
+    let _published = daemon_record::publish(&settings.data_dir, &record)?;
 
     // The first line is read by scripts and tests: keep its shape.
     let mut stdout = std::io::stdout().lock();

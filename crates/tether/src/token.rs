@@ -1,15 +1,19 @@
 //! The API token: 32 random bytes, hex, in `<data_dir>/token` (mode 0600), created on
 //! first use and reused afterwards. `TETHER_TOKEN` replaces it when set.
+//!
+//! `tether token` prints the token the running daemon uses (its `daemon.json` says which
+//! kind), not merely the one this process would use.
 
 use std::fs;
 use std::io::{ErrorKind, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use rand::RngCore;
 
 use crate::config::Settings;
+use crate::daemon_record::{self, Found, TokenSource};
 
 pub const FILE_NAME: &str = "token";
 
@@ -18,6 +22,28 @@ pub fn resolve(settings: &Settings) -> Result<String> {
     match &settings.token_override {
         Some(token) => Ok(token.trim().to_owned()),
         None => load_or_create(&settings.data_dir),
+    }
+}
+
+/// What `tether token` prints: the running daemon's token where that can be known.
+pub fn for_command(settings: &Settings) -> Result<String> {
+    let running = match daemon_record::find(&settings.data_dir) {
+        Found::Running(record) => Some(record),
+        Found::None | Found::Stale(_) => None,
+    };
+    match (running, &settings.token_override) {
+        // The daemon reads the token file whatever this shell's TETHER_TOKEN says.
+        (Some(record), _) if record.token == TokenSource::File => {
+            load_or_create(&settings.data_dir)
+        }
+        (Some(_), Some(token)) => Ok(token.clone()),
+        (Some(record), None) => bail!(
+            "the daemon serving this data dir (pid {}, {}) uses a token from its \
+             environment (TETHER_TOKEN), not the token file: use that value",
+            record.pid,
+            record.base_url()
+        ),
+        (None, _) => resolve(settings),
     }
 }
 

@@ -7,8 +7,8 @@ pub(crate) mod delegation;
 pub(crate) mod event_page;
 pub(crate) mod sessions;
 
-use axum::Json;
 use axum::extract::State;
+use axum::{Extension, Json};
 use tether_proto::{Health, PoolStatus};
 
 use crate::AppState;
@@ -29,10 +29,11 @@ pub(crate) fn page_limit(limit: Option<u32>) -> u32 {
     tag = "meta",
     responses((status = 200, description = "The daemon is up", body = Health))
 )]
-pub(crate) async fn health() -> Json<Health> {
+pub(crate) async fn health(instance: Option<Extension<crate::InstanceId>>) -> Json<Health> {
     Json(Health {
         status: "ok".to_owned(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
+        instance_id: instance.map(|Extension(id)| id.0),
     })
 }
 
