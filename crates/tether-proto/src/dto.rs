@@ -15,6 +15,7 @@ pub struct Health {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CreateConversation {
     #[serde(default)]
     pub title: Option<String>,
@@ -27,6 +28,7 @@ pub struct CreateConversation {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct UpdateConversation {
     #[serde(default)]
     pub title: Option<String>,
@@ -72,6 +74,7 @@ pub struct Conversation {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SendMessage {
     pub text: String,
     /// Agent chosen in the UI; differs from the bound session's → new session (drift).
@@ -187,6 +190,7 @@ pub struct Approval {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AnswerApproval {
     pub decision: Decision,
 }
@@ -206,6 +210,7 @@ pub struct Question {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AnswerQuestion {
     pub answer: String,
 }

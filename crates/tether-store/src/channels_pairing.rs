@@ -63,6 +63,33 @@ impl Store {
         row.as_ref().map(pairing).transpose()
     }
 
+    /// How many pending pairings of `channel` were created at or after `since_ms`.
+    pub async fn count_pending_pairings(&self, channel: &str, since_ms: i64) -> Result<i64> {
+        let row: (i64,) = sqlx::query_as(
+            "SELECT COUNT(*) FROM channel_pairings WHERE channel = ? AND status = 'pending' \
+             AND created_at >= ?",
+        )
+        .bind(channel)
+        .bind(since_ms)
+        .fetch_one(&self.writer)
+        .await?;
+        Ok(row.0)
+    }
+
+    /// Deletes the pending pairings of `channel` created before `before_ms` (expired
+    /// codes: they can no longer be approved); returns how many went.
+    pub async fn prune_pairings(&self, channel: &str, before_ms: i64) -> Result<u64> {
+        let res = sqlx::query(
+            "DELETE FROM channel_pairings WHERE channel = ? AND status = 'pending' \
+             AND created_at < ?",
+        )
+        .bind(channel)
+        .bind(before_ms)
+        .execute(&self.writer)
+        .await?;
+        Ok(res.rows_affected())
+    }
+
     /// Stores a new pending pairing code; `false` when the code is taken.
     pub async fn insert_pairing(&self, p: &Pairing) -> Result<bool> {
         let res = sqlx::query(

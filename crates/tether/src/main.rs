@@ -8,6 +8,7 @@
 
 mod config;
 mod config_channels;
+mod config_server;
 mod doctor;
 mod mcp_cmd;
 mod pair;

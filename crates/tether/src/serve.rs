@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use tether_runtime::Runtime;
-use tether_server::{AuthConfig, Limits};
+use tether_server::{AuthConfig, HostPolicy};
 use tether_store::Store;
 
 use crate::config::Settings;
@@ -40,6 +40,7 @@ pub async fn run(settings: Settings) -> Result<()> {
     let extra = tether_server::ExtraRoutes {
         protected: Some(channels.api_routes()),
         public: Some(channels.hook_routes()),
+        openapi: Some(tether_channels::openapi()),
     };
     // A sign-in link for the web page; with the token only on an interactive terminal, so
     // captured output (service logs) never holds the secret.
@@ -48,12 +49,13 @@ pub async fn run(settings: Settings) -> Result<()> {
     } else {
         format!("http://{addr}/ (sign in with the token from `tether token`)")
     };
-    let router = tether_server::router_with(
-        runtime.clone(),
-        AuthConfig { token },
-        Limits::default(),
-        extra,
-    );
+    let hosts = HostPolicy {
+        listen: Some(addr),
+        allowed_hosts: settings.server.allowed_hosts.clone(),
+    };
+    let limits = settings.server.limits;
+    let router =
+        tether_server::router_with(runtime.clone(), AuthConfig { token }, limits, hosts, extra);
 
     // The first line is read by scripts and tests: keep its shape.
     let mut stdout = std::io::stdout().lock();
@@ -65,7 +67,7 @@ pub async fn run(settings: Settings) -> Result<()> {
     drop(stdout);
     tracing::info!(%addr, data_dir = %settings.data_dir.display(), "tether is serving");
 
-    let served = tether_server::serve(listener, router, shutdown).await;
+    let served = tether_server::serve(listener, router, limits, shutdown).await;
     channels.shutdown();
     mcp_stop.cancel();
     tracing::info!("stopping agent sessions");
