@@ -482,4 +482,58 @@ mod tests {
         assert_eq!(seen, [("fast", 1), ("fast", 2), ("slow", 1), ("slow", 2)]);
         runner.abort();
     }
+
+    #[tokio::test]
+    async fn idle_lanes_end_and_a_later_message_starts_a_new_one_in_order() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::unbounded_channel();
+        // Every live lane task holds a clone of the handler, so of `seen`.
+        let handler = {
+            let seen = seen.clone();
+            move |n: u32| {
+                let seen = seen.clone();
+                async move {
+                    seen.lock().unwrap_or_else(|e| e.into_inner()).push(n);
+                }
+            }
+        };
+        let idle = Duration::from_millis(100);
+        let runner = tokio::spawn(run_lanes_idle(rx, handler, idle));
+        for (lane, n) in [("a", 1), ("b", 2), ("c", 3)] {
+            let _ = tx.send((lane.to_string(), n));
+        }
+        let wait = |what: &'static str, f: Box<dyn Fn() -> bool + Send>| async move {
+            tokio::time::timeout(Duration::from_secs(5), async {
+                while !f() {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+            .await
+            .unwrap_or_else(|_| panic!("{what}"));
+        };
+        let counted = seen.clone();
+        // Test + dispatcher's handler + three lanes.
+        wait(
+            "three lanes run",
+            Box::new(move || counted.lock().unwrap_or_else(|e| e.into_inner()).len() == 3),
+        )
+        .await;
+        let counted = seen.clone();
+        wait(
+            "idle lanes end",
+            Box::new(move || Arc::strong_count(&counted) == 3),
+        )
+        .await;
+        let _ = tx.send(("a".to_string(), 4));
+        let _ = tx.send(("a".to_string(), 5));
+        let counted = seen.clone();
+        wait(
+            "a new lane for a",
+            Box::new(move || counted.lock().unwrap_or_else(|e| e.into_inner()).len() == 5),
+        )
+        .await;
+        let got = seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        assert_eq!(&got[3..], [4, 5]);
+        runner.abort();
+    }
 }

@@ -97,19 +97,6 @@ pub(crate) async fn code_for(
     }
     let fresh_since = now_ms() - CODE_TTL_MS;
     core.store.prune_pairings(core.name(), fresh_since).await?;
-    if core
-        .store
-        .count_pending_pairings(core.name(), fresh_since)
-        .await?
-        >= MAX_PENDING
-    {
-        tracing::warn!(
-            channel = core.name(),
-            user = msg.sender.id,
-            "no pairing code issued: {MAX_PENDING} codes are already pending"
-        );
-        return Ok(None);
-    }
     loop {
         let p = Pairing {
             code: new_code(),
@@ -123,7 +110,11 @@ pub(crate) async fn code_for(
             approved_at_ms: None,
             approved_by: None,
         };
-        if core.store.insert_pairing(&p).await? {
+        if core
+            .store
+            .insert_pairing_capped(&p, fresh_since, MAX_PENDING)
+            .await?
+        {
             tracing::info!(
                 channel = core.name(),
                 user = p.user_id,
@@ -132,6 +123,20 @@ pub(crate) async fn code_for(
             );
             return Ok(Some(p));
         }
+        if core
+            .store
+            .count_pending_pairings(core.name(), fresh_since)
+            .await?
+            >= MAX_PENDING
+        {
+            tracing::warn!(
+                channel = core.name(),
+                user = msg.sender.id,
+                "no pairing code issued: {MAX_PENDING} codes are already pending"
+            );
+            return Ok(None);
+        }
+        // The code was taken: draw another.
     }
 }
 

@@ -1,9 +1,11 @@
-//! The accept loop: hyper's HTTP/1 and HTTP/2 connections (hyper-util's `auto` builder)
-//! with a header read time-out, so a client that sends half its headers (or holds an idle
-//! keep-alive connection open) is closed instead of being kept forever; graceful shutdown
-//! that ends the SSE streams and waits, bounded, for requests in flight.
+//! The accept loop: hyper's HTTP/1.1 connections with a header read time-out, so a
+//! client that connects and stays silent, sends half its headers, or holds an idle
+//! keep-alive connection is closed instead of being kept forever; graceful shutdown that
+//! ends the SSE streams and waits, bounded, for requests in flight.
 //!
-//! axum's own `serve` sets no timer, so hyper's header time-out never applies there.
+//! axum's own `serve` sets no timer, so hyper's header time-out never applies there. It
+//! also sniffs each connection for the HTTP/2 preface first, a wait with no time-out at
+//! all; tether speaks plain HTTP/1.1 only (no browser speaks HTTP/2 without TLS).
 
 use std::future::Future;
 use std::time::Duration;
@@ -31,17 +33,11 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let (closing_tx, closing_rx) = tokio::sync::watch::channel(false);
     let router = router.layer(axum::Extension(sse::Closing(closing_rx)));
-    let mut builder = Builder::new(TokioExecutor::new());
+    let mut builder = Builder::new(TokioExecutor::new()).http1_only();
     builder
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout);
-    // HTTP/2 has no header time-out of its own; its pings close dead peers.
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .keep_alive_interval(limits.header_read_timeout)
-        .keep_alive_timeout(limits.header_read_timeout);
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -57,7 +53,7 @@ pub async fn serve(
         };
         let service = TowerToHyperService::new(router.clone());
         let conn = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .serve_connection(TokioIo::new(stream), service)
             .into_owned();
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
