@@ -33,12 +33,26 @@ impl IntoResponse for ChannelError {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
+    /// Also approved and expired pairings (default: pending ones only).
     #[serde(default)]
     all: bool,
 }
 
+/// Pairing codes given to unknown senders, newest first.
+#[utoipa::path(
+    get,
+    path = "/api/v1/pairings",
+    tag = "pairings",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "Pairings, newest first (at most 500)", body = [pairing::PairingView]),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
 async fn list(
     State(s): State<PairingState>,
     Query(q): Query<ListQuery>,
@@ -46,6 +60,20 @@ async fn list(
     Ok(Json(pairing::list(&s.store, q.all).await?).into_response())
 }
 
+/// Approves a pending, fresh code: its user is allowed on its channel and told so.
+#[utoipa::path(
+    post,
+    path = "/api/v1/pairings/{code}/approve",
+    tag = "pairings",
+    params(("code" = String, Path, description = "The pairing code (case and dashes do not matter)")),
+    responses(
+        (status = 200, description = "Approved", body = pairing::PairingView),
+        (status = 400, description = "Already approved, or expired", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "No such code", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
 async fn approve(
     State(s): State<PairingState>,
     Path(code): Path<String>,
@@ -57,6 +85,19 @@ async fn approve(
     Ok(Json(p).into_response())
 }
 
+/// The OpenAPI paths of the channels: the pairing API and both webhooks (documented
+/// whether or not a channel is configured: a webhook that is off answers 404).
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    paths(list, approve, crate::telegram::updates::hook, crate::feishu::webhook::hook),
+    components(schemas(pairing::PairingView)),
+    tags(
+        (name = "pairings", description = "Pairing codes of unknown channel senders"),
+        (name = "webhooks", description = "Platform callbacks (no token: each checks its own secret or signature; the Host check does not apply)"),
+    )
+)]
+pub struct ChannelsDoc;
+
 /// `GET /api/v1/pairings[?all=true]`, `POST /api/v1/pairings/{code}/approve`.
 pub(crate) fn pairing_routes(
     store: Store,
@@ -66,4 +107,31 @@ pub(crate) fn pairing_routes(
         .route("/api/v1/pairings", get(list))
         .route("/api/v1/pairings/{code}/approve", post(approve))
         .with_state(PairingState { store, cores })
+}
+
+/// Reads a webhook body of at most `limit` bytes (the webhooks have a small limit of
+/// their own): 413 when `Content-Length` says it is larger (nothing is read) or the body
+/// grows past it, 400 when it cannot be read (the client stopped sending: the server's
+/// body time-out).
+pub(crate) async fn read_body(
+    headers: &axum::http::HeaderMap,
+    body: axum::body::Body,
+    limit: usize,
+) -> Result<axum::body::Bytes, StatusCode> {
+    let declared = headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(StatusCode::PAYLOAD_TOO_LARGE);
+    }
+    let stream = http_body_util::Limited::new(body, limit);
+    match http_body_util::BodyExt::collect(stream).await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(StatusCode::PAYLOAD_TOO_LARGE),
+        Err(e) => {
+            tracing::info!("webhook body could not be read: {e}");
+            Err(StatusCode::BAD_REQUEST)
+        }
+    }
 }

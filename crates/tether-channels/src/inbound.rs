@@ -1,11 +1,13 @@
 //! Inbound messages, normalized by the adapters, handed to the same router as the web
 //! API: access check (config allowlist, then pairing), chat → conversation (created on
 //! first contact), then `send_message` or an approval answer. Unknown senders get a
-//! pairing code and cause no conversation and no agent work. A prompt's turn id is derived
-//! from the inbound key, so a message replayed after a crash never runs twice.
+//! pairing code (while fewer than [`pairing::MAX_PENDING`] wait) and cause no
+//! conversation, no agent work and, once their lane is idle, no task. A prompt's turn id
+//! is derived from the inbound key, so a message replayed after a crash never runs twice.
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::time::Duration;
 
 use tether_core::short_id;
 use tether_proto::{
@@ -83,33 +85,96 @@ impl Inbound {
     }
 }
 
+/// How long a chat's lane task waits for its next message before it ends (the next
+/// message starts a new one): chats that wrote once, such as unknown senders, cost
+/// nothing after that.
+const LANE_IDLE: Duration = Duration::from_secs(60);
+
 /// Runs `handler` for each item: one task per chat lane (`key`), so a chat's messages
-/// are handled in arrival order while a slow chat never holds up the others. Lanes live
-/// as long as the input (one small task per chat).
-pub(crate) async fn run_lanes<T, F, Fut>(mut rx: mpsc::UnboundedReceiver<(String, T)>, handler: F)
+/// are handled in arrival order while a slow chat never holds up the others. A lane ends
+/// after [`LANE_IDLE`] without messages and is dropped from the table.
+pub(crate) async fn run_lanes<T, F, Fut>(rx: mpsc::UnboundedReceiver<(String, T)>, handler: F)
 where
     T: Send + 'static,
     F: Fn(T) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let mut lanes: HashMap<String, mpsc::UnboundedSender<T>> = HashMap::new();
-    while let Some((key, item)) = rx.recv().await {
-        let item = match lanes.get(&key) {
-            Some(tx) => match tx.send(item) {
-                Ok(()) => continue,
-                Err(back) => back.0,
+    run_lanes_idle(rx, handler, LANE_IDLE).await;
+}
+
+/// A lane: its queue and its task (a successor waits for it, so order holds even while
+/// an idle lane is finishing).
+struct Lane<T> {
+    tx: mpsc::UnboundedSender<T>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+async fn run_lanes_idle<T, F, Fut>(
+    mut rx: mpsc::UnboundedReceiver<(String, T)>,
+    handler: F,
+    idle: Duration,
+) where
+    T: Send + 'static,
+    F: Fn(T) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let mut lanes: HashMap<String, Lane<T>> = HashMap::new();
+    let mut sweep = tokio::time::interval(idle);
+    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let (key, item) = tokio::select! {
+            next = rx.recv() => match next {
+                Some(next) => next,
+                None => break,
             },
-            None => item,
-        };
-        let (tx, mut lane) = mpsc::unbounded_channel::<T>();
-        let handler = handler.clone();
-        tokio::spawn(async move {
-            while let Some(item) = lane.recv().await {
-                handler(item).await;
+            _ = sweep.tick() => {
+                lanes.retain(|_, lane| !lane.task.is_finished());
+                continue;
             }
-        });
+        };
+        let (item, before) = match lanes.remove(&key) {
+            Some(lane) => match lane.tx.send(item) {
+                Ok(()) => {
+                    lanes.insert(key, lane);
+                    continue;
+                }
+                // The lane went idle and closed: a new one, after it.
+                Err(back) => (back.0, Some(lane.task)),
+            },
+            None => (item, None),
+        };
+        let (tx, lane) = mpsc::unbounded_channel::<T>();
         let _ = tx.send(item);
-        lanes.insert(key, tx);
+        let task = tokio::spawn(lane_task(lane, handler.clone(), idle, before));
+        lanes.insert(key, Lane { tx, task });
+    }
+}
+
+async fn lane_task<T, F, Fut>(
+    mut lane: mpsc::UnboundedReceiver<T>,
+    handler: F,
+    idle: Duration,
+    before: Option<tokio::task::JoinHandle<()>>,
+) where
+    F: Fn(T) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    if let Some(before) = before {
+        let _ = before.await;
+    }
+    loop {
+        match tokio::time::timeout(idle, lane.recv()).await {
+            Ok(Some(item)) => handler(item).await,
+            Ok(None) => return,
+            Err(_) => {
+                // Refuse new items, then finish the ones that slipped in meanwhile.
+                lane.close();
+                while let Some(item) = lane.recv().await {
+                    handler(item).await;
+                }
+                return;
+            }
+        }
     }
 }
 
@@ -134,7 +199,10 @@ pub(crate) async fn handle(
         return match msg.kind {
             InKind::Decide { .. } => Ok(Some("You are not allowed to answer here.".to_string())),
             InKind::Text(_) => {
-                let p = pairing::code_for(core, &msg, &chat_key).await?;
+                // Over the cap of pending codes: no row and no reply.
+                let Some(p) = pairing::code_for(core, &msg, &chat_key).await? else {
+                    return Ok(None);
+                };
                 let text = format!(
                     "🔒 This tether does not know you yet. Your pairing code is {}.\n\
                      Ask the operator to run: tether pair approve {}",
@@ -412,6 +480,60 @@ mod tests {
         .unwrap_or_else(|_| panic!("lanes did not finish"));
         let seen = seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
         assert_eq!(seen, [("fast", 1), ("fast", 2), ("slow", 1), ("slow", 2)]);
+        runner.abort();
+    }
+
+    #[tokio::test]
+    async fn idle_lanes_end_and_a_later_message_starts_a_new_one_in_order() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::unbounded_channel();
+        // Every live lane task holds a clone of the handler, so of `seen`.
+        let handler = {
+            let seen = seen.clone();
+            move |n: u32| {
+                let seen = seen.clone();
+                async move {
+                    seen.lock().unwrap_or_else(|e| e.into_inner()).push(n);
+                }
+            }
+        };
+        let idle = Duration::from_millis(100);
+        let runner = tokio::spawn(run_lanes_idle(rx, handler, idle));
+        for (lane, n) in [("a", 1), ("b", 2), ("c", 3)] {
+            let _ = tx.send((lane.to_string(), n));
+        }
+        let wait = |what: &'static str, f: Box<dyn Fn() -> bool + Send>| async move {
+            tokio::time::timeout(Duration::from_secs(5), async {
+                while !f() {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+            .await
+            .unwrap_or_else(|_| panic!("{what}"));
+        };
+        let counted = seen.clone();
+        // Test + dispatcher's handler + three lanes.
+        wait(
+            "three lanes run",
+            Box::new(move || counted.lock().unwrap_or_else(|e| e.into_inner()).len() == 3),
+        )
+        .await;
+        let counted = seen.clone();
+        wait(
+            "idle lanes end",
+            Box::new(move || Arc::strong_count(&counted) == 3),
+        )
+        .await;
+        let _ = tx.send(("a".to_string(), 4));
+        let _ = tx.send(("a".to_string(), 5));
+        let counted = seen.clone();
+        wait(
+            "a new lane for a",
+            Box::new(move || counted.lock().unwrap_or_else(|e| e.into_inner()).len() == 5),
+        )
+        .await;
+        let got = seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        assert_eq!(&got[3..], [4, 5]);
         runner.abort();
     }
 }

@@ -23,6 +23,7 @@ mod core;
 mod error;
 mod outbox;
 mod pump;
+mod sweep;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -128,14 +129,21 @@ impl Channels {
     }
 }
 
-/// The outbox dispatcher and the event pump of one channel.
+/// The outbox dispatcher, the event pump and the hourly clean-up of one channel.
 fn spawn_delivery(core: &SharedCore) -> Vec<tokio::task::JoinHandle<()>> {
     // Subscribe before the pump's catch-up reads the store: nothing falls in between.
     let rx = core.runtime.subscribe();
     vec![
         tokio::spawn(outbox::run(core.clone())),
         tokio::spawn(pump::run(core.clone(), rx)),
+        tokio::spawn(sweep::run(core.clone())),
     ]
+}
+
+/// The OpenAPI paths the channels add: the pairing API and the webhooks.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    use utoipa::OpenApi as _;
+    api::ChannelsDoc::openapi()
 }
 
 /// Equal contents, in time independent of where they differ.

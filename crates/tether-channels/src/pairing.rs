@@ -16,9 +16,14 @@ const ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
 const CODE_LEN: usize = 8;
 /// A pending code older than this is replaced by a new one and cannot be approved.
 pub const CODE_TTL_MS: i64 = 60 * 60 * 1000;
+/// At most this many fresh codes wait per channel: a flood of unknown senders stops
+/// costing rows (and replies) here; later senders get a code once older ones expire or
+/// are approved.
+pub const MAX_PENDING: i64 = 64;
 
 /// A pairing as the API and the CLI show it (no chat address).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = Pairing)]
 pub struct PairingView {
     pub code: String,
     pub channel: String,
@@ -75,20 +80,23 @@ fn new_code() -> String {
         .collect()
 }
 
-/// The sender's pending code, or a new one.
+/// The sender's pending code, or a new one; `None` when [`MAX_PENDING`] fresh codes
+/// already wait. Expired codes are deleted first.
 pub(crate) async fn code_for(
     core: &SharedCore,
     msg: &Inbound,
     chat_key: &str,
-) -> Result<Pairing, ChannelError> {
+) -> Result<Option<Pairing>, ChannelError> {
     if let Some(p) = core
         .store
         .pending_pairing(core.name(), &msg.sender.id)
         .await?
         && now_ms() - p.created_at_ms <= CODE_TTL_MS
     {
-        return Ok(p);
+        return Ok(Some(p));
     }
+    let fresh_since = now_ms() - CODE_TTL_MS;
+    core.store.prune_pairings(core.name(), fresh_since).await?;
     loop {
         let p = Pairing {
             code: new_code(),
@@ -102,15 +110,33 @@ pub(crate) async fn code_for(
             approved_at_ms: None,
             approved_by: None,
         };
-        if core.store.insert_pairing(&p).await? {
+        if core
+            .store
+            .insert_pairing_capped(&p, fresh_since, MAX_PENDING)
+            .await?
+        {
             tracing::info!(
                 channel = core.name(),
                 user = p.user_id,
                 code = p.code,
                 "pairing code issued; approve with `tether pair approve`"
             );
-            return Ok(p);
+            return Ok(Some(p));
         }
+        if core
+            .store
+            .count_pending_pairings(core.name(), fresh_since)
+            .await?
+            >= MAX_PENDING
+        {
+            tracing::warn!(
+                channel = core.name(),
+                user = msg.sender.id,
+                "no pairing code issued: {MAX_PENDING} codes are already pending"
+            );
+            return Ok(None);
+        }
+        // The code was taken: draw another.
     }
 }
 

@@ -212,6 +212,7 @@ pub struct Continuation {
 
 /// `POST /api/v1/conversations/{id}/continue` and `continue_with_session`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ContinueRequest {
     pub message: String,
     /// Idempotency key, scoped to the task's parent conversation.
@@ -220,6 +221,7 @@ pub struct ContinueRequest {
 
 /// `POST /api/v1/conversations/{id}/close` and `close_session`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CloseRequest {
     /// Idempotency key, scoped to the task's parent conversation.
     pub continuation_id: String,

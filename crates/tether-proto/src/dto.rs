@@ -19,6 +19,7 @@ pub struct Health {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CreateConversation {
     #[serde(default)]
     pub title: Option<String>,
@@ -31,6 +32,7 @@ pub struct CreateConversation {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct UpdateConversation {
     #[serde(default)]
     pub title: Option<String>,
@@ -76,6 +78,7 @@ pub struct Conversation {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SendMessage {
     pub text: String,
     /// Agent chosen in the UI; differs from the bound session's → new session (drift).
@@ -191,6 +194,7 @@ pub struct Approval {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AnswerApproval {
     pub decision: Decision,
 }
@@ -210,6 +214,7 @@ pub struct Question {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AnswerQuestion {
     pub answer: String,
 }

@@ -15,8 +15,12 @@ pub enum ErrorCode {
     PayloadTooLarge,
     /// Missing or wrong bearer token.
     Unauthorized,
+    /// The `Host` header names a host tether does not answer (DNS-rebinding defence).
+    HostNotAllowed,
     /// No such resource.
     NotFound,
+    /// The route exists but not with this method (the `Allow` header lists the methods).
+    MethodNotAllowed,
     /// A `/command` that tether does not know.
     UnknownCommand,
     /// A known command with missing or wrong arguments.
@@ -101,7 +105,9 @@ impl ErrorCode {
             ErrorCode::InvalidJson => "invalid_json",
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::HostNotAllowed => "host_not_allowed",
             ErrorCode::NotFound => "not_found",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::UnknownCommand => "unknown_command",
             ErrorCode::InvalidCommand => "invalid_command",
             ErrorCode::UnknownAgent => "unknown_agent",
@@ -155,7 +161,9 @@ impl ErrorCode {
             | ErrorCode::InvalidTask
             | ErrorCode::InvalidWorkingDir => 400,
             ErrorCode::Unauthorized => 401,
+            ErrorCode::HostNotAllowed => 403,
             ErrorCode::NotFound => 404,
+            ErrorCode::MethodNotAllowed => 405,
             ErrorCode::ApprovalAlreadyResolved
             | ErrorCode::QuestionAlreadyResolved
             | ErrorCode::NothingRunning

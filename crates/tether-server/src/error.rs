@@ -87,10 +87,12 @@ pub(crate) async fn fallback(uri: axum::http::Uri) -> ApiError {
     )
 }
 
-/// Known route, wrong method.
+/// Known route, wrong method (axum adds the `Allow` header listing the route's methods).
 pub(crate) async fn method_not_allowed(method: axum::http::Method) -> ApiError {
-    ApiError::bad_request(format!("method {method} is not allowed on this route"))
-        .with_status(StatusCode::METHOD_NOT_ALLOWED)
+    ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        format!("method {method} is not allowed on this route"),
+    )
 }
 
 /// A handler panicked.
@@ -149,6 +151,7 @@ fn code_for_status(status: StatusCode) -> ErrorCode {
     match status {
         StatusCode::UNAUTHORIZED => ErrorCode::Unauthorized,
         StatusCode::NOT_FOUND => ErrorCode::NotFound,
+        StatusCode::METHOD_NOT_ALLOWED => ErrorCode::MethodNotAllowed,
         StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::PayloadTooLarge,
         StatusCode::UNSUPPORTED_MEDIA_TYPE => ErrorCode::InvalidJson,
         s if s.is_client_error() => ErrorCode::BadRequest,

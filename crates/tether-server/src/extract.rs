@@ -1,32 +1,80 @@
 //! Extractors whose rejections are our JSON errors: a bad body is `invalid_json` (or
-//! `payload_too_large`), a bad query string or path is `bad_request`.
+//! `payload_too_large`; a field over its length limit is `bad_request`), a bad query
+//! string or path is `bad_request`.
 
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
-use axum::http::StatusCode;
 use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
 use serde::de::DeserializeOwned;
 use tether_proto::ErrorCode;
 
 use crate::error::ApiError;
+use crate::validate::Checked;
 
-/// A JSON request body.
+/// A JSON request body: a JSON object (never an array or a scalar) whose fields are
+/// all known to `T` (request types refuse unknown fields, so a misspelt `agnet` is an
+/// error and not a silently different conversation) and within their length limits.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ApiJson<T>(pub T);
 
 impl<S, T> FromRequest<S> for ApiJson<T>
 where
-    T: DeserializeOwned,
+    T: DeserializeOwned + Checked,
     S: Send + Sync,
 {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(v)) => Ok(ApiJson(v)),
-            Err(rejection) => Err(json_rejection(rejection)),
+        if !is_json_content_type(req.headers()) {
+            return Err(ApiError::new(
+                ErrorCode::InvalidJson,
+                "expected a JSON body with `Content-Type: application/json`",
+            ));
         }
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(bytes_rejection)?;
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(ApiError::new(
+                ErrorCode::InvalidJson,
+                "the request body must be a JSON object",
+            ));
+        }
+        let axum::Json(value) = axum::Json::<T>::from_bytes(&bytes).map_err(json_rejection)?;
+        value.check()?;
+        Ok(ApiJson(value))
     }
+}
+
+/// `application/json` or `application/<something>+json`, parameters ignored.
+fn is_json_content_type(headers: &HeaderMap) -> bool {
+    let Some(value) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+fn bytes_rejection(rejection: BytesRejection) -> ApiError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return ApiError::new(ErrorCode::PayloadTooLarge, "the request body is too large");
+    }
+    // Also a body that stopped arriving (the body read time-out).
+    ApiError::bad_request(format!(
+        "could not read the request body: {}",
+        rejection.body_text()
+    ))
 }
 
 pub(crate) fn json_rejection(rejection: JsonRejection) -> ApiError {

@@ -13,12 +13,15 @@ mod auth;
 mod error;
 mod extract;
 mod handlers;
+mod host;
 mod list_sse;
 mod openapi;
+mod serve;
 mod sse;
+mod validate;
 mod web;
 
-use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -27,10 +30,13 @@ use axum::routing::{get, post};
 use tether_runtime::Runtime;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 pub use error::ApiError;
+pub use host::HostPolicy;
 pub use openapi::ApiDoc;
+pub use serve::serve;
 
 /// Who may call the API.
 #[derive(Clone)]
@@ -57,12 +63,21 @@ pub struct InstanceId(pub String);
 pub struct Limits {
     /// Largest accepted request body in bytes (default 1 MiB).
     pub body_limit: usize,
+    /// How long a client may take to send a request's headers, and how long an idle
+    /// keep-alive connection stays open (default 10 s).
+    pub header_read_timeout: Duration,
+    /// How long a request body may pause between two chunks before the request fails
+    /// and the connection is closed (default 15 s). Only request bodies: responses (SSE
+    /// streams, MCP waits) are never cut.
+    pub body_read_timeout: Duration,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             body_limit: 1024 * 1024,
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(15),
         }
     }
 }
@@ -71,20 +86,24 @@ impl Default for Limits {
 #[derive(Clone)]
 pub(crate) struct AppState {
     pub runtime: Runtime,
+    /// The OpenAPI document served at `/api/openapi.json` (ours plus the extra routes').
+    pub openapi: Arc<utoipa::openapi::OpenApi>,
 }
 
 /// The whole HTTP API: `/api/v1/*`, `/api/openapi.json`, the web page at `/`, JSON 404
 /// for anything else.
-pub fn router(runtime: Runtime, auth: AuthConfig, limits: Limits) -> Router {
-    router_with(runtime, auth, limits, ExtraRoutes::default())
+pub fn router(runtime: Runtime, auth: AuthConfig, limits: Limits, hosts: HostPolicy) -> Router {
+    router_with(runtime, auth, limits, hosts, ExtraRoutes::default())
 }
 
 /// Routes from outside this crate (the channels): `protected` ones behind the bearer
-/// token, `public` ones without it (they verify their callers themselves: webhooks).
+/// token, `public` ones without it (they verify their callers themselves: webhooks), and
+/// their part of the OpenAPI document.
 #[derive(Default)]
 pub struct ExtraRoutes {
     pub protected: Option<Router>,
     pub public: Option<Router>,
+    pub openapi: Option<utoipa::openapi::OpenApi>,
 }
 
 /// [`router`] plus extra routes.
@@ -92,10 +111,20 @@ pub fn router_with(
     runtime: Runtime,
     auth: AuthConfig,
     limits: Limits,
+    hosts: HostPolicy,
     extra: ExtraRoutes,
 ) -> Router {
+    use utoipa::OpenApi as _;
     let auth = auth::Auth::new(auth.token);
-    let mut routes = api_routes(auth.clone()).with_state(AppState { runtime });
+    let mut doc = ApiDoc::openapi();
+    if let Some(more) = extra.openapi {
+        doc.merge(more);
+    }
+    let state = AppState {
+        runtime,
+        openapi: Arc::new(doc),
+    };
+    let mut routes = api_routes(auth.clone()).with_state(state);
     if let Some(protected) = extra.protected {
         routes = routes.merge(protected.route_layer(axum::middleware::from_fn_with_state(
             auth,
@@ -105,7 +134,7 @@ pub fn router_with(
     if let Some(public) = extra.public {
         routes = routes.merge(public);
     }
-    harden(routes, limits)
+    harden(routes, limits, hosts)
 }
 
 fn api_routes(auth: auth::Auth) -> Router<AppState> {
@@ -193,13 +222,19 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
     protected.merge(events).merge(mcp).merge(public)
 }
 
-/// JSON errors for unknown routes and methods, body limits, panics, request tracing.
-fn harden(routes: Router, limits: Limits) -> Router {
+/// JSON errors for unknown routes and methods, the Host check, body limits and
+/// time-outs, panics, request tracing.
+fn harden(routes: Router, limits: Limits, hosts: HostPolicy) -> Router {
     routes
         .fallback(error::fallback)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(DefaultBodyLimit::max(limits.body_limit))
         .layer(RequestBodyLimitLayer::new(limits.body_limit))
+        .layer(RequestBodyTimeoutLayer::new(limits.body_read_timeout))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(hosts),
+            host::check,
+        ))
         .layer(axum::middleware::map_response(
             error::normalize_error_response,
         ))
@@ -210,42 +245,6 @@ fn harden(routes: Router, limits: Limits) -> Router {
 /// Request span without the query string (it may carry `?token=`).
 fn trace_span<B>(req: &axum::http::Request<B>) -> tracing::Span {
     tracing::info_span!("http", method = %req.method(), path = %req.uri().path())
-}
-
-/// How long open connections (SSE streams, slow requests) may take to finish after the
-/// shutdown signal before `serve` returns anyway.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-
-/// Serves `router` on `listener` until `shutdown` resolves; then stops accepting, ends
-/// the SSE streams and waits (bounded) for in-flight requests.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let (closing_tx, closing_rx) = tokio::sync::watch::channel(false);
-    let router = router.layer(axum::Extension(sse::Closing(closing_rx)));
-    let (signalled_tx, signalled_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
-        shutdown.await;
-        tracing::info!("shutting down the HTTP server");
-        let _ = closing_tx.send(true);
-        let _ = signalled_tx.send(());
-    });
-    let deadline = async move {
-        if signalled_rx.await.is_ok() {
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
-        } else {
-            std::future::pending::<()>().await;
-        }
-    };
-    tokio::select! {
-        res = server => res,
-        () = deadline => {
-            tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; closing anyway");
-            Ok(())
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,13 +1,15 @@
-//! The OpenAPI document: every route and every wire type. It is the API contract, served
+//! The OpenAPI document: every route and every wire type (the channels add the
+//! pairing API and the webhooks, see [`crate::ExtraRoutes`]). It is the API contract, served
 //! without auth at `GET /api/openapi.json`.
 
 use axum::Json;
+use axum::extract::State;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::handlers::event_page;
 use crate::handlers::{self, agents, approvals, conversations, delegation, sessions};
-use crate::{list_sse, sse};
+use crate::{AppState, list_sse, sse, web};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -44,6 +46,9 @@ use crate::{list_sse, sse};
         approvals::list_questions,
         approvals::answer_question,
         handlers::pool,
+        delegation::mcp,
+        web::index,
+        web::asset_route,
     ),
     components(schemas(
         tether_proto::Health,
@@ -103,7 +108,8 @@ use crate::{list_sse, sse};
         (name = "sessions", description = "Runtime sessions, turns and events"),
         (name = "approvals", description = "Permission requests from agents"),
         (name = "questions", description = "Questions from agents"),
-        (name = "delegation", description = "Delegated sub-conversations: availability, continue, close (MCP at /mcp)"),
+        (name = "delegation", description = "Delegated sub-conversations: availability, continue, close; MCP over streamable HTTP at /mcp"),
+        (name = "page", description = "The web chat page and its files (no token; the page asks for it)"),
     )
 )]
 pub struct ApiDoc;
@@ -127,7 +133,8 @@ impl Modify for Security {
     }
 }
 
-/// `GET /api/openapi.json`.
-pub(crate) async fn serve_openapi() -> Json<utoipa::openapi::OpenApi> {
-    Json(ApiDoc::openapi())
+/// `GET /api/openapi.json`: [`ApiDoc`] plus the paths of the routes mounted from outside
+/// this crate (pairings and webhooks of the channels).
+pub(crate) async fn serve_openapi(State(s): State<AppState>) -> Json<utoipa::openapi::OpenApi> {
+    Json(s.openapi.as_ref().clone())
 }

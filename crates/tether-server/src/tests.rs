@@ -13,7 +13,7 @@ use utoipa::OpenApi;
 
 use crate::auth::{Auth, require_header, require_header_or_query};
 use crate::extract::{ApiJson, ApiQuery};
-use crate::{ApiDoc, Limits, harden};
+use crate::{ApiDoc, HostPolicy, Limits, harden};
 
 const TOKEN: &str = "s3cret";
 
@@ -50,7 +50,11 @@ fn app() -> Router {
             auth,
             require_header_or_query,
         ));
-    harden(protected.merge(stream), Limits { body_limit: 64 })
+    let limits = Limits {
+        body_limit: 64,
+        ..Limits::default()
+    };
+    harden(protected.merge(stream), limits, HostPolicy::default())
 }
 
 fn req(method: &str, uri: &str) -> axum::http::request::Builder {
@@ -190,9 +194,48 @@ async fn unknown_route_is_404_json() {
 #[tokio::test]
 async fn wrong_method_is_405_json() {
     let r = req("DELETE", "/echo").body(Body::empty()).unwrap();
-    let (status, _, v) = send(r).await;
+    let (status, headers, v) = send(r).await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
-    assert_eq!(code(&v), "bad_request");
+    assert_eq!(code(&v), "method_not_allowed");
+    assert_eq!(headers[header::ALLOW], "POST");
+}
+
+#[tokio::test]
+async fn unknown_fields_and_non_objects_are_refused_naming_the_field() {
+    let (status, _, v) = send(json_req("/echo", r#"{"text":"hi","agnet":"x"}"#)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(code(&v), "invalid_json");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("agnet"),
+        "{v}"
+    );
+    for body in ["[]", "[\"hi\"]", "\"hi\"", "5", "null"] {
+        let (status, _, v) = send(json_req("/echo", body)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert_eq!(code(&v), "invalid_json", "{body}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains("object"),
+            "{v}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn foreign_hosts_are_refused() {
+    let r = req("POST", "/echo")
+        .header(header::HOST, "evil.example")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(r#"{"text":"hi"}"#))
+        .unwrap();
+    let (status, _, v) = send(r).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(code(&v), "host_not_allowed");
+    let r = req("POST", "/echo")
+        .header(header::HOST, "localhost:7878")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(r#"{"text":"hi"}"#))
+        .unwrap();
+    assert_eq!(send(r).await.0, StatusCode::OK);
 }
 
 #[tokio::test]
@@ -251,9 +294,14 @@ fn openapi_lists_every_route_and_schema() {
 async fn serve_stops_on_shutdown() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(crate::serve(listener, app(), async move {
-        let _ = rx.await;
-    }));
+    let task = tokio::spawn(crate::serve(
+        listener,
+        app(),
+        Limits::default(),
+        async move {
+            let _ = rx.await;
+        },
+    ));
     tx.send(()).unwrap();
     let res = tokio::time::timeout(std::time::Duration::from_secs(10), task)
         .await

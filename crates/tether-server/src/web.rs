@@ -79,11 +79,33 @@ pub(crate) fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .route("/assets/{*file}", get(asset_route))
 }
 
-async fn index(headers: HeaderMap) -> Response {
+/// The web chat page.
+#[utoipa::path(
+    get,
+    path = "/",
+    tag = "page",
+    responses(
+        (status = 200, description = "The page (HTML)", content_type = "text/html"),
+        (status = 304, description = "Not modified (`If-None-Match`)"),
+    )
+)]
+pub(crate) async fn index(headers: HeaderMap) -> Response {
     serve("index.html", &headers).unwrap_or_else(|| not_found("/"))
 }
 
-async fn asset_route(Path(file): Path<String>, headers: HeaderMap) -> Response {
+/// A file of the page (scripts, style, icon).
+#[utoipa::path(
+    get,
+    path = "/assets/{file}",
+    tag = "page",
+    params(("file" = String, Path, description = "File path under assets/, e.g. js/app.js")),
+    responses(
+        (status = 200, description = "The file, with an ETag"),
+        (status = 304, description = "Not modified (`If-None-Match`)"),
+        (status = 404, description = "No such file", body = tether_proto::ErrorBody),
+    )
+)]
+pub(crate) async fn asset_route(Path(file): Path<String>, headers: HeaderMap) -> Response {
     let found = if file == "index.html" {
         None
     } else {

@@ -45,17 +45,26 @@ impl Store {
         Ok(true)
     }
 
-    /// Marks an accepted update handled (it will not be replayed) and drops its payload,
-    /// so handled rows stay as small as the dedupe keys.
+    /// Marks an accepted update handled: it will not be replayed, and its row goes (the
+    /// dedupe key stays in `inbound_dedupe` until [`Store::prune_inbound`]).
     pub async fn mark_inbound_handled(&self, channel: &str, key: &str) -> Result<()> {
-        sqlx::query(
-            "UPDATE channel_inbound SET handled = 1, payload = '' WHERE channel = ? AND key = ?",
-        )
-        .bind(channel)
-        .bind(key)
-        .execute(&self.writer)
-        .await?;
+        sqlx::query("DELETE FROM channel_inbound WHERE channel = ? AND key = ?")
+            .bind(channel)
+            .bind(key)
+            .execute(&self.writer)
+            .await?;
         Ok(())
+    }
+
+    /// Forgets the dedupe keys of `source` recorded before `before_ms` (a platform that
+    /// redelivers later than that is no longer recognised); returns how many went.
+    pub async fn prune_inbound(&self, source: &str, before_ms: i64) -> Result<u64> {
+        let res = sqlx::query("DELETE FROM inbound_dedupe WHERE source = ? AND at < ?")
+            .bind(source)
+            .bind(before_ms)
+            .execute(&self.writer)
+            .await?;
+        Ok(res.rows_affected())
     }
 
     /// The accepted updates not yet handled, in arrival order.

@@ -63,6 +63,64 @@ impl Store {
         row.as_ref().map(pairing).transpose()
     }
 
+    /// How many pending pairings of `channel` were created at or after `since_ms`.
+    pub async fn count_pending_pairings(&self, channel: &str, since_ms: i64) -> Result<i64> {
+        let row: (i64,) = sqlx::query_as(
+            "SELECT COUNT(*) FROM channel_pairings WHERE channel = ? AND status = 'pending' \
+             AND created_at >= ?",
+        )
+        .bind(channel)
+        .bind(since_ms)
+        .fetch_one(&self.writer)
+        .await?;
+        Ok(row.0)
+    }
+
+    /// Deletes the pending pairings of `channel` created before `before_ms` (expired
+    /// codes: they can no longer be approved); returns how many went.
+    pub async fn prune_pairings(&self, channel: &str, before_ms: i64) -> Result<u64> {
+        let res = sqlx::query(
+            "DELETE FROM channel_pairings WHERE channel = ? AND status = 'pending' \
+             AND created_at < ?",
+        )
+        .bind(channel)
+        .bind(before_ms)
+        .execute(&self.writer)
+        .await?;
+        Ok(res.rows_affected())
+    }
+
+    /// Stores a new pending pairing code unless `channel` already has `max` pending ones
+    /// created at or after `fresh_since_ms` (checked in the same statement, so parallel
+    /// senders cannot overshoot); `false` when full or the code is taken (tell them apart
+    /// with [`Store::count_pending_pairings`]).
+    pub async fn insert_pairing_capped(
+        &self,
+        p: &Pairing,
+        fresh_since_ms: i64,
+        max: i64,
+    ) -> Result<bool> {
+        let res = sqlx::query(
+            "INSERT OR IGNORE INTO channel_pairings (code, channel, user_id, user_name, chat_key, \
+             address, status, created_at) SELECT ?, ?, ?, ?, ?, ?, 'pending', ? \
+             WHERE (SELECT COUNT(*) FROM channel_pairings WHERE channel = ? \
+                    AND status = 'pending' AND created_at >= ?) < ?",
+        )
+        .bind(&p.code)
+        .bind(&p.channel)
+        .bind(&p.user_id)
+        .bind(&p.user_name)
+        .bind(&p.chat_key)
+        .bind(&p.address)
+        .bind(p.created_at_ms)
+        .bind(&p.channel)
+        .bind(fresh_since_ms)
+        .bind(max)
+        .execute(&self.writer)
+        .await?;
+        Ok(res.rows_affected() == 1)
+    }
+
     /// Stores a new pending pairing code; `false` when the code is taken.
     pub async fn insert_pairing(&self, p: &Pairing) -> Result<bool> {
         let res = sqlx::query(

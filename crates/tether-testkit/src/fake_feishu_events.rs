@@ -105,9 +105,18 @@ impl Events {
         json!({"challenge": challenge, "token": self.verification_token, "type": "url_verification"})
     }
 
-    /// The body and headers Feishu would send for `payload`: encrypted and signed when
-    /// an encrypt key is set.
+    /// The body and headers Feishu would send for `payload` now: encrypted and signed
+    /// when an encrypt key is set.
     pub fn seal(&self, payload: &Value) -> Sealed {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or_default();
+        self.seal_at(payload, now)
+    }
+
+    /// [`Events::seal`] with the request timestamp `ts` (Unix seconds).
+    pub fn seal_at(&self, payload: &Value, ts: u64) -> Sealed {
         let plain = payload.to_string();
         let Some(key) = &self.encrypt_key else {
             return Sealed {
@@ -118,10 +127,7 @@ impl Events {
         let body = json!({ "encrypt": encrypt(key, &plain) })
             .to_string()
             .into_bytes();
-        let (ts, nonce) = (
-            "1700000000".to_string(),
-            format!("nonce{}", self.event_id()),
-        );
+        let (ts, nonce) = (ts.to_string(), format!("nonce{}", self.event_id()));
         let sig = sign(&ts, &nonce, key, &body);
         Sealed {
             body,

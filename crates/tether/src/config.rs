@@ -40,6 +40,8 @@ pub struct FileConfig {
     pub agents: BTreeMap<String, AgentConfig>,
     /// `[channels]`: Telegram and Feishu (see `config_channels`).
     pub channels: Option<crate::config_channels::ChannelsFile>,
+    /// `[server]`: HTTP time-outs and allowed host names (see `config_server`).
+    pub server: Option<crate::config_server::ServerFile>,
 }
 
 /// `[pool]`: how many agent processes stay live (0 = no limit) and for how long idle.
@@ -94,6 +96,8 @@ pub struct Settings {
     pub token_override: Option<String>,
     /// The channels to run (none unless configured).
     pub channels: tether_channels::ChannelsConfig,
+    /// `[server]`: HTTP time-outs and allowed host names.
+    pub server: crate::config_server::ServerSettings,
 }
 
 impl Settings {
@@ -231,6 +235,7 @@ impl Settings {
             delegation,
             token_override,
             channels: crate::config_channels::resolve(file.channels)?,
+            server: crate::config_server::resolve(file.server)?,
         })
     }
 

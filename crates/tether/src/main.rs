@@ -8,6 +8,7 @@
 
 mod config;
 mod config_channels;
+mod config_server;
 mod daemon_record;
 mod datadir;
 mod doctor;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use tether_runtime::Runtime;
-use tether_server::{AuthConfig, InstanceId, Limits};
+use tether_server::{AuthConfig, HostPolicy, InstanceId};
 
 use crate::config::Settings;
 use crate::daemon_record::{self, DaemonRecord, TokenSource};
@@ -46,6 +46,7 @@ pub async fn run(settings: Settings) -> Result<()> {
     let extra = tether_server::ExtraRoutes {
         protected: Some(channels.api_routes()),
         public: Some(channels.hook_routes()),
+        openapi: Some(tether_channels::openapi()),
     };
     // A sign-in link for the web page; with the token only on an interactive terminal, so
     // captured output (service logs) never holds the secret.
@@ -59,13 +60,14 @@ pub async fn run(settings: Settings) -> Result<()> {
         None => TokenSource::File,
     };
     let record = DaemonRecord::new(addr, token_source);
-    let router = tether_server::router_with(
-        runtime.clone(),
-        AuthConfig { token },
-        Limits::default(),
-        extra,
-    )
-    .layer(axum::Extension(InstanceId(record.instance_id.clone())));
+    let hosts = HostPolicy {
+        listen: Some(addr),
+        allowed_hosts: settings.server.allowed_hosts.clone(),
+    };
+    let limits = settings.server.limits;
+    let router =
+        tether_server::router_with(runtime.clone(), AuthConfig { token }, limits, hosts, extra)
+            .layer(axum::Extension(InstanceId(record.instance_id.clone())));
     // Written before the address is printed, so whoever reads that line finds it;
     // removed when this function returns.
     let _published = daemon_record::publish(&settings.data_dir, &record)?;
@@ -80,7 +82,7 @@ pub async fn run(settings: Settings) -> Result<()> {
     drop(stdout);
     tracing::info!(%addr, data_dir = %settings.data_dir.display(), "tether is serving");
 
-    let served = tether_server::serve(listener, router, shutdown).await;
+    let served = tether_server::serve(listener, router, limits, shutdown).await;
     channels.shutdown();
     mcp_stop.cancel();
     tracing::info!("stopping agent sessions");

@@ -519,3 +519,27 @@ async fn feishu_failed_sends_are_retried_and_delivered_once_also_across_a_restar
     assert_eq!(s.fs.count_shown(chat, "echo: sturdy"), 1);
     assert_eq!(delivered(&s.fs, "echo: flaky"), 1);
 }
+
+#[tokio::test]
+async fn feishu_signed_events_with_a_stale_or_future_timestamp_are_refused() {
+    let s = start(Some(KEY)).await;
+    let chat = "oc_p2p_alice";
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    // A capture replayed later, a clock far ahead: refused, whatever the event id.
+    for ts in [now - 6 * 60, now + 6 * 60, now - 86_400] {
+        let stale =
+            s.ev.seal_at(&s.ev.message(chat, "p2p", ALICE, "replayed", false), ts);
+        assert_eq!(post(&s.d, &stale).await.0, 401, "timestamp {ts}");
+    }
+    // A small skew either way is fine.
+    let skewed = s.ev.seal_at(
+        &s.ev.message(chat, "p2p", ALICE, "skewed", false),
+        now - 120,
+    );
+    assert_eq!(post(&s.d, &skewed).await.0, 200);
+    s.fs.wait_shown(chat, "echo: skewed").await;
+    assert_eq!(delivered(&s.fs, "echo: replayed"), 0);
+}

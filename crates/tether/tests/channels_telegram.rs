@@ -645,3 +645,61 @@ async fn telegram_failed_sends_are_retried_and_delivered_once_also_across_a_rest
     assert_eq!(delivered(&tg, "echo: flaky"), 1);
     assert_eq!(tg.count_shown(ANN.0, "echo: sturdy"), 1);
 }
+
+/// `SELECT COUNT(*) ...` on the daemon's database (read-only, beside the running daemon).
+async fn count(d: &Daemon, sql: &str) -> i64 {
+    use sqlx::{ConnectOptions, Row};
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(d.db_path())
+        .read_only(true)
+        .connect()
+        .await
+        .unwrap();
+    sqlx::query(sql)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap()
+        .get::<i64, _>(0)
+}
+
+#[tokio::test]
+async fn telegram_a_flood_of_unknown_senders_leaves_bounded_rows() {
+    let Setup { tg, d, .. } = start("").await;
+    const SENDERS: i64 = 80;
+    // The cap of pending pairing codes per channel (tether_channels::pairing::MAX_PENDING).
+    const CAP: i64 = 64;
+    for i in 0..SENDERS {
+        let user = (10_000 + i, "Stranger");
+        tg.say(&private_chat(user.0), user, "let me in");
+    }
+    within("every update handled", async {
+        loop {
+            let seen = count(
+                &d,
+                "SELECT COUNT(*) FROM inbound_dedupe WHERE source = 'telegram'",
+            )
+            .await;
+            let unhandled =
+                count(&d, "SELECT COUNT(*) FROM channel_inbound WHERE handled = 0").await;
+            if seen == SENDERS && unhandled == 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        count(&d, "SELECT COUNT(*) FROM channel_pairings").await,
+        CAP
+    );
+    assert!(count(&d, "SELECT COUNT(*) FROM channel_outbox").await <= CAP);
+    assert_eq!(count(&d, "SELECT COUNT(*) FROM channel_inbound").await, 0);
+    assert_eq!(count(&d, "SELECT COUNT(*) FROM channel_chats").await, 0);
+    assert_eq!(count(&d, "SELECT COUNT(*) FROM conversations").await, 0);
+    let pending = d.get_ok("/api/v1/pairings").await;
+    assert_eq!(pending.as_array().unwrap().len() as i64, CAP);
+
+    // Known users are still served.
+    tg.say(&private_chat(ANN.0), ANN, "/new codex still here");
+    tg.wait_shown(ANN.0, "echo: still here").await;
+}

@@ -7,7 +7,7 @@
 
 mod api;
 pub mod crypto;
-mod webhook;
+pub(crate) mod webhook;
 
 use std::sync::Arc;
 

@@ -1,5 +1,8 @@
-//! `POST /hooks/feishu`: the event subscription endpoint. Checks, in order: decryption
-//! and signature (when an encrypt key is configured), the verification token; then
+//! `POST /hooks/feishu`: the event subscription endpoint. Checks, in order: the signed
+//! timestamp's freshness (within 5 minutes of now, from the headers, before the body is
+//! read; so a captured request cannot be replayed once its event id has left the dedupe
+//! table), decryption and signature (when an encrypt key is configured), the
+//! verification token; then
 //! answers `url_verification`, deduplicates by `event_id`, and queues messages for the
 //! worker (the HTTP answer never waits for agent work). A card button press is answered
 //! with a toast once its approval is resolved (bounded well under Feishu's 3 s).
@@ -11,7 +14,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -28,6 +30,12 @@ use crate::inbound::{self, InChat, InKind, Inbound, Sender};
 
 /// How long a button press may wait for its approval to resolve before the toast.
 const ACTION_WAIT: Duration = Duration::from_millis(2500);
+/// How far a signed event's `X-Lark-Request-Timestamp` may be from now (either way):
+/// an older capture is refused even after its event id has left the dedupe table.
+pub(crate) const MAX_CLOCK_SKEW_SECS: i64 = 5 * 60;
+/// Largest callback read: a 150 KB text message (Feishu's limit), escaped, encrypted and
+/// base64-encoded, stays below this.
+const MAX_EVENT_BYTES: usize = 512 * 1024;
 
 /// The worker task and the webhook route.
 pub(crate) struct Started {
@@ -36,7 +44,7 @@ pub(crate) struct Started {
 }
 
 #[derive(Clone)]
-struct HookState {
+pub(crate) struct HookState {
     core: SharedCore,
     cfg: Arc<FeishuConfig>,
     tx: mpsc::UnboundedSender<Inbound>,
@@ -67,6 +75,7 @@ fn open(cfg: &FeishuConfig, headers: &HeaderMap, body: &[u8]) -> Result<(Value, 
         header(headers, "x-lark-signature"),
     ) {
         (Some(ts), Some(nonce), Some(sig)) => {
+            fresh(ts)?;
             let expected = crypto::signature(ts, nonce, key, body);
             if !constant_time_eq(expected.as_bytes(), sig.trim().as_bytes()) {
                 return Err("wrong signature".to_string());
@@ -80,7 +89,57 @@ fn open(cfg: &FeishuConfig, headers: &HeaderMap, body: &[u8]) -> Result<(Value, 
     Ok((inner, signed))
 }
 
-async fn hook(State(s): State<HookState>, headers: HeaderMap, body: Bytes) -> Response {
+/// A signed request's timestamp (Unix seconds) lies within [`MAX_CLOCK_SKEW_SECS`] of
+/// now.
+fn fresh(ts: &str) -> Result<(), String> {
+    let ts: i64 = ts
+        .trim()
+        .parse()
+        .map_err(|_| "the request timestamp is not a number".to_string())?;
+    let now = tether_store::now_ms() / 1000;
+    if (now - ts).abs() > MAX_CLOCK_SKEW_SECS {
+        return Err(format!(
+            "the request timestamp is {}s away from now (at most {MAX_CLOCK_SKEW_SECS}s)",
+            now - ts
+        ));
+    }
+    Ok(())
+}
+
+#[utoipa::path(
+    post,
+    path = "/hooks/feishu",
+    tag = "webhooks",
+    description = "Feishu / Lark event subscription callback: the URL check \
+                   (`url_verification`), `im.message.receive_v1` and `card.action.trigger`. \
+                   With an encrypt key, events are AES-encrypted and signed \
+                   (`X-Lark-Signature` over timestamp, nonce, key and body); a timestamp more \
+                   than 5 minutes from now is refused before the body is read. The \
+                   verification token inside the event is always checked.",
+    request_body(content = serde_json::Value, content_type = "application/json", description = "A Feishu event callback (plain or `{\"encrypt\": ...}`)"),
+    responses(
+        (status = 200, description = "Handled, a duplicate ignored, the URL check's challenge, or a card toast"),
+        (status = 401, description = "Forged, tampered, stale or with a wrong token: nothing done"),
+        (status = 413, description = "Larger than 512 KiB"),
+        (status = 500, description = "Could not be recorded; Feishu retries"),
+    )
+)]
+pub(crate) async fn hook(
+    State(s): State<HookState>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Response {
+    // What the headers alone can tell, before reading the body: a stale signed request.
+    if s.cfg.encrypt_key.is_some()
+        && let Some(ts) = header(&headers, "x-lark-request-timestamp")
+        && let Err(why) = fresh(ts)
+    {
+        return unauthorized(&why);
+    }
+    let body = match crate::api::read_body(&headers, body, MAX_EVENT_BYTES).await {
+        Ok(b) => b,
+        Err(status) => return status.into_response(),
+    };
     let (event, signed) = match open(&s.cfg, &headers, &body) {
         Ok(v) => v,
         Err(why) => return unauthorized(&why),

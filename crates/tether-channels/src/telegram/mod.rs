@@ -6,7 +6,7 @@
 mod api;
 mod html;
 mod poll;
-mod updates;
+pub(crate) mod updates;
 
 use std::sync::OnceLock;
 use std::time::Duration;

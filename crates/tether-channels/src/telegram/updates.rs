@@ -8,7 +8,6 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
@@ -299,17 +298,43 @@ pub(crate) struct Started {
 }
 
 #[derive(Clone)]
-struct HookState {
+pub(crate) struct HookState {
     core: SharedCore,
     tx: mpsc::UnboundedSender<Update>,
     secret: Arc<[u8]>,
 }
 
-/// `POST /hooks/telegram`: a wrong or missing secret token → 401 and nothing done; a
-/// body that is not JSON → 400; an update that does not fit the types is logged and
-/// acknowledged (200), or Telegram would redeliver it ahead of every later one; one that
-/// cannot be recorded → 500 (Telegram retries it).
-async fn hook(State(s): State<HookState>, headers: HeaderMap, body: Bytes) -> StatusCode {
+/// Largest update the webhook reads: a message of 4096 characters with its entities and
+/// a reply it quotes stays far below this.
+const MAX_UPDATE_BYTES: usize = 256 * 1024;
+
+/// `POST /hooks/telegram`: a wrong or missing secret token → 401 and nothing done (the
+/// body is not even read); a body over 256 KiB → 413; a body that is not JSON → 400; an
+/// update that does not fit the types is logged and acknowledged (200), or Telegram
+/// would redeliver it ahead of every later one; one that cannot be recorded → 500
+/// (Telegram retries it).
+#[utoipa::path(
+    post,
+    path = "/hooks/telegram",
+    tag = "webhooks",
+    description = "Telegram Bot API webhook (webhook mode only): an `Update` as Telegram \
+                   sends it. Checked against the `X-Telegram-Bot-Api-Secret-Token` header \
+                   before the body is read.",
+    params(("X-Telegram-Bot-Api-Secret-Token" = String, Header, description = "The configured webhook secret")),
+    request_body(content = serde_json::Value, content_type = "application/json", description = "A Telegram Update"),
+    responses(
+        (status = 200, description = "Accepted (or a duplicate, ignored)"),
+        (status = 400, description = "Not JSON"),
+        (status = 401, description = "Missing or wrong secret token"),
+        (status = 413, description = "Larger than 256 KiB"),
+        (status = 500, description = "Could not be recorded; Telegram retries"),
+    )
+)]
+pub(crate) async fn hook(
+    State(s): State<HookState>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> StatusCode {
     let presented = headers
         .get("x-telegram-bot-api-secret-token")
         .map(|v| v.as_bytes())
@@ -321,6 +346,10 @@ async fn hook(State(s): State<HookState>, headers: HeaderMap, body: Bytes) -> St
         );
         return StatusCode::UNAUTHORIZED;
     }
+    let body = match crate::api::read_body(&headers, body, MAX_UPDATE_BYTES).await {
+        Ok(b) => b,
+        Err(status) => return status,
+    };
     let Ok(raw) = serde_json::from_slice::<Value>(&body) else {
         return StatusCode::BAD_REQUEST;
     };

@@ -129,6 +129,24 @@ impl McpSlot {
 
 /// `/mcp`: MCP over streamable HTTP. Admits the API token (an external client: its
 /// tasks have no parent) or a launched session's MCP token (acting as that session).
+#[utoipa::path(
+    method(post, get, delete),
+    path = "/mcp",
+    tag = "delegation",
+    description = "The delegation MCP server over streamable HTTP (JSON-RPC 2.0, MCP \
+                   protocol): tools `delegate_to_agent`, `get_delegation_status`, \
+                   `cancel_delegation`, `continue_with_session`, `close_session`. POST sends \
+                   a JSON-RPC message (answered as JSON or an SSE stream), GET opens the \
+                   session's event stream, DELETE ends the MCP session (`Mcp-Session-Id`). \
+                   Takes the API token or a launched session's MCP token as bearer.",
+    request_body(content = serde_json::Value, content_type = "application/json", description = "A JSON-RPC 2.0 message"),
+    responses(
+        (status = 200, description = "JSON-RPC answer (application/json) or an event stream (text/event-stream)"),
+        (status = 202, description = "A notification or response was accepted"),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
 pub(crate) async fn mcp(
     State(s): State<AppState>,
     axum::Extension(slot): axum::Extension<McpSlot>,

@@ -1,0 +1,91 @@
+//! `[server]` of the config file: the HTTP server's time-outs and the host names it
+//! answers besides loopback and the listen address (DNS-rebinding defence; see
+//! `tether_server::HostPolicy`).
+//!
+//! ```toml
+//! [server]
+//! allowed_hosts = ["tether.example.org"]  # names a proxy forwards; "*" turns the check off
+//! header_read_timeout_secs = 10           # headers must arrive within this (and idle keep-alive)
+//! body_read_timeout_secs = 15             # a request body may pause this long between chunks
+//! ```
+
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use serde::Deserialize;
+use tether_server::Limits;
+
+/// `[server]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerFile {
+    pub allowed_hosts: Option<Vec<String>>,
+    pub header_read_timeout_secs: Option<u64>,
+    pub body_read_timeout_secs: Option<u64>,
+}
+
+/// `[server]` resolved.
+#[derive(Debug, Clone, Default)]
+pub struct ServerSettings {
+    pub limits: Limits,
+    pub allowed_hosts: Vec<String>,
+}
+
+pub fn resolve(file: Option<ServerFile>) -> Result<ServerSettings> {
+    let file = file.unwrap_or_default();
+    let defaults = Limits::default();
+    let secs = |name: &str, value: Option<u64>, default: Duration| -> Result<Duration> {
+        match value {
+            None => Ok(default),
+            Some(0) => bail!("[server] {name} must be greater than 0"),
+            Some(s) => Ok(Duration::from_secs(s)),
+        }
+    };
+    let allowed_hosts = file.allowed_hosts.unwrap_or_default();
+    if let Some(bad) = allowed_hosts
+        .iter()
+        .find(|h| h.trim().is_empty() || h.contains('/'))
+    {
+        bail!(
+            "[server] allowed_hosts: {bad:?} is not a host name (write it without a scheme or path)"
+        );
+    }
+    Ok(ServerSettings {
+        limits: Limits {
+            header_read_timeout: secs(
+                "header_read_timeout_secs",
+                file.header_read_timeout_secs,
+                defaults.header_read_timeout,
+            )?,
+            body_read_timeout: secs(
+                "body_read_timeout_secs",
+                file.body_read_timeout_secs,
+                defaults.body_read_timeout,
+            )?,
+            ..defaults
+        },
+        allowed_hosts,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_validation() {
+        let s = resolve(None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.limits.header_read_timeout, Duration::from_secs(10));
+        assert!(s.allowed_hosts.is_empty());
+        let zero = ServerFile {
+            body_read_timeout_secs: Some(0),
+            ..Default::default()
+        };
+        assert!(resolve(Some(zero)).is_err());
+        let url = ServerFile {
+            allowed_hosts: Some(vec!["https://x.example".into()]),
+            ..Default::default()
+        };
+        assert!(resolve(Some(url)).is_err());
+    }
+}

@@ -1,0 +1,377 @@
+//! End to end: the HTTP server's defences against slow and sloppy clients and foreign
+//! pages. Slow clients (half headers, held-back bodies, idle connections) are closed
+//! within the configured time-outs while others are served; webhooks check their secret
+//! before reading a body; foreign `Host` headers are refused (webhooks exempt); request
+//! bodies refuse unknown fields, non-objects and overlong fields; a wrong method is
+//! `method_not_allowed` with `Allow`; the OpenAPI document lists every route.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tether_testkit::fake_telegram::{FakeTelegram, private_chat};
+use tether_testkit::{Daemon, DaemonOptions, within};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const ANN: (i64, &str) = (111, "Ann");
+const SECRET: &str = "hook-s3cret";
+
+/// A daemon with 1 s header and body time-outs and the Telegram webhook on.
+async fn start(server_extra: &str) -> (FakeTelegram, Daemon) {
+    let tg = FakeTelegram::start().await;
+    let telegram = tg.config(
+        &[ANN.0],
+        &format!(
+            "mode = \"webhook\"\nwebhook_secret = \"{SECRET}\"\n\
+             webhook_url = \"https://bot.example.org/hooks/telegram\"\n"
+        ),
+    );
+    let d = Daemon::start(DaemonOptions {
+        extra_config: format!(
+            "[server]\nheader_read_timeout_secs = 1\nbody_read_timeout_secs = 1\n{server_extra}\n\n{telegram}"
+        ),
+        ..Default::default()
+    })
+    .await;
+    (tg, d)
+}
+
+fn addr(d: &Daemon) -> String {
+    d.base.trim_start_matches("http://").to_string()
+}
+
+/// Reads until the server closes the connection; `None` if it is still open after
+/// `limit`. Returns what the server wrote.
+async fn closed_within(sock: &mut TcpStream, limit: Duration) -> Option<String> {
+    let mut raw = Vec::new();
+    match tokio::time::timeout(limit, sock.read_to_end(&mut raw)).await {
+        Ok(_) => Some(String::from_utf8_lossy(&raw).into_owned()),
+        Err(_) => None,
+    }
+}
+
+/// One raw request with `Connection: close`; the whole answer as text.
+async fn raw(d: &Daemon, request: String) -> String {
+    let mut sock = TcpStream::connect(addr(d)).await.unwrap();
+    sock.write_all(request.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    within("raw answer", sock.read_to_end(&mut out))
+        .await
+        .unwrap();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn body_of(answer: &str) -> Value {
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+    serde_json::from_str(body).unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn slow_clients_are_closed_within_the_time_outs_while_others_are_served() {
+    let (_tg, d) = start("").await;
+    let a = addr(&d);
+    // Generous: the limit is 1 s, the machine is shared.
+    let limit = Duration::from_secs(10);
+
+    // Half the headers, then nothing.
+    let mut half = TcpStream::connect(&a).await.unwrap();
+    half.write_all(format!("GET /api/v1/health HTTP/1.1\r\nHost: {a}\r\nX-Partial: ").as_bytes())
+        .await
+        .unwrap();
+    // Connected, silent.
+    let mut silent = TcpStream::connect(&a).await.unwrap();
+    // Held-back bodies to the webhook without the secret: refused from the headers.
+    let mut anonymous = Vec::new();
+    for _ in 0..20 {
+        let mut s = TcpStream::connect(&a).await.unwrap();
+        s.write_all(
+            format!(
+                "POST /hooks/telegram HTTP/1.1\r\nHost: {a}\r\nContent-Type: application/json\r\n\
+                 Content-Length: 100000\r\n\r\n{{\"update_id\": 1, \"message\": "
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+        anonymous.push(s);
+    }
+    // Held-back bodies with the right secret and on the API with the token.
+    let mut hooked = TcpStream::connect(&a).await.unwrap();
+    hooked
+        .write_all(
+            format!(
+                "POST /hooks/telegram HTTP/1.1\r\nHost: {a}\r\nContent-Type: application/json\r\n\
+                 X-Telegram-Bot-Api-Secret-Token: {SECRET}\r\nContent-Length: 1000\r\n\r\n{{\"update_id\": "
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut api = TcpStream::connect(&a).await.unwrap();
+    api.write_all(
+        format!(
+            "POST /api/v1/conversations HTTP/1.1\r\nHost: {a}\r\nAuthorization: Bearer {}\r\n\
+             Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"title\": \"",
+            d.token
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+
+    // Meanwhile the daemon serves others.
+    let started = Instant::now();
+    let (status, body) = d.get("/api/v1/health").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    for (i, s) in anonymous.iter_mut().enumerate() {
+        let answer = closed_within(s, limit)
+            .await
+            .unwrap_or_else(|| panic!("anonymous upload {i} still open"));
+        assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    }
+    assert!(
+        closed_within(&mut half, limit).await.is_some(),
+        "half headers: still open"
+    );
+    assert!(
+        closed_within(&mut silent, limit).await.is_some(),
+        "silent connection: still open"
+    );
+    let answer = closed_within(&mut hooked, limit)
+        .await
+        .expect("held-back webhook body: still open");
+    assert!(!answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let answer = closed_within(&mut api, limit)
+        .await
+        .expect("held-back API body: still open");
+    assert!(!answer.starts_with("HTTP/1.1 2"), "{answer}");
+    assert!(
+        d.get_ok("/api/v1/conversations")
+            .await
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    // A slow but steady body (pauses under the limit) still goes through.
+    let mut steady = TcpStream::connect(&a).await.unwrap();
+    let body = br#"{"title": "steady"}"#;
+    steady
+        .write_all(
+            format!(
+                "POST /api/v1/conversations HTTP/1.1\r\nHost: {a}\r\nAuthorization: Bearer {}\r\n\
+                 Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                d.token,
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    for chunk in body.chunks(8) {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        steady.write_all(chunk).await.unwrap();
+    }
+    let answer = closed_within(&mut steady, limit).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+}
+
+#[tokio::test]
+async fn event_streams_outlive_the_read_time_outs() {
+    let (_tg, d) = start("").await;
+    let c = d.new_conversation(None).await;
+    let mut events = d.events(&c, None).await;
+    // Longer than both time-outs, with nothing to say.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    d.say(&c, "hello").await;
+    let mut seen = Vec::new();
+    within("events after a quiet while", async {
+        while let Some(ev) = events.next().await {
+            let kind = ev.json()["payload"]["type"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            seen.push(kind.clone());
+            if kind == "turn_completed" {
+                return;
+            }
+        }
+        panic!("the stream ended: {seen:?}");
+    })
+    .await;
+    assert!(seen.iter().any(|k| k == "turn_started"), "{seen:?}");
+}
+
+#[tokio::test]
+async fn foreign_host_headers_are_refused_except_on_webhooks() {
+    let (tg, d) = start("allowed_hosts = [\"tether.example.org\"]").await;
+    let get = |host: &str, path: &str| {
+        format!(
+            "GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
+            d.token
+        )
+    };
+    for path in ["/api/v1/conversations", "/", "/api/v1/health", "/mcp"] {
+        let answer = raw(&d, get("evil.example", path)).await;
+        assert!(answer.starts_with("HTTP/1.1 403"), "{path}: {answer}");
+        assert_eq!(
+            body_of(&answer)["error"]["code"],
+            "host_not_allowed",
+            "{answer}"
+        );
+    }
+    let port = addr(&d).rsplit(':').next().unwrap().to_string();
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+        "tether.example.org".to_string(),
+    ] {
+        let answer = raw(&d, get(&host, "/api/v1/conversations")).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{host}: {answer}");
+    }
+    // Webhooks come through proxies under public names.
+    let update = tg
+        .text_update(&private_chat(ANN.0), ANN, "via proxy")
+        .to_string();
+    let answer = raw(
+        &d,
+        format!(
+            "POST /hooks/telegram HTTP/1.1\r\nHost: bot.example.org\r\nContent-Type: application/json\r\n\
+             X-Telegram-Bot-Api-Secret-Token: {SECRET}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{update}",
+            update.len()
+        ),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+#[tokio::test]
+async fn request_bodies_refuse_unknown_fields_non_objects_and_overlong_fields() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let (status, body) = d
+        .post("/api/v1/conversations", json!({"agnet": "claude"}))
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "invalid_json");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("agnet"),
+        "{body}"
+    );
+    for bad in [json!([]), json!(["x"]), json!("x"), json!(5)] {
+        let (status, body) = d.post("/api/v1/conversations", bad.clone()).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+        assert_eq!(body["error"]["code"], "invalid_json", "{bad}");
+    }
+    let (status, body) = d
+        .post(
+            "/api/v1/conversations",
+            json!({"title": "x".repeat(900_000)}),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "bad_request");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("title"),
+        "{body}"
+    );
+    assert!(
+        d.get_ok("/api/v1/conversations")
+            .await
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "nothing was created"
+    );
+
+    let c = d.new_conversation(None).await;
+    let (status, body) = d
+        .patch(
+            &format!("/api/v1/conversations/{c}"),
+            json!({"title": "y".repeat(201)}),
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("bad_request")),
+        "{body}"
+    );
+    let (status, body) = d
+        .patch(
+            &format!("/api/v1/conversations/{c}"),
+            json!({"titel": "renamed"}),
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("invalid_json")),
+        "{body}"
+    );
+    let (status, body) = d
+        .post(
+            &format!("/api/v1/conversations/{c}/messages"),
+            json!({"text": "hi", "modle": "x"}),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("modle"),
+        "{body}"
+    );
+    let conv = d.get_ok(&format!("/api/v1/conversations/{c}")).await;
+    assert_eq!(conv["state"], "unbound", "no turn ran");
+    assert_ne!(conv["title"], "renamed");
+}
+
+#[tokio::test]
+async fn wrong_methods_are_method_not_allowed_with_allow() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let resp = within(
+        "DELETE",
+        d.client
+            .delete(d.url("/api/v1/conversations"))
+            .bearer_auth(&d.token)
+            .send(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.status().as_u16(), 405);
+    let allow = resp.headers()["allow"].to_str().unwrap().to_string();
+    assert!(allow.contains("GET") && allow.contains("POST"), "{allow}");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "method_not_allowed", "{body}");
+}
+
+#[tokio::test]
+async fn openapi_lists_pairings_webhooks_mcp_and_the_page() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let doc: Value = within("openapi", d.client.get(d.url("/api/openapi.json")).send())
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    for (path, method) in [
+        ("/api/v1/pairings", "get"),
+        ("/api/v1/pairings/{code}/approve", "post"),
+        ("/hooks/telegram", "post"),
+        ("/hooks/feishu", "post"),
+        ("/mcp", "post"),
+        ("/mcp", "get"),
+        ("/", "get"),
+        ("/assets/{file}", "get"),
+        ("/api/v1/conversations", "post"),
+    ] {
+        assert!(
+            doc["paths"][path][method].is_object(),
+            "OpenAPI lacks {method} {path}"
+        );
+    }
+    assert!(doc["components"]["schemas"]["Pairing"].is_object());
+    let codes = doc["components"]["schemas"]["ErrorCode"].to_string();
+    assert!(codes.contains("method_not_allowed"), "{codes}");
+    assert!(codes.contains("host_not_allowed"), "{codes}");
+}
