@@ -68,6 +68,10 @@ pub async fn run(engine: Arc<Engine>, config: &Config) -> Result<i32> {
     let control = Arc::new(Control::new(Out::new()));
     let active: Active = Arc::new(Mutex::new(HashMap::new()));
     let (tx, rx) = mpsc::unbounded_channel();
+    let status = json!({"sections": [{"title": "Session", "rows": [
+        {"label": "Version", "value": env!("CARGO_PKG_VERSION")},
+        {"label": "Session ID", "value": session_id},
+    ]}]});
     let runner = tokio::spawn(run_turns(
         Arc::clone(&engine),
         Arc::clone(&control),
@@ -101,6 +105,9 @@ pub async fn run(engine: Arc<Engine>, config: &Config) -> Result<i32> {
                         eprintln!("fake-agent: not answering initialize as asked");
                     }
                     "initialize" => control.respond(id, initialize_response()).await?,
+                    "get_status" if config.get_status => {
+                        control.respond(id, status.clone()).await?;
+                    }
                     "interrupt" => {
                         for token in lock(&active).values() {
                             token.cancel();
