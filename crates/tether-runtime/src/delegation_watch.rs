@@ -85,7 +85,11 @@ impl Runtime {
                 delay = (delay * 2).min(RETRY_MAX);
             }
         }
-        tracing::error!(turn_id, error = last, "giving up on reporting a delegated turn");
+        tracing::error!(
+            turn_id,
+            error = last,
+            "giving up on reporting a delegated turn"
+        );
         match self
             .ctx()
             .store

@@ -43,7 +43,11 @@ async fn a_dormant_claude_child_is_resumed_strictly_before_anything_moves() {
     let state = tempfile::tempdir().unwrap();
     let extra = [
         claude_agent(&state, "claude-sound", &["--get-status"]),
-        claude_agent(&state, "claude-forks", &["--get-status", "--resume-other-id"]),
+        claude_agent(
+            &state,
+            "claude-forks",
+            &["--get-status", "--resume-other-id"],
+        ),
         claude_agent(&state, "claude-old", &["--resume-other-id"]),
     ]
     .concat();
@@ -90,7 +94,11 @@ async fn a_dormant_claude_child_is_resumed_strictly_before_anything_moves() {
         (Some(1), Some("completed")),
         "{c}"
     );
-    assert_eq!(history_len(&d, &forks).await, before, "the prompt was recorded");
+    assert_eq!(
+        history_len(&d, &forks).await,
+        before,
+        "the prompt was recorded"
+    );
     // No ledger entry: the id is free for another message.
     let (s, r) = cont(&forks, "something else", "f1").await;
     assert_eq!(
@@ -103,7 +111,11 @@ async fn a_dormant_claude_child_is_resumed_strictly_before_anything_moves() {
     // is accepted (and recorded), and its turn fails resume_unavailable with nothing
     // of it shown; the session can be tried again later.
     let (s, accepted) = cont(&old, "again", "o1").await;
-    assert_eq!((s, accepted["turn_version"].as_i64()), (200, Some(2)), "{accepted}");
+    assert_eq!(
+        (s, accepted["turn_version"].as_i64()),
+        (200, Some(2)),
+        "{accepted}"
+    );
     let t = wait_task(&d, &parent, &old).await;
     assert_eq!(
         (t["status"].as_str(), t["error_code"].as_str()),

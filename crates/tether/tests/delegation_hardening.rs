@@ -156,8 +156,18 @@ async fn one_continuation_id_raced_on_two_tasks_is_a_conflict() {
         // Two continuations of two tasks of one parent, one id.
         let cid = format!("same-{round}");
         let (ra, rb) = tokio::join!(
-            post_task(&d, &a, "continue", json!({"message": "x", "continuation_id": cid})),
-            post_task(&d, &b, "continue", json!({"message": "y", "continuation_id": cid})),
+            post_task(
+                &d,
+                &a,
+                "continue",
+                json!({"message": "x", "continuation_id": cid})
+            ),
+            post_task(
+                &d,
+                &b,
+                "continue",
+                json!({"message": "y", "continuation_id": cid})
+            ),
         );
         let mut statuses = [ra.0, rb.0];
         statuses.sort_unstable();
@@ -172,7 +182,12 @@ async fn one_continuation_id_raced_on_two_tasks_is_a_conflict() {
         // A continuation and a close, one id: the close never half happens.
         let cid = format!("mixed-{round}");
         let (ra, rb) = tokio::join!(
-            post_task(&d, &a, "continue", json!({"message": "z", "continuation_id": cid})),
+            post_task(
+                &d,
+                &a,
+                "continue",
+                json!({"message": "z", "continuation_id": cid})
+            ),
             post_task(&d, &b, "close", json!({"continuation_id": cid})),
         );
         let mut statuses = [ra.0, rb.0];
@@ -287,7 +302,11 @@ async fn failures_making_a_child_live_keep_their_own_codes() {
     assert_eq!(r.0, 200, "{r:?}");
     assert_eq!(r.1["turn_version"], 2);
     let r = cont(5, "more").await;
-    assert_eq!(code(&r), (409, Some("session_still_running".into())), "{r:?}");
+    assert_eq!(
+        code(&r),
+        (409, Some("session_still_running".into())),
+        "{r:?}"
+    );
 }
 
 /// The availability of each task, in order.
@@ -319,7 +338,10 @@ async fn the_keep_alive_cap_counts_children_only_oldest_idle_first() {
     let resume = "continuable_resume";
     // Two children fit beside the parent's own live session: the third evicted the first.
     wait_availability(&d, c1, resume).await;
-    assert_eq!(availabilities(&d, &[c1, c2, c3]).await, [resume, live, live]);
+    assert_eq!(
+        availabilities(&d, &[c1, c2, c3]).await,
+        [resume, live, live]
+    );
     // c2 is used again, so c3 is now the oldest idle child: the next child evicts it.
     let r = mcp(
         &d,

@@ -48,7 +48,10 @@ async fn session_tokens_die_with_new_sessions_and_archiving() {
         json!({}),
     )
     .await;
-    assert!(!admitted(&d, &old).await, "the replaced session's token still works");
+    assert!(
+        !admitted(&d, &old).await,
+        "the replaced session's token still works"
+    );
     let id = companion
         .call(
             "delegate_to_agent",
@@ -73,7 +76,10 @@ async fn session_tokens_die_with_new_sessions_and_archiving() {
         )
         .await;
     assert_eq!(status, 200, "{body}");
-    assert!(!admitted(&d, &new).await, "an archived conversation's token still works");
+    assert!(
+        !admitted(&d, &new).await,
+        "an archived conversation's token still works"
+    );
     let (status, _) = mcp_http(
         &d,
         &new,
@@ -106,7 +112,10 @@ async fn a_session_token_dies_with_its_process() {
         }
     })
     .await;
-    assert!(!admitted(&d, &first).await, "an ended process's token still works");
+    assert!(
+        !admitted(&d, &first).await,
+        "an ended process's token still works"
+    );
     // The resumed process gets a new one.
     let (_, second) = session_mcp_env(&d, &parent).await;
     assert_ne!(second, first);
@@ -155,7 +164,10 @@ fn spawn_wait(d: &Daemon, task: &str) -> tokio::task::JoinHandle<(String, Value)
         let text = String::from_utf8_lossy(&raw).into_owned();
         let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
         let status = head.lines().next().unwrap_or_default().to_string();
-        (status, serde_json::from_str(body).unwrap_or(Value::String(body.to_string())))
+        (
+            status,
+            serde_json::from_str(body).unwrap_or(Value::String(body.to_string())),
+        )
     })
 }
 

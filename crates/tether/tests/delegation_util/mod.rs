@@ -197,8 +197,14 @@ pub async fn session_mcp_env(d: &Daemon, conv: &str) -> (String, String) {
     let (_, turn) = d.say_and_wait(conv, "mcp env").await;
     let env = tool_result(&turn);
     (
-        env["TETHER_MCP_SOCKET"].as_str().unwrap_or_default().to_string(),
-        env["TETHER_MCP_TOKEN"].as_str().unwrap_or_default().to_string(),
+        env["TETHER_MCP_SOCKET"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        env["TETHER_MCP_TOKEN"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
     )
 }
 
