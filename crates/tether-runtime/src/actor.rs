@@ -620,9 +620,12 @@ impl Actor {
                 self.deadline = Some((Instant::now() + STOP_GRACE, DeadlineKind::StopGrace));
             }
             _ => {
-                // Still starting the agent: abandon the start.
+                // Still starting the agent: abandon the start (and the token it got).
                 if let Some(task) = self.task.take() {
                     task.abort();
+                }
+                if self.live.is_none() {
+                    self.ctx.delegation.revoke(&self.session.id);
                 }
                 self.end_stopped().await;
             }

@@ -2,8 +2,8 @@
 //! stream-json --verbose --permission-prompt-tool stdio [--session-id ID | --resume ID]`):
 //! one process across turns; user messages are queued and run in order; each turn emits
 //! `system/init`, `assistant` / `user` messages, then one `result`. Control requests
-//! `initialize` and `interrupt` are answered; stdin EOF finishes queued turns and exits
-//! (code 1 if the last result was an error).
+//! `initialize` and `interrupt` are answered (`get_status` too with `--get-status`);
+//! stdin EOF finishes queued turns and exits (code 1 if the last result was an error).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
