@@ -185,7 +185,7 @@ impl AgentError {
             AgentError::Crashed { .. } => ErrorCode::AgentCrashed,
             AgentError::Agent { .. } => ErrorCode::AgentError,
             AgentError::Protocol { .. } => ErrorCode::ProtocolError,
-            AgentError::Timeout { .. } => ErrorCode::SpawnFailed,
+            AgentError::Timeout { .. } => ErrorCode::StartTimeout,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The MCP server handler: `initialize`, `tools/list`, `tools/call`, bound to a caller —
-//! fixed for a socket connection (the session whose token opened it), or resolved per
-//! HTTP request from its bearer token.
+//! the session whose token opened a socket connection, or whoever each HTTP request's
+//! bearer token names. Session tokens are checked again on every call, so a token
+//! revoked while a connection stays open is refused from then on.
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
@@ -17,8 +18,8 @@ use crate::tools;
 /// How the handler learns who calls.
 #[derive(Clone)]
 pub enum CallerSource {
-    /// A socket connection opened with a session token.
-    Fixed(Caller),
+    /// A socket connection opened with this session token.
+    Token(String),
     /// Streamable HTTP: the API token (external client) or a session token, per request.
     Bearer { api_token: String },
 }
@@ -37,7 +38,7 @@ impl DelegationServer {
 
     fn caller(&self, ctx: &RequestContext<RoleServer>) -> Option<Caller> {
         match &self.source {
-            CallerSource::Fixed(c) => Some(c.clone()),
+            CallerSource::Token(token) => self.runtime.mcp_caller(token),
             CallerSource::Bearer { api_token } => {
                 let parts = ctx.extensions.get::<http::request::Parts>()?;
                 let token = crate::bearer(&parts.headers)?;

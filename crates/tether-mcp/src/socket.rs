@@ -88,23 +88,23 @@ async fn connection(
         (&mut read).take(MAX_HANDSHAKE as u64).read_line(&mut line),
     )
     .await??;
-    let caller = match serde_json::from_str::<Hello>(line.trim()) {
-        Ok(h) if n > 0 => runtime.mcp_caller(&h.token),
+    let token = match serde_json::from_str::<Hello>(line.trim()) {
+        Ok(h) if n > 0 && runtime.mcp_caller(&h.token).is_some() => Some(h.token),
         _ => None,
     };
     let reply = HelloReply {
-        ok: caller.is_some(),
-        error: caller
+        ok: token.is_some(),
+        error: token
             .is_none()
             .then(|| "unknown or expired MCP token".to_string()),
     };
     let mut out = serde_json::to_vec(&reply)?;
     out.push(b'\n');
     write.write_all(&out).await?;
-    let Some(caller) = caller else {
+    let Some(token) = token else {
         return Ok(());
     };
-    let server = DelegationServer::new(runtime, CallerSource::Fixed(caller));
+    let server = DelegationServer::new(runtime, CallerSource::Token(token));
     let running = server
         .serve_with_ct((read, write), stop.child_token())
         .await?;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rmcp::model::{CallToolResult, JsonObject, Tool};
 use serde_json::{Value, json};
 use tether_proto::ErrorCode;
-use tether_runtime::{Caller, MAX_WAIT_MS, Runtime, RuntimeError};
+use tether_runtime::{Caller, MAX_WAIT_MS, MAX_WAITS_PER_CALLER, Runtime, RuntimeError};
 
 pub const DELEGATE: &str = "delegate_to_agent";
 pub const STATUS: &str = "get_delegation_status";
@@ -90,13 +90,16 @@ pub fn tools(agents: &[String]) -> Vec<Tool> {
                  turn_version, the child's reply `text` when completed, error_code and message \
                  otherwise (subagent_error, child_refusal, child_max_tokens, \
                  child_max_turn_requests, child_empty, child_unknown, canceled, spawn_failed, \
-                 resume_unavailable), duration_ms, availability (running, continuable_live, \
+                 start_timeout, resume_unavailable), duration_ms, availability (running, continuable_live, \
                  continuable_resume, released, not_continuable), and blocked_on \
                  {{kind, request_id, title}} while the child waits for a person to approve \
                  something or answer a question. Omit wait_ms for a snapshot; wait_ms > 0 \
                  waits up to that many milliseconds (at most {MAX_WAIT_MS}); wait_ms = 0 \
-                 waits without limit. A wait returns as soon as any listed running task \
-                 finishes or becomes newly blocked. Turns a person started in the \
+                 waits without a time limit (it still ends if you disconnect, your session ends or \
+                 tether shuts down). A wait returns as soon as any listed running task \
+                 finishes or becomes newly blocked. Wait for several tasks in one call: at \
+                 most {MAX_WAITS_PER_CALLER} waits may be in flight at once \
+                 (concurrency_limit). Turns a person started in the \
                  sub-conversation show up here too (origin \"person\", a higher turn_version)."
             ),
             schema(json!({
@@ -142,7 +145,9 @@ pub fn tools(agents: &[String]) -> Vec<Tool> {
              get_delegation_status. Only allowed while the task is not running. Errors: \
              session_still_running (wait first), session_released (it was closed), \
              not_continuable, resume_unavailable (the child's session could not be resumed; \
-             nothing was sent), continuation_conflict, rebuilding (retry shortly).",
+             nothing was sent), spawn_failed and start_timeout (the child's agent could not \
+             be started; nothing was sent), concurrency_limit (too many children running), \
+             continuation_conflict, rebuilding (retry shortly).",
             schema(json!({
                 "type": "object",
                 "properties": {

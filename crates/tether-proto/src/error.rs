@@ -43,6 +43,9 @@ pub enum ErrorCode {
     ResumeUnavailable,
     /// The agent process could not be started or initialised.
     SpawnFailed,
+    /// The agent process started but did not finish its start-up handshake in time
+    /// (`start_timeout_secs`).
+    StartTimeout,
     /// The agent process exited or crashed during a turn.
     AgentCrashed,
     /// The agent reported an error for the turn.
@@ -119,6 +122,7 @@ impl ErrorCode {
             ErrorCode::NothingRunning => "nothing_running",
             ErrorCode::ResumeUnavailable => "resume_unavailable",
             ErrorCode::SpawnFailed => "spawn_failed",
+            ErrorCode::StartTimeout => "start_timeout",
             ErrorCode::AgentCrashed => "agent_crashed",
             ErrorCode::AgentError => "agent_error",
             ErrorCode::ProtocolError => "protocol_error",
@@ -191,6 +195,7 @@ impl ErrorCode {
             | ErrorCode::ChildEmpty
             | ErrorCode::ChildUnknown => 502,
             ErrorCode::Rebuilding => 503,
+            ErrorCode::StartTimeout => 504,
             ErrorCode::Internal => 500,
         }
     }

@@ -144,6 +144,12 @@ impl Actor {
         ActorHandle { tx }
     }
 
+    /// The live pool's owner: the parent conversation of a delegated child, else none
+    /// (a conversation's own session is not counted in any owner's cap).
+    fn pool_owner(&self) -> Option<&str> {
+        Some(self.owner.as_str()).filter(|o| *o != self.session.conversation_id)
+    }
+
     async fn run(mut self) {
         loop {
             if self.current.is_none() && !self.closing.is_empty() {
@@ -225,6 +231,7 @@ impl Actor {
                     let _ = tx.send(answer);
                 }
             }
+            // The router revoked its MCP token already.
             ActorCmd::Park => self.parked = true,
             ActorCmd::Evict { reason } => {
                 if self.current.is_none() && self.live.is_some() {
@@ -286,11 +293,11 @@ impl Actor {
             Some(live) if live.is_alive() => {
                 self.ctx
                     .pool
-                    .busy(&self.session.id, &self.owner, self.me.clone());
+                    .busy(&self.session.id, self.pool_owner(), self.me.clone());
                 self.spawn_prompt()
             }
             _ => {
-                self.ctx.pool.admit(&self.session.id, &self.owner);
+                self.ctx.pool.admit(&self.session.id, self.pool_owner());
                 if self.live.is_some() {
                     // The process died while idle.
                     self.go_dormant("the agent process exited").await;
@@ -325,7 +332,10 @@ impl Actor {
     async fn on_step(&mut self, step: Step) {
         match step {
             Step::Started(Ok(agent)) => self.on_started(agent).await,
-            Step::Started(Err(e)) => self.fail(e.code(), e.to_string()).await,
+            Step::Started(Err(e)) => {
+                self.ctx.delegation.revoke(&self.session.id);
+                self.fail(e.code(), e.to_string()).await
+            }
             Step::Prompted(result) => {
                 self.drain_events().await;
                 self.on_prompted(result).await;
@@ -348,6 +358,7 @@ impl Actor {
             .filter(|e| **e != external_id)
         {
             agent.shutdown().await;
+            self.ctx.delegation.revoke(&self.session.id);
             let msg = format!(
                 "cannot resume session {expected}: the agent came back with session {external_id}"
             );
@@ -377,7 +388,7 @@ impl Actor {
         self.live = Some(agent);
         self.ctx
             .pool
-            .busy(&self.session.id, &self.owner, self.me.clone());
+            .busy(&self.session.id, self.pool_owner(), self.me.clone());
         if self.current.as_ref().is_some_and(|c| c.cancel_requested) {
             self.end_stopped().await;
         } else {
@@ -609,9 +620,12 @@ impl Actor {
                 self.deadline = Some((Instant::now() + STOP_GRACE, DeadlineKind::StopGrace));
             }
             _ => {
-                // Still starting the agent: abandon the start.
+                // Still starting the agent: abandon the start (and the token it got).
                 if let Some(task) = self.task.take() {
                     task.abort();
+                }
+                if self.live.is_none() {
+                    self.ctx.delegation.revoke(&self.session.id);
                 }
                 self.end_stopped().await;
             }
@@ -793,6 +807,8 @@ impl Actor {
 
     async fn go_dormant(&mut self, reason: &str) {
         self.ctx.pool.gone(&self.session.id);
+        // The process ends: so does its MCP token.
+        self.ctx.delegation.revoke(&self.session.id);
         if let Some(live) = self.live.take() {
             live.shutdown().await;
         }

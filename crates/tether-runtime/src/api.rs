@@ -232,6 +232,9 @@ impl Runtime {
             .update_conversation(id, title.as_deref(), req.archived)
             .await?;
         if req.archived == Some(true) {
+            // Its agents' MCP tokens die with it (callers of an archived conversation are
+            // refused too).
+            self.ctx().delegation.revoke_conversation(id);
             // Archiving is how a person removes a conversation: its delegated children are
             // released (running turns cancelled, processes ended, history kept).
             let released = self.release_children(id).await?;
@@ -411,6 +414,7 @@ impl Runtime {
     /// Stops every live session (processes ended and reaped); running turns end as
     /// `interrupted`.
     pub async fn shutdown(&self) {
+        self.begin_shutdown();
         let handles: Vec<ActorHandle> = {
             let mut actors = self.inner.actors.lock().unwrap_or_else(|e| e.into_inner());
             self.inner

@@ -71,6 +71,12 @@ impl Runtime {
         self.ctx().delegation.caller_for_token(token)
     }
 
+    /// The daemon begins to shut down: waits of `get_delegation_status` end now (with
+    /// the snapshots as they are), so they never hold the shutdown up. Idempotent.
+    pub fn begin_shutdown(&self) {
+        self.ctx().delegation.stopping().cancel();
+    }
+
     /// Fails with `rebuilding` while start-up recovery of delegations runs.
     pub(crate) fn delegation_gate(&self) -> Result<()> {
         if self.ctx().delegation.is_ready() {
@@ -83,6 +89,22 @@ impl Runtime {
         }
     }
 
+    /// [`Self::delegation_gate`], and refuses a session whose conversation was archived
+    /// (`conversation_archived`): an archived conversation's agents delegate no more.
+    pub(crate) async fn caller_gate(&self, caller: &Caller) -> Result<()> {
+        self.delegation_gate()?;
+        if let Caller::Session {
+            conversation_id, ..
+        } = caller
+        {
+            let conv = self.conversation_row(conversation_id).await?;
+            if conv.archived {
+                return Err(RuntimeError::Archived(conversation_id.clone()));
+            }
+        }
+        Ok(())
+    }
+
     /// `delegate_to_agent`: creates the task and starts its first turn; returns at once.
     pub async fn delegate(
         &self,
@@ -92,7 +114,7 @@ impl Runtime {
         working_dir: Option<&str>,
         tool_call_id: Option<&str>,
     ) -> Result<TaskStarted> {
-        self.delegation_gate()?;
+        self.caller_gate(caller).await?;
         let cfg = &self.ctx().config;
         let dcfg = self.ctx().delegation.config();
         let (parent_conv, parent_session) = match caller {
@@ -149,21 +171,7 @@ impl Runtime {
             Some(p) => Some(self.lock_conversation(&format!("delegations:{p}")).await),
             None => None,
         };
-        if let Some(p) = &parent_id
-            && dcfg.max_running_children > 0
-        {
-            let running = self.ctx().store.running_children(p).await?;
-            if running >= dcfg.max_running_children {
-                return Err(err(
-                    ErrorCode::ConcurrencyLimit,
-                    format!(
-                        "{running} delegated tasks of this conversation are still running \
-                         (limit {}); collect or cancel one first",
-                        dcfg.max_running_children
-                    ),
-                ));
-            }
-        }
+        self.check_running_children(parent_id.as_deref()).await?;
         let parent_turn_id = match (&parent_id, &parent_session) {
             (Some(p), Some(s)) => self.running_turn_of(p, s).await?,
             _ => None,

@@ -28,7 +28,7 @@ impl Actor {
         if self.live.is_some() {
             self.go_dormant("the agent process exited").await;
         }
-        self.ctx.pool.admit(&self.session.id, &self.owner);
+        self.ctx.pool.admit(&self.session.id, self.pool_owner());
         let req = StartRequest {
             spec: self.spec.clone(),
             cwd: PathBuf::from(&self.session.cwd),
@@ -38,7 +38,10 @@ impl Actor {
         };
         let agent: Arc<dyn AgentSession> = match self.ctx.start_agent(req).await {
             Ok(a) => Arc::from(a),
-            Err(e) => return Err((e.code(), e.to_string())),
+            Err(e) => {
+                self.ctx.delegation.revoke(&self.session.id);
+                return Err((e.code(), e.to_string()));
+            }
         };
         let external_id = agent.external_id();
         if let Some(expected) = self
@@ -48,6 +51,7 @@ impl Actor {
             .filter(|e| **e != external_id)
         {
             agent.shutdown().await;
+            self.ctx.delegation.revoke(&self.session.id);
             return Err((
                 ErrorCode::ResumeUnavailable,
                 format!("the agent came back with session {external_id} instead of {expected}"),
@@ -76,7 +80,7 @@ impl Actor {
         self.live = Some(agent);
         self.ctx
             .pool
-            .busy(&self.session.id, &self.owner, self.me.clone());
+            .busy(&self.session.id, self.pool_owner(), self.me.clone());
         self.ctx.pool.idle(&self.session.id);
         Ok(())
     }

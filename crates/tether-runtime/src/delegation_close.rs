@@ -23,7 +23,7 @@ impl Runtime {
     /// `cancel_delegation`: cancels the running turn and returns the final result; if the
     /// task already finished, returns its result unchanged.
     pub async fn cancel_task(&self, caller: &Caller, task_id: &str) -> Result<TaskSnapshot> {
-        self.delegation_gate()?;
+        self.caller_gate(caller).await?;
         let row = self.task_or_not_found(caller, task_id).await?;
         let _guard = self.lock_conversation(task_id).await;
         self.stop_task_turn(&row).await?;
@@ -67,9 +67,17 @@ impl Runtime {
         task_id: &str,
         continuation_id: &str,
     ) -> Result<TaskClosed> {
-        self.delegation_gate()?;
+        self.caller_gate(caller).await?;
         check_continuation_id(continuation_id)?;
         let row = self.task_or_not_found(caller, task_id).await?;
+        // As for a continuation: the continuation id, then the task. The ledger is read
+        // before the turn is cancelled or the process ended, and no other request can
+        // record this id before this one does, so a close is never left half done.
+        let _ledger = self
+            .ctx()
+            .delegation
+            .lock_ledger(row.scope(), continuation_id)
+            .await;
         let _guard = self.lock_conversation(task_id).await;
         let store = &self.ctx().store;
         if let Some(e) = store.ledger_entry(row.scope(), continuation_id).await? {

@@ -22,8 +22,17 @@ impl Runtime {
         message: &str,
         continuation_id: &str,
     ) -> Result<TaskStarted> {
-        self.delegation_gate()?;
+        self.caller_gate(caller).await?;
+        check_continuation_id(continuation_id)?;
         let row = self.task_or_not_found(caller, task_id).await?;
+        // The continuation id first (one request per id at a time, whatever its task),
+        // then the task: the ledger is read before anything happens and written by the
+        // same request.
+        let _ledger = self
+            .ctx()
+            .delegation
+            .lock_ledger(row.scope(), continuation_id)
+            .await;
         let _guard = self.lock_conversation(task_id).await;
         let origin = match caller {
             Caller::Person => TurnOrigin::Person,
@@ -40,8 +49,8 @@ impl Runtime {
             .await
     }
 
-    /// The body of a continuation, under the task's lock. `continuation_id` `None`: a
-    /// person's plain message (no ledger entry).
+    /// The body of a continuation, under the task's lock (and the continuation id's,
+    /// when given). `continuation_id` `None`: a person's plain message (no ledger entry).
     pub(crate) async fn continue_locked(
         &self,
         row: &DelegationRow,
@@ -65,18 +74,14 @@ impl Runtime {
             }
         }
         let message = check_text("message", message)?;
+        // Re-read under the lock: a close may have released it meanwhile.
+        let row = &store
+            .get_delegation(&row.task_id)
+            .await?
+            .unwrap_or_else(|| row.clone());
         match self.availability(row).await? {
             Availability::Released => return Err(released(&row.task_id)),
-            Availability::Running => {
-                return Err(err(
-                    ErrorCode::SessionStillRunning,
-                    format!(
-                        "task {} is still running a turn; wait for it with \
-                         get_delegation_status (or cancel it) before continuing",
-                        row.task_id
-                    ),
-                ));
-            }
+            Availability::Running => return Err(still_running(&row.task_id)),
             Availability::NotContinuable => {
                 return Err(err(
                     ErrorCode::NotContinuable,
@@ -89,6 +94,14 @@ impl Runtime {
             }
             Availability::ContinuableLive | Availability::ContinuableResume => {}
         }
+        // The running-children cap, under the lock `delegate` takes for it too, held
+        // until the new turn is stored (and so counted).
+        let _cap_guard = match &row.parent_conversation_id {
+            Some(p) => Some(self.lock_conversation(&format!("delegations:{p}")).await),
+            None => None,
+        };
+        self.check_running_children(row.parent_conversation_id.as_deref())
+            .await?;
         let session = self.get_session(&row.session_id).await?;
         let owner = row
             .parent_conversation_id
@@ -102,15 +115,7 @@ impl Runtime {
         }
         match rx.await {
             Ok(Ok(())) => {}
-            Ok(Err((_, msg))) => {
-                return Err(err(
-                    ErrorCode::ResumeUnavailable,
-                    format!(
-                        "cannot resume the child's session, nothing was sent: {msg}. \
-                         Delegate a new task instead"
-                    ),
-                ));
-            }
+            Ok(Err((code, msg))) => return Err(not_live(&row.task_id, code, &msg)),
             Err(_) => return Err(RuntimeError::Internal("session actor is gone".to_string())),
         }
         let turn_id = new_id();
@@ -151,6 +156,54 @@ impl Runtime {
             .await?;
         Ok(started(version))
     }
+
+    /// `concurrency_limit` when the parent already runs `max_running_children` children
+    /// (the caller holds the parent's `delegations:` lock).
+    pub(crate) async fn check_running_children(&self, parent: Option<&str>) -> Result<()> {
+        let max = self.ctx().delegation.config().max_running_children;
+        let Some(p) = parent.filter(|_| max > 0) else {
+            return Ok(());
+        };
+        let running = self.ctx().store.running_children(p).await?;
+        if running >= max {
+            return Err(err(
+                ErrorCode::ConcurrencyLimit,
+                format!(
+                    "{running} delegated tasks of this conversation are still running \
+                     (limit {max}); collect or cancel one first"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn still_running(task_id: &str) -> RuntimeError {
+    err(
+        ErrorCode::SessionStillRunning,
+        format!(
+            "task {task_id} is still running a turn; wait for it with \
+             get_delegation_status (or cancel it) before continuing"
+        ),
+    )
+}
+
+/// A failure to make the child live keeps its own code: `spawn_failed` (cannot start),
+/// `start_timeout`, `session_still_running` (busy); only a refused or mismatched resume
+/// is `resume_unavailable`.
+fn not_live(task_id: &str, code: ErrorCode, msg: &str) -> RuntimeError {
+    if code == ErrorCode::SessionStillRunning {
+        return still_running(task_id);
+    }
+    let message = if code == ErrorCode::ResumeUnavailable {
+        format!(
+            "cannot resume the child's session, nothing was sent: {msg}. \
+             Delegate a new task instead"
+        )
+    } else {
+        format!("cannot start the child's agent, nothing was sent: {msg}")
+    };
+    err(code, message)
 }
 
 pub(crate) fn released(task_id: &str) -> RuntimeError {

@@ -1,16 +1,22 @@
 //! Delegation settings, who calls, and the in-memory delegation state: the MCP tokens
-//! of the sessions tether launched, the start-up readiness gate, and which blocks each
-//! caller was told about.
+//! of the sessions tether launched (each revocable, with a signal that ends the waits of
+//! its holder), the start-up readiness gate, the shutdown signal, the waits in flight
+//! per caller, and which blocks each caller was told about.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tether_agents::McpServer;
 use tether_proto::Session;
 
+use tokio_util::sync::CancellationToken;
+
 use crate::ctx::new_id;
+
+/// Concurrent `get_delegation_status` waits one caller may have in flight.
+pub const MAX_WAITS_PER_CALLER: usize = 8;
 
 /// Delegation settings (`[delegation]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,17 +84,72 @@ impl Caller {
     }
 }
 
+/// A live session's MCP token.
+struct TokenEntry {
+    conversation_id: String,
+    session_id: String,
+    /// Cancelled when the token is revoked.
+    revoked: CancellationToken,
+}
+
 /// In-memory delegation state: MCP tokens of launched sessions and the readiness gate.
 pub(crate) struct Registry {
     config: DelegationConfig,
-    /// token → (conversation id, session id).
-    tokens: Mutex<HashMap<String, (String, String)>>,
+    /// token → its session.
+    tokens: Mutex<HashMap<String, TokenEntry>>,
     /// Session id → its token.
     by_session: Mutex<HashMap<String, String>>,
     ready: AtomicBool,
+    /// Cancelled when the daemon begins to shut down.
+    stopping: CancellationToken,
+    /// Caller scope → waits in flight.
+    waits: Arc<Mutex<HashMap<String, usize>>>,
     /// (caller scope, task id) → the blocking request last reported to that caller, so
     /// a wait can return on a block the caller has not seen yet.
     reported_blocks: Mutex<HashMap<(String, String), String>>,
+    /// (ledger scope, continuation id) → a lock held by the one request using it.
+    ledger_locks: LockMap,
+}
+
+type LockMap = Arc<Mutex<HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>>>;
+
+/// Holds a continuation id of a ledger scope; the map entry goes when nobody waits.
+pub(crate) struct LedgerGuard {
+    key: (String, String),
+    locks: LockMap,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Drop for LedgerGuard {
+    fn drop(&mut self) {
+        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+        // Ours and the map's reference: nobody else waits for this id.
+        if locks
+            .get(&self.key)
+            .is_some_and(|l| Arc::strong_count(l) <= 2)
+        {
+            locks.remove(&self.key);
+        }
+        self.guard = None;
+    }
+}
+
+/// One wait in flight; its slot is given back on drop.
+pub(crate) struct WaitSlot {
+    scope: String,
+    waits: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+impl Drop for WaitSlot {
+    fn drop(&mut self) {
+        let mut waits = self.waits.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = waits.get_mut(&self.scope) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                waits.remove(&self.scope);
+            }
+        }
+    }
 }
 
 impl Registry {
@@ -98,7 +159,26 @@ impl Registry {
             tokens: Mutex::new(HashMap::new()),
             by_session: Mutex::new(HashMap::new()),
             ready: AtomicBool::new(false),
+            stopping: CancellationToken::new(),
+            waits: Arc::new(Mutex::new(HashMap::new())),
             reported_blocks: Mutex::new(HashMap::new()),
+            ledger_locks: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// Serialises every request that uses `continuation_id` in `scope` (whatever its
+    /// task), so the ledger is read and written by one of them at a time.
+    pub async fn lock_ledger(&self, scope: &str, continuation_id: &str) -> LedgerGuard {
+        let key = (scope.to_string(), continuation_id.to_string());
+        let lock = {
+            let mut locks = self.ledger_locks.lock().unwrap_or_else(|e| e.into_inner());
+            locks.entry(key.clone()).or_default().clone()
+        };
+        let guard = lock.lock_owned().await;
+        LedgerGuard {
+            key,
+            locks: self.ledger_locks.clone(),
+            guard: Some(guard),
         }
     }
 
@@ -107,25 +187,26 @@ impl Registry {
     }
 
     /// The MCP servers to give an agent starting `session`: tether's companion with
-    /// this session's token in its environment (never in argv).
+    /// this session's token in its environment (never in argv). A session keeps its
+    /// token while its process lives; a revoked token is never issued again.
     pub fn mcp_servers(&self, session: &Session) -> Vec<McpServer> {
         let Some(launch) = &self.config.mcp else {
             return Vec::new();
         };
         let token = {
             let mut by_session = self.by_session.lock().unwrap_or_else(|e| e.into_inner());
-            by_session
+            let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+            let token = by_session
                 .entry(session.id.clone())
                 .or_insert_with(|| format!("{}{}", new_id(), new_id()))
-                .clone()
+                .clone();
+            tokens.entry(token.clone()).or_insert_with(|| TokenEntry {
+                conversation_id: session.conversation_id.clone(),
+                session_id: session.id.clone(),
+                revoked: CancellationToken::new(),
+            });
+            token
         };
-        self.tokens
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(
-                token.clone(),
-                (session.conversation_id.clone(), session.id.clone()),
-            );
         let env = BTreeMap::from([
             (
                 MCP_SOCKET_ENV.to_string(),
@@ -144,25 +225,63 @@ impl Registry {
     /// The caller a per-session MCP token stands for.
     pub fn caller_for_token(&self, token: &str) -> Option<Caller> {
         let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
-        tokens.get(token).map(|(c, s)| Caller::Session {
-            conversation_id: c.clone(),
-            session_id: s.clone(),
+        tokens.get(token).map(|t| Caller::Session {
+            conversation_id: t.conversation_id.clone(),
+            session_id: t.session_id.clone(),
         })
     }
 
-    /// Forgets a released session's token.
+    /// Cancelled when the current token of `session_id` is revoked; `None` when the
+    /// session holds no token.
+    pub fn revocation(&self, session_id: &str) -> Option<CancellationToken> {
+        let by_session = self.by_session.lock().unwrap_or_else(|e| e.into_inner());
+        let token = by_session.get(session_id)?;
+        let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        tokens.get(token).map(|t| t.revoked.clone())
+    }
+
+    /// Revokes a session's token (its process ended, or it was replaced or released).
     pub fn revoke(&self, session_id: &str) {
-        let token = self
-            .by_session
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(session_id);
-        if let Some(t) = token {
-            self.tokens
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&t);
+        let mut by_session = self.by_session.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = by_session.remove(session_id)
+            && let Some(entry) = tokens.remove(&t)
+        {
+            entry.revoked.cancel();
         }
+    }
+
+    /// Revokes the tokens of every session of a conversation (it was archived).
+    pub fn revoke_conversation(&self, conversation_id: &str) {
+        let mut by_session = self.by_session.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        tokens.retain(|_, t| {
+            if t.conversation_id != conversation_id {
+                return true;
+            }
+            by_session.remove(&t.session_id);
+            t.revoked.cancel();
+            false
+        });
+    }
+
+    /// Takes one of `scope`'s wait slots; `None` when all [`MAX_WAITS_PER_CALLER`] are in use.
+    pub fn begin_wait(&self, scope: &str) -> Option<WaitSlot> {
+        let mut waits = self.waits.lock().unwrap_or_else(|e| e.into_inner());
+        let n = waits.entry(scope.to_string()).or_insert(0);
+        if *n >= MAX_WAITS_PER_CALLER {
+            return None;
+        }
+        *n += 1;
+        Some(WaitSlot {
+            scope: scope.to_string(),
+            waits: self.waits.clone(),
+        })
+    }
+
+    /// Cancelled once the daemon begins to shut down.
+    pub fn stopping(&self) -> &CancellationToken {
+        &self.stopping
     }
 
     /// The blocking request last reported to `scope` for `task_id`.

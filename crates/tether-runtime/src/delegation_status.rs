@@ -14,7 +14,8 @@ use tether_store::{DelegationRow, now_ms};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::api::Result;
-use crate::delegation::Caller;
+use crate::delegation::{Caller, err};
+use crate::delegation_registry::MAX_WAITS_PER_CALLER;
 use crate::{Runtime, RuntimeError};
 
 /// Longest bounded wait of `get_delegation_status`.
@@ -76,6 +77,7 @@ pub fn outcome_of(turn: &Turn, now: i64) -> TaskOutcome {
             let msg = turn.error_message.clone().unwrap_or_default();
             match turn.error_code {
                 Some(ErrorCode::SpawnFailed) => fail(ErrorCode::SpawnFailed, msg),
+                Some(ErrorCode::StartTimeout) => fail(ErrorCode::StartTimeout, msg),
                 Some(ErrorCode::ResumeUnavailable) => fail(ErrorCode::ResumeUnavailable, msg),
                 Some(code) => fail(ErrorCode::SubagentError, format!("{code}: {msg}")),
                 None => fail(ErrorCode::SubagentError, msg),
@@ -197,22 +199,25 @@ impl Runtime {
 
     /// The snapshot of one task the caller may see.
     pub async fn task_snapshot(&self, caller: &Caller, task_id: &str) -> Result<TaskSnapshot> {
-        self.delegation_gate()?;
+        self.caller_gate(caller).await?;
         let row = self.task_or_not_found(caller, task_id).await?;
         self.snapshot(&row).await
     }
 
     /// `get_delegation_status`: snapshots in request order. `wait_ms` `None`: at once;
-    /// `Some(0)`: wait without limit; `Some(n)`: up to `min(n, 60 s)`. A wait ends when
-    /// a listed running task ends or becomes newly blocked on a person (at once when
-    /// none is running).
+    /// `Some(0)`: wait without a time limit; `Some(n)`: up to `min(n, 60 s)`. A wait ends
+    /// when a listed running task ends or becomes newly blocked on a person (at once when
+    /// none is running), when tether begins to shut down (with the snapshots as they
+    /// are), or when the caller's MCP token is revoked (`unauthorized`). A caller that
+    /// goes away drops the call, which ends the wait. Each caller has at most
+    /// [`MAX_WAITS_PER_CALLER`] waits in flight; more answer `concurrency_limit`.
     pub async fn delegation_status(
         &self,
         caller: &Caller,
         task_ids: &[String],
         wait_ms: Option<u64>,
     ) -> Result<TaskList> {
-        self.delegation_gate()?;
+        self.caller_gate(caller).await?;
         if task_ids.is_empty() {
             return Err(RuntimeError::BadRequest(
                 "task_ids must name at least one task".to_string(),
@@ -231,14 +236,26 @@ impl Runtime {
             .filter(|t| t.status == TaskStatus::Running)
             .map(|t| (t.task_id.clone(), reg.reported_block(&scope, &t.task_id)))
             .collect();
-        if running.is_empty() {
+        if running.is_empty() || changed_from(&running, &first) {
             return Ok(self.reported(caller, first));
         }
+        let Some(_slot) = reg.begin_wait(&scope) else {
+            return Err(err(
+                ErrorCode::ConcurrencyLimit,
+                format!(
+                    "this caller already has {MAX_WAITS_PER_CALLER} get_delegation_status \
+                     waits in flight; wait in one call for several task_ids instead"
+                ),
+            ));
+        };
+        let revoked = match caller {
+            Caller::Session { session_id, .. } => {
+                Some(reg.revocation(session_id).ok_or_else(revoked_error)?)
+            }
+            Caller::External | Caller::Person => None,
+        };
         let deadline = (wait_ms > 0)
             .then(|| tokio::time::Instant::now() + Duration::from_millis(wait_ms.min(MAX_WAIT_MS)));
-        if changed_from(&running, &first) {
-            return Ok(self.reported(caller, first));
-        }
         let changed = |snaps: &[TaskSnapshot]| changed_from(&running, snaps);
         loop {
             let sleep = async {
@@ -247,20 +264,22 @@ impl Runtime {
                     None => std::future::pending().await,
                 }
             };
+            let revoked = async {
+                match &revoked {
+                    Some(r) => r.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            };
             let recheck = tokio::select! {
                 ev = rx.recv() => match ev {
                     Ok(ev) => running.contains_key(&ev.conversation_id) && matters(&ev.payload),
                     Err(RecvError::Lagged(_)) => true,
-                    Err(RecvError::Closed) => {
-                        let snaps = self.snapshots(caller, task_ids).await?;
-                        return Ok(self.reported(caller, snaps));
-                    }
+                    Err(RecvError::Closed) => break,
                 },
                 _ = tokio::time::sleep(RECHECK) => true,
-                _ = sleep => {
-                    let snaps = self.snapshots(caller, task_ids).await?;
-                    return Ok(self.reported(caller, snaps));
-                }
+                () = sleep => break,
+                () = reg.stopping().cancelled() => break,
+                () = revoked => return Err(revoked_error()),
             };
             if recheck {
                 let snaps = self.snapshots(caller, task_ids).await?;
@@ -269,6 +288,8 @@ impl Runtime {
                 }
             }
         }
+        let snaps = self.snapshots(caller, task_ids).await?;
+        Ok(self.reported(caller, snaps))
     }
 
     /// Remembers which blocks `caller` is being told about.
@@ -315,6 +336,14 @@ impl Runtime {
             blocked_on: snap.blocked_on,
         })
     }
+}
+
+fn revoked_error() -> RuntimeError {
+    err(
+        ErrorCode::Unauthorized,
+        "this MCP token was revoked: its session ended, was replaced or its conversation \
+         was archived",
+    )
 }
 
 /// Whether a task that was running has ended or is blocked on a request the caller

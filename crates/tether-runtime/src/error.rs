@@ -43,6 +43,11 @@ impl RuntimeError {
             RuntimeError::QueueFull { .. } => ErrorCode::QueueFull,
             RuntimeError::NothingRunning => ErrorCode::NothingRunning,
             RuntimeError::Archived(_) => ErrorCode::ConversationArchived,
+            // A continuation id another request recorded first (its transaction was
+            // rolled back whole).
+            RuntimeError::Store(tether_store::StoreError::LedgerTaken { .. }) => {
+                ErrorCode::ContinuationConflict
+            }
             RuntimeError::Store(_) | RuntimeError::Internal(_) => ErrorCode::Internal,
             RuntimeError::Delegation { code, .. } => *code,
         }

@@ -28,6 +28,7 @@ pub use config::RuntimeConfig;
 pub use delegation::{
     Caller, DelegationConfig, MCP_SERVER_NAME, MCP_SOCKET_ENV, MCP_TOKEN_ENV, McpLaunch,
 };
+pub use delegation_registry::MAX_WAITS_PER_CALLER;
 pub use delegation_status::{MAX_WAIT_MS, outcome_of};
 pub use error::RuntimeError;
 pub use listing::ConversationPage;

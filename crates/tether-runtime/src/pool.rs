@@ -1,7 +1,10 @@
 //! The live pool: which sessions keep an agent process. Idle live sessions stay within a
 //! global cap and a per-owner cap, and are evicted oldest-idle-first and after an idle
 //! TTL. Eviction only makes a session dormant; its next turn resumes it. Busy sessions
-//! are never evicted (a start may exceed a cap while every live session is busy).
+//! are never evicted (a start may exceed a cap while every live session is busy). The
+//! owner of a delegated child is its parent conversation, and the per-owner cap counts
+//! those children only: a session with no owner (a conversation's own session) counts
+//! towards the global cap alone, so a parent's own session never takes a child's slot.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -18,7 +21,7 @@ pub use tether_proto::PoolStatus;
 pub struct PoolConfig {
     /// Live agent processes in all (0 = no limit).
     pub max_live: usize,
-    /// Live agent processes per owner (0 = no limit).
+    /// Live delegated children per parent conversation (0 = no limit).
     pub max_live_per_owner: usize,
     /// An idle live session longer than this is evicted (`None`: never).
     pub idle_ttl: Option<Duration>,
@@ -35,7 +38,8 @@ impl Default for PoolConfig {
 }
 
 struct Entry {
-    owner: String,
+    /// The parent conversation of a delegated child; `None` for other sessions.
+    owner: Option<String>,
     /// `Some(since)` when idle.
     idle_since: Option<Instant>,
     actor: mpsc::WeakUnboundedSender<ActorCmd>,
@@ -65,28 +69,37 @@ impl Pool {
     }
 
     /// A session is about to start a process: make room by evicting idle sessions
-    /// (oldest first) over the global and the owner's cap.
-    pub fn admit(&self, session_id: &str, owner: &str) {
+    /// (oldest first) over the global cap and, for a child, over its owner's cap.
+    pub fn admit(&self, session_id: &str, owner: Option<&str>) {
         let mut st = self.lock();
         let mut victims = Vec::new();
-        let others = |st: &State, owner_only: bool| -> Vec<(String, Instant)> {
+        let others = |st: &State, owner: Option<&str>| -> Vec<(String, Instant)> {
             let mut idle: Vec<(String, Instant)> = st
                 .entries
                 .iter()
-                .filter(|(id, e)| id.as_str() != session_id && (!owner_only || e.owner == owner))
+                .filter(|(id, e)| {
+                    id.as_str() != session_id && owner.is_none_or(|o| e.owner.as_deref() == Some(o))
+                })
                 .filter_map(|(id, e)| e.idle_since.map(|t| (id.clone(), t)))
                 .collect();
             idle.sort_by_key(|(_, t)| *t);
             idle
         };
-        if self.config.max_live_per_owner > 0 {
+        if let Some(owner) = owner
+            && self.config.max_live_per_owner > 0
+        {
             let count = st
                 .entries
                 .iter()
-                .filter(|(id, e)| e.owner == owner && id.as_str() != session_id)
+                .filter(|(id, e)| e.owner.as_deref() == Some(owner) && id.as_str() != session_id)
                 .count();
             let over = (count + 1).saturating_sub(self.config.max_live_per_owner);
-            victims.extend(others(&st, true).into_iter().take(over).map(|(id, _)| id));
+            victims.extend(
+                others(&st, Some(owner))
+                    .into_iter()
+                    .take(over)
+                    .map(|(id, _)| id),
+            );
         }
         if self.config.max_live > 0 {
             let count = st
@@ -95,7 +108,7 @@ impl Pool {
                 .filter(|id| id.as_str() != session_id && !victims.contains(id))
                 .count();
             let over = (count + 1).saturating_sub(self.config.max_live);
-            let more: Vec<String> = others(&st, false)
+            let more: Vec<String> = others(&st, None)
                 .into_iter()
                 .map(|(id, _)| id)
                 .filter(|id| !victims.contains(id))
@@ -120,12 +133,17 @@ impl Pool {
     }
 
     /// The session has a live process and runs a turn.
-    pub fn busy(&self, session_id: &str, owner: &str, actor: mpsc::WeakUnboundedSender<ActorCmd>) {
+    pub fn busy(
+        &self,
+        session_id: &str,
+        owner: Option<&str>,
+        actor: mpsc::WeakUnboundedSender<ActorCmd>,
+    ) {
         let mut st = self.lock();
         st.entries.insert(
             session_id.to_string(),
             Entry {
-                owner: owner.to_string(),
+                owner: owner.map(str::to_string),
                 idle_since: None,
                 actor,
             },

@@ -300,6 +300,8 @@ impl Runtime {
 
     /// Tells a session that is no longer bound to end its process once idle.
     fn park(&self, session_id: &str) {
+        // Replaced: its agent's MCP token stops working now (issue 16).
+        self.ctx().delegation.revoke(session_id);
         if let Some(h) = self.existing_actor(session_id) {
             let _ = h.tx.send(ActorCmd::Park);
         }

@@ -36,10 +36,14 @@ fn ledger(row: &SqliteRow) -> Result<LedgerEntry> {
     })
 }
 
+/// Records a ledger entry; fails with [`StoreError::LedgerTaken`] (never a constraint
+/// error) when the continuation id is already used in the scope, so the caller's
+/// transaction rolls back whole.
 pub(crate) async fn put_ledger(conn: &mut sqlx::SqliteConnection, e: &LedgerEntry) -> Result<()> {
-    sqlx::query(
+    let inserted = sqlx::query(
         "INSERT INTO continuation_ledger (scope, continuation_id, task_id, action, message, \
-         result, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+         result, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) \
+         ON CONFLICT (scope, continuation_id) DO NOTHING",
     )
     .bind(&e.scope)
     .bind(&e.continuation_id)
@@ -49,7 +53,14 @@ pub(crate) async fn put_ledger(conn: &mut sqlx::SqliteConnection, e: &LedgerEntr
     .bind(e.result.to_string())
     .bind(now_ms())
     .execute(&mut *conn)
-    .await?;
+    .await?
+    .rows_affected();
+    if inserted == 0 {
+        return Err(StoreError::LedgerTaken {
+            scope: e.scope.clone(),
+            continuation_id: e.continuation_id.clone(),
+        });
+    }
     Ok(())
 }
 
@@ -80,6 +91,10 @@ impl Store {
     ) -> Result<(bool, Vec<EventEnvelope>)> {
         let now = now_ms();
         let mut tx = self.writer.begin().await?;
+        // The ledger first: a taken continuation id changes nothing.
+        if let Some(e) = ledger_entry {
+            put_ledger(&mut tx, e).await?;
+        }
         let row: Option<(String,)> = sqlx::query_as(
             "UPDATE delegations SET released_at = ? WHERE task_id = ? AND released_at IS NULL \
              RETURNING session_id",
@@ -110,44 +125,59 @@ impl Store {
             };
             events.push(append(&mut tx, session_id, None, &ev).await?);
         }
-        if let Some(e) = ledger_entry {
-            put_ledger(&mut tx, e).await?;
-        }
         tx.commit().await?;
         Ok((row.is_some(), events))
     }
 
-    /// Records the outcome event of a delegation turn on the parent's session, once.
-    /// `None` when it was already reported (or the task has no parent session).
+    /// Records the outcome event of a delegation turn once: on the parent's session, or
+    /// on the child's own session when the task has no parent session (an external MCP
+    /// client's task). `None` when it was already reported.
     pub async fn report_delegation_turn(
         &self,
         turn_id: &str,
         payload: &EventPayload,
     ) -> Result<Option<EventEnvelope>> {
         let mut tx = self.writer.begin().await?;
-        let row: Option<(String,)> = sqlx::query_as(
-            "UPDATE delegation_turns SET reported_at = ? WHERE turn_id = ? \
-             AND reported_at IS NULL RETURNING task_id",
-        )
-        .bind(now_ms())
-        .bind(turn_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some((task_id,)) = row else {
+        let Some(target) = claim_report(&mut tx, turn_id).await? else {
             return Ok(None);
         };
-        let parent: Option<(Option<String>, Option<String>)> = sqlx::query_as(
-            "SELECT parent_session_id, parent_turn_id FROM delegations WHERE task_id = ?",
-        )
-        .bind(&task_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let ev = match parent {
-            Some((Some(session_id), _)) => Some(append(&mut tx, &session_id, None, payload).await?),
-            _ => None,
-        };
+        let ev = append(&mut tx, &target, None, payload).await?;
         tx.commit().await?;
-        Ok(ev)
+        Ok(Some(ev))
+    }
+
+    /// Gives up on reporting a delegation turn: marks it handled and records why on the
+    /// session its outcome would have gone to (a status event). `None` when it was
+    /// already reported.
+    pub async fn record_unreportable_turn(
+        &self,
+        turn_id: &str,
+        why: &str,
+    ) -> Result<Option<EventEnvelope>> {
+        let mut tx = self.writer.begin().await?;
+        let Some(target) = claim_report(&mut tx, turn_id).await? else {
+            return Ok(None);
+        };
+        let ev = EventPayload::Status {
+            text: format!("the outcome of delegated turn {turn_id} could not be reported: {why}"),
+        };
+        let ev = append(&mut tx, &target, None, &ev).await?;
+        tx.commit().await?;
+        Ok(Some(ev))
+    }
+
+    /// Ids of the delegation turns that ended but whose outcome was not reported yet,
+    /// oldest first (ids only: one unreadable row never hides the others).
+    pub async fn unreported_delegation_turn_ids(&self) -> Result<Vec<String>> {
+        let rows: Vec<(String,)> = sqlx::query_as(
+            "SELECT dt.turn_id FROM delegation_turns dt JOIN turns t ON t.id = dt.turn_id \
+             WHERE dt.reported_at IS NULL \
+             AND t.status IN ('completed', 'failed', 'cancelled', 'interrupted') \
+             ORDER BY t.ended_at, dt.rowid",
+        )
+        .fetch_all(&self.reader)
+        .await?;
+        Ok(rows.into_iter().map(|(id,)| id).collect())
     }
 
     /// Delegation turns that ended but whose outcome was not reported yet.
@@ -162,4 +192,26 @@ impl Store {
         .await?;
         rows.iter().map(delegation_turn).collect()
     }
+}
+
+/// Marks a turn reported and returns the session its outcome goes to (the parent's
+/// session, else the child's own); `None` when it was reported already.
+async fn claim_report(tx: &mut sqlx::SqliteConnection, turn_id: &str) -> Result<Option<String>> {
+    let row: Option<(String,)> = sqlx::query_as(
+        "UPDATE delegation_turns SET reported_at = ? WHERE turn_id = ? \
+         AND reported_at IS NULL RETURNING task_id",
+    )
+    .bind(now_ms())
+    .bind(turn_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some((task_id,)) = row else {
+        return Ok(None);
+    };
+    let (parent, child): (Option<String>, String) =
+        sqlx::query_as("SELECT parent_session_id, session_id FROM delegations WHERE task_id = ?")
+            .bind(&task_id)
+            .fetch_one(&mut *tx)
+            .await?;
+    Ok(Some(parent.unwrap_or(child)))
 }

@@ -53,6 +53,13 @@ pub enum StoreError {
     },
     #[error("corrupt row in {table}: {detail}")]
     Corrupt { table: &'static str, detail: String },
+    /// Delegation: the continuation id is already in the ledger of this scope (the
+    /// transaction that tried to record it was rolled back).
+    #[error("continuation id {continuation_id:?} is already recorded in {scope}")]
+    LedgerTaken {
+        scope: String,
+        continuation_id: String,
+    },
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;

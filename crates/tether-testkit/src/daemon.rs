@@ -252,6 +252,13 @@ impl Daemon {
         }
     }
 
+    /// Starts the daemon again on the same home after [`Daemon::kill9`] (to change its
+    /// files in between).
+    pub async fn relaunch(&mut self) {
+        self.kill9().await;
+        self.launch().await;
+    }
+
     /// Starts the daemon again on the same home.
     pub async fn restart(&mut self) {
         self.kill9().await;

@@ -82,6 +82,12 @@ pub async fn run(settings: Settings) -> Result<()> {
     drop(stdout);
     tracing::info!(%addr, data_dir = %settings.data_dir.display(), "tether is serving");
 
+    // Delegation waits end at the signal, not after the HTTP server's grace.
+    let stopping = runtime.clone();
+    let shutdown = async move {
+        shutdown.await;
+        stopping.begin_shutdown();
+    };
     let served = tether_server::serve(listener, router, limits, shutdown).await;
     channels.shutdown();
     mcp_stop.cancel();

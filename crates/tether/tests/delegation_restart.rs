@@ -81,9 +81,10 @@ async fn within_events(d: &Daemon, parent: &str, task: &str) -> serde_json::Valu
 
 #[tokio::test]
 async fn eviction_then_resume_and_strict_resume() {
-    // The parent and one child fit the owner's cap; a second child evicts the first.
+    // One child fits the parent's cap (its own session does not count); a second child
+    // evicts the first.
     let opts = DaemonOptions {
-        extra_config: "[pool]\nmax_live_per_owner = 2\n".to_string(),
+        extra_config: "[pool]\nmax_live_per_owner = 1\n".to_string(),
         ..DaemonOptions::default()
     };
     let d = Daemon::start(opts).await;

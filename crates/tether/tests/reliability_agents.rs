@@ -265,7 +265,7 @@ async fn faulty_agent_refused_resume_is_resume_unavailable_and_the_binding_stays
 }
 
 #[tokio::test]
-async fn faulty_agent_that_never_answers_initialize_fails_with_spawn_failed_after_the_start_timeout()
+async fn faulty_agent_that_never_answers_initialize_fails_with_start_timeout_after_the_start_timeout()
  {
     let (d, _state) = start(
         DaemonOptions {
@@ -284,7 +284,7 @@ async fn faulty_agent_that_never_answers_initialize_fails_with_spawn_failed_afte
             let (_, t) = turn_once(d, &c, "hello").await;
             let took = started.elapsed();
             assert_eq!(t["status"], "failed", "{agent}: {t}");
-            assert_eq!(t["error_code"], "spawn_failed", "{agent}: {t}");
+            assert_eq!(t["error_code"], "start_timeout", "{agent}: {t}");
             assert!(
                 took >= Duration::from_millis(1900) && took < Duration::from_secs(12),
                 "{agent}: failed after {took:?}"

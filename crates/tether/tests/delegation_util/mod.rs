@@ -111,3 +111,197 @@ pub async fn parent_events(d: &Daemon, parent: &str, kind: &str) -> Vec<Value> {
     }
     out
 }
+
+/// One JSON-RPC request to `/mcp` with `token`; (HTTP status, body).
+pub async fn mcp_http(
+    d: &Daemon,
+    token: &str,
+    id: i64,
+    method: &str,
+    params: Value,
+) -> (u16, Value) {
+    let resp = within(
+        "MCP over HTTP",
+        d.client
+            .post(d.url("/mcp"))
+            .bearer_auth(token)
+            .header("accept", "application/json, text/event-stream")
+            .json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .send(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("MCP over HTTP: {e}"));
+    let status = resp.status().as_u16();
+    let text = within("MCP body", resp.text()).await.unwrap_or_default();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+/// Calls `tool` over `/mcp` with `token`; the structured result (or error) of the call.
+pub async fn http_tool(d: &Daemon, token: &str, tool: &str, args: Value) -> Value {
+    let (status, r) = mcp_http(
+        d,
+        token,
+        7,
+        "tools/call",
+        json!({"name": tool, "arguments": args}),
+    )
+    .await;
+    assert_eq!(status, 200, "{tool}: {r}");
+    r["result"]["structuredContent"].clone()
+}
+
+/// The events of a session.
+pub async fn session_events(d: &Daemon, session_id: &str) -> Vec<Value> {
+    let events = d
+        .get_ok(&format!("/api/v1/sessions/{session_id}/events?limit=1000"))
+        .await;
+    events["events"].as_array().cloned().unwrap_or_default()
+}
+
+/// The session a conversation is bound to.
+pub async fn bound_session(d: &Daemon, conv: &str) -> String {
+    let c = d.get_ok(&format!("/api/v1/conversations/{conv}")).await;
+    c["binding"]["session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not bound: {c}"))
+        .to_string()
+}
+
+/// Polls until a session has an event that `pred` accepts; returns it.
+pub async fn wait_event(
+    d: &Daemon,
+    session_id: &str,
+    what: &str,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    within(what, async {
+        loop {
+            if let Some(e) = session_events(d, session_id)
+                .await
+                .into_iter()
+                .find(|e| pred(e))
+            {
+                return e;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
+/// The MCP socket and token of the parent's current agent session (`mcp env`).
+pub async fn session_mcp_env(d: &Daemon, conv: &str) -> (String, String) {
+    let (_, turn) = d.say_and_wait(conv, "mcp env").await;
+    let env = tool_result(&turn);
+    (
+        env["TETHER_MCP_SOCKET"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        env["TETHER_MCP_TOKEN"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+    )
+}
+
+/// A `tether mcp` companion process, driven by the test as its agent would.
+pub struct Companion {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    next_id: i64,
+}
+
+impl Companion {
+    /// Starts the companion with a socket and token and runs `initialize`.
+    pub async fn start(socket: &str, token: &str) -> Companion {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = tokio::process::Command::new(tether_testkit::bin_path("tether"))
+            .arg("mcp")
+            .env("TETHER_MCP_SOCKET", socket)
+            .env("TETHER_MCP_TOKEN", token)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("tether mcp: {e}"));
+        let stdin = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
+        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        let mut c = Companion {
+            child,
+            stdin,
+            lines: tokio::io::BufReader::new(stdout).lines(),
+            next_id: 1,
+        };
+        let init = c
+            .request(
+                "initialize",
+                json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "test", "version": "1"}}),
+            )
+            .await;
+        c.response(init).await;
+        c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        c
+    }
+
+    async fn send(&mut self, msg: Value) {
+        use tokio::io::AsyncWriteExt;
+        let mut line = msg.to_string();
+        line.push('\n');
+        within("write to tether mcp", self.stdin.write_all(line.as_bytes()))
+            .await
+            .unwrap_or_else(|e| panic!("write: {e}"));
+    }
+
+    /// Sends a request; its id.
+    pub async fn request(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        id
+    }
+
+    /// Starts a `tools/call`; its id.
+    pub async fn call(&mut self, tool: &str, args: Value) -> i64 {
+        self.request("tools/call", json!({"name": tool, "arguments": args}))
+            .await
+    }
+
+    /// The response to request `id`.
+    pub async fn response(&mut self, id: i64) -> Value {
+        within("tether mcp answers", async {
+            loop {
+                let line = self
+                    .lines
+                    .next_line()
+                    .await
+                    .unwrap_or_else(|e| panic!("read: {e}"))
+                    .unwrap_or_else(|| panic!("tether mcp closed its output"));
+                let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
+                if msg["id"] == id && msg.get("method").is_none() {
+                    return msg;
+                }
+            }
+        })
+        .await
+    }
+
+    /// The structured result of tool call `id`.
+    pub async fn tool_result(&mut self, id: i64) -> Value {
+        self.response(id).await["result"]["structuredContent"].clone()
+    }
+
+    /// Kills the companion (its agent went away).
+    pub async fn kill(mut self) {
+        let _ = self.child.kill().await;
+    }
+}

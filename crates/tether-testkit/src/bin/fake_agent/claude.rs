@@ -2,8 +2,8 @@
 //! stream-json --verbose --permission-prompt-tool stdio [--session-id ID | --resume ID]`):
 //! one process across turns; user messages are queued and run in order; each turn emits
 //! `system/init`, `assistant` / `user` messages, then one `result`. Control requests
-//! `initialize` and `interrupt` are answered; stdin EOF finishes queued turns and exits
-//! (code 1 if the last result was an error).
+//! `initialize` and `interrupt` are answered (`get_status` too with `--get-status`);
+//! stdin EOF finishes queued turns and exits (code 1 if the last result was an error).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -68,6 +68,10 @@ pub async fn run(engine: Arc<Engine>, config: &Config) -> Result<i32> {
     let control = Arc::new(Control::new(Out::new()));
     let active: Active = Arc::new(Mutex::new(HashMap::new()));
     let (tx, rx) = mpsc::unbounded_channel();
+    let status = json!({"sections": [{"title": "Session", "rows": [
+        {"label": "Version", "value": env!("CARGO_PKG_VERSION")},
+        {"label": "Session ID", "value": session_id},
+    ]}]});
     let runner = tokio::spawn(run_turns(
         Arc::clone(&engine),
         Arc::clone(&control),
@@ -101,6 +105,9 @@ pub async fn run(engine: Arc<Engine>, config: &Config) -> Result<i32> {
                         eprintln!("fake-agent: not answering initialize as asked");
                     }
                     "initialize" => control.respond(id, initialize_response()).await?,
+                    "get_status" if config.get_status => {
+                        control.respond(id, status.clone()).await?;
+                    }
                     "interrupt" => {
                         for token in lock(&active).values() {
                             token.cancel();

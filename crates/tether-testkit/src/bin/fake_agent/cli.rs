@@ -32,6 +32,8 @@ pub struct Config {
     pub refuse_resume: bool,
     pub resume_other_id: bool,
     pub hang_init: bool,
+    /// claude: answer `get_status` (`--get-status`).
+    pub get_status: bool,
     pub stderr_flood: usize,
     /// claude: `--session-id ID`.
     pub session_id: Option<String>,
@@ -59,6 +61,7 @@ pub fn parse(
         refuse_resume: truthy(env("FAKE_AGENT_REFUSE_RESUME")),
         resume_other_id: truthy(env("FAKE_AGENT_RESUME_OTHER_ID")),
         hang_init: truthy(env("FAKE_AGENT_HANG_INIT")),
+        get_status: truthy(env("FAKE_AGENT_GET_STATUS")),
         stderr_flood: match env("FAKE_AGENT_STDERR_FLOOD") {
             Some(n) if !n.trim().is_empty() => n.trim().parse()?,
             _ => 0,
@@ -92,6 +95,7 @@ pub fn parse(
             "--refuse-resume" => config.refuse_resume = true,
             "--resume-other-id" => config.resume_other_id = true,
             "--no-initialize-reply" => config.hang_init = true,
+            "--get-status" => config.get_status = true,
             "--stderr-flood" => {
                 config.stderr_flood = value(true)?.unwrap_or_default().parse()?;
             }

@@ -265,6 +265,18 @@ impl Engine {
                         .await?;
                     return Ok(TurnEnd::Completed);
                 };
+                // `mcp env`: no call; the server's environment as a JSON object (lets a
+                // test act with the session's own MCP token).
+                if tool == "env" {
+                    let env: serde_json::Map<String, serde_json::Value> = server
+                        .env
+                        .iter()
+                        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                        .collect();
+                    io.chunk(&reply(&serde_json::Value::Object(env).to_string()))
+                        .await?;
+                    return Ok(TurnEnd::Completed);
+                }
                 // `A && B`: calls in sequence; `$task_id` in a later call is the task_id
                 // of the previous result.
                 let mut texts = Vec::new();

@@ -6,7 +6,8 @@
 //! `crash`, `garbage`, `fail`, `hang`, `freeze` (ignores cancel), `flood N` (stderr lines),
 //! `junk` (JSON lines of no dialect), `bigline KIB`, `replay <file>` (its lines on stdout),
 //! `mcp <tool> <json-args>` (a call on the first stdio
-//! MCP server of the session; `A && B` chains calls, `$task_id` = the previous task id). Every final reply ends with a line
+//! MCP server of the session; `A && B` chains calls, `$task_id` = the previous task id;
+//! `mcp env` prints that server's environment). Every final reply ends with a line
 //! `remembers N: [earlier user messages]`, and sessions persist as
 //! `<state-dir>/<session_id>.json`, so resume across processes can be checked.
 //!
@@ -14,7 +15,10 @@
 //! `--exit-on-start` (`FAKE_AGENT_EXIT_ON_START=1`), `--refuse-resume`
 //! (`FAKE_AGENT_REFUSE_RESUME=1`), `--resume-other-id` (`FAKE_AGENT_RESUME_OTHER_ID=1`),
 //! `--no-initialize-reply` (`FAKE_AGENT_HANG_INIT=1`), `--stderr-flood N`
-//! (`FAKE_AGENT_STDERR_FLOOD=N`). claude dialect: `--session-id ID`, `--resume ID`.
+//! (`FAKE_AGENT_STDERR_FLOOD=N`). claude dialect: `--session-id ID`, `--resume ID`,
+//! `--get-status` (`FAKE_AGENT_GET_STATUS=1`: answer the `get_status` control request
+//! with the session actually open, as claude 2.1 does; without it the request is
+//! unsupported, as in older claude versions).
 //! Unknown arguments are ignored; without `--dialect`, `app-server` selects codex and
 //! `--input-format stream-json` selects claude.
 

@@ -64,7 +64,8 @@ pub enum Directive {
     /// `replay <path>`: every line of the file, as is, on stdout; then reply `replay done`.
     Replay { path: String },
     /// `mcp <tool> <json-args>`: call `tool` on the first stdio MCP server the client
-    /// gave the session; reply with the result's text.
+    /// gave the session; reply with the result's text. `mcp env` replies with that
+    /// server's environment as a JSON object instead.
     Mcp { tool: String, args: String },
 }
 
