@@ -2,9 +2,9 @@
 //! message, under the conversation's routing lock.
 
 use tether_core::binding::{
-    BoundSession, Preferences, Selection, apply_overrides, explicit_new_status, select_session,
+    BoundSession, Preferences, Selection, apply_overrides, explicit_new_status, model_choice,
+    new_with_task_note, pending_switch, select_session,
 };
-use tether_core::command::model_choice;
 use tether_core::{Command, Input, parse_input, pick_approval};
 use tether_proto::{
     ApprovalStatus, Decision, ErrorCode, EventPayload, MessageOutcome, MessageOutcomeKind,
@@ -166,7 +166,7 @@ impl Runtime {
                     other => (other.0, status_message),
                 };
                 if let Some(old) = &bound {
-                    self.park(&old.id);
+                    self.leave_session(&conv.id, &old.id).await?;
                 }
                 let new = NewSession {
                     id: new_id(),
@@ -298,11 +298,77 @@ impl Runtime {
         }
     }
 
-    /// Tells a session that is no longer bound to end its process once idle.
-    fn park(&self, session_id: &str) {
-        if let Some(h) = self.existing_actor(session_id) {
+    /// The conversation left a session (`/new`, `/detach`, drift): its pending approvals
+    /// and questions are cancelled (fail closed, with a status line each), and its process
+    /// ends once idle.
+    async fn leave_session(&self, conv_id: &str, session_id: &str) -> Result<()> {
+        let actor = self.existing_actor(session_id);
+        crate::answers::cancel_left_requests(
+            self.ctx(),
+            actor.as_ref().map(|a| &a.tx),
+            conv_id,
+            session_id,
+        )
+        .await?;
+        if let Some(h) = actor {
             let _ = h.tx.send(ActorCmd::Park);
         }
+        Ok(())
+    }
+
+    /// The conversation's preferences after naming an agent (`/new <agent>`, `/agent`):
+    /// the model is kept when the agent stays the same.
+    async fn prefer_agent(&self, conv: &ConversationRow, agent: &str) -> Result<Preferences> {
+        self.agent_spec(agent)?;
+        let prefs = Preferences {
+            agent: conv.agent.clone(),
+            model: conv.model.clone(),
+        };
+        let next = apply_overrides(&prefs, Some(agent), None);
+        self.ctx()
+            .store
+            .set_preferences(&conv.id, &next.agent, next.model.as_deref())
+            .await?;
+        Ok(Preferences {
+            agent: next.agent,
+            model: next.model,
+        })
+    }
+
+    /// The bound session as the binding rules see it.
+    async fn bound_view(&self, conv: &ConversationRow) -> Result<Option<BoundSession>> {
+        let Some(sid) = &conv.bound_session_id else {
+            return Ok(None);
+        };
+        Ok(self
+            .ctx()
+            .store
+            .get_session(sid)
+            .await?
+            .map(|s| BoundSession {
+                session_id: s.id,
+                agent: s.agent,
+                model: s.model,
+            }))
+    }
+
+    /// The reply to `/agent` and `/model`: what was set, and whether the next message
+    /// switches to a new session (the one drift rule decides).
+    async fn preference_reply(
+        &self,
+        conv: &ConversationRow,
+        prefs: &Preferences,
+        set: String,
+    ) -> Result<String> {
+        let bound = self.bound_view(conv).await?;
+        Ok(match pending_switch(bound.as_ref(), prefs) {
+            Some(d) => format!(
+                "{set}: the next message starts a new {} session ({})",
+                prefs.agent,
+                d.describe()
+            ),
+            None => set,
+        })
     }
 
     async fn run_command(
@@ -329,31 +395,41 @@ impl Runtime {
         }
         let text = match cmd {
             Command::New { agent, task } => {
-                if let Some(agent) = &agent {
-                    self.agent_spec(agent)?;
-                    store.set_preferences(&conv.id, agent, None).await?;
-                }
-                let agent_name = agent.clone().unwrap_or_else(|| conv.agent.clone());
-                let note = match &task {
-                    Some(_) => format!("starting a new {agent_name} session"),
-                    None => format!("the next message starts a new {agent_name} session"),
+                let agent_name = match &agent {
+                    Some(agent) => self.prefer_agent(&conv, agent).await?.agent,
+                    None => conv.agent.clone(),
+                };
+                // `/new <task>` without an agent: say that the first word was taken as
+                // part of the task, not as an agent name.
+                let task_note = match (&agent, &task) {
+                    (None, Some(task)) => Some(new_with_task_note(&agent_name, task)),
+                    _ => None,
+                };
+                let note = match (&task, &task_note) {
+                    (_, Some(n)) => n.clone(),
+                    (Some(_), None) => format!("starting a new {agent_name} session"),
+                    (None, None) => format!("the next message starts a new {agent_name} session"),
                 };
                 if let Some(prev) = store
                     .unbind(&conv.id, &note, Some(NewSessionReason::Explicit))
                     .await?
                 {
-                    self.park(&prev);
+                    self.leave_session(&conv.id, &prev).await?;
                 }
                 let Some(task) = task else {
                     return Ok(reply(MessageOutcomeKind::Command, note));
                 };
                 let conv = self.conversation_row(&conv.id).await?;
-                return self.route_prompt(conv, task, None, None, None).await;
+                let mut out = self.route_prompt(conv, task, None, None, None).await?;
+                if task_note.is_some() {
+                    out.reply = Some(note);
+                }
+                return Ok(out);
             }
             Command::Detach => {
                 let note = "detached: the next message starts a new session";
                 if let Some(prev) = store.unbind(&conv.id, note, None).await? {
-                    self.park(&prev);
+                    self.leave_session(&conv.id, &prev).await?;
                 }
                 return Ok(reply(MessageOutcomeKind::Command, note));
             }
@@ -365,26 +441,24 @@ impl Runtime {
             Command::Approve { id } => self.approve_command(&conv, id, Decision::Allow, by).await?,
             Command::Deny { id } => self.approve_command(&conv, id, Decision::Deny, by).await?,
             Command::Agent { name } => {
-                self.agent_spec(&name)?;
-                store.set_preferences(&conv.id, &name, None).await?;
-                if conv.bound_session_id.is_some() && name != conv.agent {
-                    format!("agent set to {name}: the next message starts a new {name} session")
-                } else {
-                    format!("agent set to {name}")
-                }
+                let prefs = self.prefer_agent(&conv, &name).await?;
+                let set = format!(
+                    "agent set to {name} (model {})",
+                    tether_core::binding::model_label(prefs.model.as_deref())
+                );
+                self.preference_reply(&conv, &prefs, set).await?
             }
             Command::Model { name } => {
-                let model = model_choice(&name).map(str::to_string);
+                let prefs = Preferences {
+                    agent: conv.agent.clone(),
+                    model: model_choice(&name).map(str::to_string),
+                };
                 store
-                    .set_preferences(&conv.id, &conv.agent, model.as_deref())
+                    .set_preferences(&conv.id, &prefs.agent, prefs.model.as_deref())
                     .await?;
-                let shown = model.as_deref().unwrap_or("the agent's default");
-                match &conv.bound_session_id {
-                    Some(_) => {
-                        format!("model set to {shown}: the next message starts a new session")
-                    }
-                    None => format!("model set to {shown}"),
-                }
+                let shown = prefs.model.as_deref().unwrap_or("the agent's default");
+                self.preference_reply(&conv, &prefs, format!("model set to {shown}"))
+                    .await?
             }
             Command::Status => self.status_text(&conv).await?,
             Command::Sessions => self.sessions_text(&conv).await?,
@@ -403,13 +477,24 @@ impl Runtime {
         decision: Decision,
         by: &str,
     ) -> Result<String> {
-        let pending = self
+        // Only the bound session's requests are pending for the conversation (as in its
+        // view); an id of a resolved one is told so, as the API does.
+        let all = self
             .ctx()
             .store
-            .list_approvals(Some(ApprovalStatus::Pending), Some(&conv.id))
+            .list_approvals(None, Some(&conv.id))
             .await?;
-        let ids: Vec<String> = pending.iter().map(|a| a.id.clone()).collect();
-        let chosen = pick_approval(&ids, id.as_deref())?;
+        let (pending, resolved): (Vec<_>, Vec<_>) = all.into_iter().partition(|a| {
+            a.status == ApprovalStatus::Pending
+                && Some(&a.session_id) == conv.bound_session_id.as_ref()
+        });
+        let ids: Vec<String> = pending.into_iter().map(|a| a.id).collect();
+        let resolved: Vec<(String, ApprovalStatus)> = resolved
+            .into_iter()
+            .filter(|a| a.status != ApprovalStatus::Pending)
+            .map(|a| (a.id, a.status))
+            .collect();
+        let chosen = pick_approval(&ids, &resolved, id.as_deref())?;
         let a = self.answer_approval(&chosen, decision, by).await?;
         let verb = match decision {
             Decision::Allow => "allowed",

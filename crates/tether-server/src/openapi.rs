@@ -41,11 +41,13 @@ use crate::sse;
         approvals::list_questions,
         approvals::answer_question,
         handlers::pool,
+        handlers::runtime,
     ),
     components(schemas(
         tether_proto::Health,
         agents::AgentInfo,
         tether_proto::PoolStatus,
+        tether_proto::RuntimeFigures,
         tether_proto::CreateConversation,
         tether_proto::UpdateConversation,
         tether_proto::Binding,
