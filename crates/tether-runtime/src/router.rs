@@ -55,12 +55,32 @@ impl Runtime {
             }
             Input::Prompt(text) => {
                 let overrides = req.agent.is_some() || req.model.is_some();
+                if let Some(agent) = req.agent.as_deref().map(str::trim)
+                    && !agent.is_empty()
+                {
+                    // An unknown agent is refused wherever it is named, before anything.
+                    self.agent_spec(agent)?;
+                }
                 if !overrides
                     && let Some(out) = self.answer_pending_question(&conv, &text, by).await?
                 {
                     return Ok(out);
                 }
                 if conv.kind == tether_proto::ConversationKind::Delegate {
+                    let prefs = Preferences {
+                        agent: conv.agent.clone(),
+                        model: conv.model.clone(),
+                    };
+                    let requested =
+                        apply_overrides(&prefs, req.agent.as_deref(), req.model.as_deref());
+                    if requested.agent != prefs.agent || requested.model != prefs.model {
+                        // Never drop a choice of agent or model silently.
+                        return Err(crate::delegation::err(
+                            ErrorCode::InvalidCommand,
+                            "a delegated conversation keeps its one session: its agent and \
+                             model cannot change (close it and delegate a new task instead)",
+                        ));
+                    }
                     return self.route_delegate_prompt(&conv, text).await;
                 }
                 self.route_prompt(

@@ -359,6 +359,39 @@ async fn an_unknown_agent_is_refused_everywhere() {
     let conv = d.get_ok(&format!("/api/v1/conversations/{c}")).await;
     assert_eq!(conv["agent"], "fake");
     assert_eq!(conv["state"], "unbound");
+
+    // A delegated conversation does not drop a named agent or model silently either.
+    let args = json!({"agent_type": "fake2", "task": "child work"});
+    let (_, parent_turn) = d
+        .say_and_wait(&c, &format!("mcp delegate_to_agent {args}"))
+        .await;
+    let text = parent_turn["result_text"].as_str().unwrap();
+    let task = text
+        .lines()
+        .find_map(|l| serde_json::from_str::<Value>(l).ok())
+        .and_then(|v| v["task_id"].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("no task id: {text}"));
+    let cases = [
+        (json!({"text": "more", "agent": "nobody"}), "unknown_agent"),
+        (json!({"text": "more", "agent": "fake"}), "invalid_command"),
+        (
+            json!({"text": "more", "model": "big-model"}),
+            "invalid_command",
+        ),
+    ];
+    for (body, code) in cases {
+        let (status, resp) = d
+            .post(
+                &format!("/api/v1/conversations/{task}/messages"),
+                body.clone(),
+            )
+            .await;
+        assert_eq!(
+            (status, resp["error"]["code"].as_str().unwrap()),
+            (400, code),
+            "{body}: {resp}"
+        );
+    }
 }
 
 /// The daemon's resident memory in KiB (Linux).
