@@ -453,3 +453,42 @@ async fn routing_locks_are_kept_for_no_unknown_and_no_idle_conversation() {
     let figures = d.get_ok("/api/v1/runtime").await;
     assert_eq!(figures["routing_locks"], 0, "{figures}");
 }
+
+#[tokio::test]
+async fn an_approval_asked_after_the_conversation_left_the_session_fails_closed() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let c = d.new_conversation(None).await;
+    // A turn queued in the old session runs after /new and asks for an approval there.
+    let o1 = d.say(&c, "sleep 300").await;
+    let o2 = d.say(&c, "approve late request").await;
+    assert_eq!(o2["outcome"], "queued");
+    d.say(&c, "/new").await;
+    let t2 = wait_out(&d, &o2).await;
+    assert!(
+        t2["result_text"]
+            .as_str()
+            .unwrap()
+            .starts_with("approval: denied"),
+        "{t2}"
+    );
+    wait_out(&d, &o1).await;
+    let list = d.get_ok("/api/v1/approvals").await;
+    let a = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["title"] == "late request")
+        .unwrap();
+    assert_eq!(a["status"], "cancelled", "{a}");
+    let short = &a["id"].as_str().unwrap()[..8];
+    assert!(
+        statuses(&d, &c)
+            .await
+            .iter()
+            .any(|s| s.starts_with(&format!("approval {short} (\"late request\") cancelled"))),
+        "{:?}",
+        statuses(&d, &c).await
+    );
+    let conv = d.get_ok(&format!("/api/v1/conversations/{c}")).await;
+    assert_eq!(conv["state"], "unbound", "{conv}");
+}
