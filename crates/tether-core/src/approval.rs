@@ -96,9 +96,12 @@ pub fn cancel_question(current: QuestionStatus) -> Option<QuestionStatus> {
 ///
 /// With an id: an exact id, or a unique prefix of at least [`MIN_ID_PREFIX`] characters
 /// (case-insensitive, since people type short ids). Without one: the single pending
-/// approval, or an error when none or several are pending.
+/// approval, or an error when none or several are pending. An id that names no pending
+/// approval but one of `resolved` (the conversation's answered, expired or cancelled
+/// ones) is `AlreadyResolved`, as the API answers a second answer.
 pub fn pick_approval(
     pending_ids: &[String],
+    resolved: &[(String, ApprovalStatus)],
     requested: Option<&str>,
 ) -> Result<String, ResolveError> {
     let requested = requested.map(str::trim).filter(|r| !r.is_empty());
@@ -128,9 +131,90 @@ pub fn pick_approval(
             }
         }
     }
+    if let Some(status) = resolved_status(resolved, wanted) {
+        return Err(ResolveError::AlreadyResolved { status });
+    }
     Err(ResolveError::NotPending {
         id: wanted.to_string(),
     })
+}
+
+/// The status of the one resolved approval `wanted` names (exactly, or as a unique
+/// prefix of at least [`MIN_ID_PREFIX`] characters).
+fn resolved_status(resolved: &[(String, ApprovalStatus)], wanted: &str) -> Option<ApprovalStatus> {
+    if let Some((_, status)) = resolved.iter().find(|(id, _)| id == wanted) {
+        return Some(*status);
+    }
+    if wanted.chars().count() < MIN_ID_PREFIX {
+        return None;
+    }
+    match resolved
+        .iter()
+        .filter(|(id, _)| starts_with_ignore_case(id, wanted))
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        [(_, status)] => Some(*status),
+        _ => None,
+    }
+}
+
+/// What a request that a person may answer is, for the notices below.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestKind {
+    Approval,
+    Question,
+}
+
+impl RequestKind {
+    fn word(self) -> &'static str {
+        match self {
+            RequestKind::Approval => "approval",
+            RequestKind::Question => "question",
+        }
+    }
+}
+
+/// The history line when an approval or question expires unanswered: which one, when,
+/// after how long, and what the agent was told (`outcome`, e.g. `denied`).
+pub fn expired_notice(
+    kind: RequestKind,
+    id: &str,
+    title: &str,
+    asked_at_ms: i64,
+    expired_at_ms: i64,
+    outcome: &str,
+) -> String {
+    format!(
+        "{} {} (\"{title}\") expired at {} after {} without an answer: {outcome}",
+        kind.word(),
+        crate::short_id(id),
+        crate::status::format_utc(expired_at_ms),
+        format_wait(expired_at_ms.saturating_sub(asked_at_ms))
+    )
+}
+
+/// The history line when an approval or question is cancelled because its conversation
+/// left the session that asked it (`/new`, `/detach`, a change of agent or model): fail
+/// closed, nobody can answer it from the conversation any more.
+pub fn left_session_notice(kind: RequestKind, id: &str, title: &str, outcome: &str) -> String {
+    format!(
+        "{} {} (\"{title}\") cancelled: this conversation left the session that asked it \
+         ({outcome})",
+        kind.word(),
+        crate::short_id(id),
+    )
+}
+
+/// A waiting time for people: `45s`, `30 min`, `2 h 5 min`.
+fn format_wait(ms: i64) -> String {
+    let secs = (ms.max(0) + 500) / 1000;
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{} min", s / 60),
+        s if s % 3600 / 60 == 0 => format!("{} h", s / 3600),
+        s => format!("{} h {} min", s / 3600, s % 3600 / 60),
+    }
 }
 
 fn starts_with_ignore_case(id: &str, prefix: &str) -> bool {
@@ -280,10 +364,92 @@ mod tests {
         ];
         for (pending, requested, expected) in cases {
             assert_eq!(
-                pick_approval(pending, requested),
+                pick_approval(pending, &[], requested),
                 expected,
                 "{pending:?} {requested:?}"
             );
+        }
+    }
+
+    #[test]
+    fn pick_a_resolved_id_is_already_resolved() {
+        let pending = vec!["ab12cd34-0000".to_string()];
+        let resolved = vec![
+            ("ffff0000-2222".to_string(), A::Allowed),
+            ("ffff1111-3333".to_string(), A::Expired),
+            ("99990000-4444".to_string(), A::Denied),
+        ];
+        let already = |status| Err(ResolveError::AlreadyResolved { status });
+        let cases = [
+            (Some("ffff0000-2222"), already(A::Allowed)),
+            (Some("FFFF1111"), already(A::Expired)),
+            (Some("9999"), already(A::Denied)),
+            (
+                Some("ffff"),
+                Err(ResolveError::NotPending { id: "ffff".into() }),
+            ),
+            (
+                Some("999"),
+                Err(ResolveError::NotPending { id: "999".into() }),
+            ),
+            (Some("ab12"), Ok("ab12cd34-0000".to_string())),
+            (None, Ok("ab12cd34-0000".to_string())),
+        ];
+        for (requested, expected) in cases {
+            assert_eq!(
+                pick_approval(&pending, &resolved, requested),
+                expected,
+                "{requested:?}"
+            );
+        }
+        assert_eq!(
+            pick_approval(&[], &resolved, None),
+            Err(ResolveError::NonePending)
+        );
+    }
+
+    #[test]
+    fn notices() {
+        let asked = 1_714_566_000_000;
+        assert_eq!(
+            expired_notice(
+                RequestKind::Approval,
+                "ab12cd34ef",
+                "rm -rf build",
+                asked,
+                asked + 1_000,
+                "denied"
+            ),
+            "approval ab12cd34 (\"rm -rf build\") expired at 2024-05-01 12:20 UTC after 1s \
+             without an answer: denied"
+        );
+        assert_eq!(
+            expired_notice(
+                RequestKind::Question,
+                "q1",
+                "which branch?",
+                asked,
+                asked + 1_800_000,
+                "no answer was given"
+            ),
+            "question q1 (\"which branch?\") expired at 2024-05-01 12:50 UTC after 30 min \
+             without an answer: no answer was given"
+        );
+        assert_eq!(
+            left_session_notice(RequestKind::Approval, "ab12cd34ef", "deploy", "denied"),
+            "approval ab12cd34 (\"deploy\") cancelled: this conversation left the session \
+             that asked it (denied)"
+        );
+        let waits = [
+            (0, "0s"),
+            (59_400, "59s"),
+            (60_000, "1 min"),
+            (3_599_000, "59 min"),
+            (7_200_000, "2 h"),
+            (7_500_000, "2 h 5 min"),
+        ];
+        for (ms, text) in waits {
+            assert_eq!(format_wait(ms), text, "{ms}");
         }
     }
 

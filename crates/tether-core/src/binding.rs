@@ -3,8 +3,15 @@
 //! Unbound → new session; agent or model drift → new session with a status message
 //! saying why; otherwise reuse the bound session, whatever its last turn's outcome.
 //! An explicit `/new` unbinds before selection (see [`explicit_new_status`]).
+//!
+//! A model of `None` always means "the agent's default model": going back to it from a
+//! chosen model is drift like any other model change.
 
 use tether_proto::NewSessionReason;
+
+/// The word that asks for the agent's default model, in `/model default` and in the
+/// API's `"model": "default"` (any case).
+pub const DEFAULT_MODEL_WORD: &str = "default";
 
 /// The session a conversation is bound to, as far as selection cares.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,7 +26,7 @@ pub struct BoundSession {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Requested {
     pub agent: String,
-    /// `None`: no preference (never drift on the model).
+    /// `None`: the agent's default model.
     pub model: Option<String>,
 }
 
@@ -43,13 +50,70 @@ pub struct Preferences {
     pub model: Option<String>,
 }
 
+/// How the bound session differs from what the next message asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Drift {
+    Agent {
+        from: String,
+        to: String,
+    },
+    /// `None` on either side: the agent's default model.
+    Model {
+        from: Option<String>,
+        to: Option<String>,
+    },
+}
+
+impl Drift {
+    /// What changed, e.g. `model changed from o3 to default`.
+    pub fn describe(&self) -> String {
+        match self {
+            Drift::Agent { from, to } => format!("agent changed from {from} to {to}"),
+            Drift::Model { from, to } => format!(
+                "model changed from {} to {}",
+                model_label(from.as_deref()),
+                model_label(to.as_deref())
+            ),
+        }
+    }
+}
+
 /// An empty or blank model name means "no model given".
 fn non_blank(model: Option<&str>) -> Option<&str> {
     model.map(str::trim).filter(|m| !m.is_empty())
 }
 
-fn model_label(model: Option<&str>) -> &str {
-    non_blank(model).unwrap_or("default")
+/// How a model is shown to people: its name, or `default`.
+pub fn model_label(model: Option<&str>) -> &str {
+    non_blank(model).unwrap_or(DEFAULT_MODEL_WORD)
+}
+
+/// A model name as typed (`/model <name>`, the API's `model`): `default` (any case) or
+/// blank means the agent's default model (`None`).
+pub fn model_choice(name: &str) -> Option<&str> {
+    let name = name.trim();
+    if name.is_empty() || name.eq_ignore_ascii_case(DEFAULT_MODEL_WORD) {
+        None
+    } else {
+        Some(name)
+    }
+}
+
+/// The one drift rule: the agent differs, or the model does (a blank model is the
+/// agent's default, the same as none).
+pub fn drift(bound: &BoundSession, requested: &Requested) -> Option<Drift> {
+    if bound.agent != requested.agent {
+        return Some(Drift::Agent {
+            from: bound.agent.clone(),
+            to: requested.agent.clone(),
+        });
+    }
+    let current = non_blank(bound.model.as_deref());
+    let wanted = non_blank(requested.model.as_deref());
+    (current != wanted).then(|| Drift::Model {
+        from: current.map(str::to_string),
+        to: wanted.map(str::to_string),
+    })
 }
 
 /// Decides where a message goes.
@@ -60,29 +124,14 @@ pub fn select_session(bound: Option<&BoundSession>, requested: &Requested) -> Se
             status_message: None,
         };
     };
-    if bound.agent != requested.agent {
-        return Selection::StartNew {
+    match drift(bound, requested) {
+        Some(d) => Selection::StartNew {
             reason: NewSessionReason::Drift,
-            status_message: Some(format!(
-                "agent changed from {} to {}: started a new session",
-                bound.agent, requested.agent
-            )),
-        };
-    }
-    if let Some(wanted) = non_blank(requested.model.as_deref()) {
-        let current = non_blank(bound.model.as_deref());
-        if current != Some(wanted) {
-            return Selection::StartNew {
-                reason: NewSessionReason::Drift,
-                status_message: Some(format!(
-                    "model changed from {} to {wanted}: started a new session",
-                    model_label(current)
-                )),
-            };
-        }
-    }
-    Selection::Reuse {
-        session_id: bound.session_id.clone(),
+            status_message: Some(format!("{}: started a new session", d.describe())),
+        },
+        None => Selection::Reuse {
+            session_id: bound.session_id.clone(),
+        },
     }
 }
 
@@ -91,16 +140,27 @@ pub fn explicit_new_status(agent: &str) -> String {
     format!("new session requested: started a new {agent} session")
 }
 
+/// The reply to `/new <task>` whose first word is not an agent name: the whole text went
+/// to the new session as its task (so a mistyped agent name does not pass unnoticed).
+pub fn new_with_task_note(agent: &str, task: &str) -> String {
+    let word = task.split_whitespace().next().unwrap_or(task);
+    format!(
+        "started a new {agent} session with the task: {task}\n\
+         (\"{word}\" is not an agent name; to choose an agent: /new <agent> <task>)"
+    )
+}
+
 /// What a message asks for, given the conversation's preferences and the message's own
-/// overrides (web UI pickers, `/new <agent>`). Overriding the agent without a model resets
-/// the model to the agent's default when the agent changes: models are per agent.
-/// A blank model override counts as none.
+/// overrides (web UI pickers, `/new <agent>`, `/agent <name>`).
+///
+/// `model`: `None` or blank keeps the preference; `default` (see [`model_choice`]) asks
+/// for the agent's default model. Changing the agent without naming a model resets the
+/// model to the agent's default (models are per agent); naming the same agent keeps it.
 pub fn apply_overrides(prefs: &Preferences, agent: Option<&str>, model: Option<&str>) -> Requested {
     let agent = non_blank(agent);
-    let model = non_blank(model);
     let new_agent = agent.unwrap_or(&prefs.agent);
-    let model = match model {
-        Some(m) => Some(m.to_string()),
+    let model = match non_blank(model) {
+        Some(m) => model_choice(m).map(str::to_string),
         None if new_agent != prefs.agent => None,
         None => prefs.model.clone(),
     };
@@ -108,6 +168,17 @@ pub fn apply_overrides(prefs: &Preferences, agent: Option<&str>, model: Option<&
         agent: new_agent.to_string(),
         model,
     }
+}
+
+/// The switch the next message will make: the conversation's preferences (set by
+/// `/agent`, `/model` or the pickers) differ from the bound session. `None` when unbound
+/// (the next message starts a session anyway) or when nothing differs.
+pub fn pending_switch(bound: Option<&BoundSession>, prefs: &Preferences) -> Option<Drift> {
+    let requested = Requested {
+        agent: prefs.agent.clone(),
+        model: prefs.model.clone(),
+    };
+    drift(bound?, &requested)
 }
 
 #[cfg(test)]
@@ -149,10 +220,11 @@ mod tests {
             (None, req("codex", None), unbound.clone()),
             (None, req("codex", Some("o3")), unbound),
             (Some(bound("codex", None)), req("codex", None), reuse()),
+            // Back to the agent's default model is a model change too.
             (
                 Some(bound("codex", Some("o3"))),
                 req("codex", None),
-                reuse(),
+                drift("model changed from o3 to default: started a new session"),
             ),
             (
                 Some(bound("codex", Some("o3"))),
@@ -162,8 +234,9 @@ mod tests {
             (
                 Some(bound("codex", Some("o3"))),
                 req("codex", Some("")),
-                reuse(),
+                drift("model changed from o3 to default: started a new session"),
             ),
+            (Some(bound("codex", Some(""))), req("codex", None), reuse()),
             (
                 Some(bound("codex", None)),
                 req("codex", Some("  ")),
@@ -223,6 +296,9 @@ mod tests {
             (Some("codex"), Some("gpt-5"), req("codex", Some("gpt-5"))),
             (Some(""), Some(""), req("codex", Some("o3"))),
             (Some("claude"), Some(" "), req("claude", None)),
+            (None, Some("default"), req("codex", None)),
+            (Some("codex"), Some("DEFAULT"), req("codex", None)),
+            (Some("claude"), Some("default"), req("claude", None)),
         ];
         for (agent, model, expected) in cases {
             assert_eq!(
@@ -236,5 +312,61 @@ mod tests {
             model: None,
         };
         assert_eq!(apply_overrides(&no_model, None, None), req("codex", None));
+    }
+
+    #[test]
+    fn pending_switch_table() {
+        let prefs = |agent: &str, model: Option<&str>| Preferences {
+            agent: agent.into(),
+            model: model.map(String::from),
+        };
+        let cases = [
+            (None, prefs("codex", Some("o3")), None),
+            (
+                Some(bound("codex", Some("o3"))),
+                prefs("codex", Some("o3")),
+                None,
+            ),
+            (
+                Some(bound("codex", Some("o3"))),
+                prefs("codex", None),
+                Some("model changed from o3 to default"),
+            ),
+            (
+                Some(bound("codex", None)),
+                prefs("claude", None),
+                Some("agent changed from codex to claude"),
+            ),
+        ];
+        for (b, p, expected) in cases {
+            assert_eq!(
+                pending_switch(b.as_ref(), &p).map(|d| d.describe()),
+                expected.map(String::from),
+                "{b:?} {p:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn new_with_task_note_names_the_word() {
+        assert_eq!(
+            new_with_task_note("codex", "codexx fix it"),
+            "started a new codex session with the task: codexx fix it\n\
+             (\"codexx\" is not an agent name; to choose an agent: /new <agent> <task>)"
+        );
+    }
+
+    #[test]
+    fn model_choice_table() {
+        let cases = [
+            ("gpt-5", Some("gpt-5")),
+            (" o3 ", Some("o3")),
+            ("default", None),
+            ("DEFAULT", None),
+            ("", None),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(model_choice(input), expected, "{input:?}");
+        }
     }
 }

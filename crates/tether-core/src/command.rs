@@ -26,7 +26,8 @@ pub enum Command {
     Deny { id: Option<String> },
     /// `/agent <name>`: the agent for new sessions (the known spelling).
     Agent { name: String },
-    /// `/model <name>`: the model for new sessions; see [`model_choice`] for `default`.
+    /// `/model <name>`: the model for new sessions; `default` is the agent's own (see
+    /// [`crate::binding::model_choice`]).
     Model { name: String },
     /// `/sessions`: list this conversation's sessions.
     Sessions,
@@ -180,16 +181,6 @@ pub fn help_text() -> String {
     }
     out.push_str("// — send the rest to the agent as typed (for the agent's own /commands)");
     out
-}
-
-/// `/model default` (any case) means "the agent's default model": `None`.
-pub fn model_choice(name: &str) -> Option<&str> {
-    let name = name.trim();
-    if name.is_empty() || name.eq_ignore_ascii_case("default") {
-        None
-    } else {
-        Some(name)
-    }
 }
 
 /// Parses a message. `known_agents` are the configured agent names: `/new <agent> ...`

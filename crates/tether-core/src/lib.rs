@@ -17,10 +17,13 @@ pub mod state;
 pub mod status;
 pub mod turn;
 
-pub use approval::{ResolveError, pick_approval, resolve_approval, resolve_question};
+pub use approval::{
+    RequestKind, ResolveError, expired_notice, left_session_notice, pick_approval,
+    resolve_approval, resolve_question,
+};
 pub use binding::{
-    BoundSession, Preferences, Requested, Selection, apply_overrides, explicit_new_status,
-    select_session,
+    BoundSession, Drift, Preferences, Requested, Selection, apply_overrides, explicit_new_status,
+    model_choice, new_with_task_note, pending_switch, select_session,
 };
 pub use command::{Command, CommandError, Input, help_text, parse_input};
 pub use queue::{DEFAULT_QUEUE_CAP, QueueFull, TurnQueue};

@@ -2,6 +2,8 @@
 
 use tether_proto::{ConversationState, SessionStatus};
 
+use crate::binding::{Drift, model_label};
+
 /// Length of the short ids shown to people (they may type them back: see
 /// [`crate::approval::pick_approval`]).
 pub const SHORT_ID_LEN: usize = 8;
@@ -27,6 +29,9 @@ pub struct StatusView {
     pub queue_len: usize,
     pub pending_approvals: Vec<String>,
     pub pending_questions: Vec<String>,
+    /// A switch of agent or model that the next message will make (see
+    /// [`crate::binding::pending_switch`]).
+    pub pending_switch: Option<Drift>,
 }
 
 /// One row of `/sessions`.
@@ -39,10 +44,6 @@ pub struct SessionRow {
     pub created_at_ms: i64,
     /// This is the conversation's bound session.
     pub bound: bool,
-}
-
-fn model_label(model: Option<&str>) -> &str {
-    model.filter(|m| !m.trim().is_empty()).unwrap_or("default")
 }
 
 fn short_list(ids: &[String]) -> String {
@@ -74,6 +75,19 @@ pub fn status_text(view: &StatusView) -> String {
             "session: none; the next message starts a new {} session (model {model})",
             view.agent
         )),
+    }
+    if let Some(switch) = &view.pending_switch {
+        let what = match switch {
+            Drift::Agent { from, to } => format!("agent {from} → {to}"),
+            Drift::Model { from, to } => format!(
+                "model {} → {}",
+                model_label(from.as_deref()),
+                model_label(to.as_deref())
+            ),
+        };
+        lines.push(format!(
+            "pending switch: {what} (the next message starts a new session)"
+        ));
     }
     lines.push(match view.queue_len {
         0 => "queue: empty".to_string(),
@@ -174,6 +188,7 @@ mod tests {
             queue_len: 0,
             pending_approvals: vec![],
             pending_questions: vec![],
+            pending_switch: None,
         }
     }
 
@@ -239,6 +254,30 @@ mod tests {
                  queue: 2 messages waiting\n\
                  pending approvals: ab12cd34, 99998888 (answer with /approve <id> or /deny <id>)\n\
                  pending question: q1 (reply with a message to answer it)",
+            ),
+            (
+                StatusView {
+                    pending_switch: Some(Drift::Model {
+                        from: None,
+                        to: Some("o3".into()),
+                    }),
+                    ..view()
+                },
+                "state: bound/idle\nsession: 0190abcd (codex, model default, live)\n\
+                 pending switch: model default → o3 (the next message starts a new session)\n\
+                 queue: empty",
+            ),
+            (
+                StatusView {
+                    pending_switch: Some(Drift::Agent {
+                        from: "codex".into(),
+                        to: "claude".into(),
+                    }),
+                    ..view()
+                },
+                "state: bound/idle\nsession: 0190abcd (codex, model default, live)\n\
+                 pending switch: agent codex → claude (the next message starts a new session)\n\
+                 queue: empty",
             ),
         ];
         for (v, expected) in cases {

@@ -23,8 +23,11 @@ pub struct Health {
 pub struct CreateConversation {
     #[serde(default)]
     pub title: Option<String>,
+    /// A configured agent name (`GET /api/v1/agents`); absent: the default agent. Any
+    /// other name is refused with `unknown_agent`.
     #[serde(default)]
     pub agent: Option<String>,
+    /// The model for new sessions; absent, blank or `"default"`: the agent's default.
     #[serde(default)]
     pub model: Option<String>,
     #[serde(default)]
@@ -85,6 +88,9 @@ pub struct SendMessage {
     #[serde(default)]
     pub agent: Option<String>,
     /// Model chosen in the UI; differs from the bound session's → new session (drift).
+    /// `"default"` (any case, as in `/model default`) asks for the agent's default model:
+    /// from a chosen model that is drift too. Absent, `null` or blank: keep the
+    /// conversation's current model preference.
     #[serde(default)]
     pub model: Option<String>,
 }
@@ -234,6 +240,15 @@ pub struct ActionResult {
     pub ok: bool,
     #[serde(default)]
     pub message: Option<String>,
+}
+
+/// Figures of the runtime's own bookkeeping (`GET /api/v1/runtime`), for operators
+/// watching that it stays bounded.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RuntimeFigures {
+    /// Conversation routing locks held or waited for right now (requests in flight; an
+    /// idle conversation holds none).
+    pub routing_locks: usize,
 }
 
 /// The live pool: agent processes kept between turns (`GET /api/v1/pool`).

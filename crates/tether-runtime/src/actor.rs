@@ -582,6 +582,21 @@ impl Actor {
             | AgentEvent::ToolCall { .. }
             | AgentEvent::ToolCallUpdate { .. } => {}
         }
+        if self.parked {
+            // The conversation has left this session: nobody answers from there, so the
+            // request fails closed at once, as those pending when it left did.
+            let me = self.me.upgrade();
+            let cancelled = crate::answers::cancel_left_requests(
+                &self.ctx,
+                me.as_ref(),
+                &self.session.conversation_id,
+                &self.session.id,
+            )
+            .await;
+            if let Err(e) = cancelled {
+                tracing::error!(error = %e, "cannot cancel a request of a left session");
+            }
+        }
     }
 
     /// After the deadline, expire the request in the store (if still pending) and tell

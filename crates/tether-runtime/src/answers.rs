@@ -3,7 +3,9 @@
 
 use tether_agents::PermissionReply;
 use tether_core::approval::{resolve_approval, resolve_question};
-use tether_proto::{Approval, ApprovalStatus, Decision, Question, QuestionStatus};
+use tether_core::{RequestKind, expired_notice, left_session_notice};
+use tether_proto::{Approval, ApprovalStatus, Decision, MessageRole, Question, QuestionStatus};
+use tether_store::now_ms;
 use tokio::sync::mpsc;
 
 use crate::RuntimeError;
@@ -96,7 +98,36 @@ pub(crate) async fn answer_question(
     Ok(question)
 }
 
-/// The deadline passed: expire the request if nobody answered it, and tell the agent.
+/// Fail closed: a request nobody may answer any more is a denial where the agent offers
+/// one (a bare "cancelled" would read as the person stopping the turn).
+fn fail_closed(approval: &Approval) -> (PermissionReply, &'static str) {
+    if approval.options.contains(&Decision::Deny) {
+        (PermissionReply::Decision(Decision::Deny), "denied")
+    } else {
+        (PermissionReply::Cancelled, "cancelled")
+    }
+}
+
+/// Puts a status line about a request in the history (on the request's session and turn).
+async fn note(ctx: &Ctx, conversation_id: &str, session_id: &str, turn_id: &str, text: &str) {
+    match ctx
+        .store
+        .add_message(
+            conversation_id,
+            MessageRole::Status,
+            text,
+            Some(session_id),
+            Some(turn_id),
+        )
+        .await
+    {
+        Ok(ev) => ctx.publish(ev),
+        Err(e) => tracing::error!(error = %e, "cannot record a status line"),
+    }
+}
+
+/// The deadline passed: expire the request if nobody answered it, say so in the history,
+/// and tell the agent.
 pub(crate) async fn expire(
     ctx: &Ctx,
     pending: &Pending,
@@ -111,13 +142,23 @@ pub(crate) async fn expire(
             {
                 Ok(Some((approval, ev))) => {
                     ctx.publish([ev]);
-                    // Fail closed: an expired approval is a denial where the agent offers
-                    // one (a bare "cancelled" would read as the person stopping the turn).
-                    let reply = if approval.options.contains(&Decision::Deny) {
-                        PermissionReply::Decision(Decision::Deny)
-                    } else {
-                        PermissionReply::Cancelled
-                    };
+                    let (reply, outcome) = fail_closed(&approval);
+                    let text = expired_notice(
+                        RequestKind::Approval,
+                        &approval.id,
+                        &approval.title,
+                        approval.created_at_ms,
+                        approval.resolved_at_ms.unwrap_or_else(now_ms),
+                        outcome,
+                    );
+                    note(
+                        ctx,
+                        &approval.conversation_id,
+                        &approval.session_id,
+                        &approval.turn_id,
+                        &text,
+                    )
+                    .await;
                     if let Some(actor) = actor {
                         let _ = actor.send(ActorCmd::DeliverApproval {
                             approval_id: id.clone(),
@@ -135,8 +176,24 @@ pub(crate) async fn expire(
                 .resolve_question(id, QuestionStatus::Expired, None, None)
                 .await
             {
-                Ok(Some((_, ev))) => {
+                Ok(Some((question, ev))) => {
                     ctx.publish([ev]);
+                    let text = expired_notice(
+                        RequestKind::Question,
+                        &question.id,
+                        &question.prompt,
+                        question.created_at_ms,
+                        now_ms(),
+                        "the agent was told there is no answer",
+                    );
+                    note(
+                        ctx,
+                        &question.conversation_id,
+                        &question.session_id,
+                        &question.turn_id,
+                        &text,
+                    )
+                    .await;
                     if let Some(actor) = actor {
                         let _ = actor.send(ActorCmd::DeliverAnswer {
                             question_id: id.clone(),
@@ -149,4 +206,71 @@ pub(crate) async fn expire(
             }
         }
     }
+}
+
+/// The conversation left `session_id` (`/new`, `/detach`, drift): the session's pending
+/// approvals and questions are cancelled (fail closed), each with a status line, so
+/// nothing waits on a person who can no longer answer from the conversation.
+pub(crate) async fn cancel_left_requests(
+    ctx: &Ctx,
+    actor: Option<&mpsc::UnboundedSender<ActorCmd>>,
+    conversation_id: &str,
+    session_id: &str,
+) -> Result<(), RuntimeError> {
+    let approvals = ctx
+        .store
+        .list_approvals(Some(ApprovalStatus::Pending), Some(conversation_id))
+        .await?;
+    for a in approvals.iter().filter(|a| a.session_id == session_id) {
+        let Some((approval, ev)) = ctx
+            .store
+            .resolve_approval(&a.id, ApprovalStatus::Cancelled, None)
+            .await?
+        else {
+            continue; // answered or expired meanwhile
+        };
+        ctx.publish([ev]);
+        let (reply, outcome) = fail_closed(&approval);
+        let text = left_session_notice(
+            RequestKind::Approval,
+            &approval.id,
+            &approval.title,
+            outcome,
+        );
+        note(ctx, conversation_id, session_id, &approval.turn_id, &text).await;
+        if let Some(actor) = actor {
+            let _ = actor.send(ActorCmd::DeliverApproval {
+                approval_id: approval.id.clone(),
+                reply,
+            });
+        }
+    }
+    let questions = ctx
+        .store
+        .list_questions(Some(QuestionStatus::Pending), Some(conversation_id))
+        .await?;
+    for q in questions.iter().filter(|q| q.session_id == session_id) {
+        let Some((question, ev)) = ctx
+            .store
+            .resolve_question(&q.id, QuestionStatus::Cancelled, None, None)
+            .await?
+        else {
+            continue;
+        };
+        ctx.publish([ev]);
+        let text = left_session_notice(
+            RequestKind::Question,
+            &question.id,
+            &question.prompt,
+            "the agent was told there is no answer",
+        );
+        note(ctx, conversation_id, session_id, &question.turn_id, &text).await;
+        if let Some(actor) = actor {
+            let _ = actor.send(ActorCmd::DeliverAnswer {
+                question_id: question.id.clone(),
+                answer: None,
+            });
+        }
+    }
+    Ok(())
 }

@@ -27,8 +27,34 @@ pub(crate) struct Inner {
     actors: Mutex<HashMap<String, ActorHandle>>,
     /// Set by `shutdown`: no new actors start afterwards.
     closing: std::sync::atomic::AtomicBool,
-    /// One routing lock per conversation: binding decisions never interleave.
-    conv_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// One routing lock per conversation: binding decisions never interleave. An entry
+    /// lives only while someone holds or waits for it (see [`RoutingLock`]).
+    conv_locks: Arc<Mutex<LockMap>>,
+}
+
+type LockMap = HashMap<String, Arc<tokio::sync::Mutex<()>>>;
+
+/// A held routing lock. Dropping it frees the map entry when nobody else holds or waits
+/// for it, so the map is bounded by the requests in flight, not by every id ever seen.
+pub(crate) struct RoutingLock {
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+    id: String,
+    locks: Arc<Mutex<LockMap>>,
+}
+
+impl Drop for RoutingLock {
+    fn drop(&mut self) {
+        // Under the map's mutex nobody can take a new clone of the entry, and every
+        // waiter holds one: the map's own reference is the last exactly when nobody does.
+        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+        self.guard = None;
+        if locks
+            .get(&self.id)
+            .is_some_and(|l| Arc::strong_count(l) == 1)
+        {
+            locks.remove(&self.id);
+        }
+    }
 }
 
 pub(crate) type Result<T> = std::result::Result<T, RuntimeError>;
@@ -73,7 +99,7 @@ impl Runtime {
                 ctx,
                 actors: Mutex::new(HashMap::new()),
                 closing: std::sync::atomic::AtomicBool::new(false),
-                conv_locks: Mutex::new(HashMap::new()),
+                conv_locks: Arc::new(Mutex::new(HashMap::new())),
             }),
         };
         rt.start_delegation_watch();
@@ -100,7 +126,7 @@ impl Runtime {
         self.ctx().config.agents.keys().cloned().collect()
     }
 
-    pub(crate) async fn lock_conversation(&self, id: &str) -> tokio::sync::OwnedMutexGuard<()> {
+    pub(crate) async fn lock_conversation(&self, id: &str) -> RoutingLock {
         let lock = {
             let mut locks = self
                 .inner
@@ -109,7 +135,27 @@ impl Runtime {
                 .unwrap_or_else(|e| e.into_inner());
             locks.entry(id.to_string()).or_default().clone()
         };
-        lock.lock_owned().await
+        RoutingLock {
+            guard: Some(lock.lock_owned().await),
+            id: id.to_string(),
+            locks: self.inner.conv_locks.clone(),
+        }
+    }
+
+    /// Routing locks currently held or waited for (one per conversation in use).
+    pub fn routing_locks(&self) -> usize {
+        self.inner
+            .conv_locks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
+    /// The routing lock of an existing conversation: an unknown id is `not_found` before
+    /// it touches the lock map.
+    async fn lock_existing(&self, id: &str) -> Result<RoutingLock> {
+        self.conversation_row(id).await?;
+        Ok(self.lock_conversation(id).await)
     }
 
     /// The actor of a session, spawned on first use.
@@ -163,7 +209,12 @@ impl Runtime {
             Some(c) => crate::cwd::validate(&c, &cfg.workspace_roots)?,
             None => cfg.default_cwd.display().to_string(),
         };
-        let model = req.model.filter(|m| !m.trim().is_empty());
+        // `"default"` (as in `/model default`) and blank both mean the agent's default.
+        let model = req
+            .model
+            .as_deref()
+            .and_then(tether_core::model_choice)
+            .map(str::to_string);
         let title = req
             .title
             .map(|t| t.trim().to_string())
@@ -257,7 +308,7 @@ impl Runtime {
         req: SendMessage,
         by: &str,
     ) -> Result<MessageOutcome> {
-        let _guard = self.lock_conversation(id).await;
+        let _guard = self.lock_existing(id).await?;
         self.route_message(id, req, by, None).await
     }
 
@@ -273,7 +324,7 @@ impl Runtime {
         by: &str,
         turn_id: &str,
     ) -> Result<MessageOutcome> {
-        let _guard = self.lock_conversation(id).await;
+        let _guard = self.lock_existing(id).await?;
         if let Some(t) = self.ctx().store.get_turn(turn_id).await? {
             return Ok(MessageOutcome {
                 outcome: tether_proto::MessageOutcomeKind::Started,
@@ -325,8 +376,7 @@ impl Runtime {
     /// Cancels the running turn (exactly one `turn_cancelled` event); `nothing_running`
     /// when no turn runs.
     pub async fn stop(&self, id: &str) -> Result<MessageOutcome> {
-        let _guard = self.lock_conversation(id).await;
-        self.conversation_row(id).await?;
+        let _guard = self.lock_existing(id).await?;
         self.stop_running(id).await
     }
 

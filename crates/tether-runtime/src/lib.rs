@@ -7,6 +7,7 @@
 mod actor;
 mod answers;
 mod api;
+mod commands;
 mod config;
 mod ctx;
 mod cwd;

@@ -1,14 +1,13 @@
-//! The router: applies the binding rules (DESIGN §2) and the commands (§3) to a person's
-//! message, under the conversation's routing lock.
+//! The router: applies the binding rules (DESIGN §2) to a person's message, under the
+//! conversation's routing lock; commands are run by `commands.rs`.
 
 use tether_core::binding::{
     BoundSession, Preferences, Selection, apply_overrides, explicit_new_status, select_session,
 };
-use tether_core::command::model_choice;
-use tether_core::{Command, Input, parse_input, pick_approval};
+use tether_core::{Input, parse_input};
 use tether_proto::{
-    ApprovalStatus, Decision, ErrorCode, EventPayload, MessageOutcome, MessageOutcomeKind,
-    MessageRole, NewSessionReason, QuestionStatus, SendMessage, TurnStatus,
+    ErrorCode, EventPayload, MessageOutcome, MessageOutcomeKind, MessageRole, NewSessionReason,
+    QuestionStatus, SendMessage, TurnStatus,
 };
 use tether_store::{ConversationRow, NewMessage, NewSession, NewTurn, TurnEnd};
 
@@ -20,7 +19,7 @@ use crate::{Runtime, RuntimeError};
 /// How long the router waits for a session actor to acknowledge a command.
 const ACTOR_REPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-fn reply(kind: MessageOutcomeKind, text: impl Into<String>) -> MessageOutcome {
+pub(crate) fn reply(kind: MessageOutcomeKind, text: impl Into<String>) -> MessageOutcome {
     MessageOutcome {
         outcome: kind,
         turn_id: None,
@@ -55,12 +54,32 @@ impl Runtime {
             }
             Input::Prompt(text) => {
                 let overrides = req.agent.is_some() || req.model.is_some();
+                if let Some(agent) = req.agent.as_deref().map(str::trim)
+                    && !agent.is_empty()
+                {
+                    // An unknown agent is refused wherever it is named, before anything.
+                    self.agent_spec(agent)?;
+                }
                 if !overrides
                     && let Some(out) = self.answer_pending_question(&conv, &text, by).await?
                 {
                     return Ok(out);
                 }
                 if conv.kind == tether_proto::ConversationKind::Delegate {
+                    let prefs = Preferences {
+                        agent: conv.agent.clone(),
+                        model: conv.model.clone(),
+                    };
+                    let requested =
+                        apply_overrides(&prefs, req.agent.as_deref(), req.model.as_deref());
+                    if requested.agent != prefs.agent || requested.model != prefs.model {
+                        // Never drop a choice of agent or model silently.
+                        return Err(crate::delegation::err(
+                            ErrorCode::InvalidCommand,
+                            "a delegated conversation keeps its one session: its agent and \
+                             model cannot change (close it and delegate a new task instead)",
+                        ));
+                    }
                     return self.route_delegate_prompt(&conv, text).await;
                 }
                 self.route_prompt(
@@ -120,7 +139,7 @@ impl Runtime {
 
     /// Picks the session by the binding rules, stores the turn (id `turn_id` when given,
     /// else a new one) and hands it to the actor.
-    async fn route_prompt(
+    pub(crate) async fn route_prompt(
         &self,
         conv: ConversationRow,
         text: String,
@@ -166,7 +185,7 @@ impl Runtime {
                     other => (other.0, status_message),
                 };
                 if let Some(old) = &bound {
-                    self.park(&old.id);
+                    self.leave_session(&conv.id, &old.id).await?;
                 }
                 let new = NewSession {
                     id: new_id(),
@@ -298,131 +317,24 @@ impl Runtime {
         }
     }
 
-    /// Tells a session that is no longer bound to end its process once idle.
-    fn park(&self, session_id: &str) {
+    /// The conversation left a session (`/new`, `/detach`, drift): its pending approvals
+    /// and questions are cancelled (fail closed, with a status line each), and its process
+    /// ends once idle.
+    pub(crate) async fn leave_session(&self, conv_id: &str, session_id: &str) -> Result<()> {
         // Replaced: its agent's MCP token stops working now (issue 16).
         self.ctx().delegation.revoke(session_id);
-        if let Some(h) = self.existing_actor(session_id) {
+        let actor = self.existing_actor(session_id);
+        crate::answers::cancel_left_requests(
+            self.ctx(),
+            actor.as_ref().map(|a| &a.tx),
+            conv_id,
+            session_id,
+        )
+        .await?;
+        if let Some(h) = actor {
             let _ = h.tx.send(ActorCmd::Park);
         }
-    }
-
-    async fn run_command(
-        &self,
-        conv: ConversationRow,
-        cmd: Command,
-        by: &str,
-    ) -> Result<MessageOutcome> {
-        let store = &self.ctx().store;
-        if conv.kind == tether_proto::ConversationKind::Delegate
-            && matches!(
-                cmd,
-                Command::New { .. }
-                    | Command::Detach
-                    | Command::Agent { .. }
-                    | Command::Model { .. }
-            )
-        {
-            return Err(crate::delegation::err(
-                ErrorCode::InvalidCommand,
-                "a delegated conversation keeps its one session: /new, /detach, /agent and \
-                 /model do not apply (close it and delegate a new task instead)",
-            ));
-        }
-        let text = match cmd {
-            Command::New { agent, task } => {
-                if let Some(agent) = &agent {
-                    self.agent_spec(agent)?;
-                    store.set_preferences(&conv.id, agent, None).await?;
-                }
-                let agent_name = agent.clone().unwrap_or_else(|| conv.agent.clone());
-                let note = match &task {
-                    Some(_) => format!("starting a new {agent_name} session"),
-                    None => format!("the next message starts a new {agent_name} session"),
-                };
-                if let Some(prev) = store
-                    .unbind(&conv.id, &note, Some(NewSessionReason::Explicit))
-                    .await?
-                {
-                    self.park(&prev);
-                }
-                let Some(task) = task else {
-                    return Ok(reply(MessageOutcomeKind::Command, note));
-                };
-                let conv = self.conversation_row(&conv.id).await?;
-                return self.route_prompt(conv, task, None, None, None).await;
-            }
-            Command::Detach => {
-                let note = "detached: the next message starts a new session";
-                if let Some(prev) = store.unbind(&conv.id, note, None).await? {
-                    self.park(&prev);
-                }
-                return Ok(reply(MessageOutcomeKind::Command, note));
-            }
-            Command::Stop => match self.stop_running(&conv.id).await {
-                Ok(out) => out.reply.unwrap_or_default(),
-                Err(RuntimeError::NothingRunning) => "nothing is running".to_string(),
-                Err(e) => return Err(e),
-            },
-            Command::Approve { id } => self.approve_command(&conv, id, Decision::Allow, by).await?,
-            Command::Deny { id } => self.approve_command(&conv, id, Decision::Deny, by).await?,
-            Command::Agent { name } => {
-                self.agent_spec(&name)?;
-                store.set_preferences(&conv.id, &name, None).await?;
-                if conv.bound_session_id.is_some() && name != conv.agent {
-                    format!("agent set to {name}: the next message starts a new {name} session")
-                } else {
-                    format!("agent set to {name}")
-                }
-            }
-            Command::Model { name } => {
-                let model = model_choice(&name).map(str::to_string);
-                store
-                    .set_preferences(&conv.id, &conv.agent, model.as_deref())
-                    .await?;
-                let shown = model.as_deref().unwrap_or("the agent's default");
-                match &conv.bound_session_id {
-                    Some(_) => {
-                        format!("model set to {shown}: the next message starts a new session")
-                    }
-                    None => format!("model set to {shown}"),
-                }
-            }
-            Command::Status => self.status_text(&conv).await?,
-            Command::Sessions => self.sessions_text(&conv).await?,
-            Command::Help => tether_core::help_text(),
-        };
-        store
-            .add_message(&conv.id, MessageRole::Command, &text, None, None)
-            .await?;
-        Ok(reply(MessageOutcomeKind::Command, text))
-    }
-
-    async fn approve_command(
-        &self,
-        conv: &ConversationRow,
-        id: Option<String>,
-        decision: Decision,
-        by: &str,
-    ) -> Result<String> {
-        let pending = self
-            .ctx()
-            .store
-            .list_approvals(Some(ApprovalStatus::Pending), Some(&conv.id))
-            .await?;
-        let ids: Vec<String> = pending.iter().map(|a| a.id.clone()).collect();
-        let chosen = pick_approval(&ids, id.as_deref())?;
-        let a = self.answer_approval(&chosen, decision, by).await?;
-        let verb = match decision {
-            Decision::Allow => "allowed",
-            Decision::AllowAlways => "allowed always",
-            Decision::Deny => "denied",
-        };
-        Ok(format!(
-            "{verb}: {} ({})",
-            a.title,
-            tether_core::short_id(&a.id)
-        ))
+        Ok(())
     }
 
     /// Cancels every running turn of the conversation (its bound session and any other

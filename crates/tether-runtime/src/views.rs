@@ -1,7 +1,9 @@
 //! API views assembled from stored rows: the conversation with its binding and derived
 //! state, and the `/status` and `/sessions` replies.
 
-use tether_core::{SessionRow, StateInputs, StatusView, derive_state};
+use tether_core::{
+    BoundSession, Preferences, SessionRow, StateInputs, StatusView, derive_state, pending_switch,
+};
 use tether_proto::{ApprovalStatus, Binding, Conversation, QuestionStatus, TurnStatus};
 use tether_store::ConversationRow;
 
@@ -24,12 +26,20 @@ impl Runtime {
             .iter()
             .filter(|t| t.status == TurnStatus::Queued && Some(t.session_id.as_str()) == bound_id)
             .count();
-        let approvals = store
+        // State and pending lists come from the bound session only: a session the
+        // conversation left is not what the conversation waits on.
+        let approvals: Vec<_> = store
             .list_approvals(Some(ApprovalStatus::Pending), Some(&row.id))
-            .await?;
-        let questions = store
+            .await?
+            .into_iter()
+            .filter(|a| Some(a.session_id.as_str()) == bound_id)
+            .collect();
+        let questions: Vec<_> = store
             .list_questions(Some(QuestionStatus::Pending), Some(&row.id))
-            .await?;
+            .await?
+            .into_iter()
+            .filter(|q| Some(q.session_id.as_str()) == bound_id)
+            .collect();
         let state = derive_state(&StateInputs {
             bound: session.is_some(),
             running_turn: running.map(|t| t.status),
@@ -68,6 +78,15 @@ impl Runtime {
             Some(b) => (b.agent.clone(), b.model.clone()),
             None => (view.agent.clone(), view.model.clone()),
         };
+        let bound = view.binding.as_ref().map(|b| BoundSession {
+            session_id: b.session_id.clone(),
+            agent: b.agent.clone(),
+            model: b.model.clone(),
+        });
+        let prefs = Preferences {
+            agent: view.agent.clone(),
+            model: view.model.clone(),
+        };
         let text = tether_core::status_text(&StatusView {
             agent,
             model,
@@ -77,6 +96,7 @@ impl Runtime {
             queue_len: view.queue_len as usize,
             pending_approvals: view.pending_approvals,
             pending_questions: view.pending_questions,
+            pending_switch: pending_switch(bound.as_ref(), &prefs),
         });
         Ok(format!(
             "{text}\npool: {} live ({} busy, {} idle) of {}, {} evictions",

@@ -192,6 +192,7 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
         .route("/api/v1/questions", get(approvals::list_questions))
         .route("/api/v1/questions/{id}", post(approvals::answer_question))
         .route("/api/v1/pool", get(handlers::pool))
+        .route("/api/v1/runtime", get(handlers::runtime))
         .route_layer(axum::middleware::from_fn_with_state(
             auth.clone(),
             auth::require_header,

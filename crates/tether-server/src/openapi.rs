@@ -49,11 +49,13 @@ use crate::{AppState, list_sse, sse, web};
         delegation::mcp,
         web::index,
         web::asset_route,
+        handlers::runtime,
     ),
     components(schemas(
         tether_proto::Health,
         agents::AgentInfo,
         tether_proto::PoolStatus,
+        tether_proto::RuntimeFigures,
         tether_proto::CreateConversation,
         tether_proto::UpdateConversation,
         tether_proto::Binding,

@@ -238,17 +238,3 @@ fn help_has_one_line_per_command_and_every_command_parses() {
     }
     assert_eq!(help.lines().count(), COMMANDS.len() + 1);
 }
-
-#[test]
-fn model_choice_table() {
-    let cases = [
-        ("gpt-5", Some("gpt-5")),
-        (" o3 ", Some("o3")),
-        ("default", None),
-        ("DEFAULT", None),
-        ("", None),
-    ];
-    for (input, expected) in cases {
-        assert_eq!(model_choice(input), expected, "{input:?}");
-    }
-}

@@ -9,7 +9,7 @@ pub(crate) mod sessions;
 
 use axum::extract::State;
 use axum::{Extension, Json};
-use tether_proto::{Health, PoolStatus};
+use tether_proto::{Health, PoolStatus, RuntimeFigures};
 
 use crate::AppState;
 
@@ -47,4 +47,18 @@ pub(crate) async fn health(instance: Option<Extension<crate::InstanceId>>) -> Js
 )]
 pub(crate) async fn pool(State(s): State<AppState>) -> Json<PoolStatus> {
     Json(s.runtime.pool_status())
+}
+
+/// The runtime's bookkeeping figures (routing locks in use), to check they stay bounded.
+#[utoipa::path(
+    get,
+    path = "/api/v1/runtime",
+    tag = "meta",
+    responses((status = 200, description = "Runtime figures", body = RuntimeFigures)),
+    security(("bearer" = []))
+)]
+pub(crate) async fn runtime(State(s): State<AppState>) -> Json<RuntimeFigures> {
+    Json(RuntimeFigures {
+        routing_locks: s.runtime.routing_locks(),
+    })
 }
