@@ -61,7 +61,8 @@ impl GroupRecords {
     /// written only loses the start-up clean-up of this group, so it is logged, not fatal.
     pub(crate) fn record(&self, pid: u32, program: &str) {
         let Some(start_time) = proc_stat(pid).map(|s| s.start_time) else {
-            tracing::warn!(pid, "no start time for the agent process; not recorded");
+            // Already ended (or no /proc): nothing to end later.
+            tracing::debug!(pid, "no start time for the agent process; not recorded");
             return;
         };
         let record = Record {

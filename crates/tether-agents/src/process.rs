@@ -197,7 +197,7 @@ impl AgentProcess {
         };
         let env = spec.environment();
         let path_var = env.get(OsStr::new("PATH")).cloned().unwrap_or_default();
-        if find_command(&spec.program, &path_var).is_none() {
+        if find_command(&spec.program, &path_var, &spec.cwd).is_none() {
             return Err(spawn_error(not_found(spec)));
         }
         let job = {
@@ -389,19 +389,20 @@ fn not_found(spec: &ProcessSpec) -> String {
     )
 }
 
-/// `command` itself when it contains a `/`, else the first executable of that name on
-/// `path_var` (as the process would be started).
-pub fn find_command(command: &str, path_var: &OsStr) -> Option<PathBuf> {
+/// The file `command` names, as the process would be started in `cwd`: `command` itself
+/// when it contains a `/`, else the first executable of that name on `path_var`
+/// (relative entries are relative to `cwd`).
+pub fn find_command(command: &str, path_var: &OsStr, cwd: &std::path::Path) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let executable = |p: &std::path::Path| {
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
     if command.contains('/') {
-        let p = PathBuf::from(command);
+        let p = cwd.join(command);
         return executable(&p).then_some(p);
     }
     std::env::split_paths(path_var)
-        .map(|dir| dir.join(command))
+        .map(|dir| cwd.join(dir).join(command))
         .find(|p| executable(p))
 }
 

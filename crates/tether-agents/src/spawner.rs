@@ -24,8 +24,10 @@ fn spawner() -> Option<&'static mpsc::Sender<Job>> {
                 .name("tether-agent-spawner".to_owned())
                 .spawn(move || {
                     // The sender lives in a static: this loop ends only with the process.
+                    // A job that panics loses its reply (the caller sees `None`), not
+                    // the thread.
                     while let Ok(job) = rx.recv() {
-                        job();
+                        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
                     }
                 })
                 .map_err(|e| tracing::warn!(error = %e, "cannot start the agent spawner thread"))
