@@ -30,6 +30,10 @@ pub struct AgentSpec {
     pub command: String,
     #[serde(default)]
     pub args: Vec<String>,
+    /// Variables passed from tether's own environment when set (`pass_env`; see
+    /// [`crate::env`]).
+    #[serde(default)]
+    pub pass_env: Vec<String>,
     /// Extra environment on top of the explicit base environment.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
@@ -154,6 +158,9 @@ pub enum AgentError {
         external_id: String,
         message: String,
     },
+    /// The working directory no longer passes the checks it passed when it was chosen.
+    #[error("working directory {path} is not allowed: {reason}")]
+    InvalidCwd { path: String, reason: String },
     #[error("agent process exited ({status}){}", tail(stderr_tail))]
     Crashed { status: String, stderr_tail: String },
     #[error("agent error: {message}")]
@@ -181,6 +188,7 @@ impl AgentError {
     pub fn code(&self) -> ErrorCode {
         match self {
             AgentError::Spawn { .. } => ErrorCode::SpawnFailed,
+            AgentError::InvalidCwd { .. } => ErrorCode::InvalidCwd,
             AgentError::ResumeUnavailable { .. } => ErrorCode::ResumeUnavailable,
             AgentError::Crashed { .. } => ErrorCode::AgentCrashed,
             AgentError::Agent { .. } => ErrorCode::AgentError,

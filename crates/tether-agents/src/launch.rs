@@ -10,6 +10,7 @@ use serde_json::Value;
 use tokio::process::{ChildStdin, ChildStdout};
 
 use crate::driver::{AgentError, StartRequest};
+use crate::groups::GroupRecords;
 use crate::jsonrpc::{CloseInfo, Connection, Handler, OnClose, Options, RpcError};
 use crate::process::{AgentProcess, ProcessSpec, Spawned};
 
@@ -17,13 +18,16 @@ use crate::process::{AgentProcess, ProcessSpec, Spawned};
 pub(crate) const CRASH_REPORT_WAIT: Duration = Duration::from_secs(2);
 
 /// The process of a [`StartRequest`] as configured: command, arguments and environment,
-/// in the request's working directory.
-pub(crate) fn request_spec(req: &StartRequest) -> ProcessSpec {
+/// in the request's working directory, its group recorded in `records`.
+pub(crate) fn request_spec(req: &StartRequest, records: &Option<GroupRecords>) -> ProcessSpec {
     ProcessSpec {
+        agent: req.spec.name.clone(),
         program: req.spec.command.clone(),
         args: req.spec.args.clone(),
+        pass_env: req.spec.pass_env.clone(),
         env: req.spec.env.clone(),
         cwd: req.cwd.clone(),
+        records: records.clone(),
     }
 }
 

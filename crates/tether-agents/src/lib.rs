@@ -1,6 +1,7 @@
 //! tether-agents: runs agent CLIs as supervised child processes and speaks their
-//! protocols (ACP now; Codex app-server and Claude stream-json next), normalising what
-//! they say into [`AgentEvent`]s.
+//! protocols (ACP, Codex app-server, Claude stream-json), normalising what they say into
+//! [`AgentEvent`]s. Agents get an explicit environment ([`env`]), die with tether
+//! (parent-death signal, recorded process groups: [`groups`]).
 //!
 //! Must not depend on the store, the channels or the web server: it knows nothing about
 //! conversations, only about one agent session at a time.
@@ -9,13 +10,17 @@ pub mod acp;
 pub mod claude;
 pub mod codex;
 mod driver;
+pub mod env;
+pub mod groups;
 pub mod jsonrpc;
 mod launch;
 mod ndjson;
 pub mod process;
+mod spawner;
 mod turn;
 
 pub use acp::AcpDriver;
 pub use claude::ClaudeDriver;
 pub use codex::CodexDriver;
 pub use driver::*;
+pub use groups::GroupRecords;

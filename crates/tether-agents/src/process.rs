@@ -1,11 +1,14 @@
 //! Child-process supervision for agent CLIs: spawn in an own process group with an explicit
-//! environment and piped stdio, keep a bounded tail of stderr, publish the exit status,
-//! shut down gracefully (stdin closed → grace → SIGTERM → SIGKILL to the whole group) and
-//! always reap. Dropping an [`AgentProcess`] kills its group.
+//! environment (see [`crate::env`]) and piped stdio, with the parent-death signal (see
+//! [`crate::spawner`]) and a record of the group (see [`crate::groups`]); keep a bounded
+//! tail of stderr, publish the exit status, shut down gracefully (stdin closed → grace →
+//! SIGTERM → SIGKILL to the whole group) and always reap. Dropping an [`AgentProcess`]
+//! kills its group.
 //!
 //! Knows nothing about protocols: the caller gets stdin/stdout and speaks over them.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -17,11 +20,7 @@ use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, watch};
 
 use crate::driver::AgentError;
-
-/// Variables copied from tether's own environment; everything else is dropped.
-pub const INHERITED_ENV: &[&str] = &[
-    "PATH", "HOME", "USER", "LANG", "LC_ALL", "TERM", "TMPDIR", "SHELL",
-];
+use crate::groups::GroupRecords;
 
 /// How long [`AgentProcess::shutdown`] waits after closing stdin and after SIGTERM.
 pub const DEFAULT_GRACE: Duration = Duration::from_millis(500);
@@ -33,11 +32,25 @@ const TAIL_MAX_LINE: usize = 1024;
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct ProcessSpec {
+    /// The configured agent name (for messages).
+    pub agent: String,
     pub program: String,
     pub args: Vec<String>,
-    /// Set on top of the inherited allowlist and `IS_SANDBOX=1`.
+    /// Variables passed from tether's environment when set (on top of
+    /// [`crate::env::BASE_ENV`]).
+    pub pass_env: Vec<String>,
+    /// Set on top of the passed variables and `IS_SANDBOX=1`.
     pub env: BTreeMap<String, String>,
     pub cwd: PathBuf,
+    /// Where the process group is recorded while it runs (none: not recorded).
+    pub records: Option<GroupRecords>,
+}
+
+impl ProcessSpec {
+    /// The complete environment of the process.
+    pub fn environment(&self) -> BTreeMap<OsString, OsString> {
+        crate::env::agent_env(&self.pass_env, &self.env)
+    }
 }
 
 /// How the process ended.
@@ -178,32 +191,39 @@ pub struct AgentProcess {
 impl AgentProcess {
     /// Spawns `spec` in a new process group. Fails with [`AgentError::Spawn`].
     pub fn spawn(spec: &ProcessSpec) -> Result<Spawned, AgentError> {
-        let mut cmd = TokioCommandWrap::with_new(&spec.program, |cmd| {
-            cmd.args(&spec.args)
-                .current_dir(&spec.cwd)
-                .env_clear()
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-            for key in INHERITED_ENV {
-                if let Some(value) = std::env::var_os(key) {
-                    cmd.env(key, value);
-                }
-            }
-            cmd.env("IS_SANDBOX", "1");
-            cmd.envs(&spec.env);
-        });
-        cmd.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
         let spawn_error = |message: String| AgentError::Spawn {
             message,
             stderr_tail: String::new(),
         };
-        let mut child = cmd.spawn().map_err(|e| {
-            spawn_error(format!(
-                "spawning {} in {}: {e}",
-                spec.program,
-                spec.cwd.display()
-            ))
+        let env = spec.environment();
+        let path_var = env.get(OsStr::new("PATH")).cloned().unwrap_or_default();
+        if find_command(&spec.program, &path_var, &spec.cwd).is_none() {
+            return Err(spawn_error(not_found(spec)));
+        }
+        let job = {
+            let spec = spec.clone();
+            move || {
+                let mut cmd = TokioCommandWrap::with_new(&spec.program, |cmd| {
+                    cmd.args(&spec.args)
+                        .current_dir(&spec.cwd)
+                        .env_clear()
+                        .envs(&env)
+                        .stdin(Stdio::piped())
+                        .stdout(Stdio::piped())
+                        .stderr(Stdio::piped());
+                    crate::spawner::die_with_parent(cmd);
+                });
+                cmd.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+                cmd.spawn()
+            }
+        };
+        let spawned = crate::spawner::on_spawner_thread(job)
+            .unwrap_or_else(|| Err(std::io::Error::other("the agent spawner failed")));
+        let mut child = spawned.map_err(|e| {
+            spawn_error(match e.kind() {
+                std::io::ErrorKind::NotFound => not_found(spec),
+                _ => format!("{}: cannot start `{}`: {e}", spec.agent, spec.program),
+            })
         })?;
         let pid = child.id();
         let (Some(stdin), Some(stdout), Some(stderr)) = (
@@ -214,6 +234,13 @@ impl AgentProcess {
             let _ = child.start_kill();
             return Err(spawn_error("child pipes missing".to_owned()));
         };
+        let records = match (&spec.records, pid) {
+            (Some(records), Some(pid)) => {
+                records.record(pid, &spec.program);
+                Some((records.clone(), pid))
+            }
+            _ => None,
+        };
         let tail = collect_stderr(stderr);
         let (exit_tx, exit) = watch::channel(None);
         let (signals, signal_rx) = mpsc::unbounded_channel();
@@ -221,6 +248,7 @@ impl AgentProcess {
             ChildGuard {
                 child,
                 reaped: false,
+                records,
             },
             signal_rx,
             exit_tx,
@@ -335,6 +363,8 @@ async fn crash_report(
 struct ChildGuard {
     child: Box<dyn TokioChildWrapper>,
     reaped: bool,
+    /// Where the group is recorded, and its id.
+    records: Option<(GroupRecords, u32)>,
 }
 
 impl Drop for ChildGuard {
@@ -343,6 +373,37 @@ impl Drop for ChildGuard {
             let _ = self.child.signal(libc::SIGKILL);
         }
     }
+}
+
+/// "codex: command not found on PATH — install it or set `[agents.codex] command` (see
+/// `tether doctor`)".
+fn not_found(spec: &ProcessSpec) -> String {
+    let place = if spec.program.contains('/') {
+        "not found or not executable"
+    } else {
+        "command not found on PATH"
+    };
+    format!(
+        "{}: {place} — install it or set `[agents.{}] command` (see `tether doctor`)",
+        spec.program, spec.agent
+    )
+}
+
+/// The file `command` names, as the process would be started in `cwd`: `command` itself
+/// when it contains a `/`, else the first executable of that name on `path_var`
+/// (relative entries are relative to `cwd`).
+pub fn find_command(command: &str, path_var: &OsStr, cwd: &std::path::Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if command.contains('/') {
+        let p = cwd.join(command);
+        return executable(&p).then_some(p);
+    }
+    std::env::split_paths(path_var)
+        .map(|dir| cwd.join(dir).join(command))
+        .find(|p| executable(p))
 }
 
 /// Waits for the child while relaying signals; when the owner goes away, kills the group.
@@ -369,6 +430,9 @@ async fn supervise(
     };
     let _ = guard.child.signal(libc::SIGKILL);
     guard.reaped = true;
+    if let Some((records, pid)) = &guard.records {
+        records.forget(*pid);
+    }
     let info = match result {
         Ok(status) => ExitInfo::from_status(status),
         Err(e) => ExitInfo::unknown(&format!("wait failed: {e}")),

@@ -220,6 +220,7 @@ async fn start_up_failures() {
     let dir = tempfile::tempdir().unwrap();
     let quick = AcpDriver {
         start_timeout: Duration::from_millis(300),
+        records: None,
     };
     let request = |flags: &[&str]| request(dir.path(), flags, None);
     let arg = dir.path().display().to_string();

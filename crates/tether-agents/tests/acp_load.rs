@@ -110,6 +110,7 @@ fn request(mode: &str, model: Option<&str>) -> StartRequest {
             ]
             .map(str::to_owned)
             .to_vec(),
+            pass_env: Vec::new(),
             env: BTreeMap::from([("TETHER_TEST_AGENT".to_owned(), mode.to_owned())]),
         },
         cwd: std::env::temp_dir(),

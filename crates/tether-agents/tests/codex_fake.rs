@@ -274,6 +274,7 @@ async fn start_up_failures() {
     let dir = tempfile::tempdir().unwrap();
     let quick = CodexDriver {
         start_timeout: Duration::from_millis(300),
+        records: None,
     };
     let request = |flags: &[&str]| request(dir.path(), flags, None);
     let arg = dir.path().display().to_string();

@@ -13,8 +13,11 @@ const LIMIT: Duration = Duration::from_secs(20);
 
 fn sh(script: &str, env: &[(&str, &str)]) -> ProcessSpec {
     ProcessSpec {
+        agent: "sh".to_owned(),
         program: "sh".to_owned(),
         args: vec!["-c".to_owned(), script.to_owned()],
+        pass_env: Vec::new(),
+        records: None,
         env: env
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -249,6 +249,7 @@ fn request(dialect: &str, dir: &Path) -> StartRequest {
                 "--state-dir".to_owned(),
                 dir.display().to_string(),
             ],
+            pass_env: Vec::new(),
             env: BTreeMap::new(),
         },
         cwd: dir.to_path_buf(),
@@ -267,6 +268,7 @@ async fn driver_start(
         "acp" => {
             AcpDriver {
                 start_timeout: limit,
+                records: None,
             }
             .start(req)
             .await
@@ -274,6 +276,7 @@ async fn driver_start(
         "codex" => {
             CodexDriver {
                 start_timeout: limit,
+                records: None,
             }
             .start(req)
             .await
@@ -281,6 +284,7 @@ async fn driver_start(
         _ => {
             ClaudeDriver {
                 start_timeout: limit,
+                records: None,
             }
             .start(req)
             .await

@@ -64,6 +64,7 @@ impl Runtime {
     /// `interrupted`, pending approvals and questions `expired`, sessions dormant; each
     /// affected conversation gets one status message. Bindings are kept.
     pub async fn start(config: RuntimeConfig, store: Store) -> Result<Runtime> {
+        let records = crate::ctx::end_leftover_agents(&config);
         let report = store
             .recover(|rc| {
                 tether_core::restart_notice(
@@ -80,7 +81,7 @@ impl Runtime {
                 "recovered after restart"
             );
         }
-        let ctx = Ctx::new(store, config);
+        let ctx = Ctx::new(store, config, records);
         if let Some(every) = ctx.pool.sweep_interval() {
             let weak = Arc::downgrade(&ctx);
             tokio::spawn(async move {
@@ -206,7 +207,7 @@ impl Runtime {
         let agent = req.agent.unwrap_or_else(|| cfg.default_agent.clone());
         self.agent_spec(&agent)?;
         let cwd = match req.cwd {
-            Some(c) => crate::cwd::validate(&c, &cfg.workspace_roots)?,
+            Some(c) => crate::cwd::validate(&c, cfg)?,
             None => cfg.default_cwd.display().to_string(),
         };
         // `"default"` (as in `/model default`) and blank both mean the agent's default.

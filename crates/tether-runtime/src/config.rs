@@ -16,6 +16,9 @@ pub struct RuntimeConfig {
     pub workspace_roots: Vec<PathBuf>,
     /// Working directory of conversations that do not choose one.
     pub default_cwd: PathBuf,
+    /// tether's data directory: never an agent's working directory; agents' process
+    /// groups are recorded in `run/agents` inside it.
+    pub data_dir: PathBuf,
     /// How long an approval or question waits for a person.
     pub approval_timeout: Duration,
     /// Messages that may wait behind a running turn, per conversation.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tether_agents::{
     AcpDriver, AgentDriver, AgentError, AgentSession, ClaudeDriver, CodexDriver, DriverKind,
-    StartRequest,
+    GroupRecords, StartRequest,
 };
 use tether_proto::EventEnvelope;
 use tether_store::Store;
@@ -27,16 +27,19 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    pub fn new(store: Store, config: RuntimeConfig) -> Arc<Ctx> {
+    pub fn new(store: Store, config: RuntimeConfig, records: Option<GroupRecords>) -> Arc<Ctx> {
         let (bus, _) = broadcast::channel(4096);
         let acp = AcpDriver {
             start_timeout: config.start_timeout,
+            records: records.clone(),
         };
         let codex = CodexDriver {
             start_timeout: config.start_timeout,
+            records: records.clone(),
         };
         let claude = ClaudeDriver {
             start_timeout: config.start_timeout,
+            records,
         };
         let pool = Pool::new(config.pool.clone());
         let delegation = crate::delegation::Registry::new(config.delegation.clone());
@@ -60,15 +63,38 @@ impl Ctx {
         }
     }
 
-    /// Starts (or strictly resumes) an agent session with the driver of its kind.
+    /// Starts (or strictly resumes) an agent session with the driver of its kind, in its
+    /// working directory checked again now (it may have been swapped since it was chosen).
     pub async fn start_agent(
         &self,
-        req: StartRequest,
+        mut req: StartRequest,
     ) -> Result<Box<dyn AgentSession>, AgentError> {
+        req.cwd = crate::cwd::recheck(&req.cwd, &self.config)?;
         match req.spec.driver {
             DriverKind::Acp => self.acp.start(req).await,
             DriverKind::Codex => self.codex.start(req).await,
             DriverKind::Claude => self.claude.start(req).await,
+        }
+    }
+}
+
+/// Where agents' process groups are recorded, after ending the groups an earlier run of
+/// this daemon left behind (it was killed before it could end them). Runs at start-up,
+/// before recovery. `None` (logged) when the directory cannot be used.
+pub(crate) fn end_leftover_agents(config: &RuntimeConfig) -> Option<GroupRecords> {
+    let dir = config.data_dir.join("run").join("agents");
+    match GroupRecords::open(&dir) {
+        Ok(records) => {
+            let left = records.end_leftovers();
+            if !left.ended.is_empty() {
+                tracing::warn!(groups = ?left.ended, "ended agent processes left by an earlier run");
+            }
+            Some(records)
+        }
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e,
+                "cannot record agent process groups; leftovers of a crash will not be ended");
+            None
         }
     }
 }

@@ -138,7 +138,7 @@ impl Runtime {
             ));
         }
         let cwd = match working_dir.map(str::trim).filter(|w| !w.is_empty()) {
-            Some(w) => crate::cwd::validate(w, &cfg.workspace_roots)
+            Some(w) => crate::cwd::validate(w, cfg)
                 .map_err(|e| err(ErrorCode::InvalidWorkingDir, e.to_string()))?,
             None => match &parent_conv {
                 Some(p) => p.cwd.clone(),

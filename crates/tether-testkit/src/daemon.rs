@@ -27,6 +27,11 @@ pub struct DaemonOptions {
     pub capture_stderr: bool,
     /// `TETHER_LOG` (the log filter), `info` by default.
     pub log_filter: String,
+    /// Extra environment of `tether serve` (what agents may or may not get passed).
+    pub env: Vec<(String, String)>,
+    /// Put the data directory inside the workspace root (`work/.tether`) instead of
+    /// beside it.
+    pub data_dir_inside_workspace: bool,
 }
 
 impl Default for DaemonOptions {
@@ -39,6 +44,8 @@ impl Default for DaemonOptions {
             start_timeout_secs: 10,
             capture_stderr: false,
             log_filter: "info".to_string(),
+            env: Vec::new(),
+            data_dir_inside_workspace: false,
         }
     }
 }
@@ -53,6 +60,8 @@ pub struct Daemon {
     config_path: PathBuf,
     capture_stderr: bool,
     log_filter: String,
+    env: Vec<(String, String)>,
+    data_dir: PathBuf,
     /// Wall clock (ms since the epoch) when the current daemon process was launched.
     started_at_ms: i64,
 }
@@ -70,6 +79,11 @@ impl Daemon {
         let work = home.path().join("work");
         std::fs::create_dir_all(&work).unwrap_or_else(|e| panic!("mkdir: {e}"));
         let state = home.path().join("fake-state");
+        let data_dir = if opts.data_dir_inside_workspace {
+            work.join(".tether")
+        } else {
+            home.path().join("data")
+        };
         let fake = bin_path("fake-agent");
         let agent = |name: &str, extra: &str| {
             format!(
@@ -81,7 +95,7 @@ impl Daemon {
         let config = format!(
             "data_dir = {}\ndefault_agent = \"fake\"\nworkspace_roots = [{}]\ndefault_cwd = {}\n\
              approval_timeout_secs = {}\nturn_timeout_secs = {}\nqueue_cap = {}\nstart_timeout_secs = {}\n\n{}{}{}{}{}",
-            toml_str(&home.path().join("data")),
+            toml_str(&data_dir),
             toml_str(&work),
             toml_str(&work),
             opts.approval_timeout_secs,
@@ -105,6 +119,8 @@ impl Daemon {
             config_path,
             capture_stderr: opts.capture_stderr,
             log_filter: opts.log_filter,
+            env: opts.env,
+            data_dir,
             started_at_ms: 0,
         };
         d.launch().await;
@@ -151,9 +167,14 @@ impl Daemon {
             .unwrap_or_default()
     }
 
+    /// The daemon's data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
     /// The SQLite database of the daemon.
     pub fn db_path(&self) -> PathBuf {
-        self.home.path().join("data").join("tether.db")
+        self.data_dir.join("tether.db")
     }
 
     /// The daemon's process id while it runs.
@@ -176,7 +197,14 @@ impl Daemon {
         } else {
             Stdio::inherit()
         };
-        let mut child = Command::new(bin_path("tether"))
+        let mut command = Command::new(bin_path("tether"));
+        // The test machine's own agent credentials never reach the daemon (and so its
+        // agents, which get the built-in agents' credentials passed).
+        for key in crate::real_agents::FOREIGN_ENV {
+            command.env_remove(key);
+        }
+        let mut child = command
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .arg("--config")
             .arg(&self.config_path)
             .arg("serve")

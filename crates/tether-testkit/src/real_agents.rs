@@ -151,10 +151,12 @@ pub fn gemini_env(mock_url: &str, dir: &Path) -> BTreeMap<String, String> {
 
 /// Variables of the test machine that would change how a CLI authenticates or where it
 /// sends requests; [`cli_command`] removes them.
-const FOREIGN_ENV: &[&str] = &[
+pub(crate) const FOREIGN_ENV: &[&str] = &[
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
     "CODEX_HOME",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
     "ANTHROPIC_AUTH_TOKEN",
     "ANTHROPIC_MODEL",
     "CLAUDE_CODE_OAUTH_TOKEN",

@@ -71,6 +71,8 @@ pub struct AgentConfig {
     pub driver: Option<DriverKind>,
     pub command: Option<String>,
     pub args: Option<Vec<String>>,
+    /// Variables passed from tether's environment, added to the built-in agent's list.
+    pub pass_env: Option<Vec<String>>,
     pub env: Option<BTreeMap<String, String>>,
 }
 
@@ -265,6 +267,7 @@ impl Settings {
             default_agent: self.default_agent.clone(),
             workspace_roots: self.workspace_roots.clone(),
             default_cwd: self.default_cwd.clone(),
+            data_dir: self.data_dir.clone(),
             approval_timeout: self.approval_timeout,
             queue_cap: self.queue_cap,
             start_timeout: self.start_timeout,
@@ -324,15 +327,24 @@ pub fn parse_listen(text: &str) -> Result<SocketAddr> {
 
 /// The agents every installation knows (found on `PATH` when installed).
 pub fn builtin_agents() -> BTreeMap<String, AgentSpec> {
-    let spec = |name: &str, driver, command: &str, args: &[&str]| AgentSpec {
+    use tether_agents::env::{CLAUDE_PASS_ENV, CODEX_PASS_ENV, GEMINI_PASS_ENV};
+    let owned = |list: &[&str]| -> Vec<String> { list.iter().map(|a| (*a).to_owned()).collect() };
+    let spec = |name: &str, driver, command: &str, args: &[&str], pass_env: &[&str]| AgentSpec {
         name: name.to_owned(),
         driver,
         command: command.to_owned(),
-        args: args.iter().map(|a| (*a).to_owned()).collect(),
+        args: owned(args),
+        pass_env: owned(pass_env),
         env: BTreeMap::new(),
     };
     [
-        spec("codex", DriverKind::Codex, "codex", &["app-server"]),
+        spec(
+            "codex",
+            DriverKind::Codex,
+            "codex",
+            &["app-server"],
+            CODEX_PASS_ENV,
+        ),
         spec(
             "claude",
             DriverKind::Claude,
@@ -348,8 +360,15 @@ pub fn builtin_agents() -> BTreeMap<String, AgentSpec> {
                 "stdio",
                 "--include-partial-messages",
             ],
+            CLAUDE_PASS_ENV,
         ),
-        spec("gemini", DriverKind::Acp, "gemini", &["--acp"]),
+        spec(
+            "gemini",
+            DriverKind::Acp,
+            "gemini",
+            &["--acp"],
+            GEMINI_PASS_ENV,
+        ),
     ]
     .into_iter()
     .map(|s| (s.name.clone(), s))
@@ -377,6 +396,7 @@ pub fn merge_agents(file: BTreeMap<String, AgentConfig>) -> Result<BTreeMap<Stri
                 if let Some(env) = cfg.env {
                     spec.env = env;
                 }
+                spec.pass_env.extend(cfg.pass_env.unwrap_or_default());
                 spec
             }
             None => AgentSpec {
@@ -389,12 +409,20 @@ pub fn merge_agents(file: BTreeMap<String, AgentConfig>) -> Result<BTreeMap<Stri
                     .command
                     .ok_or_else(|| anyhow!("[agents.{name}] needs `command`"))?,
                 args: cfg.args.unwrap_or_default(),
+                pass_env: cfg.pass_env.unwrap_or_default(),
                 env: cfg.env.unwrap_or_default(),
                 name: name.clone(),
             },
         };
         if spec.command.trim().is_empty() {
             bail!("[agents.{name}] `command` must not be empty");
+        }
+        if let Some(bad) = spec
+            .pass_env
+            .iter()
+            .find(|v| v.is_empty() || v.contains(['=', '\0']))
+        {
+            bail!("[agents.{name}] `pass_env` has an invalid variable name {bad:?}");
         }
         agents.insert(name, spec);
     }

@@ -303,8 +303,10 @@ fn is_executable(path: &Path) -> bool {
 /// First line of `<command> --version` (stdout, else stderr), within 5 s.
 async fn version_of(path: &Path, spec: &AgentSpec) -> String {
     let mut cmd = tokio::process::Command::new(path);
+    // The agent's own environment, as its driver would start it.
     cmd.arg("--version")
-        .envs(&spec.env)
+        .env_clear()
+        .envs(tether_agents::env::spec_env(spec))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -355,6 +357,7 @@ mod tests {
             driver: DriverKind::Acp,
             command: command.into(),
             args: vec![],
+            pass_env: vec![],
             env: BTreeMap::new(),
         }
     }

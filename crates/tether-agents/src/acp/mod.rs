@@ -33,12 +33,15 @@ pub struct AcpDriver {
     /// Limit for each start-up request (`initialize`, `session/new`, `session/load`,
     /// `session/resume`, `session/set_model`).
     pub start_timeout: Duration,
+    /// Where agent process groups are recorded (see [`crate::groups`]).
+    pub records: Option<crate::GroupRecords>,
 }
 
 impl Default for AcpDriver {
     fn default() -> Self {
         AcpDriver {
             start_timeout: Duration::from_secs(30),
+            records: None,
         }
     }
 }
@@ -50,7 +53,12 @@ impl AgentDriver for AcpDriver {
         let options = Options {
             jsonrpc_field: true,
         };
-        let (process, conn) = spawn_rpc(&request_spec(&req), options, shared.handler(), |_| {})?;
+        let (process, conn) = spawn_rpc(
+            &request_spec(&req, &self.records),
+            options,
+            shared.handler(),
+            |_| {},
+        )?;
         let starter = Starter {
             rpc: Handshake {
                 conn: &conn,

@@ -48,20 +48,27 @@ const NO_CONVERSATION: &str = "No conversation found";
 pub struct ClaudeDriver {
     /// Limit for the `initialize` control request.
     pub start_timeout: Duration,
+    /// Where agent process groups are recorded (see [`crate::groups`]).
+    pub records: Option<crate::GroupRecords>,
 }
 
 impl Default for ClaudeDriver {
     fn default() -> Self {
         ClaudeDriver {
             start_timeout: Duration::from_secs(30),
+            records: None,
         }
     }
 }
 
 /// The process to run: the configured command and arguments plus session and model
 /// selection and `--mcp-config` for the MCP servers.
-fn process_spec(req: &StartRequest, session_id: &str) -> ProcessSpec {
-    let mut spec = request_spec(req);
+fn process_spec(
+    req: &StartRequest,
+    session_id: &str,
+    records: &Option<crate::GroupRecords>,
+) -> ProcessSpec {
+    let mut spec = request_spec(req, records);
     let flag = match req.resume {
         Some(_) => "--resume",
         None => "--session-id",
@@ -129,7 +136,7 @@ impl AgentDriver for ClaudeDriver {
             stdin,
             stdout,
             on_close,
-        } = spawn_agent(&process_spec(&req, &session_id), |_| {})?;
+        } = spawn_agent(&process_spec(&req, &session_id, &self.records), |_| {})?;
         let shared = Shared::new(session_id.clone());
         let link = Link::spawn(stdout, stdin, shared.handler(), on_close);
         let starter = Starter {
@@ -254,6 +261,7 @@ mod tests {
                 driver: DriverKind::Claude,
                 command: "claude".to_owned(),
                 args: vec!["-p".to_owned()],
+                pass_env: Vec::new(),
                 env: BTreeMap::new(),
             },
             cwd: "/w".into(),
@@ -262,7 +270,7 @@ mod tests {
             mcp_servers: Vec::new(),
         };
         assert_eq!(
-            process_spec(&req, "id1").args,
+            process_spec(&req, "id1", &None).args,
             ["-p", "--session-id", "id1", "--model", "sonnet"]
         );
         req.model = None;
@@ -273,7 +281,7 @@ mod tests {
             args: vec!["mcp".to_owned()],
             env: BTreeMap::from([("TETHER_TOKEN".to_owned(), "s3cret".to_owned())]),
         });
-        let spec = process_spec(&req, "id2");
+        let spec = process_spec(&req, "id2", &None);
         assert_eq!(spec.args[..3], ["-p", "--resume", "id2"]);
         assert_eq!(spec.args[3], "--mcp-config");
         assert!(!spec.args.iter().any(|a| a.contains("s3cret")));

@@ -43,12 +43,15 @@ pub const DEFAULT_SANDBOX: &str = "workspace-write";
 pub struct CodexDriver {
     /// Limit for each start-up request (`initialize`, `thread/start`, `thread/resume`).
     pub start_timeout: Duration,
+    /// Where agent process groups are recorded (see [`crate::groups`]).
+    pub records: Option<crate::GroupRecords>,
 }
 
 impl Default for CodexDriver {
     fn default() -> Self {
         CodexDriver {
             start_timeout: Duration::from_secs(30),
+            records: None,
         }
     }
 }
@@ -73,7 +76,7 @@ impl AgentDriver for CodexDriver {
         let closed = Arc::clone(&shared);
         let spec = ProcessSpec {
             env,
-            ..request_spec(&req)
+            ..request_spec(&req, &self.records)
         };
         let options = Options {
             jsonrpc_field: false,

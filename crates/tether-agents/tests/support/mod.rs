@@ -41,6 +41,7 @@ pub fn fake_request(
             driver,
             command: tether_testkit::bin_path("fake-agent").display().to_string(),
             args,
+            pass_env: Vec::new(),
             env: BTreeMap::new(),
         },
         cwd: cwd.to_path_buf(),

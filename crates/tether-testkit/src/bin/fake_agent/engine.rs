@@ -252,6 +252,25 @@ impl Engine {
                 }
                 io.chunk(&reply("replay done")).await?;
             }
+            Directive::Env { names } => {
+                let text = script::env_reply(&names, |n| std::env::var(n).ok());
+                io.chunk(&reply(&text)).await?;
+            }
+            Directive::Orphan => {
+                let child = std::process::Command::new("sleep")
+                    .arg("600")
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()?;
+                let pid = child.id();
+                // Reaped if it ends while the fake agent lives; it outlives a killed one.
+                std::thread::spawn(move || {
+                    let mut child = child;
+                    let _ = child.wait();
+                });
+                io.chunk(&reply(&format!("orphan {pid}"))).await?;
+            }
             Directive::BigLine { kib } => {
                 let len = usize::try_from(kib)
                     .unwrap_or(usize::MAX)

@@ -5,6 +5,8 @@
 //! echo (default), `stream N MS`, `approve <title>`, `ask <question>`, `sleep MS`,
 //! `crash`, `garbage`, `fail`, `hang`, `freeze` (ignores cancel), `flood N` (stderr lines),
 //! `junk` (JSON lines of no dialect), `bigline KIB`, `replay <file>` (its lines on stdout),
+//! `env NAME...` (the variables as the agent got them), `orphan` (a `sleep 600` left in
+//! the agent's process group),
 //! `mcp <tool> <json-args>` (a call on the first stdio
 //! MCP server of the session; `A && B` chains calls, `$task_id` = the previous task id;
 //! `mcp env` prints that server's environment). Every final reply ends with a line

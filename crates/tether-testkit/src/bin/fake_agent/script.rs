@@ -67,6 +67,11 @@ pub enum Directive {
     /// gave the session; reply with the result's text. `mcp env` replies with that
     /// server's environment as a JSON object instead.
     Mcp { tool: String, args: String },
+    /// `env NAME...`: reply `NAME=value` (or `NAME unset`) for each, space-separated.
+    Env { names: Vec<String> },
+    /// `orphan`: start `sleep 600` in the agent's process group (not waited for); reply
+    /// `orphan <pid>`.
+    Orphan,
 }
 
 /// Parse a user message (leading/trailing whitespace ignored).
@@ -121,6 +126,10 @@ pub fn parse(text: &str) -> Directive {
             path: rest[0].to_owned(),
         },
         "junk" => Directive::Junk,
+        "env" if !rest.is_empty() => Directive::Env {
+            names: rest.iter().map(|n| (*n).to_owned()).collect(),
+        },
+        "orphan" => Directive::Orphan,
         "flood" | "bigline" => match rest.as_slice() {
             [n] => match (first, n.parse()) {
                 ("flood", Ok(lines)) => Directive::Flood { lines },
@@ -131,6 +140,18 @@ pub fn parse(text: &str) -> Directive {
         },
         _ => Directive::Echo,
     }
+}
+
+/// The reply of the `env` directive for these variables, read with `lookup`.
+pub fn env_reply(names: &[String], lookup: impl Fn(&str) -> Option<String>) -> String {
+    names
+        .iter()
+        .map(|n| match lookup(n) {
+            Some(v) => format!("{n}={v}"),
+            None => format!("{n} unset"),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// `remembers N: [..]` for the user messages that came before the current one.
