@@ -208,6 +208,39 @@ async fn leaving_a_session_cancels_its_pending_approval_and_the_new_session_is_i
     let conv = d.get_ok(&format!("/api/v1/conversations/{c}")).await;
     assert_eq!(conv["state"], "bound/idle", "{conv}");
     assert_eq!(conv["pending_approvals"], json!([]), "{conv}");
+
+    // /detach while the agent waits on a question: the question is cancelled too.
+    let o5 = d.say(&c, "ask which branch?").await;
+    let conv = d
+        .wait_conversation(&c, "question pending", |c| {
+            c["state"] == "bound/waiting_user"
+        })
+        .await;
+    let qid = conv["pending_questions"][0].as_str().unwrap().to_string();
+    d.post_ok(&format!("/api/v1/conversations/{c}/detach"), json!({}))
+        .await;
+    wait_out(&d, &o5).await;
+    let conv = d.get_ok(&format!("/api/v1/conversations/{c}")).await;
+    assert_eq!(conv["pending_questions"], json!([]), "{conv}");
+    let questions = d.get_ok("/api/v1/questions").await;
+    let q = questions
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["id"] == qid.as_str())
+        .unwrap();
+    assert_eq!(q["status"], "cancelled", "{q}");
+    assert!(
+        statuses(&d, &c)
+            .await
+            .iter()
+            .any(|s| s.starts_with(&format!(
+                "question {} (\"which branch?\") cancelled",
+                &qid[..8]
+            ))),
+        "{:?}",
+        statuses(&d, &c).await
+    );
 }
 
 #[tokio::test]
