@@ -6,7 +6,7 @@
 
 use std::fs;
 use std::io::{ErrorKind, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -53,11 +53,7 @@ pub fn token_path(data_dir: &Path) -> PathBuf {
 
 /// Reads `<data_dir>/token`, creating the dir and the token when missing (or empty).
 pub fn load_or_create(data_dir: &Path) -> Result<String> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(data_dir)
-        .with_context(|| format!("cannot create data dir {}", data_dir.display()))?;
+    crate::datadir::prepare(data_dir)?;
     let path = token_path(data_dir);
     if let Some(token) = read(&path)? {
         return Ok(token);
