@@ -13,7 +13,7 @@ use anyhow::{Context, Result, bail};
 use rand::RngCore;
 
 use crate::config::Settings;
-use crate::daemon_record::{self, Found, TokenSource};
+use crate::daemon_record::{self, Found, Identity, TokenSource};
 
 pub const FILE_NAME: &str = "token";
 
@@ -26,8 +26,15 @@ pub fn resolve(settings: &Settings) -> Result<String> {
 }
 
 /// What `tether token` prints: the running daemon's token where that can be known.
-pub fn for_command(settings: &Settings) -> Result<String> {
+pub async fn for_command(settings: &Settings) -> Result<String> {
     let running = match daemon_record::find(&settings.data_dir) {
+        // A reused pid must not make us refuse: the daemon proves itself (no token sent).
+        Found::Running(record) if record.token == TokenSource::Environment => {
+            match daemon_record::identify(&record.base_url(), Some(&record.instance_id)).await {
+                Identity::Verified => Some(record),
+                Identity::Other | Identity::Unreachable => None,
+            }
+        }
         Found::Running(record) => Some(record),
         Found::None | Found::Stale(_) => None,
     };
