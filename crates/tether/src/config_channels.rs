@@ -288,4 +288,30 @@ mod tests {
         assert!(f.encrypt_key.is_none());
         assert_eq!(f.base_url, "https://open.feishu.cn");
     }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let err = |text: &str| format!("{:#}", parse(text).unwrap_err());
+        let tg = "[channels.telegram]\nbot_token = \"x\"\n";
+        let e = err(&format!("{tg}allowed_users = [1.5]\n"));
+        assert!(
+            e.contains("allowed_users") && !e.contains("untagged"),
+            "{e}"
+        );
+        let e = err(&format!("[channels]\nmax_attempts = 0\n{tg}"));
+        assert!(e.contains("max_attempts"), "{e}");
+        for url in ["banana", "ftp://x.org", "file:///etc"] {
+            let e = err(&format!("{tg}base_url = {url:?}\n"));
+            assert!(e.contains("[channels.telegram] base_url"), "{e}");
+        }
+        let e = err(&format!(
+            "{tg}mode = \"webhook\"\nwebhook_secret = \"s\"\nwebhook_url = \"x\"\n"
+        ));
+        assert!(e.contains("webhook_url"), "{e}");
+        let ok = parse(&format!("{tg}base_url = \"http://127.0.0.1:9/\"\n"))
+            .unwrap()
+            .telegram
+            .unwrap();
+        assert_eq!(ok.base_url, "http://127.0.0.1:9/");
+    }
 }

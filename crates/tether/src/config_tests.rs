@@ -242,3 +242,46 @@ fn load_uses_the_default_location_only_when_present() {
     assert_eq!(s.queue_cap, 7);
     assert!(s.config_path.is_some());
 }
+
+#[test]
+fn errors_from_the_environment_name_the_variable() {
+    let err = |pairs: &[(&str, &str)]| {
+        let mut all = vec![("HOME", "/home/me")];
+        all.extend_from_slice(pairs);
+        format!("{:#}", resolve("", &env_from(&all)).unwrap_err())
+    };
+    let e = err(&[("TETHER_LISTEN", "banana")]);
+    assert!(
+        e.starts_with("TETHER_LISTEN: ") && e.contains("banana"),
+        "{e}"
+    );
+    let e = err(&[("TETHER_DEFAULT_AGENT", "nobody")]);
+    assert!(e.starts_with("TETHER_DEFAULT_AGENT: "), "{e}");
+    let e = err(&[("TETHER_TOKEN", " \t ")]);
+    assert!(e.contains("TETHER_TOKEN") && e.contains("blank"), "{e}");
+    let e = format!(
+        "{:#}",
+        resolve("default_agent = \"nobody\"", &home_env()).unwrap_err()
+    );
+    assert!(
+        e.contains("default_agent in /etc/tether/config.toml"),
+        "{e}"
+    );
+    let s = resolve("", &env_from(&[("HOME", "/h"), ("TETHER_TOKEN", " tok ")])).unwrap();
+    assert_eq!(s.token_override.as_deref(), Some("tok"));
+}
+
+#[test]
+fn missing_directories_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    let text = format!("workspace_roots = [{root:?}]\ndefault_cwd = \"{root}/gone\"");
+    let s = resolve(&text, &home_env()).unwrap();
+    let e = s.check_directories().unwrap_err().to_string();
+    assert!(
+        e.starts_with("default_cwd: ") && e.contains("does not exist"),
+        "{e}"
+    );
+    let s = resolve(&format!("workspace_roots = [{root:?}]"), &home_env()).unwrap();
+    s.check_directories().unwrap();
+}

@@ -104,7 +104,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve { .. } => serve::run(settings).await,
         Command::Token => {
-            let token = token::for_command(&settings)?;
+            let token = token::for_command(&settings).await?;
             let mut out = std::io::stdout().lock();
             writeln!(out, "{token}")?;
             out.flush()?;

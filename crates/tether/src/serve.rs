@@ -53,7 +53,7 @@ pub async fn run(settings: Settings) -> Result<()> {
     let web_link = if std::io::stdout().is_terminal() {
         format!("http://{addr}/#token={token}")
     } else {
-        format!("http://{addr}/ (sign in with the token from `tether token`)")
+        format!("http://{addr}/ (sign in with the API token)")
     };
     let token_source = match settings.token_override {
         Some(_) => TokenSource::Environment,
@@ -76,7 +76,10 @@ pub async fn run(settings: Settings) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "tether listening on http://{addr}");
     let _ = writeln!(stdout, "data dir: {}", settings.data_dir.display());
-    let _ = writeln!(stdout, "token: run `tether token`");
+    let _ = match token_source {
+        TokenSource::File => writeln!(stdout, "token: run `tether token`"),
+        TokenSource::Environment => writeln!(stdout, "token: TETHER_TOKEN (from the environment)"),
+    };
     let _ = writeln!(stdout, "web page: {web_link}");
     let _ = stdout.flush();
     drop(stdout);

@@ -6,14 +6,14 @@
 
 use std::fs;
 use std::io::{ErrorKind, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use rand::RngCore;
 
 use crate::config::Settings;
-use crate::daemon_record::{self, Found, TokenSource};
+use crate::daemon_record::{self, Found, Identity, TokenSource};
 
 pub const FILE_NAME: &str = "token";
 
@@ -26,8 +26,15 @@ pub fn resolve(settings: &Settings) -> Result<String> {
 }
 
 /// What `tether token` prints: the running daemon's token where that can be known.
-pub fn for_command(settings: &Settings) -> Result<String> {
+pub async fn for_command(settings: &Settings) -> Result<String> {
     let running = match daemon_record::find(&settings.data_dir) {
+        // A reused pid must not make us refuse: the daemon proves itself (no token sent).
+        Found::Running(record) if record.token == TokenSource::Environment => {
+            match daemon_record::identify(&record.base_url(), Some(&record.instance_id)).await {
+                Identity::Verified => Some(record),
+                Identity::Other | Identity::Unreachable => None,
+            }
+        }
         Found::Running(record) => Some(record),
         Found::None | Found::Stale(_) => None,
     };
@@ -53,11 +60,7 @@ pub fn token_path(data_dir: &Path) -> PathBuf {
 
 /// Reads `<data_dir>/token`, creating the dir and the token when missing (or empty).
 pub fn load_or_create(data_dir: &Path) -> Result<String> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(data_dir)
-        .with_context(|| format!("cannot create data dir {}", data_dir.display()))?;
+    crate::datadir::prepare(data_dir)?;
     let path = token_path(data_dir);
     if let Some(token) = read(&path)? {
         return Ok(token);

@@ -168,6 +168,17 @@ async fn doctor_and_token_find_the_daemon_whatever_its_listen_flag_and_token() {
     let served = home.serve(&["--listen", "127.0.0.1:0"], &env_token).await;
     let record = home.data().join("daemon.json");
     assert_eq!(mode(&record), 0o600);
+    // The public health route reports the instance id the record holds.
+    let recorded: Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    assert_eq!(recorded["pid"], served.pid);
+    let health: Value = reqwest::get(format!("{}/api/v1/health", served.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["instance_id"], recorded["instance_id"]);
+    assert_eq!(recorded["instance_id"].as_str().unwrap().len(), 32);
 
     let out = home.run(&["doctor"], &[]).await;
     let report = text(&out.stdout);
