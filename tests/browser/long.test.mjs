@@ -69,7 +69,7 @@ test("a long conversation opens at its end and loads older turns on scroll, each
     return ts.length && ts.at(-1).innerText.includes(`remembers ${n - 1}`);
   }, TURNS);
   const openMs = Date.now() - opened;
-  assert.ok(openMs < 5000, `opened in ${openMs} ms`);
+  assert.ok(openMs < 8000, `opened in ${openMs} ms`);
   const timeline = page.locator("#timeline");
   assert.ok(await timeline.evaluate((t) => t.scrollHeight - t.scrollTop - t.clientHeight < 5), "scrolled to the end");
   const first = await shown();

@@ -93,7 +93,9 @@ export class Chat {
     try {
       span = await loadSpan(id, null);
     } catch (e) {
-      if (token === this.openToken) this.showError(e);
+      if (token !== this.openToken) return;
+      this.timeline.reset();
+      $("timeline").append(h("p", { class: "error" }, ...errorNodes(e)));
       return;
     }
     if (token !== this.openToken) return;

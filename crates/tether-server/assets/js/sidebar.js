@@ -86,6 +86,11 @@ export class Sidebar {
       const { data, next } = await apiPage(this.query(null));
       if (gen !== this.generation) return;
       const first = !this.items.length;
+      // Whatever this page should hold but does not (archived, say) has gone away; rows
+      // older than the page belong to the pages after it.
+      const ids = new Set(data.map((c) => c.id));
+      const floor = data.length ? data[data.length - 1].updated_at_ms : Infinity;
+      this.items = this.items.filter((c) => ids.has(c.id) || (next && c.updated_at_ms < floor));
       for (const c of data) this.upsert(c);
       if (first) this.next = next;
       setError($("connection"), "");
