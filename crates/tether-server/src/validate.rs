@@ -13,8 +13,6 @@ use crate::error::ApiError;
 pub(crate) const MAX_TITLE_CHARS: usize = 200;
 /// Agent and model names, in characters.
 pub(crate) const MAX_NAME_CHARS: usize = 200;
-/// Working directories, in bytes (Linux's `PATH_MAX`).
-pub(crate) const MAX_PATH_BYTES: usize = 4096;
 /// Idempotency keys, in characters.
 pub(crate) const MAX_KEY_CHARS: usize = 200;
 /// Messages and answers, in bytes: the same bound as a delegated task.
@@ -47,8 +45,9 @@ impl Checked for CreateConversation {
     fn check(&self) -> Result<(), ApiError> {
         chars("title", self.title.as_deref(), MAX_TITLE_CHARS)?;
         chars("agent", self.agent.as_deref(), MAX_NAME_CHARS)?;
-        chars("model", self.model.as_deref(), MAX_NAME_CHARS)?;
-        bytes("cwd", self.cwd.as_deref(), MAX_PATH_BYTES)
+        // `cwd` has no edge limit: the runtime refuses any path that is not an existing
+        // directory under a workspace root (`invalid_cwd`), too long ones included.
+        chars("model", self.model.as_deref(), MAX_NAME_CHARS)
     }
 }
 

@@ -42,6 +42,8 @@ async fn setup(name: &str, agent: RealAgent) -> Setup {
     let reaper = AgentReaper::new(home_var, &home.path().display().to_string());
     let daemon = Daemon::start(DaemonOptions {
         extra_config: agent_toml(name, agent, &env),
+        // gemini is a node program: its start-up took over 10 s on a loaded 2-core machine.
+        start_timeout_secs: 30,
         ..DaemonOptions::default()
     })
     .await;
