@@ -21,6 +21,7 @@ pub mod telegram;
 mod api;
 mod core;
 mod error;
+mod lanes;
 mod outbox;
 mod pump;
 mod sweep;

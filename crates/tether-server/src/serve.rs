@@ -11,8 +11,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto::Builder;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 
@@ -33,9 +33,8 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let (closing_tx, closing_rx) = tokio::sync::watch::channel(false);
     let router = router.layer(axum::Extension(sse::Closing(closing_rx)));
-    let mut builder = Builder::new(TokioExecutor::new()).http1_only();
+    let mut builder = http1::Builder::new();
     builder
-        .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout);
     let graceful = GracefulShutdown::new();
@@ -52,10 +51,7 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let service = TowerToHyperService::new(router.clone());
-        let conn = builder
-            .serve_connection(TokioIo::new(stream), service)
-            .into_owned();
-        let conn = graceful.watch(conn);
+        let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 // Time-outs, resets and garbage from clients: not the daemon's problem.

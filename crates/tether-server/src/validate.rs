@@ -11,7 +11,8 @@ use crate::error::ApiError;
 
 /// Conversation titles, in characters (the list shows one line of it).
 pub(crate) const MAX_TITLE_CHARS: usize = 200;
-/// Agent and model names, in characters.
+/// Model names, in characters. (Agent names and working directories need no limit
+/// here: only configured agents and existing directories under the roots are accepted.)
 pub(crate) const MAX_NAME_CHARS: usize = 200;
 /// Idempotency keys, in characters.
 pub(crate) const MAX_KEY_CHARS: usize = 200;
@@ -44,9 +45,6 @@ fn bytes(field: &str, value: Option<&str>, max: usize) -> Result<(), ApiError> {
 impl Checked for CreateConversation {
     fn check(&self) -> Result<(), ApiError> {
         chars("title", self.title.as_deref(), MAX_TITLE_CHARS)?;
-        chars("agent", self.agent.as_deref(), MAX_NAME_CHARS)?;
-        // `cwd` has no edge limit: the runtime refuses any path that is not an existing
-        // directory under a workspace root (`invalid_cwd`), too long ones included.
         chars("model", self.model.as_deref(), MAX_NAME_CHARS)
     }
 }
@@ -60,7 +58,6 @@ impl Checked for UpdateConversation {
 impl Checked for SendMessage {
     fn check(&self) -> Result<(), ApiError> {
         bytes("text", Some(&self.text), MAX_TEXT_BYTES)?;
-        chars("agent", self.agent.as_deref(), MAX_NAME_CHARS)?;
         chars("model", self.model.as_deref(), MAX_NAME_CHARS)
     }
 }

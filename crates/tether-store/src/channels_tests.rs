@@ -213,3 +213,66 @@ async fn approving_a_pairing_allows_the_user_once_and_queues_the_notice() {
         Some("6")
     );
 }
+
+#[tokio::test]
+async fn pending_pairings_are_capped_and_expired_ones_pruned() {
+    let (_d, s) = store().await;
+    let now = now_ms();
+    let pairing = |code: &str, user: &str, at: i64| Pairing {
+        code: code.into(),
+        channel: "telegram".into(),
+        user_id: user.into(),
+        user_name: user.into(),
+        chat_key: user.into(),
+        address: "{}".into(),
+        status: "pending".into(),
+        created_at_ms: at,
+        approved_at_ms: None,
+        approved_by: None,
+    };
+    let fresh_since = now - 1000;
+    // An old one does not count towards the cap.
+    assert!(
+        s.insert_pairing(&pairing("OLD00000", "0", now - 5000))
+            .await
+            .unwrap()
+    );
+    for i in 0..3 {
+        let p = pairing(&format!("CODE000{i}"), &i.to_string(), now);
+        assert!(s.insert_pairing_capped(&p, fresh_since, 3).await.unwrap());
+    }
+    let over = pairing("CODE0009", "9", now);
+    assert!(
+        !s.insert_pairing_capped(&over, fresh_since, 3)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        s.count_pending_pairings("telegram", fresh_since)
+            .await
+            .unwrap(),
+        3
+    );
+    assert_eq!(s.prune_pairings("telegram", fresh_since).await.unwrap(), 1);
+    assert!(s.get_pairing("OLD00000").await.unwrap().is_none());
+    assert_eq!(s.list_pairings(None).await.unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn handled_inbound_rows_go_and_old_dedupe_keys_are_pruned() {
+    let (_d, s) = store().await;
+    assert!(s.accept_inbound("telegram", "1", "{}").await.unwrap());
+    s.mark_inbound_handled("telegram", "1").await.unwrap();
+    assert!(s.unhandled_inbound("telegram").await.unwrap().is_empty());
+    // Still a duplicate while its key is kept...
+    assert!(!s.accept_inbound("telegram", "1", "{}").await.unwrap());
+    assert_eq!(
+        s.prune_inbound("telegram", now_ms() - 60_000)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(s.prune_inbound("telegram", now_ms() + 1).await.unwrap(), 1);
+    // ...and new again once it is forgotten.
+    assert!(s.accept_inbound("telegram", "1", "{}").await.unwrap());
+}

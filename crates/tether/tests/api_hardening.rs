@@ -177,6 +177,23 @@ async fn slow_clients_are_closed_within_the_time_outs_while_others_are_served() 
     }
     let answer = closed_within(&mut steady, limit).await.unwrap();
     assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+
+    // The webhook's own body limit is far below the API's: answered from the headers
+    // (only the start of the body is sent, as a client would see a reset otherwise).
+    let mut big = TcpStream::connect(&a).await.unwrap();
+    big.write_all(
+        format!(
+            "POST /hooks/telegram HTTP/1.1\r\nHost: {a}\r\nContent-Type: application/json\r\n\
+             X-Telegram-Bot-Api-Secret-Token: {SECRET}\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{{\"update_id\": 1, \"pad\": \"xxxx",
+            300 * 1024
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let answer = closed_within(&mut big, limit).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
 }
 
 #[tokio::test]

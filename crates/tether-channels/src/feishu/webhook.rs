@@ -294,7 +294,7 @@ async fn worker(core: SharedCore, mut rx: mpsc::UnboundedReceiver<Inbound>) {
             }
         }
     };
-    tokio::spawn(inbound::run_lanes(lanes_rx, handler));
+    tokio::spawn(crate::lanes::run_lanes(lanes_rx, handler));
     while let Some(msg) = rx.recv().await {
         let lane = msg.chat_key(core.group_mode);
         let _ = lanes_tx.send((lane, msg));

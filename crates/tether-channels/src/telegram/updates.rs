@@ -110,7 +110,7 @@ async fn worker(core: SharedCore, tg: Arc<Telegram>, mut rx: mpsc::UnboundedRece
             async move { handle(&core, &tg, msg, callback).await }
         }
     };
-    tokio::spawn(inbound::run_lanes(lanes_rx, handler));
+    tokio::spawn(crate::lanes::run_lanes(lanes_rx, handler));
     let dispatch = |u: Update| {
         let (core, lanes_tx) = (core.clone(), lanes_tx.clone());
         let normalized = tg.normalize(&u);
