@@ -1,4 +1,4 @@
-//! Which session a message goes to (DESIGN §2).
+//! Which session a message goes to (architecture.md §3).
 //!
 //! Unbound → new session; agent or model drift → new session with a status message
 //! saying why; otherwise reuse the bound session, whatever its last turn's outcome.

@@ -1,4 +1,4 @@
-//! Parsing what a person typed into a [`Command`] or a prompt for the agent (DESIGN §3).
+//! Parsing what a person typed into a [`Command`] or a prompt for the agent (architecture.md §3).
 //!
 //! The same commands work on every channel. An unknown `/command` is an error that lists
 //! the commands; it is never sent to the agent. A leading `//` sends the rest literally

@@ -1,5 +1,5 @@
 //! The bounded per-conversation queue of messages waiting behind the running turn
-//! (DESIGN §2): never silently dropped, acknowledged with a 1-based position.
+//! (architecture.md §3): never silently dropped, acknowledged with a 1-based position.
 //!
 //! `/stop` cancels only the running turn; queued messages keep their place.
 

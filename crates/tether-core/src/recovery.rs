@@ -1,4 +1,4 @@
-//! A pure description of start-up recovery (DESIGN §6): turns that were running or
+//! A pure description of start-up recovery (architecture.md §6): turns that were running or
 //! waiting become `interrupted`, pending approvals and questions `expired` (fail closed),
 //! live sessions dormant; bindings are kept, and each affected conversation is told once
 //! what happened and how to go on.

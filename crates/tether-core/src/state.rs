@@ -1,4 +1,4 @@
-//! The derived conversation state (DESIGN §2): `unbound`, `bound/idle`, `bound/running`,
+//! The derived conversation state (architecture.md §3): `unbound`, `bound/idle`, `bound/running`,
 //! `bound/waiting_user`, `bound/waiting_approval`.
 
 use tether_proto::{ConversationState, TurnStatus};

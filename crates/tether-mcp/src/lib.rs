@@ -1,4 +1,4 @@
-//! tether-mcp: tether's delegation MCP server (rmcp). The five tools of DESIGN §8
+//! tether-mcp: tether's delegation MCP server (rmcp). The five tools of architecture.md §7
 //! (`delegate_to_agent`, `get_delegation_status`, `cancel_delegation`,
 //! `continue_with_session`, `close_session`) over two transports: a local socket for the
 //! stdio companion `tether mcp` (one connection = one agent session, authenticated by
@@ -28,11 +28,15 @@ pub use server::{CallerSource, DelegationServer};
 /// The streamable HTTP MCP service type.
 pub type HttpService = StreamableHttpService<DelegationServer, LocalSessionManager>;
 
-/// The streamable HTTP MCP service (mount it at `/mcp` behind a bearer check). Requests
-/// with `api_token` act as an external client; with a session token, as that session.
+/// The streamable HTTP MCP service (mount it at `/mcp` behind a bearer check and the
+/// server's `Host` check). Requests with `api_token` act as an external client; with a
+/// session token, as that session.
 pub fn http_service(runtime: Runtime, api_token: String, stop: CancellationToken) -> HttpService {
-    // Stateless: every request stands alone, so clients survive a daemon restart.
-    let mut config = StreamableHttpServerConfig::default();
+    // Stateless: every request stands alone, so clients survive a daemon restart. rmcp's
+    // own Host check knows loopback names only; the server checks every route, `/mcp`
+    // included, against one policy that also admits `[server] allowed_hosts` (a proxy's
+    // name), so a second, narrower check here would refuse what the policy admits.
+    let mut config = StreamableHttpServerConfig::default().disable_allowed_hosts();
     config.cancellation_token = stop;
     config.legacy_session_mode = false;
     config.json_response = true;

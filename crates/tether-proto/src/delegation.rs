@@ -1,4 +1,4 @@
-//! Delegation wire types (DESIGN §8): the MCP tools' results and the people-facing
+//! Delegation wire types (architecture.md §7): the MCP tools' results and the people-facing
 //! continuation endpoints. A task id is the id of the child's `delegate` conversation.
 
 use serde::{Deserialize, Serialize};

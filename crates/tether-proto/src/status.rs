@@ -36,7 +36,7 @@ macro_rules! wire_enum {
 }
 
 wire_enum!(
-    /// Derived state of a conversation (DESIGN §2).
+    /// Derived state of a conversation (architecture.md §3).
     ConversationState {
         Unbound => "unbound",
         BoundIdle => "bound/idle",

@@ -1,4 +1,4 @@
-//! The commands (DESIGN §3) as the router runs them, under the conversation's routing
+//! The commands (architecture.md §3) as the router runs them, under the conversation's routing
 //! lock: `/new`, `/detach`, `/stop`, `/approve`, `/deny`, `/agent`, `/model`, `/status`,
 //! `/sessions`, `/help`. The rules they apply live in `tether-core`.
 

@@ -1,4 +1,4 @@
-//! Delegation (DESIGN §8): a parent agent (through tether's MCP server) or a person hands
+//! Delegation (architecture.md §7): a parent agent (through tether's MCP server) or a person hands
 //! a task to another agent. The task is a `delegate` conversation with one session for
 //! its whole life; its turns are versioned; continue/close are idempotent through the
 //! continuation ledger (per parent conversation, persisted). This module creates tasks

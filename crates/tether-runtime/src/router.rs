@@ -1,4 +1,4 @@
-//! The router: applies the binding rules (DESIGN §2) to a person's message, under the
+//! The router: applies the binding rules (architecture.md §3) to a person's message, under the
 //! conversation's routing lock; commands are run by `commands.rs`.
 
 use tether_core::binding::{

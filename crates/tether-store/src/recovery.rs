@@ -1,4 +1,4 @@
-//! Start-up recovery (DESIGN §6), in one transaction: open turns → `interrupted`, pending
+//! Start-up recovery (architecture.md §6), in one transaction: open turns → `interrupted`, pending
 //! approvals and questions → `expired` (fail closed), live sessions → dormant, bindings
 //! kept, and one status message per affected conversation.
 

@@ -250,6 +250,25 @@ async fn foreign_host_headers_are_refused_except_on_webhooks() {
         let answer = raw(&d, get(&host, "/api/v1/conversations")).await;
         assert!(answer.starts_with("HTTP/1.1 200"), "{host}: {answer}");
     }
+    // `/mcp` admits the same hosts as the rest of the API (a proxy's name included).
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"}}})
+    .to_string();
+    for host in [format!("127.0.0.1:{port}"), "tether.example.org".to_string()] {
+        let answer = raw(
+            &d,
+            format!(
+                "POST /mcp HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {}\r\n\
+                 Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{init}",
+                d.token,
+                init.len()
+            ),
+        )
+        .await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "/mcp via {host}: {answer}");
+    }
     // Webhooks come through proxies under public names.
     let update = tg
         .text_update(&private_chat(ANN.0), ANN, "via proxy")
