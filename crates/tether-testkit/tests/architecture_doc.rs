@@ -45,7 +45,7 @@ fn code_comments_cite_sections_of_the_architecture_document_that_exist() {
                 .collect();
             assert!(
                 sections.contains(&n),
-                "{} cites architecture.md §{n}, which has no such section",
+                "{} cites {marker}{n}, which has no such section",
                 file.display()
             );
             citations += 1;
