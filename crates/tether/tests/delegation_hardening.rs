@@ -69,19 +69,8 @@ async fn start_up_rebuild_isolates_a_broken_row() {
     let fine = delegate(&d, &parent, "fake", "hang").await;
     wait_availability(&d, &broken, "running").await;
     wait_availability(&d, &fine, "running").await;
-    // A running task's agent may still be starting: the one continued below must have its
-    // agent session on record before the kill, or it is not continuable afterwards.
-    let fine_session = bound_session(&d, &fine).await;
-    within("the child's agent session is on record", async {
-        loop {
-            let s = d.get_ok(&format!("/api/v1/sessions/{fine_session}")).await;
-            if s["external_id"].is_string() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    // The one continued below must be resumable after the kill.
+    wait_child_session(&d, &fine).await;
     let parent_session = bound_session(&d, &parent).await;
 
     // Between two runs, one task's turn row gets a value no tether version wrote.
