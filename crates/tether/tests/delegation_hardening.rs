@@ -69,6 +69,8 @@ async fn start_up_rebuild_isolates_a_broken_row() {
     let fine = delegate(&d, &parent, "fake", "hang").await;
     wait_availability(&d, &broken, "running").await;
     wait_availability(&d, &fine, "running").await;
+    // The one continued below must be resumable after the kill.
+    wait_child_session(&d, &fine).await;
     let parent_session = bound_session(&d, &parent).await;
 
     // Between two runs, one task's turn row gets a value no tether version wrote.

@@ -17,6 +17,7 @@ async fn restart_in_the_middle_of_a_child_turn() {
     assert_eq!(t["status"], "completed");
     let task = delegate(&d, &parent, "fake", "hang").await;
     wait_availability(&d, &task, "running").await;
+    wait_child_session(&d, &task).await;
 
     d.restart().await;
 

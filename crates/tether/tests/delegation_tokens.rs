@@ -122,12 +122,12 @@ async fn a_session_token_dies_with_its_process() {
     assert!(admitted(&d, &second).await);
 }
 
-/// A bounded wait (200 ms) as an external MCP client: `true` when it was refused for
-/// the cap on waits.
-async fn probe(d: &Daemon, task: &str) -> bool {
+/// A bounded wait (200 ms) over HTTP with `token`: `true` when it was refused for the
+/// cap on waits.
+async fn probe(d: &Daemon, token: &str, task: &str) -> bool {
     let r = http_tool(
         d,
-        &d.token,
+        token,
         "get_delegation_status",
         json!({"task_ids": [task], "wait_ms": 200}),
     )
@@ -139,10 +139,10 @@ async fn probe(d: &Daemon, task: &str) -> bool {
     full
 }
 
-/// An unlimited wait over HTTP with the API token on a connection of its own (plain
-/// TCP, so aborting the task surely closes it), in its own task; the response's status
-/// line and JSON body.
-fn spawn_wait(d: &Daemon, task: &str) -> tokio::task::JoinHandle<(String, Value)> {
+/// An unlimited wait over HTTP with `token` on a connection of its own (plain TCP, so
+/// aborting the task surely closes it), in its own task; the response's status line and
+/// JSON body.
+fn spawn_wait(d: &Daemon, token: &str, task: &str) -> tokio::task::JoinHandle<(String, Value)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": "get_delegation_status",
@@ -153,7 +153,7 @@ fn spawn_wait(d: &Daemon, task: &str) -> tokio::task::JoinHandle<(String, Value)
         "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\n\
          Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
          Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        d.token,
+        token,
         body.len()
     );
     tokio::spawn(async move {
@@ -184,15 +184,15 @@ async fn unlimited_waits_are_capped_and_end_with_their_caller_or_the_daemon() {
     .await;
     let task = started["task_id"].as_str().unwrap().to_string();
     let cap = tether_runtime::MAX_WAITS_PER_CALLER;
-    let mut waits: Vec<_> = (0..cap).map(|_| spawn_wait(&d, &task)).collect();
+    let mut waits: Vec<_> = (0..cap).map(|_| spawn_wait(&d, &token, &task)).collect();
     // All of them wait: one more is refused. (A probe holds a slot for its 200 ms: a
     // wait it crowded out has ended and is started again.)
     within("every wait waits", async {
         loop {
             for w in waits.iter_mut().filter(|w| w.is_finished()) {
-                *w = spawn_wait(&d, &task);
+                *w = spawn_wait(&d, &token, &task);
             }
-            if probe(&d, &task).await {
+            if probe(&d, &token, &task).await {
                 return;
             }
         }
@@ -203,7 +203,7 @@ async fn unlimited_waits_are_capped_and_end_with_their_caller_or_the_daemon() {
         w.abort();
     }
     within("the slots are free again", async {
-        while probe(&d, &task).await {}
+        while probe(&d, &token, &task).await {}
     })
     .await;
     // Shutting down ends the others at once, with the tasks as they are.
@@ -229,6 +229,37 @@ async fn unlimited_waits_are_capped_and_end_with_their_caller_or_the_daemon() {
 #[tokio::test]
 async fn an_unlimited_wait_ends_when_its_token_is_revoked() {
     let d = Daemon::start(DaemonOptions::default()).await;
+    // Waits with a session's token that are surely in flight: the cap refuses one more.
+    // (A probe holds a slot for its 200 ms: a wait it crowded out is started again.)
+    let other = d.new_conversation(None).await;
+    let task = delegate(&d, &other, "fake", "hang").await;
+    let (_, token) = session_mcp_env(&d, &other).await;
+    let cap = tether_runtime::MAX_WAITS_PER_CALLER;
+    let mut waits: Vec<_> = (0..cap).map(|_| spawn_wait(&d, &token, &task)).collect();
+    within("every wait waits", async {
+        loop {
+            for w in waits.iter_mut().filter(|w| w.is_finished()) {
+                *w = spawn_wait(&d, &token, &task);
+            }
+            if probe(&d, &token, &task).await {
+                return;
+            }
+        }
+    })
+    .await;
+    d.post_ok(
+        &format!("/api/v1/conversations/{other}/new-session"),
+        json!({}),
+    )
+    .await;
+    for w in waits {
+        let (status, body) = within("a wait ends at revocation", w).await.unwrap();
+        assert!(status.contains(" 200 "), "{status} {body}");
+        let r = &body["result"]["structuredContent"];
+        assert_eq!(r["error_code"], "unauthorized", "{body}");
+    }
+
+    // An agent's wait through its companion: the agent's turn goes on to its end.
     let parent = d.new_conversation(None).await;
     let out = d
         .say(
@@ -237,7 +268,9 @@ async fn an_unlimited_wait_ends_when_its_token_is_revoked() {
         )
         .await;
     let session = out["session_id"].as_str().unwrap().to_string();
-    // The second call (the wait) has started.
+    // The second call has started, on the connection the fake agent opened (and tether
+    // admitted) before its first call: from now on a revocation ends it with
+    // `unauthorized`, whether it is waiting already or not.
     wait_event(&d, &session, "the wait starts", |e| {
         e["payload"]["type"] == "tool_call"
             && e["payload"]["title"]

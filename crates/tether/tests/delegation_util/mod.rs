@@ -93,6 +93,27 @@ pub async fn wait_availability(d: &Daemon, task: &str, want: &str) -> Value {
     .await
 }
 
+/// Waits until a task's agent has reported its session (availability `running` comes
+/// as soon as the turn is open, before that): only then can the task be resumed after
+/// the daemon restarts.
+pub async fn wait_child_session(d: &Daemon, task: &str) {
+    let c = d.get_ok(&format!("/api/v1/conversations/{task}")).await;
+    let sid = c["binding"]["session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not bound: {c}"))
+        .to_string();
+    within("the child's agent session is on record", async {
+        loop {
+            let s = d.get_ok(&format!("/api/v1/sessions/{sid}")).await;
+            if s["external_id"].is_string() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}
+
 /// The parent's events of one type.
 pub async fn parent_events(d: &Daemon, parent: &str, kind: &str) -> Vec<Value> {
     let mut out = Vec::new();

@@ -296,8 +296,13 @@ impl Engine {
                         .await?;
                     return Ok(TurnEnd::Completed);
                 }
-                // `A && B`: calls in sequence; `$task_id` in a later call is the task_id
-                // of the previous result.
+                // `A && B`: calls in sequence on one connection, opened before the first
+                // is announced; `$task_id` in a later call is the task_id of the previous
+                // result.
+                let mut client = tokio::select! {
+                    c = crate::mcp_client::Client::start(&server) => c,
+                    _ = cancel.cancelled() => return Ok(TurnEnd::Cancelled),
+                };
                 let mut texts = Vec::new();
                 let mut last_task = String::new();
                 let chain = format!("{tool} {args}");
@@ -308,6 +313,9 @@ impl Engine {
                     let args: serde_json::Value = match serde_json::from_str(&args) {
                         Ok(v) => v,
                         Err(e) => {
+                            if let Ok(c) = client {
+                                c.close().await;
+                            }
                             io.chunk(&reply(&format!("mcp: arguments are not JSON: {e}")))
                                 .await?;
                             return Ok(TurnEnd::Completed);
@@ -319,8 +327,14 @@ impl Engine {
                         command: format!("mcp {tool}"),
                     };
                     io.tool_started(&call).await?;
+                    let call_result = async {
+                        match &mut client {
+                            Ok(c) => c.call(tool, args, &call.id).await,
+                            Err(e) => Err(anyhow::anyhow!("{e:#}")),
+                        }
+                    };
                     let result = tokio::select! {
-                        r = crate::mcp_client::call_tool(&server, tool, args, &call.id) => r,
+                        r = call_result => r,
                         _ = cancel.cancelled() => {
                             io.tool_finished(&call, &ToolEnd::Cancelled).await?;
                             return Ok(TurnEnd::Cancelled);
@@ -344,6 +358,9 @@ impl Engine {
                         last_task = id;
                     }
                     texts.push(text);
+                }
+                if let Ok(c) = client {
+                    c.close().await;
                 }
                 io.chunk(&reply(&texts.join("\n"))).await?;
             }

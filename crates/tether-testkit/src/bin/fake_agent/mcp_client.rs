@@ -1,7 +1,7 @@
 //! A minimal MCP client for the `mcp <tool> <json-args>` directive: starts the first
 //! stdio MCP server the client gave the session (ACP `mcpServers`, with its env), runs
-//! `initialize`, `notifications/initialized` and one `tools/call`, and returns the
-//! result's text.
+//! `initialize` and `notifications/initialized`, then the directive's `tools/call`s on
+//! that one connection, and returns each result's text.
 
 use std::process::Stdio;
 
@@ -96,64 +96,85 @@ impl Conn {
     }
 }
 
-/// Calls `tool` with `args` on `server`; the text blocks of the result, joined.
-/// `call_id` goes into `_meta` so the server can link the call to this tool call.
-pub async fn call_tool(
-    server: &McpServerSpec,
-    tool: &str,
-    args: Value,
-    call_id: &str,
-) -> Result<String> {
-    let mut cmd = Command::new(&server.command);
-    cmd.args(&server.args)
-        .envs(server.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true);
-    let mut child = cmd
-        .spawn()
-        .with_context(|| format!("starting MCP server {}", server.command))?;
-    let stdin = child.stdin.take().context("no stdin")?;
-    let stdout = child.stdout.take().context("no stdout")?;
-    let mut conn = Conn {
-        child,
-        stdin,
-        lines: BufReader::new(stdout).lines(),
-    };
-    conn.send(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "fake-agent", "version": env!("CARGO_PKG_VERSION")},
-        }}),
-    )
-    .await?;
-    conn.response(1).await?;
-    conn.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+/// One connection to a stdio MCP server, initialized, for the calls of one `mcp`
+/// directive. Like a real agent, which connects its MCP servers before it calls a tool,
+/// it is opened before the first call is announced: a tool call the client sees is made
+/// on a connection the server has already admitted.
+pub struct Client {
+    conn: Conn,
+    next_id: i64,
+}
+
+impl Client {
+    /// Starts `server` and runs `initialize` and `notifications/initialized`.
+    pub async fn start(server: &McpServerSpec) -> Result<Client> {
+        let mut cmd = Command::new(&server.command);
+        cmd.args(&server.args)
+            .envs(server.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("starting MCP server {}", server.command))?;
+        let stdin = child.stdin.take().context("no stdin")?;
+        let stdout = child.stdout.take().context("no stdout")?;
+        let mut conn = Conn {
+            child,
+            stdin,
+            lines: BufReader::new(stdout).lines(),
+        };
+        conn.send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "fake-agent", "version": env!("CARGO_PKG_VERSION")},
+            }}),
+        )
         .await?;
-    conn.send(
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-            "name": tool,
-            "arguments": args,
-            "_meta": {"fake-agent/toolCallId": call_id},
-        }}),
-    )
-    .await?;
-    let result = conn.response(2).await?;
-    drop(conn.stdin);
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), conn.child.wait()).await;
-    let _ = conn.child.kill().await;
-    let text: Vec<&str> = result
-        .get("content")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|c| c.get("text").and_then(Value::as_str))
-                .collect()
-        })
-        .unwrap_or_default();
-    Ok(text.join("\n"))
+        conn.response(1).await?;
+        conn.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await?;
+        Ok(Client { conn, next_id: 2 })
+    }
+
+    /// Calls `tool` with `args`; the text blocks of the result, joined. `call_id` goes
+    /// into `_meta` so the server can link the call to this tool call.
+    pub async fn call(&mut self, tool: &str, args: Value, call_id: &str) -> Result<String> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.conn
+            .send(
+                json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                    "name": tool,
+                    "arguments": args,
+                    "_meta": {"fake-agent/toolCallId": call_id},
+                }}),
+            )
+            .await?;
+        let result = self.conn.response(id).await?;
+        let text: Vec<&str> = result
+            .get("content")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|c| c.get("text").and_then(Value::as_str))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(text.join("\n"))
+    }
+
+    /// Closes the server's input and lets it exit (killed after 2 s).
+    pub async fn close(self) {
+        let Conn {
+            mut child, stdin, ..
+        } = self.conn;
+        drop(stdin);
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), child.wait()).await;
+        let _ = child.kill().await;
+    }
 }
 
 #[cfg(test)]
