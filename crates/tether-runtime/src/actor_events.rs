@@ -7,7 +7,9 @@
 //! flushes the batch before it is handled, so events keep the agent's order. A batch
 //! never outlives one call of [`Actor::on_agent_event`]: it is stored before the actor
 //! does anything else (ends a turn, stores an approval or question, goes dormant,
-//! stops), and is published to subscribers only once committed.
+//! stops), and is published to subscribers only once committed. The price: while a batch
+//! collects, the actor's other work (a command, the end of the prompt) waits at most the
+//! window; the end of a prompt closes the event channel, which ends the batch at once.
 //!
 //! Durability: what subscribers see is committed. A crash can lose only the streamed
 //! events of a running turn still waiting in a batch (at most one window's worth); the
