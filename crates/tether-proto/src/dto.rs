@@ -249,6 +249,13 @@ pub struct RuntimeFigures {
     /// Conversation routing locks held or waited for right now (requests in flight; an
     /// idle conversation holds none).
     pub routing_locks: usize,
+    /// Streamed agent events (deltas, tool calls) stored since start-up.
+    #[serde(default)]
+    pub streamed_events: u64,
+    /// Store transactions those events took (coalesced writes: far fewer than events
+    /// while agents stream fast).
+    #[serde(default)]
+    pub streamed_batches: u64,
 }
 
 /// The live pool: agent processes kept between turns (`GET /api/v1/pool`).

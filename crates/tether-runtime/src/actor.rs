@@ -1,6 +1,13 @@
 //! The session actor: the one owner of a runtime session. It holds the agent process,
 //! runs one turn at a time, keeps the queue of follow-ups, turns agent events into stored
 //! events, and delivers answers to approvals and questions.
+//!
+//! Durability of events: a turn's end, an approval and a question are committed to the
+//! store before anyone (subscriber, channel, agent) is told of them. Streamed events
+//! (deltas, tool calls) are stored in coalesced batches (see `actor_events`), each
+//! flushed before any other event of the session, so a crash can lose only the not yet
+//! flushed streamed events of a running turn, which start-up recovery then marks
+//! interrupted.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -62,6 +69,8 @@ pub(crate) enum ActorCmd {
     Close { reply: oneshot::Sender<()> },
 }
 
+#[path = "actor_events.rs"]
+mod actor_events;
 #[path = "delegation_actor.rs"]
 mod delegation_actor;
 
@@ -423,85 +432,6 @@ impl Actor {
         if self.live.as_ref().is_some_and(|l| !l.is_alive()) {
             self.go_dormant("the agent process exited").await;
         }
-    }
-
-    async fn on_agent_event(&mut self, ev: AgentEvent) {
-        let mut batch = Vec::new();
-        let mut next = Some(ev);
-        while let Some(ev) = next.take() {
-            match self.simple_payload(ev) {
-                Ok(p) => batch.push(p),
-                Err(special) => {
-                    self.flush(&mut batch).await;
-                    self.on_special(special).await;
-                }
-            }
-            next = self.events.as_mut().and_then(|rx| rx.try_recv().ok());
-        }
-        self.flush(&mut batch).await;
-    }
-
-    async fn drain_events(&mut self) {
-        while let Some(ev) = self.events.as_mut().and_then(|rx| rx.try_recv().ok()) {
-            self.on_agent_event(ev).await;
-        }
-        self.events = None;
-    }
-
-    /// Maps streamable events to payloads; hands back permission and question requests.
-    #[allow(clippy::result_large_err)] // Err hands the event back; it is not an error.
-    fn simple_payload(&mut self, ev: AgentEvent) -> Result<EventPayload, AgentEvent> {
-        match ev {
-            AgentEvent::MessageDelta(text) => {
-                if let Some(c) = self.current.as_mut() {
-                    c.text.push_str(&text);
-                }
-                Ok(EventPayload::MessageDelta { text })
-            }
-            AgentEvent::ThoughtDelta(text) => Ok(EventPayload::ThoughtDelta { text }),
-            AgentEvent::ToolCall {
-                id,
-                title,
-                kind,
-                status,
-                detail,
-            } => Ok(EventPayload::ToolCall {
-                tool_call_id: id,
-                title,
-                kind,
-                status,
-                detail,
-            }),
-            AgentEvent::ToolCallUpdate {
-                id,
-                title,
-                status,
-                detail,
-            } => Ok(EventPayload::ToolCallUpdate {
-                tool_call_id: id,
-                status,
-                title,
-                detail,
-            }),
-            other @ (AgentEvent::Permission(_) | AgentEvent::Question(_)) => Err(other),
-        }
-    }
-
-    async fn flush(&mut self, batch: &mut Vec<EventPayload>) {
-        if batch.is_empty() {
-            return;
-        }
-        let turn_id = self.current.as_ref().map(|c| c.turn_id.clone());
-        match self
-            .ctx
-            .store
-            .append_events(&self.session.id, turn_id.as_deref(), batch)
-            .await
-        {
-            Ok(evs) => self.ctx.publish(evs),
-            Err(e) => tracing::error!(error = %e, "cannot store agent events"),
-        }
-        batch.clear();
     }
 
     async fn on_special(&mut self, ev: AgentEvent) {

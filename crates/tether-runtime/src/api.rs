@@ -143,6 +143,11 @@ impl Runtime {
         }
     }
 
+    /// Streamed agent events stored since start-up and the store transactions they took.
+    pub fn streamed_figures(&self) -> (u64, u64) {
+        self.ctx().streamed.get()
+    }
+
     /// Routing locks currently held or waited for (one per conversation in use).
     pub fn routing_locks(&self) -> usize {
         self.inner

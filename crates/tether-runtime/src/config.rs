@@ -31,4 +31,28 @@ pub struct RuntimeConfig {
     pub pool: crate::PoolConfig,
     /// Delegation limits and the MCP server given to agents.
     pub delegation: crate::DelegationConfig,
+    /// How streamed agent events are coalesced into store transactions.
+    pub coalesce: CoalesceConfig,
+}
+
+/// Coalesced writes: a session actor stores streamed agent events (message and thought
+/// deltas, tool calls and their updates) in one transaction of up to `max_events`,
+/// waiting at most `window` after the first of them for more. Any other event flushes
+/// the batch first, so nothing is reordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CoalesceConfig {
+    /// Most events in one transaction (at least 1).
+    pub max_events: usize,
+    /// Longest a streamed event waits for company before it is stored (zero: only
+    /// events already received are batched).
+    pub window: Duration,
+}
+
+impl Default for CoalesceConfig {
+    fn default() -> Self {
+        CoalesceConfig {
+            max_events: 64,
+            window: Duration::from_millis(4),
+        }
+    }
 }

@@ -2,6 +2,7 @@
 //! agent drivers.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tether_agents::{
     AcpDriver, AgentDriver, AgentError, AgentSession, ClaudeDriver, CodexDriver, DriverKind,
@@ -21,6 +22,8 @@ pub(crate) struct Ctx {
     pub pool: Pool,
     /// Delegation: MCP tokens of launched sessions, the readiness gate.
     pub delegation: crate::delegation::Registry,
+    /// Streamed agent events stored, and the store transactions they took.
+    pub streamed: StreamedFigures,
     acp: AcpDriver,
     codex: CodexDriver,
     claude: ClaudeDriver,
@@ -47,6 +50,7 @@ impl Ctx {
             store,
             bus,
             delegation,
+            streamed: StreamedFigures::default(),
             config,
             pool,
             acp,
@@ -75,6 +79,29 @@ impl Ctx {
             DriverKind::Codex => self.codex.start(req).await,
             DriverKind::Claude => self.claude.start(req).await,
         }
+    }
+}
+
+/// Counters of the session actors' coalesced writes, for `GET /api/v1/runtime`.
+#[derive(Default)]
+pub(crate) struct StreamedFigures {
+    events: AtomicU64,
+    batches: AtomicU64,
+}
+
+impl StreamedFigures {
+    /// One stored batch of `events` streamed events.
+    pub fn batch(&self, events: usize) {
+        self.events.fetch_add(events as u64, Ordering::Relaxed);
+        self.batches.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// (events, batches) stored since start-up.
+    pub fn get(&self) -> (u64, u64) {
+        (
+            self.events.load(Ordering::Relaxed),
+            self.batches.load(Ordering::Relaxed),
+        )
     }
 }
 

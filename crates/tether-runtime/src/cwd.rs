@@ -84,6 +84,7 @@ mod tests {
             turn_timeout: None,
             pool: crate::PoolConfig::default(),
             delegation: crate::DelegationConfig::default(),
+            coalesce: crate::CoalesceConfig::default(),
         }
     }
 

@@ -249,6 +249,7 @@ mod tests {
             turn_timeout: None,
             pool: PoolConfig::default(),
             delegation: DelegationConfig::default(),
+            coalesce: crate::CoalesceConfig::default(),
         };
         let rt = Runtime::start(config, store).await.unwrap();
         tokio::time::timeout(Duration::from_secs(10), async {

@@ -25,7 +25,7 @@ mod turn_step;
 mod views;
 
 pub use api::Runtime;
-pub use config::RuntimeConfig;
+pub use config::{CoalesceConfig, RuntimeConfig};
 pub use delegation::{
     Caller, DelegationConfig, MCP_SERVER_NAME, MCP_SOCKET_ENV, MCP_TOKEN_ENV, McpLaunch,
 };

@@ -274,6 +274,7 @@ impl Settings {
             turn_timeout: self.turn_timeout,
             pool: self.pool.clone(),
             delegation: self.delegation.clone(),
+            coalesce: tether_runtime::CoalesceConfig::default(),
         }
     }
 }

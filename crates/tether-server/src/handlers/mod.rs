@@ -49,7 +49,7 @@ pub(crate) async fn pool(State(s): State<AppState>) -> Json<PoolStatus> {
     Json(s.runtime.pool_status())
 }
 
-/// The runtime's bookkeeping figures (routing locks in use), to check they stay bounded.
+/// The runtime's bookkeeping figures (routing locks in use, coalesced event writes).
 #[utoipa::path(
     get,
     path = "/api/v1/runtime",
@@ -58,7 +58,10 @@ pub(crate) async fn pool(State(s): State<AppState>) -> Json<PoolStatus> {
     security(("bearer" = []))
 )]
 pub(crate) async fn runtime(State(s): State<AppState>) -> Json<RuntimeFigures> {
+    let (streamed_events, streamed_batches) = s.runtime.streamed_figures();
     Json(RuntimeFigures {
         routing_locks: s.runtime.routing_locks(),
+        streamed_events,
+        streamed_batches,
     })
 }

@@ -174,32 +174,32 @@ impl Engine {
                     .await?;
             }
             Directive::Approve { title } => {
-                let call = ToolCall {
-                    id: format!("call_{}", uuid::Uuid::new_v4().simple()),
-                    command: format!("echo {title}"),
-                    title,
-                };
-                io.tool_started(&call).await?;
-                let decision = tokio::select! {
-                    p = io.permission(&call) => Some(p?),
-                    _ = cancel.cancelled() => None,
-                };
-                let decision = match decision {
-                    Some(p) if !cancel.is_cancelled() => p,
-                    _ => {
-                        io.tool_finished(&call, &ToolEnd::Cancelled).await?;
+                if let Some(end) = approve(io, title, cancel, &reply).await? {
+                    return Ok(end);
+                }
+            }
+            Directive::StreamTools { count, title } => {
+                let third = (count / 3).max(1);
+                for i in 1..=count {
+                    if cancel.is_cancelled() {
                         return Ok(TurnEnd::Cancelled);
                     }
-                };
-                let end = match decision {
-                    Permission::Allowed | Permission::AllowedAlways => ToolEnd::Completed {
-                        output: format!("{}\n", call.title),
-                    },
-                    Permission::Denied => ToolEnd::Declined,
-                    Permission::Cancelled => ToolEnd::Cancelled,
-                };
-                io.tool_finished(&call, &end).await?;
-                io.chunk(&reply(decision.reply())).await?;
+                    io.chunk(&format!("chunk {i} ")).await?;
+                    if i % third == 0 && i < count {
+                        let call = ToolCall {
+                            id: format!("call_{}", uuid::Uuid::new_v4().simple()),
+                            command: format!("echo step {i}"),
+                            title: format!("step {i}"),
+                        };
+                        io.tool_started(&call).await?;
+                        let output = format!("step {i}\n");
+                        io.tool_finished(&call, &ToolEnd::Completed { output })
+                            .await?;
+                    }
+                }
+                if let Some(end) = approve(io, title, cancel, &reply).await? {
+                    return Ok(end);
+                }
             }
             Directive::Ask { question } => {
                 let answer = tokio::select! {
@@ -367,6 +367,43 @@ impl Engine {
         }
         Ok(TurnEnd::Completed)
     }
+}
+
+/// The `approve` directive: a command tool call that asks permission, then the decision
+/// as text. `Some` when the turn ends early (cancelled).
+async fn approve<I: TurnIo>(
+    io: &mut I,
+    title: String,
+    cancel: &CancellationToken,
+    reply: &impl Fn(&str) -> String,
+) -> Result<Option<TurnEnd>> {
+    let call = ToolCall {
+        id: format!("call_{}", uuid::Uuid::new_v4().simple()),
+        command: format!("echo {title}"),
+        title,
+    };
+    io.tool_started(&call).await?;
+    let decision = tokio::select! {
+        p = io.permission(&call) => Some(p?),
+        _ = cancel.cancelled() => None,
+    };
+    let decision = match decision {
+        Some(p) if !cancel.is_cancelled() => p,
+        _ => {
+            io.tool_finished(&call, &ToolEnd::Cancelled).await?;
+            return Ok(Some(TurnEnd::Cancelled));
+        }
+    };
+    let end = match decision {
+        Permission::Allowed | Permission::AllowedAlways => ToolEnd::Completed {
+            output: format!("{}\n", call.title),
+        },
+        Permission::Denied => ToolEnd::Declined,
+        Permission::Cancelled => ToolEnd::Cancelled,
+    };
+    io.tool_finished(&call, &end).await?;
+    io.chunk(&reply(decision.reply())).await?;
+    Ok(None)
 }
 
 /// `lines` lines on stderr (blocking: a reader that does not drain stderr stalls us).

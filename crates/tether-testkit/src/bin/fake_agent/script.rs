@@ -41,6 +41,9 @@ pub enum Directive {
     Stream { count: u32, interval_ms: u64 },
     /// `approve <title>`: ask permission for a command tool call titled `<title>`.
     Approve { title: String },
+    /// `streamtools N <title>`: N chunks `chunk i ` with no pause, a completed tool call
+    /// after each third of them, then `approve <title>`.
+    StreamTools { count: u32, title: String },
     /// `ask <question>`: ask the user a question.
     Ask { question: String },
     /// `sleep MS`: wait, then reply `slept MS`.
@@ -103,6 +106,13 @@ pub fn parse(text: &str) -> Directive {
                 _ => Directive::Echo,
             },
             _ => Directive::Echo,
+        },
+        "streamtools" if rest.len() >= 2 => match rest[0].parse() {
+            Ok(count) => Directive::StreamTools {
+                count,
+                title: rest[1..].join(" "),
+            },
+            Err(_) => Directive::Echo,
         },
         "approve" if !rest.is_empty() => Directive::Approve {
             title: rest.join(" "),
@@ -224,6 +234,14 @@ mod tests {
                 question: "what is your name?".into()
             }
         );
+        assert_eq!(
+            parse("streamtools 30 rm x"),
+            Directive::StreamTools {
+                count: 30,
+                title: "rm x".into()
+            }
+        );
+        assert_eq!(parse("streamtools x rm"), Directive::Echo);
         assert_eq!(parse("sleep 250"), Directive::Sleep { ms: 250 });
         assert_eq!(parse("crash"), Directive::Crash);
         assert_eq!(parse("garbage"), Directive::Garbage);
