@@ -249,6 +249,10 @@ pub struct RuntimeFigures {
     /// Conversation routing locks held or waited for right now (requests in flight; an
     /// idle conversation holds none).
     pub routing_locks: usize,
+    /// Session actors running now: sessions with a live process or work in hand. A
+    /// dormant session with nothing to do has none.
+    #[serde(default)]
+    pub actors: usize,
 }
 
 /// The live pool: agent processes kept between turns (`GET /api/v1/pool`).

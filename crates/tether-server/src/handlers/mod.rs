@@ -49,7 +49,8 @@ pub(crate) async fn pool(State(s): State<AppState>) -> Json<PoolStatus> {
     Json(s.runtime.pool_status())
 }
 
-/// The runtime's bookkeeping figures (routing locks in use), to check they stay bounded.
+/// The runtime's bookkeeping figures (routing locks and session actors in use), to check
+/// they stay bounded.
 #[utoipa::path(
     get,
     path = "/api/v1/runtime",
@@ -60,5 +61,6 @@ pub(crate) async fn pool(State(s): State<AppState>) -> Json<PoolStatus> {
 pub(crate) async fn runtime(State(s): State<AppState>) -> Json<RuntimeFigures> {
     Json(RuntimeFigures {
         routing_locks: s.runtime.routing_locks(),
+        actors: s.runtime.actors(),
     })
 }
