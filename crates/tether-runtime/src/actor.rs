@@ -158,8 +158,9 @@ impl Actor {
         loop {
             if self.current.is_none() && !self.closing.is_empty() {
                 self.finish_close().await;
-                if let Some(actors) = self.actors.upgrade() {
-                    actors.leave(&mut self.rx, &self.session.id);
+                match self.actors.upgrade() {
+                    Some(actors) => actors.leave(&mut self.rx, &self.session.id),
+                    None => self.rx.close(),
                 }
                 self.hand_over_rest().await;
                 return;
@@ -174,12 +175,7 @@ impl Actor {
                 }
                 // Dormant costs nothing: with no process and nothing to do, the actor
                 // ends; the next command starts another.
-                if self.quiet()
-                    && self
-                        .actors
-                        .upgrade()
-                        .is_none_or(|a| a.retire(&mut self.rx, &self.session.id))
-                {
+                if self.quiet() && self.retire() {
                     self.hand_over_rest().await;
                     return;
                 }
@@ -222,6 +218,18 @@ impl Actor {
             && self.closing.is_empty()
             && self.approvals.is_empty()
             && self.questions.is_empty()
+    }
+
+    /// Leaves the registry if no mail waits (the mailbox is closed then).
+    fn retire(&mut self) -> bool {
+        match self.actors.upgrade() {
+            Some(actors) => actors.retire(&mut self.rx, &self.session.id),
+            // The runtime is gone: nobody can send a command that matters any more.
+            None => {
+                self.rx.close();
+                true
+            }
+        }
     }
 
     /// After the mailbox closed: what senders put in it just before goes to a successor.

@@ -311,10 +311,13 @@ impl Runtime {
         self.ctx().delegation.revoke(session_id);
         let deliveries =
             crate::answers::cancel_left_requests(self.ctx(), conv_id, session_id).await?;
-        for d in deliveries {
-            self.tell(To::Running(session_id), d).await?;
+        // The store has the outcome already: a delivery that fails (no actor: nothing
+        // waits for it; a full mailbox) does not undo the switch.
+        for cmd in deliveries.into_iter().chain([ActorCmd::Park]) {
+            if let Err(e) = self.tell(To::Running(session_id), cmd).await {
+                tracing::warn!(session_id, error = %e, "cannot tell the left session");
+            }
         }
-        self.tell(To::Running(session_id), ActorCmd::Park).await?;
         Ok(())
     }
 
