@@ -256,6 +256,10 @@ pub struct RuntimeFigures {
     /// while agents stream fast).
     #[serde(default)]
     pub streamed_batches: u64,
+    /// Session actors running now: sessions with a live process or work in hand. A
+    /// dormant session with nothing to do has none.
+    #[serde(default)]
+    pub actors: usize,
 }
 
 /// The live pool: agent processes kept between turns (`GET /api/v1/pool`).

@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use tether_agents::{
     AgentError, AgentEvent, AgentSession, AgentSpec, PermissionReply, StartRequest, StopReason,
@@ -28,10 +28,11 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::ctx::{Ctx, new_id};
+use crate::mailbox::{ActorHandle, Actors, MAILBOX_CAP};
 use crate::turn_step::{Step, deadline_sleep, join_opt, recv_opt};
 
 /// Grace for an agent to end a cancelled turn before its process is killed.
-const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+pub(crate) const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 /// How often a cancel is repeated while the agent has not ended the turn.
 const CANCEL_REPEAT: std::time::Duration = std::time::Duration::from_millis(250);
 
@@ -81,12 +82,6 @@ pub(crate) enum Enqueued {
     Full(usize),
 }
 
-/// Handle to a running actor.
-#[derive(Clone)]
-pub(crate) struct ActorHandle {
-    pub tx: mpsc::UnboundedSender<ActorCmd>,
-}
-
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum DeadlineKind {
     TurnTimeout,
@@ -107,8 +102,10 @@ pub(crate) struct Actor {
     spec: AgentSpec,
     /// Pool owner: the parent conversation for delegated work, else the conversation.
     owner: String,
-    rx: mpsc::UnboundedReceiver<ActorCmd>,
-    me: mpsc::WeakUnboundedSender<ActorCmd>,
+    rx: mpsc::Receiver<ActorCmd>,
+    me: mpsc::WeakSender<ActorCmd>,
+    /// The registry this actor leaves when it ends (weak: a dropped runtime ends it).
+    actors: Weak<Actors>,
     live: Option<Arc<dyn AgentSession>>,
     queue: TurnQueue<(String, String)>,
     current: Option<Current>,
@@ -127,8 +124,14 @@ pub(crate) struct Actor {
 
 impl Actor {
     /// Spawns the actor for `session` and returns its handle.
-    pub fn spawn(ctx: Arc<Ctx>, session: Session, spec: AgentSpec, owner: String) -> ActorHandle {
-        let (tx, rx) = mpsc::unbounded_channel();
+    pub fn spawn(
+        ctx: Arc<Ctx>,
+        actors: Weak<Actors>,
+        session: Session,
+        spec: AgentSpec,
+        owner: String,
+    ) -> ActorHandle {
+        let (tx, rx) = mpsc::channel(MAILBOX_CAP);
         let queue = TurnQueue::new(ctx.config.queue_cap);
         let actor = Actor {
             ctx,
@@ -137,6 +140,7 @@ impl Actor {
             owner,
             rx,
             me: tx.downgrade(),
+            actors,
             live: None,
             queue,
             current: None,
@@ -163,6 +167,11 @@ impl Actor {
         loop {
             if self.current.is_none() && !self.closing.is_empty() {
                 self.finish_close().await;
+                match self.actors.upgrade() {
+                    Some(actors) => actors.leave(&mut self.rx, &self.session.id),
+                    None => self.rx.close(),
+                }
+                self.hand_over_rest().await;
                 return;
             }
             if self.current.is_none() {
@@ -172,6 +181,12 @@ impl Actor {
                 }
                 if self.parked && self.live.is_some() {
                     self.go_dormant("the session is no longer bound").await;
+                }
+                // Dormant costs nothing: with no process and nothing to do, the actor
+                // ends; the next command starts another.
+                if self.quiet() && self.retire() {
+                    self.hand_over_rest().await;
+                    return;
                 }
             }
             tokio::select! {
@@ -203,6 +218,74 @@ impl Actor {
         }
     }
 
+    /// No process, no turn, nothing queued or waiting for a person.
+    fn quiet(&self) -> bool {
+        self.live.is_none()
+            && self.current.is_none()
+            && self.queue.is_empty()
+            && self.task.is_none()
+            && self.closing.is_empty()
+            && self.approvals.is_empty()
+            && self.questions.is_empty()
+    }
+
+    /// Leaves the registry if no mail waits (the mailbox is closed then).
+    fn retire(&mut self) -> bool {
+        match self.actors.upgrade() {
+            Some(actors) => actors.retire(&mut self.rx, &self.session.id),
+            // The runtime is gone: nobody can send a command that matters any more.
+            None => {
+                self.rx.close();
+                true
+            }
+        }
+    }
+
+    /// After the mailbox closed: what senders put in it just before goes to a successor.
+    async fn hand_over_rest(&mut self) {
+        let mut left = Vec::new();
+        // Returns `None` once the mailbox is empty and no sender holds a slot in it.
+        while let Some(cmd) = self.rx.recv().await {
+            left.push(cmd);
+        }
+        Actors::hand_over(
+            &self.actors,
+            &self.ctx,
+            self.session.clone(),
+            self.owner.clone(),
+            left,
+        );
+    }
+
+    /// Passes an answer to the agent's waiting request (a delivery this actor made to
+    /// itself: never through its own mailbox, which may be full).
+    fn deliver(&mut self, cmd: ActorCmd) {
+        match cmd {
+            ActorCmd::DeliverApproval { approval_id, reply } => {
+                if let Some(tx) = self.approvals.remove(&approval_id) {
+                    let _ = tx.send(reply);
+                }
+            }
+            ActorCmd::DeliverAnswer {
+                question_id,
+                answer,
+            } => {
+                if let Some(tx) = self.questions.remove(&question_id) {
+                    let _ = tx.send(answer);
+                }
+            }
+            ActorCmd::Enqueue { .. }
+            | ActorCmd::Stop { .. }
+            | ActorCmd::Park
+            | ActorCmd::Evict { .. }
+            | ActorCmd::Shutdown { .. }
+            | ActorCmd::EnsureLive { .. }
+            | ActorCmd::Close { .. } => {
+                tracing::warn!("not a delivery; ignored");
+            }
+        }
+    }
+
     async fn on_cmd(&mut self, cmd: ActorCmd) {
         match cmd {
             ActorCmd::Enqueue {
@@ -227,18 +310,8 @@ impl Actor {
                 }
                 let _ = reply.send(running);
             }
-            ActorCmd::DeliverApproval { approval_id, reply } => {
-                if let Some(tx) = self.approvals.remove(&approval_id) {
-                    let _ = tx.send(reply);
-                }
-            }
-            ActorCmd::DeliverAnswer {
-                question_id,
-                answer,
-            } => {
-                if let Some(tx) = self.questions.remove(&question_id) {
-                    let _ = tx.send(answer);
-                }
+            cmd @ (ActorCmd::DeliverApproval { .. } | ActorCmd::DeliverAnswer { .. }) => {
+                self.deliver(cmd)
             }
             // The router revoked its MCP token already.
             ActorCmd::Park => self.parked = true,
@@ -515,16 +588,15 @@ impl Actor {
         if self.parked {
             // The conversation has left this session: nobody answers from there, so the
             // request fails closed at once, as those pending when it left did.
-            let me = self.me.upgrade();
             let cancelled = crate::answers::cancel_left_requests(
                 &self.ctx,
-                me.as_ref(),
                 &self.session.conversation_id,
                 &self.session.id,
             )
             .await;
-            if let Err(e) = cancelled {
-                tracing::error!(error = %e, "cannot cancel a request of a left session");
+            match cancelled {
+                Ok(deliveries) => deliveries.into_iter().for_each(|d| self.deliver(d)),
+                Err(e) => tracing::error!(error = %e, "cannot cancel a request of a left session"),
             }
         }
     }
@@ -537,7 +609,8 @@ impl Actor {
         let wait = ctx.config.approval_timeout;
         tokio::spawn(async move {
             tokio::time::sleep(wait).await;
-            crate::answers::expire(&ctx, &pending, me.upgrade().as_ref()).await;
+            let me = me.upgrade().map(|tx| ActorHandle { tx });
+            crate::answers::expire(&ctx, &pending, me.as_ref()).await;
         });
     }
 

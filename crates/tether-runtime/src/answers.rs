@@ -6,17 +6,17 @@ use tether_core::approval::{resolve_approval, resolve_question};
 use tether_core::{RequestKind, expired_notice, left_session_notice};
 use tether_proto::{Approval, ApprovalStatus, Decision, MessageRole, Question, QuestionStatus};
 use tether_store::now_ms;
-use tokio::sync::mpsc;
 
 use crate::RuntimeError;
 use crate::actor::{ActorCmd, Pending};
 use crate::ctx::Ctx;
+use crate::mailbox::ActorHandle;
 
 /// Resolves an approval with a person's decision; a second answer gets
 /// `approval_already_resolved`.
 pub(crate) async fn answer_approval(
     ctx: &Ctx,
-    actor: Option<&mpsc::UnboundedSender<ActorCmd>>,
+    actor: Option<&ActorHandle>,
     id: &str,
     decision: Decision,
     by: &str,
@@ -48,10 +48,12 @@ pub(crate) async fn answer_approval(
     };
     ctx.publish([ev]);
     if let Some(actor) = actor {
-        let _ = actor.send(ActorCmd::DeliverApproval {
-            approval_id: id.to_string(),
-            reply: PermissionReply::Decision(decision),
-        });
+        let _ = actor
+            .send(ActorCmd::DeliverApproval {
+                approval_id: id.to_string(),
+                reply: PermissionReply::Decision(decision),
+            })
+            .await;
     }
     Ok(approval)
 }
@@ -59,7 +61,7 @@ pub(crate) async fn answer_approval(
 /// Answers a question; a second answer gets `question_already_resolved`.
 pub(crate) async fn answer_question(
     ctx: &Ctx,
-    actor: Option<&mpsc::UnboundedSender<ActorCmd>>,
+    actor: Option<&ActorHandle>,
     id: &str,
     answer: &str,
     by: &str,
@@ -90,10 +92,12 @@ pub(crate) async fn answer_question(
     };
     ctx.publish([ev]);
     if let Some(actor) = actor {
-        let _ = actor.send(ActorCmd::DeliverAnswer {
-            question_id: id.to_string(),
-            answer: Some(answer.to_string()),
-        });
+        let _ = actor
+            .send(ActorCmd::DeliverAnswer {
+                question_id: id.to_string(),
+                answer: Some(answer.to_string()),
+            })
+            .await;
     }
     Ok(question)
 }
@@ -128,11 +132,7 @@ async fn note(ctx: &Ctx, conversation_id: &str, session_id: &str, turn_id: &str,
 
 /// The deadline passed: expire the request if nobody answered it, say so in the history,
 /// and tell the agent.
-pub(crate) async fn expire(
-    ctx: &Ctx,
-    pending: &Pending,
-    actor: Option<&mpsc::UnboundedSender<ActorCmd>>,
-) {
+pub(crate) async fn expire(ctx: &Ctx, pending: &Pending, actor: Option<&ActorHandle>) {
     match pending {
         Pending::Approval(id) => {
             match ctx
@@ -160,10 +160,12 @@ pub(crate) async fn expire(
                     )
                     .await;
                     if let Some(actor) = actor {
-                        let _ = actor.send(ActorCmd::DeliverApproval {
-                            approval_id: id.clone(),
-                            reply,
-                        });
+                        let _ = actor
+                            .send(ActorCmd::DeliverApproval {
+                                approval_id: id.clone(),
+                                reply,
+                            })
+                            .await;
                     }
                 }
                 Ok(None) => {}
@@ -195,10 +197,12 @@ pub(crate) async fn expire(
                     )
                     .await;
                     if let Some(actor) = actor {
-                        let _ = actor.send(ActorCmd::DeliverAnswer {
-                            question_id: id.clone(),
-                            answer: None,
-                        });
+                        let _ = actor
+                            .send(ActorCmd::DeliverAnswer {
+                                question_id: id.clone(),
+                                answer: None,
+                            })
+                            .await;
                     }
                 }
                 Ok(None) => {}
@@ -213,10 +217,10 @@ pub(crate) async fn expire(
 /// nothing waits on a person who can no longer answer from the conversation.
 pub(crate) async fn cancel_left_requests(
     ctx: &Ctx,
-    actor: Option<&mpsc::UnboundedSender<ActorCmd>>,
     conversation_id: &str,
     session_id: &str,
-) -> Result<(), RuntimeError> {
+) -> Result<Vec<ActorCmd>, RuntimeError> {
+    let mut deliveries = Vec::new();
     let approvals = ctx
         .store
         .list_approvals(Some(ApprovalStatus::Pending), Some(conversation_id))
@@ -238,12 +242,10 @@ pub(crate) async fn cancel_left_requests(
             outcome,
         );
         note(ctx, conversation_id, session_id, &approval.turn_id, &text).await;
-        if let Some(actor) = actor {
-            let _ = actor.send(ActorCmd::DeliverApproval {
-                approval_id: approval.id.clone(),
-                reply,
-            });
-        }
+        deliveries.push(ActorCmd::DeliverApproval {
+            approval_id: approval.id.clone(),
+            reply,
+        });
     }
     let questions = ctx
         .store
@@ -265,12 +267,10 @@ pub(crate) async fn cancel_left_requests(
             "the agent was told there is no answer",
         );
         note(ctx, conversation_id, session_id, &question.turn_id, &text).await;
-        if let Some(actor) = actor {
-            let _ = actor.send(ActorCmd::DeliverAnswer {
-                question_id: question.id.clone(),
-                answer: None,
-            });
-        }
+        deliveries.push(ActorCmd::DeliverAnswer {
+            question_id: question.id.clone(),
+            answer: None,
+        });
     }
-    Ok(())
+    Ok(deliveries)
 }

@@ -11,8 +11,9 @@ use tether_proto::{
 use tether_store::Store;
 use tokio::sync::broadcast;
 
-use crate::actor::{Actor, ActorCmd, ActorHandle};
+use crate::actor::ActorCmd;
 use crate::ctx::{Ctx, new_id};
+use crate::mailbox::{ActorHandle, Actors, To};
 use crate::{RuntimeConfig, RuntimeError, answers};
 
 /// Cheap to clone; all clones share one runtime.
@@ -23,10 +24,8 @@ pub struct Runtime {
 
 pub(crate) struct Inner {
     pub ctx: Arc<Ctx>,
-    /// Session actors by session id.
-    actors: Mutex<HashMap<String, ActorHandle>>,
-    /// Set by `shutdown`: no new actors start afterwards.
-    closing: std::sync::atomic::AtomicBool,
+    /// Session actors by session id (only sessions with a process or work have one).
+    actors: Arc<Actors>,
     /// One routing lock per conversation: binding decisions never interleave. An entry
     /// lives only while someone holds or waits for it (see [`RoutingLock`]).
     conv_locks: Arc<Mutex<LockMap>>,
@@ -98,8 +97,7 @@ impl Runtime {
         let rt = Runtime {
             inner: Arc::new(Inner {
                 ctx,
-                actors: Mutex::new(HashMap::new()),
-                closing: std::sync::atomic::AtomicBool::new(false),
+                actors: Arc::new(Actors::default()),
                 conv_locks: Arc::new(Mutex::new(HashMap::new())),
             }),
         };
@@ -164,35 +162,30 @@ impl Runtime {
         Ok(self.lock_conversation(id).await)
     }
 
-    /// The actor of a session, spawned on first use.
-    pub(crate) fn actor(&self, session: &Session, owner: &str) -> Result<ActorHandle> {
-        let mut actors = self.inner.actors.lock().unwrap_or_else(|e| e.into_inner());
-        if self.inner.closing.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(RuntimeError::Internal(
-                "tether is shutting down".to_string(),
-            ));
-        }
-        if let Some(h) = actors.get(&session.id).filter(|h| !h.tx.is_closed()) {
-            return Ok(h.clone());
-        }
-        let spec = self.agent_spec(&session.agent)?;
-        let handle = Actor::spawn(
-            self.inner.ctx.clone(),
-            session.clone(),
-            spec,
-            owner.to_string(),
-        );
-        actors.insert(session.id.clone(), handle.clone());
-        Ok(handle)
+    /// Session actors running now: a dormant session with nothing to do has none.
+    pub fn actors(&self) -> usize {
+        self.inner.actors.count()
+    }
+
+    /// Sends a command to a session's actor (spawned for `To::Session` if none runs);
+    /// `false`: `To::Running` and none runs.
+    pub(crate) async fn tell(&self, to: To<'_>, cmd: ActorCmd) -> Result<bool> {
+        self.inner.actors.send(&self.inner.ctx, to, cmd).await
+    }
+
+    /// A request to a session's actor and its reply (bounded waits, see `mailbox`);
+    /// `None`: `To::Running` and none runs.
+    pub(crate) async fn ask<T>(
+        &self,
+        to: To<'_>,
+        make: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> ActorCmd,
+    ) -> Result<Option<T>> {
+        self.inner.actors.request(&self.inner.ctx, to, make).await
     }
 
     /// The actor of a session if one is running.
     pub(crate) fn existing_actor(&self, session_id: &str) -> Option<ActorHandle> {
-        let actors = self.inner.actors.lock().unwrap_or_else(|e| e.into_inner());
-        actors
-            .get(session_id)
-            .filter(|h| !h.tx.is_closed())
-            .cloned()
+        self.inner.actors.running(session_id)
     }
 
     pub(crate) fn agent_spec(&self, name: &str) -> Result<tether_agents::AgentSpec> {
@@ -449,7 +442,7 @@ impl Runtime {
             .await?
             .map(|a| a.session_id);
         let actor = session_id.and_then(|s| self.existing_actor(&s));
-        answers::answer_approval(self.ctx(), actor.as_ref().map(|a| &a.tx), id, decision, by).await
+        answers::answer_approval(self.ctx(), actor.as_ref(), id, decision, by).await
     }
 
     pub async fn list_questions(&self, status: Option<QuestionStatus>) -> Result<Vec<Question>> {
@@ -464,24 +457,18 @@ impl Runtime {
             .await?
             .map(|q| q.session_id);
         let actor = session_id.and_then(|s| self.existing_actor(&s));
-        answers::answer_question(self.ctx(), actor.as_ref().map(|a| &a.tx), id, answer, by).await
+        answers::answer_question(self.ctx(), actor.as_ref(), id, answer, by).await
     }
 
     /// Stops every live session (processes ended and reaped); running turns end as
     /// `interrupted`.
     pub async fn shutdown(&self) {
         self.begin_shutdown();
-        let handles: Vec<ActorHandle> = {
-            let mut actors = self.inner.actors.lock().unwrap_or_else(|e| e.into_inner());
-            self.inner
-                .closing
-                .store(true, std::sync::atomic::Ordering::SeqCst);
-            actors.drain().map(|(_, h)| h).collect()
-        };
+        let handles = self.inner.actors.close();
         let mut waits = Vec::new();
         for h in handles {
             let (tx, rx) = tokio::sync::oneshot::channel();
-            if h.tx.send(ActorCmd::Shutdown { done: tx }).is_ok() {
+            if h.send(ActorCmd::Shutdown { done: tx }).await.is_ok() {
                 waits.push(rx);
             }
         }

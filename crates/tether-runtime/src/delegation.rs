@@ -256,20 +256,18 @@ impl Runtime {
         turn_id: &str,
         input: &str,
     ) -> Result<()> {
-        let actor = self.actor(session, owner)?;
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let cmd = ActorCmd::Enqueue {
-            turn_id: turn_id.to_string(),
-            input: input.to_string(),
-            reply: tx,
-        };
-        if actor.tx.send(cmd).is_err() {
-            return Err(RuntimeError::Internal("session actor is gone".to_string()));
-        }
-        match rx.await {
-            Ok(Enqueued::Started | Enqueued::Queued(_)) => Ok(()),
-            Ok(Enqueued::Full(cap)) => Err(RuntimeError::QueueFull { cap }),
-            Err(_) => Err(RuntimeError::Internal("session actor is gone".to_string())),
+        let to = crate::mailbox::To::Session { session, owner };
+        let enqueued = self
+            .ask(to, |reply| ActorCmd::Enqueue {
+                turn_id: turn_id.to_string(),
+                input: input.to_string(),
+                reply,
+            })
+            .await?;
+        match enqueued {
+            Some(Enqueued::Started | Enqueued::Queued(_)) => Ok(()),
+            Some(Enqueued::Full(cap)) => Err(RuntimeError::QueueFull { cap }),
+            None => Err(RuntimeError::Internal("session actor is gone".to_string())),
         }
     }
 

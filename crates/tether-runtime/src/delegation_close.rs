@@ -14,6 +14,7 @@ use crate::actor::ActorCmd;
 use crate::api::Result;
 use crate::delegation::{Caller, check_continuation_id, err};
 use crate::delegation_continue::released;
+use crate::mailbox::To;
 use crate::{Runtime, RuntimeError};
 
 /// How long cancel/close wait for a stopped turn to end (the actor's own grace is 5 s).
@@ -38,11 +39,9 @@ impl Runtime {
             return Ok(false);
         }
         let mut rx = self.subscribe();
-        if let Some(h) = self.existing_actor(&row.session_id) {
-            let (tx, done) = tokio::sync::oneshot::channel();
-            if h.tx.send(ActorCmd::Stop { reply: tx }).is_ok() {
-                let _ = done.await;
-            }
+        let to = To::Running(&row.session_id);
+        if let Err(e) = self.ask(to, |reply| ActorCmd::Stop { reply }).await {
+            tracing::warn!(task_id = row.task_id, error = %e, "cannot stop the task's turn");
         }
         let wait = async {
             loop {
@@ -100,11 +99,9 @@ impl Runtime {
             return Err(released(task_id));
         }
         let canceled = self.stop_task_turn(&row).await?;
-        if let Some(h) = self.existing_actor(&row.session_id) {
-            let (tx, done) = tokio::sync::oneshot::channel();
-            if h.tx.send(ActorCmd::Close { reply: tx }).is_ok() {
-                let _ = tokio::time::timeout(END_WAIT, done).await;
-            }
+        let to = To::Running(&row.session_id);
+        if let Err(e) = self.ask(to, |reply| ActorCmd::Close { reply }).await {
+            tracing::warn!(task_id = row.task_id, error = %e, "cannot end the task's process");
         }
         let version = store
             .latest_delegation_turn(task_id)
@@ -148,9 +145,10 @@ impl Runtime {
             let Ok(Some(row)) = self.ctx().store.get_delegation(&dt.task_id).await else {
                 continue;
             };
-            if let Some(h) = self.existing_actor(&row.session_id) {
-                let (tx, _rx) = tokio::sync::oneshot::channel();
-                let _ = h.tx.send(ActorCmd::Stop { reply: tx });
+            let (reply, _) = tokio::sync::oneshot::channel();
+            let to = To::Running(&row.session_id);
+            if let Err(e) = self.tell(to, ActorCmd::Stop { reply }).await {
+                tracing::warn!(task_id = dt.task_id, error = %e, "cannot stop a child's turn");
             }
         }
     }

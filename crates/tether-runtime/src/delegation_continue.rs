@@ -107,16 +107,15 @@ impl Runtime {
             .parent_conversation_id
             .clone()
             .unwrap_or_else(|| row.task_id.clone());
-        let actor = self.actor(&session, &owner)?;
         // Make the session live first (strict resume): a failure changes nothing.
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        if actor.tx.send(ActorCmd::EnsureLive { reply: tx }).is_err() {
-            return Err(RuntimeError::Internal("session actor is gone".to_string()));
-        }
-        match rx.await {
-            Ok(Ok(())) => {}
-            Ok(Err((code, msg))) => return Err(not_live(&row.task_id, code, &msg)),
-            Err(_) => return Err(RuntimeError::Internal("session actor is gone".to_string())),
+        let to = crate::mailbox::To::Session {
+            session: &session,
+            owner: &owner,
+        };
+        match self.ask(to, |reply| ActorCmd::EnsureLive { reply }).await? {
+            Some(Ok(())) => {}
+            Some(Err((code, msg))) => return Err(not_live(&row.task_id, code, &msg)),
+            None => return Err(RuntimeError::Internal("session actor is gone".to_string())),
         }
         let turn_id = new_id();
         let started = |version: i64| TaskStarted {

@@ -19,6 +19,7 @@ mod delegation_status;
 mod delegation_watch;
 mod error;
 mod listing;
+mod mailbox;
 mod pool;
 mod router;
 mod turn_step;

@@ -10,10 +10,10 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::actor::ActorCmd;
+use crate::mailbox::ActorHandle;
 pub use tether_proto::PoolStatus;
 
 /// Pool limits.
@@ -42,7 +42,7 @@ struct Entry {
     owner: Option<String>,
     /// `Some(since)` when idle.
     idle_since: Option<Instant>,
-    actor: mpsc::WeakUnboundedSender<ActorCmd>,
+    actor: tokio::sync::mpsc::WeakSender<ActorCmd>,
 }
 
 #[derive(Default)]
@@ -124,8 +124,9 @@ impl Pool {
     fn evict_locked(st: &mut State, session_id: &str, why: &str) {
         if let Some(e) = st.entries.remove(session_id) {
             st.evictions += 1;
+            // Under the pool's lock: never wait for room in the mailbox.
             if let Some(tx) = e.actor.upgrade() {
-                let _ = tx.send(ActorCmd::Evict {
+                ActorHandle { tx }.send_now(ActorCmd::Evict {
                     reason: why.to_string(),
                 });
             }
@@ -137,7 +138,7 @@ impl Pool {
         &self,
         session_id: &str,
         owner: Option<&str>,
-        actor: mpsc::WeakUnboundedSender<ActorCmd>,
+        actor: tokio::sync::mpsc::WeakSender<ActorCmd>,
     ) {
         let mut st = self.lock();
         st.entries.insert(

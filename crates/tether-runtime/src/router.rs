@@ -14,10 +14,8 @@ use tether_store::{ConversationRow, NewMessage, NewSession, NewTurn, TurnEnd};
 use crate::actor::{ActorCmd, Enqueued};
 use crate::api::Result;
 use crate::ctx::new_id;
+use crate::mailbox::To;
 use crate::{Runtime, RuntimeError};
-
-/// How long the router waits for a session actor to acknowledge a command.
-const ACTOR_REPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub(crate) fn reply(kind: MessageOutcomeKind, text: impl Into<String>) -> MessageOutcome {
     MessageOutcome {
@@ -264,27 +262,15 @@ impl Runtime {
         owner: &str,
         turn: &NewTurn,
     ) -> Result<Enqueued> {
-        let actor = self.actor(session, owner)?;
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let cmd = ActorCmd::Enqueue {
-            turn_id: turn.id.clone(),
-            input: turn.input.clone(),
-            reply: tx,
-        };
-        if actor.tx.send(cmd).is_err() {
-            return Err(RuntimeError::Internal(
-                "the session actor is gone".to_string(),
-            ));
-        }
-        match tokio::time::timeout(ACTOR_REPLY_TIMEOUT, rx).await {
-            Ok(Ok(e)) => Ok(e),
-            Ok(Err(_)) => Err(RuntimeError::Internal(
-                "the session actor is gone".to_string(),
-            )),
-            Err(_) => Err(RuntimeError::Internal(
-                "the session actor did not answer".to_string(),
-            )),
-        }
+        let to = To::Session { session, owner };
+        let enqueued = self
+            .ask(to, |reply| ActorCmd::Enqueue {
+                turn_id: turn.id.clone(),
+                input: turn.input.clone(),
+                reply,
+            })
+            .await?;
+        enqueued.ok_or_else(|| RuntimeError::Internal("the session actor is gone".to_string()))
     }
 
     /// Fails a stored turn that could not be handed to its actor.
@@ -323,16 +309,14 @@ impl Runtime {
     pub(crate) async fn leave_session(&self, conv_id: &str, session_id: &str) -> Result<()> {
         // Replaced: its agent's MCP token stops working now (issue 16).
         self.ctx().delegation.revoke(session_id);
-        let actor = self.existing_actor(session_id);
-        crate::answers::cancel_left_requests(
-            self.ctx(),
-            actor.as_ref().map(|a| &a.tx),
-            conv_id,
-            session_id,
-        )
-        .await?;
-        if let Some(h) = actor {
-            let _ = h.tx.send(ActorCmd::Park);
+        let deliveries =
+            crate::answers::cancel_left_requests(self.ctx(), conv_id, session_id).await?;
+        // The store has the outcome already: a delivery that fails (no actor: nothing
+        // waits for it; a full mailbox) does not undo the switch.
+        for cmd in deliveries.into_iter().chain([ActorCmd::Park]) {
+            if let Err(e) = self.tell(To::Running(session_id), cmd).await {
+                tracing::warn!(session_id, error = %e, "cannot tell the left session");
+            }
         }
         Ok(())
     }
@@ -351,14 +335,11 @@ impl Runtime {
         }
         let mut stopped = None;
         for sid in sessions {
-            let Some(h) = self.existing_actor(&sid) else {
-                continue;
-            };
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            if h.tx.send(ActorCmd::Stop { reply: tx }).is_err() {
-                continue;
-            }
-            if let Ok(Ok(true)) = tokio::time::timeout(ACTOR_REPLY_TIMEOUT, rx).await {
+            // No actor: nothing runs there.
+            let asked = self
+                .ask(To::Running(&sid), |reply| ActorCmd::Stop { reply })
+                .await;
+            if let Ok(Some(true)) = asked {
                 stopped = Some(sid);
             }
         }

@@ -49,7 +49,8 @@ pub(crate) async fn pool(State(s): State<AppState>) -> Json<PoolStatus> {
     Json(s.runtime.pool_status())
 }
 
-/// The runtime's bookkeeping figures (routing locks in use, coalesced event writes).
+/// The runtime's bookkeeping figures (routing locks and session actors in use, coalesced
+/// event writes), to check they stay bounded.
 #[utoipa::path(
     get,
     path = "/api/v1/runtime",
@@ -63,5 +64,6 @@ pub(crate) async fn runtime(State(s): State<AppState>) -> Json<RuntimeFigures> {
         routing_locks: s.runtime.routing_locks(),
         streamed_events,
         streamed_batches,
+        actors: s.runtime.actors(),
     })
 }
