@@ -255,7 +255,10 @@ async fn foreign_host_headers_are_refused_except_on_webhooks() {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "probe", "version": "1"}}})
     .to_string();
-    for host in [format!("127.0.0.1:{port}"), "tether.example.org".to_string()] {
+    for host in [
+        format!("127.0.0.1:{port}"),
+        "tether.example.org".to_string(),
+    ] {
         let answer = raw(
             &d,
             format!(
@@ -267,7 +270,10 @@ async fn foreign_host_headers_are_refused_except_on_webhooks() {
             ),
         )
         .await;
-        assert!(answer.starts_with("HTTP/1.1 200"), "/mcp via {host}: {answer}");
+        assert!(
+            answer.starts_with("HTTP/1.1 200"),
+            "/mcp via {host}: {answer}"
+        );
     }
     // Webhooks come through proxies under public names.
     let update = tg
