@@ -339,6 +339,26 @@ impl Daemon {
         body
     }
 
+    /// The first pending approval of `conversation`, waiting (at most [`crate::TIMEOUT`])
+    /// until there is one.
+    pub async fn pending_approval(&self, conversation: &str) -> Value {
+        crate::within("approval is pending", async {
+            loop {
+                let list = self.get_ok("/api/v1/approvals?status=pending").await;
+                let found = list.as_array().and_then(|l| {
+                    l.iter()
+                        .find(|a| a["conversation_id"] == conversation)
+                        .cloned()
+                });
+                if let Some(a) = found {
+                    return a;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        })
+        .await
+    }
+
     /// POST that must succeed (2xx); returns the JSON body.
     pub async fn post_ok(&self, path: &str, body: Value) -> Value {
         let (status, resp) = self.post(path, body).await;

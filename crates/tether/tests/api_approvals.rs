@@ -1,26 +1,8 @@
 //! End to end: approvals and questions by id, first answer wins.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tether_testkit::{Daemon, DaemonOptions, within};
-
-async fn wait_pending_approval(d: &Daemon, conv: &str) -> Value {
-    within("approval is pending", async {
-        loop {
-            let list = d.get_ok("/api/v1/approvals?status=pending").await;
-            if let Some(a) = list
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|a| a["conversation_id"] == conv)
-            {
-                return a.clone();
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    })
-    .await
-}
 
 #[tokio::test]
 async fn approvals_are_answered_by_id_and_a_second_answer_is_refused() {
@@ -29,7 +11,7 @@ async fn approvals_are_answered_by_id_and_a_second_answer_is_refused() {
 
     let o = d.say(&c, "approve rm -rf build").await;
     let sid = o["session_id"].as_str().unwrap().to_string();
-    let a = wait_pending_approval(&d, &c).await;
+    let a = d.pending_approval(&c).await;
     assert_eq!(a["title"], "rm -rf build");
     assert_eq!(a["status"], "pending");
     let conv = d.get_ok(&format!("/api/v1/conversations/{c}")).await;
@@ -62,7 +44,7 @@ async fn approvals_are_answered_by_id_and_a_second_answer_is_refused() {
 
     // Deny through the API.
     let o = d.say(&c, "approve deploy").await;
-    let a = wait_pending_approval(&d, &c).await;
+    let a = d.pending_approval(&c).await;
     d.post_ok(
         &format!("/api/v1/approvals/{}", a["id"].as_str().unwrap()),
         json!({"decision": "deny"}),
@@ -79,7 +61,7 @@ async fn approvals_are_answered_by_id_and_a_second_answer_is_refused() {
 
     // /approve with a short id prefix, from the chat.
     let o = d.say(&c, "approve push").await;
-    let a = wait_pending_approval(&d, &c).await;
+    let a = d.pending_approval(&c).await;
     let short = &a["id"].as_str().unwrap()[..8];
     let r = d.say(&c, &format!("/approve {short}")).await;
     assert_eq!(r["outcome"], "command");
@@ -94,7 +76,7 @@ async fn approvals_are_answered_by_id_and_a_second_answer_is_refused() {
 
     // Bare /deny with exactly one pending.
     let o = d.say(&c, "approve format disk").await;
-    wait_pending_approval(&d, &c).await;
+    d.pending_approval(&c).await;
     d.say(&c, "/deny").await;
     let t = d.wait_turn(&sid, o["turn_id"].as_str().unwrap()).await;
     assert!(
@@ -190,7 +172,7 @@ async fn an_unanswered_approval_expires_at_its_deadline() {
     .await;
     let c = d.new_conversation(None).await;
     let o = d.say(&c, "approve slow human").await;
-    let a = wait_pending_approval(&d, &c).await;
+    let a = d.pending_approval(&c).await;
     let t = d
         .wait_turn(
             o["session_id"].as_str().unwrap(),

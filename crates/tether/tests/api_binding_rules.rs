@@ -37,24 +37,6 @@ async fn statuses(d: &Daemon, conv: &str) -> Vec<String> {
         .collect()
 }
 
-async fn pending_approval(d: &Daemon, conv: &str) -> Value {
-    within("approval is pending", async {
-        loop {
-            let list = d.get_ok("/api/v1/approvals?status=pending").await;
-            if let Some(a) = list
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|a| a["conversation_id"] == conv)
-            {
-                return a.clone();
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    })
-    .await
-}
-
 async fn approval(d: &Daemon, id: &str) -> Value {
     let list = d.get_ok("/api/v1/approvals").await;
     list.as_array()
@@ -161,7 +143,7 @@ async fn leaving_a_session_cancels_its_pending_approval_and_the_new_session_is_i
 
     // /new while the bound session waits on an approval.
     let o1 = d.say(&c, "approve rm -rf build").await;
-    let a1 = pending_approval(&d, &c).await;
+    let a1 = d.pending_approval(&c).await;
     let r = d.say(&c, "/new").await;
     assert_eq!(r["outcome"], "command");
     let conv = d.get_ok(&format!("/api/v1/conversations/{c}")).await;
@@ -196,7 +178,7 @@ async fn leaving_a_session_cancels_its_pending_approval_and_the_new_session_is_i
 
     // Drift while the bound session waits on an approval.
     let o3 = d.say(&c, "approve deploy").await;
-    let a3 = pending_approval(&d, &c).await;
+    let a3 = d.pending_approval(&c).await;
     let o4 = send(&d, &c, json!({"text": "other model", "model": "big-model"})).await;
     assert_eq!(o4["new_session"], "drift");
     wait_out(&d, &o4).await;
@@ -248,7 +230,7 @@ async fn a_second_approve_command_says_already_resolved_like_the_api() {
     let d = Daemon::start(DaemonOptions::default()).await;
     let c = d.new_conversation(None).await;
     let o = d.say(&c, "approve push").await;
-    let a = pending_approval(&d, &c).await;
+    let a = d.pending_approval(&c).await;
     let id = a["id"].as_str().unwrap();
     d.say(&c, &format!("/approve {id}")).await;
     wait_out(&d, &o).await;
@@ -283,7 +265,7 @@ async fn an_expired_approval_says_so_in_the_history() {
     .await;
     let c = d.new_conversation(None).await;
     let o = d.say(&c, "approve slow human").await;
-    let a = pending_approval(&d, &c).await;
+    let a = d.pending_approval(&c).await;
     wait_out(&d, &o).await;
     let short = &a["id"].as_str().unwrap()[..8];
     let lines = statuses(&d, &c).await;

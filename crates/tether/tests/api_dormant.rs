@@ -32,24 +32,6 @@ async fn wait_dormant(d: &Daemon, conv: &str) {
     .await;
 }
 
-async fn wait_pending_approval(d: &Daemon, conv: &str) -> Value {
-    within("approval is pending", async {
-        loop {
-            let list = d.get_ok("/api/v1/approvals?status=pending").await;
-            if let Some(a) = list
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|a| a["conversation_id"] == conv)
-            {
-                return a.clone();
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-}
-
 fn ttl_daemon() -> DaemonOptions {
     DaemonOptions {
         extra_config: "[pool]\nmax_live = 1\nidle_ttl_secs = 1\n".into(),
@@ -116,7 +98,7 @@ async fn dormant_sessions_keep_no_actor_and_the_next_message_resumes_the_same_se
     let (c2, s2) = &convs[2];
     let o = d.say(c2, "approve rm -rf build").await;
     assert_eq!(o["session_id"], s2.as_str());
-    let a = wait_pending_approval(&d, c2).await;
+    let a = d.pending_approval(c2).await;
     let id = a["id"].as_str().unwrap();
     let r = d
         .post_ok(

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tether_testkit::real_agents::{
     AgentReaper, RealAgent, agent_toml, codex_env, codex_home, gemini_env,
 };
-use tether_testkit::{Api, Daemon, DaemonOptions, MockModel, within};
+use tether_testkit::{Api, Daemon, DaemonOptions, MockModel};
 
 /// A daemon with one real ACP agent registered as `name`, and its mock model.
 struct Setup {
@@ -145,24 +145,6 @@ async fn codex_acp_keeps_one_session_across_turns_and_a_restart() {
     .await;
 }
 
-async fn wait_pending_approval(d: &Daemon, conv: &str) -> Value {
-    within("approval is pending", async {
-        loop {
-            let list = d.get_ok("/api/v1/approvals?status=pending").await;
-            if let Some(a) = list
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|a| a["conversation_id"] == conv)
-            {
-                return a.clone();
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-}
-
 #[tokio::test]
 async fn codex_acp_asks_before_a_command_and_runs_it_once_allowed() {
     let s = setup("codex-acp-real", RealAgent::CodexAcp).await;
@@ -174,7 +156,7 @@ async fn codex_acp_asks_before_a_command_and_runs_it_once_allowed() {
         .say(&conv, &format!("shell touch {}", file.display()))
         .await;
     let sid = o["session_id"].as_str().unwrap().to_string();
-    let a = wait_pending_approval(d, &conv).await;
+    let a = d.pending_approval(&conv).await;
     assert!(!file.exists(), "the command ran before it was allowed");
     let title = a["title"].as_str().unwrap_or("");
     assert!(title.contains("touch"), "{a}");

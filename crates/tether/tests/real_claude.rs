@@ -40,24 +40,6 @@ fn ids(out: &Value) -> (String, String) {
     )
 }
 
-async fn pending_approval(d: &Daemon, conv: &str) -> Value {
-    within("approval is pending", async {
-        loop {
-            let list = d.get_ok("/api/v1/approvals?status=pending").await;
-            if let Some(a) = list
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|a| a["conversation_id"] == conv)
-            {
-                return a.clone();
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-}
-
 /// The concatenated `message_delta` texts of one turn.
 async fn streamed_text(d: &Daemon, sid: &str, tid: &str) -> String {
     let page = d.get_ok(&format!("/api/v1/sessions/{sid}/events")).await;
@@ -107,7 +89,7 @@ async fn shell_commands_wait_for_approval() {
     let c = d.new_conversation(Some("claude")).await;
     for (file, decision) in [("allowed.txt", "allow"), ("denied.txt", "deny")] {
         let o = d.say(&c, &format!("shell touch {file}")).await;
-        let a = pending_approval(&d, &c).await;
+        let a = d.pending_approval(&c).await;
         assert_eq!(a["title"], format!("Bash: touch {file}"), "{a}");
         assert!(!d.work_dir().join(file).exists(), "ran before approval");
         d.post_ok(

@@ -30,24 +30,6 @@ fn ids(out: &Value) -> (String, String) {
     )
 }
 
-async fn pending_approval(d: &Daemon, conv: &str) -> Value {
-    within("approval is pending", async {
-        loop {
-            let list = d.get_ok("/api/v1/approvals?status=pending").await;
-            if let Some(a) = list
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|a| a["conversation_id"] == conv)
-            {
-                return a.clone();
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-}
-
 #[tokio::test]
 async fn first_turn_and_follow_up_continue_one_thread() {
     let model = MockModel::start().await;
@@ -84,7 +66,7 @@ async fn shell_commands_and_file_changes_wait_for_approval() {
     let c = d.new_conversation(Some("codex")).await;
     for (file, decision) in [("allowed.txt", "allow"), ("denied.txt", "deny")] {
         let o = d.say(&c, &format!("shell touch {file}")).await;
-        let a = pending_approval(&d, &c).await;
+        let a = d.pending_approval(&c).await;
         let title = a["title"].as_str().unwrap();
         assert!(title.contains(&format!("touch {file}")), "{a}");
         assert!(!d.work_dir().join(file).exists(), "ran before approval");
@@ -102,7 +84,7 @@ async fn shell_commands_and_file_changes_wait_for_approval() {
 
     // A file change (apply_patch) is asked for with its path, and applied once allowed.
     let o = d.say(&c, "patch edited.txt hello").await;
-    let a = pending_approval(&d, &c).await;
+    let a = d.pending_approval(&c).await;
     assert!(a["title"].as_str().unwrap().ends_with("edited.txt"), "{a}");
     assert!(!d.work_dir().join("edited.txt").exists());
     d.post_ok(
