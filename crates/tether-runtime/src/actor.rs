@@ -22,7 +22,7 @@ use tether_proto::{
     ApprovalStatus, ErrorCode, EventPayload, MessageRole, QuestionStatus, Session, SessionStatus,
     TurnStatus,
 };
-use tether_store::{NewApproval, NewMessage, NewQuestion, TurnEnd, now_ms};
+use tether_store::{NewApproval, NewMessage, NewQuestion, TurnEnd};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -531,7 +531,8 @@ impl Actor {
         let Some(turn_id) = self.current.as_ref().map(|c| c.turn_id.clone()) else {
             return;
         };
-        let deadline_ms = now_ms() + self.ctx.config.approval_timeout.as_millis() as i64;
+        let deadline_ms =
+            self.ctx.clock.now_ms() + self.ctx.config.approval_timeout.as_millis() as i64;
         match ev {
             AgentEvent::Permission(req) => {
                 let id = new_id();
@@ -550,7 +551,7 @@ impl Actor {
                     Ok(ev) => {
                         self.ctx.publish([ev]);
                         self.approvals.insert(id.clone(), req.reply);
-                        self.schedule_expiry(Pending::Approval(id));
+                        self.schedule_expiry(Pending::Approval(id), deadline_ms);
                     }
                     Err(e) => {
                         tracing::error!(error = %e, "cannot store approval; denying");
@@ -572,7 +573,7 @@ impl Actor {
                     Ok(ev) => {
                         self.ctx.publish([ev]);
                         self.questions.insert(id.clone(), req.reply);
-                        self.schedule_expiry(Pending::Question(id));
+                        self.schedule_expiry(Pending::Question(id), deadline_ms);
                     }
                     Err(e) => {
                         tracing::error!(error = %e, "cannot store question; cancelling it");
@@ -603,12 +604,12 @@ impl Actor {
 
     /// After the deadline, expire the request in the store (if still pending) and tell
     /// the agent.
-    fn schedule_expiry(&self, pending: Pending) {
+    fn schedule_expiry(&self, pending: Pending, deadline_ms: i64) {
         let ctx = self.ctx.clone();
         let me = self.me.clone();
-        let wait = ctx.config.approval_timeout;
+        let wait = ctx.clock.sleep_until(deadline_ms);
         tokio::spawn(async move {
-            tokio::time::sleep(wait).await;
+            wait.await;
             let me = me.upgrade().map(|tx| ActorHandle { tx });
             crate::answers::expire(&ctx, &pending, me.as_ref()).await;
         });

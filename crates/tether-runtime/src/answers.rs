@@ -2,10 +2,9 @@
 //! lets exactly one answer (or the expiry) win; the actor is told afterwards.
 
 use tether_agents::PermissionReply;
-use tether_core::approval::{resolve_approval, resolve_question};
+use tether_core::approval::{self as rules, resolve_approval, resolve_question};
 use tether_core::{RequestKind, expired_notice, left_session_notice};
 use tether_proto::{Approval, ApprovalStatus, Decision, MessageRole, Question, QuestionStatus};
-use tether_store::now_ms;
 
 use crate::RuntimeError;
 use crate::actor::{ActorCmd, Pending};
@@ -133,13 +132,18 @@ async fn note(ctx: &Ctx, conversation_id: &str, session_id: &str, turn_id: &str,
 /// The deadline passed: expire the request if nobody answered it, say so in the history,
 /// and tell the agent.
 pub(crate) async fn expire(ctx: &Ctx, pending: &Pending, actor: Option<&ActorHandle>) {
+    let now = ctx.clock.now_ms();
     match pending {
         Pending::Approval(id) => {
-            match ctx
-                .store
-                .resolve_approval(id, ApprovalStatus::Expired, None)
-                .await
-            {
+            // The core decides whether it expires now (still pending, deadline reached);
+            // the store's conditional update then lets only one of expiry and answer win.
+            let current = ctx.store.get_approval(id).await;
+            let Some(status) = due(current, "approval", |a| {
+                rules::expire(a.status, now, a.deadline_ms)
+            }) else {
+                return;
+            };
+            match ctx.store.resolve_approval(id, status, None).await {
                 Ok(Some((approval, ev))) => {
                     ctx.publish([ev]);
                     let (reply, outcome) = fail_closed(&approval);
@@ -148,7 +152,7 @@ pub(crate) async fn expire(ctx: &Ctx, pending: &Pending, actor: Option<&ActorHan
                         &approval.id,
                         &approval.title,
                         approval.created_at_ms,
-                        approval.resolved_at_ms.unwrap_or_else(now_ms),
+                        now,
                         outcome,
                     );
                     note(
@@ -173,11 +177,13 @@ pub(crate) async fn expire(ctx: &Ctx, pending: &Pending, actor: Option<&ActorHan
             }
         }
         Pending::Question(id) => {
-            match ctx
-                .store
-                .resolve_question(id, QuestionStatus::Expired, None, None)
-                .await
-            {
+            let current = ctx.store.get_question(id).await;
+            let Some(status) = due(current, "question", |q| {
+                rules::expire_question(q.status, now, q.deadline_ms)
+            }) else {
+                return;
+            };
+            match ctx.store.resolve_question(id, status, None, None).await {
                 Ok(Some((question, ev))) => {
                     ctx.publish([ev]);
                     let text = expired_notice(
@@ -185,7 +191,7 @@ pub(crate) async fn expire(ctx: &Ctx, pending: &Pending, actor: Option<&ActorHan
                         &question.id,
                         &question.prompt,
                         question.created_at_ms,
-                        now_ms(),
+                        now,
                         "the agent was told there is no answer",
                     );
                     note(
@@ -208,6 +214,22 @@ pub(crate) async fn expire(ctx: &Ctx, pending: &Pending, actor: Option<&ActorHan
                 Ok(None) => {}
                 Err(e) => tracing::error!(error = %e, "cannot expire question"),
             }
+        }
+    }
+}
+
+/// The status an expiring request takes now, if any (`None` also when it cannot be read,
+/// logged: it stays pending and recovery expires it at the latest).
+fn due<T, S>(
+    row: Result<Option<T>, tether_store::StoreError>,
+    what: &str,
+    decide: impl FnOnce(&T) -> Option<S>,
+) -> Option<S> {
+    match row {
+        Ok(row) => row.as_ref().and_then(decide),
+        Err(e) => {
+            tracing::error!(error = %e, what, "cannot read an expiring request");
+            None
         }
     }
 }

@@ -63,6 +63,16 @@ impl Runtime {
     /// `interrupted`, pending approvals and questions `expired`, sessions dormant; each
     /// affected conversation gets one status message. Bindings are kept.
     pub async fn start(config: RuntimeConfig, store: Store) -> Result<Runtime> {
+        Self::start_with(config, store, crate::Seams::default()).await
+    }
+
+    /// [`Runtime::start`] with the given agent drivers and clock (in-process tests run
+    /// the runtime on a scripted agent and a clock they set).
+    pub async fn start_with(
+        config: RuntimeConfig,
+        store: Store,
+        seams: crate::Seams,
+    ) -> Result<Runtime> {
         let records = crate::ctx::end_leftover_agents(&config);
         let report = store
             .recover(|rc| {
@@ -80,7 +90,7 @@ impl Runtime {
                 "recovered after restart"
             );
         }
-        let ctx = Ctx::new(store, config, records);
+        let ctx = Ctx::new(store, config, records, seams);
         if let Some(every) = ctx.pool.sweep_interval() {
             let weak = Arc::downgrade(&ctx);
             tokio::spawn(async move {

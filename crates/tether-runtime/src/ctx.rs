@@ -1,19 +1,17 @@
-//! Shared context of the runtime: the store, the event bus, the configuration and the
-//! agent drivers.
+//! Shared context of the runtime: the store, the event bus, the configuration, the
+//! agent drivers and the clock (the last two given, see `seams`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tether_agents::{
-    AcpDriver, AgentDriver, AgentError, AgentSession, ClaudeDriver, CodexDriver, DriverKind,
-    GroupRecords, StartRequest,
-};
+use tether_agents::{AgentError, AgentSession, GroupRecords, StartRequest};
 use tether_proto::EventEnvelope;
 use tether_store::Store;
 use tokio::sync::broadcast;
 
 use crate::RuntimeConfig;
 use crate::pool::Pool;
+use crate::seams::{Clock, Drivers, Seams};
 
 pub(crate) struct Ctx {
     pub store: Store,
@@ -24,26 +22,22 @@ pub(crate) struct Ctx {
     pub delegation: crate::delegation::Registry,
     /// Streamed agent events stored, and the store transactions they took.
     pub streamed: StreamedFigures,
-    acp: AcpDriver,
-    codex: CodexDriver,
-    claude: ClaudeDriver,
+    /// The wall clock: approval and question deadlines and their expiry.
+    pub clock: Arc<dyn Clock>,
+    drivers: Drivers,
 }
 
 impl Ctx {
-    pub fn new(store: Store, config: RuntimeConfig, records: Option<GroupRecords>) -> Arc<Ctx> {
+    pub fn new(
+        store: Store,
+        config: RuntimeConfig,
+        records: Option<GroupRecords>,
+        seams: Seams,
+    ) -> Arc<Ctx> {
         let (bus, _) = broadcast::channel(4096);
-        let acp = AcpDriver {
-            start_timeout: config.start_timeout,
-            records: records.clone(),
-        };
-        let codex = CodexDriver {
-            start_timeout: config.start_timeout,
-            records: records.clone(),
-        };
-        let claude = ClaudeDriver {
-            start_timeout: config.start_timeout,
-            records,
-        };
+        let drivers = seams
+            .drivers
+            .unwrap_or_else(|| Drivers::real(config.start_timeout, records));
         let pool = Pool::new(config.pool.clone());
         let delegation = crate::delegation::Registry::new(config.delegation.clone());
         Arc::new(Ctx {
@@ -53,9 +47,8 @@ impl Ctx {
             streamed: StreamedFigures::default(),
             config,
             pool,
-            acp,
-            codex,
-            claude,
+            clock: seams.clock,
+            drivers,
         })
     }
 
@@ -74,11 +67,7 @@ impl Ctx {
         mut req: StartRequest,
     ) -> Result<Box<dyn AgentSession>, AgentError> {
         req.cwd = crate::cwd::recheck(&req.cwd, &self.config)?;
-        match req.spec.driver {
-            DriverKind::Acp => self.acp.start(req).await,
-            DriverKind::Codex => self.codex.start(req).await,
-            DriverKind::Claude => self.claude.start(req).await,
-        }
+        self.drivers.get(req.spec.driver).start(req).await
     }
 }
 

@@ -22,6 +22,7 @@ mod listing;
 mod mailbox;
 mod pool;
 mod router;
+mod seams;
 mod turn_step;
 mod views;
 
@@ -35,3 +36,4 @@ pub use delegation_status::{MAX_WAIT_MS, outcome_of};
 pub use error::RuntimeError;
 pub use listing::ConversationPage;
 pub use pool::{PoolConfig, PoolStatus};
+pub use seams::{Clock, Drivers, Seams, SystemClock, Wait};
