@@ -10,8 +10,8 @@ use tether_store::Store;
 use tokio::sync::broadcast;
 
 use crate::RuntimeConfig;
-use crate::pool::Pool;
 use crate::seams::{Clock, Drivers, Seams};
+use crate::session::pool::Pool;
 
 pub(crate) struct Ctx {
     pub store: Store,

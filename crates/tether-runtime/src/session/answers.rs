@@ -7,9 +7,9 @@ use tether_core::{RequestKind, expired_notice, left_session_notice};
 use tether_proto::{Approval, ApprovalStatus, Decision, MessageRole, Question, QuestionStatus};
 
 use crate::RuntimeError;
-use crate::actor::{ActorCmd, Pending};
 use crate::ctx::Ctx;
-use crate::mailbox::ActorHandle;
+use crate::session::actor::{ActorCmd, Pending};
+use crate::session::mailbox::ActorHandle;
 
 /// Resolves an approval with a person's decision; a second answer gets
 /// `approval_already_resolved`.
