@@ -59,6 +59,25 @@ async fn a_turn_stores_its_events_in_the_order_the_agent_sent_them() {
         p.delta(&d);
         said.push_str(&d);
     }
+    // A permission request is stored after everything sent before it.
+    let answer = ask_permission(&p, "read a file");
+    let evs = events_until(&rt, &conv, "approval requested", |evs| {
+        count(evs, "approval_requested") == 1
+    })
+    .await;
+    let Some(EventPayload::ApprovalRequested { approval_id, .. }) =
+        evs.last().map(|e| e.payload.clone())
+    else {
+        panic!("the approval is not the last event: {:?}", kinds(&evs));
+    };
+    within(
+        "answer",
+        rt.answer_approval(&approval_id, Decision::Allow, "test"),
+    )
+    .await
+    .unwrap();
+    let reply = within("the agent is told", answer).await.unwrap();
+    assert_eq!(reply, PermissionReply::Decision(Decision::Allow));
     p.say(AgentEvent::ToolCall {
         id: "t1".to_string(),
         title: "read".to_string(),
@@ -83,6 +102,8 @@ async fn a_turn_stores_its_events_in_the_order_the_agent_sent_them() {
     let mut expected = vec!["session_started", "turn_started", "session_live"];
     expected.extend(std::iter::repeat_n("message_delta", 150));
     expected.extend([
+        "approval_requested",
+        "approval_resolved",
         "tool_call",
         "thought_delta",
         "tool_call_update",
