@@ -19,6 +19,7 @@ mod events;
 mod pages;
 mod recovery;
 mod rows;
+mod rules;
 mod turns;
 
 use std::path::{Path, PathBuf};
