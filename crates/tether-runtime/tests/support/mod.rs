@@ -2,7 +2,7 @@
 //! and every prompt itself), a clock the test sets, and a runtime on a temporary SQLite
 //! store. No daemon, no process.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
