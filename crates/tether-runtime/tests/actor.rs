@@ -509,3 +509,82 @@ fn after_a_crash_recovery_interrupts_open_turns_and_the_session_resumes() {
         assert_eq!(kinds(&evs).last(), Some(&"turn_completed"));
     });
 }
+
+#[tokio::test]
+async fn an_answer_before_the_deadline_wins_and_an_unanswered_question_expires() {
+    let (_tmp, dir) = temp();
+    let mut agent = Agent::scripted();
+    let clock = ManualClock::new(now());
+    let rt = runtime(&dir, config(&dir), &agent, clock.clone()).await;
+    let conv = conversation(&rt).await;
+
+    within("send", rt.send_message(&conv, msg("one"), "test"))
+        .await
+        .unwrap();
+    agent.start().await.ok("ext-1");
+    let p = agent.prompt().await;
+    let answer = ask_permission(&p, "write");
+    let (qtx, qrx) = oneshot::channel();
+    p.say(AgentEvent::Question(tether_agents::QuestionRequest {
+        prompt: "which branch?".to_string(),
+        reply: qtx,
+    }));
+    let evs = events_until(&rt, &conv, "both asked", |evs| {
+        count(evs, "approval_requested") == 1 && count(evs, "question_asked") == 1
+    })
+    .await;
+    let approval_id = evs
+        .iter()
+        .find_map(|e| match &e.payload {
+            EventPayload::ApprovalRequested { approval_id, .. } => Some(approval_id.clone()),
+            _ => None,
+        })
+        .unwrap();
+    within(
+        "answer",
+        rt.answer_approval(&approval_id, Decision::Allow, "test"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        within("the agent is told", answer).await.unwrap(),
+        PermissionReply::Decision(Decision::Allow)
+    );
+
+    // The deadline passes: the question expires, the answered approval stays answered.
+    clock.advance(60_000);
+    assert_eq!(within("the question ends", qrx).await.unwrap(), None);
+    let evs = events_until(&rt, &conv, "question expired", |evs| {
+        count(evs, "question_resolved") == 1
+    })
+    .await;
+    assert!(evs.iter().any(|e| matches!(
+        &e.payload,
+        EventPayload::QuestionResolved {
+            status: tether_proto::QuestionStatus::Expired,
+            ..
+        }
+    )));
+    let resolved: Vec<_> = evs
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::ApprovalResolved { status, .. } => Some(*status),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(resolved, [ApprovalStatus::Allowed]);
+    let approval = within("approvals", rt.list_approvals(None)).await.unwrap();
+    assert_eq!(approval[0].status, ApprovalStatus::Allowed);
+    let history = within("history", rt.history(&conv, None, 100))
+        .await
+        .unwrap();
+    let notices: Vec<_> = history
+        .iter()
+        .filter(|m| m.text.contains("expired at"))
+        .map(|m| m.text.as_str())
+        .collect();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(notices[0].starts_with("question "), "{}", notices[0]);
+    p.complete("done");
+    turns_ended(&rt, &conv, 1).await;
+}
