@@ -15,6 +15,8 @@ use tether_agents::{
     AgentDriver, AgentError, AgentEvent, AgentSession, AgentSpec, DriverKind, StartRequest,
     StopReason, TurnOutcome,
 };
+use tether_agents::{PermissionReply, PermissionRequest};
+use tether_proto::Decision;
 use tether_proto::{CreateConversation, EventEnvelope, EventPayload, SendMessage};
 use tether_runtime::{
     Clock, CoalesceConfig, DelegationConfig, Drivers, PoolConfig, Runtime, RuntimeConfig, Seams,
@@ -430,4 +432,17 @@ pub fn temp() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_path_buf();
     (dir, path)
+}
+
+/// Asks the agent's permission request into the turn of `p`; returns the agent's end.
+pub fn ask_permission(p: &PromptCall, title: &str) -> oneshot::Receiver<PermissionReply> {
+    let (tx, rx) = oneshot::channel();
+    p.say(AgentEvent::Permission(PermissionRequest {
+        title: title.to_string(),
+        kind: Some("execute".to_string()),
+        detail: None,
+        options: vec![Decision::Allow, Decision::Deny],
+        reply: tx,
+    }));
+    rx
 }
