@@ -272,3 +272,32 @@ async fn a_cancel_the_agent_loses_while_its_prompt_starts_is_repeated() {
     turns_ended(&rt, &conv, 2).await;
     assert_eq!(agent.log.count("start"), 1);
 }
+
+#[tokio::test]
+async fn a_turn_over_its_time_limit_is_cancelled_and_fails_with_turn_timeout() {
+    let (_tmp, dir) = temp();
+    let mut agent = Agent::scripted();
+    let mut cfg = config(&dir);
+    cfg.turn_timeout = Some(std::time::Duration::from_millis(300));
+    let rt = runtime(&dir, cfg, &agent, ManualClock::new(now())).await;
+    let conv = conversation(&rt).await;
+
+    within("send", rt.send_message(&conv, msg("slow"), "test"))
+        .await
+        .unwrap();
+    agent.start().await.ok("ext-1");
+    // Never ended by the test: only the time limit ends it.
+    let _p = agent.prompt().await;
+    let evs = turns_ended(&rt, &conv, 1).await;
+    match &evs.last().unwrap().payload {
+        EventPayload::TurnFailed { code, .. } => assert_eq!(*code, ErrorCode::TurnTimeout),
+        other => panic!("not a time-out: {other:?}"),
+    }
+    assert_eq!(
+        agent.log.count("cancel ext-1"),
+        1,
+        "{:?}",
+        agent.log.lines()
+    );
+    assert_eq!(agent.log.count("shutdown"), 0);
+}
