@@ -11,10 +11,14 @@ use tether_proto::{
 use tether_store::Store;
 use tokio::sync::broadcast;
 
-use crate::ctx::{Ctx, new_id};
-use crate::session::actor::ActorCmd;
+use crate::ctx::Ctx;
+use crate::error::Result;
+use crate::ids::new_id;
+use crate::session::actor::Actor;
+use crate::session::actors::{Actors, To};
 use crate::session::answers;
-use crate::session::mailbox::{ActorHandle, Actors, To};
+use crate::session::handle::SessionActor;
+use crate::session::mailbox::ActorHandle;
 use crate::{RuntimeConfig, RuntimeError};
 
 /// Cheap to clone; all clones share one runtime.
@@ -57,8 +61,6 @@ impl Drop for RoutingLock {
     }
 }
 
-pub(crate) type Result<T> = std::result::Result<T, RuntimeError>;
-
 impl Runtime {
     /// Opens the runtime on a store, running start-up recovery first: open turns become
     /// `interrupted`, pending approvals and questions `expired`, sessions dormant; each
@@ -98,7 +100,7 @@ impl Runtime {
         let rt = Runtime {
             inner: Arc::new(Inner {
                 ctx,
-                actors: Arc::new(Actors::default()),
+                actors: Arc::new(Actors::new(Actor::spawn)),
                 conv_locks: Arc::new(Mutex::new(HashMap::new())),
             }),
         };
@@ -168,20 +170,9 @@ impl Runtime {
         self.inner.actors.count()
     }
 
-    /// Sends a command to a session's actor (spawned for `To::Session` if none runs);
-    /// `false`: `To::Running` and none runs.
-    pub(crate) async fn tell(&self, to: To<'_>, cmd: ActorCmd) -> Result<bool> {
-        self.inner.actors.send(&self.inner.ctx, to, cmd).await
-    }
-
-    /// A request to a session's actor and its reply (bounded waits, see `mailbox`);
-    /// `None`: `To::Running` and none runs.
-    pub(crate) async fn ask<T>(
-        &self,
-        to: To<'_>,
-        make: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> ActorCmd,
-    ) -> Result<Option<T>> {
-        self.inner.actors.request(&self.inner.ctx, to, make).await
+    /// The typed handle of a session's actor (spawned for `To::Session` if none runs).
+    pub(crate) fn actor<'a>(&'a self, to: To<'a>) -> SessionActor<'a> {
+        SessionActor::new(&self.inner.actors, &self.inner.ctx, to)
     }
 
     /// The actor of a session if one is running.
@@ -466,18 +457,8 @@ impl Runtime {
     pub async fn shutdown(&self) {
         self.begin_shutdown();
         let handles = self.inner.actors.close();
-        let mut waits = Vec::new();
-        for h in handles {
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            if h.send(ActorCmd::Shutdown { done: tx }).await.is_ok() {
-                waits.push(rx);
-            }
-        }
-        let all = futures::future::join_all(waits);
-        if tokio::time::timeout(std::time::Duration::from_secs(15), all)
-            .await
-            .is_err()
-        {
+        let all = futures::future::join_all(handles.iter().map(ActorHandle::shutdown)).await;
+        if all.iter().any(Result::is_err) {
             tracing::warn!("some sessions did not shut down in time");
         }
     }

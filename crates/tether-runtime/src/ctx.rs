@@ -21,7 +21,7 @@ pub(crate) struct Ctx {
     pub config: RuntimeConfig,
     pub pool: Pool,
     /// Delegation: MCP tokens of launched sessions, the readiness gate.
-    pub delegation: crate::delegation::Registry,
+    pub delegation: crate::delegation::registry::Registry,
     /// Streamed agent events stored, and the store transactions they took.
     pub streamed: StreamedFigures,
     acp: AcpDriver,
@@ -45,7 +45,7 @@ impl Ctx {
             records,
         };
         let pool = Pool::new(config.pool.clone());
-        let delegation = crate::delegation::Registry::new(config.delegation.clone());
+        let delegation = crate::delegation::registry::Registry::new(config.delegation.clone());
         Arc::new(Ctx {
             store,
             bus,
@@ -124,9 +124,4 @@ pub(crate) fn end_leftover_agents(config: &RuntimeConfig) -> Option<GroupRecords
             None
         }
     }
-}
-
-/// A new random id (32 hex digits).
-pub(crate) fn new_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
 }

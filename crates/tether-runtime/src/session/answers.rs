@@ -9,7 +9,7 @@ use tether_store::now_ms;
 
 use crate::RuntimeError;
 use crate::ctx::Ctx;
-use crate::session::actor::{ActorCmd, Pending};
+use crate::session::command::{Delivery, Pending};
 use crate::session::mailbox::ActorHandle;
 
 /// Resolves an approval with a person's decision; a second answer gets
@@ -48,8 +48,8 @@ pub(crate) async fn answer_approval(
     };
     ctx.publish([ev]);
     if let Some(actor) = actor {
-        let _ = actor
-            .send(ActorCmd::DeliverApproval {
+        actor
+            .deliver(Delivery::Approval {
                 approval_id: id.to_string(),
                 reply: PermissionReply::Decision(decision),
             })
@@ -92,8 +92,8 @@ pub(crate) async fn answer_question(
     };
     ctx.publish([ev]);
     if let Some(actor) = actor {
-        let _ = actor
-            .send(ActorCmd::DeliverAnswer {
+        actor
+            .deliver(Delivery::Answer {
                 question_id: id.to_string(),
                 answer: Some(answer.to_string()),
             })
@@ -160,8 +160,8 @@ pub(crate) async fn expire(ctx: &Ctx, pending: &Pending, actor: Option<&ActorHan
                     )
                     .await;
                     if let Some(actor) = actor {
-                        let _ = actor
-                            .send(ActorCmd::DeliverApproval {
+                        actor
+                            .deliver(Delivery::Approval {
                                 approval_id: id.clone(),
                                 reply,
                             })
@@ -197,8 +197,8 @@ pub(crate) async fn expire(ctx: &Ctx, pending: &Pending, actor: Option<&ActorHan
                     )
                     .await;
                     if let Some(actor) = actor {
-                        let _ = actor
-                            .send(ActorCmd::DeliverAnswer {
+                        actor
+                            .deliver(Delivery::Answer {
                                 question_id: id.clone(),
                                 answer: None,
                             })
@@ -219,7 +219,7 @@ pub(crate) async fn cancel_left_requests(
     ctx: &Ctx,
     conversation_id: &str,
     session_id: &str,
-) -> Result<Vec<ActorCmd>, RuntimeError> {
+) -> Result<Vec<Delivery>, RuntimeError> {
     let mut deliveries = Vec::new();
     let approvals = ctx
         .store
@@ -242,7 +242,7 @@ pub(crate) async fn cancel_left_requests(
             outcome,
         );
         note(ctx, conversation_id, session_id, &approval.turn_id, &text).await;
-        deliveries.push(ActorCmd::DeliverApproval {
+        deliveries.push(Delivery::Approval {
             approval_id: approval.id.clone(),
             reply,
         });
@@ -267,7 +267,7 @@ pub(crate) async fn cancel_left_requests(
             "the agent was told there is no answer",
         );
         note(ctx, conversation_id, session_id, &question.turn_id, &text).await;
-        deliveries.push(ActorCmd::DeliverAnswer {
+        deliveries.push(Delivery::Answer {
             question_id: question.id.clone(),
             answer: None,
         });
