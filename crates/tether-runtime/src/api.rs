@@ -1,7 +1,6 @@
 //! The runtime's public face: what the HTTP API and the channels call.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tether_proto::{
     Approval, ApprovalStatus, Conversation, ConversationKind, CreateConversation, Decision,
@@ -19,6 +18,7 @@ use crate::session::actors::{Actors, To};
 use crate::session::answers;
 use crate::session::handle::SessionActor;
 use crate::session::mailbox::ActorHandle;
+use crate::session::routing::{RoutingLock, RoutingLocks};
 use crate::{RuntimeConfig, RuntimeError};
 
 /// Cheap to clone; all clones share one runtime.
@@ -31,34 +31,8 @@ pub(crate) struct Inner {
     pub ctx: Arc<Ctx>,
     /// Session actors by session id (only sessions with a process or work have one).
     actors: Arc<Actors>,
-    /// One routing lock per conversation: binding decisions never interleave. An entry
-    /// lives only while someone holds or waits for it (see [`RoutingLock`]).
-    conv_locks: Arc<Mutex<LockMap>>,
-}
-
-type LockMap = HashMap<String, Arc<tokio::sync::Mutex<()>>>;
-
-/// A held routing lock. Dropping it frees the map entry when nobody else holds or waits
-/// for it, so the map is bounded by the requests in flight, not by every id ever seen.
-pub(crate) struct RoutingLock {
-    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
-    id: String,
-    locks: Arc<Mutex<LockMap>>,
-}
-
-impl Drop for RoutingLock {
-    fn drop(&mut self) {
-        // Under the map's mutex nobody can take a new clone of the entry, and every
-        // waiter holds one: the map's own reference is the last exactly when nobody does.
-        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
-        self.guard = None;
-        if locks
-            .get(&self.id)
-            .is_some_and(|l| Arc::strong_count(l) == 1)
-        {
-            locks.remove(&self.id);
-        }
-    }
+    /// One routing lock per conversation: binding decisions never interleave.
+    routing: RoutingLocks,
 }
 
 impl Runtime {
@@ -101,7 +75,7 @@ impl Runtime {
             inner: Arc::new(Inner {
                 ctx,
                 actors: Arc::new(Actors::new(Actor::spawn)),
-                conv_locks: Arc::new(Mutex::new(HashMap::new())),
+                routing: RoutingLocks::default(),
             }),
         };
         rt.start_delegation_watch();
@@ -129,19 +103,7 @@ impl Runtime {
     }
 
     pub(crate) async fn lock_conversation(&self, id: &str) -> RoutingLock {
-        let lock = {
-            let mut locks = self
-                .inner
-                .conv_locks
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            locks.entry(id.to_string()).or_default().clone()
-        };
-        RoutingLock {
-            guard: Some(lock.lock_owned().await),
-            id: id.to_string(),
-            locks: self.inner.conv_locks.clone(),
-        }
+        self.inner.routing.lock(id).await
     }
 
     /// Streamed agent events stored since start-up and the store transactions they took.
@@ -151,11 +113,7 @@ impl Runtime {
 
     /// Routing locks currently held or waited for (one per conversation in use).
     pub fn routing_locks(&self) -> usize {
-        self.inner
-            .conv_locks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .len()
+        self.inner.routing.len()
     }
 
     /// The routing lock of an existing conversation: an unknown id is `not_found` before

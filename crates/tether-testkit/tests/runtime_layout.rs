@@ -231,6 +231,7 @@ fn the_runtime_is_in_two_modules_session_and_delegation() {
         "session/mailbox.rs",
         "session/actors.rs",
         "session/router.rs",
+        "session/routing.rs",
         "session/pool.rs",
         "session/ending.rs",
         "delegation/mod.rs",

@@ -145,7 +145,7 @@ impl Runtime {
                 continue;
             };
             let to = To::Running(&row.session_id);
-            if let Err(e) = self.actor(to).stop().await {
+            if let Err(e) = self.actor(to).stop_soon().await {
                 tracing::warn!(task_id = dt.task_id, error = %e, "cannot stop a child's turn");
             }
         }

@@ -30,8 +30,10 @@ pub(crate) enum ActorCmd {
         input: String,
         reply: oneshot::Sender<Enqueued>,
     },
-    /// Cancel the running turn; replies whether one was running.
-    Stop { reply: oneshot::Sender<bool> },
+    /// Cancel the running turn; replies (if asked) whether one was running.
+    Stop {
+        reply: Option<oneshot::Sender<bool>>,
+    },
     /// An approval or a question was resolved in the store; pass it to the agent.
     Deliver(Delivery),
     /// The session is no longer bound: end its process once the queue is empty.

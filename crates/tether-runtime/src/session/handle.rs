@@ -39,7 +39,9 @@ impl<'a> SessionActor<'a> {
     /// Cancels the running turn; `Some(true)` when one was running.
     pub async fn stop(&self) -> Result<Option<bool>> {
         self.actors
-            .request(self.ctx, self.to, |reply| ActorCmd::Stop { reply })
+            .request(self.ctx, self.to, |reply| ActorCmd::Stop {
+                reply: Some(reply),
+            })
             .await
     }
 
@@ -59,6 +61,12 @@ impl<'a> SessionActor<'a> {
         self.actors
             .request(self.ctx, self.to, |reply| ActorCmd::Close { reply })
             .await
+    }
+
+    /// Cancels the running turn without waiting for the actor to take the command in
+    /// (stopping a parent's children: the caller goes on at once).
+    pub async fn stop_soon(&self) -> Result<bool> {
+        self.tell(ActorCmd::Stop { reply: None }).await
     }
 
     /// Passes a resolved approval or question to the agent.

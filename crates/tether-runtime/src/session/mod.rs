@@ -10,4 +10,5 @@ pub(crate) mod handle;
 pub(crate) mod mailbox;
 pub(crate) mod pool;
 pub(crate) mod router;
+pub(crate) mod routing;
 pub(crate) mod turn_step;

@@ -250,7 +250,9 @@ impl Actor {
                 if running {
                     self.stop().await;
                 }
-                let _ = reply.send(running);
+                if let Some(reply) = reply {
+                    let _ = reply.send(running);
+                }
             }
             ActorCmd::Deliver(delivery) => self.deliver(delivery),
             // The router revoked its MCP token already.
