@@ -12,7 +12,7 @@ use tether_proto::{
 };
 use tether_store::ConversationRow;
 
-use crate::api::Result;
+use crate::error::Result;
 use crate::session::router::reply;
 use crate::{Runtime, RuntimeError};
 

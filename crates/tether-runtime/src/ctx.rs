@@ -19,7 +19,7 @@ pub(crate) struct Ctx {
     pub config: RuntimeConfig,
     pub pool: Pool,
     /// Delegation: MCP tokens of launched sessions, the readiness gate.
-    pub delegation: crate::delegation::Registry,
+    pub delegation: crate::delegation::registry::Registry,
     /// Streamed agent events stored, and the store transactions they took.
     pub streamed: StreamedFigures,
     /// The wall clock: approval and question deadlines and their expiry.
@@ -39,7 +39,7 @@ impl Ctx {
             .drivers
             .unwrap_or_else(|| Drivers::real(config.start_timeout, records));
         let pool = Pool::new(config.pool.clone());
-        let delegation = crate::delegation::Registry::new(config.delegation.clone());
+        let delegation = crate::delegation::registry::Registry::new(config.delegation.clone());
         Arc::new(Ctx {
             store,
             bus,
@@ -113,9 +113,4 @@ pub(crate) fn end_leftover_agents(config: &RuntimeConfig) -> Option<GroupRecords
             None
         }
     }
-}
-
-/// A new random id (32 hex digits).
-pub(crate) fn new_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
 }

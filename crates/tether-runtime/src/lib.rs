@@ -11,6 +11,7 @@ mod ctx;
 mod cwd;
 mod delegation;
 mod error;
+mod ids;
 mod listing;
 mod seams;
 mod session;
@@ -18,11 +19,11 @@ mod views;
 
 pub use api::Runtime;
 pub use config::{CoalesceConfig, RuntimeConfig};
-pub use delegation::registry::MAX_WAITS_PER_CALLER;
-pub use delegation::status::{MAX_WAIT_MS, outcome_of};
-pub use delegation::{
-    Caller, DelegationConfig, MCP_SERVER_NAME, MCP_SOCKET_ENV, MCP_TOKEN_ENV, McpLaunch,
+pub use delegation::registry::{
+    Caller, DelegationConfig, MAX_WAITS_PER_CALLER, MCP_SERVER_NAME, MCP_SOCKET_ENV, MCP_TOKEN_ENV,
+    McpLaunch,
 };
+pub use delegation::status::{MAX_WAIT_MS, outcome_of};
 pub use error::RuntimeError;
 pub use listing::ConversationPage;
 pub use seams::{Clock, Drivers, Seams, SystemClock, Wait};

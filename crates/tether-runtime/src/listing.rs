@@ -6,7 +6,7 @@ use tether_proto::{Conversation, ConversationEventPage, HistoryMessage};
 use tether_store::ListCursor;
 use tokio::sync::broadcast;
 
-use crate::api::Result;
+use crate::error::Result;
 use crate::{Runtime, RuntimeError};
 
 /// A page of the conversation list and the cursor of the next page (`None`: the last).

@@ -10,11 +10,10 @@ use tether_proto::{
 };
 use tether_store::{ConversationRow, DelegationRow, LedgerEntry};
 
-use crate::api::Result;
 use crate::delegation::continuation::released;
 use crate::delegation::{Caller, check_continuation_id, err};
-use crate::session::actor::ActorCmd;
-use crate::session::mailbox::To;
+use crate::error::Result;
+use crate::session::actors::To;
 use crate::{Runtime, RuntimeError};
 
 /// How long cancel/close wait for a stopped turn to end (the actor's own grace is 5 s).
@@ -40,7 +39,7 @@ impl Runtime {
         }
         let mut rx = self.subscribe();
         let to = To::Running(&row.session_id);
-        if let Err(e) = self.ask(to, |reply| ActorCmd::Stop { reply }).await {
+        if let Err(e) = self.actor(to).stop().await {
             tracing::warn!(task_id = row.task_id, error = %e, "cannot stop the task's turn");
         }
         let wait = async {
@@ -100,7 +99,7 @@ impl Runtime {
         }
         let canceled = self.stop_task_turn(&row).await?;
         let to = To::Running(&row.session_id);
-        if let Err(e) = self.ask(to, |reply| ActorCmd::Close { reply }).await {
+        if let Err(e) = self.actor(to).close().await {
             tracing::warn!(task_id = row.task_id, error = %e, "cannot end the task's process");
         }
         let version = store
@@ -145,9 +144,8 @@ impl Runtime {
             let Ok(Some(row)) = self.ctx().store.get_delegation(&dt.task_id).await else {
                 continue;
             };
-            let (reply, _) = tokio::sync::oneshot::channel();
             let to = To::Running(&row.session_id);
-            if let Err(e) = self.tell(to, ActorCmd::Stop { reply }).await {
+            if let Err(e) = self.actor(to).stop_soon().await {
                 tracing::warn!(task_id = dt.task_id, error = %e, "cannot stop a child's turn");
             }
         }

@@ -15,13 +15,11 @@ pub(crate) mod watch;
 use tether_proto::{ConversationKind, ErrorCode, Session, TaskStarted, TaskStatus, TurnStatus};
 use tether_store::{DelegationRow, NewDelegation};
 
-use crate::api::Result;
-use crate::ctx::new_id;
-pub(crate) use crate::delegation::registry::Registry;
-pub use crate::delegation::registry::{
-    Caller, DelegationConfig, MCP_SERVER_NAME, MCP_SOCKET_ENV, MCP_TOKEN_ENV, McpLaunch,
-};
-use crate::session::actor::{ActorCmd, Enqueued};
+pub(crate) use crate::delegation::registry::Caller;
+use crate::error::Result;
+use crate::ids::new_id;
+use crate::session::command::Enqueued;
+use crate::session::ending::TurnEnding;
 use crate::{Runtime, RuntimeError};
 
 /// Largest accepted task or message, in bytes.
@@ -236,20 +234,9 @@ impl Runtime {
             .await;
         if let Err(e) = &res {
             // Never leave a stored turn that will not run.
-            let message = e.to_string();
-            let end = tether_store::TurnEnd {
-                status: TurnStatus::Failed,
-                result_text: None,
-                stop_reason: None,
-                error: Some((e.code(), message.clone())),
-                usage: None,
-            };
-            let ev = tether_proto::EventPayload::TurnFailed {
-                code: e.code(),
-                message,
-            };
-            if let Ok(Some(ev)) = self.ctx().store.finish_turn(turn_id, &end, &ev, None).await {
-                self.ctx().publish([ev]);
+            let ending = TurnEnding::unstarted(e.code(), e.to_string());
+            if let Err(e) = ending.record(self.ctx(), turn_id).await {
+                tracing::error!(turn_id, error = %e, "cannot fail an unstarted task turn");
             }
         }
         res
@@ -262,14 +249,8 @@ impl Runtime {
         turn_id: &str,
         input: &str,
     ) -> Result<()> {
-        let to = crate::session::mailbox::To::Session { session, owner };
-        let enqueued = self
-            .ask(to, |reply| ActorCmd::Enqueue {
-                turn_id: turn_id.to_string(),
-                input: input.to_string(),
-                reply,
-            })
-            .await?;
+        let to = crate::session::actors::To::Session { session, owner };
+        let enqueued = self.actor(to).enqueue(turn_id, input).await?;
         match enqueued {
             Some(Enqueued::Started | Enqueued::Queued(_)) => Ok(()),
             Some(Enqueued::Full(cap)) => Err(RuntimeError::QueueFull { cap }),

@@ -14,8 +14,9 @@ use tether_proto::{EventPayload, TurnOrigin};
 use tether_store::now_ms;
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::api::{Inner, Result};
+use crate::api::Inner;
 use crate::delegation::status::outcome_of;
+use crate::error::Result;
 use crate::{Runtime, RuntimeError};
 
 impl Runtime {

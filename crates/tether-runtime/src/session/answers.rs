@@ -8,7 +8,7 @@ use tether_proto::{Approval, ApprovalStatus, Decision, MessageRole, Question, Qu
 
 use crate::RuntimeError;
 use crate::ctx::Ctx;
-use crate::session::actor::{ActorCmd, Pending};
+use crate::session::command::{Delivery, Pending};
 use crate::session::mailbox::ActorHandle;
 
 /// Resolves an approval with a person's decision; a second answer gets
@@ -47,8 +47,8 @@ pub(crate) async fn answer_approval(
     };
     ctx.publish([ev]);
     if let Some(actor) = actor {
-        let _ = actor
-            .send(ActorCmd::DeliverApproval {
+        actor
+            .deliver(Delivery::Approval {
                 approval_id: id.to_string(),
                 reply: PermissionReply::Decision(decision),
             })
@@ -91,8 +91,8 @@ pub(crate) async fn answer_question(
     };
     ctx.publish([ev]);
     if let Some(actor) = actor {
-        let _ = actor
-            .send(ActorCmd::DeliverAnswer {
+        actor
+            .deliver(Delivery::Answer {
                 question_id: id.to_string(),
                 answer: Some(answer.to_string()),
             })
@@ -164,8 +164,8 @@ pub(crate) async fn expire(ctx: &Ctx, pending: &Pending, actor: Option<&ActorHan
                     )
                     .await;
                     if let Some(actor) = actor {
-                        let _ = actor
-                            .send(ActorCmd::DeliverApproval {
+                        actor
+                            .deliver(Delivery::Approval {
                                 approval_id: id.clone(),
                                 reply,
                             })
@@ -203,8 +203,8 @@ pub(crate) async fn expire(ctx: &Ctx, pending: &Pending, actor: Option<&ActorHan
                     )
                     .await;
                     if let Some(actor) = actor {
-                        let _ = actor
-                            .send(ActorCmd::DeliverAnswer {
+                        actor
+                            .deliver(Delivery::Answer {
                                 question_id: id.clone(),
                                 answer: None,
                             })
@@ -241,7 +241,7 @@ pub(crate) async fn cancel_left_requests(
     ctx: &Ctx,
     conversation_id: &str,
     session_id: &str,
-) -> Result<Vec<ActorCmd>, RuntimeError> {
+) -> Result<Vec<Delivery>, RuntimeError> {
     let mut deliveries = Vec::new();
     let approvals = ctx
         .store
@@ -264,7 +264,7 @@ pub(crate) async fn cancel_left_requests(
             outcome,
         );
         note(ctx, conversation_id, session_id, &approval.turn_id, &text).await;
-        deliveries.push(ActorCmd::DeliverApproval {
+        deliveries.push(Delivery::Approval {
             approval_id: approval.id.clone(),
             reply,
         });
@@ -289,7 +289,7 @@ pub(crate) async fn cancel_left_requests(
             "the agent was told there is no answer",
         );
         note(ctx, conversation_id, session_id, &question.turn_id, &text).await;
-        deliveries.push(ActorCmd::DeliverAnswer {
+        deliveries.push(Delivery::Answer {
             question_id: question.id.clone(),
             answer: None,
         });

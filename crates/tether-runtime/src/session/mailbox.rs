@@ -1,39 +1,16 @@
-//! Session actors' mailboxes and the registry of running actors. A mailbox is bounded;
-//! every command goes through [`Actors::send`] (or [`ActorHandle::send`] for a handle held
-//! already) with one time-out policy: wait at most [`ACTOR_REPLY_TIMEOUT`] for room, and
-//! at most [`ActorCmd::reply_bound`] for the reply.
-//!
-//! A dormant, idle actor leaves the registry and ends ([`Actors::retire`]), so a dormant
-//! session costs no task and no map entry; the next command spawns a fresh actor. No
-//! command is lost to that exit: a sender either finds the mailbox closed (and spawns a
-//! successor) or its command is in the mailbox, which the exiting actor drains to the
-//! end and hands to its successor.
+//! A session actor's mailbox as its senders hold it, and the one time-out policy of every
+//! command: wait at most [`ACTOR_REPLY_TIMEOUT`] for room in a full mailbox, and at most
+//! [`ActorCmd::reply_bound`] for the reply ([`reply_within`]).
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use tether_proto::Session;
 use tokio::sync::mpsc::error::{SendError, TrySendError};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::RuntimeError;
-use crate::ctx::Ctx;
-use crate::session::actor::{Actor, ActorCmd, STOP_GRACE};
+use crate::session::command::{ACTOR_REPLY_TIMEOUT, ActorCmd, Delivery};
 
-/// Commands that may wait in one session's mailbox. The actor answers each at once
-/// (turns wait in its own queue, not here), so only a burst of requests fills it.
-pub(crate) const MAILBOX_CAP: usize = 64;
-
-/// How long a sender waits for room in a full mailbox, and for a reply the actor gives
-/// at once.
-pub(crate) const ACTOR_REPLY_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How often a sender retries when the actor it found was exiting.
-const RESPAWN_TRIES: usize = 4;
-
-/// Handle to a running actor.
+/// Handle to a running actor's mailbox.
 #[derive(Clone)]
 pub(crate) struct ActorHandle {
     pub tx: mpsc::Sender<ActorCmd>,
@@ -72,254 +49,45 @@ impl ActorHandle {
             }
         }
     }
-}
 
-/// Who receives a command.
-#[derive(Clone, Copy)]
-pub(crate) enum To<'a> {
-    /// The session's actor, spawned if none runs (`owner`: its pool owner).
-    Session {
-        session: &'a Session,
-        owner: &'a str,
-    },
-    /// The session's actor only if one runs (an absent actor has nothing to act on).
-    Running(&'a str),
-}
+    /// Passes a resolved approval or question to the agent (the store has the outcome
+    /// already: an actor that is gone had nothing waiting for it).
+    pub async fn deliver(&self, delivery: Delivery) {
+        let _ = self.send(ActorCmd::Deliver(delivery)).await;
+    }
 
-impl To<'_> {
-    fn session_id(&self) -> &str {
-        match self {
-            To::Session { session, .. } => &session.id,
-            To::Running(id) => id,
+    /// Daemon shutdown: the actor ends its agent process; returns once it did (or its
+    /// time is up).
+    pub async fn shutdown(&self) -> Result<(), RuntimeError> {
+        let (done, rx) = oneshot::channel();
+        let cmd = ActorCmd::Shutdown { done };
+        // Shutdown starts no agent: the start time-out plays no part in its bound.
+        let bound = cmd.reply_bound(Duration::ZERO);
+        match self.send(cmd).await {
+            Ok(()) => reply_within(bound, rx).await,
+            // Already ended: nothing left to shut down.
+            Err(Undelivered::Gone(_)) => Ok(()),
+            Err(Undelivered::Busy) => Err(busy()),
         }
     }
 }
 
-/// The running actors by session id.
-#[derive(Default)]
-pub(crate) struct Actors {
-    map: Mutex<HashMap<String, ActorHandle>>,
-    /// Set at shutdown: no actor starts afterwards.
-    closing: AtomicBool,
-}
-
-enum Attempt {
-    Sent,
-    NoActor,
-    Retry(ActorCmd),
-    Wait(ActorHandle, ActorCmd),
-}
-
-impl Actors {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, ActorHandle>> {
-        self.map.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Actors running now (dormant idle sessions have none).
-    pub fn count(&self) -> usize {
-        self.lock().values().filter(|h| !h.tx.is_closed()).count()
-    }
-
-    /// The actor of a session if one runs.
-    pub fn running(&self, session_id: &str) -> Option<ActorHandle> {
-        self.lock()
-            .get(session_id)
-            .filter(|h| !h.tx.is_closed())
-            .cloned()
-    }
-
-    /// Stops new actors from starting and returns the running ones.
-    pub fn close(&self) -> Vec<ActorHandle> {
-        let mut map = self.lock();
-        self.closing.store(true, Ordering::SeqCst);
-        map.drain().map(|(_, h)| h).collect()
-    }
-
-    /// Sends `cmd` to the actor of `to`. `Ok(false)`: `To::Running` and none runs.
-    pub async fn send(
-        self: &Arc<Self>,
-        ctx: &Arc<Ctx>,
-        to: To<'_>,
-        mut cmd: ActorCmd,
-    ) -> Result<bool, RuntimeError> {
-        for _ in 0..RESPAWN_TRIES {
-            match self.try_send(ctx, to, cmd)? {
-                Attempt::Sent => return Ok(true),
-                Attempt::NoActor => return Ok(false),
-                Attempt::Retry(c) => cmd = c,
-                Attempt::Wait(h, c) => match h.send(c).await {
-                    Ok(()) => return Ok(true),
-                    // It exited meanwhile; the next try finds its successor or spawns one.
-                    Err(Undelivered::Gone(c)) => cmd = c,
-                    Err(Undelivered::Busy) => return Err(busy()),
-                },
-            }
-        }
-        Err(RuntimeError::Internal(
-            "the session actor kept exiting".to_string(),
-        ))
-    }
-
-    /// Under the map's lock, so that no actor retires between the look-up (or the spawn)
-    /// and the send.
-    fn try_send(
-        self: &Arc<Self>,
-        ctx: &Arc<Ctx>,
-        to: To<'_>,
-        cmd: ActorCmd,
-    ) -> Result<Attempt, RuntimeError> {
-        let id = to.session_id();
-        let mut map = self.lock();
-        let handle = match map.get(id).filter(|h| !h.tx.is_closed()) {
-            Some(h) => h.clone(),
-            None => {
-                let To::Session { session, owner } = to else {
-                    return Ok(Attempt::NoActor);
-                };
-                if self.closing.load(Ordering::SeqCst) {
-                    return Err(RuntimeError::Internal(
-                        "tether is shutting down".to_string(),
-                    ));
-                }
-                let spec = ctx
-                    .config
-                    .agents
-                    .get(&session.agent)
-                    .cloned()
-                    .ok_or_else(|| RuntimeError::UnknownAgent {
-                        name: session.agent.clone(),
-                        known: ctx
-                            .config
-                            .agents
-                            .keys()
-                            .cloned()
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                    })?;
-                let h = Actor::spawn(
-                    ctx.clone(),
-                    Arc::downgrade(self),
-                    session.clone(),
-                    spec,
-                    owner.to_string(),
-                );
-                map.insert(id.to_string(), h.clone());
-                h
-            }
-        };
-        Ok(match handle.tx.try_send(cmd) {
-            Ok(()) => Attempt::Sent,
-            Err(TrySendError::Closed(c)) => {
-                map.remove(id);
-                Attempt::Retry(c)
-            }
-            Err(TrySendError::Full(c)) => Attempt::Wait(handle, c),
-        })
-    }
-
-    /// Sends a request and waits (bounded) for its reply. `Ok(None)`: `To::Running` and
-    /// none runs.
-    pub async fn request<T>(
-        self: &Arc<Self>,
-        ctx: &Arc<Ctx>,
-        to: To<'_>,
-        make: impl FnOnce(oneshot::Sender<T>) -> ActorCmd,
-    ) -> Result<Option<T>, RuntimeError> {
-        let (tx, rx) = oneshot::channel();
-        let cmd = make(tx);
-        let bound = cmd.reply_bound(ctx);
-        if !self.send(ctx, to, cmd).await? {
-            return Ok(None);
-        }
-        match tokio::time::timeout(bound, rx).await {
-            Ok(Ok(v)) => Ok(Some(v)),
-            Ok(Err(_)) => Err(RuntimeError::Internal(
-                "the session actor is gone".to_string(),
-            )),
-            Err(_) => Err(RuntimeError::Internal(
-                "the session actor did not answer".to_string(),
-            )),
-        }
-    }
-
-    /// An idle actor with no process leaves: under the map's lock, if its mailbox is
-    /// empty, the mailbox closes and the entry goes. `false`: mail came; keep running.
-    pub fn retire(&self, rx: &mut mpsc::Receiver<ActorCmd>, session_id: &str) -> bool {
-        let mut map = self.lock();
-        if !rx.is_empty() {
-            return false;
-        }
-        self.leave_locked(&mut map, rx, session_id);
-        true
-    }
-
-    /// The actor ends for good (a released session): close its mailbox and drop its entry.
-    pub fn leave(&self, rx: &mut mpsc::Receiver<ActorCmd>, session_id: &str) {
-        let mut map = self.lock();
-        self.leave_locked(&mut map, rx, session_id);
-    }
-
-    fn leave_locked(
-        &self,
-        map: &mut HashMap<String, ActorHandle>,
-        rx: &mut mpsc::Receiver<ActorCmd>,
-        session_id: &str,
-    ) {
-        rx.close();
-        // Only a closed handle can be ours: a successor's mailbox is open.
-        if map.get(session_id).is_some_and(|h| h.tx.is_closed()) {
-            map.remove(session_id);
-        }
-    }
-
-    /// Commands that reached a mailbox after its actor decided to leave (a sender's slot
-    /// taken just before the close) go to a successor, so none is lost.
-    pub fn hand_over(
-        actors: &Weak<Actors>,
-        ctx: &Arc<Ctx>,
-        session: Session,
-        owner: String,
-        left: Vec<ActorCmd>,
-    ) {
-        // No registry: the runtime is gone, and so is everyone who waits for a reply.
-        let Some(actors) = actors.upgrade().filter(|_| !left.is_empty()) else {
-            return;
-        };
-        let ctx = ctx.clone();
-        tokio::spawn(async move {
-            let to = To::Session {
-                session: &session,
-                owner: &owner,
-            };
-            for cmd in left {
-                if let Err(e) = actors.send(&ctx, to, cmd).await {
-                    tracing::warn!(session = session.id, error = %e, "a command was not handed over");
-                }
-            }
-        });
+/// Waits for an actor's reply, at most `bound`: the one place a sender waits for one.
+pub(crate) async fn reply_within<T>(
+    bound: Duration,
+    rx: oneshot::Receiver<T>,
+) -> Result<T, RuntimeError> {
+    match tokio::time::timeout(bound, rx).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(_)) => Err(RuntimeError::Internal(
+            "the session actor is gone".to_string(),
+        )),
+        Err(_) => Err(RuntimeError::Internal(
+            "the session actor did not answer".to_string(),
+        )),
     }
 }
 
-fn busy() -> RuntimeError {
+pub(crate) fn busy() -> RuntimeError {
     RuntimeError::Internal("the session actor's mailbox stayed full".to_string())
-}
-
-impl ActorCmd {
-    /// How long its sender waits for the reply: at once, plus what the command itself
-    /// waits for.
-    pub fn reply_bound(&self, ctx: &Ctx) -> Duration {
-        match self {
-            ActorCmd::Enqueue { .. }
-            | ActorCmd::Stop { .. }
-            | ActorCmd::DeliverApproval { .. }
-            | ActorCmd::DeliverAnswer { .. }
-            | ActorCmd::Park
-            | ActorCmd::Evict { .. }
-            | ActorCmd::Shutdown { .. } => ACTOR_REPLY_TIMEOUT,
-            // It starts the agent.
-            ActorCmd::EnsureLive { .. } => ACTOR_REPLY_TIMEOUT + ctx.config.start_timeout,
-            // It waits for a stopped turn to end (at most the stop grace, then the kill).
-            ActorCmd::Close { .. } => ACTOR_REPLY_TIMEOUT + STOP_GRACE,
-        }
-    }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::session::actor::ActorCmd;
+use crate::session::command::ActorCmd;
 use crate::session::mailbox::ActorHandle;
 pub use tether_proto::PoolStatus;
 
