@@ -30,10 +30,21 @@ delegate_to_agent (returns a task_id at once), collect results with get_delegati
 (wait_ms to wait), send follow-ups with continue_with_session (the child keeps its context), \
 and release finished work with close_session.";
 
-/// The derived input schema of `T` (JSON Schema 2020-12, root `type: object`).
+/// The derived input schema of `T` (JSON Schema 2020-12, root `type: object`), its
+/// argument descriptions (the field docs, wrapped in the source) as one line each.
 fn input_schema<T: JsonSchema + 'static>() -> Arc<JsonObject> {
     match schema_for_input::<T>() {
-        Ok(schema) => schema,
+        Ok(schema) => {
+            let mut schema = schema.as_ref().clone();
+            if let Some(Value::Object(props)) = schema.get_mut("properties") {
+                for prop in props.values_mut() {
+                    if let Some(Value::String(d)) = prop.get_mut("description") {
+                        *d = d.replace('\n', " ");
+                    }
+                }
+            }
+            Arc::new(schema)
+        }
         Err(e) => {
             // Only a non-object argument type could fail; ours are all structs.
             tracing::error!("tool input schema: {e}");
