@@ -230,7 +230,7 @@ impl Store {
             };
             events.push(append(&mut tx, parent_session, d.parent_turn_id.as_deref(), &ev).await?);
         }
-        tx.commit().await?;
+        self.commit_events(tx, &events).await?;
         let session = Session {
             id: d.session_id.clone(),
             conversation_id: d.task_id.clone(),

@@ -16,6 +16,7 @@ mod conversations;
 mod delegation;
 mod delegation_ledger;
 mod events;
+mod feed;
 mod pages;
 mod recovery;
 mod rows;
@@ -35,6 +36,7 @@ pub use delegation::{
     DelegationRow, DelegationTurnRow, EXTERNAL_SCOPE, NewDelegation, NewDelegationTurn,
 };
 pub use delegation_ledger::LedgerEntry;
+pub use feed::{Batch, Follower, Scope};
 pub use pages::ListCursor;
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use rows::*;
@@ -70,8 +72,10 @@ pub struct Store {
     writer: Conns,
     reader: Conns,
     checkpointer: std::sync::Arc<checkpoint::Checkpointer>,
-    /// Ids of conversations whose row changed without an event (see `pages`).
+    /// Ids of conversations whose row changed (see `pages`).
     changes: tokio::sync::broadcast::Sender<String>,
+    /// Followers of live events (see `feed`).
+    feed: std::sync::Arc<feed::Hub>,
 }
 
 impl std::fmt::Debug for Store {
@@ -123,6 +127,7 @@ impl Store {
             reader,
             checkpointer,
             changes: tokio::sync::broadcast::channel(pages::CHANGES_BUFFER).0,
+            feed: std::sync::Arc::default(),
         })
     }
 
