@@ -11,10 +11,11 @@ use tether_proto::{
 use tether_store::Store;
 use tokio::sync::broadcast;
 
-use crate::actor::ActorCmd;
 use crate::ctx::{Ctx, new_id};
-use crate::mailbox::{ActorHandle, Actors, To};
-use crate::{RuntimeConfig, RuntimeError, answers};
+use crate::session::actor::ActorCmd;
+use crate::session::answers;
+use crate::session::mailbox::{ActorHandle, Actors, To};
+use crate::{RuntimeConfig, RuntimeError};
 
 /// Cheap to clone; all clones share one runtime.
 #[derive(Clone)]

@@ -13,7 +13,7 @@ use tether_proto::{
 use tether_store::ConversationRow;
 
 use crate::api::Result;
-use crate::router::reply;
+use crate::session::router::reply;
 use crate::{Runtime, RuntimeError};
 
 impl Runtime {

@@ -13,7 +13,7 @@ use tether_store::Store;
 use tokio::sync::broadcast;
 
 use crate::RuntimeConfig;
-use crate::pool::Pool;
+use crate::session::pool::Pool;
 
 pub(crate) struct Ctx {
     pub store: Store,

@@ -4,34 +4,24 @@
 //!
 //! Must not depend on a web framework or a channel: adapters call [`Runtime`].
 
-mod actor;
-mod answers;
 mod api;
 mod commands;
 mod config;
 mod ctx;
 mod cwd;
 mod delegation;
-mod delegation_close;
-mod delegation_continue;
-mod delegation_registry;
-mod delegation_status;
-mod delegation_watch;
 mod error;
 mod listing;
-mod mailbox;
-mod pool;
-mod router;
-mod turn_step;
+mod session;
 mod views;
 
 pub use api::Runtime;
 pub use config::{CoalesceConfig, RuntimeConfig};
+pub use delegation::registry::MAX_WAITS_PER_CALLER;
+pub use delegation::status::{MAX_WAIT_MS, outcome_of};
 pub use delegation::{
     Caller, DelegationConfig, MCP_SERVER_NAME, MCP_SOCKET_ENV, MCP_TOKEN_ENV, McpLaunch,
 };
-pub use delegation_registry::MAX_WAITS_PER_CALLER;
-pub use delegation_status::{MAX_WAIT_MS, outcome_of};
 pub use error::RuntimeError;
 pub use listing::ConversationPage;
-pub use pool::{PoolConfig, PoolStatus};
+pub use session::pool::{PoolConfig, PoolStatus};

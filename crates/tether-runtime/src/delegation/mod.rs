@@ -2,20 +2,26 @@
 //! a task to another agent. The task is a `delegate` conversation with one session for
 //! its whole life; its turns are versioned; continue/close are idempotent through the
 //! continuation ledger (per parent conversation, persisted). This module creates tasks
-//! and holds the shared checks; `delegation_registry` has the settings and the in-memory
-//! state, `delegation_continue` continues, `delegation_close` cancels and releases,
-//! `delegation_status` reads, `delegation_watch` reports outcomes.
+//! and holds the shared checks; `registry` has the settings and the in-memory
+//! state, `continuation` continues, `close` cancels and releases,
+//! `status` reads, `watch` reports outcomes.
+
+pub(crate) mod close;
+pub(crate) mod continuation;
+pub(crate) mod registry;
+pub(crate) mod status;
+pub(crate) mod watch;
 
 use tether_proto::{ConversationKind, ErrorCode, Session, TaskStarted, TaskStatus, TurnStatus};
 use tether_store::{DelegationRow, NewDelegation};
 
-use crate::actor::{ActorCmd, Enqueued};
 use crate::api::Result;
 use crate::ctx::new_id;
-pub(crate) use crate::delegation_registry::Registry;
-pub use crate::delegation_registry::{
+pub(crate) use crate::delegation::registry::Registry;
+pub use crate::delegation::registry::{
     Caller, DelegationConfig, MCP_SERVER_NAME, MCP_SOCKET_ENV, MCP_TOKEN_ENV, McpLaunch,
 };
+use crate::session::actor::{ActorCmd, Enqueued};
 use crate::{Runtime, RuntimeError};
 
 /// Largest accepted task or message, in bytes.
@@ -256,7 +262,7 @@ impl Runtime {
         turn_id: &str,
         input: &str,
     ) -> Result<()> {
-        let to = crate::mailbox::To::Session { session, owner };
+        let to = crate::session::mailbox::To::Session { session, owner };
         let enqueued = self
             .ask(to, |reply| ActorCmd::Enqueue {
                 turn_id: turn_id.to_string(),

@@ -11,10 +11,10 @@ use tether_proto::{
 };
 use tether_store::{ConversationRow, NewMessage, NewSession, NewTurn, TurnEnd};
 
-use crate::actor::{ActorCmd, Enqueued};
 use crate::api::Result;
 use crate::ctx::new_id;
-use crate::mailbox::To;
+use crate::session::actor::{ActorCmd, Enqueued};
+use crate::session::mailbox::To;
 use crate::{Runtime, RuntimeError};
 
 pub(crate) fn reply(kind: MessageOutcomeKind, text: impl Into<String>) -> MessageOutcome {
@@ -310,7 +310,7 @@ impl Runtime {
         // Replaced: its agent's MCP token stops working now (issue 16).
         self.ctx().delegation.revoke(session_id);
         let deliveries =
-            crate::answers::cancel_left_requests(self.ctx(), conv_id, session_id).await?;
+            crate::session::answers::cancel_left_requests(self.ctx(), conv_id, session_id).await?;
         // The store has the outcome already: a delivery that fails (no actor: nothing
         // waits for it; a full mailbox) does not undo the switch.
         for cmd in deliveries.into_iter().chain([ActorCmd::Park]) {

@@ -15,7 +15,7 @@ use tether_store::now_ms;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::api::{Inner, Result};
-use crate::delegation_status::outcome_of;
+use crate::delegation::status::outcome_of;
 use crate::{Runtime, RuntimeError};
 
 impl Runtime {

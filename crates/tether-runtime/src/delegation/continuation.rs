@@ -5,11 +5,11 @@
 use tether_proto::{Availability, ErrorCode, TaskStarted, TaskStatus, TurnOrigin};
 use tether_store::DelegationRow;
 
-use crate::actor::ActorCmd;
 use crate::api::Result;
 use crate::ctx::new_id;
+use crate::delegation::registry::Caller;
 use crate::delegation::{check_continuation_id, check_text, err};
-use crate::delegation_registry::Caller;
+use crate::session::actor::ActorCmd;
 use crate::{Runtime, RuntimeError};
 
 impl Runtime {
@@ -108,7 +108,7 @@ impl Runtime {
             .clone()
             .unwrap_or_else(|| row.task_id.clone());
         // Make the session live first (strict resume): a failure changes nothing.
-        let to = crate::mailbox::To::Session {
+        let to = crate::session::mailbox::To::Session {
             session: &session,
             owner: &owner,
         };

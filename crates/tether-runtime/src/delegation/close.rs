@@ -10,11 +10,11 @@ use tether_proto::{
 };
 use tether_store::{ConversationRow, DelegationRow, LedgerEntry};
 
-use crate::actor::ActorCmd;
 use crate::api::Result;
+use crate::delegation::continuation::released;
 use crate::delegation::{Caller, check_continuation_id, err};
-use crate::delegation_continue::released;
-use crate::mailbox::To;
+use crate::session::actor::ActorCmd;
+use crate::session::mailbox::To;
 use crate::{Runtime, RuntimeError};
 
 /// How long cancel/close wait for a stopped turn to end (the actor's own grace is 5 s).

@@ -8,9 +8,9 @@ use tether_proto::{Approval, ApprovalStatus, Decision, MessageRole, Question, Qu
 use tether_store::now_ms;
 
 use crate::RuntimeError;
-use crate::actor::{ActorCmd, Pending};
 use crate::ctx::Ctx;
-use crate::mailbox::ActorHandle;
+use crate::session::actor::{ActorCmd, Pending};
+use crate::session::mailbox::ActorHandle;
 
 /// Resolves an approval with a person's decision; a second answer gets
 /// `approval_already_resolved`.

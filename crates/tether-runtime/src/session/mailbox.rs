@@ -19,8 +19,8 @@ use tokio::sync::mpsc::error::{SendError, TrySendError};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::RuntimeError;
-use crate::actor::{Actor, ActorCmd, STOP_GRACE};
 use crate::ctx::Ctx;
+use crate::session::actor::{Actor, ActorCmd, STOP_GRACE};
 
 /// Commands that may wait in one session's mailbox. The actor answers each at once
 /// (turns wait in its own queue, not here), so only a burst of requests fills it.

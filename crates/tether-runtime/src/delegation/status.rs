@@ -14,8 +14,8 @@ use tether_store::{DelegationRow, now_ms};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::api::Result;
+use crate::delegation::registry::MAX_WAITS_PER_CALLER;
 use crate::delegation::{Caller, err};
-use crate::delegation_registry::MAX_WAITS_PER_CALLER;
 use crate::{Runtime, RuntimeError};
 
 /// Longest bounded wait of `get_delegation_status`.

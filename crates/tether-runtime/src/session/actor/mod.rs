@@ -4,7 +4,7 @@
 //!
 //! Durability of events: a turn's end, an approval and a question are committed to the
 //! store before anyone (subscriber, channel, agent) is told of them. Streamed events
-//! (deltas, tool calls) are stored in coalesced batches (see `actor_events`), each
+//! (deltas, tool calls) are stored in coalesced batches (see `events`), each
 //! flushed before any other event of the session, so a crash can lose only the not yet
 //! flushed streamed events of a running turn, which start-up recovery then marks
 //! interrupted.
@@ -28,8 +28,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::ctx::{Ctx, new_id};
-use crate::mailbox::{ActorHandle, Actors, MAILBOX_CAP};
-use crate::turn_step::{Step, deadline_sleep, join_opt, recv_opt};
+use crate::session::mailbox::{ActorHandle, Actors, MAILBOX_CAP};
+use crate::session::turn_step::{Step, deadline_sleep, join_opt, recv_opt};
 
 /// Grace for an agent to end a cancelled turn before its process is killed.
 pub(crate) const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
@@ -70,10 +70,8 @@ pub(crate) enum ActorCmd {
     Close { reply: oneshot::Sender<()> },
 }
 
-#[path = "actor_events.rs"]
-mod actor_events;
-#[path = "delegation_actor.rs"]
-mod delegation_actor;
+mod delegation;
+mod events;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Enqueued {
@@ -588,7 +586,7 @@ impl Actor {
         if self.parked {
             // The conversation has left this session: nobody answers from there, so the
             // request fails closed at once, as those pending when it left did.
-            let cancelled = crate::answers::cancel_left_requests(
+            let cancelled = crate::session::answers::cancel_left_requests(
                 &self.ctx,
                 &self.session.conversation_id,
                 &self.session.id,
@@ -610,7 +608,7 @@ impl Actor {
         tokio::spawn(async move {
             tokio::time::sleep(wait).await;
             let me = me.upgrade().map(|tx| ActorHandle { tx });
-            crate::answers::expire(&ctx, &pending, me.as_ref()).await;
+            crate::session::answers::expire(&ctx, &pending, me.as_ref()).await;
         });
     }
 
