@@ -1,5 +1,5 @@
-//! Shared context of the runtime: the store, the event bus, the configuration and the
-//! agent drivers.
+//! Shared context of the runtime: the store (which also publishes events to their
+//! followers, see `tether_store::Store::follow`), the configuration and the agent drivers.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,20 +8,19 @@ use tether_agents::{
     AcpDriver, AgentDriver, AgentError, AgentSession, ClaudeDriver, CodexDriver, DriverKind,
     GroupRecords, StartRequest,
 };
-use tether_proto::EventEnvelope;
 use tether_store::Store;
-use tokio::sync::broadcast;
 
 use crate::RuntimeConfig;
 use crate::session::pool::Pool;
 
 pub(crate) struct Ctx {
     pub store: Store,
-    pub bus: broadcast::Sender<EventEnvelope>,
     pub config: RuntimeConfig,
     pub pool: Pool,
     /// Delegation: MCP tokens of launched sessions, the readiness gate.
     pub delegation: crate::delegation::Registry,
+    /// The delegation outcome watcher's list of tasks to follow.
+    pub delegation_watch: crate::delegation::watch::WatchList,
     /// Streamed agent events stored, and the store transactions they took.
     pub streamed: StreamedFigures,
     acp: AcpDriver,
@@ -31,7 +30,6 @@ pub(crate) struct Ctx {
 
 impl Ctx {
     pub fn new(store: Store, config: RuntimeConfig, records: Option<GroupRecords>) -> Arc<Ctx> {
-        let (bus, _) = broadcast::channel(4096);
         let acp = AcpDriver {
             start_timeout: config.start_timeout,
             records: records.clone(),
@@ -48,8 +46,8 @@ impl Ctx {
         let delegation = crate::delegation::Registry::new(config.delegation.clone());
         Arc::new(Ctx {
             store,
-            bus,
             delegation,
+            delegation_watch: crate::delegation::watch::WatchList::new(),
             streamed: StreamedFigures::default(),
             config,
             pool,
@@ -57,14 +55,6 @@ impl Ctx {
             codex,
             claude,
         })
-    }
-
-    /// Publishes stored events to live subscribers (after they were committed).
-    pub fn publish(&self, events: impl IntoIterator<Item = EventEnvelope>) {
-        for ev in events {
-            // No subscriber is fine: everything is in the store.
-            let _ = self.bus.send(ev);
-        }
     }
 
     /// Starts (or strictly resumes) an agent session with the driver of its kind, in its

@@ -245,6 +245,16 @@ impl Store {
         Ok((session, events))
     }
 
+    /// Ids of the tasks not released yet, oldest first.
+    pub async fn unreleased_delegation_ids(&self) -> Result<Vec<String>> {
+        let rows: Vec<(String,)> = sqlx::query_as(
+            "SELECT task_id FROM delegations WHERE released_at IS NULL ORDER BY created_at",
+        )
+        .fetch_all(&self.reader)
+        .await?;
+        Ok(rows.into_iter().map(|(id,)| id).collect())
+    }
+
     pub async fn get_delegation(&self, task_id: &str) -> Result<Option<DelegationRow>> {
         let row = sqlx::query("SELECT * FROM delegations WHERE task_id = ?")
             .bind(task_id)

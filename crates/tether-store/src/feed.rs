@@ -192,9 +192,17 @@ impl Follower {
         self.last
     }
 
+    /// The follower as a stream of what [`Follower::next`] returns (for merging several).
+    pub fn into_stream(self) -> impl futures::Stream<Item = Result<Arc<Batch>>> + Send + 'static {
+        futures::stream::unfold(self, |mut f| async move {
+            let got = f.next().await;
+            Some((got, f))
+        })
+    }
+
     /// The next events of the scope after the last delivered, in commit order (never
     /// empty). Waits for them; an error is the store's, when filling a gap failed (the
-    /// follower can be asked again).
+    /// follower can be asked again). Cancel-safe: a dropped call loses nothing.
     pub async fn next(&mut self) -> Result<Arc<Batch>> {
         loop {
             if self.filling {

@@ -1,8 +1,9 @@
 //! Pages for clients that show long lists: the conversation list in pages (keyset on
 //! `updated_at DESC, id`), a conversation's events and history read backwards from the
-//! end, and the feed of conversations whose row changed without an event (created,
-//! renamed, archived, unbound, a turn queued), so a list can follow changes instead of
-//! polling. Changes that come with an event are on the runtime's event bus already.
+//! end, and the notices of conversations whose list view may have changed (a row changed
+//! without an event: created, renamed, archived, unbound, a turn queued; or a commit of
+//! more than streamed agent output, sent by the feed at commit), so a list can follow
+//! changes instead of polling.
 
 use tether_proto::{EventEnvelope, HistoryMessage};
 use tokio::sync::broadcast;

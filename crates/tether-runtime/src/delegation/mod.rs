@@ -196,8 +196,9 @@ impl Runtime {
             session_id: new_id(),
             turn_id: new_id(),
         };
-        let (session, events) = self.ctx().store.create_delegation(&d).await?;
-        self.ctx().publish(events);
+        let (session, _) = self.ctx().store.create_delegation(&d).await?;
+        // Followed before its turn can run, so its end is reported.
+        self.watch_task(&d.task_id).await?;
         let owner = parent_id.unwrap_or_else(|| d.task_id.clone());
         self.enqueue_task_turn(&session, &owner, &d.turn_id, &task)
             .await?;
@@ -248,8 +249,8 @@ impl Runtime {
                 code: e.code(),
                 message,
             };
-            if let Ok(Some(ev)) = self.ctx().store.finish_turn(turn_id, &end, &ev, None).await {
-                self.ctx().publish([ev]);
+            if let Err(e) = self.ctx().store.finish_turn(turn_id, &end, &ev, None).await {
+                tracing::error!(turn_id, error = %e, "cannot fail a delegated turn");
             }
         }
         res

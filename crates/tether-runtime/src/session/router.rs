@@ -192,10 +192,9 @@ impl Runtime {
                     model: requested.model.clone(),
                     cwd: conv.cwd.clone(),
                 };
-                let (session, events) = store
+                let (session, _) = store
                     .start_session(&new, reason, status_message.as_deref())
                     .await?;
-                self.ctx().publish(events);
                 (session, Some(reason), status_message)
             }
         };
@@ -239,9 +238,7 @@ impl Runtime {
                     role: MessageRole::Status,
                     text: format!("not queued: {msg}"),
                 };
-                if let Some(ev) = store.finish_turn(&turn.id, &end, &ev, Some(&note)).await? {
-                    self.ctx().publish([ev]);
-                }
+                store.finish_turn(&turn.id, &end, &ev, Some(&note)).await?;
                 return Err(RuntimeError::QueueFull { cap });
             }
         };
@@ -297,8 +294,7 @@ impl Runtime {
             .finish_turn(turn_id, &end, &ev, Some(&note))
             .await
         {
-            Ok(Some(ev)) => self.ctx().publish([ev]),
-            Ok(None) => {}
+            Ok(_) => {}
             Err(e) => tracing::error!(error = %e, "cannot fail an unstarted turn"),
         }
     }

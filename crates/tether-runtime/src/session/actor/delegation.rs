@@ -72,7 +72,7 @@ impl Actor {
             )
             .await
         {
-            Ok(ev) => self.ctx.publish(ev),
+            Ok(_) => {}
             Err(e) => tracing::error!(error = %e, "cannot record live session"),
         }
         self.session.external_id = Some(external_id);

@@ -334,7 +334,7 @@ impl Actor {
     /// Starts the next turn: mark it running, then make the session live, then prompt.
     async fn begin(&mut self, turn_id: String, input: String) {
         match self.ctx.store.start_turn(&turn_id).await {
-            Ok(Some(ev)) => self.ctx.publish([ev]),
+            Ok(Some(_)) => {}
             Ok(None) => {
                 tracing::warn!(turn_id, "turn is no longer queued; skipped");
                 return;
@@ -353,8 +353,8 @@ impl Actor {
                     code: ErrorCode::Internal,
                     message,
                 };
-                if let Ok(Some(ev)) = self.ctx.store.finish_turn(&turn_id, &end, &ev, None).await {
-                    self.ctx.publish([ev]);
+                if let Err(e) = self.ctx.store.finish_turn(&turn_id, &end, &ev, None).await {
+                    tracing::error!(turn_id, error = %e, "cannot fail the turn");
                 }
                 return;
             }
@@ -460,7 +460,7 @@ impl Actor {
             )
             .await
         {
-            Ok(ev) => self.ctx.publish(ev),
+            Ok(_) => {}
             Err(e) => tracing::error!(error = %e, "cannot record live session"),
         }
         self.session.external_id = Some(external_id);
@@ -545,8 +545,7 @@ impl Actor {
                     deadline_ms,
                 };
                 match self.ctx.store.create_approval(&row).await {
-                    Ok(ev) => {
-                        self.ctx.publish([ev]);
+                    Ok(_) => {
                         self.approvals.insert(id.clone(), req.reply);
                         self.schedule_expiry(Pending::Approval(id));
                     }
@@ -567,8 +566,7 @@ impl Actor {
                     deadline_ms,
                 };
                 match self.ctx.store.create_question(&row).await {
-                    Ok(ev) => {
-                        self.ctx.publish([ev]);
+                    Ok(_) => {
                         self.questions.insert(id.clone(), req.reply);
                         self.schedule_expiry(Pending::Question(id));
                     }
@@ -692,8 +690,7 @@ impl Actor {
     async fn cancel_pending(&mut self, status: ApprovalStatus) {
         for (id, tx) in self.approvals.drain() {
             match self.ctx.store.resolve_approval(&id, status, None).await {
-                Ok(Some((_, ev))) => self.ctx.publish([ev]),
-                Ok(None) => {}
+                Ok(_) => {}
                 Err(e) => tracing::error!(error = %e, "cannot cancel approval"),
             }
             let _ = tx.send(PermissionReply::Cancelled);
@@ -709,8 +706,7 @@ impl Actor {
                 .resolve_question(&id, qstatus, None, None)
                 .await
             {
-                Ok(Some((_, ev))) => self.ctx.publish([ev]),
-                Ok(None) => {}
+                Ok(_) => {}
                 Err(e) => tracing::error!(error = %e, "cannot cancel question"),
             }
             let _ = tx.send(None);
@@ -815,7 +811,7 @@ impl Actor {
             .finish_turn(&cur.turn_id, &end, &ev, msg.as_ref())
             .await
         {
-            Ok(Some(ev)) => self.ctx.publish([ev]),
+            Ok(Some(_)) => {}
             Ok(None) => tracing::warn!(turn_id = cur.turn_id, "turn had already ended"),
             Err(e) => tracing::error!(error = %e, "cannot finish turn"),
         }
@@ -841,7 +837,7 @@ impl Actor {
             .set_session_status(&self.session.id, SessionStatus::Dormant, None, Some(&ev))
             .await
         {
-            Ok(ev) => self.ctx.publish(ev),
+            Ok(_) => {}
             Err(e) => tracing::error!(error = %e, "cannot record dormant session"),
         }
     }
