@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use futures::Stream;
 use tether_proto::{EventEnvelope, EventPayload};
-use tether_runtime::{Batch, Scope};
+use tether_runtime::{Batch, RuntimeError, Scope};
 use tether_store::{ChannelChat, now_ms};
 use tokio_stream::{StreamExt, StreamMap};
 
@@ -103,6 +103,8 @@ async fn sync(core: &SharedCore, feeds: &mut Feeds) {
             Ok(f) => {
                 feeds.live.insert(conv.clone(), Box::pin(f.into_stream()));
             }
+            // A conversation that is gone has nothing more to say.
+            Err(RuntimeError::NotFound { .. }) => {}
             Err(e) => {
                 tracing::warn!(
                     channel = core.name(),

@@ -12,6 +12,7 @@
 
 use std::convert::Infallible;
 use std::fmt::Write as _;
+use std::pin::Pin;
 use std::time::Duration;
 
 use axum::Extension;
@@ -23,6 +24,7 @@ use serde::Deserialize;
 use tether_proto::{ErrorBody, EventEnvelope};
 use tether_runtime::{Follower, Scope};
 use tokio::sync::watch;
+use tokio::time::Instant;
 use utoipa::IntoParams;
 
 use crate::AppState;
@@ -93,21 +95,44 @@ fn frames(
     follower: Follower,
     closing: Option<watch::Receiver<bool>>,
 ) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
-    futures::stream::unfold((follower, closing), |(mut f, mut closing)| async move {
-        let next = tokio::select! {
-            () = wait_closing(&mut closing) => return None,
-            next = tokio::time::timeout(KEEP_ALIVE, f.next()) => next,
-        };
-        let frame = match next {
-            Err(_) => Bytes::from_static(b":\n\n"),
-            Ok(Ok(batch)) => batch.encoded(encode),
-            Ok(Err(err)) => {
-                tracing::warn!(error = %err, "could not read events; closing the stream");
-                return None;
-            }
-        };
-        Some((Ok(frame), (f, closing)))
-    })
+    let beat = Heartbeat {
+        timer: Box::pin(tokio::time::sleep(KEEP_ALIVE)),
+        last_sent: Instant::now(),
+    };
+    futures::stream::unfold(
+        (follower, closing, beat),
+        |(mut f, mut closing, mut beat)| async move {
+            let frame = loop {
+                tokio::select! {
+                    () = wait_closing(&mut closing) => return None,
+                    () = beat.timer.as_mut() => {
+                        // Re-armed lazily: a busy stream never touches its timer.
+                        let due = beat.last_sent + KEEP_ALIVE;
+                        if Instant::now() >= due {
+                            beat.timer.as_mut().reset(Instant::now() + KEEP_ALIVE);
+                            break Bytes::from_static(b":\n\n");
+                        }
+                        beat.timer.as_mut().reset(due);
+                    }
+                    next = f.next() => match next {
+                        Ok(batch) => break batch.encoded(encode),
+                        Err(err) => {
+                            tracing::warn!(error = %err, "could not read events; closing the stream");
+                            return None;
+                        }
+                    },
+                }
+            };
+            beat.last_sent = Instant::now();
+            Some((Ok(frame), (f, closing, beat)))
+        },
+    )
+}
+
+/// When the stream last sent something, and the timer of its next heartbeat.
+struct Heartbeat {
+    timer: Pin<Box<tokio::time::Sleep>>,
+    last_sent: Instant,
 }
 
 /// The id to resume after: `Last-Event-ID` wins over `?after_id=`; default 0.

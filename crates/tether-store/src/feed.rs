@@ -246,6 +246,9 @@ impl Follower {
             return None;
         }
         self.last = batch.last_id();
+        if self.session_id.is_none() && batch.events.first().is_some_and(|e| e.id > last) {
+            return Some(batch);
+        }
         let wanted = |e: &EventEnvelope| {
             e.id > last && self.session_id.as_ref().is_none_or(|s| *s == e.session_id)
         };
