@@ -122,24 +122,32 @@ impl Hub {
     /// conversation in the commit, and a copy of the events only for followed ones.
     fn publish(&self, events: &[EventEnvelope]) -> Vec<String> {
         let mut changed: Vec<String> = Vec::new();
-        let topics = self.lock();
-        let mut rest = events;
-        while let Some(first) = rest.first() {
-            // A commit is nearly always one conversation's; split it where it changes.
-            let conv = &first.conversation_id;
-            let n = rest
-                .iter()
-                .position(|e| e.conversation_id != *conv)
-                .unwrap_or(rest.len());
-            let (group, tail) = rest.split_at(n);
-            rest = tail;
-            if group.iter().any(|e| !is_streamed(&e.payload)) && !changed.contains(conv) {
-                changed.push(conv.clone());
+        let mut sends = Vec::new();
+        {
+            let topics = self.lock();
+            let mut rest = events;
+            while let Some(first) = rest.first() {
+                // A commit is nearly always one conversation's; split it where it changes.
+                let conv = &first.conversation_id;
+                let n = rest
+                    .iter()
+                    .position(|e| e.conversation_id != *conv)
+                    .unwrap_or(rest.len());
+                let (group, tail) = rest.split_at(n);
+                rest = tail;
+                if group.iter().any(|e| !is_streamed(&e.payload)) && !changed.contains(conv) {
+                    changed.push(conv.clone());
+                }
+                if let Some(tx) = topics.get(conv.as_str()) {
+                    sends.push((tx.clone(), group));
+                }
             }
-            if let Some(tx) = topics.get(conv.as_str()) {
-                // No receiver left is fine: the topic goes with its last follower.
-                let _ = tx.send(Arc::new(Batch::new(group.to_vec())));
-            }
+        }
+        // Copied and sent outside the map's lock (joins and leaves do not wait), still
+        // under the writer connection (so in commit order).
+        for (tx, group) in sends {
+            // No receiver left is fine: the topic goes with its last follower.
+            let _ = tx.send(Arc::new(Batch::new(group.to_vec())));
         }
         changed
     }
@@ -216,7 +224,7 @@ impl Follower {
                 }
             }
             let Some(rx) = self.rx.as_mut() else {
-                return Err(StoreError::Db(sqlx::Error::PoolClosed));
+                return Err(StoreError::FeedClosed);
             };
             match rx.recv().await {
                 Ok(batch) => {
@@ -233,7 +241,7 @@ impl Follower {
                     self.filling = true;
                 }
                 // The topic's sender lives as long as a receiver does.
-                Err(RecvError::Closed) => return Err(StoreError::Db(sqlx::Error::PoolClosed)),
+                Err(RecvError::Closed) => return Err(StoreError::FeedClosed),
             }
         }
     }

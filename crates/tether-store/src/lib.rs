@@ -6,7 +6,8 @@
 //! writer connection (SQLite has one writer anyway; this avoids busy errors); reads use
 //! four read-only connections; a third kind checkpoints the WAL in the background
 //! (commits never do, see `checkpoint`). The connections are held directly, not in an
-//! sqlx pool (see `conns`).
+//! sqlx pool (see `conns`). Committed events are published to their followers by the
+//! store itself, in commit order (see `feed`).
 
 mod approvals;
 mod channels;
@@ -55,6 +56,9 @@ pub enum StoreError {
     },
     #[error("corrupt row in {table}: {detail}")]
     Corrupt { table: &'static str, detail: String },
+    /// A follower's topic closed (only when the store itself goes away).
+    #[error("the event feed closed")]
+    FeedClosed,
     /// Delegation: the continuation id is already in the ledger of this scope (the
     /// transaction that tried to record it was rolled back).
     #[error("continuation id {continuation_id:?} is already recorded in {scope}")]

@@ -28,8 +28,10 @@ impl Store {
 
     /// Tells the followers that conversation `id` changed (after the write committed).
     pub(crate) fn changed(&self, id: &str) {
-        // No follower is not an error.
-        let _ = self.changes.send(id.to_string());
+        // No follower is not an error (and costs no copy of the id).
+        if self.changes.receiver_count() > 0 {
+            let _ = self.changes.send(id.to_string());
+        }
     }
 
     /// One page of conversations, most recently updated first (ties by id), after
