@@ -11,7 +11,7 @@ use tether_proto::{
     QuestionStatus, SessionStatus, TaskList, TaskOutcome, TaskSnapshot, TaskStatus, Turn,
     TurnStatus,
 };
-use tether_store::{DelegationRow, Follower, Scope, now_ms};
+use tether_store::{Batch, DelegationRow, Follower, Scope, now_ms};
 
 use crate::api::Result;
 use crate::delegation::registry::MAX_WAITS_PER_CALLER;
@@ -286,7 +286,7 @@ impl Runtime {
                 }
             };
             let recheck = tokio::select! {
-                (got, _, _) = select_all(feeds.iter_mut().map(|f| Box::pin(f.next()))) => match got {
+                got = next_of(&mut feeds) => match got {
                     Ok(batch) => batch.events().iter().any(|e| matters(&e.payload)),
                     Err(e) => return Err(e.into()),
                 },
@@ -375,6 +375,16 @@ fn changed_from(running: &HashMap<String, Option<String>>, snaps: &[TaskSnapshot
 }
 
 /// Events that can end a wait: a terminal turn event or a new request for a person.
+/// The next events of any of `feeds` (never, when there are none).
+async fn next_of(feeds: &mut [Follower]) -> tether_store::Result<std::sync::Arc<Batch>> {
+    if feeds.is_empty() {
+        return std::future::pending().await;
+    }
+    select_all(feeds.iter_mut().map(|f| Box::pin(f.next())))
+        .await
+        .0
+}
+
 fn matters(p: &EventPayload) -> bool {
     p.is_turn_terminal()
         || matches!(
