@@ -8,7 +8,6 @@ use tether_proto::{
     SendMessage, Session, Turn, UpdateConversation,
 };
 use tether_store::Store;
-use tokio::sync::broadcast;
 
 use crate::ctx::Ctx;
 use crate::error::Result;
@@ -94,12 +93,6 @@ impl Runtime {
 
     pub(crate) fn ctx(&self) -> &Ctx {
         &self.inner.ctx
-    }
-
-    /// Every stored event as it is appended (all conversations); filter by
-    /// `conversation_id`. Subscribe before replaying from the store to miss nothing.
-    pub fn subscribe(&self) -> broadcast::Receiver<EventEnvelope> {
-        self.ctx().bus.subscribe()
     }
 
     /// The live pool's state.

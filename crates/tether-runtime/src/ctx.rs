@@ -1,13 +1,12 @@
-//! Shared context of the runtime: the store, the event bus, the configuration, the
-//! agent drivers and the clock (the last two given, see `seams`).
+//! Shared context of the runtime: the store (which also publishes events to their
+//! followers, see `tether_store::Store::follow`), the configuration, the agent drivers
+//! and the clock (the last two given, see `seams`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tether_agents::{AgentError, AgentSession, GroupRecords, StartRequest};
-use tether_proto::EventEnvelope;
 use tether_store::Store;
-use tokio::sync::broadcast;
 
 use crate::RuntimeConfig;
 use crate::seams::{Clock, Drivers, Seams};
@@ -15,11 +14,12 @@ use crate::session::pool::Pool;
 
 pub(crate) struct Ctx {
     pub store: Store,
-    pub bus: broadcast::Sender<EventEnvelope>,
     pub config: RuntimeConfig,
     pub pool: Pool,
     /// Delegation: MCP tokens of launched sessions, the readiness gate.
     pub delegation: crate::delegation::registry::Registry,
+    /// The delegation outcome watcher's list of tasks to follow.
+    pub delegation_watch: crate::delegation::watch::WatchList,
     /// Streamed agent events stored, and the store transactions they took.
     pub streamed: StreamedFigures,
     /// The wall clock: approval and question deadlines and their expiry.
@@ -34,7 +34,6 @@ impl Ctx {
         records: Option<GroupRecords>,
         seams: Seams,
     ) -> Arc<Ctx> {
-        let (bus, _) = broadcast::channel(4096);
         let drivers = seams
             .drivers
             .unwrap_or_else(|| Drivers::real(config.start_timeout, records));
@@ -42,22 +41,14 @@ impl Ctx {
         let delegation = crate::delegation::registry::Registry::new(config.delegation.clone());
         Arc::new(Ctx {
             store,
-            bus,
             delegation,
+            delegation_watch: crate::delegation::watch::WatchList::new(),
             streamed: StreamedFigures::default(),
             config,
             pool,
             clock: seams.clock,
             drivers,
         })
-    }
-
-    /// Publishes stored events to live subscribers (after they were committed).
-    pub fn publish(&self, events: impl IntoIterator<Item = EventEnvelope>) {
-        for ev in events {
-            // No subscriber is fine: everything is in the store.
-            let _ = self.bus.send(ev);
-        }
     }
 
     /// Starts (or strictly resumes) an agent session with the driver of its kind, in its

@@ -1,6 +1,6 @@
 //! tether-runtime: session actors (one owner per runtime session, one turn at a time,
 //! queue, approvals and questions), the router that applies the binding rules, start-up
-//! recovery, and the event bus.
+//! recovery, and the way to follow events live ([`Runtime::follow`]).
 //!
 //! Must not depend on a web framework or a channel: adapters call [`Runtime`].
 
@@ -12,6 +12,7 @@ mod cwd;
 mod delegation;
 mod error;
 mod ids;
+mod feed;
 mod listing;
 mod seams;
 mod session;
@@ -28,3 +29,4 @@ pub use error::RuntimeError;
 pub use listing::ConversationPage;
 pub use seams::{Clock, Drivers, Seams, SystemClock, Wait};
 pub use session::pool::{PoolConfig, PoolStatus};
+pub use tether_store::{Batch, Follower, Scope};

@@ -128,7 +128,7 @@ impl Store {
                 .conversations
                 .push(RecoveredConversation { session_id, ..rc });
         }
-        tx.commit().await?;
+        self.commit_events(tx, &report.events).await?;
         Ok(report)
     }
 }

@@ -76,7 +76,7 @@ impl Store {
             &EventPayload::TurnStarted { input },
         )
         .await?;
-        tx.commit().await?;
+        self.commit_events(tx, std::slice::from_ref(&ev)).await?;
         Ok(Some(ev))
     }
 
@@ -122,7 +122,7 @@ impl Store {
             )
             .await?;
         }
-        tx.commit().await?;
+        self.commit_events(tx, std::slice::from_ref(&ev)).await?;
         Ok(Some(ev))
     }
 

@@ -8,7 +8,7 @@ use tether_proto::{
     Availability, ConversationKind, ErrorCode, MessageOutcome, MessageOutcomeKind, TaskClosed,
     TaskSnapshot, TaskStatus, TurnOrigin,
 };
-use tether_store::{ConversationRow, DelegationRow, LedgerEntry};
+use tether_store::{ConversationRow, DelegationRow, LedgerEntry, Scope};
 
 use crate::delegation::continuation::released;
 use crate::delegation::{Caller, check_continuation_id, err};
@@ -37,7 +37,10 @@ impl Runtime {
         if open.is_empty() {
             return Ok(false);
         }
-        let mut rx = self.subscribe();
+        // Followed before the stop, so its terminal event cannot slip past.
+        let mut feed = self
+            .follow_from_now(Scope::Conversation(row.task_id.clone()))
+            .await?;
         let to = To::Running(&row.session_id);
         if let Err(e) = self.actor(to).stop().await {
             tracing::warn!(task_id = row.task_id, error = %e, "cannot stop the task's turn");
@@ -47,7 +50,13 @@ impl Runtime {
                 if self.ctx().store.open_turns(&row.task_id).await?.is_empty() {
                     return Ok::<(), RuntimeError>(());
                 }
-                let _ = tokio::time::timeout(Duration::from_millis(200), rx.recv()).await;
+                // Look again when a turn of the task ended.
+                loop {
+                    let batch = feed.next().await?;
+                    if batch.events().iter().any(|e| e.payload.is_turn_terminal()) {
+                        break;
+                    }
+                }
             }
         };
         match tokio::time::timeout(END_WAIT, wait).await {
@@ -123,10 +132,10 @@ impl Runtime {
                 .map_err(|e| RuntimeError::Internal(e.to_string()))?,
         };
         let note = "closed: the delegated session was released; its history is kept";
-        let (_, events) = store
+        store
             .release_delegation(task_id, note, Some(&entry))
             .await?;
-        self.ctx().publish(events);
+        self.forget_task(task_id);
         self.ctx().delegation.revoke(&row.session_id);
         Ok(result)
     }

@@ -194,8 +194,9 @@ impl Runtime {
             session_id: new_id(),
             turn_id: new_id(),
         };
-        let (session, events) = self.ctx().store.create_delegation(&d).await?;
-        self.ctx().publish(events);
+        let (session, _) = self.ctx().store.create_delegation(&d).await?;
+        // Followed before its turn can run, so its end is reported.
+        self.watch_task(&d.task_id).await?;
         let owner = parent_id.unwrap_or_else(|| d.task_id.clone());
         self.enqueue_task_turn(&session, &owner, &d.turn_id, &task)
             .await?;

@@ -1,52 +1,163 @@
 //! Reports every ended turn of a delegated task once: `delegation_completed` for the
 //! first turn, `delegation_session_update` for later ones, on the parent's session (or
-//! on the child's own session when the task has no parent session). A watcher follows
-//! the event bus; at start-up it first reports what a restart left unreported (turns
-//! interrupted by recovery) — until then delegation requests get `rebuilding` — and it
-//! re-scans whenever it lags behind the bus. Each row is handled on its own: one that
-//! keeps failing is retried a few times, then recorded as unreportable, and never holds
-//! up the others.
+//! on the child's own session when the task has no parent session). The watcher follows
+//! the feed of every task not released yet (a task is followed from its creation until
+//! it is closed); at start-up it first reports what a restart left unreported (turns
+//! interrupted by recovery) — until then delegation requests get `rebuilding`. Each row
+//! is handled on its own: one that keeps failing is retried a few times, then recorded
+//! as unreportable, and never holds up the others.
 
-use std::sync::{Arc, Weak};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use futures::Stream;
 use tether_proto::{EventPayload, TurnOrigin};
-use tether_store::now_ms;
-use tokio::sync::broadcast::error::RecvError;
+use tether_store::{Batch, Follower, Scope, now_ms};
+use tokio::sync::mpsc;
+use tokio_stream::{StreamExt, StreamMap};
 
 use crate::api::Inner;
 use crate::delegation::status::outcome_of;
 use crate::error::Result;
 use crate::{Runtime, RuntimeError};
 
+/// What the watcher is told: a task to follow, or one released for good.
+pub(crate) enum WatchCmd {
+    Follow(String, Follower),
+    Forget(String),
+}
+
+/// The way to the watcher (in `Ctx`; the watcher takes the receiving end at start).
+pub(crate) struct WatchList {
+    tx: mpsc::UnboundedSender<WatchCmd>,
+    rx: Mutex<Option<mpsc::UnboundedReceiver<WatchCmd>>>,
+}
+
+impl WatchList {
+    pub fn new() -> WatchList {
+        let (tx, rx) = mpsc::unbounded_channel();
+        WatchList {
+            tx,
+            rx: Mutex::new(Some(rx)),
+        }
+    }
+
+    fn send(&self, cmd: WatchCmd) {
+        // The watcher ends only with the runtime.
+        let _ = self.tx.send(cmd);
+    }
+
+    fn take(&self) -> Option<mpsc::UnboundedReceiver<WatchCmd>> {
+        self.rx.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+type TaskFeed = Pin<Box<dyn Stream<Item = tether_store::Result<Arc<Batch>>> + Send>>;
+
 impl Runtime {
     /// Starts the outcome watcher (called once by [`Runtime::start`]). Delegation
     /// requests answer `rebuilding` until its start-up pass has handled every row.
     pub(crate) fn start_delegation_watch(&self) {
-        let rx = self.subscribe();
+        let Some(mut cmds) = self.ctx().delegation_watch.take() else {
+            return;
+        };
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         tokio::spawn(async move {
-            let mut rx = rx;
+            let mut feeds: StreamMap<String, TaskFeed> = StreamMap::new();
             if let Some(rt) = upgrade(&weak) {
+                // Follow first, then report what is pending: nothing falls in between.
+                for task_id in rt.unreleased_tasks().await {
+                    match rt.task_feed(&task_id).await {
+                        Ok(f) => {
+                            feeds.insert(task_id, f);
+                        }
+                        Err(e) => {
+                            tracing::error!(task_id, error = %e, "cannot follow a delegated task");
+                        }
+                    }
+                }
                 rt.report_pending_delegation_turns().await;
                 rt.ctx().delegation.set_ready();
             }
             loop {
-                let ev = rx.recv().await;
-                let Some(rt) = upgrade(&weak) else { return };
-                match ev {
-                    Ok(ev) => {
-                        if let (Some(turn_id), true) = (&ev.turn_id, ev.payload.is_turn_terminal())
-                            && let Err(e) = rt.report_delegation_turn(turn_id).await
-                        {
-                            tracing::error!(turn_id, error = %e, "cannot report a delegated turn");
+                tokio::select! {
+                    cmd = cmds.recv() => match cmd {
+                        Some(WatchCmd::Follow(task_id, f)) => {
+                            feeds.insert(task_id, Box::pin(f.into_stream()));
+                        }
+                        Some(WatchCmd::Forget(task_id)) => {
+                            feeds.remove(&task_id);
+                        }
+                        None => return,
+                    },
+                    Some((task_id, got)) = feeds.next() => {
+                        let Some(rt) = upgrade(&weak) else { return };
+                        match got {
+                            Ok(batch) => rt.report_ended_turns(&batch).await,
+                            Err(e) => {
+                                // The follower fills its gap when asked again.
+                                tracing::warn!(task_id, error = %e, "cannot read a delegated task's events");
+                                tokio::time::sleep(RETRY_FIRST).await;
+                            }
                         }
                     }
-                    Err(RecvError::Lagged(_)) => rt.report_pending_delegation_turns().await,
-                    Err(RecvError::Closed) => return,
                 }
             }
         });
+    }
+
+    /// Follows a new task from its first event (call right after it is stored).
+    pub(crate) async fn watch_task(&self, task_id: &str) -> Result<()> {
+        let f = self
+            .ctx()
+            .store
+            .follow(Scope::Conversation(task_id.to_string()), 0)
+            .await?;
+        self.ctx()
+            .delegation_watch
+            .send(WatchCmd::Follow(task_id.to_string(), f));
+        Ok(())
+    }
+
+    /// A released task ends no more turns: stop following it.
+    pub(crate) fn forget_task(&self, task_id: &str) {
+        self.ctx()
+            .delegation_watch
+            .send(WatchCmd::Forget(task_id.to_string()));
+    }
+
+    /// Follows a task from now on (at start-up, before the pending turns are reported).
+    async fn task_feed(&self, task_id: &str) -> Result<TaskFeed> {
+        let scope = Scope::Conversation(task_id.to_string());
+        let f = self.ctx().store.follow_from_now(scope).await?;
+        Ok(Box::pin(f.into_stream()))
+    }
+
+    /// The tasks to follow at start-up; retried until the list can be read.
+    async fn unreleased_tasks(&self) -> Vec<String> {
+        let mut delay = RETRY_FIRST;
+        loop {
+            match self.ctx().store.unreleased_delegation_ids().await {
+                Ok(ids) => return ids,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot list delegated tasks; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(RETRY_MAX);
+                }
+            }
+        }
+    }
+
+    /// Reports the turns that ended in `batch`.
+    async fn report_ended_turns(&self, batch: &Batch) {
+        for ev in batch.events() {
+            if let (Some(turn_id), true) = (&ev.turn_id, ev.payload.is_turn_terminal())
+                && let Err(e) = self.report_delegation_turn(turn_id).await
+            {
+                tracing::error!(turn_id, error = %e, "cannot report a delegated turn");
+            }
+        }
     }
 
     /// Reports every ended, unreported turn, each on its own (see [`Self::report_or_give_up`]).
@@ -97,7 +208,7 @@ impl Runtime {
             .record_unreportable_turn(turn_id, &last)
             .await
         {
-            Ok(ev) => self.ctx().publish(ev),
+            Ok(_) => {}
             Err(e) => {
                 tracing::error!(turn_id, error = %e, "cannot record an unreportable delegated turn");
             }
@@ -137,9 +248,7 @@ impl Runtime {
                 outcome,
             }
         };
-        if let Some(ev) = store.report_delegation_turn(turn_id, &payload).await? {
-            self.ctx().publish([ev]);
-        }
+        store.report_delegation_turn(turn_id, &payload).await?;
         Ok(())
     }
 }

@@ -36,7 +36,7 @@ pub(crate) async fn answer_approval(
             offered.join(", ")
         )));
     }
-    let Some((approval, ev)) = ctx.store.resolve_approval(id, status, Some(by)).await? else {
+    let Some((approval, _)) = ctx.store.resolve_approval(id, status, Some(by)).await? else {
         let now = ctx
             .store
             .get_approval(id)
@@ -45,7 +45,6 @@ pub(crate) async fn answer_approval(
             .unwrap_or(current.status);
         return Err(tether_core::approval::ResolveError::AlreadyResolved { status: now }.into());
     };
-    ctx.publish([ev]);
     if let Some(actor) = actor {
         actor
             .deliver(Delivery::Approval {
@@ -78,7 +77,7 @@ pub(crate) async fn answer_question(
         .store
         .resolve_question(id, QuestionStatus::Answered, Some(answer), Some(by))
         .await?;
-    let Some((question, ev)) = resolved else {
+    let Some((question, _)) = resolved else {
         let now = ctx
             .store
             .get_question(id)
@@ -89,7 +88,6 @@ pub(crate) async fn answer_question(
             tether_core::approval::ResolveError::QuestionAlreadyResolved { status: now }.into(),
         );
     };
-    ctx.publish([ev]);
     if let Some(actor) = actor {
         actor
             .deliver(Delivery::Answer {
@@ -124,7 +122,7 @@ async fn note(ctx: &Ctx, conversation_id: &str, session_id: &str, turn_id: &str,
         )
         .await
     {
-        Ok(ev) => ctx.publish(ev),
+        Ok(_) => {}
         Err(e) => tracing::error!(error = %e, "cannot record a status line"),
     }
 }
@@ -144,8 +142,7 @@ pub(crate) async fn expire(ctx: &Ctx, pending: &Pending, actor: Option<&ActorHan
                 return;
             };
             match ctx.store.resolve_approval(id, status, None).await {
-                Ok(Some((approval, ev))) => {
-                    ctx.publish([ev]);
+                Ok(Some((approval, _))) => {
                     let (reply, outcome) = fail_closed(&approval);
                     let text = expired_notice(
                         RequestKind::Approval,
@@ -184,8 +181,7 @@ pub(crate) async fn expire(ctx: &Ctx, pending: &Pending, actor: Option<&ActorHan
                 return;
             };
             match ctx.store.resolve_question(id, status, None, None).await {
-                Ok(Some((question, ev))) => {
-                    ctx.publish([ev]);
+                Ok(Some((question, _))) => {
                     let text = expired_notice(
                         RequestKind::Question,
                         &question.id,
@@ -248,14 +244,13 @@ pub(crate) async fn cancel_left_requests(
         .list_approvals(Some(ApprovalStatus::Pending), Some(conversation_id))
         .await?;
     for a in approvals.iter().filter(|a| a.session_id == session_id) {
-        let Some((approval, ev)) = ctx
+        let Some((approval, _)) = ctx
             .store
             .resolve_approval(&a.id, ApprovalStatus::Cancelled, None)
             .await?
         else {
             continue; // answered or expired meanwhile
         };
-        ctx.publish([ev]);
         let (reply, outcome) = fail_closed(&approval);
         let text = left_session_notice(
             RequestKind::Approval,
@@ -274,14 +269,13 @@ pub(crate) async fn cancel_left_requests(
         .list_questions(Some(QuestionStatus::Pending), Some(conversation_id))
         .await?;
     for q in questions.iter().filter(|q| q.session_id == session_id) {
-        let Some((question, ev)) = ctx
+        let Some((question, _)) = ctx
             .store
             .resolve_question(&q.id, QuestionStatus::Cancelled, None, None)
             .await?
         else {
             continue;
         };
-        ctx.publish([ev]);
         let text = left_session_notice(
             RequestKind::Question,
             &question.id,

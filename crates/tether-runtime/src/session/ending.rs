@@ -108,15 +108,13 @@ impl TurnEnding {
         }
     }
 
-    /// Stores the row, the event and the line in one transaction, then publishes the
-    /// event. `false`: the turn had already ended (terminal states are immutable).
+    /// Stores the row, the event and the line in one transaction (the store publishes the
+    /// event at commit). `false`: the turn had already ended (terminal states are immutable).
     pub async fn record(&self, ctx: &Ctx, turn_id: &str) -> Result<bool, StoreError> {
         let ev = ctx
             .store
             .finish_turn(turn_id, &self.end, &self.event, self.line.as_ref())
             .await?;
-        let ended = ev.is_some();
-        ctx.publish(ev);
-        Ok(ended)
+        Ok(ev.is_some())
     }
 }

@@ -193,10 +193,9 @@ impl Runtime {
                     model: requested.model.clone(),
                     cwd: conv.cwd.clone(),
                 };
-                let (session, events) = store
+                let (session, _) = store
                     .start_session(&new, reason, status_message.as_deref())
                     .await?;
-                self.ctx().publish(events);
                 (session, Some(reason), status_message)
             }
         };

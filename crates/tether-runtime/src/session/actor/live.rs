@@ -75,7 +75,7 @@ impl Actor {
             )
             .await
         {
-            Ok(ev) => self.ctx.publish(ev),
+            Ok(_) => {}
             Err(e) => tracing::error!(error = %e, "cannot record live session"),
         }
         self.session.external_id = Some(external_id);
@@ -138,7 +138,7 @@ impl Actor {
             .set_session_status(&self.session.id, SessionStatus::Dormant, None, Some(&ev))
             .await
         {
-            Ok(ev) => self.ctx.publish(ev),
+            Ok(_) => {}
             Err(e) => tracing::error!(error = %e, "cannot record dormant session"),
         }
     }

@@ -52,8 +52,7 @@ impl Actor {
                     deadline_ms,
                 };
                 match self.ctx.store.create_approval(&row).await {
-                    Ok(ev) => {
-                        self.ctx.publish([ev]);
+                    Ok(_) => {
                         self.approvals.insert(id.clone(), req.reply);
                         self.schedule_expiry(Pending::Approval(id), deadline_ms);
                     }
@@ -74,8 +73,7 @@ impl Actor {
                     deadline_ms,
                 };
                 match self.ctx.store.create_question(&row).await {
-                    Ok(ev) => {
-                        self.ctx.publish([ev]);
+                    Ok(_) => {
                         self.questions.insert(id.clone(), req.reply);
                         self.schedule_expiry(Pending::Question(id), deadline_ms);
                     }
@@ -123,8 +121,7 @@ impl Actor {
     pub(super) async fn cancel_pending(&mut self, status: ApprovalStatus) {
         for (id, tx) in self.approvals.drain() {
             match self.ctx.store.resolve_approval(&id, status, None).await {
-                Ok(Some((_, ev))) => self.ctx.publish([ev]),
-                Ok(None) => {}
+                Ok(_) => {}
                 Err(e) => tracing::error!(error = %e, "cannot cancel approval"),
             }
             let _ = tx.send(PermissionReply::Cancelled);
@@ -140,8 +137,7 @@ impl Actor {
                 .resolve_question(&id, qstatus, None, None)
                 .await
             {
-                Ok(Some((_, ev))) => self.ctx.publish([ev]),
-                Ok(None) => {}
+                Ok(_) => {}
                 Err(e) => tracing::error!(error = %e, "cannot cancel question"),
             }
             let _ = tx.send(None);

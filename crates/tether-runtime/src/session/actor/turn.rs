@@ -15,7 +15,7 @@ impl Actor {
     /// Starts the next turn: mark it running, then make the session live, then prompt.
     pub(super) async fn begin(&mut self, turn_id: String, input: String) {
         match self.ctx.store.start_turn(&turn_id).await {
-            Ok(Some(ev)) => self.ctx.publish([ev]),
+            Ok(Some(_)) => {}
             Ok(None) => {
                 tracing::warn!(turn_id, "turn is no longer queued; skipped");
                 return;
