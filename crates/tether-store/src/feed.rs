@@ -11,11 +11,12 @@
 //! its last follower does.
 //!
 //! **Followers.** A [`Follower`] joins the topic first, then reads the store after its
-//! resume point until it has caught up (the gap); from then on it hands over the batches
-//! it receives, skipping what it already delivered. If it falls behind the channel
-//! (`Lagged`), it reads the store again from the last event it delivered. So a follower
-//! never sees a gap or a duplicate, and reads the store only at the start and after
-//! lagging, never per event.
+//! resume point up to the conversation's newest event at that moment (the gap: what
+//! commits later is in the channel, so a fill never chases a busy conversation); from
+//! then on it hands over the batches it receives, skipping what it already delivered. If
+//! it falls behind the channel (`Lagged`), it fills again from the last event it
+//! delivered up to the newest one. So a follower never sees a gap or a duplicate, and
+//! reads the store only at the start and after lagging, never per event.
 //!
 //! **Resume point.** An event `id` (the SSE id): a follower delivers the events of its
 //! scope with `id > after`. Within a conversation ids increase in commit order, so an id
@@ -175,6 +176,10 @@ pub struct Follower {
     last: i64,
     /// Whether the store may hold events after `last` that the channel does not.
     filling: bool,
+    /// While filling: the last id the store must be read to (the newest event of the
+    /// conversation when the fill began; what commits later is in the channel). `None`
+    /// until the fill reads it, after joining or lagging.
+    fill_until: Option<i64>,
 }
 
 impl std::fmt::Debug for Follower {
@@ -214,12 +219,27 @@ impl Follower {
     pub async fn next(&mut self) -> Result<Arc<Batch>> {
         loop {
             if self.filling {
-                let page = self.read_store().await?;
+                let until = match self.fill_until {
+                    Some(until) => until,
+                    None => {
+                        let until = self.store.newest_event_id(&self.conversation_id).await?;
+                        self.fill_until = Some(until);
+                        until
+                    }
+                };
+                // Bounded by `until`, a fill never chases a conversation that keeps
+                // committing: that part comes from the channel.
+                let page = if self.last < until {
+                    self.read_store(until).await?
+                } else {
+                    Vec::new()
+                };
                 if page.len() < FILL_PAGE as usize {
                     self.filling = false;
+                    self.fill_until = None;
                 }
                 if let Some(last) = page.last() {
-                    self.last = last.id;
+                    self.last = self.last.max(last.id);
                     return Ok(Arc::new(Batch::new(page)));
                 }
             }
@@ -239,6 +259,7 @@ impl Follower {
                         "feed follower lagged; reading the store"
                     );
                     self.filling = true;
+                    self.fill_until = None;
                 }
                 // The topic's sender lives as long as a receiver does.
                 Err(RecvError::Closed) => return Err(StoreError::FeedClosed),
@@ -267,28 +288,34 @@ impl Follower {
         (!part.is_empty()).then(|| Arc::new(Batch::new(part)))
     }
 
-    async fn read_store(&self) -> Result<Vec<EventEnvelope>> {
-        let rows =
-            match &self.session_id {
-                Some(sid) => {
-                    sqlx::query(
-                        "SELECT * FROM events WHERE session_id = ? AND id > ? ORDER BY seq LIMIT ?",
-                    )
-                    .bind(sid)
-                    .bind(self.last)
-                    .bind(FILL_PAGE)
-                    .fetch_all(&self.store.reader)
-                    .await?
-                }
-                None => sqlx::query(
-                    "SELECT * FROM events WHERE conversation_id = ? AND id > ? ORDER BY id LIMIT ?",
+    /// The next page of the scope's stored events after `last`, up to id `until`.
+    async fn read_store(&self, until: i64) -> Result<Vec<EventEnvelope>> {
+        let rows = match &self.session_id {
+            Some(sid) => {
+                sqlx::query(
+                    "SELECT * FROM events WHERE session_id = ? AND id > ? AND id <= ? \
+                         ORDER BY seq LIMIT ?",
+                )
+                .bind(sid)
+                .bind(self.last)
+                .bind(until)
+                .bind(FILL_PAGE)
+                .fetch_all(&self.store.reader)
+                .await?
+            }
+            None => {
+                sqlx::query(
+                    "SELECT * FROM events WHERE conversation_id = ? AND id > ? AND id <= ? \
+                     ORDER BY id LIMIT ?",
                 )
                 .bind(&self.conversation_id)
                 .bind(self.last)
+                .bind(until)
                 .bind(FILL_PAGE)
                 .fetch_all(&self.store.reader)
-                .await?,
-            };
+                .await?
+            }
+        };
         rows.iter().map(rows::event).collect()
     }
 }
@@ -322,6 +349,7 @@ impl Store {
             rx: Some(rx),
             last: after.max(0),
             filling: true,
+            fill_until: None,
         })
     }
 
@@ -329,14 +357,19 @@ impl Store {
     pub async fn follow_from_now(&self, scope: Scope) -> Result<Follower> {
         let mut f = self.follow(scope, 0).await?;
         // Joined first, so whatever commits after this read is in the channel.
-        let (last,): (Option<i64>,) =
-            sqlx::query_as("SELECT MAX(id) FROM events WHERE conversation_id = ?")
-                .bind(&f.conversation_id)
-                .fetch_one(&self.reader)
-                .await?;
-        f.last = last.unwrap_or(0);
+        f.last = self.newest_event_id(&f.conversation_id).await?;
         f.filling = false;
         Ok(f)
+    }
+
+    /// The id of the conversation's newest stored event (0: none).
+    async fn newest_event_id(&self, conversation_id: &str) -> Result<i64> {
+        let (last,): (Option<i64>,) =
+            sqlx::query_as("SELECT MAX(id) FROM events WHERE conversation_id = ?")
+                .bind(conversation_id)
+                .fetch_one(&self.reader)
+                .await?;
+        Ok(last.unwrap_or(0))
     }
 
     /// Conversations that have at least one follower.
