@@ -19,7 +19,7 @@ pub(crate) struct Ctx {
     /// Delegation: MCP tokens of launched sessions, the readiness gate.
     pub delegation: crate::delegation::registry::Registry,
     /// The delegation outcome watcher's list of tasks to follow.
-    pub delegation_watch: crate::delegation::watch::WatchList,
+    pub delegation_watch: crate::delegation::watch_list::WatchList,
     /// Streamed agent events stored, and the store transactions they took.
     pub streamed: StreamedFigures,
     /// The wall clock: approval and question deadlines and their expiry.
@@ -42,7 +42,7 @@ impl Ctx {
         Arc::new(Ctx {
             store,
             delegation,
-            delegation_watch: crate::delegation::watch::WatchList::new(),
+            delegation_watch: crate::delegation::watch_list::WatchList::new(),
             streamed: StreamedFigures::default(),
             config,
             pool,

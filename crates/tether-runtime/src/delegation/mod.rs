@@ -11,6 +11,7 @@ pub(crate) mod continuation;
 pub(crate) mod registry;
 pub(crate) mod status;
 pub(crate) mod watch;
+pub(crate) mod watch_list;
 
 use tether_proto::{ConversationKind, ErrorCode, Session, TaskStarted, TaskStatus, TurnStatus};
 use tether_store::{DelegationRow, NewDelegation};

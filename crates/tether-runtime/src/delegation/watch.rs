@@ -8,50 +8,19 @@
 //! as unreportable, and never holds up the others.
 
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures::Stream;
 use tether_proto::{EventPayload, TurnOrigin};
-use tether_store::{Batch, Follower, Scope, now_ms};
-use tokio::sync::mpsc;
+use tether_store::{Batch, Scope, now_ms};
 use tokio_stream::{StreamExt, StreamMap};
 
 use crate::api::Inner;
 use crate::delegation::status::outcome_of;
+use crate::delegation::watch_list::WatchCmd;
 use crate::error::Result;
 use crate::{Runtime, RuntimeError};
-
-/// What the watcher is told: a task to follow, or one released for good.
-pub(crate) enum WatchCmd {
-    Follow(String, Follower),
-    Forget(String),
-}
-
-/// The way to the watcher (in `Ctx`; the watcher takes the receiving end at start).
-pub(crate) struct WatchList {
-    tx: mpsc::UnboundedSender<WatchCmd>,
-    rx: Mutex<Option<mpsc::UnboundedReceiver<WatchCmd>>>,
-}
-
-impl WatchList {
-    pub fn new() -> WatchList {
-        let (tx, rx) = mpsc::unbounded_channel();
-        WatchList {
-            tx,
-            rx: Mutex::new(Some(rx)),
-        }
-    }
-
-    fn send(&self, cmd: WatchCmd) {
-        // The watcher ends only with the runtime.
-        let _ = self.tx.send(cmd);
-    }
-
-    fn take(&self) -> Option<mpsc::UnboundedReceiver<WatchCmd>> {
-        self.rx.lock().unwrap_or_else(|e| e.into_inner()).take()
-    }
-}
 
 type TaskFeed = Pin<Box<dyn Stream<Item = tether_store::Result<Arc<Batch>>> + Send>>;
 
