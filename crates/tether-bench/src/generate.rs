@@ -5,11 +5,60 @@
 
 use std::path::Path;
 use std::str::FromStr;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{ConnectOptions, Connection, SqliteConnection};
 use tether_proto::{Decision, EventPayload, NewSessionReason};
+
+/// The store of [`generate`] made once per run and copied for each figure that uses it
+/// (generating 100 000 conversations takes tens of seconds; a copy, about one).
+struct Cached {
+    conversations: usize,
+    events: usize,
+    dir: tempfile::TempDir,
+    took: Duration,
+}
+
+static CACHE: tokio::sync::Mutex<Option<Cached>> = tokio::sync::Mutex::const_new(None);
+
+/// Puts a store of [`generate`]`(conversations, events)` at `data/tether.db` (migrated,
+/// nothing else in `data`): a copy of the one made for an earlier figure of this run
+/// with the same sizes, else a new one. Returns how long generating it took.
+pub async fn big_store(data: &Path, conversations: usize, events: usize) -> Result<Duration> {
+    let mut cache = CACHE.lock().await;
+    let fits = cache
+        .as_ref()
+        .is_some_and(|c| c.conversations == conversations && c.events == events);
+    if !fits {
+        *cache = None;
+        let dir = tempfile::Builder::new()
+            .prefix("tether-bench-store-")
+            .tempdir()?;
+        let t = Instant::now();
+        let store = tether_store::Store::open(dir.path()).await?;
+        store.close().await;
+        generate(&dir.path().join("tether.db"), conversations, events).await?;
+        *cache = Some(Cached {
+            conversations,
+            events,
+            dir,
+            took: t.elapsed(),
+        });
+    }
+    let c = cache
+        .as_ref()
+        .ok_or_else(|| anyhow::anyhow!("no generated store"))?;
+    std::fs::create_dir_all(data)?;
+    std::fs::copy(c.dir.path().join("tether.db"), data.join("tether.db"))?;
+    Ok(c.took)
+}
+
+/// Removes the generated store (statics are not dropped at exit).
+pub async fn drop_cache() {
+    *CACHE.lock().await = None;
+}
 
 /// Conversations whose last turn was running when the "crash" happened (their sessions
 /// were live; a tenth of them also had an approval and a question pending).

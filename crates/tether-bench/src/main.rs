@@ -81,24 +81,18 @@ struct Args {
     /// `rate K 0`).
     #[arg(long, default_value_t = 100)]
     ingest_streams: usize,
-    /// Figure 4: conversations in the generated store.
+    /// Figures 4, 6, 7: conversations in the generated store (made once, copied for each).
     #[arg(long, default_value_t = 100_000)]
-    recovery_conversations: usize,
-    /// Figure 4: events in the generated store.
+    big_conversations: usize,
+    /// Figures 4, 6, 7: events in the generated store.
     #[arg(long, default_value_t = 1_000_000)]
-    recovery_events: usize,
+    big_events: usize,
     /// Figure 5: rounds (warm, per-turn process, dormant) per agent.
     #[arg(long, default_value_t = 5)]
     rounds: usize,
-    /// Figure 6: conversations generated dormant in the store (each read through the API).
-    #[arg(long, default_value_t = 100_000)]
-    dormant: usize,
     /// Figure 6: conversations that each run a turn and go dormant in the daemon.
     #[arg(long, default_value_t = 10_000)]
     dormant_turns: usize,
-    /// Figure 7: conversations in the generated store (plus figure 8's long one).
-    #[arg(long, default_value_t = 100_000)]
-    list_conversations: usize,
     /// Figure 8: events of the long conversation.
     #[arg(long, default_value_t = 1_000_000)]
     long_events: usize,
@@ -139,7 +133,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let rows = runtime.block_on(run(&args));
+    let rows = runtime.block_on(async {
+        let rows = run(&args).await;
+        generate::drop_cache().await;
+        rows
+    });
     println!();
     println!("{}", header());
     println!();
@@ -171,12 +169,14 @@ async fn run(args: &Args) -> Vec<Row> {
             Figure::Ingest => {
                 ingest::run(args.ingest_events, args.ingest_streams, args.store_events).await
             }
-            Figure::Recovery => {
-                recovery::run(args.recovery_conversations, args.recovery_events).await
-            }
+            Figure::Recovery => recovery::run(args.big_conversations, args.big_events).await,
             Figure::WarmCold => warm_cold::run(args.rounds).await,
-            Figure::Memory => memory::run(args.dormant, args.dormant_turns).await,
-            Figure::Browse => browse::run(args.list_conversations, args.long_events).await,
+            Figure::Memory => {
+                memory::run(args.big_conversations, args.big_events, args.dormant_turns).await
+            }
+            Figure::Browse => {
+                browse::run(args.big_conversations, args.big_events, args.long_events).await
+            }
             Figure::Fanout => {
                 fanout::run(args.subscribers, args.fanout_events, args.fanout_rate).await
             }

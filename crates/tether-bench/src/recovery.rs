@@ -8,12 +8,12 @@
 //! store's start and a second start on the big store (nothing left to recover) are
 //! timed for comparison.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Result, bail};
 
 use crate::daemon::{BenchDaemon, Home, Spec, write_config};
-use crate::generate::{OPEN_TURNS, dir_size, generate, id};
+use crate::generate::{OPEN_TURNS, big_store, dir_size, id};
 use crate::report::{Row, Verdict};
 use crate::stats::{count, mb, ms, secs};
 
@@ -28,11 +28,7 @@ pub async fn run(conversations: usize, events: usize) -> Result<Vec<Row>> {
     let home = Home::new()?;
     let config = write_config(home.path(), &Spec::default())?;
     let data = home.path().join("data");
-    let t_gen = Instant::now();
-    let store = tether_store::Store::open(&data).await?;
-    store.close().await;
-    generate(&data.join("tether.db"), conversations, events).await?;
-    let gen_time = t_gen.elapsed();
+    let gen_time = big_store(&data, conversations, events).await?;
     let db_size = dir_size(&data);
 
     let d = BenchDaemon::launch(home.path(), &config).await?;
