@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::process::Command;
 
-fn features(args: &[&str]) -> BTreeSet<String> {
+fn features(args: &[&str]) -> std::io::Result<BTreeSet<String>> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let out = Command::new(cargo)
         .args([
@@ -21,27 +21,26 @@ fn features(args: &[&str]) -> BTreeSet<String> {
         .args(["--no-dedupe", "-f", "{p} {f}"])
         .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("running cargo tree");
+        .output()?;
     assert!(
         out.status.success(),
         "cargo tree failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout)
+    Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
         // The `tether` binary crate has no library: the bench cannot depend on it.
         .filter(|l| !l.starts_with("tether v"))
         .map(str::to_owned)
-        .collect()
+        .collect())
 }
 
 #[test]
-fn the_bench_resolves_features_as_the_workspace_build() {
-    let bench = features(&["-p", "tether-bench"]);
-    let workspace = features(&["--workspace"]);
+fn the_bench_resolves_features_as_the_workspace_build() -> std::io::Result<()> {
+    let bench = features(&["-p", "tether-bench"])?;
+    let workspace = features(&["--workspace"])?;
     let only_bench: Vec<_> = bench.difference(&workspace).collect();
     let only_workspace: Vec<_> = workspace.difference(&bench).collect();
     assert!(
@@ -50,4 +49,5 @@ fn the_bench_resolves_features_as_the_workspace_build() {
          (add the dependency to crates/tether-bench/Cargo.toml with those features):\n\
          only in the bench's: {only_bench:#?}\nonly in the workspace's: {only_workspace:#?}"
     );
+    Ok(())
 }
