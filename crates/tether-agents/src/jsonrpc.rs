@@ -24,6 +24,8 @@ use crate::ndjson::{ClosedError, LineReader, LineWriter, Requests};
 
 /// JSON-RPC "method not found".
 pub const METHOD_NOT_FOUND: i64 = -32601;
+/// JSON-RPC "invalid params".
+pub const INVALID_PARAMS: i64 = -32602;
 
 /// Why a connection ended: the process status and its stderr tail.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,7 +1,10 @@
 //! The ACP driver against a tiny scripted agent that supports `session/load` but not
 //! `session/resume` (the fake agent offers both): the replay is discarded, a replay under
 //! another session id fails the resume, models are set when offered, and client-side
-//! methods (`fs/*`) are refused with "method not found".
+//! methods (`fs/*`) are refused with "method not found"; and (mode `extras`) messages
+//! with more than the ACP schema knows — unknown fields, `_meta`, malformed optional
+//! fields, unknown update kinds, content types, tool kinds and stop reasons — are still
+//! understood.
 //!
 //! The scripted agent is this test binary itself, re-run with `TETHER_TEST_AGENT` set;
 //! the test harness's own stdout lines are not JSON and the driver skips them.
@@ -45,7 +48,19 @@ fn scripted_acp_agent() {
                 let load = mode != "noload";
                 send(
                     json!({"jsonrpc":"2.0","id":id,"result":{"protocolVersion":1,
-                    "agentCapabilities":{"loadSession":load}}}),
+                    "agentCapabilities":{"loadSession":load, "futureCapability":{"x":1},
+                        "promptCapabilities":"bogus"},
+                    "authMethods":[{"weird":1}], "_meta":{"vendor":true}, "later":[1]}}),
+                );
+            }
+            Some("session/prompt") if mode == "extras" => {
+                for update in extra_updates() {
+                    send(json!({"jsonrpc":"2.0","method":"session/update","params":{
+                        "sessionId":"S1","_meta":{"vendor":1},"later":true,"update":update}}));
+                }
+                send(
+                    json!({"jsonrpc":"2.0","id":id,"result":{"stopReason":"paused_for_lunch",
+                    "usage":{"inputTokens":3},"_meta":{}}}),
                 );
             }
             Some("session/load") => {
@@ -93,6 +108,25 @@ fn scripted_acp_agent() {
             _ => {}
         }
     }
+}
+
+/// What the `extras` agent streams in its turn: two chunks shown ("a", "b") and a tool
+/// call around them, all with fields the schema does not know, and two updates that
+/// cannot be shown.
+fn extra_updates() -> Vec<Value> {
+    vec![
+        json!({"sessionUpdate":"agent_message_chunk","messageId":7,"future":1,
+            "content":{"type":"text","text":"a","annotations":{"priority":"bogus"},"x":2}}),
+        json!({"sessionUpdate":"something_new","content":{"type":"text","text":"NOT SHOWN"}}),
+        json!({"sessionUpdate":"agent_message_chunk",
+            "content":{"type":"hologram","text":"NOT SHOWN"}}),
+        json!({"sessionUpdate":"tool_call","toolCallId":"t1","title":"Run","kind":"teleport",
+            "status":"pending","rawInput":{"cmd":"ls"},"vendorField":{"a":1},
+            "locations":"bogus"}),
+        json!({"sessionUpdate":"tool_call_update","toolCallId":"t1","status":"completed",
+            "content":[{"type":"content","content":{"type":"text","text":"out"}}]}),
+        json!({"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"b"}}),
+    ]
 }
 
 fn request(mode: &str, model: Option<&str>) -> StartRequest {
@@ -163,4 +197,66 @@ async fn load_under_another_id_or_no_load_is_unavailable() {
             Ok(_) => panic!("{mode}: resumed"),
         }
     }
+}
+
+#[tokio::test]
+async fn more_than_the_schema_knows_is_still_understood() {
+    use tether_agents::AgentEvent;
+    let driver = AcpDriver::default();
+    let session = tokio::time::timeout(LIMIT, driver.start(request("extras", None)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(session.external_id(), "S1");
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let outcome = tokio::time::timeout(LIMIT, session.prompt("hi", tx))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(outcome.text, "ab");
+    assert_eq!(
+        outcome.stop_reason,
+        StopReason::Other("paused_for_lunch".to_owned())
+    );
+    assert_eq!(outcome.usage, Some(json!({"inputTokens": 3})));
+    let mut events = Vec::new();
+    while let Ok(event) = rx.try_recv() {
+        events.push(event);
+    }
+    assert_eq!(events.len(), 4, "{events:?}");
+    assert!(
+        matches!(&events[0], AgentEvent::MessageDelta(t) if t == "a"),
+        "{events:?}"
+    );
+    match &events[1] {
+        AgentEvent::ToolCall {
+            id,
+            title,
+            kind,
+            status,
+            detail,
+        } => {
+            assert_eq!((id.as_str(), title.as_str()), ("t1", "Run"));
+            // ToolKind falls back to `other` for a kind the schema does not know.
+            assert_eq!(kind.as_deref(), Some("other"));
+            assert_eq!(status.as_deref(), Some("pending"));
+            let detail = detail.as_ref().unwrap();
+            assert_eq!(detail["vendorField"], json!({"a": 1}), "{detail}");
+            assert_eq!(detail["rawInput"], json!({"cmd": "ls"}), "{detail}");
+        }
+        other => panic!("{other:?}"),
+    }
+    match &events[2] {
+        AgentEvent::ToolCallUpdate { id, status, .. } => {
+            assert_eq!((id.as_str(), status.as_deref()), ("t1", Some("completed")));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        matches!(&events[3], AgentEvent::MessageDelta(t) if t == "b"),
+        "{events:?}"
+    );
+    tokio::time::timeout(LIMIT, session.shutdown())
+        .await
+        .unwrap();
 }

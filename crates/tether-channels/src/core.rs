@@ -28,6 +28,8 @@ pub(crate) struct Core {
     pub wake: Notify,
     /// Mapped chats by conversation id (the pump's routing table).
     chats: Mutex<HashMap<String, ChannelChat>>,
+    /// Tells the pump that a chat was mapped or unmapped (it follows the mapped ones).
+    pub chats_changed: Notify,
 }
 
 pub(crate) type SharedCore = Arc<Core>;
@@ -59,6 +61,7 @@ impl Core {
             units,
             wake: Notify::new(),
             chats: Mutex::new(chats),
+            chats_changed: Notify::new(),
         }))
     }
 
@@ -81,10 +84,12 @@ impl Core {
 
     pub fn remember_chat(&self, chat: ChannelChat) {
         self.lock().insert(chat.conversation_id.clone(), chat);
+        self.chats_changed.notify_one();
     }
 
     pub fn forget_chat(&self, conversation_id: &str) {
         self.lock().remove(conversation_id);
+        self.chats_changed.notify_one();
     }
 
     pub fn set_cursor(&self, conversation_id: &str, cursor: i64) {

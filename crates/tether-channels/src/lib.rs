@@ -132,11 +132,9 @@ impl Channels {
 
 /// The outbox dispatcher, the event pump and the hourly clean-up of one channel.
 fn spawn_delivery(core: &SharedCore) -> Vec<tokio::task::JoinHandle<()>> {
-    // Subscribe before the pump's catch-up reads the store: nothing falls in between.
-    let rx = core.runtime.subscribe();
     vec![
         tokio::spawn(outbox::run(core.clone())),
-        tokio::spawn(pump::run(core.clone(), rx)),
+        tokio::spawn(pump::run(core.clone())),
         tokio::spawn(sweep::run(core.clone())),
     ]
 }

@@ -3,122 +3,152 @@
 //! transaction, so after a crash or restart the pump resumes exactly where it stopped —
 //! including the restart notices written by recovery before the channels started.
 //!
-//! Live events only say *which* conversation moved; the events themselves are always
-//! read from the store after the cursor, so nothing is missed or handled twice.
+//! Each mapped chat follows its conversation from its cursor ([`Runtime::follow`]): the
+//! follower hands over each commit's events in order and reads the store only to catch
+//! up, so nothing is missed or handled twice. A chat whose events could not be turned
+//! into rows is followed again from its cursor at the next tick.
+//!
+//! [`Runtime::follow`]: tether_runtime::Runtime::follow
 
 use std::collections::BTreeSet;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Instant;
 
+use futures::Stream;
 use tether_proto::{EventEnvelope, EventPayload};
+use tether_runtime::{Batch, RuntimeError, Scope};
 use tether_store::{ChannelChat, now_ms};
-use tokio::sync::broadcast::{self, error::RecvError};
+use tokio_stream::{StreamExt, StreamMap};
 
 use crate::ChannelError;
 use crate::core::SharedCore;
 use crate::progress::Progress;
 use crate::render::{render, status_edit};
 
-const PAGE: u32 = 200;
+type ChatFeed = Pin<Box<dyn Stream<Item = tether_store::Result<Arc<Batch>>> + Send>>;
 
-/// Runs until the runtime's event bus closes or the task is aborted. `rx` must have been
-/// subscribed before the catch-up, so no event falls between the two.
-pub(crate) async fn run(core: SharedCore, mut rx: broadcast::Receiver<EventEnvelope>) {
+/// The followed chats (by conversation id) and those to follow again at the next tick.
+struct Feeds {
+    live: StreamMap<String, ChatFeed>,
+    retry: BTreeSet<String>,
+}
+
+/// Runs until the task is aborted.
+pub(crate) async fn run(core: SharedCore) {
     let mut progress = Progress::default();
-    catch_up_all(&core, &mut progress).await;
+    let mut feeds = Feeds {
+        live: StreamMap::new(),
+        retry: BTreeSet::new(),
+    };
+    sync(&core, &mut feeds).await;
     let mut tick = tokio::time::interval(core.tuning.progress_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            got = rx.recv() => {
-                let mut convs = BTreeSet::new();
-                let mut lagged = false;
-                match got {
-                    Ok(ev) => { convs.insert(ev.conversation_id); }
-                    Err(RecvError::Lagged(_)) => lagged = true,
-                    Err(RecvError::Closed) => break,
-                }
-                // Coalesce whatever else is already waiting.
-                loop {
-                    match rx.try_recv() {
-                        Ok(ev) => { convs.insert(ev.conversation_id); }
-                        Err(broadcast::error::TryRecvError::Lagged(_)) => lagged = true,
-                        Err(_) => break,
-                    }
-                }
-                if lagged {
-                    catch_up_all(&core, &mut progress).await;
-                } else {
-                    for conv in convs {
-                        if let Some(chat) = core.chat_of(&conv) {
-                            handle(&core, &mut progress, &chat).await;
-                        }
-                    }
+            () = core.chats_changed.notified() => sync(&core, &mut feeds).await,
+            Some((conv, got)) = feeds.live.next() => {
+                let handled = match got {
+                    Ok(batch) => match core.chat_of(&conv) {
+                        Some(chat) => handle(&core, &mut progress, &chat, batch.events()).await,
+                        None => Ok(()),
+                    },
+                    Err(e) => Err(ChannelError::from(e)),
+                };
+                if let Err(e) = handled {
+                    tracing::warn!(
+                        channel = core.name(),
+                        conversation = conv,
+                        "cannot turn events into messages: {e}"
+                    );
+                    feeds.live.remove(&conv);
+                    feeds.retry.insert(conv);
                 }
             }
-            _ = tick.tick() => flush_progress(&core, &mut progress).await,
+            _ = tick.tick() => {
+                if !feeds.retry.is_empty() {
+                    feeds.retry.clear();
+                    sync(&core, &mut feeds).await;
+                }
+                flush_progress(&core, &mut progress).await;
+            }
         }
     }
 }
 
-async fn catch_up_all(core: &SharedCore, progress: &mut Progress) {
-    for chat in core.all_chats() {
-        handle(core, progress, &chat).await;
+/// Follows every mapped chat not followed yet (from its cursor), and stops following
+/// the chats that are not mapped any more.
+async fn sync(core: &SharedCore, feeds: &mut Feeds) {
+    let chats = core.all_chats();
+    let mapped: BTreeSet<&str> = chats.iter().map(|c| c.conversation_id.as_str()).collect();
+    let gone: Vec<String> = feeds
+        .live
+        .keys()
+        .filter(|k| !mapped.contains(k.as_str()))
+        .cloned()
+        .collect();
+    for k in gone {
+        feeds.live.remove(&k);
+    }
+    for chat in &chats {
+        let conv = &chat.conversation_id;
+        if feeds.live.contains_key(conv) || feeds.retry.contains(conv) {
+            continue;
+        }
+        match core
+            .runtime
+            .follow(Scope::Conversation(conv.clone()), chat.event_cursor)
+            .await
+        {
+            Ok(f) => {
+                feeds.live.insert(conv.clone(), Box::pin(f.into_stream()));
+            }
+            // A conversation that is gone has nothing more to say.
+            Err(RuntimeError::NotFound { .. }) => {}
+            Err(e) => {
+                tracing::warn!(
+                    channel = core.name(),
+                    conversation = conv,
+                    "cannot follow a chat: {e}"
+                );
+                feeds.retry.insert(conv.clone());
+            }
+        }
     }
 }
 
-async fn handle(core: &SharedCore, progress: &mut Progress, chat: &ChannelChat) {
-    if let Err(e) = catch_up(core, progress, chat).await {
-        tracing::warn!(
-            channel = core.name(),
-            conversation = chat.conversation_id,
-            "cannot turn events into messages: {e}"
-        );
-    }
-}
-
-/// Handles the chat's events after its cursor, a page at a time.
-pub(crate) async fn catch_up(
+/// Turns a chat's next events into outbox rows and moves its cursor past them.
+async fn handle(
     core: &SharedCore,
     progress: &mut Progress,
     chat: &ChannelChat,
+    events: &[EventEnvelope],
 ) -> Result<(), ChannelError> {
     let caps = core.channel.capabilities();
-    let mut cursor = core
-        .chat_of(&chat.conversation_id)
-        .map_or(chat.event_cursor, |c| c.event_cursor);
-    loop {
-        let events = core
-            .runtime
-            .conversation_events(&chat.conversation_id, cursor, PAGE)
-            .await?;
-        let Some(last) = events.last().map(|e| e.id) else {
-            return Ok(());
-        };
-        let mut rows = Vec::new();
-        for ev in &events {
-            progress.observe(&chat.chat_key, ev);
-            let approval = match &ev.payload {
-                EventPayload::ApprovalResolved { approval_id, .. } => {
-                    core.store.get_approval(approval_id).await?
-                }
-                _ => None,
-            };
-            for item in render(ev, approval.as_ref(), &caps, core.units) {
-                rows.push(core.row(&chat.chat_key, &chat.address, &item)?);
+    let Some(last) = events.last().map(|e| e.id) else {
+        return Ok(());
+    };
+    let mut rows = Vec::new();
+    for ev in events {
+        progress.observe(&chat.chat_key, ev);
+        let approval = match &ev.payload {
+            EventPayload::ApprovalResolved { approval_id, .. } => {
+                core.store.get_approval(approval_id).await?
             }
-        }
-        core.store
-            .advance_channel_chat(core.name(), &chat.chat_key, last, &rows)
-            .await?;
-        core.set_cursor(&chat.conversation_id, last);
-        cursor = last;
-        if !rows.is_empty() {
-            core.wake.notify_one();
-        }
-        if events.len() < PAGE as usize {
-            return Ok(());
+            _ => None,
+        };
+        for item in render(ev, approval.as_ref(), &caps, core.units) {
+            rows.push(core.row(&chat.chat_key, &chat.address, &item)?);
         }
     }
+    core.store
+        .advance_channel_chat(core.name(), &chat.chat_key, last, &rows)
+        .await?;
+    core.set_cursor(&chat.conversation_id, last);
+    if !rows.is_empty() {
+        core.wake.notify_one();
+    }
+    Ok(())
 }
 
 async fn flush_progress(core: &SharedCore, progress: &mut Progress) {

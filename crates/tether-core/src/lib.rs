@@ -4,12 +4,13 @@
 //! the texts of `/status`, `/sessions` and restart notices.
 //!
 //! This crate must not do I/O: no tokio, no sqlx, no files, sockets or processes, and no
-//! clocks (time is passed in as `now_ms`). Its only tether dependency is `tether-proto`,
+//! clocks (time is passed in as `now_ms`; [`Clock`] is the port it is read through). Its only tether dependency is `tether-proto`,
 //! whose status enums and [`tether_proto::ErrorCode`]s it uses as they are. Every error
 //! here has a `code()` giving its stable wire code.
 
 pub mod approval;
 pub mod binding;
+pub mod clock;
 pub mod command;
 pub mod queue;
 pub mod recovery;
@@ -25,6 +26,7 @@ pub use binding::{
     BoundSession, Drift, Preferences, Requested, Selection, apply_overrides, explicit_new_status,
     model_choice, new_with_task_note, pending_switch, select_session,
 };
+pub use clock::Clock;
 pub use command::{Command, CommandError, Input, help_text, parse_input};
 pub use queue::{DEFAULT_QUEUE_CAP, QueueFull, TurnQueue};
 pub use recovery::restart_notice;

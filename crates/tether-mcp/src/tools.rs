@@ -1,12 +1,20 @@
-//! The five delegation tools: their JSON schemas with descriptions that teach a model
-//! when to use them, argument parsing, and the calls into the runtime. Results are JSON
-//! text (and structured content); failures carry a stable `error_code`.
+//! The five delegation tools: descriptions that teach a model when to use them, input
+//! schemas derived from the argument types in `tether-proto` (`params.rs`), argument
+//! parsing (a missing or mistyped argument is `invalid_params` naming it), and the calls
+//! into the runtime. Results are JSON text (and structured content); failures carry a
+//! stable `error_code`.
 
 use std::sync::Arc;
 
+use rmcp::handler::server::tool::schema_for_input;
 use rmcp::model::{CallToolResult, JsonObject, Tool};
+use rmcp::schemars::JsonSchema;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use tether_proto::ErrorCode;
+use tether_proto::{
+    CloseRequest, ContinueRequest, DelegateRequest, ErrorCode, ParamsError, StatusArgs, TaskArgs,
+    TaskRef, parse_params,
+};
 use tether_runtime::{Caller, MAX_WAIT_MS, MAX_WAITS_PER_CALLER, Runtime, RuntimeError};
 
 pub const DELEGATE: &str = "delegate_to_agent";
@@ -22,21 +30,44 @@ delegate_to_agent (returns a task_id at once), collect results with get_delegati
 (wait_ms to wait), send follow-ups with continue_with_session (the child keeps its context), \
 and release finished work with close_session.";
 
-fn schema(v: Value) -> Arc<JsonObject> {
-    match v {
-        Value::Object(m) => Arc::new(m),
-        _ => Arc::new(JsonObject::new()),
+/// The derived input schema of `T` (JSON Schema 2020-12, root `type: object`), its
+/// argument descriptions (the field docs, wrapped in the source) as one line each.
+fn input_schema<T: JsonSchema + 'static>() -> Arc<JsonObject> {
+    match schema_for_input::<T>() {
+        Ok(schema) => {
+            let mut schema = schema.as_ref().clone();
+            if let Some(Value::Object(props)) = schema.get_mut("properties") {
+                for prop in props.values_mut() {
+                    if let Some(Value::String(d)) = prop.get_mut("description") {
+                        *d = d.replace('\n', " ");
+                    }
+                }
+            }
+            Arc::new(schema)
+        }
+        Err(e) => {
+            // Only a non-object argument type could fail; ours are all structs.
+            tracing::error!("tool input schema: {e}");
+            Arc::new(JsonObject::new())
+        }
     }
 }
 
-fn continuation_id_schema() -> Value {
-    json!({
-        "type": "string",
-        "description": "Your idempotency key for this request, e.g. a fresh UUID. Reuse it \
-            only to retry exactly the same request (same task and message): the retry returns \
-            the first result and nothing is sent twice. Reusing it with another task or \
-            message fails with continuation_conflict."
-    })
+/// `delegate_to_agent`'s schema, with the configured agents as the choices of
+/// `agent_type` (known only at run time).
+fn delegate_schema(agents: &[String], agent_list: &str) -> Arc<JsonObject> {
+    let mut schema = input_schema::<DelegateRequest>().as_ref().clone();
+    if let Some(Value::Object(agent_type)) = schema
+        .get_mut("properties")
+        .and_then(|p| p.get_mut("agent_type"))
+    {
+        agent_type.insert("enum".to_owned(), json!(agents));
+        agent_type.insert(
+            "description".to_owned(),
+            json!(format!("Which agent does the work: one of {agent_list}.")),
+        );
+    }
+    Arc::new(schema)
 }
 
 /// The tool list; `agents` are the configured agent names.
@@ -56,31 +87,11 @@ pub fn tools(agents: &[String]) -> Vec<Tool> {
                  up on a task you already delegated, call continue_with_session with its \
                  task_id instead of delegating again: the child remembers its earlier turns. \
                  The child sees nothing of your conversation: put everything it needs in \
-                 `task`. Agents: {agent_list}. Errors: invalid_agent_type, invalid_task, \
+                 `task`. Agents: {agent_list}. Errors: invalid_params (an argument is \
+                 missing or of the wrong type), invalid_agent_type, invalid_task, \
                  invalid_working_dir, depth_limit, concurrency_limit, rebuilding."
             ),
-            schema(json!({
-                "type": "object",
-                "properties": {
-                    "agent_type": {
-                        "type": "string",
-                        "enum": agents,
-                        "description": format!("Which agent does the work: one of {agent_list}.")
-                    },
-                    "task": {
-                        "type": "string",
-                        "description": "The complete instructions for the child: goal, \
-                            context, files, constraints and what to report back."
-                    },
-                    "working_dir": {
-                        "type": "string",
-                        "description": "Absolute directory the child works in; must lie under \
-                            tether's workspace roots. Default: your working directory."
-                    }
-                },
-                "required": ["agent_type", "task"],
-                "additionalProperties": false
-            })),
+            delegate_schema(agents, &agent_list),
         ),
         Tool::new(
             STATUS,
@@ -102,39 +113,14 @@ pub fn tools(agents: &[String]) -> Vec<Tool> {
                  (concurrency_limit). Turns a person started in the \
                  sub-conversation show up here too (origin \"person\", a higher turn_version)."
             ),
-            schema(json!({
-                "type": "object",
-                "properties": {
-                    "task_ids": {
-                        "type": "array",
-                        "items": {"type": "string"},
-                        "minItems": 1,
-                        "description": "task_id values returned by delegate_to_agent."
-                    },
-                    "wait_ms": {
-                        "type": "integer",
-                        "minimum": 0,
-                        "description": "Omit: answer at once. > 0: wait up to this many ms \
-                            (capped at 60000). 0: wait without limit."
-                    }
-                },
-                "required": ["task_ids"],
-                "additionalProperties": false
-            })),
+            input_schema::<StatusArgs>(),
         ),
         Tool::new(
             CANCEL,
             "Cancel the running turn of a delegated task and return its final status \
              (canceled). If the task already finished, this changes nothing and returns its \
              final result. The session stays continuable; use close_session to release it.",
-            schema(json!({
-                "type": "object",
-                "properties": {
-                    "task_id": {"type": "string", "description": "The task to cancel."}
-                },
-                "required": ["task_id"],
-                "additionalProperties": false
-            })),
+            input_schema::<TaskRef>(),
         ),
         Tool::new(
             CONTINUE,
@@ -143,21 +129,13 @@ pub fn tools(agents: &[String]) -> Vec<Tool> {
              turn_version + 1). Prefer this over delegate_to_agent for follow-ups on a task. \
              Returns at once with status \"running\"; collect the reply with \
              get_delegation_status. Only allowed while the task is not running. Errors: \
+             invalid_params (an argument is missing or of the wrong type), \
              session_still_running (wait first), session_released (it was closed), \
              not_continuable, resume_unavailable (the child's session could not be resumed; \
              nothing was sent), spawn_failed and start_timeout (the child's agent could not \
              be started; nothing was sent), concurrency_limit (too many children running), \
              continuation_conflict, rebuilding (retry shortly).",
-            schema(json!({
-                "type": "object",
-                "properties": {
-                    "task_id": {"type": "string", "description": "The task to continue."},
-                    "message": {"type": "string", "description": "The follow-up for the child."},
-                    "continuation_id": continuation_id_schema()
-                },
-                "required": ["task_id", "message", "continuation_id"],
-                "additionalProperties": false
-            })),
+            input_schema::<TaskArgs<ContinueRequest>>(),
         ),
         Tool::new(
             CLOSE,
@@ -165,15 +143,7 @@ pub fn tools(agents: &[String]) -> Vec<Tool> {
              turn, ends the child's process and refuses further continuation \
              (session_released); its history stays visible to the person. Idempotent by \
              continuation_id like continue_with_session.",
-            schema(json!({
-                "type": "object",
-                "properties": {
-                    "task_id": {"type": "string", "description": "The task to release."},
-                    "continuation_id": continuation_id_schema()
-                },
-                "required": ["task_id", "continuation_id"],
-                "additionalProperties": false
-            })),
+            input_schema::<TaskArgs<CloseRequest>>(),
         ),
     ]
 }
@@ -181,6 +151,16 @@ pub fn tools(agents: &[String]) -> Vec<Tool> {
 /// A failed call: `{error_code, message}` as an error result.
 pub fn error_result(code: ErrorCode, message: &str) -> CallToolResult {
     CallToolResult::structured_error(json!({"error_code": code, "message": message}))
+}
+
+/// A call whose arguments do not fit the tool's schema: `invalid_params`, naming the
+/// argument (also as `argument`, when known).
+fn params_error(e: ParamsError) -> CallToolResult {
+    let mut body = json!({"error_code": ErrorCode::InvalidParams, "message": e.message});
+    if let Some(argument) = e.argument {
+        body["argument"] = json!(argument);
+    }
+    CallToolResult::structured_error(body)
 }
 
 fn ok<T: serde::Serialize>(v: &T) -> CallToolResult {
@@ -198,8 +178,8 @@ fn from_err(e: RuntimeError) -> CallToolResult {
     error_result(code, &e.to_string())
 }
 
-fn str_arg<'a>(args: &'a JsonObject, key: &str) -> &'a str {
-    args.get(key).and_then(Value::as_str).unwrap_or("")
+fn args<T: DeserializeOwned>(args: &JsonObject) -> Result<T, ParamsError> {
+    parse_params(&Value::Object(args.clone()))
 }
 
 /// Runs one tool call for `caller`. `tool_call_id`: the client's id for the call, when
@@ -211,73 +191,60 @@ pub async fn call(
     args: &JsonObject,
     tool_call_id: Option<&str>,
 ) -> CallToolResult {
-    let res = match name {
+    match run(rt, caller, name, args, tool_call_id).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(e)) => from_err(e),
+        Err(e) => params_error(e),
+    }
+}
+
+/// The call: `Err` for arguments that do not parse, `Ok(Err)` for a runtime failure
+/// (an unknown tool is a `bad_request` result).
+async fn run(
+    rt: &Runtime,
+    caller: &Caller,
+    name: &str,
+    raw: &JsonObject,
+    tool_call_id: Option<&str>,
+) -> Result<Result<CallToolResult, RuntimeError>, ParamsError> {
+    Ok(match name {
         DELEGATE => {
-            let wd = args.get("working_dir").and_then(Value::as_str);
+            let a: DelegateRequest = args(raw)?;
             rt.delegate(
                 caller,
-                str_arg(args, "agent_type"),
-                str_arg(args, "task"),
-                wd,
+                &a.agent_type,
+                &a.task,
+                a.working_dir.as_deref(),
                 tool_call_id,
             )
             .await
             .map(|r| ok(&r))
         }
         STATUS => {
-            let ids: Option<Vec<String>> = args.get("task_ids").and_then(|v| {
-                v.as_array().map(|a| {
-                    a.iter()
-                        .filter_map(|x| x.as_str().map(str::to_string))
-                        .collect()
-                })
-            });
-            let Some(ids) = ids else {
-                return error_result(
-                    ErrorCode::BadRequest,
-                    "task_ids must be an array of strings",
-                );
-            };
-            let wait = match args.get("wait_ms") {
-                None | Some(Value::Null) => None,
-                Some(v) => match v.as_u64() {
-                    Some(n) => Some(n),
-                    None => {
-                        return error_result(
-                            ErrorCode::BadRequest,
-                            "wait_ms must be a non-negative integer",
-                        );
-                    }
-                },
-            };
-            rt.delegation_status(caller, &ids, wait)
+            let a: StatusArgs = args(raw)?;
+            rt.delegation_status(caller, &a.task_ids, a.wait_ms)
                 .await
                 .map(|r| ok(&r))
         }
-        CANCEL => rt
-            .cancel_task(caller, str_arg(args, "task_id"))
-            .await
-            .map(|r| ok(&r)),
-        CONTINUE => rt
-            .continue_task(
-                caller,
-                str_arg(args, "task_id"),
-                str_arg(args, "message"),
-                str_arg(args, "continuation_id"),
-            )
-            .await
-            .map(|r| ok(&r)),
-        CLOSE => rt
-            .close_task(
-                caller,
-                str_arg(args, "task_id"),
-                str_arg(args, "continuation_id"),
-            )
-            .await
-            .map(|r| ok(&r)),
-        other => {
-            return error_result(ErrorCode::BadRequest, &format!("unknown tool {other:?}"));
+        CANCEL => {
+            let a: TaskRef = args(raw)?;
+            rt.cancel_task(caller, &a.task_id).await.map(|r| ok(&r))
         }
-    };
-    res.unwrap_or_else(from_err)
+        CONTINUE => {
+            let a = TaskArgs::<ContinueRequest>::parse(raw)?;
+            rt.continue_task(caller, &a.task_id, &a.rest.message, &a.rest.continuation_id)
+                .await
+                .map(|r| ok(&r))
+        }
+        CLOSE => {
+            let a = TaskArgs::<CloseRequest>::parse(raw)?;
+            rt.close_task(caller, &a.task_id, &a.rest.continuation_id)
+                .await
+                .map(|r| ok(&r))
+        }
+        other => Ok(error_result(
+            ErrorCode::BadRequest,
+            &format!("unknown tool {other:?}"),
+        )),
+    })
 }

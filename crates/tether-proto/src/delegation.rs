@@ -1,6 +1,8 @@
 //! Delegation wire types (architecture.md §7): the MCP tools' results and the people-facing
 //! continuation endpoints. A task id is the id of the child's `delegate` conversation.
+//! The tools' arguments are in [`crate::params`].
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -165,11 +167,18 @@ pub struct TaskList {
     pub tasks: Vec<TaskSnapshot>,
 }
 
-/// `delegate_to_agent` arguments.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+/// `delegate_to_agent` arguments. The field docs are the descriptions a model reads in
+/// the tool's `inputSchema`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct DelegateRequest {
+    /// Which agent does the work.
     pub agent_type: String,
+    /// The complete instructions for the child: goal, context, files, constraints and what
+    /// to report back.
     pub task: String,
+    /// Absolute directory the child works in; must lie under tether's workspace roots.
+    /// Default: your working directory.
     #[serde(default)]
     pub working_dir: Option<String>,
 }
@@ -210,20 +219,29 @@ pub struct Continuation {
     pub blocked_on: Option<BlockedOn>,
 }
 
-/// `POST /api/v1/conversations/{id}/continue` and `continue_with_session`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+/// `POST /api/v1/conversations/{id}/continue` and, with the `task_id`, the arguments of
+/// `continue_with_session` ([`crate::TaskArgs`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ContinueRequest {
+    /// The follow-up for the child.
     pub message: String,
-    /// Idempotency key, scoped to the task's parent conversation.
+    /// Your idempotency key for this request, e.g. a fresh UUID (scoped to the task's
+    /// parent conversation). Reuse it only to retry exactly the same request (same task and
+    /// message): the retry returns the first result and nothing is sent twice. Reusing it
+    /// with another task or message fails with continuation_conflict.
     pub continuation_id: String,
 }
 
-/// `POST /api/v1/conversations/{id}/close` and `close_session`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+/// `POST /api/v1/conversations/{id}/close` and, with the `task_id`, the arguments of
+/// `close_session` ([`crate::TaskArgs`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CloseRequest {
-    /// Idempotency key, scoped to the task's parent conversation.
+    /// Your idempotency key for this request, e.g. a fresh UUID (scoped to the task's
+    /// parent conversation). Reuse it only to retry exactly the same request: the retry
+    /// returns the first result. Reusing it with another task fails with
+    /// continuation_conflict.
     pub continuation_id: String,
 }
 

@@ -260,6 +260,10 @@ pub struct RuntimeFigures {
     /// dormant session with nothing to do has none.
     #[serde(default)]
     pub actors: usize,
+    /// Conversations with at least one live follower (an SSE stream, a mapped chat, a
+    /// delegation watch or wait): the event feed keeps a topic for each of these only.
+    #[serde(default)]
+    pub followed_conversations: usize,
 }
 
 /// The live pool: agent processes kept between turns (`GET /api/v1/pool`).

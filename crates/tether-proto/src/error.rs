@@ -11,6 +11,9 @@ pub enum ErrorCode {
     BadRequest,
     /// The request body is not valid JSON or does not match the schema.
     InvalidJson,
+    /// A delegation tool's argument (or a continue/close body's field) is missing, of the
+    /// wrong type or unknown; the message names it.
+    InvalidParams,
     /// The request body is larger than allowed.
     PayloadTooLarge,
     /// Missing or wrong bearer token.
@@ -106,6 +109,7 @@ impl ErrorCode {
         match self {
             ErrorCode::BadRequest => "bad_request",
             ErrorCode::InvalidJson => "invalid_json",
+            ErrorCode::InvalidParams => "invalid_params",
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::Unauthorized => "unauthorized",
             ErrorCode::HostNotAllowed => "host_not_allowed",
@@ -156,6 +160,7 @@ impl ErrorCode {
         match self {
             ErrorCode::BadRequest
             | ErrorCode::InvalidJson
+            | ErrorCode::InvalidParams
             | ErrorCode::UnknownCommand
             | ErrorCode::InvalidCommand
             | ErrorCode::UnknownAgent

@@ -8,6 +8,7 @@ mod dto;
 mod error;
 mod event;
 mod pages;
+mod params;
 mod status;
 
 pub use delegation::*;
@@ -15,4 +16,5 @@ pub use dto::*;
 pub use error::*;
 pub use event::*;
 pub use pages::*;
+pub use params::*;
 pub use status::*;

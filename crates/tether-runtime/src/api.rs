@@ -1,7 +1,6 @@
 //! The runtime's public face: what the HTTP API and the channels call.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tether_proto::{
     Approval, ApprovalStatus, Conversation, ConversationKind, CreateConversation, Decision,
@@ -9,12 +8,17 @@ use tether_proto::{
     SendMessage, Session, Turn, UpdateConversation,
 };
 use tether_store::Store;
-use tokio::sync::broadcast;
 
-use crate::actor::ActorCmd;
-use crate::ctx::{Ctx, new_id};
-use crate::mailbox::{ActorHandle, Actors, To};
-use crate::{RuntimeConfig, RuntimeError, answers};
+use crate::ctx::Ctx;
+use crate::error::Result;
+use crate::ids::new_id;
+use crate::session::actor::Actor;
+use crate::session::actors::{Actors, To};
+use crate::session::answers;
+use crate::session::handle::SessionActor;
+use crate::session::mailbox::ActorHandle;
+use crate::session::routing::{RoutingLock, RoutingLocks};
+use crate::{RuntimeConfig, RuntimeError};
 
 /// Cheap to clone; all clones share one runtime.
 #[derive(Clone)]
@@ -26,43 +30,25 @@ pub(crate) struct Inner {
     pub ctx: Arc<Ctx>,
     /// Session actors by session id (only sessions with a process or work have one).
     actors: Arc<Actors>,
-    /// One routing lock per conversation: binding decisions never interleave. An entry
-    /// lives only while someone holds or waits for it (see [`RoutingLock`]).
-    conv_locks: Arc<Mutex<LockMap>>,
+    /// One routing lock per conversation: binding decisions never interleave.
+    routing: RoutingLocks,
 }
-
-type LockMap = HashMap<String, Arc<tokio::sync::Mutex<()>>>;
-
-/// A held routing lock. Dropping it frees the map entry when nobody else holds or waits
-/// for it, so the map is bounded by the requests in flight, not by every id ever seen.
-pub(crate) struct RoutingLock {
-    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
-    id: String,
-    locks: Arc<Mutex<LockMap>>,
-}
-
-impl Drop for RoutingLock {
-    fn drop(&mut self) {
-        // Under the map's mutex nobody can take a new clone of the entry, and every
-        // waiter holds one: the map's own reference is the last exactly when nobody does.
-        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
-        self.guard = None;
-        if locks
-            .get(&self.id)
-            .is_some_and(|l| Arc::strong_count(l) == 1)
-        {
-            locks.remove(&self.id);
-        }
-    }
-}
-
-pub(crate) type Result<T> = std::result::Result<T, RuntimeError>;
 
 impl Runtime {
     /// Opens the runtime on a store, running start-up recovery first: open turns become
     /// `interrupted`, pending approvals and questions `expired`, sessions dormant; each
     /// affected conversation gets one status message. Bindings are kept.
     pub async fn start(config: RuntimeConfig, store: Store) -> Result<Runtime> {
+        Self::start_with(config, store, crate::Seams::default()).await
+    }
+
+    /// [`Runtime::start`] with the given agent drivers and clock (in-process tests run
+    /// the runtime on a scripted agent and a clock they set).
+    pub async fn start_with(
+        config: RuntimeConfig,
+        store: Store,
+        seams: crate::Seams,
+    ) -> Result<Runtime> {
         let records = crate::ctx::end_leftover_agents(&config);
         let report = store
             .recover(|rc| {
@@ -80,7 +66,7 @@ impl Runtime {
                 "recovered after restart"
             );
         }
-        let ctx = Ctx::new(store, config, records);
+        let ctx = Ctx::new(store, config, records, seams);
         if let Some(every) = ctx.pool.sweep_interval() {
             let weak = Arc::downgrade(&ctx);
             tokio::spawn(async move {
@@ -97,8 +83,8 @@ impl Runtime {
         let rt = Runtime {
             inner: Arc::new(Inner {
                 ctx,
-                actors: Arc::new(Actors::default()),
-                conv_locks: Arc::new(Mutex::new(HashMap::new())),
+                actors: Arc::new(Actors::new(Actor::spawn)),
+                routing: RoutingLocks::default(),
             }),
         };
         rt.start_delegation_watch();
@@ -107,12 +93,6 @@ impl Runtime {
 
     pub(crate) fn ctx(&self) -> &Ctx {
         &self.inner.ctx
-    }
-
-    /// Every stored event as it is appended (all conversations); filter by
-    /// `conversation_id`. Subscribe before replaying from the store to miss nothing.
-    pub fn subscribe(&self) -> broadcast::Receiver<EventEnvelope> {
-        self.ctx().bus.subscribe()
     }
 
     /// The live pool's state.
@@ -126,19 +106,7 @@ impl Runtime {
     }
 
     pub(crate) async fn lock_conversation(&self, id: &str) -> RoutingLock {
-        let lock = {
-            let mut locks = self
-                .inner
-                .conv_locks
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            locks.entry(id.to_string()).or_default().clone()
-        };
-        RoutingLock {
-            guard: Some(lock.lock_owned().await),
-            id: id.to_string(),
-            locks: self.inner.conv_locks.clone(),
-        }
+        self.inner.routing.lock(id).await
     }
 
     /// Streamed agent events stored since start-up and the store transactions they took.
@@ -148,11 +116,7 @@ impl Runtime {
 
     /// Routing locks currently held or waited for (one per conversation in use).
     pub fn routing_locks(&self) -> usize {
-        self.inner
-            .conv_locks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .len()
+        self.inner.routing.len()
     }
 
     /// The routing lock of an existing conversation: an unknown id is `not_found` before
@@ -167,20 +131,9 @@ impl Runtime {
         self.inner.actors.count()
     }
 
-    /// Sends a command to a session's actor (spawned for `To::Session` if none runs);
-    /// `false`: `To::Running` and none runs.
-    pub(crate) async fn tell(&self, to: To<'_>, cmd: ActorCmd) -> Result<bool> {
-        self.inner.actors.send(&self.inner.ctx, to, cmd).await
-    }
-
-    /// A request to a session's actor and its reply (bounded waits, see `mailbox`);
-    /// `None`: `To::Running` and none runs.
-    pub(crate) async fn ask<T>(
-        &self,
-        to: To<'_>,
-        make: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> ActorCmd,
-    ) -> Result<Option<T>> {
-        self.inner.actors.request(&self.inner.ctx, to, make).await
+    /// The typed handle of a session's actor (spawned for `To::Session` if none runs).
+    pub(crate) fn actor<'a>(&'a self, to: To<'a>) -> SessionActor<'a> {
+        SessionActor::new(&self.inner.actors, &self.inner.ctx, to)
     }
 
     /// The actor of a session if one is running.
@@ -465,18 +418,8 @@ impl Runtime {
     pub async fn shutdown(&self) {
         self.begin_shutdown();
         let handles = self.inner.actors.close();
-        let mut waits = Vec::new();
-        for h in handles {
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            if h.send(ActorCmd::Shutdown { done: tx }).await.is_ok() {
-                waits.push(rx);
-            }
-        }
-        let all = futures::future::join_all(waits);
-        if tokio::time::timeout(std::time::Duration::from_secs(15), all)
-            .await
-            .is_err()
-        {
+        let all = futures::future::join_all(handles.iter().map(ActorHandle::shutdown)).await;
+        if all.iter().any(Result::is_err) {
             tracing::warn!("some sessions did not shut down in time");
         }
     }

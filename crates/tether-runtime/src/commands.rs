@@ -12,8 +12,8 @@ use tether_proto::{
 };
 use tether_store::ConversationRow;
 
-use crate::api::Result;
-use crate::router::reply;
+use crate::error::Result;
+use crate::session::router::reply;
 use crate::{Runtime, RuntimeError};
 
 impl Runtime {

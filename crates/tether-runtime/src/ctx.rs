@@ -1,70 +1,54 @@
-//! Shared context of the runtime: the store, the event bus, the configuration and the
-//! agent drivers.
+//! Shared context of the runtime: the store (which also publishes events to their
+//! followers, see `tether_store::Store::follow`), the configuration, the agent drivers
+//! and the clock (the last two given, see `seams`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tether_agents::{
-    AcpDriver, AgentDriver, AgentError, AgentSession, ClaudeDriver, CodexDriver, DriverKind,
-    GroupRecords, StartRequest,
-};
-use tether_proto::EventEnvelope;
+use tether_agents::{AgentError, AgentSession, GroupRecords, StartRequest};
 use tether_store::Store;
-use tokio::sync::broadcast;
 
 use crate::RuntimeConfig;
-use crate::pool::Pool;
+use crate::seams::{Clock, Drivers, Seams};
+use crate::session::pool::Pool;
 
 pub(crate) struct Ctx {
     pub store: Store,
-    pub bus: broadcast::Sender<EventEnvelope>,
     pub config: RuntimeConfig,
     pub pool: Pool,
     /// Delegation: MCP tokens of launched sessions, the readiness gate.
-    pub delegation: crate::delegation::Registry,
+    pub delegation: crate::delegation::registry::Registry,
+    /// The delegation outcome watcher's list of tasks to follow.
+    pub delegation_watch: crate::delegation::watch::WatchList,
     /// Streamed agent events stored, and the store transactions they took.
     pub streamed: StreamedFigures,
-    acp: AcpDriver,
-    codex: CodexDriver,
-    claude: ClaudeDriver,
+    /// The wall clock: approval and question deadlines and their expiry.
+    pub clock: Arc<dyn Clock>,
+    drivers: Drivers,
 }
 
 impl Ctx {
-    pub fn new(store: Store, config: RuntimeConfig, records: Option<GroupRecords>) -> Arc<Ctx> {
-        let (bus, _) = broadcast::channel(4096);
-        let acp = AcpDriver {
-            start_timeout: config.start_timeout,
-            records: records.clone(),
-        };
-        let codex = CodexDriver {
-            start_timeout: config.start_timeout,
-            records: records.clone(),
-        };
-        let claude = ClaudeDriver {
-            start_timeout: config.start_timeout,
-            records,
-        };
+    pub fn new(
+        store: Store,
+        config: RuntimeConfig,
+        records: Option<GroupRecords>,
+        seams: Seams,
+    ) -> Arc<Ctx> {
+        let drivers = seams
+            .drivers
+            .unwrap_or_else(|| Drivers::real(config.start_timeout, records));
         let pool = Pool::new(config.pool.clone());
-        let delegation = crate::delegation::Registry::new(config.delegation.clone());
+        let delegation = crate::delegation::registry::Registry::new(config.delegation.clone());
         Arc::new(Ctx {
             store,
-            bus,
             delegation,
+            delegation_watch: crate::delegation::watch::WatchList::new(),
             streamed: StreamedFigures::default(),
             config,
             pool,
-            acp,
-            codex,
-            claude,
+            clock: seams.clock,
+            drivers,
         })
-    }
-
-    /// Publishes stored events to live subscribers (after they were committed).
-    pub fn publish(&self, events: impl IntoIterator<Item = EventEnvelope>) {
-        for ev in events {
-            // No subscriber is fine: everything is in the store.
-            let _ = self.bus.send(ev);
-        }
     }
 
     /// Starts (or strictly resumes) an agent session with the driver of its kind, in its
@@ -74,11 +58,7 @@ impl Ctx {
         mut req: StartRequest,
     ) -> Result<Box<dyn AgentSession>, AgentError> {
         req.cwd = crate::cwd::recheck(&req.cwd, &self.config)?;
-        match req.spec.driver {
-            DriverKind::Acp => self.acp.start(req).await,
-            DriverKind::Codex => self.codex.start(req).await,
-            DriverKind::Claude => self.claude.start(req).await,
-        }
+        self.drivers.get(req.spec.driver).start(req).await
     }
 }
 
@@ -124,9 +104,4 @@ pub(crate) fn end_leftover_agents(config: &RuntimeConfig) -> Option<GroupRecords
             None
         }
     }
-}
-
-/// A new random id (32 hex digits).
-pub(crate) fn new_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
 }

@@ -2,6 +2,8 @@
 
 use tether_proto::ErrorCode;
 
+pub(crate) type Result<T> = std::result::Result<T, RuntimeError>;
+
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
     #[error("{what} not found: {id}")]

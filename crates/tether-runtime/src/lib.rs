@@ -1,37 +1,32 @@
 //! tether-runtime: session actors (one owner per runtime session, one turn at a time,
 //! queue, approvals and questions), the router that applies the binding rules, start-up
-//! recovery, and the event bus.
+//! recovery, and the way to follow events live ([`Runtime::follow`]).
 //!
 //! Must not depend on a web framework or a channel: adapters call [`Runtime`].
 
-mod actor;
-mod answers;
 mod api;
 mod commands;
 mod config;
 mod ctx;
 mod cwd;
 mod delegation;
-mod delegation_close;
-mod delegation_continue;
-mod delegation_registry;
-mod delegation_status;
-mod delegation_watch;
 mod error;
+mod ids;
+mod feed;
 mod listing;
-mod mailbox;
-mod pool;
-mod router;
-mod turn_step;
+mod seams;
+mod session;
 mod views;
 
 pub use api::Runtime;
 pub use config::{CoalesceConfig, RuntimeConfig};
-pub use delegation::{
-    Caller, DelegationConfig, MCP_SERVER_NAME, MCP_SOCKET_ENV, MCP_TOKEN_ENV, McpLaunch,
+pub use delegation::registry::{
+    Caller, DelegationConfig, MAX_WAITS_PER_CALLER, MCP_SERVER_NAME, MCP_SOCKET_ENV, MCP_TOKEN_ENV,
+    McpLaunch,
 };
-pub use delegation_registry::MAX_WAITS_PER_CALLER;
-pub use delegation_status::{MAX_WAIT_MS, outcome_of};
+pub use delegation::status::{MAX_WAIT_MS, outcome_of};
 pub use error::RuntimeError;
 pub use listing::ConversationPage;
-pub use pool::{PoolConfig, PoolStatus};
+pub use seams::{Clock, Drivers, Seams, SystemClock, Wait};
+pub use session::pool::{PoolConfig, PoolStatus};
+pub use tether_store::{Batch, Follower, Scope};

@@ -6,7 +6,7 @@ use tether_proto::{Conversation, ConversationEventPage, HistoryMessage};
 use tether_store::ListCursor;
 use tokio::sync::broadcast;
 
-use crate::api::Result;
+use crate::error::Result;
 use crate::{Runtime, RuntimeError};
 
 /// A page of the conversation list and the cursor of the next page (`None`: the last).
@@ -103,8 +103,10 @@ impl Runtime {
             .await?)
     }
 
-    /// Ids of conversations whose row changed without an event (created, renamed,
-    /// archived, unbound, a turn queued); the rest is on [`Runtime::subscribe`].
+    /// Ids of conversations whose list view may have changed: their row changed (created,
+    /// renamed, archived, unbound, a turn queued) or a commit stored more than streamed
+    /// agent output for them (turns, approvals, questions, sessions). At most one id per
+    /// commit, so a list follows every conversation without following their events.
     pub fn conversation_changes(&self) -> broadcast::Receiver<String> {
         self.ctx().store.conversation_changes()
     }

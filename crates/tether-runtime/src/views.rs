@@ -8,7 +8,7 @@ use tether_proto::{ApprovalStatus, Binding, Conversation, QuestionStatus, TurnSt
 use tether_store::ConversationRow;
 
 use crate::Runtime;
-use crate::api::Result;
+use crate::error::Result;
 
 impl Runtime {
     pub(crate) async fn view(&self, row: ConversationRow) -> Result<Conversation> {

@@ -1,6 +1,7 @@
 //! Extractors whose rejections are our JSON errors: a bad body is `invalid_json` (or
-//! `payload_too_large`; a field over its length limit is `bad_request`), a bad query
-//! string or path is `bad_request`.
+//! `payload_too_large`; a field over its length limit is `bad_request`; in the bodies
+//! that are also tool arguments, a missing, mistyped or unknown field is
+//! `invalid_params`), a bad query string or path is `bad_request`.
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, JsonRejection, PathRejection, QueryRejection};
@@ -27,25 +28,57 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        if !is_json_content_type(req.headers()) {
-            return Err(ApiError::new(
-                ErrorCode::InvalidJson,
-                "expected a JSON body with `Content-Type: application/json`",
-            ));
-        }
-        let bytes = Bytes::from_request(req, state)
-            .await
-            .map_err(bytes_rejection)?;
-        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-            return Err(ApiError::new(
-                ErrorCode::InvalidJson,
-                "the request body must be a JSON object",
-            ));
-        }
+        let bytes = object_body(req, state).await?;
         let axum::Json(value) = axum::Json::<T>::from_bytes(&bytes).map_err(json_rejection)?;
         value.check()?;
         Ok(ApiJson(value))
     }
+}
+
+/// A JSON request body read like [`ApiJson`], except that a field that is missing, of
+/// the wrong type or unknown is `invalid_params` naming it: the bodies that are also a
+/// delegation tool's arguments (continue, close), so both surfaces answer alike
+/// (`tether_proto::parse_params`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApiParams<T>(pub T);
+
+impl<S, T> FromRequest<S> for ApiParams<T>
+where
+    T: DeserializeOwned + Checked,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = object_body(req, state).await?;
+        let axum::Json(value) =
+            axum::Json::<serde_json::Value>::from_bytes(&bytes).map_err(json_rejection)?;
+        let value: T = tether_proto::parse_params(&value)
+            .map_err(|e| ApiError::new(ErrorCode::InvalidParams, e.message))?;
+        value.check()?;
+        Ok(ApiParams(value))
+    }
+}
+
+/// The body of a JSON request whose body is a JSON object (checked by its first byte;
+/// serde would take `[]` for a struct).
+async fn object_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    if !is_json_content_type(req.headers()) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidJson,
+            "expected a JSON body with `Content-Type: application/json`",
+        ));
+    }
+    let bytes = Bytes::from_request(req, state)
+        .await
+        .map_err(bytes_rejection)?;
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::new(
+            ErrorCode::InvalidJson,
+            "the request body must be a JSON object",
+        ));
+    }
+    Ok(bytes)
 }
 
 /// `application/json` or `application/<something>+json`, parameters ignored.

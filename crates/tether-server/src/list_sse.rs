@@ -1,8 +1,10 @@
 //! `GET /api/v1/conversations/events`: the conversation list as Server-Sent Events, so a
 //! client keeps its list fresh without polling.
 //!
-//! A conversation is dirty when an event of it is published (turns, approvals, sessions)
-//! or its row changed without one (created, renamed, archived, unbound, a turn queued).
+//! A conversation is dirty when the store says its list view may have changed
+//! ([`Runtime::conversation_changes`]: its row changed, or a commit stored more than
+//! streamed agent output for it), so the list follows every conversation without
+//! following their events.
 //! Dirty conversations are re-read together at most every [`COALESCE`] (a streaming
 //! reply is hundreds of events) and sent only when what a client shows differs from what
 //! this stream sent last. There is no resume point: a client reloads its list when the
@@ -17,7 +19,7 @@ use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 use serde::Deserialize;
-use tether_proto::{ConversationChange, ConversationChangeKind, ErrorBody, EventEnvelope};
+use tether_proto::{ConversationChange, ConversationChangeKind, ErrorBody};
 use tether_runtime::{Runtime, RuntimeError};
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::{mpsc, watch};
@@ -65,7 +67,6 @@ pub(crate) async fn list_events(
     closing: Option<Extension<Closing>>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     // Subscribe before the client can read the list, so no change falls in between.
-    let events = s.runtime.subscribe();
     let changes = s.runtime.conversation_changes();
     let (tx, out) = mpsc::channel(BUFFER);
     let pump = ListPump {
@@ -74,7 +75,7 @@ pub(crate) async fn list_events(
         sent: HashMap::new(),
         tx,
     };
-    tokio::spawn(pump.run(events, changes, closing.map(|Extension(c)| c.0)));
+    tokio::spawn(pump.run(changes, closing.map(|Extension(c)| c.0)));
     Sse::new(ReceiverStream::new(out)).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
 }
 
@@ -96,7 +97,6 @@ struct ListPump {
 impl ListPump {
     async fn run(
         mut self,
-        mut events: broadcast::Receiver<EventEnvelope>,
         mut changes: broadcast::Receiver<String>,
         closing: Option<watch::Receiver<bool>>,
     ) {
@@ -128,16 +128,6 @@ impl ListPump {
                     }
                     continue;
                 }
-                ev = events.recv() => match ev {
-                    Ok(env) => env.conversation_id,
-                    Err(RecvError::Lagged(_)) => {
-                        if !self.resync(&mut dirty).await {
-                            return;
-                        }
-                        continue;
-                    }
-                    Err(RecvError::Closed) => return,
-                },
                 id = changes.recv() => match id {
                     Ok(id) => id,
                     Err(RecvError::Lagged(_)) => {

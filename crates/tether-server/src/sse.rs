@@ -1,37 +1,38 @@
 //! `GET /api/v1/conversations/{id}/events`: the conversation's events across its
 //! sessions as Server-Sent Events.
 //!
-//! Subscribe to the live bus first, then replay the store after the client's resume
-//! point; afterwards each live notification for the conversation triggers a read of the
-//! store after the last id sent (the store's commit order is id order), so there are no
-//! duplicates and no gaps even when events of two sessions are published out of order.
+//! The stream is the conversation's follower ([`Runtime::follow`], architecture.md §5):
+//! the store after the client's resume point, then each commit in commit order, without
+//! gaps or duplicates. No task per stream: the response body polls the follower itself.
+//! A commit reaches every stream of the conversation as one shared batch, encoded as SSE
+//! text once for all of them ([`tether_runtime::Batch::encoded`]), so 1 000 streams of
+//! one conversation cost one encoding and 1 000 reference counts per commit.
+//!
+//! [`Runtime::follow`]: tether_runtime::Runtime::follow
 
 use std::convert::Infallible;
-use std::fmt::Display;
-use std::future::Future;
+use std::fmt::Write as _;
+use std::pin::Pin;
 use std::time::Duration;
 
 use axum::Extension;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::HeaderMap;
-use axum::response::sse::{Event, KeepAlive, Sse};
-use futures::{Stream, StreamExt};
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tether_proto::{ErrorBody, EventEnvelope};
-use tokio::sync::{broadcast, mpsc, watch};
-use tokio_stream::wrappers::ReceiverStream;
+use tether_runtime::{Follower, Scope};
+use tokio::sync::watch;
+use tokio::time::Instant;
 use utoipa::IntoParams;
 
 use crate::AppState;
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
 
-/// Events read from the store per page while replaying.
-const REPLAY_PAGE: u32 = 200;
 /// Heartbeat comment interval.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
-/// Events buffered per stream between the pump and the HTTP body.
-const BUFFER: usize = 64;
 
 /// Set by `serve` when the server shuts down: open streams end.
 #[derive(Clone)]
@@ -71,35 +72,67 @@ pub(crate) async fn conversation_events(
     ApiQuery(q): ApiQuery<StreamQuery>,
     headers: HeaderMap,
     closing: Option<Extension<Closing>>,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+) -> Result<Response, ApiError> {
     let after = resume_point(&headers, q.after_id)?;
-    // Subscribe before anything is read from the store, so nothing falls in between.
-    let rx = s.runtime.subscribe();
-    s.runtime.get_conversation(&id).await?;
-
-    let runtime = s.runtime.clone();
-    let conversation_id = id.clone();
-    let fetch = move |after_id: i64, limit: u32| {
-        let runtime = runtime.clone();
-        let id = conversation_id.clone();
-        async move { runtime.conversation_events(&id, after_id, limit).await }
-    };
-    let (tx, out) = mpsc::channel(BUFFER);
+    let follower = s.runtime.follow(Scope::Conversation(id), after).await?;
     let closing = closing.map(|Extension(c)| c.0);
-    tokio::spawn(pump(
-        Pump {
-            rx,
-            conversation_id: id,
-            last: after,
-            page: REPLAY_PAGE,
-        },
-        fetch,
-        tx,
-        closing,
-    ));
+    let body = Body::from_stream(frames(follower, closing));
+    let mut res = body.into_response();
+    let h = res.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    Ok(res)
+}
 
-    let stream = ReceiverStream::new(out).filter_map(|env| async move { to_sse(&env).map(Ok) });
-    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
+/// The SSE text of a stream: the follower's batches, a heartbeat comment after
+/// [`KEEP_ALIVE`] without one, until the server closes or the store fails (the client
+/// then reconnects with `Last-Event-ID`). A client that goes away drops the body, and
+/// with it the follower.
+fn frames(
+    follower: Follower,
+    closing: Option<watch::Receiver<bool>>,
+) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
+    let beat = Heartbeat {
+        timer: Box::pin(tokio::time::sleep(KEEP_ALIVE)),
+        last_sent: Instant::now(),
+    };
+    futures::stream::unfold(
+        (follower, closing, beat),
+        |(mut f, mut closing, mut beat)| async move {
+            let frame = loop {
+                tokio::select! {
+                    () = wait_closing(&mut closing) => return None,
+                    () = beat.timer.as_mut() => {
+                        // Re-armed lazily: a busy stream never touches its timer.
+                        let due = beat.last_sent + KEEP_ALIVE;
+                        if Instant::now() >= due {
+                            beat.timer.as_mut().reset(Instant::now() + KEEP_ALIVE);
+                            break Bytes::from_static(b":\n\n");
+                        }
+                        beat.timer.as_mut().reset(due);
+                    }
+                    next = f.next() => match next {
+                        Ok(batch) => break batch.encoded(encode),
+                        Err(err) => {
+                            tracing::warn!(error = %err, "could not read events; closing the stream");
+                            return None;
+                        }
+                    },
+                }
+            };
+            beat.last_sent = Instant::now();
+            Some((Ok(frame), (f, closing, beat)))
+        },
+    )
+}
+
+/// When the stream last sent something, and the timer of its next heartbeat.
+struct Heartbeat {
+    timer: Pin<Box<tokio::time::Sleep>>,
+    last_sent: Instant,
 }
 
 /// The id to resume after: `Last-Event-ID` wins over `?after_id=`; default 0.
@@ -121,119 +154,35 @@ fn resume_point(headers: &HeaderMap, after_id: Option<i64>) -> Result<i64, ApiEr
     })
 }
 
-fn to_sse(env: &EventEnvelope) -> Option<Event> {
-    match serde_json::to_string(env) {
-        Ok(json) => Some(
-            Event::default()
-                .id(env.id.to_string())
-                .event(env.payload.kind())
-                .data(json),
-        ),
-        Err(err) => {
-            tracing::error!(event_id = env.id, error = %err, "could not serialise an event");
-            None
-        }
-    }
-}
-
-/// State of one stream's pump.
-pub(crate) struct Pump {
-    pub rx: broadcast::Receiver<EventEnvelope>,
-    pub conversation_id: String,
-    /// Id of the last event sent (or the client's resume point).
-    pub last: i64,
-    /// Store page size.
-    pub page: u32,
-}
-
-/// Replays `fetch(after_id, limit)` after `state.last`, then forwards live events of the
-/// conversation, until the client goes away, the bus closes, `closing` turns true or the
-/// store fails (the client then reconnects with `Last-Event-ID`).
-pub(crate) async fn pump<F, Fut, E>(
-    mut state: Pump,
-    fetch: F,
-    tx: mpsc::Sender<EventEnvelope>,
-    closing: Option<watch::Receiver<bool>>,
-) where
-    F: Fn(i64, u32) -> Fut,
-    Fut: Future<Output = Result<Vec<EventEnvelope>, E>>,
-    E: Display,
-{
-    let work = async {
-        if !catch_up(&mut state, &fetch, &tx).await {
-            return;
-        }
-        loop {
-            tokio::select! {
-                () = tx.closed() => return,
-                msg = state.rx.recv() => match msg {
-                    Ok(env) => {
-                        if env.conversation_id != state.conversation_id || env.id <= state.last {
-                            continue;
-                        }
-                        // Publication order across sessions may differ from id order, but
-                        // commit order is id order: read the store after the last id sent,
-                        // so an earlier event published late is never skipped.
-                        if !catch_up(&mut state, &fetch, &tx).await {
-                            return;
-                        }
-                    }
-                    Err(broadcast::error::RecvError::Lagged(n)) => {
-                        tracing::debug!(skipped = n, "event stream lagged; re-reading the store");
-                        if !catch_up(&mut state, &fetch, &tx).await {
-                            return;
-                        }
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return,
-                },
+/// Events as SSE text: `id:` = envelope id, `event:` = payload type, `data:` = the
+/// envelope as JSON (one line: serde_json writes no newlines).
+pub(crate) fn encode(events: &[EventEnvelope]) -> Bytes {
+    let mut out = String::new();
+    for env in events {
+        match serde_json::to_string(env) {
+            Ok(json) => {
+                let _ = write!(
+                    out,
+                    "id: {}\nevent: {}\ndata: {json}\n\n",
+                    env.id,
+                    env.payload.kind()
+                );
+            }
+            Err(err) => {
+                tracing::error!(event_id = env.id, error = %err, "could not serialise an event");
             }
         }
-    };
-    tokio::select! {
-        () = work => {}
-        () = wait_closing(closing) => {}
     }
+    Bytes::from(out)
 }
 
-async fn wait_closing(closing: Option<watch::Receiver<bool>>) {
+async fn wait_closing(closing: &mut Option<watch::Receiver<bool>>) {
     match closing {
         // An error means the server is gone: close too.
-        Some(mut rx) => {
+        Some(rx) => {
             let _ = rx.wait_for(|closing| *closing).await;
         }
         None => std::future::pending().await,
-    }
-}
-
-/// Sends every stored event after `state.last`; `false` when the stream must end.
-async fn catch_up<F, Fut, E>(state: &mut Pump, fetch: &F, tx: &mpsc::Sender<EventEnvelope>) -> bool
-where
-    F: Fn(i64, u32) -> Fut,
-    Fut: Future<Output = Result<Vec<EventEnvelope>, E>>,
-    E: Display,
-{
-    loop {
-        let page = match fetch(state.last, state.page).await {
-            Ok(page) => page,
-            Err(err) => {
-                tracing::warn!(error = %err, "could not read events; closing the stream");
-                return false;
-            }
-        };
-        let full = page.len() >= state.page as usize;
-        let before = state.last;
-        for env in page {
-            if env.id <= state.last {
-                continue;
-            }
-            state.last = env.id;
-            if tx.send(env).await.is_err() {
-                return false;
-            }
-        }
-        if !full || state.last == before {
-            return true;
-        }
     }
 }
 

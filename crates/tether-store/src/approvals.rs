@@ -71,7 +71,7 @@ impl Store {
             },
         )
         .await?;
-        tx.commit().await?;
+        self.commit_events(tx, std::slice::from_ref(&ev)).await?;
         Ok(ev)
     }
 
@@ -110,7 +110,7 @@ impl Store {
             },
         )
         .await?;
-        tx.commit().await?;
+        self.commit_events(tx, std::slice::from_ref(&ev)).await?;
         Ok(Some((approval, ev)))
     }
 
@@ -169,7 +169,7 @@ impl Store {
             },
         )
         .await?;
-        tx.commit().await?;
+        self.commit_events(tx, std::slice::from_ref(&ev)).await?;
         Ok(ev)
     }
 
@@ -209,7 +209,7 @@ impl Store {
             },
         )
         .await?;
-        tx.commit().await?;
+        self.commit_events(tx, std::slice::from_ref(&ev)).await?;
         Ok(Some((question, ev)))
     }
 

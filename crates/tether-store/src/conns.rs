@@ -107,7 +107,22 @@ impl Conns {
     pub async fn begin(&self) -> Result<Tx, sqlx::Error> {
         let mut conn = self.acquire().await?;
         Tm::begin(&mut conn, None).await?;
-        Ok(Tx { conn, open: true })
+        Ok(Tx {
+            conn,
+            open: true,
+            appended: 0,
+        })
+    }
+
+    /// A connection used like a transaction of one statement: without `BEGIN`, each
+    /// statement commits on its own (two round trips fewer); [`Tx::commit_then`] only runs
+    /// its closure while the connection is still held.
+    pub async fn autocommit(&self) -> Result<Tx, sqlx::Error> {
+        Ok(Tx {
+            conn: self.acquire().await?,
+            open: false,
+            appended: 0,
+        })
     }
 
     pub fn is_closed(&self) -> bool {
@@ -153,13 +168,37 @@ impl DerefMut for Conn {
 pub(crate) struct Tx {
     conn: Conn,
     open: bool,
+    /// Events appended in it (they must be published at commit, see `feed`).
+    appended: usize,
 }
 
 impl Tx {
-    pub async fn commit(mut self) -> Result<(), sqlx::Error> {
-        Tm::commit(&mut self.conn).await?;
-        self.open = false;
-        Ok(())
+    /// Commits a transaction that appended no event.
+    pub async fn commit(self) -> Result<(), sqlx::Error> {
+        debug_assert_eq!(
+            self.appended, 0,
+            "a transaction that appends events commits with Store::commit_events"
+        );
+        self.commit_then(|| ()).await
+    }
+
+    /// Commits, then runs `after` before the connection is given back: with one writer
+    /// connection, whatever `after` does happens in commit order.
+    pub async fn commit_then<R>(mut self, after: impl FnOnce() -> R) -> Result<R, sqlx::Error> {
+        if self.open {
+            Tm::commit(&mut self.conn).await?;
+            self.open = false;
+        }
+        Ok(after())
+    }
+
+    /// Counts an event appended in this transaction.
+    pub fn note_appended(&mut self, n: usize) {
+        self.appended += n;
+    }
+
+    pub fn appended(&self) -> usize {
+        self.appended
     }
 }
 

@@ -206,7 +206,7 @@ impl Store {
                 .await?,
             );
         }
-        tx.commit().await?;
+        self.commit_events(tx, &events).await?;
         let session = Session {
             id: s.id.clone(),
             conversation_id: s.conversation_id.clone(),
@@ -262,7 +262,7 @@ impl Store {
             Some(p) => Some(append(&mut tx, id, None, p).await?),
             None => None,
         };
-        tx.commit().await?;
+        self.commit_events(tx, ev.as_slice()).await?;
         Ok(ev)
     }
 }

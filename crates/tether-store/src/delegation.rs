@@ -230,7 +230,7 @@ impl Store {
             };
             events.push(append(&mut tx, parent_session, d.parent_turn_id.as_deref(), &ev).await?);
         }
-        tx.commit().await?;
+        self.commit_events(tx, &events).await?;
         let session = Session {
             id: d.session_id.clone(),
             conversation_id: d.task_id.clone(),
@@ -243,6 +243,16 @@ impl Store {
             updated_at_ms: now,
         };
         Ok((session, events))
+    }
+
+    /// Ids of the tasks not released yet, oldest first.
+    pub async fn unreleased_delegation_ids(&self) -> Result<Vec<String>> {
+        let rows: Vec<(String,)> = sqlx::query_as(
+            "SELECT task_id FROM delegations WHERE released_at IS NULL ORDER BY created_at",
+        )
+        .fetch_all(&self.reader)
+        .await?;
+        Ok(rows.into_iter().map(|(id,)| id).collect())
     }
 
     pub async fn get_delegation(&self, task_id: &str) -> Result<Option<DelegationRow>> {

@@ -125,7 +125,7 @@ impl Store {
             };
             events.push(append(&mut tx, session_id, None, &ev).await?);
         }
-        tx.commit().await?;
+        self.commit_events(tx, &events).await?;
         Ok((row.is_some(), events))
     }
 
@@ -142,7 +142,7 @@ impl Store {
             return Ok(None);
         };
         let ev = append(&mut tx, &target, None, payload).await?;
-        tx.commit().await?;
+        self.commit_events(tx, std::slice::from_ref(&ev)).await?;
         Ok(Some(ev))
     }
 
@@ -162,7 +162,7 @@ impl Store {
             text: format!("the outcome of delegated turn {turn_id} could not be reported: {why}"),
         };
         let ev = append(&mut tx, &target, None, &ev).await?;
-        tx.commit().await?;
+        self.commit_events(tx, std::slice::from_ref(&ev)).await?;
         Ok(Some(ev))
     }
 

@@ -3,6 +3,7 @@
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 use tether_proto::{EventEnvelope, EventPayload, HistoryMessage, MessageRole};
 
+use crate::conns::Tx;
 use crate::{Result, Store, StoreError, now_ms, rows};
 
 /// Largest multi-row `INSERT` of [`append_many`]; batches are split into power-of-two
@@ -12,9 +13,10 @@ const MAX_INSERT_ROWS: usize = 128;
 /// Appends one event: `seq` = the session's `last_seq` + 1, read by the `INSERT` itself;
 /// the trigger `events_keep_session_seq` (migration 0005) moves `last_seq` on, so `seq`
 /// stays gap-free. One statement: on its own (autocommit) it is atomic, inside an open
-/// transaction it commits with the rest.
+/// transaction it commits with the rest. The caller publishes it with
+/// [`Store::commit_events`].
 pub(crate) async fn append(
-    conn: &mut SqliteConnection,
+    conn: &mut Tx,
     session_id: &str,
     turn_id: Option<&str>,
     payload: &EventPayload,
@@ -35,12 +37,13 @@ pub(crate) async fn append(
     .bind(payload.kind())
     .bind(json)
     .bind(session_id)
-    .fetch_all(&mut *conn)
+    .fetch_all(&mut **conn)
     .await?;
     let Some((id, seq, conversation_id)) = rows.into_iter().next() else {
         // No such session: nothing was stored.
         return Err(sqlx::Error::RowNotFound.into());
     };
+    conn.note_appended(1);
     Ok(EventEnvelope {
         id,
         session_id: session_id.to_string(),
@@ -57,7 +60,7 @@ pub(crate) async fn append(
 /// chunks), instead of two statements per event — each statement is a round trip to
 /// sqlx's SQLite worker thread. Same result as calling [`append`] for each payload.
 pub(crate) async fn append_many(
-    conn: &mut SqliteConnection,
+    conn: &mut Tx,
     session_id: &str,
     turn_id: Option<&str>,
     payloads: &[EventPayload],
@@ -76,7 +79,7 @@ pub(crate) async fn append_many(
     .bind(payloads.len() as i64)
     .bind(at)
     .bind(session_id)
-    .fetch_one(&mut *conn)
+    .fetch_one(&mut **conn)
     .await?;
     let first_seq = last - payloads.len() as i64 + 1;
     let mut out = Vec::with_capacity(payloads.len());
@@ -112,7 +115,7 @@ pub(crate) async fn append_many(
             },
         );
         q.push(" RETURNING id, seq");
-        let mut ids: Vec<(i64, i64)> = q.build_query_as().fetch_all(&mut *conn).await?;
+        let mut ids: Vec<(i64, i64)> = q.build_query_as().fetch_all(&mut **conn).await?;
         // RETURNING does not promise an order: put the rows back in seq order.
         ids.sort_by_key(|(_, seq)| *seq);
         if ids.len() != size {
@@ -134,6 +137,7 @@ pub(crate) async fn append_many(
         }
         start += size;
     }
+    conn.note_appended(out.len());
     Ok(out)
 }
 
@@ -177,15 +181,14 @@ impl Store {
         turn_id: Option<&str>,
         payloads: &[EventPayload],
     ) -> Result<Vec<EventEnvelope>> {
-        if let [p] = payloads {
-            // One statement needs no transaction around it (BEGIN and COMMIT would be
-            // two more round trips to sqlx's SQLite thread).
-            let mut conn = self.writer.acquire().await?;
-            return Ok(vec![append(&mut conn, session_id, turn_id, p).await?]);
-        }
-        let mut tx = self.writer.begin().await?;
+        // One statement needs no transaction around it (BEGIN and COMMIT would be two
+        // more round trips to sqlx's SQLite thread).
+        let mut tx = match payloads {
+            [_] => self.writer.autocommit().await?,
+            _ => self.writer.begin().await?,
+        };
         let out = append_many(&mut tx, session_id, turn_id, payloads).await?;
-        tx.commit().await?;
+        self.commit_events(tx, &out).await?;
         Ok(out)
     }
 
@@ -214,7 +217,7 @@ impl Store {
             ),
             _ => None,
         };
-        tx.commit().await?;
+        self.commit_events(tx, ev.as_slice()).await?;
         Ok(ev)
     }
 

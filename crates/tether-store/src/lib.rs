@@ -6,7 +6,8 @@
 //! writer connection (SQLite has one writer anyway; this avoids busy errors); reads use
 //! four read-only connections; a third kind checkpoints the WAL in the background
 //! (commits never do, see `checkpoint`). The connections are held directly, not in an
-//! sqlx pool (see `conns`).
+//! sqlx pool (see `conns`). Committed events are published to their followers by the
+//! store itself, in commit order (see `feed`).
 
 mod approvals;
 mod channels;
@@ -16,9 +17,11 @@ mod conversations;
 mod delegation;
 mod delegation_ledger;
 mod events;
+mod feed;
 mod pages;
 mod recovery;
 mod rows;
+mod rules;
 mod turns;
 
 use std::path::{Path, PathBuf};
@@ -35,6 +38,7 @@ pub use delegation::{
     DelegationRow, DelegationTurnRow, EXTERNAL_SCOPE, NewDelegation, NewDelegationTurn,
 };
 pub use delegation_ledger::LedgerEntry;
+pub use feed::{Batch, Follower, Scope};
 pub use pages::ListCursor;
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use rows::*;
@@ -53,6 +57,9 @@ pub enum StoreError {
     },
     #[error("corrupt row in {table}: {detail}")]
     Corrupt { table: &'static str, detail: String },
+    /// A follower's topic closed (only when the store itself goes away).
+    #[error("the event feed closed")]
+    FeedClosed,
     /// Delegation: the continuation id is already in the ledger of this scope (the
     /// transaction that tried to record it was rolled back).
     #[error("continuation id {continuation_id:?} is already recorded in {scope}")]
@@ -70,8 +77,10 @@ pub struct Store {
     writer: Conns,
     reader: Conns,
     checkpointer: std::sync::Arc<checkpoint::Checkpointer>,
-    /// Ids of conversations whose row changed without an event (see `pages`).
+    /// Ids of conversations whose row changed (see `pages`).
     changes: tokio::sync::broadcast::Sender<String>,
+    /// Followers of live events (see `feed`).
+    feed: std::sync::Arc<feed::Hub>,
 }
 
 impl std::fmt::Debug for Store {
@@ -123,6 +132,7 @@ impl Store {
             reader,
             checkpointer,
             changes: tokio::sync::broadcast::channel(pages::CHANGES_BUFFER).0,
+            feed: std::sync::Arc::default(),
         })
     }
 

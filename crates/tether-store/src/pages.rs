@@ -1,8 +1,9 @@
 //! Pages for clients that show long lists: the conversation list in pages (keyset on
 //! `updated_at DESC, id`), a conversation's events and history read backwards from the
-//! end, and the feed of conversations whose row changed without an event (created,
-//! renamed, archived, unbound, a turn queued), so a list can follow changes instead of
-//! polling. Changes that come with an event are on the runtime's event bus already.
+//! end, and the notices of conversations whose list view may have changed (a row changed
+//! without an event: created, renamed, archived, unbound, a turn queued; or a commit of
+//! more than streamed agent output, sent by the feed at commit), so a list can follow
+//! changes instead of polling.
 
 use tether_proto::{EventEnvelope, HistoryMessage};
 use tokio::sync::broadcast;
@@ -27,8 +28,10 @@ impl Store {
 
     /// Tells the followers that conversation `id` changed (after the write committed).
     pub(crate) fn changed(&self, id: &str) {
-        // No follower is not an error.
-        let _ = self.changes.send(id.to_string());
+        // No follower is not an error (and costs no copy of the id).
+        if self.changes.receiver_count() > 0 {
+            let _ = self.changes.send(id.to_string());
+        }
     }
 
     /// One page of conversations, most recently updated first (ties by id), after

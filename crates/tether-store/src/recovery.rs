@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use tether_proto::{ApprovalStatus, EventEnvelope, EventPayload, MessageRole, QuestionStatus};
 
 use crate::events::{add_message, append};
-use crate::{Result, Store};
+use crate::{Result, Store, rules};
 
 /// What recovery did to one conversation.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -39,27 +39,37 @@ impl Store {
 
         // Each step: one conditional UPDATE … RETURNING (id, session, conversation, turn),
         // one event per row, one count per conversation.
-        let steps: [(&str, Kind); 3] = [
+        // Which rows each step changes is the core's recovery rule (see `rules`).
+        let steps: [(String, Kind); 3] = [
             (
-                "UPDATE turns SET status = 'interrupted', ended_at = ?, error_code = 'interrupted', \
-                 error_message = 'tether restarted while the turn was running' \
-                 WHERE status IN ('queued', 'running', 'waiting_approval', 'waiting_user') \
-                 RETURNING id, session_id, conversation_id, id",
+                format!(
+                    "UPDATE turns SET status = 'interrupted', ended_at = ?, \
+                     error_code = 'interrupted', \
+                     error_message = 'tether restarted while the turn was running' \
+                     WHERE status IN {} RETURNING id, session_id, conversation_id, id",
+                    rules::turns_recovery_interrupts()
+                ),
                 Kind::Turn,
             ),
             (
-                "UPDATE approvals SET status = 'expired', resolved_at = ? WHERE status = 'pending' \
-                 RETURNING id, session_id, conversation_id, turn_id",
+                format!(
+                    "UPDATE approvals SET status = 'expired', resolved_at = ? WHERE status IN {} \
+                     RETURNING id, session_id, conversation_id, turn_id",
+                    rules::approvals_recovery_expires()
+                ),
                 Kind::Approval,
             ),
             (
-                "UPDATE questions SET status = 'expired', resolved_at = ? WHERE status = 'pending' \
-                 RETURNING id, session_id, conversation_id, turn_id",
+                format!(
+                    "UPDATE questions SET status = 'expired', resolved_at = ? WHERE status IN {} \
+                     RETURNING id, session_id, conversation_id, turn_id",
+                    rules::questions_recovery_expires()
+                ),
                 Kind::Question,
             ),
         ];
         for (sql, kind) in steps {
-            let rows: Vec<(String, String, String, String)> = sqlx::query_as(sql)
+            let rows: Vec<(String, String, String, String)> = sqlx::query_as(&sql)
                 .bind(crate::now_ms())
                 .fetch_all(&mut *tx)
                 .await?;
@@ -83,9 +93,10 @@ impl Store {
             }
         }
 
-        let res = sqlx::query(
-            "UPDATE sessions SET status = 'dormant' WHERE status IN ('live', 'starting')",
-        )
+        let res = sqlx::query(&format!(
+            "UPDATE sessions SET status = 'dormant' WHERE status IN {}",
+            rules::sessions_recovery_makes_dormant()
+        ))
         .execute(&mut *tx)
         .await?;
         report.sessions_made_dormant = res.rows_affected() as usize;
@@ -117,7 +128,7 @@ impl Store {
                 .conversations
                 .push(RecoveredConversation { session_id, ..rc });
         }
-        tx.commit().await?;
+        self.commit_events(tx, &report.events).await?;
         Ok(report)
     }
 }

@@ -3,7 +3,7 @@
 use tether_proto::{EventEnvelope, EventPayload, MessageRole, Turn, TurnStatus};
 
 use crate::events::{add_message, append};
-use crate::{NewMessage, NewTurn, Result, Store, TurnEnd, now_ms, rows};
+use crate::{NewMessage, NewTurn, Result, Store, TurnEnd, now_ms, rows, rules};
 
 const OPEN: &str = "('queued', 'running', 'waiting_approval', 'waiting_user')";
 
@@ -76,12 +76,13 @@ impl Store {
             &EventPayload::TurnStarted { input },
         )
         .await?;
-        tx.commit().await?;
+        self.commit_events(tx, std::slice::from_ref(&ev)).await?;
         Ok(Some(ev))
     }
 
     /// Ends a turn: status, result, the terminal event and a history entry, together.
-    /// Returns `None` when the turn had already ended (terminal states are immutable).
+    /// Returns `None` when the turn machine does not allow the step from its status (it
+    /// had already ended: terminal states are immutable).
     pub async fn finish_turn(
         &self,
         turn_id: &str,
@@ -92,8 +93,9 @@ impl Store {
         let mut tx = self.writer.begin().await?;
         let row: Option<(String, String)> = sqlx::query_as(&format!(
             "UPDATE turns SET status = ?, result_text = ?, stop_reason = ?, error_code = ?, \
-             error_message = ?, usage = ?, ended_at = ? WHERE id = ? AND status IN {OPEN} \
-             RETURNING session_id, conversation_id"
+             error_message = ?, usage = ?, ended_at = ? WHERE id = ? AND status IN {} \
+             RETURNING session_id, conversation_id",
+            rules::turns_that_can_become(end.status)
         ))
         .bind(end.status.as_str())
         .bind(&end.result_text)
@@ -120,7 +122,7 @@ impl Store {
             )
             .await?;
         }
-        tx.commit().await?;
+        self.commit_events(tx, std::slice::from_ref(&ev)).await?;
         Ok(Some(ev))
     }
 

@@ -229,7 +229,7 @@ async fn argument_and_limit_errors() {
         json!({"task_ids": "x"}),
     )
     .await;
-    assert_eq!(r["error_code"], "bad_request", "{r}");
+    assert_eq!(r["error_code"], "invalid_params", "{r}");
 }
 
 #[tokio::test]

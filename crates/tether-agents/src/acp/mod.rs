@@ -1,16 +1,18 @@
 //! The ACP v1 driver (gemini --acp, codex-acp, claude-agent-acp, the fake agent):
 //! `initialize`, then `session/new`, or a strict `session/resume` / `session/load`, and an
 //! optional best-effort `session/set_model`. Turns run in [`session`]; the translation of
-//! incoming messages lives in [`state`].
+//! incoming messages lives in [`state`]; the messages are the schema's types ([`wire`]).
 
 mod session;
 mod state;
+mod wire;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
+use wire::{AgentCapabilities, InitializeResponse, NewSessionResponse, Open};
 
 use crate::driver::{AgentDriver, AgentError, AgentSession, StartRequest};
 use crate::jsonrpc::Options;
@@ -91,32 +93,27 @@ impl Starter<'_> {
     async fn run(&self) -> Result<String, AgentError> {
         let init = self
             .rpc
-            .call(
-                "initialize",
-                json!({
-                    "protocolVersion": PROTOCOL_VERSION,
-                    "clientCapabilities": {
-                        "fs": {"readTextFile": false, "writeTextFile": false},
-                        "terminal": false,
-                        "elicitation": {"form": {}},
-                    },
-                    "clientInfo": {"name": "tether", "version": env!("CARGO_PKG_VERSION")},
-                }),
-            )
+            .call("initialize", wire::to_json(&wire::initialize())?)
             .await
             .map_err(|e| self.rpc.start_error("initialize", e))?;
-        match init.get("protocolVersion").and_then(Value::as_u64) {
-            Some(PROTOCOL_VERSION) | None => {}
-            Some(other) => {
+        let caps = match wire::read::<InitializeResponse>("initialize reply", &init) {
+            Ok(reply) if u64::from(reply.protocol_version.as_u16()) == PROTOCOL_VERSION => {
+                reply.agent_capabilities
+            }
+            Ok(reply) => {
                 return Err(AgentError::Protocol {
-                    message: format!("agent speaks ACP version {other}, tether speaks 1"),
+                    message: format!(
+                        "agent speaks ACP version {}, tether speaks 1",
+                        reply.protocol_version
+                    ),
                 });
             }
-        }
-        let caps = init
-            .get("agentCapabilities")
-            .cloned()
-            .unwrap_or(Value::Null);
+            // Unreadable (no protocolVersion, say): go on with no optional capabilities.
+            Err(e) => {
+                tracing::warn!("{e}; assuming ACP 1 without optional capabilities");
+                AgentCapabilities::default()
+            }
+        };
         let (session_id, result) = match &self.req.resume {
             None => self.new_session().await?,
             Some(id) => (id.clone(), self.resume(id, &caps).await?),
@@ -129,76 +126,61 @@ impl Starter<'_> {
         Ok(session_id)
     }
 
-    fn session_params(&self) -> Value {
-        let servers: Vec<Value> = self
-            .req
-            .mcp_servers
-            .iter()
-            .map(|m| {
-                let env: Vec<Value> = m
-                    .env
-                    .iter()
-                    .map(|(k, v)| json!({"name": k, "value": v}))
-                    .collect();
-                json!({"name": m.name, "command": m.command, "args": m.args, "env": env})
-            })
-            .collect();
-        json!({"cwd": self.req.cwd, "mcpServers": servers})
+    fn open_params(&self, open: &Open<'_>) -> Result<Value, AgentError> {
+        open.params(&self.req.cwd, wire::mcp_servers(&self.req.mcp_servers))
     }
 
     async fn new_session(&self) -> Result<(String, Value), AgentError> {
         let result = self
             .rpc
-            .call("session/new", self.session_params())
+            .call("session/new", self.open_params(&Open::New)?)
             .await
             .map_err(|e| self.rpc.start_error("session/new", e))?;
-        let Some(id) = result.get("sessionId").and_then(Value::as_str) else {
-            return Err(AgentError::Protocol {
-                message: "session/new returned no sessionId".to_owned(),
-            });
-        };
-        self.shared.lock().session_id = Some(id.to_owned());
-        Ok((id.to_owned(), result))
+        let reply = wire::read::<NewSessionResponse>("session/new reply", &result)
+            .map_err(|message| AgentError::Protocol { message })?;
+        let id = reply.session_id.to_string();
+        self.shared.lock().session_id = Some(id.clone());
+        Ok((id, result))
     }
 
     /// `session/resume` if offered, else `session/load` (its replay is discarded), else
     /// [`AgentError::ResumeUnavailable`].
-    async fn resume(&self, id: &str, caps: &Value) -> Result<Value, AgentError> {
+    async fn resume(&self, id: &str, caps: &AgentCapabilities) -> Result<Value, AgentError> {
         let unavailable = |message: String| AgentError::ResumeUnavailable {
             external_id: id.to_owned(),
             message,
         };
-        let has_resume = caps
-            .pointer("/sessionCapabilities/resume")
-            .is_some_and(|r| !r.is_null() && r != &Value::Bool(false));
-        let has_load = caps.get("loadSession").and_then(Value::as_bool) == Some(true);
-        let method = match (has_resume, has_load) {
-            (true, _) => "session/resume",
-            (false, true) => "session/load",
+        let open = match (
+            caps.session_capabilities.resume.is_some(),
+            caps.load_session,
+        ) {
+            (true, _) => Open::Resume(id),
+            (false, true) => Open::Load(id),
             (false, false) => {
                 return Err(unavailable(
                     "the agent supports neither session/resume nor session/load".to_owned(),
                 ));
             }
         };
+        let method = open.method();
         {
             let mut state = self.shared.lock();
             state.session_id = Some(id.to_owned());
             state.strict = true;
             state.phase = Phase::Quiet;
         }
-        let mut params = self.session_params();
-        params["sessionId"] = json!(id);
+        let params = self.open_params(&open)?;
         let result = self.rpc.call(method, params).await.map_err(|e| match e {
             // The agent could not load the session in time: that is not a start-up failure.
             StepError::Timeout(e) => unavailable(e.to_string()),
             StepError::Rpc(e) => unavailable(resume_failure(method, e)),
         })?;
-        if method == "session/load" {
+        if matches!(open, Open::Load(_)) {
             self.shared
                 .settle_replay(REPLAY_SILENCE, REPLAY_SETTLE_MAX)
                 .await;
         }
+        // Not in the schema's load/resume replies, but some agents name the session there.
         let reported = result.get("sessionId").and_then(Value::as_str);
         let other = match (reported, &self.shared.lock().mismatch) {
             (_, Some(other)) => Some(other.clone()),
@@ -213,7 +195,8 @@ impl Starter<'_> {
         Ok(result)
     }
 
-    /// Best effort: only when the agent advertises models; failures are logged.
+    /// Best effort: only when the agent advertises models; failures are logged. (Model
+    /// selection is not in the stable schema: `models` and `session/set_model` stay JSON.)
     async fn set_model(&self, session_id: &str, model: &str, models: Option<&Value>) {
         let Some(models) = models.filter(|m| m.is_object()) else {
             tracing::debug!(

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use super::state::{Phase, Shared, Turn};
-use crate::driver::{AgentError, AgentEvent, AgentSession, StopReason, TurnOutcome};
+use super::wire;
+use crate::driver::{AgentError, AgentEvent, AgentSession, TurnOutcome};
 use crate::jsonrpc::Connection;
 use crate::process::AgentProcess;
 use crate::turn::{self, OnDrop, PromptLock};
@@ -21,17 +21,6 @@ pub(crate) struct AcpSession {
     pub shared: Arc<Shared>,
     /// Held while a prompt runs.
     pub prompt_lock: PromptLock,
-}
-
-pub(crate) fn stop_reason(s: &str) -> StopReason {
-    match s {
-        "end_turn" => StopReason::EndTurn,
-        "cancelled" => StopReason::Cancelled,
-        "max_tokens" => StopReason::MaxTokens,
-        "max_turn_requests" => StopReason::MaxTurnRequests,
-        "refusal" => StopReason::Refusal,
-        other => StopReason::Other(other.to_owned()),
-    }
 }
 
 impl AcpSession {
@@ -58,6 +47,8 @@ impl AgentSession for AcpSession {
         if let Some(info) = self.conn.closed() {
             return Err(info.to_error());
         }
+        let params = wire::prompt(&self.session_id, text)?;
+        let cancel = wire::cancel(&self.session_id)?;
         let (abort_tx, mut abort_rx) = oneshot::channel();
         {
             let mut state = self.shared.lock();
@@ -72,18 +63,11 @@ impl AgentSession for AcpSession {
         }
         // Back to idle when the prompt ends, however it ends.
         let _guard = OnDrop(|| self.shared.lock().phase.leave_turn());
-        let params = json!({
-            "sessionId": self.session_id,
-            "prompt": [{"type": "text", "text": text}],
-        });
         let reply = tokio::select! {
             biased;
             Ok(other) = &mut abort_rx => {
                 // Stop whatever the agent is doing in the other session; never show it.
-                let _ = self
-                    .conn
-                    .notify("session/cancel", json!({"sessionId": self.session_id}))
-                    .await;
+                let _ = self.conn.notify("session/cancel", cancel).await;
                 self.shared.cancels.cancel_all();
                 return Err(self.resume_error(&other));
             }
@@ -104,13 +88,10 @@ impl AgentSession for AcpSession {
             .take_turn()
             .map(|turn| turn.text)
             .unwrap_or_default();
-        let reason = result
-            .get("stopReason")
-            .and_then(Value::as_str)
-            .unwrap_or("end_turn");
         Ok(TurnOutcome {
-            stop_reason: stop_reason(reason),
+            stop_reason: wire::prompt_stop(&result),
             text,
+            // Not in the stable schema (`unstable_end_turn_token_usage`): passed on as sent.
             usage: result.get("usage").filter(|u| !u.is_null()).cloned(),
         })
     }
@@ -121,7 +102,7 @@ impl AgentSession for AcpSession {
         }
         let sent = self
             .conn
-            .notify("session/cancel", json!({"sessionId": self.session_id}))
+            .notify("session/cancel", wire::cancel(&self.session_id)?)
             .await;
         // Then answer pending permission requests and questions "cancelled" (ACP wants the
         // client to do so after cancelling).

@@ -2,6 +2,10 @@
 //! [`AgentEvent`]s: `session/update` → deltas and tool calls, `session/request_permission`
 //! → [`PermissionRequest`], `elicitation/create` → [`QuestionRequest`]; everything else
 //! the agent asks for (fs, terminal, unknown) is refused with "method not found".
+//! Updates and permission requests are read as the schema's types ([`super::wire`]); an
+//! update the schema cannot read (a kind it does not know) is not shown, but still counts
+//! for the session-id checks. Elicitation stays JSON: tether reads only the first field
+//! name of its requested schema.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,8 +14,12 @@ use serde_json::{Value, json};
 use tether_proto::Decision;
 use tokio::sync::{mpsc, oneshot};
 
+use super::wire::{
+    self, ContentBlock, PermissionOption, PermissionOptionKind, RequestPermissionRequest,
+    SessionNotification, SessionUpdate,
+};
 use crate::driver::{AgentEvent, PermissionReply, PermissionRequest, QuestionRequest};
-use crate::jsonrpc::{Connection, Incoming};
+use crate::jsonrpc::{Connection, INVALID_PARAMS, Incoming};
 
 /// What the session is doing: `Quiet` before a session exists, or while `session/load`
 /// replays history (updates are dropped).
@@ -113,8 +121,12 @@ impl Shared {
     }
 
     fn on_update(&self, params: &Value) {
+        let notification = wire::read::<SessionNotification>("session/update", params);
         let mut state = self.lock();
-        let sid = params.get("sessionId").and_then(Value::as_str);
+        let sid = match &notification {
+            Ok(n) => Some(&*n.session_id.0),
+            Err(_) => params.get("sessionId").and_then(Value::as_str),
+        };
         if !Self::is_ours(&mut state, sid) {
             return;
         }
@@ -125,7 +137,15 @@ impl Shared {
         let Phase::Turn(turn) = &mut state.phase else {
             return;
         };
-        let Some(event) = map_update(params.get("update").unwrap_or(&Value::Null)) else {
+        let notification = match notification {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::debug!("not shown: {e}");
+                return;
+            }
+        };
+        let raw = params.get("update").unwrap_or(&Value::Null);
+        let Some(event) = map_update(notification.update, raw) else {
             return;
         };
         if let AgentEvent::MessageDelta(text) = &event {
@@ -146,10 +166,9 @@ impl Shared {
         }
     }
 
-    /// The turn's event sender, if a turn of our session is running.
-    fn turn_events(&self, params: &Value) -> Option<mpsc::UnboundedSender<AgentEvent>> {
+    /// The turn's event sender, if a turn of session `sid` (ours, when `None`) is running.
+    fn turn_events(&self, sid: Option<&str>) -> Option<mpsc::UnboundedSender<AgentEvent>> {
         let mut state = self.lock();
-        let sid = params.get("sessionId").and_then(Value::as_str);
         if !Self::is_ours(&mut state, sid) {
             return None;
         }
@@ -160,13 +179,25 @@ impl Shared {
     }
 
     fn on_permission(&self, conn: Connection, id: Value, params: Value) {
-        let options = PermissionOptions::from_acp(params.get("options"));
+        let request = match wire::read::<RequestPermissionRequest>("permission request", &params) {
+            Ok(request) => request,
+            Err(e) => {
+                tracing::warn!("refusing an ACP permission request: {e}");
+                tokio::spawn(async move {
+                    let _ = conn.respond(id, Err((INVALID_PARAMS, e))).await;
+                });
+                return;
+            }
+        };
+        let options = PermissionOptions::from_acp(&request.options);
         let (tx, rx) = oneshot::channel();
-        if let Some(events) = self.turn_events(&params) {
+        if let Some(events) = self.turn_events(Some(&request.session_id.0)) {
+            // The detail is the tool call as the agent sent it, unknown fields included.
             let tool = params.get("toolCall").cloned().unwrap_or(Value::Null);
+            let fields = request.tool_call.fields;
             let _ = events.send(AgentEvent::Permission(PermissionRequest {
-                title: str_field(&tool, "title").unwrap_or_else(|| "permission".to_owned()),
-                kind: str_field(&tool, "kind"),
+                title: fields.title.unwrap_or_else(|| "permission".to_owned()),
+                kind: fields.kind.as_ref().and_then(wire::spelling),
                 detail: Some(tool),
                 options: options.decisions(),
                 reply: tx,
@@ -178,11 +209,10 @@ impl Shared {
                 .answer(rx)
                 .await
                 .unwrap_or(PermissionReply::Cancelled);
-            let outcome = match options.option_id(reply) {
-                Some(option_id) => json!({"outcome": "selected", "optionId": option_id}),
-                None => json!({"outcome": "cancelled"}),
+            let Ok(result) = wire::permission_reply(options.option_id(reply)) else {
+                return;
             };
-            let _ = conn.respond(id, Ok(json!({ "outcome": outcome }))).await;
+            let _ = conn.respond(id, Ok(result)).await;
         });
     }
 
@@ -195,7 +225,7 @@ impl Shared {
             .and_then(|p| p.keys().next().cloned());
         let (tx, rx) = oneshot::channel();
         let events = if form {
-            self.turn_events(&params)
+            self.turn_events(params.get("sessionId").and_then(Value::as_str))
         } else {
             None
         };
@@ -223,14 +253,15 @@ fn str_field(v: &Value, key: &str) -> Option<String> {
 }
 
 /// The text of a content block, if it is text.
-fn text_of(content: Option<&Value>) -> Option<String> {
-    let content = content?;
-    (content.get("type").and_then(Value::as_str) == Some("text"))
-        .then(|| str_field(content, "text"))
-        .flatten()
+fn text_of(content: ContentBlock) -> Option<String> {
+    match content {
+        ContentBlock::Text(text) => Some(text.text),
+        _ => None,
+    }
 }
 
-/// Everything of a tool call update except the fields mapped separately.
+/// Everything of a tool call update, as the agent sent it (unknown fields included),
+/// except the fields mapped separately.
 fn tool_detail(update: &Value) -> Option<Value> {
     let mut detail = update.as_object()?.clone();
     for key in ["sessionUpdate", "toolCallId", "title", "kind", "status"] {
@@ -239,24 +270,28 @@ fn tool_detail(update: &Value) -> Option<Value> {
     (!detail.is_empty()).then_some(Value::Object(detail))
 }
 
-/// Maps one `session/update` payload; `None` for kinds tether does not show.
-pub(crate) fn map_update(update: &Value) -> Option<AgentEvent> {
-    let kind = update.get("sessionUpdate").and_then(Value::as_str)?;
-    match kind {
-        "agent_message_chunk" => text_of(update.get("content")).map(AgentEvent::MessageDelta),
-        "agent_thought_chunk" => text_of(update.get("content")).map(AgentEvent::ThoughtDelta),
-        "tool_call" => Some(AgentEvent::ToolCall {
-            id: str_field(update, "toolCallId").unwrap_or_default(),
-            title: str_field(update, "title").unwrap_or_default(),
-            kind: str_field(update, "kind"),
-            status: str_field(update, "status"),
-            detail: tool_detail(update),
+/// Maps one `session/update` payload (`raw`: the same as sent); `None` for kinds tether
+/// does not show.
+pub(crate) fn map_update(update: SessionUpdate, raw: &Value) -> Option<AgentEvent> {
+    match update {
+        SessionUpdate::AgentMessageChunk(chunk) => {
+            text_of(chunk.content).map(AgentEvent::MessageDelta)
+        }
+        SessionUpdate::AgentThoughtChunk(chunk) => {
+            text_of(chunk.content).map(AgentEvent::ThoughtDelta)
+        }
+        SessionUpdate::ToolCall(call) => Some(AgentEvent::ToolCall {
+            id: call.tool_call_id.0.to_string(),
+            title: call.title,
+            kind: wire::spelling(&call.kind),
+            status: wire::spelling(&call.status),
+            detail: tool_detail(raw),
         }),
-        "tool_call_update" => Some(AgentEvent::ToolCallUpdate {
-            id: str_field(update, "toolCallId").unwrap_or_default(),
-            title: str_field(update, "title"),
-            status: str_field(update, "status"),
-            detail: tool_detail(update),
+        SessionUpdate::ToolCallUpdate(update) => Some(AgentEvent::ToolCallUpdate {
+            id: update.tool_call_id.0.to_string(),
+            title: update.fields.title,
+            status: update.fields.status.as_ref().and_then(wire::spelling),
+            detail: tool_detail(raw),
         }),
         _ => None,
     }
@@ -271,22 +306,19 @@ pub(crate) struct PermissionOptions {
 }
 
 impl PermissionOptions {
-    pub fn from_acp(options: Option<&Value>) -> Self {
+    pub fn from_acp(options: &[PermissionOption]) -> Self {
         let mut out = PermissionOptions::default();
         let mut reject_always = None;
-        for option in options.and_then(Value::as_array).into_iter().flatten() {
-            let (Some(id), Some(kind)) = (str_field(option, "optionId"), str_field(option, "kind"))
-            else {
-                continue;
-            };
-            let slot = match kind.as_str() {
-                "allow_once" => &mut out.allow,
-                "allow_always" => &mut out.allow_always,
-                "reject_once" => &mut out.deny,
-                "reject_always" => &mut reject_always,
+        for option in options {
+            let slot = match option.kind {
+                PermissionOptionKind::AllowOnce => &mut out.allow,
+                PermissionOptionKind::AllowAlways => &mut out.allow_always,
+                PermissionOptionKind::RejectOnce => &mut out.deny,
+                PermissionOptionKind::RejectAlways => &mut reject_always,
+                // The schema's enum is non-exhaustive: a kind added later is not offered.
                 _ => continue,
             };
-            slot.get_or_insert(id);
+            slot.get_or_insert_with(|| option.option_id.0.to_string());
         }
         // A one-off rejection is preferred over a permanent one.
         out.deny = out.deny.or(reject_always);

@@ -15,7 +15,7 @@ use tower::ServiceExt;
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath};
+use crate::extract::{ApiParams, ApiPath};
 
 #[utoipa::path(
     get,
@@ -45,7 +45,7 @@ pub(crate) async fn continuation(
     request_body = ContinueRequest,
     responses(
         (status = 200, description = "A new turn started in the same session (or the first result for a repeated continuation_id)", body = TaskStarted),
-        (status = 400, description = "invalid_task, bad continuation_id", body = ErrorBody),
+        (status = 400, description = "invalid_params (a field missing, mistyped or unknown), invalid_task, bad continuation_id", body = ErrorBody),
         (status = 404, description = "Not a delegated conversation", body = ErrorBody),
         (status = 409, description = "session_still_running, session_released, not_continuable, continuation_conflict", body = ErrorBody),
         (status = 502, description = "resume_unavailable: nothing was sent", body = ErrorBody),
@@ -56,7 +56,7 @@ pub(crate) async fn continuation(
 pub(crate) async fn continue_task(
     State(s): State<AppState>,
     ApiPath(id): ApiPath<String>,
-    ApiJson(req): ApiJson<ContinueRequest>,
+    ApiParams(req): ApiParams<ContinueRequest>,
 ) -> Result<Json<TaskStarted>, ApiError> {
     Ok(Json(
         s.runtime
@@ -73,7 +73,7 @@ pub(crate) async fn continue_task(
     request_body = CloseRequest,
     responses(
         (status = 200, description = "Released (or the first result for a repeated continuation_id)", body = TaskClosed),
-        (status = 400, description = "Bad continuation_id", body = ErrorBody),
+        (status = 400, description = "invalid_params (a field missing, mistyped or unknown), bad continuation_id", body = ErrorBody),
         (status = 404, description = "Not a delegated conversation", body = ErrorBody),
         (status = 409, description = "session_released, continuation_conflict", body = ErrorBody),
         (status = 503, description = "rebuilding", body = ErrorBody),
@@ -83,7 +83,7 @@ pub(crate) async fn continue_task(
 pub(crate) async fn close_task(
     State(s): State<AppState>,
     ApiPath(id): ApiPath<String>,
-    ApiJson(req): ApiJson<CloseRequest>,
+    ApiParams(req): ApiParams<CloseRequest>,
 ) -> Result<Json<TaskClosed>, ApiError> {
     Ok(Json(
         s.runtime

@@ -49,8 +49,8 @@ pub(crate) async fn pool(State(s): State<AppState>) -> Json<PoolStatus> {
     Json(s.runtime.pool_status())
 }
 
-/// The runtime's bookkeeping figures (routing locks and session actors in use, coalesced
-/// event writes), to check they stay bounded.
+/// The runtime's bookkeeping figures (routing locks, session actors and followed
+/// conversations in use, coalesced event writes), to check they stay bounded.
 #[utoipa::path(
     get,
     path = "/api/v1/runtime",
@@ -65,5 +65,6 @@ pub(crate) async fn runtime(State(s): State<AppState>) -> Json<RuntimeFigures> {
         streamed_events,
         streamed_batches,
         actors: s.runtime.actors(),
+        followed_conversations: s.runtime.followed_conversations(),
     })
 }

@@ -122,7 +122,7 @@ impl Actor {
         }
     }
 
-    /// Stores the batch in one transaction, then publishes it.
+    /// Stores the batch in one transaction (the store publishes it at commit).
     async fn flush(&mut self, batch: &mut Vec<EventPayload>) {
         if batch.is_empty() {
             return;
@@ -136,7 +136,6 @@ impl Actor {
         {
             Ok(evs) => {
                 self.ctx.streamed.batch(evs.len());
-                self.ctx.publish(evs);
             }
             Err(e) => tracing::error!(error = %e, "cannot store agent events"),
         }

@@ -1,7 +1,6 @@
-//! Session actors' mailboxes and the registry of running actors. A mailbox is bounded;
-//! every command goes through [`Actors::send`] (or [`ActorHandle::send`] for a handle held
-//! already) with one time-out policy: wait at most [`ACTOR_REPLY_TIMEOUT`] for room, and
-//! at most [`ActorCmd::reply_bound`] for the reply.
+//! The registry of running session actors. A mailbox is bounded; every command goes
+//! through [`Actors::send`] (or [`ActorHandle::send`] for a handle held already) with
+//! the one time-out policy of `mailbox`.
 //!
 //! A dormant, idle actor leaves the registry and ends ([`Actors::retire`]), so a dormant
 //! session costs no task and no map entry; the next command spawns a fresh actor. No
@@ -12,67 +11,23 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
 
+use tether_agents::AgentSpec;
 use tether_proto::Session;
-use tokio::sync::mpsc::error::{SendError, TrySendError};
+use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::RuntimeError;
-use crate::actor::{Actor, ActorCmd, STOP_GRACE};
 use crate::ctx::Ctx;
-
-/// Commands that may wait in one session's mailbox. The actor answers each at once
-/// (turns wait in its own queue, not here), so only a burst of requests fills it.
-pub(crate) const MAILBOX_CAP: usize = 64;
-
-/// How long a sender waits for room in a full mailbox, and for a reply the actor gives
-/// at once.
-pub(crate) const ACTOR_REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+use crate::session::command::ActorCmd;
+use crate::session::mailbox::{ActorHandle, Undelivered, busy, reply_within};
 
 /// How often a sender retries when the actor it found was exiting.
 const RESPAWN_TRIES: usize = 4;
 
-/// Handle to a running actor.
-#[derive(Clone)]
-pub(crate) struct ActorHandle {
-    pub tx: mpsc::Sender<ActorCmd>,
-}
-
-/// Why a command did not reach an actor.
-pub(crate) enum Undelivered {
-    /// The actor has ended (or is ending): the command comes back.
-    Gone(ActorCmd),
-    /// The mailbox stayed full for [`ACTOR_REPLY_TIMEOUT`]; the command is dropped.
-    Busy,
-}
-
-impl ActorHandle {
-    /// Sends `cmd`, waiting (bounded) for room. Never call it from the actor itself.
-    pub async fn send(&self, cmd: ActorCmd) -> Result<(), Undelivered> {
-        match tokio::time::timeout(ACTOR_REPLY_TIMEOUT, self.tx.send(cmd)).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(SendError(cmd))) => Err(Undelivered::Gone(cmd)),
-            Err(_) => Err(Undelivered::Busy),
-        }
-    }
-
-    /// Sends without waiting; a full mailbox gets the command from a task that waits for
-    /// room. For senders that hold a lock and must not await (the live pool).
-    pub fn send_now(&self, cmd: ActorCmd) {
-        match self.tx.try_send(cmd) {
-            Ok(()) | Err(TrySendError::Closed(_)) => {}
-            Err(TrySendError::Full(cmd)) => {
-                let h = self.clone();
-                tokio::spawn(async move {
-                    if let Err(Undelivered::Busy) = h.send(cmd).await {
-                        tracing::warn!("a session actor's mailbox stayed full; command dropped");
-                    }
-                });
-            }
-        }
-    }
-}
+/// Starts the actor of a session and returns its handle (`Actor::spawn`; passed in, so
+/// that the registry and the actor it starts do not import each other).
+pub(crate) type Spawn = fn(Arc<Ctx>, Weak<Actors>, Session, AgentSpec, String) -> ActorHandle;
 
 /// Who receives a command.
 #[derive(Clone, Copy)]
@@ -96,11 +51,11 @@ impl To<'_> {
 }
 
 /// The running actors by session id.
-#[derive(Default)]
 pub(crate) struct Actors {
     map: Mutex<HashMap<String, ActorHandle>>,
     /// Set at shutdown: no actor starts afterwards.
     closing: AtomicBool,
+    spawn: Spawn,
 }
 
 enum Attempt {
@@ -111,6 +66,14 @@ enum Attempt {
 }
 
 impl Actors {
+    pub fn new(spawn: Spawn) -> Actors {
+        Actors {
+            map: Mutex::new(HashMap::new()),
+            closing: AtomicBool::new(false),
+            spawn,
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, ActorHandle>> {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -196,7 +159,7 @@ impl Actors {
                             .collect::<Vec<_>>()
                             .join(", "),
                     })?;
-                let h = Actor::spawn(
+                let h = (self.spawn)(
                     ctx.clone(),
                     Arc::downgrade(self),
                     session.clone(),
@@ -227,19 +190,11 @@ impl Actors {
     ) -> Result<Option<T>, RuntimeError> {
         let (tx, rx) = oneshot::channel();
         let cmd = make(tx);
-        let bound = cmd.reply_bound(ctx);
+        let bound = cmd.reply_bound(ctx.config.start_timeout);
         if !self.send(ctx, to, cmd).await? {
             return Ok(None);
         }
-        match tokio::time::timeout(bound, rx).await {
-            Ok(Ok(v)) => Ok(Some(v)),
-            Ok(Err(_)) => Err(RuntimeError::Internal(
-                "the session actor is gone".to_string(),
-            )),
-            Err(_) => Err(RuntimeError::Internal(
-                "the session actor did not answer".to_string(),
-            )),
-        }
+        reply_within(bound, rx).await.map(Some)
     }
 
     /// An idle actor with no process leaves: under the map's lock, if its mailbox is
@@ -297,29 +252,5 @@ impl Actors {
                 }
             }
         });
-    }
-}
-
-fn busy() -> RuntimeError {
-    RuntimeError::Internal("the session actor's mailbox stayed full".to_string())
-}
-
-impl ActorCmd {
-    /// How long its sender waits for the reply: at once, plus what the command itself
-    /// waits for.
-    pub fn reply_bound(&self, ctx: &Ctx) -> Duration {
-        match self {
-            ActorCmd::Enqueue { .. }
-            | ActorCmd::Stop { .. }
-            | ActorCmd::DeliverApproval { .. }
-            | ActorCmd::DeliverAnswer { .. }
-            | ActorCmd::Park
-            | ActorCmd::Evict { .. }
-            | ActorCmd::Shutdown { .. } => ACTOR_REPLY_TIMEOUT,
-            // It starts the agent.
-            ActorCmd::EnsureLive { .. } => ACTOR_REPLY_TIMEOUT + ctx.config.start_timeout,
-            // It waits for a stopped turn to end (at most the stop grace, then the kill).
-            ActorCmd::Close { .. } => ACTOR_REPLY_TIMEOUT + STOP_GRACE,
-        }
     }
 }

@@ -8,13 +8,12 @@ use tether_proto::{
     Availability, ConversationKind, ErrorCode, MessageOutcome, MessageOutcomeKind, TaskClosed,
     TaskSnapshot, TaskStatus, TurnOrigin,
 };
-use tether_store::{ConversationRow, DelegationRow, LedgerEntry};
+use tether_store::{ConversationRow, DelegationRow, LedgerEntry, Scope};
 
-use crate::actor::ActorCmd;
-use crate::api::Result;
+use crate::delegation::continuation::released;
 use crate::delegation::{Caller, check_continuation_id, err};
-use crate::delegation_continue::released;
-use crate::mailbox::To;
+use crate::error::Result;
+use crate::session::actors::To;
 use crate::{Runtime, RuntimeError};
 
 /// How long cancel/close wait for a stopped turn to end (the actor's own grace is 5 s).
@@ -38,9 +37,12 @@ impl Runtime {
         if open.is_empty() {
             return Ok(false);
         }
-        let mut rx = self.subscribe();
+        // Followed before the stop, so its terminal event cannot slip past.
+        let mut feed = self
+            .follow_from_now(Scope::Conversation(row.task_id.clone()))
+            .await?;
         let to = To::Running(&row.session_id);
-        if let Err(e) = self.ask(to, |reply| ActorCmd::Stop { reply }).await {
+        if let Err(e) = self.actor(to).stop().await {
             tracing::warn!(task_id = row.task_id, error = %e, "cannot stop the task's turn");
         }
         let wait = async {
@@ -48,7 +50,13 @@ impl Runtime {
                 if self.ctx().store.open_turns(&row.task_id).await?.is_empty() {
                     return Ok::<(), RuntimeError>(());
                 }
-                let _ = tokio::time::timeout(Duration::from_millis(200), rx.recv()).await;
+                // Look again when a turn of the task ended.
+                loop {
+                    let batch = feed.next().await?;
+                    if batch.events().iter().any(|e| e.payload.is_turn_terminal()) {
+                        break;
+                    }
+                }
             }
         };
         match tokio::time::timeout(END_WAIT, wait).await {
@@ -100,7 +108,7 @@ impl Runtime {
         }
         let canceled = self.stop_task_turn(&row).await?;
         let to = To::Running(&row.session_id);
-        if let Err(e) = self.ask(to, |reply| ActorCmd::Close { reply }).await {
+        if let Err(e) = self.actor(to).close().await {
             tracing::warn!(task_id = row.task_id, error = %e, "cannot end the task's process");
         }
         let version = store
@@ -124,10 +132,10 @@ impl Runtime {
                 .map_err(|e| RuntimeError::Internal(e.to_string()))?,
         };
         let note = "closed: the delegated session was released; its history is kept";
-        let (_, events) = store
+        store
             .release_delegation(task_id, note, Some(&entry))
             .await?;
-        self.ctx().publish(events);
+        self.forget_task(task_id);
         self.ctx().delegation.revoke(&row.session_id);
         Ok(result)
     }
@@ -145,9 +153,8 @@ impl Runtime {
             let Ok(Some(row)) = self.ctx().store.get_delegation(&dt.task_id).await else {
                 continue;
             };
-            let (reply, _) = tokio::sync::oneshot::channel();
             let to = To::Running(&row.session_id);
-            if let Err(e) = self.tell(to, ActorCmd::Stop { reply }).await {
+            if let Err(e) = self.actor(to).stop_soon().await {
                 tracing::warn!(task_id = dt.task_id, error = %e, "cannot stop a child's turn");
             }
         }

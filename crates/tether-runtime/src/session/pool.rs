@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::actor::ActorCmd;
-use crate::mailbox::ActorHandle;
+use crate::session::command::ActorCmd;
+use crate::session::mailbox::ActorHandle;
 pub use tether_proto::PoolStatus;
 
 /// Pool limits.

@@ -5,11 +5,10 @@
 use tether_proto::{Availability, ErrorCode, TaskStarted, TaskStatus, TurnOrigin};
 use tether_store::DelegationRow;
 
-use crate::actor::ActorCmd;
-use crate::api::Result;
-use crate::ctx::new_id;
+use crate::delegation::registry::Caller;
 use crate::delegation::{check_continuation_id, check_text, err};
-use crate::delegation_registry::Caller;
+use crate::error::Result;
+use crate::ids::new_id;
 use crate::{Runtime, RuntimeError};
 
 impl Runtime {
@@ -108,11 +107,11 @@ impl Runtime {
             .clone()
             .unwrap_or_else(|| row.task_id.clone());
         // Make the session live first (strict resume): a failure changes nothing.
-        let to = crate::mailbox::To::Session {
+        let to = crate::session::actors::To::Session {
             session: &session,
             owner: &owner,
         };
-        match self.ask(to, |reply| ActorCmd::EnsureLive { reply }).await? {
+        match self.actor(to).ensure_live().await? {
             Some(Ok(())) => {}
             Some(Err((code, msg))) => return Err(not_live(&row.task_id, code, &msg)),
             None => return Err(RuntimeError::Internal("session actor is gone".to_string())),

@@ -2,20 +2,24 @@
 //! a task to another agent. The task is a `delegate` conversation with one session for
 //! its whole life; its turns are versioned; continue/close are idempotent through the
 //! continuation ledger (per parent conversation, persisted). This module creates tasks
-//! and holds the shared checks; `delegation_registry` has the settings and the in-memory
-//! state, `delegation_continue` continues, `delegation_close` cancels and releases,
-//! `delegation_status` reads, `delegation_watch` reports outcomes.
+//! and holds the shared checks; `registry` has the settings and the in-memory
+//! state, `continuation` continues, `close` cancels and releases,
+//! `status` reads, `watch` reports outcomes.
+
+pub(crate) mod close;
+pub(crate) mod continuation;
+pub(crate) mod registry;
+pub(crate) mod status;
+pub(crate) mod watch;
 
 use tether_proto::{ConversationKind, ErrorCode, Session, TaskStarted, TaskStatus, TurnStatus};
 use tether_store::{DelegationRow, NewDelegation};
 
-use crate::actor::{ActorCmd, Enqueued};
-use crate::api::Result;
-use crate::ctx::new_id;
-pub(crate) use crate::delegation_registry::Registry;
-pub use crate::delegation_registry::{
-    Caller, DelegationConfig, MCP_SERVER_NAME, MCP_SOCKET_ENV, MCP_TOKEN_ENV, McpLaunch,
-};
+pub(crate) use crate::delegation::registry::Caller;
+use crate::error::Result;
+use crate::ids::new_id;
+use crate::session::command::Enqueued;
+use crate::session::ending::TurnEnding;
 use crate::{Runtime, RuntimeError};
 
 /// Largest accepted task or message, in bytes.
@@ -190,8 +194,9 @@ impl Runtime {
             session_id: new_id(),
             turn_id: new_id(),
         };
-        let (session, events) = self.ctx().store.create_delegation(&d).await?;
-        self.ctx().publish(events);
+        let (session, _) = self.ctx().store.create_delegation(&d).await?;
+        // Followed before its turn can run, so its end is reported.
+        self.watch_task(&d.task_id).await?;
         let owner = parent_id.unwrap_or_else(|| d.task_id.clone());
         self.enqueue_task_turn(&session, &owner, &d.turn_id, &task)
             .await?;
@@ -230,20 +235,9 @@ impl Runtime {
             .await;
         if let Err(e) = &res {
             // Never leave a stored turn that will not run.
-            let message = e.to_string();
-            let end = tether_store::TurnEnd {
-                status: TurnStatus::Failed,
-                result_text: None,
-                stop_reason: None,
-                error: Some((e.code(), message.clone())),
-                usage: None,
-            };
-            let ev = tether_proto::EventPayload::TurnFailed {
-                code: e.code(),
-                message,
-            };
-            if let Ok(Some(ev)) = self.ctx().store.finish_turn(turn_id, &end, &ev, None).await {
-                self.ctx().publish([ev]);
+            let ending = TurnEnding::unstarted(e.code(), e.to_string());
+            if let Err(e) = ending.record(self.ctx(), turn_id).await {
+                tracing::error!(turn_id, error = %e, "cannot fail an unstarted task turn");
             }
         }
         res
@@ -256,14 +250,8 @@ impl Runtime {
         turn_id: &str,
         input: &str,
     ) -> Result<()> {
-        let to = crate::mailbox::To::Session { session, owner };
-        let enqueued = self
-            .ask(to, |reply| ActorCmd::Enqueue {
-                turn_id: turn_id.to_string(),
-                input: input.to_string(),
-                reply,
-            })
-            .await?;
+        let to = crate::session::actors::To::Session { session, owner };
+        let enqueued = self.actor(to).enqueue(turn_id, input).await?;
         match enqueued {
             Some(Enqueued::Started | Enqueued::Queued(_)) => Ok(()),
             Some(Enqueued::Full(cap)) => Err(RuntimeError::QueueFull { cap }),

@@ -13,7 +13,7 @@ use tether_proto::Session;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::ctx::new_id;
+use crate::ids::new_id;
 
 /// Concurrent `get_delegation_status` waits one caller may have in flight.
 pub const MAX_WAITS_PER_CALLER: usize = 8;

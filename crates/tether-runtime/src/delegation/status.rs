@@ -5,17 +5,17 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use futures::future::select_all;
 use tether_proto::{
     ApprovalStatus, Availability, BlockedKind, BlockedOn, Continuation, ErrorCode, EventPayload,
     QuestionStatus, SessionStatus, TaskList, TaskOutcome, TaskSnapshot, TaskStatus, Turn,
     TurnStatus,
 };
-use tether_store::{DelegationRow, now_ms};
-use tokio::sync::broadcast::error::RecvError;
+use tether_store::{Batch, DelegationRow, Follower, Scope, now_ms};
 
-use crate::api::Result;
+use crate::delegation::registry::MAX_WAITS_PER_CALLER;
 use crate::delegation::{Caller, err};
-use crate::delegation_registry::MAX_WAITS_PER_CALLER;
+use crate::error::Result;
 use crate::{Runtime, RuntimeError};
 
 /// Longest bounded wait of `get_delegation_status`.
@@ -223,11 +223,24 @@ impl Runtime {
                 "task_ids must name at least one task".to_string(),
             ));
         }
-        let mut rx = self.subscribe();
-        let first = self.snapshots(caller, task_ids).await?;
         let Some(wait_ms) = wait_ms else {
+            let first = self.snapshots(caller, task_ids).await?;
             return Ok(self.reported(caller, first));
         };
+        // Follow the tasks before the first snapshot, so no change falls in between (a
+        // task id that names no conversation never delivers anything).
+        let mut feeds: HashMap<&str, Follower> = HashMap::new();
+        for id in task_ids {
+            if !feeds.contains_key(id.as_str()) {
+                let f = self
+                    .ctx()
+                    .store
+                    .follow_from_now(Scope::Conversation(id.clone()))
+                    .await?;
+                feeds.insert(id.as_str(), f);
+            }
+        }
+        let first = self.snapshots(caller, task_ids).await?;
         let reg = &self.ctx().delegation;
         let scope = caller.scope();
         // Blocks count as new until this caller was told about them.
@@ -239,6 +252,8 @@ impl Runtime {
         if running.is_empty() || changed_from(&running, &first) {
             return Ok(self.reported(caller, first));
         }
+        feeds.retain(|id, _| running.contains_key(*id));
+        let mut feeds: Vec<Follower> = feeds.into_values().collect();
         let Some(_slot) = reg.begin_wait(&scope) else {
             return Err(err(
                 ErrorCode::ConcurrencyLimit,
@@ -271,10 +286,9 @@ impl Runtime {
                 }
             };
             let recheck = tokio::select! {
-                ev = rx.recv() => match ev {
-                    Ok(ev) => running.contains_key(&ev.conversation_id) && matters(&ev.payload),
-                    Err(RecvError::Lagged(_)) => true,
-                    Err(RecvError::Closed) => break,
+                got = next_of(&mut feeds) => match got {
+                    Ok(batch) => batch.events().iter().any(|e| matters(&e.payload)),
+                    Err(e) => return Err(e.into()),
                 },
                 _ = tokio::time::sleep(RECHECK) => true,
                 () = sleep => break,
@@ -361,6 +375,16 @@ fn changed_from(running: &HashMap<String, Option<String>>, snaps: &[TaskSnapshot
 }
 
 /// Events that can end a wait: a terminal turn event or a new request for a person.
+/// The next events of any of `feeds` (never, when there are none).
+async fn next_of(feeds: &mut [Follower]) -> tether_store::Result<std::sync::Arc<Batch>> {
+    if feeds.is_empty() {
+        return std::future::pending().await;
+    }
+    select_all(feeds.iter_mut().map(|f| Box::pin(f.next())))
+        .await
+        .0
+}
+
 fn matters(p: &EventPayload) -> bool {
     p.is_turn_terminal()
         || matches!(

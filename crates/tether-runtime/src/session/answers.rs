@@ -2,15 +2,14 @@
 //! lets exactly one answer (or the expiry) win; the actor is told afterwards.
 
 use tether_agents::PermissionReply;
-use tether_core::approval::{resolve_approval, resolve_question};
+use tether_core::approval::{self as rules, resolve_approval, resolve_question};
 use tether_core::{RequestKind, expired_notice, left_session_notice};
 use tether_proto::{Approval, ApprovalStatus, Decision, MessageRole, Question, QuestionStatus};
-use tether_store::now_ms;
 
 use crate::RuntimeError;
-use crate::actor::{ActorCmd, Pending};
 use crate::ctx::Ctx;
-use crate::mailbox::ActorHandle;
+use crate::session::command::{Delivery, Pending};
+use crate::session::mailbox::ActorHandle;
 
 /// Resolves an approval with a person's decision; a second answer gets
 /// `approval_already_resolved`.
@@ -37,7 +36,7 @@ pub(crate) async fn answer_approval(
             offered.join(", ")
         )));
     }
-    let Some((approval, ev)) = ctx.store.resolve_approval(id, status, Some(by)).await? else {
+    let Some((approval, _)) = ctx.store.resolve_approval(id, status, Some(by)).await? else {
         let now = ctx
             .store
             .get_approval(id)
@@ -46,10 +45,9 @@ pub(crate) async fn answer_approval(
             .unwrap_or(current.status);
         return Err(tether_core::approval::ResolveError::AlreadyResolved { status: now }.into());
     };
-    ctx.publish([ev]);
     if let Some(actor) = actor {
-        let _ = actor
-            .send(ActorCmd::DeliverApproval {
+        actor
+            .deliver(Delivery::Approval {
                 approval_id: id.to_string(),
                 reply: PermissionReply::Decision(decision),
             })
@@ -79,7 +77,7 @@ pub(crate) async fn answer_question(
         .store
         .resolve_question(id, QuestionStatus::Answered, Some(answer), Some(by))
         .await?;
-    let Some((question, ev)) = resolved else {
+    let Some((question, _)) = resolved else {
         let now = ctx
             .store
             .get_question(id)
@@ -90,10 +88,9 @@ pub(crate) async fn answer_question(
             tether_core::approval::ResolveError::QuestionAlreadyResolved { status: now }.into(),
         );
     };
-    ctx.publish([ev]);
     if let Some(actor) = actor {
-        let _ = actor
-            .send(ActorCmd::DeliverAnswer {
+        actor
+            .deliver(Delivery::Answer {
                 question_id: id.to_string(),
                 answer: Some(answer.to_string()),
             })
@@ -125,7 +122,7 @@ async fn note(ctx: &Ctx, conversation_id: &str, session_id: &str, turn_id: &str,
         )
         .await
     {
-        Ok(ev) => ctx.publish(ev),
+        Ok(_) => {}
         Err(e) => tracing::error!(error = %e, "cannot record a status line"),
     }
 }
@@ -133,22 +130,26 @@ async fn note(ctx: &Ctx, conversation_id: &str, session_id: &str, turn_id: &str,
 /// The deadline passed: expire the request if nobody answered it, say so in the history,
 /// and tell the agent.
 pub(crate) async fn expire(ctx: &Ctx, pending: &Pending, actor: Option<&ActorHandle>) {
+    let now = ctx.clock.now_ms();
     match pending {
         Pending::Approval(id) => {
-            match ctx
-                .store
-                .resolve_approval(id, ApprovalStatus::Expired, None)
-                .await
-            {
-                Ok(Some((approval, ev))) => {
-                    ctx.publish([ev]);
+            // The core decides whether it expires now (still pending, deadline reached);
+            // the store's conditional update then lets only one of expiry and answer win.
+            let current = ctx.store.get_approval(id).await;
+            let Some(status) = due(current, "approval", |a| {
+                rules::expire(a.status, now, a.deadline_ms)
+            }) else {
+                return;
+            };
+            match ctx.store.resolve_approval(id, status, None).await {
+                Ok(Some((approval, _))) => {
                     let (reply, outcome) = fail_closed(&approval);
                     let text = expired_notice(
                         RequestKind::Approval,
                         &approval.id,
                         &approval.title,
                         approval.created_at_ms,
-                        approval.resolved_at_ms.unwrap_or_else(now_ms),
+                        now,
                         outcome,
                     );
                     note(
@@ -160,8 +161,8 @@ pub(crate) async fn expire(ctx: &Ctx, pending: &Pending, actor: Option<&ActorHan
                     )
                     .await;
                     if let Some(actor) = actor {
-                        let _ = actor
-                            .send(ActorCmd::DeliverApproval {
+                        actor
+                            .deliver(Delivery::Approval {
                                 approval_id: id.clone(),
                                 reply,
                             })
@@ -173,19 +174,20 @@ pub(crate) async fn expire(ctx: &Ctx, pending: &Pending, actor: Option<&ActorHan
             }
         }
         Pending::Question(id) => {
-            match ctx
-                .store
-                .resolve_question(id, QuestionStatus::Expired, None, None)
-                .await
-            {
-                Ok(Some((question, ev))) => {
-                    ctx.publish([ev]);
+            let current = ctx.store.get_question(id).await;
+            let Some(status) = due(current, "question", |q| {
+                rules::expire_question(q.status, now, q.deadline_ms)
+            }) else {
+                return;
+            };
+            match ctx.store.resolve_question(id, status, None, None).await {
+                Ok(Some((question, _))) => {
                     let text = expired_notice(
                         RequestKind::Question,
                         &question.id,
                         &question.prompt,
                         question.created_at_ms,
-                        now_ms(),
+                        now,
                         "the agent was told there is no answer",
                     );
                     note(
@@ -197,8 +199,8 @@ pub(crate) async fn expire(ctx: &Ctx, pending: &Pending, actor: Option<&ActorHan
                     )
                     .await;
                     if let Some(actor) = actor {
-                        let _ = actor
-                            .send(ActorCmd::DeliverAnswer {
+                        actor
+                            .deliver(Delivery::Answer {
                                 question_id: id.clone(),
                                 answer: None,
                             })
@@ -212,6 +214,22 @@ pub(crate) async fn expire(ctx: &Ctx, pending: &Pending, actor: Option<&ActorHan
     }
 }
 
+/// The status an expiring request takes now, if any (`None` also when it cannot be read,
+/// logged: it stays pending and recovery expires it at the latest).
+fn due<T, S>(
+    row: Result<Option<T>, tether_store::StoreError>,
+    what: &str,
+    decide: impl FnOnce(&T) -> Option<S>,
+) -> Option<S> {
+    match row {
+        Ok(row) => row.as_ref().and_then(decide),
+        Err(e) => {
+            tracing::error!(error = %e, what, "cannot read an expiring request");
+            None
+        }
+    }
+}
+
 /// The conversation left `session_id` (`/new`, `/detach`, drift): the session's pending
 /// approvals and questions are cancelled (fail closed), each with a status line, so
 /// nothing waits on a person who can no longer answer from the conversation.
@@ -219,21 +237,20 @@ pub(crate) async fn cancel_left_requests(
     ctx: &Ctx,
     conversation_id: &str,
     session_id: &str,
-) -> Result<Vec<ActorCmd>, RuntimeError> {
+) -> Result<Vec<Delivery>, RuntimeError> {
     let mut deliveries = Vec::new();
     let approvals = ctx
         .store
         .list_approvals(Some(ApprovalStatus::Pending), Some(conversation_id))
         .await?;
     for a in approvals.iter().filter(|a| a.session_id == session_id) {
-        let Some((approval, ev)) = ctx
+        let Some((approval, _)) = ctx
             .store
             .resolve_approval(&a.id, ApprovalStatus::Cancelled, None)
             .await?
         else {
             continue; // answered or expired meanwhile
         };
-        ctx.publish([ev]);
         let (reply, outcome) = fail_closed(&approval);
         let text = left_session_notice(
             RequestKind::Approval,
@@ -242,7 +259,7 @@ pub(crate) async fn cancel_left_requests(
             outcome,
         );
         note(ctx, conversation_id, session_id, &approval.turn_id, &text).await;
-        deliveries.push(ActorCmd::DeliverApproval {
+        deliveries.push(Delivery::Approval {
             approval_id: approval.id.clone(),
             reply,
         });
@@ -252,14 +269,13 @@ pub(crate) async fn cancel_left_requests(
         .list_questions(Some(QuestionStatus::Pending), Some(conversation_id))
         .await?;
     for q in questions.iter().filter(|q| q.session_id == session_id) {
-        let Some((question, ev)) = ctx
+        let Some((question, _)) = ctx
             .store
             .resolve_question(&q.id, QuestionStatus::Cancelled, None, None)
             .await?
         else {
             continue;
         };
-        ctx.publish([ev]);
         let text = left_session_notice(
             RequestKind::Question,
             &question.id,
@@ -267,7 +283,7 @@ pub(crate) async fn cancel_left_requests(
             "the agent was told there is no answer",
         );
         note(ctx, conversation_id, session_id, &question.turn_id, &text).await;
-        deliveries.push(ActorCmd::DeliverAnswer {
+        deliveries.push(Delivery::Answer {
             question_id: question.id.clone(),
             answer: None,
         });

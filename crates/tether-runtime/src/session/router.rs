@@ -6,15 +6,16 @@ use tether_core::binding::{
 };
 use tether_core::{Input, parse_input};
 use tether_proto::{
-    ErrorCode, EventPayload, MessageOutcome, MessageOutcomeKind, MessageRole, NewSessionReason,
-    QuestionStatus, SendMessage, TurnStatus,
+    ErrorCode, MessageOutcome, MessageOutcomeKind, MessageRole, NewSessionReason, QuestionStatus,
+    SendMessage, TurnStatus,
 };
-use tether_store::{ConversationRow, NewMessage, NewSession, NewTurn, TurnEnd};
+use tether_store::{ConversationRow, NewSession, NewTurn};
 
-use crate::actor::{ActorCmd, Enqueued};
-use crate::api::Result;
-use crate::ctx::new_id;
-use crate::mailbox::To;
+use crate::error::Result;
+use crate::ids::new_id;
+use crate::session::actors::To;
+use crate::session::command::Enqueued;
+use crate::session::ending::TurnEnding;
 use crate::{Runtime, RuntimeError};
 
 pub(crate) fn reply(kind: MessageOutcomeKind, text: impl Into<String>) -> MessageOutcome {
@@ -192,10 +193,9 @@ impl Runtime {
                     model: requested.model.clone(),
                     cwd: conv.cwd.clone(),
                 };
-                let (session, events) = store
+                let (session, _) = store
                     .start_session(&new, reason, status_message.as_deref())
                     .await?;
-                self.ctx().publish(events);
                 (session, Some(reason), status_message)
             }
         };
@@ -223,25 +223,9 @@ impl Runtime {
             Enqueued::Started => (MessageOutcomeKind::Started, None),
             Enqueued::Queued(pos) => (MessageOutcomeKind::Queued, Some(pos)),
             Enqueued::Full(cap) => {
-                let msg = format!("the queue is full ({cap} messages wait already)");
-                let end = TurnEnd {
-                    status: TurnStatus::Failed,
-                    result_text: None,
-                    stop_reason: None,
-                    error: Some((ErrorCode::QueueFull, msg.clone())),
-                    usage: None,
-                };
-                let ev = EventPayload::TurnFailed {
-                    code: ErrorCode::QueueFull,
-                    message: msg.clone(),
-                };
-                let note = NewMessage {
-                    role: MessageRole::Status,
-                    text: format!("not queued: {msg}"),
-                };
-                if let Some(ev) = store.finish_turn(&turn.id, &end, &ev, Some(&note)).await? {
-                    self.ctx().publish([ev]);
-                }
+                TurnEnding::queue_full(cap)
+                    .record(self.ctx(), &turn.id)
+                    .await?;
                 return Err(RuntimeError::QueueFull { cap });
             }
         };
@@ -263,43 +247,15 @@ impl Runtime {
         turn: &NewTurn,
     ) -> Result<Enqueued> {
         let to = To::Session { session, owner };
-        let enqueued = self
-            .ask(to, |reply| ActorCmd::Enqueue {
-                turn_id: turn.id.clone(),
-                input: turn.input.clone(),
-                reply,
-            })
-            .await?;
+        let enqueued = self.actor(to).enqueue(&turn.id, &turn.input).await?;
         enqueued.ok_or_else(|| RuntimeError::Internal("the session actor is gone".to_string()))
     }
 
     /// Fails a stored turn that could not be handed to its actor.
     async fn fail_unstarted(&self, turn_id: &str, err: &RuntimeError) {
-        let message = err.to_string();
-        let end = TurnEnd {
-            status: TurnStatus::Failed,
-            result_text: None,
-            stop_reason: None,
-            error: Some((err.code(), message.clone())),
-            usage: None,
-        };
-        let ev = EventPayload::TurnFailed {
-            code: err.code(),
-            message: message.clone(),
-        };
-        let note = NewMessage {
-            role: MessageRole::Status,
-            text: format!("not run: {message}"),
-        };
-        match self
-            .ctx()
-            .store
-            .finish_turn(turn_id, &end, &ev, Some(&note))
-            .await
-        {
-            Ok(Some(ev)) => self.ctx().publish([ev]),
-            Ok(None) => {}
-            Err(e) => tracing::error!(error = %e, "cannot fail an unstarted turn"),
+        let ending = TurnEnding::not_run(err.code(), err.to_string());
+        if let Err(e) = ending.record(self.ctx(), turn_id).await {
+            tracing::error!(error = %e, "cannot fail an unstarted turn");
         }
     }
 
@@ -310,13 +266,17 @@ impl Runtime {
         // Replaced: its agent's MCP token stops working now (issue 16).
         self.ctx().delegation.revoke(session_id);
         let deliveries =
-            crate::answers::cancel_left_requests(self.ctx(), conv_id, session_id).await?;
+            crate::session::answers::cancel_left_requests(self.ctx(), conv_id, session_id).await?;
         // The store has the outcome already: a delivery that fails (no actor: nothing
         // waits for it; a full mailbox) does not undo the switch.
-        for cmd in deliveries.into_iter().chain([ActorCmd::Park]) {
-            if let Err(e) = self.tell(To::Running(session_id), cmd).await {
+        let actor = self.actor(To::Running(session_id));
+        for d in deliveries {
+            if let Err(e) = actor.deliver(d).await {
                 tracing::warn!(session_id, error = %e, "cannot tell the left session");
             }
+        }
+        if let Err(e) = actor.park().await {
+            tracing::warn!(session_id, error = %e, "cannot tell the left session");
         }
         Ok(())
     }
@@ -336,9 +296,7 @@ impl Runtime {
         let mut stopped = None;
         for sid in sessions {
             // No actor: nothing runs there.
-            let asked = self
-                .ask(To::Running(&sid), |reply| ActorCmd::Stop { reply })
-                .await;
+            let asked = self.actor(To::Running(&sid)).stop().await;
             if let Ok(Some(true)) = asked {
                 stopped = Some(sid);
             }

@@ -1,0 +1,264 @@
+//! Reports every ended turn of a delegated task once: `delegation_completed` for the
+//! first turn, `delegation_session_update` for later ones, on the parent's session (or
+//! on the child's own session when the task has no parent session). The watcher follows
+//! the feed of every task not released yet (a task is followed from its creation until
+//! it is closed); at start-up it first reports what a restart left unreported (turns
+//! interrupted by recovery) — until then delegation requests get `rebuilding`. Each row
+//! is handled on its own: one that keeps failing is retried a few times, then recorded
+//! as unreportable, and never holds up the others.
+
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use futures::Stream;
+use tether_proto::{EventPayload, TurnOrigin};
+use tether_store::{Batch, Follower, Scope, now_ms};
+use tokio::sync::mpsc;
+use tokio_stream::{StreamExt, StreamMap};
+
+use crate::api::Inner;
+use crate::delegation::status::outcome_of;
+use crate::error::Result;
+use crate::{Runtime, RuntimeError};
+
+/// What the watcher is told: a task to follow, or one released for good.
+pub(crate) enum WatchCmd {
+    Follow(String, Follower),
+    Forget(String),
+}
+
+/// The way to the watcher (in `Ctx`; the watcher takes the receiving end at start).
+pub(crate) struct WatchList {
+    tx: mpsc::UnboundedSender<WatchCmd>,
+    rx: Mutex<Option<mpsc::UnboundedReceiver<WatchCmd>>>,
+}
+
+impl WatchList {
+    pub fn new() -> WatchList {
+        let (tx, rx) = mpsc::unbounded_channel();
+        WatchList {
+            tx,
+            rx: Mutex::new(Some(rx)),
+        }
+    }
+
+    fn send(&self, cmd: WatchCmd) {
+        // The watcher ends only with the runtime.
+        let _ = self.tx.send(cmd);
+    }
+
+    fn take(&self) -> Option<mpsc::UnboundedReceiver<WatchCmd>> {
+        self.rx.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+type TaskFeed = Pin<Box<dyn Stream<Item = tether_store::Result<Arc<Batch>>> + Send>>;
+
+impl Runtime {
+    /// Starts the outcome watcher (called once by [`Runtime::start`]). Delegation
+    /// requests answer `rebuilding` until its start-up pass has handled every row.
+    pub(crate) fn start_delegation_watch(&self) {
+        let Some(mut cmds) = self.ctx().delegation_watch.take() else {
+            return;
+        };
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            let mut feeds: StreamMap<String, TaskFeed> = StreamMap::new();
+            if let Some(rt) = upgrade(&weak) {
+                // Follow first, then report what is pending: nothing falls in between.
+                for task_id in rt.unreleased_tasks().await {
+                    match rt.task_feed(&task_id).await {
+                        Ok(f) => {
+                            feeds.insert(task_id, f);
+                        }
+                        Err(e) => {
+                            tracing::error!(task_id, error = %e, "cannot follow a delegated task");
+                        }
+                    }
+                }
+                rt.report_pending_delegation_turns().await;
+                rt.ctx().delegation.set_ready();
+            }
+            loop {
+                tokio::select! {
+                    cmd = cmds.recv() => match cmd {
+                        Some(WatchCmd::Follow(task_id, f)) => {
+                            feeds.insert(task_id, Box::pin(f.into_stream()));
+                        }
+                        Some(WatchCmd::Forget(task_id)) => {
+                            feeds.remove(&task_id);
+                        }
+                        None => return,
+                    },
+                    Some((task_id, got)) = feeds.next() => {
+                        let Some(rt) = upgrade(&weak) else { return };
+                        match got {
+                            Ok(batch) => rt.report_ended_turns(&batch).await,
+                            Err(e) => {
+                                // The follower fills its gap when asked again.
+                                tracing::warn!(task_id, error = %e, "cannot read a delegated task's events");
+                                tokio::time::sleep(RETRY_FIRST).await;
+                            }
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /// Follows a new task from its first event (call right after it is stored).
+    pub(crate) async fn watch_task(&self, task_id: &str) -> Result<()> {
+        let f = self
+            .ctx()
+            .store
+            .follow(Scope::Conversation(task_id.to_string()), 0)
+            .await?;
+        self.ctx()
+            .delegation_watch
+            .send(WatchCmd::Follow(task_id.to_string(), f));
+        Ok(())
+    }
+
+    /// A released task ends no more turns: stop following it.
+    pub(crate) fn forget_task(&self, task_id: &str) {
+        self.ctx()
+            .delegation_watch
+            .send(WatchCmd::Forget(task_id.to_string()));
+    }
+
+    /// Follows a task from now on (at start-up, before the pending turns are reported).
+    async fn task_feed(&self, task_id: &str) -> Result<TaskFeed> {
+        let scope = Scope::Conversation(task_id.to_string());
+        let f = self.ctx().store.follow_from_now(scope).await?;
+        Ok(Box::pin(f.into_stream()))
+    }
+
+    /// The tasks to follow at start-up; retried until the list can be read.
+    async fn unreleased_tasks(&self) -> Vec<String> {
+        let mut delay = RETRY_FIRST;
+        loop {
+            match self.ctx().store.unreleased_delegation_ids().await {
+                Ok(ids) => return ids,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot list delegated tasks; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(RETRY_MAX);
+                }
+            }
+        }
+    }
+
+    /// Reports the turns that ended in `batch`.
+    async fn report_ended_turns(&self, batch: &Batch) {
+        for ev in batch.events() {
+            if let (Some(turn_id), true) = (&ev.turn_id, ev.payload.is_turn_terminal())
+                && let Err(e) = self.report_delegation_turn(turn_id).await
+            {
+                tracing::error!(turn_id, error = %e, "cannot report a delegated turn");
+            }
+        }
+    }
+
+    /// Reports every ended, unreported turn, each on its own (see [`Self::report_or_give_up`]).
+    /// Listing them is retried until it works: without the list nothing is handled.
+    async fn report_pending_delegation_turns(&self) {
+        let mut delay = RETRY_FIRST;
+        let ids = loop {
+            match self.ctx().store.unreported_delegation_turn_ids().await {
+                Ok(ids) => break ids,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot list unreported delegated turns; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(RETRY_MAX);
+                }
+            }
+        };
+        for turn_id in ids {
+            self.report_or_give_up(&turn_id).await;
+        }
+    }
+
+    /// Reports one turn, retrying a failure [`REPORT_ATTEMPTS`] times in all; then records
+    /// it as unreportable (marked handled, with a status event saying why).
+    async fn report_or_give_up(&self, turn_id: &str) {
+        let mut delay = RETRY_FIRST;
+        let mut last = String::new();
+        for attempt in 1..=REPORT_ATTEMPTS {
+            match self.report_delegation_turn(turn_id).await {
+                Ok(()) => return,
+                Err(e) => {
+                    tracing::warn!(turn_id, attempt, error = %e, "cannot report a delegated turn");
+                    last = e.to_string();
+                }
+            }
+            if attempt < REPORT_ATTEMPTS {
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(RETRY_MAX);
+            }
+        }
+        tracing::error!(
+            turn_id,
+            error = last,
+            "giving up on reporting a delegated turn"
+        );
+        match self
+            .ctx()
+            .store
+            .record_unreportable_turn(turn_id, &last)
+            .await
+        {
+            Ok(_) => {}
+            Err(e) => {
+                tracing::error!(turn_id, error = %e, "cannot record an unreportable delegated turn");
+            }
+        }
+    }
+
+    /// Reports one ended turn if it belongs to a task (no-op otherwise or if done).
+    async fn report_delegation_turn(&self, turn_id: &str) -> Result<()> {
+        let store = &self.ctx().store;
+        let Some(dt) = store.delegation_turn(turn_id).await? else {
+            return Ok(());
+        };
+        if dt.reported {
+            return Ok(());
+        }
+        let turn = store
+            .get_turn(turn_id)
+            .await?
+            .ok_or_else(|| RuntimeError::Internal(format!("turn {turn_id} vanished")))?;
+        if !turn.status.is_terminal() {
+            return Ok(());
+        }
+        let outcome = outcome_of(&turn, now_ms());
+        let payload = if dt.turn_version == 1 && dt.origin == TurnOrigin::Parent {
+            EventPayload::DelegationCompleted {
+                task_id: dt.task_id,
+                turn_id: dt.turn_id,
+                turn_version: dt.turn_version,
+                outcome,
+            }
+        } else {
+            EventPayload::DelegationSessionUpdate {
+                task_id: dt.task_id,
+                turn_id: dt.turn_id,
+                turn_version: dt.turn_version,
+                origin: dt.origin,
+                outcome,
+            }
+        };
+        store.report_delegation_turn(turn_id, &payload).await?;
+        Ok(())
+    }
+}
+
+/// Attempts at reporting one turn before it is recorded as unreportable.
+const REPORT_ATTEMPTS: u32 = 4;
+/// First pause between attempts (doubling, at most [`RETRY_MAX`]).
+const RETRY_FIRST: Duration = Duration::from_millis(250);
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
+fn upgrade(weak: &Weak<Inner>) -> Option<Runtime> {
+    weak.upgrade().map(|inner| Runtime { inner })
+}

@@ -1,0 +1,239 @@
+//! The session actor's turn: start it, prompt the agent, stop it, and end it with one
+//! [`TurnEnding`] (a child module of `actor`, so it shares the actor's state).
+
+use tether_agents::{AgentError, StopReason, TurnOutcome};
+use tether_proto::{ApprovalStatus, ErrorCode};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::{Actor, CANCEL_REPEAT, Current, DeadlineKind};
+use crate::session::command::STOP_GRACE;
+use crate::session::ending::TurnEnding;
+use crate::session::turn_step::Step;
+
+impl Actor {
+    /// Starts the next turn: mark it running, then make the session live, then prompt.
+    pub(super) async fn begin(&mut self, turn_id: String, input: String) {
+        match self.ctx.store.start_turn(&turn_id).await {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                tracing::warn!(turn_id, "turn is no longer queued; skipped");
+                return;
+            }
+            Err(e) => {
+                tracing::error!(turn_id, error = %e, "cannot start turn");
+                let ending = TurnEnding::unstarted(
+                    ErrorCode::Internal,
+                    format!("cannot start the turn: {e}"),
+                );
+                if let Err(e) = ending.record(&self.ctx, &turn_id).await {
+                    tracing::error!(turn_id, error = %e, "cannot fail an unstarted turn");
+                }
+                return;
+            }
+        }
+        self.current = Some(Current {
+            turn_id,
+            input,
+            cancel_requested: false,
+            timed_out: false,
+            text: String::new(),
+        });
+        if let Some(t) = self.ctx.config.turn_timeout {
+            self.deadline = Some((Instant::now() + t, DeadlineKind::TurnTimeout));
+        }
+        if self.live.as_ref().is_some_and(|l| l.is_alive()) {
+            self.ctx
+                .pool
+                .busy(&self.session.id, self.pool_owner(), self.me.clone());
+            self.spawn_prompt()
+        } else {
+            // In a task, so that a stop can abandon the start.
+            let req = self.prepare_start().await;
+            let ctx = self.ctx.clone();
+            self.task = Some(tokio::spawn(async move {
+                Step::Started(ctx.start_agent(req).await)
+            }));
+        }
+    }
+
+    pub(super) fn spawn_prompt(&mut self) {
+        let (Some(live), Some(cur)) = (self.live.clone(), self.current.as_ref()) else {
+            return;
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.events = Some(rx);
+        let input = cur.input.clone();
+        self.task = Some(tokio::spawn(async move {
+            Step::Prompted(live.prompt(&input, tx).await)
+        }));
+    }
+
+    pub(super) async fn on_step(&mut self, step: Step) {
+        match step {
+            Step::Started(started) => self.on_started(started).await,
+            Step::Prompted(result) => {
+                self.drain_events().await;
+                self.on_prompted(result).await;
+            }
+            Step::Aborted(reason) => {
+                tracing::warn!(reason, "turn task ended abnormally");
+                self.fail(ErrorCode::Internal, reason).await;
+            }
+        }
+    }
+
+    pub(super) async fn on_prompted(&mut self, result: Result<TurnOutcome, AgentError>) {
+        let (cancel_requested, timed_out) = match &self.current {
+            Some(c) => (c.cancel_requested, c.timed_out),
+            None => return,
+        };
+        if timed_out {
+            self.end_stopped().await;
+        } else {
+            match result {
+                Ok(outcome) if cancel_requested || outcome.stop_reason == StopReason::Cancelled => {
+                    self.finish_cancelled().await
+                }
+                Ok(outcome) => self.complete(outcome).await,
+                Err(_) if cancel_requested => self.finish_cancelled().await,
+                Err(e) => {
+                    if e.code() == ErrorCode::ResumeUnavailable {
+                        // The agent is not in the session we asked for: never prompt it again.
+                        self.go_dormant("the agent could not resume the session")
+                            .await;
+                    }
+                    self.fail(e.code(), e.to_string()).await
+                }
+            }
+        }
+        if self.live.as_ref().is_some_and(|l| !l.is_alive()) {
+            self.go_dormant("the agent process exited").await;
+        }
+    }
+
+    pub(super) async fn stop(&mut self) {
+        let Some(cur) = self.current.as_mut() else {
+            return;
+        };
+        if cur.cancel_requested {
+            return;
+        }
+        cur.cancel_requested = true;
+        self.cancel_pending(ApprovalStatus::Cancelled).await;
+        match (&self.live, self.events.is_some()) {
+            (Some(live), true) => {
+                let live = live.clone();
+                self.canceller = Some(tokio::spawn(async move {
+                    loop {
+                        if let Err(e) = live.cancel().await {
+                            tracing::warn!(error = %e, "cancel failed");
+                            return;
+                        }
+                        tokio::time::sleep(CANCEL_REPEAT).await;
+                    }
+                }));
+                self.deadline = Some((Instant::now() + STOP_GRACE, DeadlineKind::StopGrace));
+            }
+            _ => {
+                // Still starting the agent: abandon the start (and the token it got).
+                if let Some(task) = self.task.take() {
+                    task.abort();
+                }
+                if self.live.is_none() {
+                    self.ctx.delegation.revoke(&self.session.id);
+                }
+                self.end_stopped().await;
+            }
+        }
+    }
+
+    pub(super) async fn on_deadline(&mut self, kind: DeadlineKind) {
+        match kind {
+            DeadlineKind::TurnTimeout => {
+                if let Some(c) = self.current.as_mut() {
+                    c.timed_out = true;
+                }
+                self.stop().await;
+            }
+            DeadlineKind::StopGrace => {
+                // The agent ignored the cancel: end its process.
+                if let Some(task) = self.task.take() {
+                    task.abort();
+                }
+                self.events = None;
+                self.end_stopped().await;
+                self.go_dormant("the agent did not end the cancelled turn")
+                    .await;
+            }
+        }
+    }
+
+    /// Ends a stopped turn: `turn_timeout` when the timeout stopped it, else `cancelled`.
+    pub(super) async fn end_stopped(&mut self) {
+        if self.current.as_ref().is_some_and(|c| c.timed_out) {
+            let secs = self
+                .ctx
+                .config
+                .turn_timeout
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            self.fail(
+                ErrorCode::TurnTimeout,
+                format!("the turn ran longer than {secs}s"),
+            )
+            .await;
+        } else {
+            self.finish_cancelled().await;
+        }
+    }
+
+    /// What the running turn streamed so far.
+    pub(super) fn streamed(&self) -> String {
+        self.current
+            .as_ref()
+            .map(|c| c.text.clone())
+            .unwrap_or_default()
+    }
+
+    pub(super) async fn complete(&mut self, outcome: TurnOutcome) {
+        let ending = TurnEnding::completed(outcome, self.streamed());
+        self.end_turn(ending).await;
+    }
+
+    pub(super) async fn finish_cancelled(&mut self) {
+        let ending = TurnEnding::cancelled(self.streamed());
+        self.end_turn(ending).await;
+    }
+
+    pub(super) async fn fail(&mut self, code: ErrorCode, mut message: String) {
+        if code == ErrorCode::ResumeUnavailable {
+            message.push_str(". The session stays bound; send /new to start a new one.");
+        }
+        let ending = TurnEnding::failed(code, message, self.streamed());
+        self.end_turn(ending).await;
+    }
+
+    pub(super) async fn end_turn(&mut self, ending: TurnEnding) {
+        if let Some(c) = self.canceller.take() {
+            c.abort();
+        }
+        self.cancel_pending(ApprovalStatus::Cancelled).await;
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+        self.events = None;
+        self.deadline = None;
+        let Some(cur) = self.current.take() else {
+            return;
+        };
+        if self.live.is_some() {
+            self.ctx.pool.idle(&self.session.id);
+        }
+        match ending.record(&self.ctx, &cur.turn_id).await {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(turn_id = cur.turn_id, "turn had already ended"),
+            Err(e) => tracing::error!(error = %e, "cannot finish turn"),
+        }
+    }
+}

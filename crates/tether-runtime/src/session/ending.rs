@@ -1,0 +1,120 @@
+//! How a turn ends: the stored row (status, result, error), the terminal event and the
+//! history line, built together in one place so that every path that ends a turn (the
+//! actor's outcome, a start that failed, a full queue, a turn no actor took) records the
+//! same three things the same way.
+
+use tether_agents::TurnOutcome;
+use tether_proto::{ErrorCode, EventPayload, MessageRole, TurnStatus};
+use tether_store::{NewMessage, StoreError, TurnEnd};
+
+use crate::ctx::Ctx;
+
+/// A turn's end, ready to be stored.
+pub(crate) struct TurnEnding {
+    end: TurnEnd,
+    event: EventPayload,
+    line: Option<NewMessage>,
+}
+
+impl TurnEnding {
+    /// The agent ended the turn; its final text, or what it streamed when the final
+    /// message is empty.
+    pub fn completed(outcome: TurnOutcome, streamed: String) -> TurnEnding {
+        let text = if outcome.text.is_empty() {
+            streamed
+        } else {
+            outcome.text
+        };
+        let stop_reason = outcome.stop_reason.as_str().to_string();
+        TurnEnding {
+            end: TurnEnd {
+                status: TurnStatus::Completed,
+                result_text: Some(text.clone()),
+                stop_reason: Some(stop_reason.clone()),
+                error: None,
+                usage: outcome.usage,
+            },
+            event: EventPayload::TurnCompleted {
+                stop_reason: Some(stop_reason),
+                text: text.clone(),
+            },
+            line: Some(NewMessage {
+                role: MessageRole::Agent,
+                text,
+            }),
+        }
+    }
+
+    /// The turn was cancelled; what it streamed so far is kept as its result.
+    pub fn cancelled(streamed: String) -> TurnEnding {
+        TurnEnding {
+            end: TurnEnd {
+                status: TurnStatus::Cancelled,
+                result_text: (!streamed.is_empty()).then_some(streamed),
+                stop_reason: Some("cancelled".to_string()),
+                error: None,
+                usage: None,
+            },
+            event: EventPayload::TurnCancelled {},
+            line: Some(NewMessage {
+                role: MessageRole::Status,
+                text: "turn cancelled".to_string(),
+            }),
+        }
+    }
+
+    /// The turn ran and failed; what it streamed so far is kept as its result.
+    pub fn failed(code: ErrorCode, message: String, streamed: String) -> TurnEnding {
+        let line = format!("turn failed ({code}): {message}");
+        let mut ending = TurnEnding::failure(code, message, Some(line));
+        ending.end.result_text = (!streamed.is_empty()).then_some(streamed);
+        ending
+    }
+
+    /// A stored turn that no actor took: it never ran.
+    pub fn not_run(code: ErrorCode, message: String) -> TurnEnding {
+        let line = format!("not run: {message}");
+        TurnEnding::failure(code, message, Some(line))
+    }
+
+    /// The session's queue was full: the turn never ran.
+    pub fn queue_full(cap: usize) -> TurnEnding {
+        let message = format!("the queue is full ({cap} messages wait already)");
+        let line = format!("not queued: {message}");
+        TurnEnding::failure(ErrorCode::QueueFull, message, Some(line))
+    }
+
+    /// A turn that never ran and leaves no history line (its failure is the event and
+    /// the row alone: a start that the store refused, a delegated turn its caller is
+    /// told of directly).
+    pub fn unstarted(code: ErrorCode, message: String) -> TurnEnding {
+        TurnEnding::failure(code, message, None)
+    }
+
+    fn failure(code: ErrorCode, message: String, line: Option<String>) -> TurnEnding {
+        TurnEnding {
+            end: TurnEnd {
+                status: TurnStatus::Failed,
+                result_text: None,
+                stop_reason: None,
+                error: Some((code, message.clone())),
+                usage: None,
+            },
+            event: EventPayload::TurnFailed { code, message },
+            line: line.map(|text| NewMessage {
+                role: MessageRole::Status,
+                text,
+            }),
+        }
+    }
+
+    /// Stores the row, the event and the line in one transaction (the store publishes the
+    /// event at commit). `false`: the turn had already ended (terminal states are immutable).
+    pub async fn record(&self, ctx: &Ctx, turn_id: &str) -> Result<bool, StoreError> {
+        let ev = ctx
+            .store
+            .finish_turn(turn_id, &self.end, &self.event, self.line.as_ref())
+            .await?;
+        Ok(ev.is_some())
+    }
+}

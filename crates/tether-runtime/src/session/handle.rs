@@ -1,0 +1,86 @@
+//! The typed handle of a session's actor, as the rest of the runtime calls it: one method
+//! per command, each reply waited for under the one time-out policy of `mailbox`
+//! (through [`Actors::request`]). Nothing outside `session/` builds a command or a reply
+//! channel.
+
+use std::sync::Arc;
+
+use tether_proto::ErrorCode;
+
+use crate::ctx::Ctx;
+use crate::error::Result;
+use crate::session::actors::{Actors, To};
+use crate::session::command::{ActorCmd, Delivery, Enqueued};
+
+/// A session's actor: `To::Session` spawns it if none runs; `To::Running` reaches it
+/// only if it runs (`None` / `false` otherwise: an absent actor has nothing to act on).
+pub(crate) struct SessionActor<'a> {
+    actors: &'a Arc<Actors>,
+    ctx: &'a Arc<Ctx>,
+    to: To<'a>,
+}
+
+impl<'a> SessionActor<'a> {
+    pub fn new(actors: &'a Arc<Actors>, ctx: &'a Arc<Ctx>, to: To<'a>) -> SessionActor<'a> {
+        SessionActor { actors, ctx, to }
+    }
+
+    /// Runs a stored, `queued` turn now or after the running one.
+    pub async fn enqueue(&self, turn_id: &str, input: &str) -> Result<Option<Enqueued>> {
+        self.actors
+            .request(self.ctx, self.to, |reply| ActorCmd::Enqueue {
+                turn_id: turn_id.to_string(),
+                input: input.to_string(),
+                reply,
+            })
+            .await
+    }
+
+    /// Cancels the running turn; `Some(true)` when one was running.
+    pub async fn stop(&self) -> Result<Option<bool>> {
+        self.actors
+            .request(self.ctx, self.to, |reply| ActorCmd::Stop {
+                reply: Some(reply),
+            })
+            .await
+    }
+
+    /// Makes the session live (strict resume) without running a turn; the inner error is
+    /// the driver's code and message.
+    pub async fn ensure_live(
+        &self,
+    ) -> Result<Option<std::result::Result<(), (ErrorCode, String)>>> {
+        self.actors
+            .request(self.ctx, self.to, |reply| ActorCmd::EnsureLive { reply })
+            .await
+    }
+
+    /// Releases the session: stops a running turn, ends the process and the actor;
+    /// returns once done.
+    pub async fn close(&self) -> Result<Option<()>> {
+        self.actors
+            .request(self.ctx, self.to, |reply| ActorCmd::Close { reply })
+            .await
+    }
+
+    /// Cancels the running turn without waiting for the actor to take the command in
+    /// (stopping a parent's children: the caller goes on at once).
+    pub async fn stop_soon(&self) -> Result<bool> {
+        self.tell(ActorCmd::Stop { reply: None }).await
+    }
+
+    /// Passes a resolved approval or question to the agent.
+    pub async fn deliver(&self, delivery: Delivery) -> Result<bool> {
+        self.tell(ActorCmd::Deliver(delivery)).await
+    }
+
+    /// The session is no longer bound: its process ends once its queue is empty.
+    pub async fn park(&self) -> Result<bool> {
+        self.tell(ActorCmd::Park).await
+    }
+
+    /// A command with no reply (bounded wait for room only).
+    async fn tell(&self, cmd: ActorCmd) -> Result<bool> {
+        self.actors.send(self.ctx, self.to, cmd).await
+    }
+}

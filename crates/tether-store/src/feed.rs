@@ -1,0 +1,366 @@
+//! The event feed: the one way anything reads events live ([`Store::follow`]).
+//!
+//! **Order.** Events are published by the store itself, at commit, while the writer
+//! connection is still held ([`Store::commit_events`]). There is one writer, so publication
+//! order is commit order is `id` order, for every conversation: two sessions of one
+//! conversation can never be published out of order.
+//!
+//! **Fan-out.** The feed keeps one topic per *followed* conversation: a broadcast channel
+//! of [`Batch`]es (one commit's events of that conversation, shared behind an `Arc`). A
+//! commit of a conversation nobody follows costs one map look-up; the topic goes away when
+//! its last follower does.
+//!
+//! **Followers.** A [`Follower`] joins the topic first, then reads the store after its
+//! resume point until it has caught up (the gap); from then on it hands over the batches
+//! it receives, skipping what it already delivered. If it falls behind the channel
+//! (`Lagged`), it reads the store again from the last event it delivered. So a follower
+//! never sees a gap or a duplicate, and reads the store only at the start and after
+//! lagging, never per event.
+//!
+//! **Resume point.** An event `id` (the SSE id): a follower delivers the events of its
+//! scope with `id > after`. Within a conversation ids increase in commit order, so an id
+//! is an exact per-conversation resume point (and a session's `seq` order is its id order).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use bytes::Bytes;
+use tether_proto::{EventEnvelope, EventPayload};
+use tokio::sync::broadcast::{self, error::RecvError};
+
+use crate::{Result, Store, StoreError, rows};
+
+/// Batches buffered per followed conversation before a slow follower lags (and then
+/// re-reads the store). A batch is one commit (up to the actor's coalescing size).
+const TOPIC_CAPACITY: usize = 512;
+/// Events read from the store per page while filling a gap.
+const FILL_PAGE: u32 = 256;
+
+/// What a follower follows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// Every event of the conversation, across its sessions.
+    Conversation(String),
+    /// The events of one runtime session.
+    Session(String),
+}
+
+/// Events of one conversation from one commit (or one page read from the store), in `id`
+/// order. Shared by every follower that hands it over whole.
+#[derive(Debug)]
+pub struct Batch {
+    events: Vec<EventEnvelope>,
+    encoded: OnceLock<Bytes>,
+}
+
+impl Batch {
+    fn new(events: Vec<EventEnvelope>) -> Batch {
+        Batch {
+            events,
+            encoded: OnceLock::new(),
+        }
+    }
+
+    pub fn events(&self) -> &[EventEnvelope] {
+        &self.events
+    }
+
+    /// The batch as its followers send it on, encoded once by the first of them and
+    /// shared by the rest (1 000 streams of one conversation encode each event once).
+    /// There is one encoding per batch: every caller must pass the same `encode`.
+    pub fn encoded(&self, encode: impl FnOnce(&[EventEnvelope]) -> Bytes) -> Bytes {
+        self.encoded.get_or_init(|| encode(&self.events)).clone()
+    }
+
+    fn last_id(&self) -> i64 {
+        self.events.last().map_or(0, |e| e.id)
+    }
+}
+
+/// The topics of followed conversations.
+#[derive(Default)]
+pub(crate) struct Hub {
+    topics: Mutex<HashMap<String, broadcast::Sender<Arc<Batch>>>>,
+}
+
+impl Hub {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, broadcast::Sender<Arc<Batch>>>> {
+        self.topics.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn join(&self, conversation_id: &str) -> broadcast::Receiver<Arc<Batch>> {
+        let mut topics = self.lock();
+        match topics.get(conversation_id) {
+            Some(tx) => tx.subscribe(),
+            None => {
+                let (tx, rx) = broadcast::channel(TOPIC_CAPACITY);
+                topics.insert(conversation_id.to_string(), tx);
+                rx
+            }
+        }
+    }
+
+    /// Called after a follower's receiver was dropped: the last one out removes the topic.
+    fn leave(&self, conversation_id: &str) {
+        let mut topics = self.lock();
+        if topics
+            .get(conversation_id)
+            .is_some_and(|tx| tx.receiver_count() == 0)
+        {
+            topics.remove(conversation_id);
+        }
+    }
+
+    /// Conversations with a topic (for tests and figures).
+    pub(crate) fn followed(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Hands committed events to their conversations' followers; returns the
+    /// conversations whose list view may have changed (a commit with more than streamed
+    /// output). Runs under the writer connection, so it must stay cheap: one look-up per
+    /// conversation in the commit, and a copy of the events only for followed ones.
+    fn publish(&self, events: &[EventEnvelope]) -> Vec<String> {
+        let mut changed: Vec<String> = Vec::new();
+        let mut sends = Vec::new();
+        {
+            let topics = self.lock();
+            let mut rest = events;
+            while let Some(first) = rest.first() {
+                // A commit is nearly always one conversation's; split it where it changes.
+                let conv = &first.conversation_id;
+                let n = rest
+                    .iter()
+                    .position(|e| e.conversation_id != *conv)
+                    .unwrap_or(rest.len());
+                let (group, tail) = rest.split_at(n);
+                rest = tail;
+                if group.iter().any(|e| !is_streamed(&e.payload)) && !changed.contains(conv) {
+                    changed.push(conv.clone());
+                }
+                if let Some(tx) = topics.get(conv.as_str()) {
+                    sends.push((tx.clone(), group));
+                }
+            }
+        }
+        // Copied and sent outside the map's lock (joins and leaves do not wait), still
+        // under the writer connection (so in commit order).
+        for (tx, group) in sends {
+            // No receiver left is fine: the topic goes with its last follower.
+            let _ = tx.send(Arc::new(Batch::new(group.to_vec())));
+        }
+        changed
+    }
+}
+
+/// Agent output that never changes what a conversation list shows.
+fn is_streamed(p: &EventPayload) -> bool {
+    matches!(
+        p,
+        EventPayload::MessageDelta { .. }
+            | EventPayload::ThoughtDelta { .. }
+            | EventPayload::ToolCall { .. }
+            | EventPayload::ToolCallUpdate { .. }
+    )
+}
+
+/// A live reader of one scope's events (see the module header). Dropping it leaves the
+/// feed.
+pub struct Follower {
+    store: Store,
+    conversation_id: String,
+    session_id: Option<String>,
+    rx: Option<broadcast::Receiver<Arc<Batch>>>,
+    /// Id of the last event delivered (or the resume point).
+    last: i64,
+    /// Whether the store may hold events after `last` that the channel does not.
+    filling: bool,
+}
+
+impl std::fmt::Debug for Follower {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Follower")
+            .field("conversation_id", &self.conversation_id)
+            .field("session_id", &self.session_id)
+            .field("last", &self.last)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        drop(self.rx.take());
+        self.store.feed.leave(&self.conversation_id);
+    }
+}
+
+impl Follower {
+    /// The id of the last event delivered (or the resume point).
+    pub fn last_id(&self) -> i64 {
+        self.last
+    }
+
+    /// The follower as a stream of what [`Follower::next`] returns (for merging several).
+    pub fn into_stream(self) -> impl futures::Stream<Item = Result<Arc<Batch>>> + Send + 'static {
+        futures::stream::unfold(self, |mut f| async move {
+            let got = f.next().await;
+            Some((got, f))
+        })
+    }
+
+    /// The next events of the scope after the last delivered, in commit order (never
+    /// empty). Waits for them; an error is the store's, when filling a gap failed (the
+    /// follower can be asked again). Cancel-safe: a dropped call loses nothing.
+    pub async fn next(&mut self) -> Result<Arc<Batch>> {
+        loop {
+            if self.filling {
+                let page = self.read_store().await?;
+                if page.len() < FILL_PAGE as usize {
+                    self.filling = false;
+                }
+                if let Some(last) = page.last() {
+                    self.last = last.id;
+                    return Ok(Arc::new(Batch::new(page)));
+                }
+            }
+            let Some(rx) = self.rx.as_mut() else {
+                return Err(StoreError::FeedClosed);
+            };
+            match rx.recv().await {
+                Ok(batch) => {
+                    if let Some(batch) = self.fresh(batch) {
+                        return Ok(batch);
+                    }
+                }
+                Err(RecvError::Lagged(skipped)) => {
+                    tracing::debug!(
+                        conversation_id = self.conversation_id,
+                        skipped,
+                        "feed follower lagged; reading the store"
+                    );
+                    self.filling = true;
+                }
+                // The topic's sender lives as long as a receiver does.
+                Err(RecvError::Closed) => return Err(StoreError::FeedClosed),
+            }
+        }
+    }
+
+    /// What of `batch` this follower has not delivered and its scope wants: the batch
+    /// itself when all of it (the common case: no copy), else a copy of that part.
+    fn fresh(&mut self, batch: Arc<Batch>) -> Option<Arc<Batch>> {
+        let last = self.last;
+        if batch.last_id() <= last {
+            return None;
+        }
+        self.last = batch.last_id();
+        if self.session_id.is_none() && batch.events.first().is_some_and(|e| e.id > last) {
+            return Some(batch);
+        }
+        let wanted = |e: &EventEnvelope| {
+            e.id > last && self.session_id.as_ref().is_none_or(|s| *s == e.session_id)
+        };
+        if batch.events.iter().all(wanted) {
+            return Some(batch);
+        }
+        let part: Vec<EventEnvelope> = batch.events.iter().filter(|e| wanted(e)).cloned().collect();
+        (!part.is_empty()).then(|| Arc::new(Batch::new(part)))
+    }
+
+    async fn read_store(&self) -> Result<Vec<EventEnvelope>> {
+        let rows =
+            match &self.session_id {
+                Some(sid) => {
+                    sqlx::query(
+                        "SELECT * FROM events WHERE session_id = ? AND id > ? ORDER BY seq LIMIT ?",
+                    )
+                    .bind(sid)
+                    .bind(self.last)
+                    .bind(FILL_PAGE)
+                    .fetch_all(&self.store.reader)
+                    .await?
+                }
+                None => sqlx::query(
+                    "SELECT * FROM events WHERE conversation_id = ? AND id > ? ORDER BY id LIMIT ?",
+                )
+                .bind(&self.conversation_id)
+                .bind(self.last)
+                .bind(FILL_PAGE)
+                .fetch_all(&self.store.reader)
+                .await?,
+            };
+        rows.iter().map(rows::event).collect()
+    }
+}
+
+impl Store {
+    /// Follows `scope` live from after event id `after` (0: from the beginning; see the
+    /// module header). A session that does not exist is `RowNotFound`; a conversation is
+    /// not checked (followers of one not created yet see its events once it is).
+    pub async fn follow(&self, scope: Scope, after: i64) -> Result<Follower> {
+        let (conversation_id, session_id) = match scope {
+            Scope::Conversation(id) => (id, None),
+            Scope::Session(sid) => {
+                let conv: Option<(String,)> =
+                    sqlx::query_as("SELECT conversation_id FROM sessions WHERE id = ?")
+                        .bind(&sid)
+                        .fetch_optional(&self.reader)
+                        .await?;
+                let Some((conv,)) = conv else {
+                    return Err(sqlx::Error::RowNotFound.into());
+                };
+                (conv, Some(sid))
+            }
+        };
+        // Join before reading the store: whatever commits from now on is in the channel,
+        // whatever committed before is in the store.
+        let rx = self.feed.join(&conversation_id);
+        Ok(Follower {
+            store: self.clone(),
+            conversation_id,
+            session_id,
+            rx: Some(rx),
+            last: after.max(0),
+            filling: true,
+        })
+    }
+
+    /// Follows `scope` from now on: events committed before the call are not delivered.
+    pub async fn follow_from_now(&self, scope: Scope) -> Result<Follower> {
+        let mut f = self.follow(scope, 0).await?;
+        // Joined first, so whatever commits after this read is in the channel.
+        let (last,): (Option<i64>,) =
+            sqlx::query_as("SELECT MAX(id) FROM events WHERE conversation_id = ?")
+                .bind(&f.conversation_id)
+                .fetch_one(&self.reader)
+                .await?;
+        f.last = last.unwrap_or(0);
+        f.filling = false;
+        Ok(f)
+    }
+
+    /// Conversations that have at least one follower.
+    pub fn followed_conversations(&self) -> usize {
+        self.feed.followed()
+    }
+
+    /// Commits `tx`, which appended exactly `events`, and publishes them before the writer
+    /// connection is free again (see the module header). Every transaction that appends
+    /// events commits through here.
+    pub(crate) async fn commit_events(
+        &self,
+        tx: crate::conns::Tx,
+        events: &[EventEnvelope],
+    ) -> Result<()> {
+        debug_assert_eq!(
+            tx.appended(),
+            events.len(),
+            "a transaction must publish every event it appended"
+        );
+        let changed = tx.commit_then(|| self.feed.publish(events)).await?;
+        for id in changed {
+            self.changed(&id);
+        }
+        Ok(())
+    }
+}
