@@ -71,6 +71,12 @@ pub fn mem_of(pid: u32) -> Result<Mem> {
 
 /// CPU time (user + system) `pid` has used so far, from `/proc/<pid>/stat`.
 pub fn cpu_time_of(pid: u32) -> Result<Duration> {
+    Ok(cpu_times_of(pid)?.0)
+}
+
+/// CPU time (user + system) of `pid` itself and of its children it has waited for (its
+/// agent processes, once ended), from `/proc/<pid>/stat`.
+pub fn cpu_times_of(pid: u32) -> Result<(Duration, Duration)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .with_context(|| format!("reading /proc/{pid}/stat"))?;
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
@@ -85,9 +91,12 @@ pub fn cpu_time_of(pid: u32) -> Result<Duration> {
             .and_then(|f| f.parse().ok())
             .ok_or_else(|| anyhow!("no field {i} in /proc/{pid}/stat"))
     };
-    // `rest` starts at field 3 (state), so utime (14) is index 11 and stime (15) index 12.
-    let total = ticks(11)? + ticks(12)?;
-    Ok(Duration::from_millis(total * 1000 / clock_ticks_per_sec()))
+    // `rest` starts at field 3 (state), so utime (14) is index 11 and stime (15) index 12;
+    // cutime and cstime (16, 17) are 13 and 14.
+    let own = ticks(11)? + ticks(12)?;
+    let children = ticks(13)? + ticks(14)?;
+    let ms = |t: u64| Duration::from_millis(t * 1000 / clock_ticks_per_sec());
+    Ok((ms(own), ms(children)))
 }
 
 fn clock_ticks_per_sec() -> u64 {
@@ -289,6 +298,11 @@ impl BenchDaemon {
         cpu_time_of(self.pid)
     }
 
+    /// [`cpu_times_of`] the daemon.
+    pub fn cpu_times(&self) -> Result<(Duration, Duration)> {
+        cpu_times_of(self.pid)
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }
@@ -300,6 +314,11 @@ impl BenchDaemon {
             bail!("{what}: HTTP {status}: {text}");
         }
         Ok(serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    /// `req` with the API token and the turn time-out.
+    pub fn authed(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        req.bearer_auth(TOKEN).timeout(TURN_LIMIT)
     }
 
     pub async fn get(&self, path: &str) -> Result<Value> {

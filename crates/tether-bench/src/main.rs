@@ -1,19 +1,26 @@
-//! `tether-bench`: tether's benchmarks (issue 7), one command, one table:
-//! `cargo run --release -p tether-bench` (a subset with `--only overhead,ingest`).
+//! `tether-bench`: tether's benchmarks (issues 7 and 11), one build, one command, one
+//! table: `cargo build --release && target/release/tether-bench` (a subset with
+//! `--only overhead,ingest`; `cargo run --release -p tether-bench` works as well and
+//! also builds once, see `Cargo.toml`).
 //!
-//! Every figure runs a real `tether serve` process (the release build of this workspace,
-//! built first unless `--no-build`) in a temporary home, with the fake agent or the real
-//! `codex` / `claude` CLIs against the mock model server. Figures are printed, never
-//! asserted; the process exits 0 even when a goal is missed (the table says so).
-//! Not part of the product; nothing depends on it.
+//! Every figure runs a real `tether serve` process (the release build of this workspace)
+//! in a temporary home, with the fake agent or the real `codex` / `claude` CLIs against
+//! the mock model server. Before the first figure the bench runs the same workspace build
+//! (`cargo build --release`; nothing to do after the command above) unless `--no-build`.
+//! Figures are printed, never asserted; the process exits 0 even when a goal is missed
+//! (the table says so). Not part of the product; nothing depends on it.
 
 mod acp_client;
+mod browse;
 mod daemon;
+mod fanout;
+mod generate;
 mod ingest;
 mod memory;
 mod overhead;
 mod recovery;
 mod report;
+mod sse_count;
 mod stats;
 mod throughput;
 mod warm_cold;
@@ -26,7 +33,7 @@ use clap::{Parser, ValueEnum};
 
 use crate::report::{Row, Verdict};
 
-/// The figures of issue 7.
+/// The figures of issues 7 and 11.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Figure {
     /// 1: tether's share of a turn (HTTP in → SSE out).
@@ -39,8 +46,14 @@ enum Figure {
     Recovery,
     /// 5: warm vs dormant vs per-turn process with the real codex and claude.
     WarmCold,
-    /// 6: RSS growth per 10 000 dormant conversations.
+    /// 6: RSS per dormant conversation, over 100 000 dormant since start and 10 000 that
+    /// went dormant in the daemon.
     Memory,
+    /// 7 and 8: listing conversations in a store of 100 000, and opening the latest page
+    /// of a conversation with 1 000 000 events.
+    Browse,
+    /// 9: fan-out to 1 000 SSE subscribers of one conversation.
+    Fanout,
 }
 
 #[derive(Debug, Parser)]
@@ -59,33 +72,46 @@ struct Args {
     #[arg(long, default_value_t = 10_000)]
     turns: usize,
     /// Figure 3: deltas streamed in all.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = 300_000)]
     ingest_events: usize,
     /// Figure 3: events appended in the store-only figure (half of them one per call).
     #[arg(long, default_value_t = 100_000)]
     store_events: usize,
-    /// Figure 3: concurrent streaming sessions (the fake agent sends about one chunk
-    /// per millisecond per session with `stream K 0`).
+    /// Figure 3: concurrent streaming sessions (the fake agent streams without a pause,
+    /// `rate K 0`).
     #[arg(long, default_value_t = 100)]
     ingest_streams: usize,
-    /// Figure 4: conversations in the generated store.
+    /// Figures 4, 6, 7: conversations in the generated store (made once, copied for each).
     #[arg(long, default_value_t = 100_000)]
-    recovery_conversations: usize,
-    /// Figure 4: events in the generated store.
+    big_conversations: usize,
+    /// Figures 4, 6, 7: events in the generated store.
     #[arg(long, default_value_t = 1_000_000)]
-    recovery_events: usize,
+    big_events: usize,
     /// Figure 5: rounds (warm, per-turn process, dormant) per agent.
     #[arg(long, default_value_t = 5)]
     rounds: usize,
-    /// Figure 6: dormant conversations to create.
+    /// Figure 6: conversations that each run a turn and go dormant in the daemon.
     #[arg(long, default_value_t = 10_000)]
-    dormant: usize,
-    /// Do not run `cargo build --release` for the `tether` and `fake-agent` binaries.
+    dormant_turns: usize,
+    /// Figure 8: events of the long conversation.
+    #[arg(long, default_value_t = 1_000_000)]
+    long_events: usize,
+    /// Figure 9: SSE subscribers of the one conversation.
+    #[arg(long, default_value_t = 1000)]
+    subscribers: usize,
+    /// Figure 9: deltas streamed to them.
+    #[arg(long, default_value_t = 10_000)]
+    fanout_events: usize,
+    /// Figure 9: deltas per second.
+    #[arg(long, default_value_t = 10_000)]
+    fanout_rate: u64,
+    /// Do not run the workspace build (`cargo build --release`) first.
     #[arg(long)]
     no_build: bool,
 }
 
 fn main() -> ExitCode {
+    let started = Instant::now();
     let args = Args::parse();
     if !args.no_build
         && let Err(e) = build_binaries()
@@ -93,6 +119,10 @@ fn main() -> ExitCode {
         eprintln!("tether-bench: {e:#}");
         return ExitCode::FAILURE;
     }
+    eprintln!(
+        "tether-bench: first figure {} after start",
+        stats::secs(started.elapsed())
+    );
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -103,7 +133,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let rows = runtime.block_on(run(&args));
+    let rows = runtime.block_on(async {
+        let rows = run(&args).await;
+        generate::drop_cache().await;
+        rows
+    });
     println!();
     println!("{}", header());
     println!();
@@ -118,6 +152,8 @@ async fn run(args: &Args) -> Vec<Row> {
         Figure::Ingest,
         Figure::Recovery,
         Figure::WarmCold,
+        Figure::Browse,
+        Figure::Fanout,
         Figure::Memory,
     ];
     let mut rows = Vec::new();
@@ -133,11 +169,17 @@ async fn run(args: &Args) -> Vec<Row> {
             Figure::Ingest => {
                 ingest::run(args.ingest_events, args.ingest_streams, args.store_events).await
             }
-            Figure::Recovery => {
-                recovery::run(args.recovery_conversations, args.recovery_events).await
-            }
+            Figure::Recovery => recovery::run(args.big_conversations, args.big_events).await,
             Figure::WarmCold => warm_cold::run(args.rounds).await,
-            Figure::Memory => memory::run(args.dormant).await,
+            Figure::Memory => {
+                memory::run(args.big_conversations, args.big_events, args.dormant_turns).await
+            }
+            Figure::Browse => {
+                browse::run(args.big_conversations, args.big_events, args.long_events).await
+            }
+            Figure::Fanout => {
+                fanout::run(args.subscribers, args.fanout_events, args.fanout_rate).await
+            }
         };
         eprintln!("tether-bench: {fig:?} took {}", stats::secs(t.elapsed()));
         match result {
@@ -197,18 +239,21 @@ fn header() -> String {
     )
 }
 
-/// Builds the binaries the figures run (same profile as this binary).
+/// Runs the workspace build (`cargo build --release`, the same command that builds this
+/// binary): the `tether` and `fake-agent` binaries the figures run come out of it with
+/// the features and profile of this build, so after that command there is nothing to
+/// do, and after `cargo run --release -p tether-bench` only the binaries themselves are
+/// compiled (the bench's dependencies resolve features as the workspace does).
 fn build_binaries() -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let mut cmd = std::process::Command::new(cargo);
-    cmd.args(["build", "--bins", "-p", "tether", "-p", "tether-testkit"])
-        .current_dir(tether_testkit::repo_root());
+    cmd.arg("build").current_dir(tether_testkit::repo_root());
     if cfg!(debug_assertions) {
         eprintln!("tether-bench: warning: a debug build measures nothing useful; use --release");
     } else {
         cmd.arg("--release");
     }
-    eprintln!("tether-bench: building tether and fake-agent ...");
+    eprintln!("tether-bench: cargo build (the workspace, as this binary was built) ...");
     let status = cmd.status().context("running cargo build")?;
     if !status.success() {
         bail!("cargo build failed ({status})");

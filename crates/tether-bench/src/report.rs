@@ -1,5 +1,5 @@
 //! The result table: one row per figure (some figures print two), with the goal of
-//! issue 7 and whether it was met. Figures are printed, never asserted.
+//! issues 7 and 11 and whether it was met. Figures are printed, never asserted.
 
 use std::fmt::Write;
 
@@ -34,13 +34,19 @@ impl Verdict {
 
 #[derive(Debug, Clone)]
 pub struct Row {
-    /// Figure number of issue 7 (`1`..`6`).
+    /// Figure number (`1`..`9`, as in the README's Performance table).
     pub fig: &'static str,
     pub what: String,
     pub result: String,
     pub goal: String,
     pub verdict: Verdict,
+    /// The same figure in the run before issue 11 (README at commit [`BEFORE`]), for
+    /// comparison; empty when it was not measured then.
+    pub before: &'static str,
 }
+
+/// The commit of the README table the `before` column quotes.
+pub const BEFORE: &str = "fd2c334";
 
 impl Row {
     pub fn new(
@@ -56,25 +62,36 @@ impl Row {
             result: result.into(),
             goal: goal.into(),
             verdict,
+            before: "",
         }
+    }
+
+    /// The figure before issue 11 (see [`Row::before`]).
+    pub fn was(mut self, before: &'static str) -> Row {
+        self.before = before;
+        self
     }
 }
 
 /// A Markdown table (renders in the README as is).
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "| # | figure | result | goal | |");
-    let _ = writeln!(out, "|---|---|---|---|---|");
+    let _ = writeln!(
+        out,
+        "| # | figure | result | goal | | before (`{BEFORE}`) |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|");
     for r in rows {
         let cell = |s: &str| s.replace('|', "\\|").replace('\n', "<br>");
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} |",
             r.fig,
             cell(&r.what),
             cell(&r.result),
             cell(&r.goal),
-            r.verdict.label()
+            r.verdict.label(),
+            if r.before.is_empty() { "—" } else { r.before },
         );
     }
     out
@@ -86,7 +103,7 @@ mod tests {
 
     #[test]
     fn table_escapes_cells() {
-        let t = table(&[Row::new("1", "a|b", "x\ny", "g", Verdict::Met)]);
-        assert!(t.contains("| 1 | a\\|b | x<br>y | g | met |"), "{t}");
+        let t = table(&[Row::new("1", "a|b", "x\ny", "g", Verdict::Met).was("3 ms")]);
+        assert!(t.contains("| 1 | a\\|b | x<br>y | g | met | 3 ms |"), "{t}");
     }
 }

@@ -43,7 +43,9 @@ impl Samples {
 /// `1.23 ms` (three significant-ish digits).
 pub fn ms(d: Duration) -> String {
     let v = d.as_secs_f64() * 1000.0;
-    if v >= 100.0 {
+    if v >= 10_000.0 {
+        format!("{:.1} s", v / 1000.0)
+    } else if v >= 100.0 {
         format!("{v:.0} ms")
     } else if v >= 10.0 {
         format!("{v:.1} ms")
@@ -119,6 +121,7 @@ mod tests {
     fn formats() {
         assert_eq!(ms(Duration::from_micros(1234)), "1.23 ms");
         assert_eq!(ms(Duration::from_micros(12345)), "12.3 ms");
+        assert_eq!(ms(Duration::from_millis(56_104)), "56.1 s");
         assert_eq!(count(1234567.0), "1 234 567");
         assert_eq!(count(999.0), "999");
         assert_eq!(mb(2048), "2.0 MB");

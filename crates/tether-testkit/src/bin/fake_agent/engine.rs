@@ -173,6 +173,13 @@ impl Engine {
                 io.chunk(&format!("\n{}", script::remembers_line(&earlier)))
                     .await?;
             }
+            Directive::Rate { count, per_sec } => {
+                if let Some(end) = chunks_at_rate(io, count, per_sec, cancel).await? {
+                    return Ok(end);
+                }
+                io.chunk(&format!("\n{}", script::remembers_line(&earlier)))
+                    .await?;
+            }
             Directive::Approve { title } => {
                 if let Some(end) = approve(io, title, cancel, &reply).await? {
                     return Ok(end);
@@ -417,6 +424,33 @@ fn flood_stderr(lines: u64) -> Result<()> {
 }
 
 /// Sleep `ms`; true if cancelled first.
+/// The chunks of `rate N PER_SEC`: chunk `i` is due `i / per_sec` seconds after the first
+/// (all at once when `per_sec` is 0). `Some(Cancelled)` when the turn was cancelled.
+async fn chunks_at_rate<I: TurnIo>(
+    io: &mut I,
+    count: u32,
+    per_sec: u64,
+    cancel: &CancellationToken,
+) -> Result<Option<TurnEnd>> {
+    let start = tokio::time::Instant::now();
+    for i in 1..=count {
+        if cancel.is_cancelled() {
+            return Ok(Some(TurnEnd::Cancelled));
+        }
+        if per_sec > 0 {
+            let due = start + Duration::from_secs_f64(f64::from(i - 1) / per_sec as f64);
+            if due > tokio::time::Instant::now() {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(due) => {}
+                    _ = cancel.cancelled() => return Ok(Some(TurnEnd::Cancelled)),
+                }
+            }
+        }
+        io.chunk(&format!("chunk {i} ")).await?;
+    }
+    Ok(None)
+}
+
 async fn sleep_or_cancel(ms: u64, cancel: &CancellationToken) -> bool {
     tokio::select! {
         _ = tokio::time::sleep(Duration::from_millis(ms)) => cancel.is_cancelled(),

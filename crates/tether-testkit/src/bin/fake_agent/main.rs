@@ -2,7 +2,7 @@
 //! CLIs. It speaks one of three dialects (`--dialect acp|codex|claude`, or
 //! `FAKE_AGENT_DIALECT`): ACP v1, `codex app-server` JSON-RPC, and claude-code
 //! stream-json. The text of each user message scripts the turn (see `script.rs`):
-//! echo (default), `stream N MS`, `approve <title>`, `ask <question>`, `sleep MS`,
+//! echo (default), `stream N MS`, `rate N PER_SEC` (N chunks at a fixed rate), `approve <title>`, `ask <question>`, `sleep MS`,
 //! `crash`, `garbage`, `fail`, `hang`, `freeze` (ignores cancel), `flood N` (stderr lines),
 //! `junk` (JSON lines of no dialect), `bigline KIB`, `replay <file>` (its lines on stdout),
 //! `env NAME...` (the variables as the agent got them), `orphan` (a `sleep 600` left in

@@ -39,6 +39,11 @@ pub enum Directive {
     Echo,
     /// `stream N MS`: N chunks `chunk i `, MS milliseconds apart.
     Stream { count: u32, interval_ms: u64 },
+    /// `rate N PER_SEC`: N chunks `chunk i ` at PER_SEC chunks per second on a fixed
+    /// schedule (every chunk that is due goes out at each wake-up, so the timer's
+    /// millisecond resolution does not cap the rate); `0` = no pause at all. For the
+    /// benchmarks: `stream N 0` paces itself at about one chunk per millisecond.
+    Rate { count: u32, per_sec: u64 },
     /// `approve <title>`: ask permission for a command tool call titled `<title>`.
     Approve { title: String },
     /// `streamtools N <title>`: N chunks `chunk i ` with no pause, a completed tool call
@@ -103,6 +108,13 @@ pub fn parse(text: &str) -> Directive {
         "stream" => match rest.as_slice() {
             [n, ms] => match (n.parse(), ms.parse()) {
                 (Ok(count), Ok(interval_ms)) => Directive::Stream { count, interval_ms },
+                _ => Directive::Echo,
+            },
+            _ => Directive::Echo,
+        },
+        "rate" => match rest.as_slice() {
+            [n, r] => match (n.parse(), r.parse()) {
+                (Ok(count), Ok(per_sec)) => Directive::Rate { count, per_sec },
                 _ => Directive::Echo,
             },
             _ => Directive::Echo,
@@ -242,6 +254,14 @@ mod tests {
             }
         );
         assert_eq!(parse("streamtools x rm"), Directive::Echo);
+        assert_eq!(
+            parse("rate 100 10000"),
+            Directive::Rate {
+                count: 100,
+                per_sec: 10_000
+            }
+        );
+        assert_eq!(parse("rate 100"), Directive::Echo);
         assert_eq!(parse("sleep 250"), Directive::Sleep { ms: 250 });
         assert_eq!(parse("crash"), Directive::Crash);
         assert_eq!(parse("garbage"), Directive::Garbage);
