@@ -195,11 +195,7 @@ impl Runtime {
             .store
             .list_conversations(include_archived)
             .await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for row in rows {
-            out.push(self.view(row).await?);
-        }
-        Ok(out)
+        self.views(rows).await
     }
 
     pub async fn get_conversation(&self, id: &str) -> Result<Conversation> {

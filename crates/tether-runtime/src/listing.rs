@@ -51,10 +51,7 @@ impl Runtime {
             .await?;
         let more = rows.len() > limit as usize;
         rows.truncate(limit as usize);
-        let mut conversations = Vec::with_capacity(rows.len());
-        for row in rows {
-            conversations.push(self.view(row).await?);
-        }
+        let conversations = self.views(rows).await?;
         let next_cursor = if more {
             conversations.last().map(cursor_of)
         } else {

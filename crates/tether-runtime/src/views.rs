@@ -4,71 +4,37 @@
 use tether_core::{
     BoundSession, Preferences, SessionRow, StateInputs, StatusView, derive_state, pending_switch,
 };
-use tether_proto::{ApprovalStatus, Binding, Conversation, QuestionStatus, TurnStatus};
-use tether_store::ConversationRow;
+use tether_proto::{Binding, Conversation, TurnStatus};
+use tether_store::{ConversationRow, ViewParts};
 
-use crate::Runtime;
 use crate::error::Result;
+use crate::{Runtime, RuntimeError};
 
 impl Runtime {
     pub(crate) async fn view(&self, row: ConversationRow) -> Result<Conversation> {
-        let store = &self.ctx().store;
-        let session = match &row.bound_session_id {
-            Some(sid) => store.get_session(sid).await?,
-            None => None,
-        };
-        let open = store.open_turns(&row.id).await?;
-        let bound_id = session.as_ref().map(|s| s.id.as_str());
-        let running = open
-            .iter()
-            .find(|t| t.status != TurnStatus::Queued && Some(t.session_id.as_str()) == bound_id);
-        let queue_len = open
-            .iter()
-            .filter(|t| t.status == TurnStatus::Queued && Some(t.session_id.as_str()) == bound_id)
-            .count();
-        // State and pending lists come from the bound session only: a session the
-        // conversation left is not what the conversation waits on.
-        let approvals: Vec<_> = store
-            .list_approvals(Some(ApprovalStatus::Pending), Some(&row.id))
+        let id = row.id.clone();
+        self.views(vec![row])
             .await?
-            .into_iter()
-            .filter(|a| Some(a.session_id.as_str()) == bound_id)
+            .pop()
+            .ok_or(RuntimeError::NotFound {
+                what: "conversation",
+                id,
+            })
+    }
+
+    /// The views of many conversations, from four reads in all (a page of the list).
+    pub(crate) async fn views(&self, rows: Vec<ConversationRow>) -> Result<Vec<Conversation>> {
+        let conversation_ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+        let session_ids: Vec<&str> = rows
+            .iter()
+            .filter_map(|r| r.bound_session_id.as_deref())
             .collect();
-        let questions: Vec<_> = store
-            .list_questions(Some(QuestionStatus::Pending), Some(&row.id))
-            .await?
-            .into_iter()
-            .filter(|q| Some(q.session_id.as_str()) == bound_id)
-            .collect();
-        let state = derive_state(&StateInputs {
-            bound: session.is_some(),
-            running_turn: running.map(|t| t.status),
-            pending_approvals: approvals.len(),
-            pending_questions: questions.len(),
-        });
-        Ok(Conversation {
-            id: row.id,
-            kind: row.kind,
-            title: row.title,
-            agent: row.agent,
-            model: row.model,
-            cwd: row.cwd,
-            archived: row.archived,
-            state,
-            binding: session.map(|s| Binding {
-                session_id: s.id,
-                agent: s.agent,
-                model: s.model,
-                status: s.status,
-                external_id: s.external_id,
-            }),
-            queue_len: queue_len as u32,
-            running_turn_id: running.map(|t| t.id.clone()),
-            pending_approvals: approvals.into_iter().map(|a| a.id).collect(),
-            pending_questions: questions.into_iter().map(|q| q.id).collect(),
-            created_at_ms: row.created_at_ms,
-            updated_at_ms: row.updated_at_ms,
-        })
+        let parts = self
+            .ctx()
+            .store
+            .view_parts(&conversation_ids, &session_ids)
+            .await?;
+        Ok(rows.into_iter().map(|row| assemble(row, &parts)).collect())
     }
 
     pub(crate) async fn status_text(&self, row: &ConversationRow) -> Result<String> {
@@ -126,5 +92,68 @@ impl Runtime {
             })
             .collect();
         Ok(tether_core::sessions_text(&rows))
+    }
+}
+
+/// One conversation's view from the rows read for its page.
+fn assemble(row: ConversationRow, parts: &ViewParts) -> Conversation {
+    let session = row
+        .bound_session_id
+        .as_deref()
+        .and_then(|sid| parts.sessions.iter().find(|s| s.id == sid))
+        .cloned();
+    let open: Vec<_> = parts
+        .open_turns
+        .iter()
+        .filter(|t| t.conversation_id == row.id)
+        .collect();
+    let bound_id = session.as_ref().map(|s| s.id.as_str());
+    let running = open
+        .iter()
+        .find(|t| t.status != TurnStatus::Queued && Some(t.session_id.as_str()) == bound_id);
+    let queue_len = open
+        .iter()
+        .filter(|t| t.status == TurnStatus::Queued && Some(t.session_id.as_str()) == bound_id)
+        .count();
+    // State and pending lists come from the bound session only: a session the
+    // conversation left is not what the conversation waits on.
+    let approvals: Vec<_> = parts
+        .pending_approvals
+        .iter()
+        .filter(|a| a.conversation_id == row.id && Some(a.session_id.as_str()) == bound_id)
+        .collect();
+    let questions: Vec<_> = parts
+        .pending_questions
+        .iter()
+        .filter(|q| q.conversation_id == row.id && Some(q.session_id.as_str()) == bound_id)
+        .collect();
+    let state = derive_state(&StateInputs {
+        bound: session.is_some(),
+        running_turn: running.map(|t| t.status),
+        pending_approvals: approvals.len(),
+        pending_questions: questions.len(),
+    });
+    Conversation {
+        id: row.id,
+        kind: row.kind,
+        title: row.title,
+        agent: row.agent,
+        model: row.model,
+        cwd: row.cwd,
+        archived: row.archived,
+        state,
+        binding: session.map(|s| Binding {
+            session_id: s.id,
+            agent: s.agent,
+            model: s.model,
+            status: s.status,
+            external_id: s.external_id,
+        }),
+        queue_len: queue_len as u32,
+        running_turn_id: running.map(|t| t.id.clone()),
+        pending_approvals: approvals.into_iter().map(|a| a.id.clone()).collect(),
+        pending_questions: questions.into_iter().map(|q| q.id.clone()).collect(),
+        created_at_ms: row.created_at_ms,
+        updated_at_ms: row.updated_at_ms,
     }
 }

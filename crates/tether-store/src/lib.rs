@@ -23,6 +23,7 @@ mod recovery;
 mod rows;
 mod rules;
 mod turns;
+mod view_parts;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -42,6 +43,7 @@ pub use feed::{Batch, Follower, Scope};
 pub use pages::ListCursor;
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use rows::*;
+pub use view_parts::ViewParts;
 
 /// Errors from the store.
 #[derive(Debug, thiserror::Error)]

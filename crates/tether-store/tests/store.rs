@@ -150,3 +150,57 @@ async fn approval_first_answer_wins_and_recovery_expires() {
     let report = store.recover(|_| String::new()).await.unwrap();
     assert!(report.conversations.is_empty());
 }
+
+#[tokio::test]
+async fn view_parts_reads_only_the_conversations_asked_for() {
+    let (_d, store) = open().await;
+    let (c, s) = conv_with_session(&store).await;
+    store
+        .create_conversation(
+            "c2",
+            ConversationKind::Chat,
+            "t",
+            "fake",
+            None,
+            "/tmp",
+            None,
+        )
+        .await
+        .unwrap();
+    let t = NewTurn {
+        id: "t1".into(),
+        session_id: s.clone(),
+        conversation_id: c.clone(),
+        input: "hi".into(),
+        status: TurnStatus::Queued,
+    };
+    store.insert_turn(&t, true).await.unwrap();
+    store.start_turn("t1").await.unwrap();
+    store
+        .create_approval(&NewApproval {
+            id: "a1".into(),
+            conversation_id: c.clone(),
+            session_id: s.clone(),
+            turn_id: "t1".into(),
+            title: "run ls".into(),
+            kind: None,
+            detail: None,
+            options: vec![Decision::Allow, Decision::Deny],
+            deadline_ms: now_ms() + 60_000,
+        })
+        .await
+        .unwrap();
+
+    let both = store.view_parts(&["c1", "c2"], &["s1"]).await.unwrap();
+    assert_eq!(both.sessions.len(), 1);
+    assert_eq!(both.open_turns.len(), 1);
+    assert_eq!(both.open_turns[0].status, TurnStatus::WaitingApproval);
+    assert_eq!(both.pending_approvals.len(), 1);
+    assert!(both.pending_questions.is_empty());
+
+    let other = store.view_parts(&["c2"], &[]).await.unwrap();
+    assert!(other.sessions.is_empty() && other.open_turns.is_empty());
+    assert!(other.pending_approvals.is_empty());
+    let none = store.view_parts(&[], &[]).await.unwrap();
+    assert!(none.open_turns.is_empty());
+}
