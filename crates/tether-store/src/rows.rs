@@ -168,14 +168,25 @@ pub(crate) fn turn(row: &SqliteRow) -> Result<Turn> {
     })
 }
 
+/// Reads a text column as one of the `tether_proto` id newtypes (SQLite knows only text;
+/// `tether-proto` must not depend on sqlx, so the newtypes have no `sqlx::Type`).
+pub(crate) fn id<T: From<String>>(row: &SqliteRow, column: &str) -> Result<T> {
+    Ok(T::from(row.try_get::<String, _>(column)?))
+}
+
+/// [`id`] for a nullable column.
+pub(crate) fn opt_id<T: From<String>>(row: &SqliteRow, column: &str) -> Result<Option<T>> {
+    Ok(row.try_get::<Option<String>, _>(column)?.map(T::from))
+}
+
 pub(crate) fn event(row: &SqliteRow) -> Result<EventEnvelope> {
     let payload: String = row.try_get("payload")?;
     Ok(EventEnvelope {
         id: row.try_get("id")?,
-        session_id: row.try_get("session_id")?,
-        conversation_id: row.try_get("conversation_id")?,
+        session_id: id(row, "session_id")?,
+        conversation_id: id(row, "conversation_id")?,
         seq: row.try_get("seq")?,
-        turn_id: row.try_get("turn_id")?,
+        turn_id: opt_id(row, "turn_id")?,
         at_ms: row.try_get("at")?,
         payload: parse_json::<EventPayload>("events", &payload)?,
     })
