@@ -104,7 +104,7 @@ impl Store {
             &approval.session_id,
             Some(&approval.turn_id),
             &EventPayload::ApprovalResolved {
-                approval_id: approval.id.clone(),
+                approval_id: approval.id.to_string(),
                 status,
                 decided_by: decided_by.map(str::to_string),
             },
@@ -203,7 +203,7 @@ impl Store {
             &question.session_id,
             Some(&question.turn_id),
             &EventPayload::QuestionResolved {
-                question_id: question.id.clone(),
+                question_id: question.id.to_string(),
                 status,
                 answer: answer.map(str::to_string),
             },
