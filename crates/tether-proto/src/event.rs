@@ -4,8 +4,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::{
-    ApprovalStatus, ConversationId, Decision, ErrorCode, NewSessionReason, QuestionStatus,
-    SessionId, TaskOutcome, TurnId, TurnOrigin,
+    ApprovalId, ApprovalStatus, ConversationId, Decision, ErrorCode, NewSessionReason, QuestionId,
+    QuestionStatus, SessionId, TaskOutcome, TurnId, TurnOrigin,
 };
 
 /// One stored event. `id` is global and increasing (used as the SSE `id:`), `seq` is
@@ -76,7 +76,8 @@ pub enum EventPayload {
         detail: Option<serde_json::Value>,
     },
     ApprovalRequested {
-        approval_id: String,
+        #[schema(value_type = String)]
+        approval_id: ApprovalId,
         title: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         kind: Option<String>,
@@ -86,18 +87,21 @@ pub enum EventPayload {
         deadline_ms: i64,
     },
     ApprovalResolved {
-        approval_id: String,
+        #[schema(value_type = String)]
+        approval_id: ApprovalId,
         status: ApprovalStatus,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         decided_by: Option<String>,
     },
     QuestionAsked {
-        question_id: String,
+        #[schema(value_type = String)]
+        question_id: QuestionId,
         prompt: String,
         deadline_ms: i64,
     },
     QuestionResolved {
-        question_id: String,
+        #[schema(value_type = String)]
+        question_id: QuestionId,
         status: QuestionStatus,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         answer: Option<String>,

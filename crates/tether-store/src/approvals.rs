@@ -62,7 +62,7 @@ impl Store {
             &a.session_id,
             Some(&a.turn_id),
             &EventPayload::ApprovalRequested {
-                approval_id: a.id.clone(),
+                approval_id: a.id.as_str().into(),
                 title: a.title.clone(),
                 kind: a.kind.clone(),
                 detail: a.detail.clone(),
@@ -104,7 +104,7 @@ impl Store {
             &approval.session_id,
             Some(&approval.turn_id),
             &EventPayload::ApprovalResolved {
-                approval_id: approval.id.to_string(),
+                approval_id: approval.id.clone(),
                 status,
                 decided_by: decided_by.map(str::to_string),
             },
@@ -163,7 +163,7 @@ impl Store {
             &q.session_id,
             Some(&q.turn_id),
             &EventPayload::QuestionAsked {
-                question_id: q.id.clone(),
+                question_id: q.id.as_str().into(),
                 prompt: q.prompt.clone(),
                 deadline_ms: q.deadline_ms,
             },
@@ -203,7 +203,7 @@ impl Store {
             &question.session_id,
             Some(&question.turn_id),
             &EventPayload::QuestionResolved {
-                question_id: question.id.to_string(),
+                question_id: question.id.clone(),
                 status,
                 answer: answer.map(str::to_string),
             },
