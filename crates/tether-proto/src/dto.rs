@@ -4,8 +4,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::{
-    ApprovalStatus, ConversationKind, ConversationState, Decision, ErrorCode, MessageRole,
-    NewSessionReason, QuestionStatus, SessionStatus, TurnStatus,
+    ApprovalId, ApprovalStatus, ConversationId, ConversationKind, ConversationState, Decision,
+    ErrorCode, MessageRole, NewSessionReason, QuestionId, QuestionStatus, SessionId, SessionStatus,
+    TurnId, TurnStatus,
 };
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -46,7 +47,8 @@ pub struct UpdateConversation {
 /// The bound runtime session, as seen from its conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Binding {
-    pub session_id: String,
+    #[schema(value_type = String)]
+    pub session_id: SessionId,
     pub agent: String,
     #[serde(default)]
     pub model: Option<String>,
@@ -57,7 +59,8 @@ pub struct Binding {
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Conversation {
-    pub id: String,
+    #[schema(value_type = String)]
+    pub id: ConversationId,
     pub kind: ConversationKind,
     pub title: String,
     /// The agent the next new session will use.
@@ -73,9 +76,12 @@ pub struct Conversation {
     /// Messages waiting behind the running turn.
     pub queue_len: u32,
     #[serde(default)]
-    pub running_turn_id: Option<String>,
-    pub pending_approvals: Vec<String>,
-    pub pending_questions: Vec<String>,
+    #[schema(value_type = Option<String>)]
+    pub running_turn_id: Option<TurnId>,
+    #[schema(value_type = Vec<String>)]
+    pub pending_approvals: Vec<ApprovalId>,
+    #[schema(value_type = Vec<String>)]
+    pub pending_questions: Vec<QuestionId>,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
 }
@@ -113,9 +119,11 @@ pub enum MessageOutcomeKind {
 pub struct MessageOutcome {
     pub outcome: MessageOutcomeKind,
     #[serde(default)]
-    pub turn_id: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub turn_id: Option<TurnId>,
     #[serde(default)]
-    pub session_id: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub session_id: Option<SessionId>,
     /// Set when this message started a new runtime session.
     #[serde(default)]
     pub new_session: Option<NewSessionReason>,
@@ -133,16 +141,20 @@ pub struct HistoryMessage {
     pub role: MessageRole,
     pub text: String,
     #[serde(default)]
-    pub session_id: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub session_id: Option<SessionId>,
     #[serde(default)]
-    pub turn_id: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub turn_id: Option<TurnId>,
     pub at_ms: i64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Session {
-    pub id: String,
-    pub conversation_id: String,
+    #[schema(value_type = String)]
+    pub id: SessionId,
+    #[schema(value_type = String)]
+    pub conversation_id: ConversationId,
     pub agent: String,
     #[serde(default)]
     pub model: Option<String>,
@@ -156,9 +168,12 @@ pub struct Session {
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Turn {
-    pub id: String,
-    pub session_id: String,
-    pub conversation_id: String,
+    #[schema(value_type = String)]
+    pub id: TurnId,
+    #[schema(value_type = String)]
+    pub session_id: SessionId,
+    #[schema(value_type = String)]
+    pub conversation_id: ConversationId,
     pub input: String,
     pub status: TurnStatus,
     #[serde(default)]
@@ -180,10 +195,14 @@ pub struct Turn {
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Approval {
-    pub id: String,
-    pub conversation_id: String,
-    pub session_id: String,
-    pub turn_id: String,
+    #[schema(value_type = String)]
+    pub id: ApprovalId,
+    #[schema(value_type = String)]
+    pub conversation_id: ConversationId,
+    #[schema(value_type = String)]
+    pub session_id: SessionId,
+    #[schema(value_type = String)]
+    pub turn_id: TurnId,
     pub title: String,
     #[serde(default)]
     pub kind: Option<String>,
@@ -207,10 +226,14 @@ pub struct AnswerApproval {
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Question {
-    pub id: String,
-    pub conversation_id: String,
-    pub session_id: String,
-    pub turn_id: String,
+    #[schema(value_type = String)]
+    pub id: QuestionId,
+    #[schema(value_type = String)]
+    pub conversation_id: ConversationId,
+    #[schema(value_type = String)]
+    pub session_id: SessionId,
+    #[schema(value_type = String)]
+    pub turn_id: TurnId,
     pub prompt: String,
     pub status: QuestionStatus,
     #[serde(default)]

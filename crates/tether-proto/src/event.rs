@@ -4,7 +4,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::{
-    ApprovalStatus, Decision, ErrorCode, NewSessionReason, QuestionStatus, TaskOutcome, TurnOrigin,
+    ApprovalId, ApprovalStatus, ConversationId, Decision, ErrorCode, NewSessionReason, QuestionId,
+    QuestionStatus, SessionId, TaskOutcome, TurnId, TurnOrigin,
 };
 
 /// One stored event. `id` is global and increasing (used as the SSE `id:`), `seq` is
@@ -12,11 +13,14 @@ use crate::{
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct EventEnvelope {
     pub id: i64,
-    pub session_id: String,
-    pub conversation_id: String,
+    #[schema(value_type = String)]
+    pub session_id: SessionId,
+    #[schema(value_type = String)]
+    pub conversation_id: ConversationId,
     pub seq: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub turn_id: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub turn_id: Option<TurnId>,
     /// Milliseconds since the Unix epoch.
     pub at_ms: i64,
     pub payload: EventPayload,
@@ -72,7 +76,8 @@ pub enum EventPayload {
         detail: Option<serde_json::Value>,
     },
     ApprovalRequested {
-        approval_id: String,
+        #[schema(value_type = String)]
+        approval_id: ApprovalId,
         title: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         kind: Option<String>,
@@ -82,18 +87,21 @@ pub enum EventPayload {
         deadline_ms: i64,
     },
     ApprovalResolved {
-        approval_id: String,
+        #[schema(value_type = String)]
+        approval_id: ApprovalId,
         status: ApprovalStatus,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         decided_by: Option<String>,
     },
     QuestionAsked {
-        question_id: String,
+        #[schema(value_type = String)]
+        question_id: QuestionId,
         prompt: String,
         deadline_ms: i64,
     },
     QuestionResolved {
-        question_id: String,
+        #[schema(value_type = String)]
+        question_id: QuestionId,
         status: QuestionStatus,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         answer: Option<String>,

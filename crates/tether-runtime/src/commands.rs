@@ -47,7 +47,7 @@ impl Runtime {
             .get_session(sid)
             .await?
             .map(|s| BoundSession {
-                session_id: s.id,
+                session_id: s.id.into(),
                 agent: s.agent,
                 model: s.model,
             }))
@@ -187,13 +187,13 @@ impl Runtime {
             .await?;
         let (pending, resolved): (Vec<_>, Vec<_>) = all.into_iter().partition(|a| {
             a.status == ApprovalStatus::Pending
-                && Some(&a.session_id) == conv.bound_session_id.as_ref()
+                && Some(a.session_id.as_str()) == conv.bound_session_id.as_deref()
         });
-        let ids: Vec<String> = pending.into_iter().map(|a| a.id).collect();
+        let ids: Vec<String> = pending.into_iter().map(|a| a.id.into()).collect();
         let resolved: Vec<(String, ApprovalStatus)> = resolved
             .into_iter()
             .filter(|a| a.status != ApprovalStatus::Pending)
-            .map(|a| (a.id, a.status))
+            .map(|a| (a.id.into(), a.status))
             .collect();
         let chosen = pick_approval(&ids, &resolved, id.as_deref())?;
         let a = self.answer_approval(&chosen, decision, by).await?;

@@ -170,7 +170,7 @@ async fn messages_during_a_turn_queue_and_run_in_order() {
         .map(|e| {
             let which = named
                 .iter()
-                .find(|(_, o)| o.turn_id == e.turn_id)
+                .find(|(_, o)| o.turn_id.as_deref() == e.turn_id.as_deref())
                 .map_or("four", |(n, _)| *n);
             (which, e.payload.kind())
         })

@@ -62,7 +62,7 @@ impl Store {
             &a.session_id,
             Some(&a.turn_id),
             &EventPayload::ApprovalRequested {
-                approval_id: a.id.clone(),
+                approval_id: a.id.as_str().into(),
                 title: a.title.clone(),
                 kind: a.kind.clone(),
                 detail: a.detail.clone(),
@@ -163,7 +163,7 @@ impl Store {
             &q.session_id,
             Some(&q.turn_id),
             &EventPayload::QuestionAsked {
-                question_id: q.id.clone(),
+                question_id: q.id.as_str().into(),
                 prompt: q.prompt.clone(),
                 deadline_ms: q.deadline_ms,
             },

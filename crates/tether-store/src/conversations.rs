@@ -208,8 +208,8 @@ impl Store {
         }
         self.commit_events(tx, &events).await?;
         let session = Session {
-            id: s.id.clone(),
-            conversation_id: s.conversation_id.clone(),
+            id: s.id.clone().into(),
+            conversation_id: s.conversation_id.clone().into(),
             agent: s.agent.clone(),
             model: s.model.clone(),
             cwd: s.cwd.clone(),

@@ -232,8 +232,8 @@ impl Store {
         }
         self.commit_events(tx, &events).await?;
         let session = Session {
-            id: d.session_id.clone(),
-            conversation_id: d.task_id.clone(),
+            id: d.session_id.clone().into(),
+            conversation_id: d.task_id.clone().into(),
             agent: d.agent.clone(),
             model: None,
             cwd: d.cwd.clone(),

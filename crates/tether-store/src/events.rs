@@ -46,10 +46,10 @@ pub(crate) async fn append(
     conn.note_appended(1);
     Ok(EventEnvelope {
         id,
-        session_id: session_id.to_string(),
-        conversation_id,
+        session_id: session_id.into(),
+        conversation_id: conversation_id.into(),
         seq,
-        turn_id: turn_id.map(str::to_string),
+        turn_id: turn_id.map(Into::into),
         at_ms: at,
         payload: payload.clone(),
     })
@@ -127,10 +127,10 @@ pub(crate) async fn append_many(
         for ((id, seq), p) in ids.into_iter().zip(chunk) {
             out.push(EventEnvelope {
                 id,
-                session_id: session_id.to_string(),
-                conversation_id: conversation_id.clone(),
+                session_id: session_id.into(),
+                conversation_id: conversation_id.as_str().into(),
                 seq,
-                turn_id: turn_id.map(str::to_string),
+                turn_id: turn_id.map(Into::into),
                 at_ms: at,
                 payload: p.clone(),
             });

@@ -136,8 +136,10 @@ impl Hub {
                     .unwrap_or(rest.len());
                 let (group, tail) = rest.split_at(n);
                 rest = tail;
-                if group.iter().any(|e| !is_streamed(&e.payload)) && !changed.contains(conv) {
-                    changed.push(conv.clone());
+                if group.iter().any(|e| !is_streamed(&e.payload))
+                    && !changed.iter().any(|c| c == conv)
+                {
+                    changed.push(conv.to_string());
                 }
                 if let Some(tx) = topics.get(conv.as_str()) {
                     sends.push((tx.clone(), group));

@@ -148,12 +148,12 @@ impl Kind {
                 reason: "tether restarted".to_string(),
             },
             Kind::Approval => EventPayload::ApprovalResolved {
-                approval_id: id,
+                approval_id: id.into(),
                 status: ApprovalStatus::Expired,
                 decided_by: None,
             },
             Kind::Question => EventPayload::QuestionResolved {
-                question_id: id,
+                question_id: id.into(),
                 status: QuestionStatus::Expired,
                 answer: None,
             },

@@ -130,8 +130,8 @@ pub(crate) fn conversation(row: &SqliteRow) -> Result<ConversationRow> {
 
 pub(crate) fn session(row: &SqliteRow) -> Result<Session> {
     Ok(Session {
-        id: row.try_get("id")?,
-        conversation_id: row.try_get("conversation_id")?,
+        id: id(row, "id")?,
+        conversation_id: id(row, "conversation_id")?,
         agent: row.try_get("agent")?,
         model: row.try_get("model")?,
         cwd: row.try_get("cwd")?,
@@ -146,9 +146,9 @@ pub(crate) fn turn(row: &SqliteRow) -> Result<Turn> {
     let error_code: Option<String> = row.try_get("error_code")?;
     let usage: Option<String> = row.try_get("usage")?;
     Ok(Turn {
-        id: row.try_get("id")?,
-        session_id: row.try_get("session_id")?,
-        conversation_id: row.try_get("conversation_id")?,
+        id: id(row, "id")?,
+        session_id: id(row, "session_id")?,
+        conversation_id: id(row, "conversation_id")?,
         input: row.try_get("input")?,
         status: parse_enum("turns", row.try_get("status")?, TurnStatus::parse)?,
         result_text: row.try_get("result_text")?,
@@ -168,14 +168,25 @@ pub(crate) fn turn(row: &SqliteRow) -> Result<Turn> {
     })
 }
 
+/// Reads a text column as one of the `tether_proto` id newtypes (SQLite knows only text;
+/// `tether-proto` must not depend on sqlx, so the newtypes have no `sqlx::Type`).
+pub(crate) fn id<T: From<String>>(row: &SqliteRow, column: &str) -> Result<T> {
+    Ok(T::from(row.try_get::<String, _>(column)?))
+}
+
+/// [`id`] for a nullable column.
+pub(crate) fn opt_id<T: From<String>>(row: &SqliteRow, column: &str) -> Result<Option<T>> {
+    Ok(row.try_get::<Option<String>, _>(column)?.map(T::from))
+}
+
 pub(crate) fn event(row: &SqliteRow) -> Result<EventEnvelope> {
     let payload: String = row.try_get("payload")?;
     Ok(EventEnvelope {
         id: row.try_get("id")?,
-        session_id: row.try_get("session_id")?,
-        conversation_id: row.try_get("conversation_id")?,
+        session_id: id(row, "session_id")?,
+        conversation_id: id(row, "conversation_id")?,
         seq: row.try_get("seq")?,
-        turn_id: row.try_get("turn_id")?,
+        turn_id: opt_id(row, "turn_id")?,
         at_ms: row.try_get("at")?,
         payload: parse_json::<EventPayload>("events", &payload)?,
     })
@@ -185,10 +196,10 @@ pub(crate) fn approval(row: &SqliteRow) -> Result<Approval> {
     let detail: Option<String> = row.try_get("detail")?;
     let options: String = row.try_get("options")?;
     Ok(Approval {
-        id: row.try_get("id")?,
-        conversation_id: row.try_get("conversation_id")?,
-        session_id: row.try_get("session_id")?,
-        turn_id: row.try_get("turn_id")?,
+        id: id(row, "id")?,
+        conversation_id: id(row, "conversation_id")?,
+        session_id: id(row, "session_id")?,
+        turn_id: id(row, "turn_id")?,
         title: row.try_get("title")?,
         kind: row.try_get("kind")?,
         detail: match detail {
@@ -206,10 +217,10 @@ pub(crate) fn approval(row: &SqliteRow) -> Result<Approval> {
 
 pub(crate) fn question(row: &SqliteRow) -> Result<Question> {
     Ok(Question {
-        id: row.try_get("id")?,
-        conversation_id: row.try_get("conversation_id")?,
-        session_id: row.try_get("session_id")?,
-        turn_id: row.try_get("turn_id")?,
+        id: id(row, "id")?,
+        conversation_id: id(row, "conversation_id")?,
+        session_id: id(row, "session_id")?,
+        turn_id: id(row, "turn_id")?,
         prompt: row.try_get("prompt")?,
         status: parse_enum("questions", row.try_get("status")?, QuestionStatus::parse)?,
         answer: row.try_get("answer")?,
@@ -223,8 +234,8 @@ pub(crate) fn message(row: &SqliteRow) -> Result<HistoryMessage> {
         id: row.try_get("id")?,
         role: parse_enum("messages", row.try_get("role")?, MessageRole::parse)?,
         text: row.try_get("text")?,
-        session_id: row.try_get("session_id")?,
-        turn_id: row.try_get("turn_id")?,
+        session_id: opt_id(row, "session_id")?,
+        turn_id: opt_id(row, "turn_id")?,
         at_ms: row.try_get("at")?,
     })
 }

@@ -38,9 +38,9 @@ impl Store {
         tx.commit().await?;
         self.changed(&t.conversation_id);
         Ok(Turn {
-            id: t.id.clone(),
-            session_id: t.session_id.clone(),
-            conversation_id: t.conversation_id.clone(),
+            id: t.id.clone().into(),
+            session_id: t.session_id.clone().into(),
+            conversation_id: t.conversation_id.clone().into(),
             input: t.input.clone(),
             status: t.status,
             result_text: None,

@@ -199,8 +199,8 @@ impl Runtime {
         debug_assert_eq!(started.status, TaskStatus::Running);
         Ok(MessageOutcome {
             outcome: MessageOutcomeKind::Started,
-            turn_id: Some(started.turn_id),
-            session_id: Some(row.session_id),
+            turn_id: Some(started.turn_id.into()),
+            session_id: Some(row.session_id.into()),
             new_session: None,
             queue_position: None,
             reply: None,

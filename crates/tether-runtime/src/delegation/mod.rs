@@ -221,7 +221,7 @@ impl Runtime {
         Ok(open
             .into_iter()
             .find(|t| t.session_id == session && t.status != TurnStatus::Queued)
-            .map(|t| t.id))
+            .map(|t| t.id.into()))
     }
 
     pub(crate) async fn enqueue_task_turn(

@@ -197,12 +197,12 @@ impl Registry {
             let mut by_session = self.by_session.lock().unwrap_or_else(|e| e.into_inner());
             let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
             let token = by_session
-                .entry(session.id.clone())
+                .entry(session.id.to_string())
                 .or_insert_with(|| format!("{}{}", new_id(), new_id()))
                 .clone();
             tokens.entry(token.clone()).or_insert_with(|| TokenEntry {
-                conversation_id: session.conversation_id.clone(),
-                session_id: session.id.clone(),
+                conversation_id: session.conversation_id.to_string(),
+                session_id: session.id.to_string(),
                 revoked: CancellationToken::new(),
             });
             token

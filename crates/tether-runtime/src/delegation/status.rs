@@ -152,7 +152,7 @@ impl Runtime {
             availability: Some(self.availability(row).await?),
             agent_type: Some(row.agent.clone()),
             origin: Some(dt.origin),
-            turn_id: Some(turn.id),
+            turn_id: Some(turn.id.into()),
             text: outcome.text,
             error_code: outcome.error_code,
             message: outcome.message,
@@ -169,7 +169,7 @@ impl Runtime {
         if let Some(a) = approvals.into_iter().find(|a| a.turn_id == turn_id) {
             return Ok(Some(BlockedOn {
                 kind: BlockedKind::Approval,
-                request_id: a.id,
+                request_id: a.id.into(),
                 title: a.title,
             }));
         }
@@ -181,7 +181,7 @@ impl Runtime {
             .find(|q| q.turn_id == turn_id)
             .map(|q| BlockedOn {
                 kind: BlockedKind::Question,
-                request_id: q.id,
+                request_id: q.id.into(),
                 title: q.prompt,
             }))
     }

@@ -124,7 +124,7 @@ impl Runtime {
             if let (Some(turn_id), true) = (&ev.turn_id, ev.payload.is_turn_terminal())
                 && let Err(e) = self.report_delegation_turn(turn_id).await
             {
-                tracing::error!(turn_id, error = %e, "cannot report a delegated turn");
+                tracing::error!(%turn_id, error = %e, "cannot report a delegated turn");
             }
         }
     }

@@ -248,7 +248,7 @@ impl Actors {
             };
             for cmd in left {
                 if let Err(e) = actors.send(&ctx, to, cmd).await {
-                    tracing::warn!(session = session.id, error = %e, "a command was not handed over");
+                    tracing::warn!(session = %session.id, error = %e, "a command was not handed over");
                 }
             }
         });

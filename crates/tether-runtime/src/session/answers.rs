@@ -260,7 +260,7 @@ pub(crate) async fn cancel_left_requests(
         );
         note(ctx, conversation_id, session_id, &approval.turn_id, &text).await;
         deliveries.push(Delivery::Approval {
-            approval_id: approval.id.clone(),
+            approval_id: approval.id.to_string(),
             reply,
         });
     }
@@ -284,7 +284,7 @@ pub(crate) async fn cancel_left_requests(
         );
         note(ctx, conversation_id, session_id, &question.turn_id, &text).await;
         deliveries.push(Delivery::Answer {
-            question_id: question.id.clone(),
+            question_id: question.id.to_string(),
             answer: None,
         });
     }

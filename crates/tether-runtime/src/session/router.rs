@@ -163,7 +163,7 @@ impl Runtime {
             None => None,
         };
         let bound_view = bound.as_ref().map(|s| BoundSession {
-            session_id: s.id.clone(),
+            session_id: s.id.to_string(),
             agent: s.agent.clone(),
             model: s.model.clone(),
         });
@@ -201,7 +201,7 @@ impl Runtime {
         };
         let turn = NewTurn {
             id: turn_id.map_or_else(new_id, str::to_string),
-            session_id: session.id.clone(),
+            session_id: session.id.to_string(),
             conversation_id: conv.id.clone(),
             input: text,
             status: TurnStatus::Queued,
@@ -231,7 +231,7 @@ impl Runtime {
         };
         Ok(MessageOutcome {
             outcome,
-            turn_id: Some(turn.id),
+            turn_id: Some(turn.id.into()),
             session_id: Some(session.id),
             new_session: new_reason,
             queue_position,
@@ -289,8 +289,8 @@ impl Runtime {
         let open = self.ctx().store.open_turns(conv_id).await?;
         let mut sessions: Vec<String> = conv.bound_session_id.into_iter().collect();
         for t in &open {
-            if !sessions.contains(&t.session_id) {
-                sessions.push(t.session_id.clone());
+            if !sessions.iter().any(|s| *s == t.session_id) {
+                sessions.push(t.session_id.to_string());
             }
         }
         let mut stopped = None;
@@ -318,7 +318,7 @@ impl Runtime {
         Ok(MessageOutcome {
             outcome: MessageOutcomeKind::Command,
             turn_id,
-            session_id: Some(session_id),
+            session_id: Some(session_id.into()),
             new_session: None,
             queue_position: None,
             reply: Some("stopping the running turn".to_string()),

@@ -360,6 +360,7 @@ pub async fn conversation(rt: &Runtime) -> String {
     .await
     .unwrap()
     .id
+    .into()
 }
 
 pub fn msg(text: &str) -> SendMessage {

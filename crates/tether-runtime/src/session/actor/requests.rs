@@ -42,8 +42,8 @@ impl Actor {
                 let id = new_id();
                 let row = NewApproval {
                     id: id.clone(),
-                    conversation_id: self.session.conversation_id.clone(),
-                    session_id: self.session.id.clone(),
+                    conversation_id: self.session.conversation_id.clone().into(),
+                    session_id: self.session.id.clone().into(),
                     turn_id,
                     title: req.title,
                     kind: req.kind,
@@ -66,8 +66,8 @@ impl Actor {
                 let id = new_id();
                 let row = NewQuestion {
                     id: id.clone(),
-                    conversation_id: self.session.conversation_id.clone(),
-                    session_id: self.session.id.clone(),
+                    conversation_id: self.session.conversation_id.clone().into(),
+                    session_id: self.session.id.clone().into(),
                     turn_id,
                     prompt: req.prompt,
                     deadline_ms,
