@@ -128,6 +128,10 @@ impl Runtime {
 
     pub(crate) async fn snapshot(&self, row: &DelegationRow) -> Result<TaskSnapshot> {
         let store = &self.ctx().store;
+        // Availability first: it is `continuable_live` only when no turn of the task is
+        // open, so the turn read after it never looks older than the availability (read
+        // the other way round, a turn ending in between gave `running` + `continuable_live`).
+        let availability = self.availability(row).await?;
         let latest = store.latest_delegation_turn(&row.task_id).await?;
         let turn = match &latest {
             Some(dt) => store.get_turn(&dt.turn_id).await?,
@@ -149,7 +153,7 @@ impl Runtime {
             task_id: row.task_id.clone(),
             status: outcome.status,
             turn_version: dt.turn_version,
-            availability: Some(self.availability(row).await?),
+            availability: Some(availability),
             agent_type: Some(row.agent.clone()),
             origin: Some(dt.origin),
             turn_id: Some(turn.id.into()),
