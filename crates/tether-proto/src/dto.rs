@@ -287,6 +287,10 @@ pub struct RuntimeFigures {
     /// delegation watch or wait): the event feed keeps a topic for each of these only.
     #[serde(default)]
     pub followed_conversations: usize,
+    /// Group commits of streamed batches since start-up: concurrent sessions' batches
+    /// share one transaction, so under load far fewer than `streamed_batches`.
+    #[serde(default)]
+    pub event_commits: u64,
 }
 
 /// The live pool: agent processes kept between turns (`GET /api/v1/pool`).

@@ -48,4 +48,9 @@ impl Runtime {
     pub fn followed_conversations(&self) -> usize {
         self.ctx().store.followed_conversations()
     }
+
+    /// Group commits of streamed batches so far (`GET /api/v1/runtime`).
+    pub fn event_commits(&self) -> u64 {
+        self.ctx().store.append_stats().commits
+    }
 }

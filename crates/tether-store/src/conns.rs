@@ -105,24 +105,7 @@ impl Conns {
 
     /// Begins a transaction on a connection of its own.
     pub async fn begin(&self) -> Result<Tx, sqlx::Error> {
-        let mut conn = self.acquire().await?;
-        Tm::begin(&mut conn, None).await?;
-        Ok(Tx {
-            conn,
-            open: true,
-            appended: 0,
-        })
-    }
-
-    /// A connection used like a transaction of one statement: without `BEGIN`, each
-    /// statement commits on its own (two round trips fewer); [`Tx::commit_then`] only runs
-    /// its closure while the connection is still held.
-    pub async fn autocommit(&self) -> Result<Tx, sqlx::Error> {
-        Ok(Tx {
-            conn: self.acquire().await?,
-            open: false,
-            appended: 0,
-        })
+        Tx::begin_on(self.acquire().await?).await
     }
 
     pub fn is_closed(&self) -> bool {
@@ -173,6 +156,27 @@ pub(crate) struct Tx {
 }
 
 impl Tx {
+    /// Begins a transaction on a connection already held.
+    pub async fn begin_on(mut conn: Conn) -> Result<Tx, sqlx::Error> {
+        Tm::begin(&mut conn, None).await?;
+        Ok(Tx {
+            conn,
+            open: true,
+            appended: 0,
+        })
+    }
+
+    /// A held connection used like a transaction of one statement: without `BEGIN`,
+    /// each statement commits on its own (two round trips fewer); [`Tx::commit_then`]
+    /// only runs its closure while the connection is still held.
+    pub fn autocommit_on(conn: Conn) -> Tx {
+        Tx {
+            conn,
+            open: false,
+            appended: 0,
+        }
+    }
+
     /// Commits a transaction that appended no event.
     pub async fn commit(self) -> Result<(), sqlx::Error> {
         debug_assert_eq!(

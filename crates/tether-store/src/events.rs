@@ -1,14 +1,10 @@
 //! Events (gap-free `seq` per session) and the conversation history.
 
-use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
+use sqlx::SqliteConnection;
 use tether_proto::{EventEnvelope, EventPayload, HistoryMessage, MessageRole};
 
 use crate::conns::Tx;
 use crate::{Result, Store, StoreError, now_ms, rows};
-
-/// Largest multi-row `INSERT` of [`append_many`]; batches are split into power-of-two
-/// chunks up to this size, so only a handful of statement shapes are ever prepared.
-const MAX_INSERT_ROWS: usize = 128;
 
 /// Appends one event: `seq` = the session's `last_seq` + 1, read by the `INSERT` itself;
 /// the trigger `events_keep_session_seq` (migration 0005) moves `last_seq` on, so `seq`
@@ -55,92 +51,6 @@ pub(crate) async fn append(
     })
 }
 
-/// Appends several events of one session inside an open transaction: one `UPDATE` of
-/// the session's counter for the whole batch, then multi-row `INSERT`s (power-of-two
-/// chunks), instead of two statements per event — each statement is a round trip to
-/// sqlx's SQLite worker thread. Same result as calling [`append`] for each payload.
-pub(crate) async fn append_many(
-    conn: &mut Tx,
-    session_id: &str,
-    turn_id: Option<&str>,
-    payloads: &[EventPayload],
-) -> Result<Vec<EventEnvelope>> {
-    if let [p] = payloads {
-        return Ok(vec![append(conn, session_id, turn_id, p).await?]);
-    }
-    if payloads.is_empty() {
-        return Ok(Vec::new());
-    }
-    let at = now_ms();
-    let (last, conversation_id): (i64, String) = sqlx::query_as(
-        "UPDATE sessions SET last_seq = last_seq + ?, updated_at = ? WHERE id = ? \
-         RETURNING last_seq, conversation_id",
-    )
-    .bind(payloads.len() as i64)
-    .bind(at)
-    .bind(session_id)
-    .fetch_one(&mut **conn)
-    .await?;
-    let first_seq = last - payloads.len() as i64 + 1;
-    let mut out = Vec::with_capacity(payloads.len());
-    let mut start = 0;
-    while start < payloads.len() {
-        let left = payloads.len() - start;
-        let size = if left >= MAX_INSERT_ROWS {
-            MAX_INSERT_ROWS
-        } else {
-            1 << left.ilog2()
-        };
-        let chunk = &payloads[start..start + size];
-        let mut jsons = Vec::with_capacity(size);
-        for p in chunk {
-            jsons.push(serde_json::to_string(p).map_err(|e| StoreError::Corrupt {
-                table: "events",
-                detail: e.to_string(),
-            })?);
-        }
-        let mut q = QueryBuilder::<Sqlite>::new(
-            "INSERT INTO events (session_id, conversation_id, seq, turn_id, at, kind, payload) ",
-        );
-        q.push_values(
-            chunk.iter().zip(jsons).enumerate(),
-            |mut b, (i, (p, json))| {
-                b.push_bind(session_id)
-                    .push_bind(conversation_id.clone())
-                    .push_bind(first_seq + (start + i) as i64)
-                    .push_bind(turn_id)
-                    .push_bind(at)
-                    .push_bind(p.kind())
-                    .push_bind(json);
-            },
-        );
-        q.push(" RETURNING id, seq");
-        let mut ids: Vec<(i64, i64)> = q.build_query_as().fetch_all(&mut **conn).await?;
-        // RETURNING does not promise an order: put the rows back in seq order.
-        ids.sort_by_key(|(_, seq)| *seq);
-        if ids.len() != size {
-            return Err(StoreError::Corrupt {
-                table: "events",
-                detail: format!("inserted {} events, expected {size}", ids.len()),
-            });
-        }
-        for ((id, seq), p) in ids.into_iter().zip(chunk) {
-            out.push(EventEnvelope {
-                id,
-                session_id: session_id.into(),
-                conversation_id: conversation_id.as_str().into(),
-                seq,
-                turn_id: turn_id.map(Into::into),
-                at_ms: at,
-                payload: p.clone(),
-            });
-        }
-        start += size;
-    }
-    conn.note_appended(out.len());
-    Ok(out)
-}
-
 /// Appends a history entry inside an open transaction (and touches the conversation's
 /// `updated_at`), in one query.
 pub(crate) async fn add_message(
@@ -173,25 +83,6 @@ pub(crate) async fn add_message(
 }
 
 impl Store {
-    /// Appends events of one session atomically: one event as one statement, more in
-    /// one transaction.
-    pub async fn append_events(
-        &self,
-        session_id: &str,
-        turn_id: Option<&str>,
-        payloads: &[EventPayload],
-    ) -> Result<Vec<EventEnvelope>> {
-        // One statement needs no transaction around it (BEGIN and COMMIT would be two
-        // more round trips to sqlx's SQLite thread).
-        let mut tx = match payloads {
-            [_] => self.writer.autocommit().await?,
-            _ => self.writer.begin().await?,
-        };
-        let out = append_many(&mut tx, session_id, turn_id, payloads).await?;
-        self.commit_events(tx, &out).await?;
-        Ok(out)
-    }
-
     /// Appends a history entry, optionally with a `status` event on a session, together.
     pub async fn add_message(
         &self,

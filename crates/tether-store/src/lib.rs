@@ -9,6 +9,7 @@
 //! sqlx pool (see `conns`). Committed events are published to their followers by the
 //! store itself, in commit order (see `feed`).
 
+mod append;
 mod approvals;
 mod channels;
 mod checkpoint;
@@ -34,6 +35,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 
 use crate::conns::Conns;
 
+pub use append::AppendStats;
 pub use channels::{ChannelChat, NewOutbox, OutboxRow, OutboxStatus, Pairing};
 pub use delegation::{
     DelegationRow, DelegationTurnRow, EXTERNAL_SCOPE, NewDelegation, NewDelegationTurn,
@@ -62,6 +64,10 @@ pub enum StoreError {
     /// A follower's topic closed (only when the store itself goes away).
     #[error("the event feed closed")]
     FeedClosed,
+    /// An append's group commit was given up (its leader's caller went away) before it
+    /// was stored; nothing of it was stored.
+    #[error("the append was abandoned before it was stored")]
+    AppendAbandoned,
     /// Delegation: the continuation id is already in the ledger of this scope (the
     /// transaction that tried to record it was rolled back).
     #[error("continuation id {continuation_id:?} is already recorded in {scope}")]
@@ -83,6 +89,8 @@ pub struct Store {
     changes: tokio::sync::broadcast::Sender<String>,
     /// Followers of live events (see `feed`).
     feed: std::sync::Arc<feed::Hub>,
+    /// Event batches waiting for a group commit (see `append`).
+    appends: std::sync::Arc<append::Appends>,
 }
 
 impl std::fmt::Debug for Store {
@@ -135,6 +143,7 @@ impl Store {
             checkpointer,
             changes: tokio::sync::broadcast::channel(pages::CHANGES_BUFFER).0,
             feed: std::sync::Arc::default(),
+            appends: std::sync::Arc::default(),
         })
     }
 

@@ -124,6 +124,56 @@ async fn a_fast_stream_is_stored_in_few_batches_complete_and_in_order() {
     assert!(batches >= events.div_ceil(64), "{batches} batches");
 }
 
+/// Several conversations streaming at once: their batches share group commits, and each
+/// conversation still gets all of its own events, complete and in order, and nothing else.
+#[tokio::test]
+async fn concurrent_streams_share_commits_and_stay_complete_and_apart() {
+    const STREAMS: usize = 6;
+    const N: usize = 300;
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let mut convs = Vec::new();
+    for _ in 0..STREAMS {
+        let c = d.new_conversation(None).await;
+        let sse = d.events(&c, Some("0")).await;
+        convs.push((c, sse));
+    }
+    let before = d.get_ok("/api/v1/runtime").await;
+    let mut turns = Vec::new();
+    for (c, _) in &convs {
+        let o = d.say(c, &format!("rate {N} 0")).await;
+        turns.push((
+            o["session_id"].as_str().unwrap().to_string(),
+            o["turn_id"].as_str().unwrap().to_string(),
+        ));
+    }
+    for ((c, sse), (sid, tid)) in convs.iter_mut().zip(&turns) {
+        let live = collect_until(sse, |v| {
+            v["turn_id"] == tid.as_str() && v["payload"]["type"] == "turn_completed"
+        })
+        .await;
+        assert!(live.iter().all(|e| e["conversation_id"] == c.as_str()));
+        let deltas: Vec<String> = live
+            .iter()
+            .filter(|e| e["payload"]["type"] == "message_delta")
+            .map(label)
+            .collect();
+        let mut expected: Vec<String> = (1..=N).map(|i| format!("d:chunk {i} ")).collect();
+        expected.push("d:\nremembers 0: []".to_string());
+        assert_eq!(deltas, expected, "conversation {c}");
+        let stored = stored_events(&d, sid).await;
+        assert_gap_free(&stored);
+        assert_eq!(live.len(), stored.len());
+    }
+    let after = d.get_ok("/api/v1/runtime").await;
+    let n = |v: &Value, k: &str| v[k].as_u64().unwrap();
+    let batches = n(&after, "streamed_batches") - n(&before, "streamed_batches");
+    let commits = n(&after, "event_commits") - n(&before, "event_commits");
+    assert!(
+        commits < batches,
+        "{STREAMS} concurrent streams: {batches} batches in {commits} commits"
+    );
+}
+
 #[tokio::test]
 async fn deltas_between_tool_calls_are_stored_in_order_before_the_approval_that_ends_them() {
     const N: usize = 300;

@@ -66,5 +66,6 @@ pub(crate) async fn runtime(State(s): State<AppState>) -> Json<RuntimeFigures> {
         streamed_batches,
         actors: s.runtime.actors(),
         followed_conversations: s.runtime.followed_conversations(),
+        event_commits: s.runtime.event_commits(),
     })
 }

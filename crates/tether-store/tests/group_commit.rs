@@ -1,0 +1,184 @@
+//! Group commit: appends of many sessions at once share transactions (see
+//! `tether-store/src/append.rs`) with the same result as one by one: every batch atomic,
+//! gap-free `seq` per session in the order each session appended, envelopes equal to what
+//! is stored, published once each in commit order; a batch for a missing session fails
+//! alone.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tether_proto::*;
+use tether_store::*;
+
+const SESSIONS: usize = 40;
+const ROUNDS: usize = 25;
+
+async fn store_with_sessions(n: usize) -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).await.unwrap();
+    for i in 0..n {
+        let c = format!("c{i}");
+        store
+            .create_conversation(&c, ConversationKind::Chat, "t", "fake", None, "/tmp", None)
+            .await
+            .unwrap();
+        let s = NewSession {
+            id: format!("s{i}"),
+            conversation_id: c,
+            agent: "fake".into(),
+            model: None,
+            cwd: "/tmp".into(),
+        };
+        store
+            .start_session(&s, NewSessionReason::Unbound, None)
+            .await
+            .unwrap();
+    }
+    (dir, store)
+}
+
+fn deltas(session: usize, round: usize, n: usize) -> Vec<EventPayload> {
+    (0..n)
+        .map(|k| EventPayload::MessageDelta {
+            text: format!("s{session} r{round} k{k}"),
+        })
+        .collect()
+}
+
+async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), f)
+        .await
+        .expect("timed out")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_sessions_append_as_if_one_by_one() {
+    let (_d, store) = store_with_sessions(SESSIONS).await;
+    // One follower per conversation, from the start.
+    let mut followers = Vec::new();
+    for i in 0..SESSIONS {
+        followers.push(
+            store
+                .follow(Scope::Conversation(format!("c{i}")), 0)
+                .await
+                .unwrap(),
+        );
+    }
+    let tasks: Vec<_> = (0..SESSIONS)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut returned = Vec::new();
+                for round in 0..ROUNDS {
+                    // Sizes 1..=5: single events and batches mix in one group.
+                    let n = 1 + (i + round) % 5;
+                    let evs = store
+                        .append_events(&format!("s{i}"), Some("t"), &deltas(i, round, n))
+                        .await
+                        .unwrap();
+                    assert_eq!(evs.len(), n);
+                    returned.extend(evs);
+                }
+                returned
+            })
+        })
+        .collect();
+    let mut all_returned = HashMap::new();
+    for (i, t) in tasks.into_iter().enumerate() {
+        all_returned.insert(i, within(t).await.unwrap());
+    }
+    let stats = store.append_stats();
+    assert_eq!(stats.batches, (SESSIONS * ROUNDS) as u64);
+    assert!(
+        stats.commits < stats.batches / 2,
+        "concurrent appends share commits: {stats:?}"
+    );
+    for i in 0..SESSIONS {
+        let sid = format!("s{i}");
+        let returned = &all_returned[&i];
+        let stored = store.session_events(&sid, 0, 10_000).await.unwrap();
+        // seq 1 is session_started.
+        assert_eq!(&stored[1..], &returned[..], "{sid}: returned = stored");
+        assert_eq!(
+            stored.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            (1..=stored.len() as i64).collect::<Vec<_>>(),
+            "{sid}: gap-free"
+        );
+        assert!(stored.windows(2).all(|w| w[0].id < w[1].id), "{sid}: ids follow seq");
+        let texts: Vec<String> = returned
+            .iter()
+            .map(|e| match &e.payload {
+                EventPayload::MessageDelta { text } => text.clone(),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        let expected: Vec<String> = (0..ROUNDS)
+            .flat_map(|round| {
+                let n = 1 + (i + round) % 5;
+                (0..n).map(move |k| format!("s{i} r{round} k{k}"))
+            })
+            .collect();
+        assert_eq!(texts, expected, "{sid}: in the order appended");
+        assert!(returned.iter().all(|e| e.conversation_id == format!("c{i}")));
+    }
+    // Each follower got its conversation's events exactly once, in order.
+    for (i, f) in followers.iter_mut().enumerate() {
+        let want = store
+            .session_events(&format!("s{i}"), 0, 10_000)
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        while got.len() < want.len() {
+            let batch = within(f.next()).await.unwrap();
+            got.extend(batch.events().iter().cloned());
+        }
+        assert_eq!(got, want, "follower of c{i}");
+    }
+    assert!(store.integrity_check().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_missing_session_in_a_group_fails_alone() {
+    let (_d, store) = store_with_sessions(8).await;
+    let mut tasks = Vec::new();
+    for round in 0..20 {
+        for i in 0..8 {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                store
+                    .append_events(&format!("s{i}"), None, &deltas(i, round, 2))
+                    .await
+                    .map(|evs| evs.len())
+            }));
+        }
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .append_events("gone", None, &deltas(99, round, 3))
+                .await
+                .map(|evs| evs.len())
+        }));
+    }
+    let mut ok = 0;
+    let mut failed = 0;
+    for t in tasks {
+        match within(t).await.unwrap() {
+            Ok(2) => ok += 1,
+            Ok(n) => panic!("stored {n} events of a batch of 2"),
+            Err(_) => failed += 1,
+        }
+    }
+    assert_eq!((ok, failed), (160, 20));
+    for i in 0..8 {
+        let seqs: Vec<i64> = store
+            .session_events(&format!("s{i}"), 0, 1000)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(seqs, (1..=41).collect::<Vec<_>>(), "s{i}");
+    }
+    assert!(store.session_events("gone", 0, 10).await.unwrap().is_empty());
+}
