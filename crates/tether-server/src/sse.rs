@@ -11,7 +11,7 @@
 //! [`Runtime::follow`]: tether_runtime::Runtime::follow
 
 use std::convert::Infallible;
-use std::fmt::Write as _;
+use std::io::Write as _;
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -157,18 +157,15 @@ fn resume_point(headers: &HeaderMap, after_id: Option<i64>) -> Result<i64, ApiEr
 /// Events as SSE text: `id:` = envelope id, `event:` = payload type, `data:` = the
 /// envelope as JSON (one line: serde_json writes no newlines).
 pub(crate) fn encode(events: &[EventEnvelope]) -> Bytes {
-    let mut out = String::new();
+    // Serialised straight into the buffer (no string per event); a failed event is cut off.
+    let mut out: Vec<u8> = Vec::with_capacity(events.len() * 256);
     for env in events {
-        match serde_json::to_string(env) {
-            Ok(json) => {
-                let _ = write!(
-                    out,
-                    "id: {}\nevent: {}\ndata: {json}\n\n",
-                    env.id,
-                    env.payload.kind()
-                );
-            }
+        let start = out.len();
+        let _ = write!(out, "id: {}\nevent: {}\ndata: ", env.id, env.payload.kind());
+        match serde_json::to_writer(&mut out, env) {
+            Ok(()) => out.extend_from_slice(b"\n\n"),
             Err(err) => {
+                out.truncate(start);
                 tracing::error!(event_id = env.id, error = %err, "could not serialise an event");
             }
         }
