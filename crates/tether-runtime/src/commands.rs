@@ -7,8 +7,8 @@ use tether_core::binding::{
 };
 use tether_core::{Command, pick_approval};
 use tether_proto::{
-    ApprovalStatus, Decision, ErrorCode, MessageOutcome, MessageOutcomeKind, MessageRole,
-    NewSessionReason,
+    ApprovalId, ApprovalStatus, Decision, ErrorCode, MessageOutcome, MessageOutcomeKind,
+    MessageRole, NewSessionReason,
 };
 use tether_store::ConversationRow;
 
@@ -187,7 +187,7 @@ impl Runtime {
             .await?;
         let (pending, resolved): (Vec<_>, Vec<_>) = all.into_iter().partition(|a| {
             a.status == ApprovalStatus::Pending
-                && Some(a.session_id.as_str()) == conv.bound_session_id.as_deref()
+                && Some(&a.session_id) == conv.bound_session_id.as_ref()
         });
         let ids: Vec<String> = pending.into_iter().map(|a| a.id.into()).collect();
         let resolved: Vec<(String, ApprovalStatus)> = resolved
@@ -196,7 +196,9 @@ impl Runtime {
             .map(|a| (a.id.into(), a.status))
             .collect();
         let chosen = pick_approval(&ids, &resolved, id.as_deref())?;
-        let a = self.answer_approval(&chosen, decision, by).await?;
+        let a = self
+            .answer_approval(&ApprovalId::from(chosen), decision, by)
+            .await?;
         let verb = match decision {
             Decision::Allow => "allowed",
             Decision::AllowAlways => "allowed always",

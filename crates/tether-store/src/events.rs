@@ -1,7 +1,9 @@
 //! Events (gap-free `seq` per session) and the conversation history.
 
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
-use tether_proto::{EventEnvelope, EventPayload, HistoryMessage, MessageRole};
+use tether_proto::{
+    ConversationId, EventEnvelope, EventPayload, HistoryMessage, MessageRole, SessionId, TurnId,
+};
 
 use crate::conns::Tx;
 use crate::{Result, Store, StoreError, now_ms, rows};
@@ -17,8 +19,8 @@ const MAX_INSERT_ROWS: usize = 128;
 /// [`Store::commit_events`].
 pub(crate) async fn append(
     conn: &mut Tx,
-    session_id: &str,
-    turn_id: Option<&str>,
+    session_id: &SessionId,
+    turn_id: Option<&TurnId>,
     payload: &EventPayload,
 ) -> Result<EventEnvelope> {
     let at = now_ms();
@@ -32,11 +34,11 @@ pub(crate) async fn append(
          SELECT id, conversation_id, last_seq + 1, ?, ?, ?, ? FROM sessions WHERE id = ? \
          RETURNING id, seq, conversation_id",
     )
-    .bind(turn_id)
+    .bind(turn_id.map(TurnId::as_str))
     .bind(at)
     .bind(payload.kind())
     .bind(json)
-    .bind(session_id)
+    .bind(session_id.as_str())
     .fetch_all(&mut **conn)
     .await?;
     let Some((id, seq, conversation_id)) = rows.into_iter().next() else {
@@ -46,10 +48,10 @@ pub(crate) async fn append(
     conn.note_appended(1);
     Ok(EventEnvelope {
         id,
-        session_id: session_id.into(),
+        session_id: session_id.clone(),
         conversation_id: conversation_id.into(),
         seq,
-        turn_id: turn_id.map(Into::into),
+        turn_id: turn_id.cloned(),
         at_ms: at,
         payload: payload.clone(),
     })
@@ -61,8 +63,8 @@ pub(crate) async fn append(
 /// sqlx's SQLite worker thread. Same result as calling [`append`] for each payload.
 pub(crate) async fn append_many(
     conn: &mut Tx,
-    session_id: &str,
-    turn_id: Option<&str>,
+    session_id: &SessionId,
+    turn_id: Option<&TurnId>,
     payloads: &[EventPayload],
 ) -> Result<Vec<EventEnvelope>> {
     if let [p] = payloads {
@@ -78,7 +80,7 @@ pub(crate) async fn append_many(
     )
     .bind(payloads.len() as i64)
     .bind(at)
-    .bind(session_id)
+    .bind(session_id.as_str())
     .fetch_one(&mut **conn)
     .await?;
     let first_seq = last - payloads.len() as i64 + 1;
@@ -105,10 +107,10 @@ pub(crate) async fn append_many(
         q.push_values(
             chunk.iter().zip(jsons).enumerate(),
             |mut b, (i, (p, json))| {
-                b.push_bind(session_id)
+                b.push_bind(session_id.as_str())
                     .push_bind(conversation_id.clone())
                     .push_bind(first_seq + (start + i) as i64)
-                    .push_bind(turn_id)
+                    .push_bind(turn_id.map(TurnId::as_str))
                     .push_bind(at)
                     .push_bind(p.kind())
                     .push_bind(json);
@@ -127,10 +129,10 @@ pub(crate) async fn append_many(
         for ((id, seq), p) in ids.into_iter().zip(chunk) {
             out.push(EventEnvelope {
                 id,
-                session_id: session_id.into(),
+                session_id: session_id.clone(),
                 conversation_id: conversation_id.as_str().into(),
                 seq,
-                turn_id: turn_id.map(Into::into),
+                turn_id: turn_id.cloned(),
                 at_ms: at,
                 payload: p.clone(),
             });
@@ -145,11 +147,11 @@ pub(crate) async fn append_many(
 /// `updated_at`), in one query.
 pub(crate) async fn add_message(
     conn: &mut SqliteConnection,
-    conversation_id: &str,
+    conversation_id: &ConversationId,
     role: MessageRole,
     text: &str,
-    session_id: Option<&str>,
-    turn_id: Option<&str>,
+    session_id: Option<&SessionId>,
+    turn_id: Option<&TurnId>,
 ) -> Result<i64> {
     // `fetch_all`, never `fetch_one`: with a row limit sqlx stops after the first row
     // and the second statement would not run.
@@ -158,11 +160,11 @@ pub(crate) async fn add_message(
          VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id; \
          UPDATE conversations SET updated_at = ?6 WHERE id = ?1",
     )
-    .bind(conversation_id)
+    .bind(conversation_id.as_str())
     .bind(role.as_str())
     .bind(text)
-    .bind(session_id)
-    .bind(turn_id)
+    .bind(session_id.map(SessionId::as_str))
+    .bind(turn_id.map(TurnId::as_str))
     .bind(now_ms())
     .fetch_all(&mut *conn)
     .await?;
@@ -177,8 +179,8 @@ impl Store {
     /// one transaction.
     pub async fn append_events(
         &self,
-        session_id: &str,
-        turn_id: Option<&str>,
+        session_id: &SessionId,
+        turn_id: Option<&TurnId>,
         payloads: &[EventPayload],
     ) -> Result<Vec<EventEnvelope>> {
         // One statement needs no transaction around it (BEGIN and COMMIT would be two
@@ -195,11 +197,11 @@ impl Store {
     /// Appends a history entry, optionally with a `status` event on a session, together.
     pub async fn add_message(
         &self,
-        conversation_id: &str,
+        conversation_id: &ConversationId,
         role: MessageRole,
         text: &str,
-        session_id: Option<&str>,
-        turn_id: Option<&str>,
+        session_id: Option<&SessionId>,
+        turn_id: Option<&TurnId>,
     ) -> Result<Option<EventEnvelope>> {
         let mut tx = self.writer.begin().await?;
         add_message(&mut tx, conversation_id, role, text, session_id, turn_id).await?;
@@ -224,14 +226,14 @@ impl Store {
     /// A session's events with `seq > after_seq`, oldest first.
     pub async fn session_events(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         after_seq: i64,
         limit: u32,
     ) -> Result<Vec<EventEnvelope>> {
         let rows = sqlx::query(
             "SELECT * FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
         )
-        .bind(session_id)
+        .bind(session_id.as_str())
         .bind(after_seq)
         .bind(limit)
         .fetch_all(&self.reader)
@@ -242,14 +244,14 @@ impl Store {
     /// A conversation's events (across its sessions) with global `id > after_id`.
     pub async fn conversation_events(
         &self,
-        conversation_id: &str,
+        conversation_id: &ConversationId,
         after_id: i64,
         limit: u32,
     ) -> Result<Vec<EventEnvelope>> {
         let rows = sqlx::query(
             "SELECT * FROM events WHERE conversation_id = ? AND id > ? ORDER BY id LIMIT ?",
         )
-        .bind(conversation_id)
+        .bind(conversation_id.as_str())
         .bind(after_id)
         .bind(limit)
         .fetch_all(&self.reader)
@@ -260,14 +262,14 @@ impl Store {
     /// The conversation's history with `id > after_id`, oldest first.
     pub async fn history(
         &self,
-        conversation_id: &str,
+        conversation_id: &ConversationId,
         after_id: i64,
         limit: u32,
     ) -> Result<Vec<HistoryMessage>> {
         let rows = sqlx::query(
             "SELECT * FROM messages WHERE conversation_id = ? AND id > ? ORDER BY id LIMIT ?",
         )
-        .bind(conversation_id)
+        .bind(conversation_id.as_str())
         .bind(after_id)
         .bind(limit)
         .fetch_all(&self.reader)
