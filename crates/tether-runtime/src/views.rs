@@ -45,7 +45,7 @@ impl Runtime {
             None => (view.agent.clone(), view.model.clone()),
         };
         let bound = view.binding.as_ref().map(|b| BoundSession {
-            session_id: b.session_id.to_string(),
+            session_id: b.session_id.clone(),
             agent: b.agent.clone(),
             model: b.model.clone(),
         });
@@ -56,12 +56,12 @@ impl Runtime {
         let text = tether_core::status_text(&StatusView {
             agent,
             model,
-            session_id: view.binding.as_ref().map(|b| b.session_id.to_string()),
+            session_id: view.binding.as_ref().map(|b| b.session_id.clone()),
             session_status: view.binding.as_ref().map(|b| b.status),
             state: view.state,
             queue_len: view.queue_len as usize,
-            pending_approvals: view.pending_approvals.into_iter().map(Into::into).collect(),
-            pending_questions: view.pending_questions.into_iter().map(Into::into).collect(),
+            pending_approvals: view.pending_approvals,
+            pending_questions: view.pending_questions,
             pending_switch: pending_switch(bound.as_ref(), &prefs),
         });
         Ok(format!(
@@ -84,7 +84,7 @@ impl Runtime {
             .into_iter()
             .map(|s| SessionRow {
                 bound: row.bound_session_id.as_ref() == Some(&s.id),
-                id: s.id.into(),
+                id: s.id,
                 agent: s.agent,
                 model: s.model,
                 status: s.status,

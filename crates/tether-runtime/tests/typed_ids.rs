@@ -156,6 +156,16 @@ fn rows_and_wire_types(
     let _ = |n: NewDelegationTurn| -> (TaskId, SessionId, TurnId) {
         (n.task_id, n.session_id, n.turn_id)
     };
+    let _ = |b: tether_core::BoundSession| -> SessionId { b.session_id };
+    let _ = |r: tether_core::SessionRow| -> SessionId { r.id };
+    let _ = |v: tether_core::StatusView| -> (Option<SessionId>, Vec<ApprovalId>, Vec<QuestionId>) {
+        (v.session_id, v.pending_approvals, v.pending_questions)
+    };
+    let _: fn(
+        &[ApprovalId],
+        &[(ApprovalId, tether_proto::ApprovalStatus)],
+        Option<&str>,
+    ) -> Result<ApprovalId, _> = tether_core::pick_approval;
     let _ = Scope::Conversation(ConversationId::from("c"));
     let _ = Scope::Session(SessionId::from("s"));
     let _ = |t: TaskSnapshot| -> (TaskId, Option<TurnId>) { (t.task_id, t.turn_id) };

@@ -163,7 +163,7 @@ impl Runtime {
             None => None,
         };
         let bound_view = bound.as_ref().map(|s| BoundSession {
-            session_id: s.id.to_string(),
+            session_id: s.id.clone(),
             agent: s.agent.clone(),
             model: s.model.clone(),
         });
