@@ -117,6 +117,13 @@ fn an_answer_names_its_request_by_its_own_id_type() {
     question(Runtime::answer_question);
 }
 
+/// `tether_core::pick_approval`: picks among approval ids and returns the one it picked.
+type PickApproval = fn(
+    &[ApprovalId],
+    &[(ApprovalId, tether_proto::ApprovalStatus)],
+    Option<&str>,
+) -> Result<ApprovalId, tether_core::ResolveError>;
+
 /// The rows, the feed's scopes and the delegation wire types carry typed ids.
 #[allow(dead_code)]
 fn rows_and_wire_types(
@@ -161,11 +168,7 @@ fn rows_and_wire_types(
     let _ = |v: tether_core::StatusView| -> (Option<SessionId>, Vec<ApprovalId>, Vec<QuestionId>) {
         (v.session_id, v.pending_approvals, v.pending_questions)
     };
-    let _: fn(
-        &[ApprovalId],
-        &[(ApprovalId, tether_proto::ApprovalStatus)],
-        Option<&str>,
-    ) -> Result<ApprovalId, _> = tether_core::pick_approval;
+    let _: PickApproval = tether_core::pick_approval;
     let _ = Scope::Conversation(ConversationId::from("c"));
     let _ = Scope::Session(SessionId::from("s"));
     let _ = |t: TaskSnapshot| -> (TaskId, Option<TurnId>) { (t.task_id, t.turn_id) };
