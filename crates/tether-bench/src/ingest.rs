@@ -17,7 +17,9 @@ use anyhow::{Result, anyhow, bail};
 use futures::{StreamExt, TryStreamExt};
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Connection};
-use tether_proto::{ConversationKind, EventPayload, NewSessionReason};
+use tether_proto::{
+    ConversationId, ConversationKind, EventPayload, NewSessionReason, SessionId, TurnId,
+};
 use tether_store::{NewSession, Store};
 
 use crate::daemon::{BenchDaemon, Home, Spec, TURN_LIMIT, cpu_time_of};
@@ -156,7 +158,7 @@ async fn persisted_deltas(db: &Path) -> Result<usize> {
 async fn store_only(events: usize) -> Result<Vec<Row>> {
     let dir = tempfile::tempdir()?;
     let store = Store::open(dir.path()).await?;
-    let conv = uuid::Uuid::new_v4().simple().to_string();
+    let conv = ConversationId::from(uuid::Uuid::new_v4().simple().to_string());
     store
         .create_conversation(
             &conv,
@@ -169,7 +171,7 @@ async fn store_only(events: usize) -> Result<Vec<Row>> {
         )
         .await?;
     let session = NewSession {
-        id: uuid::Uuid::new_v4().simple().to_string(),
+        id: SessionId::from(uuid::Uuid::new_v4().simple().to_string()),
         conversation_id: conv.clone(),
         agent: "fake".into(),
         model: None,
@@ -178,6 +180,7 @@ async fn store_only(events: usize) -> Result<Vec<Row>> {
     store
         .start_session(&session, NewSessionReason::Unbound, None)
         .await?;
+    let turn = TurnId::from("turn");
     let delta = |i: usize| EventPayload::MessageDelta {
         text: format!("chunk {i} "),
     };
@@ -186,7 +189,7 @@ async fn store_only(events: usize) -> Result<Vec<Row>> {
     let t0 = Instant::now();
     for i in 0..single_n {
         store
-            .append_events(&session.id, Some("turn"), &[delta(i)])
+            .append_events(&session.id, Some(&turn), &[delta(i)])
             .await?;
     }
     let single = rate(single_n, t0.elapsed());
@@ -194,9 +197,7 @@ async fn store_only(events: usize) -> Result<Vec<Row>> {
     let t0 = Instant::now();
     let all: Vec<EventPayload> = (0..events).map(delta).collect();
     for chunk in all.chunks(BATCH) {
-        store
-            .append_events(&session.id, Some("turn"), chunk)
-            .await?;
+        store.append_events(&session.id, Some(&turn), chunk).await?;
     }
     let batched = rate(events, t0.elapsed());
     // One store round trip: a point read (one statement on sqlx's SQLite worker thread).

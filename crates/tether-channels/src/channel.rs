@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tether_proto::Decision;
+use tether_proto::{ApprovalId, Decision};
 
 /// What a channel supports. The renderer and the dispatcher decide from these, never
 /// from the channel's name.
@@ -44,7 +44,7 @@ pub enum TextKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Action {
     pub label: String,
-    pub approval_id: String,
+    pub approval_id: ApprovalId,
     pub decision: Decision,
 }
 

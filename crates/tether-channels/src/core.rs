@@ -4,6 +4,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
+use tether_proto::ConversationId;
 use tether_runtime::Runtime;
 use tether_store::{ChannelChat, NewOutbox, Store};
 use tokio::sync::Notify;
@@ -27,7 +28,7 @@ pub(crate) struct Core {
     /// Wakes the outbox dispatcher after rows were written.
     pub wake: Notify,
     /// Mapped chats by conversation id (the pump's routing table).
-    chats: Mutex<HashMap<String, ChannelChat>>,
+    chats: Mutex<HashMap<ConversationId, ChannelChat>>,
     /// Tells the pump that a chat was mapped or unmapped (it follows the mapped ones).
     pub chats_changed: Notify,
 }
@@ -69,12 +70,12 @@ impl Core {
         self.channel.name()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, ChannelChat>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ConversationId, ChannelChat>> {
         self.chats.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The chat bound to a conversation, if it is one of this channel's.
-    pub fn chat_of(&self, conversation_id: &str) -> Option<ChannelChat> {
+    pub fn chat_of(&self, conversation_id: &ConversationId) -> Option<ChannelChat> {
         self.lock().get(conversation_id).cloned()
     }
 
@@ -87,12 +88,12 @@ impl Core {
         self.chats_changed.notify_one();
     }
 
-    pub fn forget_chat(&self, conversation_id: &str) {
+    pub fn forget_chat(&self, conversation_id: &ConversationId) {
         self.lock().remove(conversation_id);
         self.chats_changed.notify_one();
     }
 
-    pub fn set_cursor(&self, conversation_id: &str, cursor: i64) {
+    pub fn set_cursor(&self, conversation_id: &ConversationId, cursor: i64) {
         if let Some(c) = self.lock().get_mut(conversation_id) {
             c.event_cursor = c.event_cursor.max(cursor);
         }

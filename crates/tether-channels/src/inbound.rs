@@ -7,7 +7,8 @@
 
 use tether_core::short_id;
 use tether_proto::{
-    ApprovalStatus, CreateConversation, Decision, MessageOutcome, MessageOutcomeKind, SendMessage,
+    ApprovalId, ApprovalStatus, ConversationId, CreateConversation, Decision, MessageOutcome,
+    MessageOutcomeKind, SendMessage, TurnId,
 };
 use tether_runtime::RuntimeError;
 use tether_store::ChannelChat;
@@ -42,7 +43,7 @@ pub enum InKind {
     Text(String),
     /// A button press on an approval.
     Decide {
-        approval_id: String,
+        approval_id: ApprovalId,
         decision: Decision,
     },
 }
@@ -171,14 +172,14 @@ pub(crate) async fn handle(
 
 /// The stable turn id of an inbound message in a conversation: 32 hex characters (the
 /// shape of tether's ids) of SHA-256 over channel, conversation and inbound key.
-pub fn turn_id(channel: &str, conversation_id: &str, key: &str) -> String {
+pub fn turn_id(channel: &str, conversation_id: &ConversationId, key: &str) -> TurnId {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
-    for part in [channel, conversation_id, key] {
+    for part in [channel, conversation_id.as_str(), key] {
         h.update(part.as_bytes());
         h.update([0u8]);
     }
-    crate::feishu::crypto::hex(&h.finalize()[..16])
+    TurnId::from(crate::feishu::crypto::hex(&h.finalize()[..16]))
 }
 
 /// What the person is told about a message right away (the rest follows from events).
@@ -254,7 +255,7 @@ fn label(channel: &str) -> &str {
 async fn decide(
     core: &SharedCore,
     msg: &Inbound,
-    approval_id: &str,
+    approval_id: &ApprovalId,
     decision: Decision,
     by: &str,
 ) -> Result<String, ChannelError> {
@@ -318,13 +319,14 @@ mod tests {
 
     #[test]
     fn turn_ids_are_stable_and_distinct_per_message_and_conversation() {
-        let a = turn_id("telegram", "c1", "7");
+        let (c1, c2) = (ConversationId::from("c1"), ConversationId::from("c2"));
+        let a = turn_id("telegram", &c1, "7");
         assert_eq!(a.len(), 32);
         assert!(a.bytes().all(|b| b.is_ascii_hexdigit()));
-        assert_eq!(a, turn_id("telegram", "c1", "7"));
-        assert_ne!(a, turn_id("telegram", "c1", "8"));
-        assert_ne!(a, turn_id("telegram", "c2", "7"));
-        assert_ne!(a, turn_id("feishu", "c1", "7"));
+        assert_eq!(a, turn_id("telegram", &c1, "7"));
+        assert_ne!(a, turn_id("telegram", &c1, "8"));
+        assert_ne!(a, turn_id("telegram", &c2, "7"));
+        assert_ne!(a, turn_id("feishu", &c1, "7"));
     }
 
     #[test]

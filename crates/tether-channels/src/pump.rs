@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::Stream;
-use tether_proto::{EventEnvelope, EventPayload};
+use tether_proto::{ConversationId, EventEnvelope, EventPayload};
 use tether_runtime::{Batch, RuntimeError, Scope};
 use tether_store::{ChannelChat, now_ms};
 use tokio_stream::{StreamExt, StreamMap};
@@ -30,8 +30,8 @@ type ChatFeed = Pin<Box<dyn Stream<Item = tether_store::Result<Arc<Batch>>> + Se
 
 /// The followed chats (by conversation id) and those to follow again at the next tick.
 struct Feeds {
-    live: StreamMap<String, ChatFeed>,
-    retry: BTreeSet<String>,
+    live: StreamMap<ConversationId, ChatFeed>,
+    retry: BTreeSet<ConversationId>,
 }
 
 /// Runs until the task is aborted.
@@ -58,7 +58,7 @@ pub(crate) async fn run(core: SharedCore) {
                 if let Err(e) = handled {
                     tracing::warn!(
                         channel = core.name(),
-                        conversation = conv,
+                        conversation = %conv,
                         "cannot turn events into messages: {e}"
                     );
                     feeds.live.remove(&conv);
@@ -80,11 +80,11 @@ pub(crate) async fn run(core: SharedCore) {
 /// the chats that are not mapped any more.
 async fn sync(core: &SharedCore, feeds: &mut Feeds) {
     let chats = core.all_chats();
-    let mapped: BTreeSet<&str> = chats.iter().map(|c| c.conversation_id.as_str()).collect();
-    let gone: Vec<String> = feeds
+    let mapped: BTreeSet<&ConversationId> = chats.iter().map(|c| &c.conversation_id).collect();
+    let gone: Vec<ConversationId> = feeds
         .live
         .keys()
-        .filter(|k| !mapped.contains(k.as_str()))
+        .filter(|k| !mapped.contains(k))
         .cloned()
         .collect();
     for k in gone {
@@ -108,7 +108,7 @@ async fn sync(core: &SharedCore, feeds: &mut Feeds) {
             Err(e) => {
                 tracing::warn!(
                     channel = core.name(),
-                    conversation = conv,
+                    conversation = %conv,
                     "cannot follow a chat: {e}"
                 );
                 feeds.retry.insert(conv.clone());

@@ -131,7 +131,7 @@ pub fn render(
                     .iter()
                     .map(|d| Action {
                         label: decision_label(*d).to_string(),
-                        approval_id: approval_id.to_string(),
+                        approval_id: approval_id.clone(),
                         decision: *d,
                     })
                     .collect();

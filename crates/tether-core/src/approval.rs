@@ -1,7 +1,7 @@
 //! Approvals and questions: resolving them (the first answer wins), expiring them, and
 //! picking which one `/approve [id]` or `/deny [id]` means.
 
-use tether_proto::{ApprovalStatus, Decision, ErrorCode, QuestionStatus};
+use tether_proto::{ApprovalId, ApprovalStatus, Decision, ErrorCode, QuestionStatus};
 
 /// Shortest id prefix accepted in place of a full id.
 pub const MIN_ID_PREFIX: usize = 4;
@@ -100,10 +100,10 @@ pub fn cancel_question(current: QuestionStatus) -> Option<QuestionStatus> {
 /// approval but one of `resolved` (the conversation's answered, expired or cancelled
 /// ones) is `AlreadyResolved`, as the API answers a second answer.
 pub fn pick_approval(
-    pending_ids: &[String],
-    resolved: &[(String, ApprovalStatus)],
+    pending_ids: &[ApprovalId],
+    resolved: &[(ApprovalId, ApprovalStatus)],
     requested: Option<&str>,
-) -> Result<String, ResolveError> {
+) -> Result<ApprovalId, ResolveError> {
     let requested = requested.map(str::trim).filter(|r| !r.is_empty());
     let Some(wanted) = requested else {
         return match pending_ids {
@@ -116,7 +116,7 @@ pub fn pick_approval(
         return Ok(exact.clone());
     }
     if wanted.chars().count() >= MIN_ID_PREFIX {
-        let matches: Vec<&String> = pending_ids
+        let matches: Vec<&ApprovalId> = pending_ids
             .iter()
             .filter(|id| starts_with_ignore_case(id, wanted))
             .collect();
@@ -141,7 +141,10 @@ pub fn pick_approval(
 
 /// The status of the one resolved approval `wanted` names (exactly, or as a unique
 /// prefix of at least [`MIN_ID_PREFIX`] characters).
-fn resolved_status(resolved: &[(String, ApprovalStatus)], wanted: &str) -> Option<ApprovalStatus> {
+fn resolved_status(
+    resolved: &[(ApprovalId, ApprovalStatus)],
+    wanted: &str,
+) -> Option<ApprovalStatus> {
     if let Some((_, status)) = resolved.iter().find(|(id, _)| id == wanted) {
         return Some(*status);
     }
@@ -319,17 +322,17 @@ mod tests {
 
     #[test]
     fn pick_table() {
-        let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let none: Vec<String> = vec![];
+        let ids = |v: &[&str]| v.iter().map(|s| ApprovalId::from(*s)).collect::<Vec<_>>();
+        let none: Vec<ApprovalId> = vec![];
         let one = ids(&["ab12cd34-0000"]);
         let two = ids(&["ab12cd34-0000", "ab12ef56-1111"]);
         let three = ids(&["ab12cd34-0000", "ab12ef56-1111", "ffff0000-2222"]);
-        let ok = |s: &str| Ok(s.to_string());
+        let ok = |s: &str| Ok(ApprovalId::from(s));
         let not_pending = |s: &str| Err(ResolveError::NotPending { id: s.to_string() });
         type Case<'a> = (
-            &'a Vec<String>,
+            &'a Vec<ApprovalId>,
             Option<&'a str>,
-            Result<String, ResolveError>,
+            Result<ApprovalId, ResolveError>,
         );
         let cases: Vec<Case> = vec![
             (&none, None, Err(ResolveError::NonePending)),
@@ -373,11 +376,11 @@ mod tests {
 
     #[test]
     fn pick_a_resolved_id_is_already_resolved() {
-        let pending = vec!["ab12cd34-0000".to_string()];
+        let pending = vec![ApprovalId::from("ab12cd34-0000")];
         let resolved = vec![
-            ("ffff0000-2222".to_string(), A::Allowed),
-            ("ffff1111-3333".to_string(), A::Expired),
-            ("99990000-4444".to_string(), A::Denied),
+            (ApprovalId::from("ffff0000-2222"), A::Allowed),
+            (ApprovalId::from("ffff1111-3333"), A::Expired),
+            (ApprovalId::from("99990000-4444"), A::Denied),
         ];
         let already = |status| Err(ResolveError::AlreadyResolved { status });
         let cases = [
@@ -392,8 +395,8 @@ mod tests {
                 Some("999"),
                 Err(ResolveError::NotPending { id: "999".into() }),
             ),
-            (Some("ab12"), Ok("ab12cd34-0000".to_string())),
-            (None, Ok("ab12cd34-0000".to_string())),
+            (Some("ab12"), Ok("ab12cd34-0000".into())),
+            (None, Ok("ab12cd34-0000".into())),
         ];
         for (requested, expected) in cases {
             assert_eq!(

@@ -7,7 +7,7 @@
 //! A model of `None` always means "the agent's default model": going back to it from a
 //! chosen model is drift like any other model change.
 
-use tether_proto::NewSessionReason;
+use tether_proto::{NewSessionReason, SessionId};
 
 /// The word that asks for the agent's default model, in `/model default` and in the
 /// API's `"model": "default"` (any case).
@@ -16,7 +16,7 @@ pub const DEFAULT_MODEL_WORD: &str = "default";
 /// The session a conversation is bound to, as far as selection cares.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BoundSession {
-    pub session_id: String,
+    pub session_id: SessionId,
     pub agent: String,
     /// `None`: the agent's default model.
     pub model: Option<String>,
@@ -34,7 +34,7 @@ pub struct Requested {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Selection {
     /// Send the message to the bound session (resuming it first when dormant).
-    Reuse { session_id: String },
+    Reuse { session_id: SessionId },
     /// Start a new session; put `status_message` (if any) in the history.
     StartNew {
         reason: NewSessionReason,

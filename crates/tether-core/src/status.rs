@@ -1,6 +1,6 @@
 //! Replies to `/status` and `/sessions`.
 
-use tether_proto::{ConversationState, SessionStatus};
+use tether_proto::{ApprovalId, ConversationState, QuestionId, SessionId, SessionStatus};
 
 use crate::binding::{Drift, model_label};
 
@@ -23,12 +23,12 @@ pub struct StatusView {
     /// Likewise for the model (`None`: the agent's default).
     pub model: Option<String>,
     /// The bound session, if any.
-    pub session_id: Option<String>,
+    pub session_id: Option<SessionId>,
     pub session_status: Option<SessionStatus>,
     pub state: ConversationState,
     pub queue_len: usize,
-    pub pending_approvals: Vec<String>,
-    pub pending_questions: Vec<String>,
+    pub pending_approvals: Vec<ApprovalId>,
+    pub pending_questions: Vec<QuestionId>,
     /// A switch of agent or model that the next message will make (see
     /// [`crate::binding::pending_switch`]).
     pub pending_switch: Option<Drift>,
@@ -37,7 +37,7 @@ pub struct StatusView {
 /// One row of `/sessions`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionRow {
-    pub id: String,
+    pub id: SessionId,
     pub agent: String,
     pub model: Option<String>,
     pub status: SessionStatus,
@@ -46,9 +46,9 @@ pub struct SessionRow {
     pub bound: bool,
 }
 
-fn short_list(ids: &[String]) -> String {
+fn short_list<T: AsRef<str>>(ids: &[T]) -> String {
     ids.iter()
-        .map(|id| short_id(id))
+        .map(|id| short_id(id.as_ref()))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -174,8 +174,8 @@ mod tests {
     use super::*;
     use ConversationState as C;
 
-    fn ids(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| s.to_string()).collect()
+    fn ids<T: for<'a> From<&'a str>>(v: &[&str]) -> Vec<T> {
+        v.iter().map(|s| T::from(s)).collect()
     }
 
     fn view() -> StatusView {

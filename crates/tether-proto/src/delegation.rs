@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::ErrorCode;
+use crate::{ConversationId, ErrorCode, SessionId, TaskId, TurnId};
 
 macro_rules! snake_enum {
     ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident => $s:literal),+ $(,)? }) => {
@@ -113,7 +113,8 @@ pub struct TaskOutcome {
 /// One task as `get_delegation_status` reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct TaskSnapshot {
-    pub task_id: String,
+    #[schema(value_type = String)]
+    pub task_id: TaskId,
     pub status: TaskStatus,
     /// Number of turns the task's session has had (1 after `delegate_to_agent`, +1 per
     /// continuation); only grows.
@@ -126,7 +127,8 @@ pub struct TaskSnapshot {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<TurnOrigin>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub turn_id: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub turn_id: Option<TurnId>,
     /// The child's reply, when completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
@@ -143,9 +145,9 @@ pub struct TaskSnapshot {
 
 impl TaskSnapshot {
     /// The snapshot of a task id that does not exist (or is not the caller's).
-    pub fn unknown(task_id: &str) -> TaskSnapshot {
+    pub fn unknown(task_id: &TaskId) -> TaskSnapshot {
         TaskSnapshot {
-            task_id: task_id.to_string(),
+            task_id: task_id.clone(),
             status: TaskStatus::Unknown,
             turn_version: 0,
             availability: None,
@@ -186,11 +188,13 @@ pub struct DelegateRequest {
 /// `delegate_to_agent` result (and the result of a continuation).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct TaskStarted {
-    pub task_id: String,
+    #[schema(value_type = String)]
+    pub task_id: TaskId,
     /// Always `running`.
     pub status: TaskStatus,
     pub turn_version: i64,
-    pub turn_id: String,
+    #[schema(value_type = String)]
+    pub turn_id: TurnId,
     pub agent_type: String,
     pub working_dir: String,
 }
@@ -198,18 +202,22 @@ pub struct TaskStarted {
 /// `GET /api/v1/conversations/{id}/continuation`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Continuation {
-    pub task_id: String,
+    #[schema(value_type = String)]
+    pub task_id: TaskId,
     pub availability: Availability,
     pub turn_version: i64,
     pub status: TaskStatus,
     pub agent_type: String,
     pub working_dir: String,
     #[serde(default)]
-    pub parent_conversation_id: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub parent_conversation_id: Option<ConversationId>,
     #[serde(default)]
-    pub parent_session_id: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub parent_session_id: Option<SessionId>,
     #[serde(default)]
-    pub parent_turn_id: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub parent_turn_id: Option<TurnId>,
     /// The parent's tool call that created the task, when known.
     #[serde(default)]
     pub parent_tool_call_id: Option<String>,
@@ -248,7 +256,8 @@ pub struct CloseRequest {
 /// Result of a close.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct TaskClosed {
-    pub task_id: String,
+    #[schema(value_type = String)]
+    pub task_id: TaskId,
     /// Always `released`.
     pub availability: Availability,
     pub turn_version: i64,

@@ -5,7 +5,7 @@ use utoipa::ToSchema;
 
 use crate::{
     ApprovalId, ApprovalStatus, ConversationId, Decision, ErrorCode, NewSessionReason, QuestionId,
-    QuestionStatus, SessionId, TaskOutcome, TurnId, TurnOrigin,
+    QuestionStatus, SessionId, TaskId, TaskOutcome, TurnId, TurnOrigin,
 };
 
 /// One stored event. `id` is global and increasing (used as the SSE `id:`), `seq` is
@@ -126,13 +126,15 @@ pub enum EventPayload {
     /// On the parent's session: a delegated task was created (once per task).
     #[serde(alias = "delegation.started")]
     DelegationStarted {
-        task_id: String,
+        #[schema(value_type = String)]
+        task_id: TaskId,
         agent_type: String,
         task: String,
         working_dir: String,
         /// The parent's turn that delegated.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        parent_turn_id: Option<String>,
+        #[schema(value_type = Option<String>)]
+        parent_turn_id: Option<TurnId>,
         /// The parent's tool call that delegated, when known.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tool_call_id: Option<String>,
@@ -140,16 +142,20 @@ pub enum EventPayload {
     /// On the parent's session: the task's first turn ended.
     #[serde(alias = "delegation.completed")]
     DelegationCompleted {
-        task_id: String,
-        turn_id: String,
+        #[schema(value_type = String)]
+        task_id: TaskId,
+        #[schema(value_type = String)]
+        turn_id: TurnId,
         turn_version: i64,
         outcome: TaskOutcome,
     },
     /// On the parent's session: a later turn of the task ended.
     #[serde(alias = "delegation.session_update")]
     DelegationSessionUpdate {
-        task_id: String,
-        turn_id: String,
+        #[schema(value_type = String)]
+        task_id: TaskId,
+        #[schema(value_type = String)]
+        turn_id: TurnId,
         turn_version: i64,
         origin: TurnOrigin,
         outcome: TaskOutcome,

@@ -175,6 +175,18 @@ string_id!(
     TaskId
 );
 
+impl TaskId {
+    /// The child's `delegate` conversation: a task's id is that conversation's id.
+    pub fn conversation_id(&self) -> ConversationId {
+        ConversationId(self.0.clone())
+    }
+
+    /// The task whose child conversation is `id` (see [`TaskId::conversation_id`]).
+    pub fn of_conversation(id: &ConversationId) -> TaskId {
+        TaskId(id.0.clone())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

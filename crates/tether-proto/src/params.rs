@@ -14,13 +14,15 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::TaskId;
+
 /// `get_delegation_status` arguments.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct StatusArgs {
     /// task_id values returned by delegate_to_agent.
     #[schemars(length(min = 1))]
-    pub task_ids: Vec<String>,
+    pub task_ids: Vec<TaskId>,
     /// Omit: answer at once. > 0: wait up to this many ms (capped at 60000). 0: wait
     /// without limit.
     #[serde(default)]
@@ -33,7 +35,7 @@ pub struct StatusArgs {
 #[schemars(deny_unknown_fields)]
 pub struct TaskRef {
     /// The task: a task_id returned by delegate_to_agent.
-    pub task_id: String,
+    pub task_id: TaskId,
 }
 
 /// A tool's arguments: the task it acts on, and the rest, which is the body of the
@@ -46,7 +48,7 @@ pub struct TaskRef {
 #[schemars(deny_unknown_fields)]
 pub struct TaskArgs<T> {
     /// The task: a task_id returned by delegate_to_agent.
-    pub task_id: String,
+    pub task_id: TaskId,
     #[schemars(flatten)]
     pub rest: T,
 }

@@ -3,9 +3,10 @@
 use std::sync::Arc;
 
 use tether_proto::{
-    Approval, ApprovalStatus, Conversation, ConversationKind, CreateConversation, Decision,
-    EventEnvelope, EventPage, HistoryMessage, MessageOutcome, Question, QuestionStatus,
-    SendMessage, Session, Turn, UpdateConversation,
+    Approval, ApprovalId, ApprovalStatus, Conversation, ConversationId, ConversationKind,
+    CreateConversation, Decision, EventEnvelope, EventPage, HistoryMessage, MessageOutcome,
+    Question, QuestionId, QuestionStatus, SendMessage, Session, SessionId, Turn, TurnId,
+    UpdateConversation,
 };
 use tether_store::Store;
 
@@ -17,7 +18,7 @@ use crate::session::actors::{Actors, To};
 use crate::session::answers;
 use crate::session::handle::SessionActor;
 use crate::session::mailbox::ActorHandle;
-use crate::session::routing::{RoutingLock, RoutingLocks};
+use crate::session::routing::{RoutingLock, RoutingLocks, RoutingScope};
 use crate::{RuntimeConfig, RuntimeError};
 
 /// Cheap to clone; all clones share one runtime.
@@ -105,8 +106,19 @@ impl Runtime {
         self.ctx().config.agents.keys().cloned().collect()
     }
 
-    pub(crate) async fn lock_conversation(&self, id: &str) -> RoutingLock {
-        self.inner.routing.lock(id).await
+    pub(crate) async fn lock_conversation(&self, id: &ConversationId) -> RoutingLock {
+        self.inner
+            .routing
+            .lock(RoutingScope::Conversation(id.clone()))
+            .await
+    }
+
+    /// The lock of a parent conversation's delegations (see [`RoutingScope::Delegations`]).
+    pub(crate) async fn lock_delegations_of(&self, parent: &ConversationId) -> RoutingLock {
+        self.inner
+            .routing
+            .lock(RoutingScope::Delegations(parent.clone()))
+            .await
     }
 
     /// Streamed agent events stored since start-up and the store transactions they took.
@@ -121,7 +133,7 @@ impl Runtime {
 
     /// The routing lock of an existing conversation: an unknown id is `not_found` before
     /// it touches the lock map.
-    async fn lock_existing(&self, id: &str) -> Result<RoutingLock> {
+    async fn lock_existing(&self, id: &ConversationId) -> Result<RoutingLock> {
         self.conversation_row(id).await?;
         Ok(self.lock_conversation(id).await)
     }
@@ -137,7 +149,7 @@ impl Runtime {
     }
 
     /// The actor of a session if one is running.
-    pub(crate) fn existing_actor(&self, session_id: &str) -> Option<ActorHandle> {
+    pub(crate) fn existing_actor(&self, session_id: &SessionId) -> Option<ActorHandle> {
         self.inner.actors.running(session_id)
     }
 
@@ -172,7 +184,7 @@ impl Runtime {
             .map(|t| t.trim().to_string())
             .filter(|t| !t.is_empty())
             .unwrap_or_else(|| "New conversation".to_string());
-        let id = new_id();
+        let id: ConversationId = new_id();
         let row = self
             .ctx()
             .store
@@ -198,12 +210,15 @@ impl Runtime {
         self.views(rows).await
     }
 
-    pub async fn get_conversation(&self, id: &str) -> Result<Conversation> {
+    pub async fn get_conversation(&self, id: &ConversationId) -> Result<Conversation> {
         let row = self.conversation_row(id).await?;
         self.view(row).await
     }
 
-    pub(crate) async fn conversation_row(&self, id: &str) -> Result<tether_store::ConversationRow> {
+    pub(crate) async fn conversation_row(
+        &self,
+        id: &ConversationId,
+    ) -> Result<tether_store::ConversationRow> {
         self.ctx()
             .store
             .get_conversation(id)
@@ -216,7 +231,7 @@ impl Runtime {
 
     pub async fn update_conversation(
         &self,
-        id: &str,
+        id: &ConversationId,
         req: UpdateConversation,
     ) -> Result<Conversation> {
         self.conversation_row(id).await?;
@@ -239,7 +254,7 @@ impl Runtime {
             let released = self.release_children(id).await?;
             if released > 0 {
                 tracing::info!(
-                    conversation = id,
+                    conversation = %id,
                     released,
                     "archived: released its children"
                 );
@@ -252,7 +267,7 @@ impl Runtime {
     /// starts a turn (or queues behind the running one). `by` names the sender.
     pub async fn send_message(
         &self,
-        id: &str,
+        id: &ConversationId,
         req: SendMessage,
         by: &str,
     ) -> Result<MessageOutcome> {
@@ -267,10 +282,10 @@ impl Runtime {
     /// as usual.
     pub async fn send_message_once(
         &self,
-        id: &str,
+        id: &ConversationId,
         req: SendMessage,
         by: &str,
-        turn_id: &str,
+        turn_id: &TurnId,
     ) -> Result<MessageOutcome> {
         let _guard = self.lock_existing(id).await?;
         if let Some(t) = self.ctx().store.get_turn(turn_id).await? {
@@ -289,7 +304,7 @@ impl Runtime {
     /// History (user, agent, status and command messages), oldest first, `id > after_id`.
     pub async fn history(
         &self,
-        id: &str,
+        id: &ConversationId,
         after_id: Option<i64>,
         limit: u32,
     ) -> Result<Vec<HistoryMessage>> {
@@ -302,7 +317,7 @@ impl Runtime {
     }
 
     /// Unbinds; the next message starts a new session (reason `explicit`).
-    pub async fn new_session(&self, id: &str) -> Result<MessageOutcome> {
+    pub async fn new_session(&self, id: &ConversationId) -> Result<MessageOutcome> {
         let req = SendMessage {
             text: "/new".to_string(),
             agent: None,
@@ -312,7 +327,7 @@ impl Runtime {
     }
 
     /// Unbinds only.
-    pub async fn detach(&self, id: &str) -> Result<MessageOutcome> {
+    pub async fn detach(&self, id: &ConversationId) -> Result<MessageOutcome> {
         let req = SendMessage {
             text: "/detach".to_string(),
             agent: None,
@@ -323,7 +338,7 @@ impl Runtime {
 
     /// Cancels the running turn (exactly one `turn_cancelled` event); `nothing_running`
     /// when no turn runs.
-    pub async fn stop(&self, id: &str) -> Result<MessageOutcome> {
+    pub async fn stop(&self, id: &ConversationId) -> Result<MessageOutcome> {
         let _guard = self.lock_existing(id).await?;
         self.stop_running(id).await
     }
@@ -331,7 +346,7 @@ impl Runtime {
     /// The conversation's events with global id `> after_id`, oldest first.
     pub async fn conversation_events(
         &self,
-        id: &str,
+        id: &ConversationId,
         after_id: i64,
         limit: u32,
     ) -> Result<Vec<EventEnvelope>> {
@@ -343,7 +358,7 @@ impl Runtime {
             .await?)
     }
 
-    pub async fn get_session(&self, id: &str) -> Result<Session> {
+    pub async fn get_session(&self, id: &SessionId) -> Result<Session> {
         self.ctx()
             .store
             .get_session(id)
@@ -354,12 +369,17 @@ impl Runtime {
             })
     }
 
-    pub async fn session_turns(&self, id: &str) -> Result<Vec<Turn>> {
+    pub async fn session_turns(&self, id: &SessionId) -> Result<Vec<Turn>> {
         self.get_session(id).await?;
         Ok(self.ctx().store.session_turns(id).await?)
     }
 
-    pub async fn session_events(&self, id: &str, after_seq: i64, limit: u32) -> Result<EventPage> {
+    pub async fn session_events(
+        &self,
+        id: &SessionId,
+        after_seq: i64,
+        limit: u32,
+    ) -> Result<EventPage> {
         self.get_session(id).await?;
         let events = self
             .ctx()
@@ -380,7 +400,7 @@ impl Runtime {
     /// First answer wins; a second gets `approval_already_resolved`.
     pub async fn answer_approval(
         &self,
-        id: &str,
+        id: &ApprovalId,
         decision: Decision,
         by: &str,
     ) -> Result<Approval> {
@@ -398,7 +418,12 @@ impl Runtime {
         Ok(self.ctx().store.list_questions(status, None).await?)
     }
 
-    pub async fn answer_question(&self, id: &str, answer: &str, by: &str) -> Result<Question> {
+    pub async fn answer_question(
+        &self,
+        id: &QuestionId,
+        answer: &str,
+        by: &str,
+    ) -> Result<Question> {
         let session_id = self
             .ctx()
             .store

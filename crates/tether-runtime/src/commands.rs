@@ -7,8 +7,8 @@ use tether_core::binding::{
 };
 use tether_core::{Command, pick_approval};
 use tether_proto::{
-    ApprovalStatus, Decision, ErrorCode, MessageOutcome, MessageOutcomeKind, MessageRole,
-    NewSessionReason,
+    ApprovalId, ApprovalStatus, Decision, ErrorCode, MessageOutcome, MessageOutcomeKind,
+    MessageRole, NewSessionReason,
 };
 use tether_store::ConversationRow;
 
@@ -47,7 +47,7 @@ impl Runtime {
             .get_session(sid)
             .await?
             .map(|s| BoundSession {
-                session_id: s.id.into(),
+                session_id: s.id,
                 agent: s.agent,
                 model: s.model,
             }))
@@ -187,13 +187,13 @@ impl Runtime {
             .await?;
         let (pending, resolved): (Vec<_>, Vec<_>) = all.into_iter().partition(|a| {
             a.status == ApprovalStatus::Pending
-                && Some(a.session_id.as_str()) == conv.bound_session_id.as_deref()
+                && Some(&a.session_id) == conv.bound_session_id.as_ref()
         });
-        let ids: Vec<String> = pending.into_iter().map(|a| a.id.into()).collect();
-        let resolved: Vec<(String, ApprovalStatus)> = resolved
+        let ids: Vec<ApprovalId> = pending.into_iter().map(|a| a.id).collect();
+        let resolved: Vec<(ApprovalId, ApprovalStatus)> = resolved
             .into_iter()
             .filter(|a| a.status != ApprovalStatus::Pending)
-            .map(|a| (a.id.into(), a.status))
+            .map(|a| (a.id, a.status))
             .collect();
         let chosen = pick_approval(&ids, &resolved, id.as_deref())?;
         let a = self.answer_approval(&chosen, decision, by).await?;

@@ -23,7 +23,7 @@ pub enum RuntimeError {
     #[error("no turn is running")]
     NothingRunning,
     #[error("conversation {0} is archived")]
-    Archived(String),
+    Archived(tether_proto::ConversationId),
     #[error("storage error: {0}")]
     Store(#[from] tether_store::StoreError),
     #[error("internal error: {0}")]

@@ -29,17 +29,21 @@ impl Runtime {
         let (what, id, found) = match scope {
             Scope::Conversation(id) => (
                 "conversation",
-                id,
+                id.as_str(),
                 store.get_conversation(id).await?.is_some(),
             ),
-            Scope::Session(id) => ("session", id, store.get_session(id).await?.is_some()),
+            Scope::Session(id) => (
+                "session",
+                id.as_str(),
+                store.get_session(id).await?.is_some(),
+            ),
         };
         if found {
             Ok(())
         } else {
             Err(RuntimeError::NotFound {
                 what,
-                id: id.clone(),
+                id: id.to_string(),
             })
         }
     }

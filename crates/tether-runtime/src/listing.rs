@@ -2,7 +2,7 @@
 //! cursor), a conversation's events and history backwards from the end, and the ids of
 //! conversations whose row changed without an event (see `tether_store::pages`).
 
-use tether_proto::{Conversation, ConversationEventPage, HistoryMessage};
+use tether_proto::{Conversation, ConversationEventPage, ConversationId, HistoryMessage};
 use tether_store::ListCursor;
 use tokio::sync::broadcast;
 
@@ -26,7 +26,7 @@ fn parse_cursor(text: &str) -> Result<ListCursor> {
     }
     Ok(ListCursor {
         updated_at_ms,
-        id: id.to_string(),
+        id: ConversationId::from(id),
     })
 }
 
@@ -67,7 +67,7 @@ impl Runtime {
     /// `None`), oldest first.
     pub async fn conversation_events_before(
         &self,
-        id: &str,
+        id: &ConversationId,
         before_id: Option<i64>,
         limit: u32,
     ) -> Result<ConversationEventPage> {
@@ -88,7 +88,7 @@ impl Runtime {
     /// The last `limit` history messages before `before_id`, oldest first.
     pub async fn history_before(
         &self,
-        id: &str,
+        id: &ConversationId,
         before_id: i64,
         limit: u32,
     ) -> Result<Vec<HistoryMessage>> {
@@ -104,7 +104,7 @@ impl Runtime {
     /// renamed, archived, unbound, a turn queued) or a commit stored more than streamed
     /// agent output for them (turns, approvals, questions, sessions). At most one id per
     /// commit, so a list follows every conversation without following their events.
-    pub fn conversation_changes(&self) -> broadcast::Receiver<String> {
+    pub fn conversation_changes(&self) -> broadcast::Receiver<ConversationId> {
         self.ctx().store.conversation_changes()
     }
 }

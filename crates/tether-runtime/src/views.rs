@@ -4,7 +4,7 @@
 use tether_core::{
     BoundSession, Preferences, SessionRow, StateInputs, StatusView, derive_state, pending_switch,
 };
-use tether_proto::{Binding, Conversation, TurnStatus};
+use tether_proto::{Binding, Conversation, ConversationId, SessionId, TurnStatus};
 use tether_store::{ConversationRow, ViewParts};
 
 use crate::error::Result;
@@ -12,7 +12,7 @@ use crate::{Runtime, RuntimeError};
 
 impl Runtime {
     pub(crate) async fn view(&self, row: ConversationRow) -> Result<Conversation> {
-        let id = row.id.clone();
+        let id = row.id.to_string();
         self.views(vec![row])
             .await?
             .pop()
@@ -24,10 +24,10 @@ impl Runtime {
 
     /// The views of many conversations, from four reads in all (a page of the list).
     pub(crate) async fn views(&self, rows: Vec<ConversationRow>) -> Result<Vec<Conversation>> {
-        let conversation_ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
-        let session_ids: Vec<&str> = rows
+        let conversation_ids: Vec<&ConversationId> = rows.iter().map(|r| &r.id).collect();
+        let session_ids: Vec<&SessionId> = rows
             .iter()
-            .filter_map(|r| r.bound_session_id.as_deref())
+            .filter_map(|r| r.bound_session_id.as_ref())
             .collect();
         let parts = self
             .ctx()
@@ -45,7 +45,7 @@ impl Runtime {
             None => (view.agent.clone(), view.model.clone()),
         };
         let bound = view.binding.as_ref().map(|b| BoundSession {
-            session_id: b.session_id.to_string(),
+            session_id: b.session_id.clone(),
             agent: b.agent.clone(),
             model: b.model.clone(),
         });
@@ -56,12 +56,12 @@ impl Runtime {
         let text = tether_core::status_text(&StatusView {
             agent,
             model,
-            session_id: view.binding.as_ref().map(|b| b.session_id.to_string()),
+            session_id: view.binding.as_ref().map(|b| b.session_id.clone()),
             session_status: view.binding.as_ref().map(|b| b.status),
             state: view.state,
             queue_len: view.queue_len as usize,
-            pending_approvals: view.pending_approvals.into_iter().map(Into::into).collect(),
-            pending_questions: view.pending_questions.into_iter().map(Into::into).collect(),
+            pending_approvals: view.pending_approvals,
+            pending_questions: view.pending_questions,
             pending_switch: pending_switch(bound.as_ref(), &prefs),
         });
         Ok(format!(
@@ -83,8 +83,8 @@ impl Runtime {
         let rows: Vec<SessionRow> = sessions
             .into_iter()
             .map(|s| SessionRow {
-                bound: Some(s.id.as_str()) == row.bound_session_id.as_deref(),
-                id: s.id.into(),
+                bound: row.bound_session_id.as_ref() == Some(&s.id),
+                id: s.id,
                 agent: s.agent,
                 model: s.model,
                 status: s.status,
@@ -99,33 +99,33 @@ impl Runtime {
 fn assemble(row: ConversationRow, parts: &ViewParts) -> Conversation {
     let session = row
         .bound_session_id
-        .as_deref()
-        .and_then(|sid| parts.sessions.iter().find(|s| s.id == sid))
+        .as_ref()
+        .and_then(|sid| parts.sessions.iter().find(|s| s.id == *sid))
         .cloned();
     let open: Vec<_> = parts
         .open_turns
         .iter()
         .filter(|t| t.conversation_id == row.id)
         .collect();
-    let bound_id = session.as_ref().map(|s| s.id.as_str());
+    let bound_id = session.as_ref().map(|s| &s.id);
     let running = open
         .iter()
-        .find(|t| t.status != TurnStatus::Queued && Some(t.session_id.as_str()) == bound_id);
+        .find(|t| t.status != TurnStatus::Queued && Some(&t.session_id) == bound_id);
     let queue_len = open
         .iter()
-        .filter(|t| t.status == TurnStatus::Queued && Some(t.session_id.as_str()) == bound_id)
+        .filter(|t| t.status == TurnStatus::Queued && Some(&t.session_id) == bound_id)
         .count();
     // State and pending lists come from the bound session only: a session the
     // conversation left is not what the conversation waits on.
     let approvals: Vec<_> = parts
         .pending_approvals
         .iter()
-        .filter(|a| a.conversation_id == row.id && Some(a.session_id.as_str()) == bound_id)
+        .filter(|a| a.conversation_id == row.id && Some(&a.session_id) == bound_id)
         .collect();
     let questions: Vec<_> = parts
         .pending_questions
         .iter()
-        .filter(|q| q.conversation_id == row.id && Some(q.session_id.as_str()) == bound_id)
+        .filter(|q| q.conversation_id == row.id && Some(&q.session_id) == bound_id)
         .collect();
     let state = derive_state(&StateInputs {
         bound: session.is_some(),
@@ -134,7 +134,7 @@ fn assemble(row: ConversationRow, parts: &ViewParts) -> Conversation {
         pending_questions: questions.len(),
     });
     Conversation {
-        id: row.id.into(),
+        id: row.id,
         kind: row.kind,
         title: row.title,
         agent: row.agent,

@@ -19,7 +19,7 @@ use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 use serde::Deserialize;
-use tether_proto::{ConversationChange, ConversationChangeKind, ErrorBody};
+use tether_proto::{ConversationChange, ConversationChangeKind, ConversationId, ErrorBody};
 use tether_runtime::{Runtime, RuntimeError};
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::{mpsc, watch};
@@ -90,18 +90,18 @@ fn now_ms() -> i64 {
 struct ListPump {
     runtime: Runtime,
     opened_at_ms: i64,
-    sent: HashMap<String, (String, bool)>,
+    sent: HashMap<ConversationId, (String, bool)>,
     tx: mpsc::Sender<Result<Event, Infallible>>,
 }
 
 impl ListPump {
     async fn run(
         mut self,
-        mut changes: broadcast::Receiver<String>,
+        mut changes: broadcast::Receiver<ConversationId>,
         closing: Option<watch::Receiver<bool>>,
     ) {
         let mut closing = closing;
-        let mut dirty: HashSet<String> = HashSet::new();
+        let mut dirty: HashSet<ConversationId> = HashSet::new();
         let mut flush_at: Option<Instant> = None;
         loop {
             let flush = async {
@@ -145,7 +145,7 @@ impl ListPump {
     }
 
     /// Tells the client to read its list again; forgets what was sent.
-    async fn resync(&mut self, dirty: &mut HashSet<String>) -> bool {
+    async fn resync(&mut self, dirty: &mut HashSet<ConversationId>) -> bool {
         dirty.clear();
         self.sent.clear();
         let ev = Event::default().event("resync").data("{}");
@@ -153,7 +153,7 @@ impl ListPump {
     }
 
     /// Re-reads the dirty conversations and sends those that look different now.
-    async fn flush(&mut self, dirty: HashSet<String>) -> bool {
+    async fn flush(&mut self, dirty: HashSet<ConversationId>) -> bool {
         for id in dirty {
             let conv = match self.runtime.get_conversation(&id).await {
                 Ok(c) => c,

@@ -21,7 +21,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use tether_proto::{ErrorBody, EventEnvelope};
+use tether_proto::{ConversationId, ErrorBody, EventEnvelope};
 use tether_runtime::{Follower, Scope};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -68,7 +68,7 @@ pub(crate) struct StreamQuery {
 )]
 pub(crate) async fn conversation_events(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<ConversationId>,
     ApiQuery(q): ApiQuery<StreamQuery>,
     headers: HeaderMap,
     closing: Option<Extension<Closing>>,

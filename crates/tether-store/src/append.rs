@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use sqlx::{QueryBuilder, Sqlite};
-use tether_proto::{EventEnvelope, EventPayload};
+use tether_proto::{EventEnvelope, EventPayload, SessionId, TurnId};
 use tokio::sync::oneshot;
 
 use crate::conns::{Conn, Tx};
@@ -44,8 +44,8 @@ const MAX_UPDATE_SESSIONS: usize = 64;
 
 /// One caller's batch, waiting for a group commit.
 struct Pending {
-    session_id: String,
-    turn_id: Option<String>,
+    session_id: SessionId,
+    turn_id: Option<TurnId>,
     payloads: Vec<EventPayload>,
     reply: oneshot::Sender<Result<Vec<EventEnvelope>>>,
 }
@@ -110,8 +110,8 @@ impl Store {
     /// sessions' appends (see the module header).
     pub async fn append_events(
         &self,
-        session_id: &str,
-        turn_id: Option<&str>,
+        session_id: &SessionId,
+        turn_id: Option<&TurnId>,
         payloads: &[EventPayload],
     ) -> Result<Vec<EventEnvelope>> {
         if payloads.is_empty() {
@@ -119,8 +119,8 @@ impl Store {
         }
         let (reply, mut answer) = oneshot::channel();
         self.appends.push(Pending {
-            session_id: session_id.to_owned(),
-            turn_id: turn_id.map(str::to_owned),
+            session_id: session_id.clone(),
+            turn_id: turn_id.cloned(),
             payloads: payloads.to_vec(),
             reply,
         });
@@ -185,7 +185,7 @@ impl Store {
     async fn append_one(&self, conn: Conn, p: &Pending) -> Result<Vec<EventEnvelope>> {
         if let [payload] = p.payloads.as_slice() {
             let mut tx = Tx::autocommit_on(conn);
-            let ev = append(&mut tx, &p.session_id, p.turn_id.as_deref(), payload).await?;
+            let ev = append(&mut tx, &p.session_id, p.turn_id.as_ref(), payload).await?;
             let evs = vec![ev];
             self.commit_events(tx, &evs).await?;
             return Ok(evs);
@@ -208,7 +208,7 @@ async fn store_group(tx: &mut Tx, group: &[Pending]) -> Result<Vec<EventEnvelope
     for p in group {
         match sessions.iter_mut().find(|(s, _)| *s == p.session_id) {
             Some((_, n)) => *n += p.payloads.len() as i64,
-            None => sessions.push((&p.session_id, p.payloads.len() as i64)),
+            None => sessions.push((p.session_id.as_str(), p.payloads.len() as i64)),
         }
     }
     // Per session: the next `seq` to hand out, and its conversation.
@@ -286,12 +286,18 @@ async fn bump_counters(
         return Ok(Vec::new());
     };
     let padded = sessions.len().next_power_of_two();
-    let entries = || sessions.iter().chain(std::iter::repeat_n(last, padded - sessions.len()));
+    let entries = || {
+        sessions
+            .iter()
+            .chain(std::iter::repeat_n(last, padded - sessions.len()))
+    };
     let mut q = QueryBuilder::<Sqlite>::new("UPDATE sessions SET last_seq = last_seq + CASE id");
     for (id, n) in entries() {
         q.push(" WHEN ").push_bind(*id).push(" THEN ").push_bind(*n);
     }
-    q.push(" END, updated_at = ").push_bind(at).push(" WHERE id IN (");
+    q.push(" END, updated_at = ")
+        .push_bind(at)
+        .push(" WHERE id IN (");
     let mut ids = q.separated(", ");
     for (id, _) in entries() {
         ids.push_bind(*id);
@@ -314,7 +320,7 @@ async fn insert_rows(
         b.push_bind(r.pending.session_id.as_str())
             .push_bind(r.conversation_id)
             .push_bind(r.seq)
-            .push_bind(r.pending.turn_id.as_deref())
+            .push_bind(r.pending.turn_id.as_ref().map(TurnId::as_str))
             .push_bind(at)
             .push_bind(r.payload.kind())
             .push_bind(r.json.as_str());
@@ -342,10 +348,10 @@ async fn insert_rows(
         };
         out.push(EventEnvelope {
             id: *id,
-            session_id: r.pending.session_id.as_str().into(),
+            session_id: r.pending.session_id.clone(),
             conversation_id: r.conversation_id.into(),
             seq: r.seq,
-            turn_id: r.pending.turn_id.as_deref().map(Into::into),
+            turn_id: r.pending.turn_id.clone(),
             at_ms: at,
             payload: r.payload.clone(),
         });

@@ -2,7 +2,8 @@
 //! conditional update makes the first answer win).
 
 use tether_proto::{
-    Approval, ApprovalStatus, EventEnvelope, EventPayload, Question, QuestionStatus,
+    Approval, ApprovalId, ApprovalStatus, ConversationId, EventEnvelope, EventPayload, Question,
+    QuestionId, QuestionStatus, TurnId,
 };
 
 use crate::events::append;
@@ -19,7 +20,7 @@ fn to_json(v: &impl serde::Serialize) -> Result<String> {
 /// questions, else running.
 pub(crate) async fn recompute_turn_status(
     conn: &mut sqlx::SqliteConnection,
-    turn_id: &str,
+    turn_id: &TurnId,
 ) -> Result<()> {
     sqlx::query(
         "UPDATE turns SET status = CASE \
@@ -30,7 +31,7 @@ pub(crate) async fn recompute_turn_status(
            ELSE 'running' END \
          WHERE id = ?1 AND status IN ('running', 'waiting_approval', 'waiting_user')",
     )
-    .bind(turn_id)
+    .bind(turn_id.as_str())
     .execute(&mut *conn)
     .await?;
     Ok(())
@@ -44,10 +45,10 @@ impl Store {
             "INSERT INTO approvals (id, conversation_id, session_id, turn_id, title, kind, detail, \
              options, status, created_at, deadline) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
         )
-        .bind(&a.id)
-        .bind(&a.conversation_id)
-        .bind(&a.session_id)
-        .bind(&a.turn_id)
+        .bind(a.id.as_str())
+        .bind(a.conversation_id.as_str())
+        .bind(a.session_id.as_str())
+        .bind(a.turn_id.as_str())
         .bind(&a.title)
         .bind(&a.kind)
         .bind(a.detail.as_ref().map(|d| d.to_string()))
@@ -62,7 +63,7 @@ impl Store {
             &a.session_id,
             Some(&a.turn_id),
             &EventPayload::ApprovalRequested {
-                approval_id: a.id.as_str().into(),
+                approval_id: a.id.clone(),
                 title: a.title.clone(),
                 kind: a.kind.clone(),
                 detail: a.detail.clone(),
@@ -79,7 +80,7 @@ impl Store {
     /// caller reports `approval_already_resolved`); `Err` only for storage failures.
     pub async fn resolve_approval(
         &self,
-        id: &str,
+        id: &ApprovalId,
         status: ApprovalStatus,
         decided_by: Option<&str>,
     ) -> Result<Option<(Approval, EventEnvelope)>> {
@@ -91,7 +92,7 @@ impl Store {
         .bind(status.as_str())
         .bind(decided_by)
         .bind(now_ms())
-        .bind(id)
+        .bind(id.as_str())
         .fetch_optional(&mut *tx)
         .await?;
         let Some(row) = row else {
@@ -114,9 +115,9 @@ impl Store {
         Ok(Some((approval, ev)))
     }
 
-    pub async fn get_approval(&self, id: &str) -> Result<Option<Approval>> {
+    pub async fn get_approval(&self, id: &ApprovalId) -> Result<Option<Approval>> {
         let row = sqlx::query("SELECT * FROM approvals WHERE id = ?")
-            .bind(id)
+            .bind(id.as_str())
             .fetch_optional(&self.reader)
             .await?;
         row.as_ref().map(rows::approval).transpose()
@@ -126,7 +127,7 @@ impl Store {
     pub async fn list_approvals(
         &self,
         status: Option<ApprovalStatus>,
-        conversation_id: Option<&str>,
+        conversation_id: Option<&ConversationId>,
     ) -> Result<Vec<Approval>> {
         let rows = sqlx::query(
             "SELECT * FROM approvals WHERE (? IS NULL OR status = ?) \
@@ -134,8 +135,8 @@ impl Store {
         )
         .bind(status.map(|s| s.as_str()))
         .bind(status.map(|s| s.as_str()))
-        .bind(conversation_id)
-        .bind(conversation_id)
+        .bind(conversation_id.map(ConversationId::as_str))
+        .bind(conversation_id.map(ConversationId::as_str))
         .fetch_all(&self.reader)
         .await?;
         rows.iter().map(rows::approval).collect()
@@ -148,10 +149,10 @@ impl Store {
             "INSERT INTO questions (id, conversation_id, session_id, turn_id, prompt, status, \
              created_at, deadline) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
         )
-        .bind(&q.id)
-        .bind(&q.conversation_id)
-        .bind(&q.session_id)
-        .bind(&q.turn_id)
+        .bind(q.id.as_str())
+        .bind(q.conversation_id.as_str())
+        .bind(q.session_id.as_str())
+        .bind(q.turn_id.as_str())
         .bind(&q.prompt)
         .bind(now_ms())
         .bind(q.deadline_ms)
@@ -163,7 +164,7 @@ impl Store {
             &q.session_id,
             Some(&q.turn_id),
             &EventPayload::QuestionAsked {
-                question_id: q.id.as_str().into(),
+                question_id: q.id.clone(),
                 prompt: q.prompt.clone(),
                 deadline_ms: q.deadline_ms,
             },
@@ -176,7 +177,7 @@ impl Store {
     /// Resolves a pending question; `Ok(None)` when it was not pending any more.
     pub async fn resolve_question(
         &self,
-        id: &str,
+        id: &QuestionId,
         status: QuestionStatus,
         answer: Option<&str>,
         answered_by: Option<&str>,
@@ -190,7 +191,7 @@ impl Store {
         .bind(answer)
         .bind(answered_by)
         .bind(now_ms())
-        .bind(id)
+        .bind(id.as_str())
         .fetch_optional(&mut *tx)
         .await?;
         let Some(row) = row else {
@@ -213,9 +214,9 @@ impl Store {
         Ok(Some((question, ev)))
     }
 
-    pub async fn get_question(&self, id: &str) -> Result<Option<Question>> {
+    pub async fn get_question(&self, id: &QuestionId) -> Result<Option<Question>> {
         let row = sqlx::query("SELECT * FROM questions WHERE id = ?")
-            .bind(id)
+            .bind(id.as_str())
             .fetch_optional(&self.reader)
             .await?;
         row.as_ref().map(rows::question).transpose()
@@ -225,7 +226,7 @@ impl Store {
     pub async fn list_questions(
         &self,
         status: Option<QuestionStatus>,
-        conversation_id: Option<&str>,
+        conversation_id: Option<&ConversationId>,
     ) -> Result<Vec<Question>> {
         let rows = sqlx::query(
             "SELECT * FROM questions WHERE (? IS NULL OR status = ?) \
@@ -233,8 +234,8 @@ impl Store {
         )
         .bind(status.map(|s| s.as_str()))
         .bind(status.map(|s| s.as_str()))
-        .bind(conversation_id)
-        .bind(conversation_id)
+        .bind(conversation_id.map(ConversationId::as_str))
+        .bind(conversation_id.map(ConversationId::as_str))
         .fetch_all(&self.reader)
         .await?;
         rows.iter().map(rows::question).collect()

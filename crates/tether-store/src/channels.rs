@@ -6,6 +6,7 @@
 
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
+use tether_proto::ConversationId;
 
 use crate::{Result, Store, StoreError, now_ms};
 
@@ -14,7 +15,7 @@ use crate::{Result, Store, StoreError, now_ms};
 pub struct ChannelChat {
     pub channel: String,
     pub chat_key: String,
-    pub conversation_id: String,
+    pub conversation_id: ConversationId,
     pub address: String,
     /// The last conversation event id already turned into outbox rows.
     pub event_cursor: i64,
@@ -93,7 +94,7 @@ fn chat(row: &SqliteRow) -> Result<ChannelChat> {
     Ok(ChannelChat {
         channel: row.try_get("channel")?,
         chat_key: row.try_get("chat_key")?,
-        conversation_id: row.try_get("conversation_id")?,
+        conversation_id: crate::rows::id(row, "conversation_id")?,
         address: row.try_get("address")?,
         event_cursor: row.try_get("event_cursor")?,
         created_at_ms: row.try_get("created_at")?,
@@ -184,13 +185,13 @@ impl Store {
         &self,
         channel: &str,
         chat_key: &str,
-        conversation_id: &str,
+        conversation_id: &ConversationId,
     ) -> Result<ChannelChat> {
         sqlx::query(
             "UPDATE channel_chats SET conversation_id = ?, event_cursor = 0 \
              WHERE channel = ? AND chat_key = ?",
         )
-        .bind(conversation_id)
+        .bind(conversation_id.as_str())
         .bind(channel)
         .bind(chat_key)
         .execute(&self.writer)
@@ -209,7 +210,7 @@ impl Store {
         &self,
         channel: &str,
         chat_key: &str,
-        conversation_id: &str,
+        conversation_id: &ConversationId,
         address: &str,
         cursor: i64,
     ) -> Result<ChannelChat> {
@@ -219,7 +220,7 @@ impl Store {
         )
         .bind(channel)
         .bind(chat_key)
-        .bind(conversation_id)
+        .bind(conversation_id.as_str())
         .bind(address)
         .bind(cursor)
         .bind(now_ms())

@@ -112,24 +112,17 @@ async fn an_upsert_replaces_the_body_and_a_stale_send_does_not_mark_it_sent() {
 #[tokio::test]
 async fn chats_map_to_conversations_and_the_cursor_only_moves_forward() {
     let (_d, s) = store().await;
-    s.create_conversation(
-        "c1",
-        ConversationKind::Chat,
-        "t",
-        "fake",
-        None,
-        "/tmp",
-        None,
-    )
-    .await
-    .unwrap();
+    let c1 = tether_proto::ConversationId::from("c1");
+    s.create_conversation(&c1, ConversationKind::Chat, "t", "fake", None, "/tmp", None)
+        .await
+        .unwrap();
     let c = s
-        .insert_channel_chat("telegram", "42", "c1", "{\"chat_id\":\"42\"}", 7)
+        .insert_channel_chat("telegram", "42", &c1, "{\"chat_id\":\"42\"}", 7)
         .await
         .unwrap();
     assert_eq!(c.event_cursor, 7);
     let again = s
-        .insert_channel_chat("telegram", "42", "c1", "{}", 0)
+        .insert_channel_chat("telegram", "42", &c1, "{}", 0)
         .await
         .unwrap();
     assert_eq!(again, c);

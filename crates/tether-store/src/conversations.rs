@@ -1,8 +1,8 @@
 //! Conversations, their binding, and runtime sessions.
 
 use tether_proto::{
-    ConversationKind, EventEnvelope, EventPayload, MessageRole, NewSessionReason, Session,
-    SessionStatus,
+    ConversationId, ConversationKind, EventEnvelope, EventPayload, MessageRole, NewSessionReason,
+    Session, SessionId, SessionStatus,
 };
 
 use crate::events::{add_message, append};
@@ -13,13 +13,13 @@ impl Store {
     #[allow(clippy::too_many_arguments)]
     pub async fn create_conversation(
         &self,
-        id: &str,
+        id: &ConversationId,
         kind: ConversationKind,
         title: &str,
         agent: &str,
         model: Option<&str>,
         cwd: &str,
-        parent_conversation_id: Option<&str>,
+        parent_conversation_id: Option<&ConversationId>,
     ) -> Result<ConversationRow> {
         let now = now_ms();
         sqlx::query(
@@ -27,20 +27,20 @@ impl Store {
              bound_session_id, parent_conversation_id, created_at, updated_at) \
              VALUES (?, ?, ?, ?, ?, ?, 0, NULL, ?, ?, ?)",
         )
-        .bind(id)
+        .bind(id.as_str())
         .bind(kind.as_str())
         .bind(title)
         .bind(agent)
         .bind(model)
         .bind(cwd)
-        .bind(parent_conversation_id)
+        .bind(parent_conversation_id.map(ConversationId::as_str))
         .bind(now)
         .bind(now)
         .execute(&self.writer)
         .await?;
         self.changed(id);
         Ok(ConversationRow {
-            id: id.to_string(),
+            id: id.clone(),
             kind,
             title: title.to_string(),
             agent: agent.to_string(),
@@ -48,16 +48,16 @@ impl Store {
             cwd: cwd.to_string(),
             archived: false,
             bound_session_id: None,
-            parent_conversation_id: parent_conversation_id.map(str::to_string),
+            parent_conversation_id: parent_conversation_id.cloned(),
             next_session_reason: None,
             created_at_ms: now,
             updated_at_ms: now,
         })
     }
 
-    pub async fn get_conversation(&self, id: &str) -> Result<Option<ConversationRow>> {
+    pub async fn get_conversation(&self, id: &ConversationId) -> Result<Option<ConversationRow>> {
         let row = sqlx::query("SELECT * FROM conversations WHERE id = ?")
-            .bind(id)
+            .bind(id.as_str())
             .fetch_optional(&self.reader)
             .await?;
         row.as_ref().map(rows::conversation).transpose()
@@ -77,7 +77,7 @@ impl Store {
     /// Updates title and/or archived flag.
     pub async fn update_conversation(
         &self,
-        id: &str,
+        id: &ConversationId,
         title: Option<&str>,
         archived: Option<bool>,
     ) -> Result<()> {
@@ -88,7 +88,7 @@ impl Store {
         .bind(title)
         .bind(archived)
         .bind(now_ms())
-        .bind(id)
+        .bind(id.as_str())
         .execute(&self.writer)
         .await?;
         self.changed(id);
@@ -96,12 +96,17 @@ impl Store {
     }
 
     /// Sets the agent and model the next new session will use.
-    pub async fn set_preferences(&self, id: &str, agent: &str, model: Option<&str>) -> Result<()> {
+    pub async fn set_preferences(
+        &self,
+        id: &ConversationId,
+        agent: &str,
+        model: Option<&str>,
+    ) -> Result<()> {
         sqlx::query("UPDATE conversations SET agent = ?, model = ?, updated_at = ? WHERE id = ?")
             .bind(agent)
             .bind(model)
             .bind(now_ms())
-            .bind(id)
+            .bind(id.as_str())
             .execute(&self.writer)
             .await?;
         self.changed(id);
@@ -113,14 +118,14 @@ impl Store {
     /// Returns the session that was bound, if any.
     pub async fn unbind(
         &self,
-        id: &str,
+        id: &ConversationId,
         status_text: &str,
         next_reason: Option<NewSessionReason>,
-    ) -> Result<Option<String>> {
+    ) -> Result<Option<SessionId>> {
         let mut tx = self.writer.begin().await?;
         let (prev,): (Option<String>,) =
             sqlx::query_as("SELECT bound_session_id FROM conversations WHERE id = ?")
-                .bind(id)
+                .bind(id.as_str())
                 .fetch_one(&mut *tx)
                 .await?;
         sqlx::query(
@@ -129,13 +134,13 @@ impl Store {
         )
         .bind(next_reason.map(|r| r.as_str()))
         .bind(now_ms())
-        .bind(id)
+        .bind(id.as_str())
         .execute(&mut *tx)
         .await?;
         add_message(&mut tx, id, MessageRole::Command, status_text, None, None).await?;
         tx.commit().await?;
         self.changed(id);
-        Ok(prev)
+        Ok(prev.map(SessionId::from))
     }
 
     /// Creates a session, binds it to its conversation, and records `session_started`
@@ -152,8 +157,8 @@ impl Store {
             "INSERT INTO sessions (id, conversation_id, agent, model, cwd, status, external_id, \
              last_seq, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, NULL, 0, ?, ?)",
         )
-        .bind(&s.id)
-        .bind(&s.conversation_id)
+        .bind(s.id.as_str())
+        .bind(s.conversation_id.as_str())
         .bind(&s.agent)
         .bind(&s.model)
         .bind(&s.cwd)
@@ -166,9 +171,9 @@ impl Store {
             "UPDATE conversations SET bound_session_id = ?, next_session_reason = NULL, \
              updated_at = ? WHERE id = ?",
         )
-        .bind(&s.id)
+        .bind(s.id.as_str())
         .bind(now)
-        .bind(&s.conversation_id)
+        .bind(s.conversation_id.as_str())
         .execute(&mut *tx)
         .await?;
         let mut events = vec![
@@ -208,8 +213,8 @@ impl Store {
         }
         self.commit_events(tx, &events).await?;
         let session = Session {
-            id: s.id.clone().into(),
-            conversation_id: s.conversation_id.clone().into(),
+            id: s.id.clone(),
+            conversation_id: s.conversation_id.clone(),
             agent: s.agent.clone(),
             model: s.model.clone(),
             cwd: s.cwd.clone(),
@@ -221,19 +226,19 @@ impl Store {
         Ok((session, events))
     }
 
-    pub async fn get_session(&self, id: &str) -> Result<Option<Session>> {
+    pub async fn get_session(&self, id: &SessionId) -> Result<Option<Session>> {
         let row = sqlx::query("SELECT * FROM sessions WHERE id = ?")
-            .bind(id)
+            .bind(id.as_str())
             .fetch_optional(&self.reader)
             .await?;
         row.as_ref().map(rows::session).transpose()
     }
 
     /// A conversation's sessions, oldest first.
-    pub async fn list_sessions(&self, conversation_id: &str) -> Result<Vec<Session>> {
+    pub async fn list_sessions(&self, conversation_id: &ConversationId) -> Result<Vec<Session>> {
         let rows =
             sqlx::query("SELECT * FROM sessions WHERE conversation_id = ? ORDER BY created_at, id")
-                .bind(conversation_id)
+                .bind(conversation_id.as_str())
                 .fetch_all(&self.reader)
                 .await?;
         rows.iter().map(rows::session).collect()
@@ -242,7 +247,7 @@ impl Store {
     /// Sets a session's status (and external id when given) with an event, together.
     pub async fn set_session_status(
         &self,
-        id: &str,
+        id: &SessionId,
         status: SessionStatus,
         external_id: Option<&str>,
         event: Option<&EventPayload>,
@@ -255,7 +260,7 @@ impl Store {
         .bind(status.as_str())
         .bind(external_id)
         .bind(now_ms())
-        .bind(id)
+        .bind(id.as_str())
         .execute(&mut *tx)
         .await?;
         let ev = match event {

@@ -5,12 +5,13 @@
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 use tether_proto::{
-    ConversationKind, EventEnvelope, EventPayload, MessageRole, NewSessionReason, Session,
-    SessionStatus, TurnOrigin, TurnStatus,
+    ConversationId, ConversationKind, EventEnvelope, EventPayload, MessageRole, NewSessionReason,
+    Session, SessionId, SessionStatus, TaskId, TurnId, TurnOrigin, TurnStatus,
 };
 
 use crate::delegation_ledger::put_ledger;
 use crate::events::{add_message, append};
+use crate::rows::{id, opt_id};
 use crate::{LedgerEntry, Result, Store, StoreError, now_ms};
 
 /// Ledger scope of tasks without a parent conversation (external MCP clients).
@@ -19,16 +20,16 @@ pub const EXTERNAL_SCOPE: &str = "external";
 /// A delegated task.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DelegationRow {
-    pub task_id: String,
-    pub parent_conversation_id: Option<String>,
-    pub parent_session_id: Option<String>,
-    pub parent_turn_id: Option<String>,
+    pub task_id: TaskId,
+    pub parent_conversation_id: Option<ConversationId>,
+    pub parent_session_id: Option<SessionId>,
+    pub parent_turn_id: Option<TurnId>,
     pub parent_tool_call_id: Option<String>,
     pub depth: u32,
     pub agent: String,
     pub cwd: String,
     pub task: String,
-    pub session_id: String,
+    pub session_id: SessionId,
     pub released_at_ms: Option<i64>,
     pub created_at_ms: i64,
 }
@@ -45,55 +46,55 @@ impl DelegationRow {
 /// One turn of a task.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DelegationTurnRow {
-    pub task_id: String,
+    pub task_id: TaskId,
     pub turn_version: i64,
-    pub turn_id: String,
+    pub turn_id: TurnId,
     pub origin: TurnOrigin,
-    pub parent_turn_id: Option<String>,
+    pub parent_turn_id: Option<TurnId>,
     pub reported: bool,
 }
 
 /// A task to create, with its first turn.
 #[derive(Debug, Clone)]
 pub struct NewDelegation {
-    pub task_id: String,
+    pub task_id: TaskId,
     pub title: String,
-    pub parent_conversation_id: Option<String>,
-    pub parent_session_id: Option<String>,
-    pub parent_turn_id: Option<String>,
+    pub parent_conversation_id: Option<ConversationId>,
+    pub parent_session_id: Option<SessionId>,
+    pub parent_turn_id: Option<TurnId>,
     pub parent_tool_call_id: Option<String>,
     pub depth: u32,
     pub agent: String,
     pub cwd: String,
     pub task: String,
-    pub session_id: String,
-    pub turn_id: String,
+    pub session_id: SessionId,
+    pub turn_id: TurnId,
 }
 
 /// The next turn of a task.
 #[derive(Debug, Clone)]
 pub struct NewDelegationTurn {
-    pub task_id: String,
-    pub session_id: String,
-    pub turn_id: String,
+    pub task_id: TaskId,
+    pub session_id: SessionId,
+    pub turn_id: TurnId,
     pub message: String,
     pub origin: TurnOrigin,
     /// The parent's turn that started it, if any.
-    pub parent_turn_id: Option<String>,
+    pub parent_turn_id: Option<TurnId>,
 }
 
 fn delegation(row: &SqliteRow) -> Result<DelegationRow> {
     Ok(DelegationRow {
-        task_id: row.try_get("task_id")?,
-        parent_conversation_id: row.try_get("parent_conversation_id")?,
-        parent_session_id: row.try_get("parent_session_id")?,
-        parent_turn_id: row.try_get("parent_turn_id")?,
+        task_id: id(row, "task_id")?,
+        parent_conversation_id: opt_id(row, "parent_conversation_id")?,
+        parent_session_id: opt_id(row, "parent_session_id")?,
+        parent_turn_id: opt_id(row, "parent_turn_id")?,
         parent_tool_call_id: row.try_get("parent_tool_call_id")?,
         depth: row.try_get::<i64, _>("depth")?.max(0) as u32,
         agent: row.try_get("agent")?,
         cwd: row.try_get("cwd")?,
         task: row.try_get("task")?,
-        session_id: row.try_get("session_id")?,
+        session_id: id(row, "session_id")?,
         released_at_ms: row.try_get("released_at")?,
         created_at_ms: row.try_get("created_at")?,
     })
@@ -102,14 +103,14 @@ fn delegation(row: &SqliteRow) -> Result<DelegationRow> {
 pub(crate) fn delegation_turn(row: &SqliteRow) -> Result<DelegationTurnRow> {
     let origin: String = row.try_get("origin")?;
     Ok(DelegationTurnRow {
-        task_id: row.try_get("task_id")?,
+        task_id: id(row, "task_id")?,
         turn_version: row.try_get("turn_version")?,
-        turn_id: row.try_get("turn_id")?,
+        turn_id: id(row, "turn_id")?,
         origin: TurnOrigin::parse(&origin).ok_or_else(|| StoreError::Corrupt {
             table: "delegation_turns",
             detail: format!("unknown origin {origin:?}"),
         })?,
-        parent_turn_id: row.try_get("parent_turn_id")?,
+        parent_turn_id: opt_id(row, "parent_turn_id")?,
         reported: row.try_get::<Option<i64>, _>("reported_at")?.is_some(),
     })
 }
@@ -123,18 +124,20 @@ impl Store {
         d: &NewDelegation,
     ) -> Result<(Session, Vec<EventEnvelope>)> {
         let now = now_ms();
+        // The task is its child conversation: the same id.
+        let conversation_id = d.task_id.conversation_id();
         let mut tx = self.writer.begin().await?;
         sqlx::query(
             "INSERT INTO conversations (id, kind, title, agent, model, cwd, archived, \
              bound_session_id, parent_conversation_id, created_at, updated_at) \
              VALUES (?, ?, ?, ?, NULL, ?, 0, NULL, ?, ?, ?)",
         )
-        .bind(&d.task_id)
+        .bind(conversation_id.as_str())
         .bind(ConversationKind::Delegate.as_str())
         .bind(&d.title)
         .bind(&d.agent)
         .bind(&d.cwd)
-        .bind(&d.parent_conversation_id)
+        .bind(d.parent_conversation_id.as_deref())
         .bind(now)
         .bind(now)
         .execute(&mut *tx)
@@ -143,8 +146,8 @@ impl Store {
             "INSERT INTO sessions (id, conversation_id, agent, model, cwd, status, external_id, \
              last_seq, created_at, updated_at) VALUES (?, ?, ?, NULL, ?, ?, NULL, 0, ?, ?)",
         )
-        .bind(&d.session_id)
-        .bind(&d.task_id)
+        .bind(d.session_id.as_str())
+        .bind(conversation_id.as_str())
         .bind(&d.agent)
         .bind(&d.cwd)
         .bind(SessionStatus::Dormant.as_str())
@@ -153,8 +156,8 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         sqlx::query("UPDATE conversations SET bound_session_id = ? WHERE id = ?")
-            .bind(&d.session_id)
-            .bind(&d.task_id)
+            .bind(d.session_id.as_str())
+            .bind(conversation_id.as_str())
             .execute(&mut *tx)
             .await?;
         let mut events = vec![
@@ -174,9 +177,9 @@ impl Store {
             "INSERT INTO turns (id, session_id, conversation_id, input, status, created_at) \
              VALUES (?, ?, ?, ?, ?, ?)",
         )
-        .bind(&d.turn_id)
-        .bind(&d.session_id)
-        .bind(&d.task_id)
+        .bind(d.turn_id.as_str())
+        .bind(d.session_id.as_str())
+        .bind(conversation_id.as_str())
         .bind(&d.task)
         .bind(TurnStatus::Queued.as_str())
         .bind(now)
@@ -184,7 +187,7 @@ impl Store {
         .await?;
         add_message(
             &mut tx,
-            &d.task_id,
+            &conversation_id,
             MessageRole::User,
             &d.task,
             Some(&d.session_id),
@@ -196,16 +199,16 @@ impl Store {
              parent_turn_id, parent_tool_call_id, depth, agent, cwd, task, session_id, \
              released_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)",
         )
-        .bind(&d.task_id)
-        .bind(&d.parent_conversation_id)
-        .bind(&d.parent_session_id)
-        .bind(&d.parent_turn_id)
+        .bind(d.task_id.as_str())
+        .bind(d.parent_conversation_id.as_deref())
+        .bind(d.parent_session_id.as_deref())
+        .bind(d.parent_turn_id.as_deref())
         .bind(&d.parent_tool_call_id)
         .bind(i64::from(d.depth))
         .bind(&d.agent)
         .bind(&d.cwd)
         .bind(&d.task)
-        .bind(&d.session_id)
+        .bind(d.session_id.as_str())
         .bind(now)
         .execute(&mut *tx)
         .await?;
@@ -213,10 +216,10 @@ impl Store {
             "INSERT INTO delegation_turns (task_id, turn_version, turn_id, origin, \
              parent_turn_id) VALUES (?, 1, ?, ?, ?)",
         )
-        .bind(&d.task_id)
-        .bind(&d.turn_id)
+        .bind(d.task_id.as_str())
+        .bind(d.turn_id.as_str())
         .bind(TurnOrigin::Parent.as_str())
-        .bind(&d.parent_turn_id)
+        .bind(d.parent_turn_id.as_deref())
         .execute(&mut *tx)
         .await?;
         if let Some(parent_session) = &d.parent_session_id {
@@ -228,12 +231,12 @@ impl Store {
                 parent_turn_id: d.parent_turn_id.clone(),
                 tool_call_id: d.parent_tool_call_id.clone(),
             };
-            events.push(append(&mut tx, parent_session, d.parent_turn_id.as_deref(), &ev).await?);
+            events.push(append(&mut tx, parent_session, d.parent_turn_id.as_ref(), &ev).await?);
         }
         self.commit_events(tx, &events).await?;
         let session = Session {
-            id: d.session_id.clone().into(),
-            conversation_id: d.task_id.clone().into(),
+            id: d.session_id.clone(),
+            conversation_id,
             agent: d.agent.clone(),
             model: None,
             cwd: d.cwd.clone(),
@@ -246,49 +249,55 @@ impl Store {
     }
 
     /// Ids of the tasks not released yet, oldest first.
-    pub async fn unreleased_delegation_ids(&self) -> Result<Vec<String>> {
+    pub async fn unreleased_delegation_ids(&self) -> Result<Vec<TaskId>> {
         let rows: Vec<(String,)> = sqlx::query_as(
             "SELECT task_id FROM delegations WHERE released_at IS NULL ORDER BY created_at",
         )
         .fetch_all(&self.reader)
         .await?;
-        Ok(rows.into_iter().map(|(id,)| id).collect())
+        Ok(rows.into_iter().map(|(id,)| TaskId::from(id)).collect())
     }
 
-    pub async fn get_delegation(&self, task_id: &str) -> Result<Option<DelegationRow>> {
+    pub async fn get_delegation(&self, task_id: &TaskId) -> Result<Option<DelegationRow>> {
         let row = sqlx::query("SELECT * FROM delegations WHERE task_id = ?")
-            .bind(task_id)
+            .bind(task_id.as_str())
             .fetch_optional(&self.reader)
             .await?;
         row.as_ref().map(delegation).transpose()
     }
 
     /// The tasks of a parent conversation, oldest first.
-    pub async fn children_of(&self, parent_conversation_id: &str) -> Result<Vec<DelegationRow>> {
+    pub async fn children_of(
+        &self,
+        parent_conversation_id: &ConversationId,
+    ) -> Result<Vec<DelegationRow>> {
         let rows = sqlx::query(
             "SELECT * FROM delegations WHERE parent_conversation_id = ? ORDER BY created_at, rowid",
         )
-        .bind(parent_conversation_id)
+        .bind(parent_conversation_id.as_str())
         .fetch_all(&self.reader)
         .await?;
         rows.iter().map(delegation).collect()
     }
 
     /// The task's latest turn.
-    pub async fn latest_delegation_turn(&self, task_id: &str) -> Result<Option<DelegationTurnRow>> {
+    pub async fn latest_delegation_turn(
+        &self,
+        task_id: &TaskId,
+    ) -> Result<Option<DelegationTurnRow>> {
         let row = sqlx::query(
             "SELECT * FROM delegation_turns WHERE task_id = ? ORDER BY turn_version DESC LIMIT 1",
         )
-        .bind(task_id)
+        .bind(task_id.as_str())
         .fetch_optional(&self.reader)
         .await?;
         row.as_ref().map(delegation_turn).transpose()
     }
 
     /// The delegation turn of a runtime turn, if it is one.
-    pub async fn delegation_turn(&self, turn_id: &str) -> Result<Option<DelegationTurnRow>> {
+    pub async fn delegation_turn(&self, turn_id: &TurnId) -> Result<Option<DelegationTurnRow>> {
         let row = sqlx::query("SELECT * FROM delegation_turns WHERE turn_id = ?")
-            .bind(turn_id)
+            .bind(turn_id.as_str())
             .fetch_optional(&self.reader)
             .await?;
         row.as_ref().map(delegation_turn).transpose()
@@ -297,28 +306,28 @@ impl Store {
     /// Delegation turns started by a parent's turn that have not ended.
     pub async fn open_turns_started_in(
         &self,
-        parent_turn_id: &str,
+        parent_turn_id: &TurnId,
     ) -> Result<Vec<DelegationTurnRow>> {
         let rows = sqlx::query(
             "SELECT dt.* FROM delegation_turns dt JOIN turns t ON t.id = dt.turn_id \
              WHERE dt.parent_turn_id = ? \
              AND t.status IN ('queued', 'running', 'waiting_approval', 'waiting_user')",
         )
-        .bind(parent_turn_id)
+        .bind(parent_turn_id.as_str())
         .fetch_all(&self.reader)
         .await?;
         rows.iter().map(delegation_turn).collect()
     }
 
     /// How many tasks of the parent conversation have a turn that has not ended.
-    pub async fn running_children(&self, parent_conversation_id: &str) -> Result<usize> {
+    pub async fn running_children(&self, parent_conversation_id: &ConversationId) -> Result<usize> {
         let (n,): (i64,) = sqlx::query_as(
             "SELECT COUNT(DISTINCT d.task_id) FROM delegations d \
              JOIN turns t ON t.conversation_id = d.task_id \
              WHERE d.parent_conversation_id = ? \
              AND t.status IN ('queued', 'running', 'waiting_approval', 'waiting_user')",
         )
-        .bind(parent_conversation_id)
+        .bind(parent_conversation_id.as_str())
         .fetch_one(&self.reader)
         .await?;
         Ok(n.max(0) as usize)
@@ -332,20 +341,21 @@ impl Store {
         ledger_entry: Option<&LedgerEntry>,
     ) -> Result<i64> {
         let now = now_ms();
+        let conversation_id = t.task_id.conversation_id();
         let mut tx = self.writer.begin().await?;
         let (version,): (i64,) = sqlx::query_as(
             "SELECT COALESCE(MAX(turn_version), 0) + 1 FROM delegation_turns WHERE task_id = ?",
         )
-        .bind(&t.task_id)
+        .bind(t.task_id.as_str())
         .fetch_one(&mut *tx)
         .await?;
         sqlx::query(
             "INSERT INTO turns (id, session_id, conversation_id, input, status, created_at) \
              VALUES (?, ?, ?, ?, ?, ?)",
         )
-        .bind(&t.turn_id)
-        .bind(&t.session_id)
-        .bind(&t.task_id)
+        .bind(t.turn_id.as_str())
+        .bind(t.session_id.as_str())
+        .bind(conversation_id.as_str())
         .bind(&t.message)
         .bind(TurnStatus::Queued.as_str())
         .bind(now)
@@ -353,7 +363,7 @@ impl Store {
         .await?;
         add_message(
             &mut tx,
-            &t.task_id,
+            &conversation_id,
             MessageRole::User,
             &t.message,
             Some(&t.session_id),
@@ -364,11 +374,11 @@ impl Store {
             "INSERT INTO delegation_turns (task_id, turn_version, turn_id, origin, \
              parent_turn_id) VALUES (?, ?, ?, ?, ?)",
         )
-        .bind(&t.task_id)
+        .bind(t.task_id.as_str())
         .bind(version)
-        .bind(&t.turn_id)
+        .bind(t.turn_id.as_str())
         .bind(t.origin.as_str())
-        .bind(&t.parent_turn_id)
+        .bind(t.parent_turn_id.as_deref())
         .execute(&mut *tx)
         .await?;
         if let Some(e) = ledger_entry {

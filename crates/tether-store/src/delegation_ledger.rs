@@ -3,7 +3,9 @@
 
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
-use tether_proto::{EventEnvelope, EventPayload, MessageRole, SessionStatus};
+use tether_proto::{
+    EventEnvelope, EventPayload, MessageRole, SessionId, SessionStatus, TaskId, TurnId,
+};
 
 use crate::delegation::delegation_turn;
 use crate::events::{add_message, append};
@@ -14,7 +16,7 @@ use crate::{DelegationTurnRow, Result, Store, StoreError, now_ms};
 pub struct LedgerEntry {
     pub scope: String,
     pub continuation_id: String,
-    pub task_id: String,
+    pub task_id: TaskId,
     /// `continue` or `close`.
     pub action: String,
     pub message: Option<String>,
@@ -26,7 +28,7 @@ fn ledger(row: &SqliteRow) -> Result<LedgerEntry> {
     Ok(LedgerEntry {
         scope: row.try_get("scope")?,
         continuation_id: row.try_get("continuation_id")?,
-        task_id: row.try_get("task_id")?,
+        task_id: crate::rows::id(row, "task_id")?,
         action: row.try_get("action")?,
         message: row.try_get("message")?,
         result: serde_json::from_str(&result).map_err(|e| StoreError::Corrupt {
@@ -47,7 +49,7 @@ pub(crate) async fn put_ledger(conn: &mut sqlx::SqliteConnection, e: &LedgerEntr
     )
     .bind(&e.scope)
     .bind(&e.continuation_id)
-    .bind(&e.task_id)
+    .bind(e.task_id.as_str())
     .bind(&e.action)
     .bind(&e.message)
     .bind(e.result.to_string())
@@ -85,7 +87,7 @@ impl Store {
     /// and the ledger entry, in one transaction. `false` when it was already released.
     pub async fn release_delegation(
         &self,
-        task_id: &str,
+        task_id: &TaskId,
         note: &str,
         ledger_entry: Option<&LedgerEntry>,
     ) -> Result<(bool, Vec<EventEnvelope>)> {
@@ -100,20 +102,21 @@ impl Store {
              RETURNING session_id",
         )
         .bind(now)
-        .bind(task_id)
+        .bind(task_id.as_str())
         .fetch_optional(&mut *tx)
         .await?;
         let mut events = Vec::new();
         if let Some((session_id,)) = &row {
+            let session_id = &SessionId::from(session_id);
             sqlx::query("UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?")
                 .bind(SessionStatus::Closed.as_str())
                 .bind(now)
-                .bind(session_id)
+                .bind(session_id.as_str())
                 .execute(&mut *tx)
                 .await?;
             add_message(
                 &mut tx,
-                task_id,
+                &task_id.conversation_id(),
                 MessageRole::Status,
                 note,
                 Some(session_id),
@@ -134,7 +137,7 @@ impl Store {
     /// client's task). `None` when it was already reported.
     pub async fn report_delegation_turn(
         &self,
-        turn_id: &str,
+        turn_id: &TurnId,
         payload: &EventPayload,
     ) -> Result<Option<EventEnvelope>> {
         let mut tx = self.writer.begin().await?;
@@ -151,7 +154,7 @@ impl Store {
     /// already reported.
     pub async fn record_unreportable_turn(
         &self,
-        turn_id: &str,
+        turn_id: &TurnId,
         why: &str,
     ) -> Result<Option<EventEnvelope>> {
         let mut tx = self.writer.begin().await?;
@@ -168,7 +171,7 @@ impl Store {
 
     /// Ids of the delegation turns that ended but whose outcome was not reported yet,
     /// oldest first (ids only: one unreadable row never hides the others).
-    pub async fn unreported_delegation_turn_ids(&self) -> Result<Vec<String>> {
+    pub async fn unreported_delegation_turn_ids(&self) -> Result<Vec<TurnId>> {
         let rows: Vec<(String,)> = sqlx::query_as(
             "SELECT dt.turn_id FROM delegation_turns dt JOIN turns t ON t.id = dt.turn_id \
              WHERE dt.reported_at IS NULL \
@@ -177,7 +180,7 @@ impl Store {
         )
         .fetch_all(&self.reader)
         .await?;
-        Ok(rows.into_iter().map(|(id,)| id).collect())
+        Ok(rows.into_iter().map(|(id,)| TurnId::from(id)).collect())
     }
 
     /// Delegation turns that ended but whose outcome was not reported yet.
@@ -196,13 +199,16 @@ impl Store {
 
 /// Marks a turn reported and returns the session its outcome goes to (the parent's
 /// session, else the child's own); `None` when it was reported already.
-async fn claim_report(tx: &mut sqlx::SqliteConnection, turn_id: &str) -> Result<Option<String>> {
+async fn claim_report(
+    tx: &mut sqlx::SqliteConnection,
+    turn_id: &TurnId,
+) -> Result<Option<SessionId>> {
     let row: Option<(String,)> = sqlx::query_as(
         "UPDATE delegation_turns SET reported_at = ? WHERE turn_id = ? \
          AND reported_at IS NULL RETURNING task_id",
     )
     .bind(now_ms())
-    .bind(turn_id)
+    .bind(turn_id.as_str())
     .fetch_optional(&mut *tx)
     .await?;
     let Some((task_id,)) = row else {
@@ -213,5 +219,5 @@ async fn claim_report(tx: &mut sqlx::SqliteConnection, turn_id: &str) -> Result<
             .bind(&task_id)
             .fetch_one(&mut *tx)
             .await?;
-    Ok(Some(parent.unwrap_or(child)))
+    Ok(Some(SessionId::from(parent.unwrap_or(child))))
 }

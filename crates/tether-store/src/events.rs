@@ -1,7 +1,9 @@
 //! Events (gap-free `seq` per session) and the conversation history.
 
 use sqlx::SqliteConnection;
-use tether_proto::{EventEnvelope, EventPayload, HistoryMessage, MessageRole};
+use tether_proto::{
+    ConversationId, EventEnvelope, EventPayload, HistoryMessage, MessageRole, SessionId, TurnId,
+};
 
 use crate::conns::Tx;
 use crate::{Result, Store, StoreError, now_ms, rows};
@@ -13,8 +15,8 @@ use crate::{Result, Store, StoreError, now_ms, rows};
 /// [`Store::commit_events`].
 pub(crate) async fn append(
     conn: &mut Tx,
-    session_id: &str,
-    turn_id: Option<&str>,
+    session_id: &SessionId,
+    turn_id: Option<&TurnId>,
     payload: &EventPayload,
 ) -> Result<EventEnvelope> {
     let at = now_ms();
@@ -28,11 +30,11 @@ pub(crate) async fn append(
          SELECT id, conversation_id, last_seq + 1, ?, ?, ?, ? FROM sessions WHERE id = ? \
          RETURNING id, seq, conversation_id",
     )
-    .bind(turn_id)
+    .bind(turn_id.map(TurnId::as_str))
     .bind(at)
     .bind(payload.kind())
     .bind(json)
-    .bind(session_id)
+    .bind(session_id.as_str())
     .fetch_all(&mut **conn)
     .await?;
     let Some((id, seq, conversation_id)) = rows.into_iter().next() else {
@@ -42,10 +44,10 @@ pub(crate) async fn append(
     conn.note_appended(1);
     Ok(EventEnvelope {
         id,
-        session_id: session_id.into(),
+        session_id: session_id.clone(),
         conversation_id: conversation_id.into(),
         seq,
-        turn_id: turn_id.map(Into::into),
+        turn_id: turn_id.cloned(),
         at_ms: at,
         payload: payload.clone(),
     })
@@ -55,11 +57,11 @@ pub(crate) async fn append(
 /// `updated_at`), in one query.
 pub(crate) async fn add_message(
     conn: &mut SqliteConnection,
-    conversation_id: &str,
+    conversation_id: &ConversationId,
     role: MessageRole,
     text: &str,
-    session_id: Option<&str>,
-    turn_id: Option<&str>,
+    session_id: Option<&SessionId>,
+    turn_id: Option<&TurnId>,
 ) -> Result<i64> {
     // `fetch_all`, never `fetch_one`: with a row limit sqlx stops after the first row
     // and the second statement would not run.
@@ -68,11 +70,11 @@ pub(crate) async fn add_message(
          VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id; \
          UPDATE conversations SET updated_at = ?6 WHERE id = ?1",
     )
-    .bind(conversation_id)
+    .bind(conversation_id.as_str())
     .bind(role.as_str())
     .bind(text)
-    .bind(session_id)
-    .bind(turn_id)
+    .bind(session_id.map(SessionId::as_str))
+    .bind(turn_id.map(TurnId::as_str))
     .bind(now_ms())
     .fetch_all(&mut *conn)
     .await?;
@@ -86,11 +88,11 @@ impl Store {
     /// Appends a history entry, optionally with a `status` event on a session, together.
     pub async fn add_message(
         &self,
-        conversation_id: &str,
+        conversation_id: &ConversationId,
         role: MessageRole,
         text: &str,
-        session_id: Option<&str>,
-        turn_id: Option<&str>,
+        session_id: Option<&SessionId>,
+        turn_id: Option<&TurnId>,
     ) -> Result<Option<EventEnvelope>> {
         let mut tx = self.writer.begin().await?;
         add_message(&mut tx, conversation_id, role, text, session_id, turn_id).await?;
@@ -115,14 +117,14 @@ impl Store {
     /// A session's events with `seq > after_seq`, oldest first.
     pub async fn session_events(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         after_seq: i64,
         limit: u32,
     ) -> Result<Vec<EventEnvelope>> {
         let rows = sqlx::query(
             "SELECT * FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
         )
-        .bind(session_id)
+        .bind(session_id.as_str())
         .bind(after_seq)
         .bind(limit)
         .fetch_all(&self.reader)
@@ -133,14 +135,14 @@ impl Store {
     /// A conversation's events (across its sessions) with global `id > after_id`.
     pub async fn conversation_events(
         &self,
-        conversation_id: &str,
+        conversation_id: &ConversationId,
         after_id: i64,
         limit: u32,
     ) -> Result<Vec<EventEnvelope>> {
         let rows = sqlx::query(
             "SELECT * FROM events WHERE conversation_id = ? AND id > ? ORDER BY id LIMIT ?",
         )
-        .bind(conversation_id)
+        .bind(conversation_id.as_str())
         .bind(after_id)
         .bind(limit)
         .fetch_all(&self.reader)
@@ -151,14 +153,14 @@ impl Store {
     /// The conversation's history with `id > after_id`, oldest first.
     pub async fn history(
         &self,
-        conversation_id: &str,
+        conversation_id: &ConversationId,
         after_id: i64,
         limit: u32,
     ) -> Result<Vec<HistoryMessage>> {
         let rows = sqlx::query(
             "SELECT * FROM messages WHERE conversation_id = ? AND id > ? ORDER BY id LIMIT ?",
         )
-        .bind(conversation_id)
+        .bind(conversation_id.as_str())
         .bind(after_id)
         .bind(limit)
         .fetch_all(&self.reader)

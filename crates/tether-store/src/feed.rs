@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
-use tether_proto::{EventEnvelope, EventPayload};
+use tether_proto::{ConversationId, EventEnvelope, EventPayload, SessionId};
 use tokio::sync::broadcast::{self, error::RecvError};
 
 use crate::{Result, Store, StoreError, rows};
@@ -41,9 +41,9 @@ const FILL_PAGE: u32 = 256;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scope {
     /// Every event of the conversation, across its sessions.
-    Conversation(String),
+    Conversation(ConversationId),
     /// The events of one runtime session.
-    Session(String),
+    Session(SessionId),
 }
 
 /// Events of one conversation from one commit (or one page read from the store), in `id`
@@ -81,28 +81,30 @@ impl Batch {
 /// The topics of followed conversations.
 #[derive(Default)]
 pub(crate) struct Hub {
-    topics: Mutex<HashMap<String, broadcast::Sender<Arc<Batch>>>>,
+    topics: Mutex<HashMap<ConversationId, broadcast::Sender<Arc<Batch>>>>,
 }
 
 impl Hub {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, broadcast::Sender<Arc<Batch>>>> {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<ConversationId, broadcast::Sender<Arc<Batch>>>> {
         self.topics.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn join(&self, conversation_id: &str) -> broadcast::Receiver<Arc<Batch>> {
+    fn join(&self, conversation_id: &ConversationId) -> broadcast::Receiver<Arc<Batch>> {
         let mut topics = self.lock();
         match topics.get(conversation_id) {
             Some(tx) => tx.subscribe(),
             None => {
                 let (tx, rx) = broadcast::channel(TOPIC_CAPACITY);
-                topics.insert(conversation_id.to_string(), tx);
+                topics.insert(conversation_id.clone(), tx);
                 rx
             }
         }
     }
 
     /// Called after a follower's receiver was dropped: the last one out removes the topic.
-    fn leave(&self, conversation_id: &str) {
+    fn leave(&self, conversation_id: &ConversationId) {
         let mut topics = self.lock();
         if topics
             .get(conversation_id)
@@ -121,8 +123,8 @@ impl Hub {
     /// conversations whose list view may have changed (a commit with more than streamed
     /// output). Runs under the writer connection, so it must stay cheap: one look-up per
     /// conversation in the commit, and a copy of the events only for followed ones.
-    fn publish(&self, events: &[EventEnvelope]) -> Vec<String> {
-        let mut changed: Vec<String> = Vec::new();
+    fn publish(&self, events: &[EventEnvelope]) -> Vec<ConversationId> {
+        let mut changed: Vec<ConversationId> = Vec::new();
         let mut sends = Vec::new();
         {
             let topics = self.lock();
@@ -139,9 +141,9 @@ impl Hub {
                 if group.iter().any(|e| !is_streamed(&e.payload))
                     && !changed.iter().any(|c| c == conv)
                 {
-                    changed.push(conv.to_string());
+                    changed.push(conv.clone());
                 }
-                if let Some(tx) = topics.get(conv.as_str()) {
+                if let Some(tx) = topics.get(conv) {
                     sends.push((tx.clone(), group));
                 }
             }
@@ -171,8 +173,8 @@ fn is_streamed(p: &EventPayload) -> bool {
 /// feed.
 pub struct Follower {
     store: Store,
-    conversation_id: String,
-    session_id: Option<String>,
+    conversation_id: ConversationId,
+    session_id: Option<SessionId>,
     rx: Option<broadcast::Receiver<Arc<Batch>>>,
     /// Id of the last event delivered (or the resume point).
     last: i64,
@@ -256,7 +258,7 @@ impl Follower {
                 }
                 Err(RecvError::Lagged(skipped)) => {
                     tracing::debug!(
-                        conversation_id = self.conversation_id,
+                        conversation_id = %self.conversation_id,
                         skipped,
                         "feed follower lagged; reading the store"
                     );
@@ -298,7 +300,7 @@ impl Follower {
                     "SELECT * FROM events WHERE session_id = ? AND id > ? AND id <= ? \
                          ORDER BY seq LIMIT ?",
                 )
-                .bind(sid)
+                .bind(sid.as_str())
                 .bind(self.last)
                 .bind(until)
                 .bind(FILL_PAGE)
@@ -310,7 +312,7 @@ impl Follower {
                     "SELECT * FROM events WHERE conversation_id = ? AND id > ? AND id <= ? \
                      ORDER BY id LIMIT ?",
                 )
-                .bind(&self.conversation_id)
+                .bind(self.conversation_id.as_str())
                 .bind(self.last)
                 .bind(until)
                 .bind(FILL_PAGE)
@@ -332,13 +334,13 @@ impl Store {
             Scope::Session(sid) => {
                 let conv: Option<(String,)> =
                     sqlx::query_as("SELECT conversation_id FROM sessions WHERE id = ?")
-                        .bind(&sid)
+                        .bind(sid.as_str())
                         .fetch_optional(&self.reader)
                         .await?;
                 let Some((conv,)) = conv else {
                     return Err(sqlx::Error::RowNotFound.into());
                 };
-                (conv, Some(sid))
+                (ConversationId::from(conv), Some(sid))
             }
         };
         // Join before reading the store: whatever commits from now on is in the channel,
@@ -365,10 +367,10 @@ impl Store {
     }
 
     /// The id of the conversation's newest stored event (0: none).
-    async fn newest_event_id(&self, conversation_id: &str) -> Result<i64> {
+    async fn newest_event_id(&self, conversation_id: &ConversationId) -> Result<i64> {
         let (last,): (Option<i64>,) =
             sqlx::query_as("SELECT MAX(id) FROM events WHERE conversation_id = ?")
-                .bind(conversation_id)
+                .bind(conversation_id.as_str())
                 .fetch_one(&self.reader)
                 .await?;
         Ok(last.unwrap_or(0))

@@ -86,7 +86,7 @@ pub struct Store {
     reader: Conns,
     checkpointer: std::sync::Arc<checkpoint::Checkpointer>,
     /// Ids of conversations whose row changed (see `pages`).
-    changes: tokio::sync::broadcast::Sender<String>,
+    changes: tokio::sync::broadcast::Sender<tether_proto::ConversationId>,
     /// Followers of live events (see `feed`).
     feed: std::sync::Arc<feed::Hub>,
     /// Event batches waiting for a group commit (see `append`).

@@ -5,7 +5,7 @@
 //! more than streamed agent output, sent by the feed at commit), so a list can follow
 //! changes instead of polling.
 
-use tether_proto::{EventEnvelope, HistoryMessage};
+use tether_proto::{ConversationId, EventEnvelope, HistoryMessage};
 use tokio::sync::broadcast;
 
 use crate::{ConversationRow, Result, Store, rows};
@@ -17,20 +17,20 @@ pub(crate) const CHANGES_BUFFER: usize = 1024;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListCursor {
     pub updated_at_ms: i64,
-    pub id: String,
+    pub id: ConversationId,
 }
 
 impl Store {
     /// Ids of conversations whose row changed (see the module header).
-    pub fn conversation_changes(&self) -> broadcast::Receiver<String> {
+    pub fn conversation_changes(&self) -> broadcast::Receiver<ConversationId> {
         self.changes.subscribe()
     }
 
     /// Tells the followers that conversation `id` changed (after the write committed).
-    pub(crate) fn changed(&self, id: &str) {
+    pub(crate) fn changed(&self, id: &ConversationId) {
         // No follower is not an error (and costs no copy of the id).
         if self.changes.receiver_count() > 0 {
-            let _ = self.changes.send(id.to_string());
+            let _ = self.changes.send(id.clone());
         }
     }
 
@@ -65,14 +65,14 @@ impl Store {
     /// `None`), oldest first.
     pub async fn conversation_events_before(
         &self,
-        conversation_id: &str,
+        conversation_id: &ConversationId,
         before_id: Option<i64>,
         limit: u32,
     ) -> Result<Vec<EventEnvelope>> {
         let rows = sqlx::query(
             "SELECT * FROM events WHERE conversation_id = ? AND id < ? ORDER BY id DESC LIMIT ?",
         )
-        .bind(conversation_id)
+        .bind(conversation_id.as_str())
         .bind(before_id.unwrap_or(i64::MAX))
         .bind(limit)
         .fetch_all(&self.reader)
@@ -83,14 +83,14 @@ impl Store {
     /// The last `limit` history messages with `id < before_id`, oldest first.
     pub async fn history_before(
         &self,
-        conversation_id: &str,
+        conversation_id: &ConversationId,
         before_id: i64,
         limit: u32,
     ) -> Result<Vec<HistoryMessage>> {
         let rows = sqlx::query(
             "SELECT * FROM messages WHERE conversation_id = ? AND id < ? ORDER BY id DESC LIMIT ?",
         )
-        .bind(conversation_id)
+        .bind(conversation_id.as_str())
         .bind(before_id)
         .bind(limit)
         .fetch_all(&self.reader)

@@ -4,7 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use tether_proto::{ApprovalStatus, EventEnvelope, EventPayload, MessageRole, QuestionStatus};
+use tether_proto::{
+    ApprovalStatus, ConversationId, EventEnvelope, EventPayload, MessageRole, QuestionStatus,
+    SessionId, TurnId,
+};
 
 use crate::events::{add_message, append};
 use crate::{Result, Store, rules};
@@ -12,9 +15,9 @@ use crate::{Result, Store, rules};
 /// What recovery did to one conversation.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecoveredConversation {
-    pub conversation_id: String,
+    pub conversation_id: ConversationId,
     /// The session the notice was attached to.
-    pub session_id: String,
+    pub session_id: SessionId,
     pub interrupted_turns: usize,
     pub expired_approvals: usize,
     pub expired_questions: usize,
@@ -35,7 +38,7 @@ impl Store {
     ) -> Result<RecoveryReport> {
         let mut tx = self.writer.begin().await?;
         let mut report = RecoveryReport::default();
-        let mut per: BTreeMap<String, RecoveredConversation> = BTreeMap::new();
+        let mut per: BTreeMap<ConversationId, RecoveredConversation> = BTreeMap::new();
 
         // Each step: one conditional UPDATE … RETURNING (id, session, conversation, turn),
         // one event per row, one count per conversation.
@@ -74,6 +77,11 @@ impl Store {
                 .fetch_all(&mut *tx)
                 .await?;
             for (id, session_id, conversation_id, turn_id) in rows {
+                let (session_id, conversation_id, turn_id) = (
+                    SessionId::from(session_id),
+                    ConversationId::from(conversation_id),
+                    TurnId::from(turn_id),
+                );
                 let ev = kind.event(id);
                 report
                     .events
@@ -105,12 +113,12 @@ impl Store {
             // Attach the notice to the bound session when there is one.
             let bound: Option<(Option<String>,)> =
                 sqlx::query_as("SELECT bound_session_id FROM conversations WHERE id = ?")
-                    .bind(&rc.conversation_id)
+                    .bind(rc.conversation_id.as_str())
                     .fetch_optional(&mut *tx)
                     .await?;
             let session_id = bound
                 .and_then(|b| b.0)
-                .unwrap_or_else(|| rc.session_id.clone());
+                .map_or_else(|| rc.session_id.clone(), SessionId::from);
             let text = notice(&rc);
             add_message(
                 &mut tx,

@@ -3,9 +3,9 @@
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 use tether_proto::{
-    Approval, ApprovalStatus, ConversationKind, Decision, ErrorCode, EventEnvelope, EventPayload,
-    HistoryMessage, MessageRole, NewSessionReason, Question, QuestionStatus, Session,
-    SessionStatus, Turn, TurnStatus,
+    Approval, ApprovalId, ApprovalStatus, ConversationId, ConversationKind, Decision, ErrorCode,
+    EventEnvelope, EventPayload, HistoryMessage, MessageRole, NewSessionReason, Question,
+    QuestionId, QuestionStatus, Session, SessionId, SessionStatus, Turn, TurnId, TurnStatus,
 };
 
 use crate::{Result, StoreError};
@@ -13,15 +13,15 @@ use crate::{Result, StoreError};
 /// A stored conversation (without the derived fields of the API view).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConversationRow {
-    pub id: String,
+    pub id: ConversationId,
     pub kind: ConversationKind,
     pub title: String,
     pub agent: String,
     pub model: Option<String>,
     pub cwd: String,
     pub archived: bool,
-    pub bound_session_id: Option<String>,
-    pub parent_conversation_id: Option<String>,
+    pub bound_session_id: Option<SessionId>,
+    pub parent_conversation_id: Option<ConversationId>,
     /// Why the next session will start (`explicit` after `/new`), while unbound.
     pub next_session_reason: Option<NewSessionReason>,
     pub created_at_ms: i64,
@@ -31,8 +31,8 @@ pub struct ConversationRow {
 /// A session to insert.
 #[derive(Debug, Clone)]
 pub struct NewSession {
-    pub id: String,
-    pub conversation_id: String,
+    pub id: SessionId,
+    pub conversation_id: ConversationId,
     pub agent: String,
     pub model: Option<String>,
     pub cwd: String,
@@ -41,9 +41,9 @@ pub struct NewSession {
 /// A turn to insert.
 #[derive(Debug, Clone)]
 pub struct NewTurn {
-    pub id: String,
-    pub session_id: String,
-    pub conversation_id: String,
+    pub id: TurnId,
+    pub session_id: SessionId,
+    pub conversation_id: ConversationId,
     pub input: String,
     pub status: TurnStatus,
 }
@@ -61,10 +61,10 @@ pub struct TurnEnd {
 /// An approval to insert.
 #[derive(Debug, Clone)]
 pub struct NewApproval {
-    pub id: String,
-    pub conversation_id: String,
-    pub session_id: String,
-    pub turn_id: String,
+    pub id: ApprovalId,
+    pub conversation_id: ConversationId,
+    pub session_id: SessionId,
+    pub turn_id: TurnId,
     pub title: String,
     pub kind: Option<String>,
     pub detail: Option<serde_json::Value>,
@@ -75,10 +75,10 @@ pub struct NewApproval {
 /// A question to insert.
 #[derive(Debug, Clone)]
 pub struct NewQuestion {
-    pub id: String,
-    pub conversation_id: String,
-    pub session_id: String,
-    pub turn_id: String,
+    pub id: QuestionId,
+    pub conversation_id: ConversationId,
+    pub session_id: SessionId,
+    pub turn_id: TurnId,
     pub prompt: String,
     pub deadline_ms: i64,
 }
@@ -107,7 +107,7 @@ fn parse_json<T: serde::de::DeserializeOwned>(table: &'static str, s: &str) -> R
 
 pub(crate) fn conversation(row: &SqliteRow) -> Result<ConversationRow> {
     Ok(ConversationRow {
-        id: row.try_get("id")?,
+        id: id(row, "id")?,
         kind: parse_enum(
             "conversations",
             row.try_get("kind")?,
@@ -118,8 +118,8 @@ pub(crate) fn conversation(row: &SqliteRow) -> Result<ConversationRow> {
         model: row.try_get("model")?,
         cwd: row.try_get("cwd")?,
         archived: row.try_get::<i64, _>("archived")? != 0,
-        bound_session_id: row.try_get("bound_session_id")?,
-        parent_conversation_id: row.try_get("parent_conversation_id")?,
+        bound_session_id: opt_id(row, "bound_session_id")?,
+        parent_conversation_id: opt_id(row, "parent_conversation_id")?,
         next_session_reason: row
             .try_get::<Option<String>, _>("next_session_reason")?
             .and_then(|r| NewSessionReason::parse(&r)),

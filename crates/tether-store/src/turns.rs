@@ -1,6 +1,8 @@
 //! Turns: queued, started, waiting, finished (immutable once terminal).
 
-use tether_proto::{EventEnvelope, EventPayload, MessageRole, Turn, TurnStatus};
+use tether_proto::{
+    ConversationId, EventEnvelope, EventPayload, MessageRole, SessionId, Turn, TurnId, TurnStatus,
+};
 
 use crate::events::{add_message, append};
 use crate::{NewMessage, NewTurn, Result, Store, TurnEnd, now_ms, rows, rules};
@@ -16,9 +18,9 @@ impl Store {
             "INSERT INTO turns (id, session_id, conversation_id, input, status, created_at) \
              VALUES (?, ?, ?, ?, ?, ?)",
         )
-        .bind(&t.id)
-        .bind(&t.session_id)
-        .bind(&t.conversation_id)
+        .bind(t.id.as_str())
+        .bind(t.session_id.as_str())
+        .bind(t.conversation_id.as_str())
         .bind(&t.input)
         .bind(t.status.as_str())
         .bind(now)
@@ -38,9 +40,9 @@ impl Store {
         tx.commit().await?;
         self.changed(&t.conversation_id);
         Ok(Turn {
-            id: t.id.clone().into(),
-            session_id: t.session_id.clone().into(),
-            conversation_id: t.conversation_id.clone().into(),
+            id: t.id.clone(),
+            session_id: t.session_id.clone(),
+            conversation_id: t.conversation_id.clone(),
             input: t.input.clone(),
             status: t.status,
             result_text: None,
@@ -56,19 +58,20 @@ impl Store {
 
     /// Marks a queued turn running and records `turn_started`, together. `None` when the
     /// turn is not queued any more (it already ran or ended).
-    pub async fn start_turn(&self, turn_id: &str) -> Result<Option<EventEnvelope>> {
+    pub async fn start_turn(&self, turn_id: &TurnId) -> Result<Option<EventEnvelope>> {
         let mut tx = self.writer.begin().await?;
         let row: Option<(String, String)> = sqlx::query_as(
             "UPDATE turns SET status = 'running', started_at = ? WHERE id = ? \
              AND status = 'queued' RETURNING session_id, input",
         )
         .bind(now_ms())
-        .bind(turn_id)
+        .bind(turn_id.as_str())
         .fetch_optional(&mut *tx)
         .await?;
         let Some((session_id, input)) = row else {
             return Ok(None);
         };
+        let session_id = SessionId::from(session_id);
         let ev = append(
             &mut tx,
             &session_id,
@@ -85,7 +88,7 @@ impl Store {
     /// had already ended: terminal states are immutable).
     pub async fn finish_turn(
         &self,
-        turn_id: &str,
+        turn_id: &TurnId,
         end: &TurnEnd,
         event: &EventPayload,
         message: Option<&NewMessage>,
@@ -104,12 +107,16 @@ impl Store {
         .bind(end.error.as_ref().map(|(_, m)| m.as_str()))
         .bind(end.usage.as_ref().map(|u| u.to_string()))
         .bind(now_ms())
-        .bind(turn_id)
+        .bind(turn_id.as_str())
         .fetch_optional(&mut *tx)
         .await?;
         let Some((session_id, conversation_id)) = row else {
             return Ok(None);
         };
+        let (session_id, conversation_id) = (
+            SessionId::from(session_id),
+            ConversationId::from(conversation_id),
+        );
         let ev = append(&mut tx, &session_id, Some(turn_id), event).await?;
         if let Some(m) = message {
             add_message(
@@ -126,43 +133,43 @@ impl Store {
         Ok(Some(ev))
     }
 
-    pub async fn get_turn(&self, id: &str) -> Result<Option<Turn>> {
+    pub async fn get_turn(&self, id: &TurnId) -> Result<Option<Turn>> {
         let row = sqlx::query("SELECT * FROM turns WHERE id = ?")
-            .bind(id)
+            .bind(id.as_str())
             .fetch_optional(&self.reader)
             .await?;
         row.as_ref().map(rows::turn).transpose()
     }
 
     /// A session's turns, oldest first.
-    pub async fn session_turns(&self, session_id: &str) -> Result<Vec<Turn>> {
+    pub async fn session_turns(&self, session_id: &SessionId) -> Result<Vec<Turn>> {
         let rows =
             sqlx::query("SELECT * FROM turns WHERE session_id = ? ORDER BY created_at, rowid")
-                .bind(session_id)
+                .bind(session_id.as_str())
                 .fetch_all(&self.reader)
                 .await?;
         rows.iter().map(rows::turn).collect()
     }
 
     /// The conversation's turns that have not ended, oldest first.
-    pub async fn open_turns(&self, conversation_id: &str) -> Result<Vec<Turn>> {
+    pub async fn open_turns(&self, conversation_id: &ConversationId) -> Result<Vec<Turn>> {
         let rows = sqlx::query(&format!(
             "SELECT * FROM turns WHERE conversation_id = ? AND status IN {OPEN} \
              ORDER BY created_at, rowid"
         ))
-        .bind(conversation_id)
+        .bind(conversation_id.as_str())
         .fetch_all(&self.reader)
         .await?;
         rows.iter().map(rows::turn).collect()
     }
 
     /// Sets a non-terminal status (running ↔ waiting); terminal turns are left alone.
-    pub async fn set_turn_waiting(&self, turn_id: &str, status: TurnStatus) -> Result<()> {
+    pub async fn set_turn_waiting(&self, turn_id: &TurnId, status: TurnStatus) -> Result<()> {
         sqlx::query(&format!(
             "UPDATE turns SET status = ? WHERE id = ? AND status IN {OPEN}"
         ))
         .bind(status.as_str())
-        .bind(turn_id)
+        .bind(turn_id.as_str())
         .execute(&self.writer)
         .await?;
         Ok(())

@@ -1,7 +1,7 @@
 //! What the conversation views are built from, read for many conversations at once: a
 //! page of the conversation list costs four queries, not four per conversation.
 
-use tether_proto::{Approval, Question, Session, Turn};
+use tether_proto::{Approval, ConversationId, Question, Session, SessionId, Turn};
 
 use crate::{Result, Store, rows};
 
@@ -24,8 +24,8 @@ impl Store {
     /// The [`ViewParts`] of these conversations and sessions (in no particular order).
     pub async fn view_parts(
         &self,
-        conversation_ids: &[&str],
-        session_ids: &[&str],
+        conversation_ids: &[&ConversationId],
+        session_ids: &[&SessionId],
     ) -> Result<ViewParts> {
         let mut parts = ViewParts::default();
         if !session_ids.is_empty() {
@@ -35,7 +35,7 @@ impl Store {
             );
             let mut q = sqlx::query(&sql);
             for id in session_ids {
-                q = q.bind(*id);
+                q = q.bind(id.as_str());
             }
             let found = q.fetch_all(&self.reader).await?;
             parts.sessions = found.iter().map(rows::session).collect::<Result<_>>()?;
@@ -62,9 +62,9 @@ impl Store {
         let mut aq = sqlx::query(&approvals);
         let mut qq = sqlx::query(&questions);
         for id in conversation_ids {
-            tq = tq.bind(*id);
-            aq = aq.bind(*id);
-            qq = qq.bind(*id);
+            tq = tq.bind(id.as_str());
+            aq = aq.bind(id.as_str());
+            qq = qq.bind(id.as_str());
         }
         let (t, a, q) = futures::try_join!(
             tq.fetch_all(&self.reader),

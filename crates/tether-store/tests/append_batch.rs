@@ -11,7 +11,7 @@ async fn store_with_session() -> (tempfile::TempDir, Store) {
     let store = Store::open(dir.path()).await.unwrap();
     store
         .create_conversation(
-            "c1",
+            &"c1".into(),
             ConversationKind::Chat,
             "t",
             "fake",
@@ -51,14 +51,14 @@ async fn batches_of_any_size_keep_seq_gap_free_and_order() {
     // 0, 1, 2, 3 (2+1), 127, 128, 129 (128+1), 300 (128+128+32+8+4): every chunking path.
     for n in [0, 1, 2, 3, 127, 128, 129, 300] {
         let evs = store
-            .append_events("s1", Some("t1"), &deltas(sent, n))
+            .append_events(&"s1".into(), Some(&"t1".into()), &deltas(sent, n))
             .await
             .unwrap();
         assert_eq!(evs.len(), n);
         sent += n;
         returned.extend(evs);
     }
-    let stored = store.session_events("s1", 0, 10_000).await.unwrap();
+    let stored = store.session_events(&"s1".into(), 0, 10_000).await.unwrap();
     // seq 1 is session_started.
     assert_eq!(stored.len(), sent + 1);
     assert_eq!(
@@ -86,7 +86,7 @@ async fn batches_of_any_size_keep_seq_gap_free_and_order() {
     }
     // A later single append continues the counter.
     let next = store
-        .append_events("s1", None, &deltas(0, 1))
+        .append_events(&"s1".into(), None, &deltas(0, 1))
         .await
         .unwrap();
     assert_eq!(next[0].seq, sent as i64 + 2);
@@ -98,11 +98,18 @@ async fn a_batch_for_an_unknown_session_fails_and_stores_nothing() {
     let (_d, store) = store_with_session().await;
     assert!(
         store
-            .append_events("nope", None, &deltas(0, 5))
+            .append_events(&"nope".into(), None, &deltas(0, 5))
             .await
             .is_err()
     );
-    assert_eq!(store.session_events("nope", 0, 10).await.unwrap().len(), 0);
+    assert_eq!(
+        store
+            .session_events(&"nope".into(), 0, 10)
+            .await
+            .unwrap()
+            .len(),
+        0
+    );
 }
 
 #[tokio::test]
@@ -110,14 +117,21 @@ async fn a_single_event_for_an_unknown_session_fails_and_stores_nothing() {
     let (_d, store) = store_with_session().await;
     assert!(
         store
-            .append_events("nope", None, &deltas(0, 1))
+            .append_events(&"nope".into(), None, &deltas(0, 1))
             .await
             .is_err()
     );
-    assert_eq!(store.session_events("nope", 0, 10).await.unwrap().len(), 0);
+    assert_eq!(
+        store
+            .session_events(&"nope".into(), 0, 10)
+            .await
+            .unwrap()
+            .len(),
+        0
+    );
     // The real session's counter is untouched.
     let evs = store
-        .append_events("s1", None, &deltas(0, 1))
+        .append_events(&"s1".into(), None, &deltas(0, 1))
         .await
         .unwrap();
     assert_eq!(evs[0].seq, 2);
@@ -126,17 +140,23 @@ async fn a_single_event_for_an_unknown_session_fails_and_stores_nothing() {
 #[tokio::test]
 async fn a_history_entry_touches_its_conversation() {
     let (_d, store) = store_with_session().await;
-    let before = store.get_conversation("c1").await.unwrap().unwrap();
+    let before = store.get_conversation(&"c1".into()).await.unwrap().unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     let ev = store
-        .add_message("c1", MessageRole::Status, "note", Some("s1"), None)
+        .add_message(
+            &"c1".into(),
+            MessageRole::Status,
+            "note",
+            Some(&"s1".into()),
+            None,
+        )
         .await
         .unwrap()
         .expect("a status event");
     assert_eq!(ev.seq, 2);
-    let after = store.get_conversation("c1").await.unwrap().unwrap();
+    let after = store.get_conversation(&"c1".into()).await.unwrap().unwrap();
     assert!(after.updated_at_ms > before.updated_at_ms);
-    let hist = store.history("c1", 0, 10).await.unwrap();
+    let hist = store.history(&"c1".into(), 0, 10).await.unwrap();
     assert_eq!(hist.len(), 1);
     assert_eq!(hist[0].text, "note");
 }
@@ -146,21 +166,27 @@ async fn single_batched_and_in_transaction_appends_interleave_gap_free() {
     let (_d, store) = store_with_session().await;
     for round in 0..3 {
         store
-            .append_events("s1", None, &deltas(round, 1))
+            .append_events(&"s1".into(), None, &deltas(round, 1))
             .await
             .unwrap();
         store
-            .append_events("s1", None, &deltas(round, 3))
+            .append_events(&"s1".into(), None, &deltas(round, 3))
             .await
             .unwrap();
         // An append inside a larger transaction (history entry + status event).
         store
-            .add_message("c1", MessageRole::Status, "note", Some("s1"), None)
+            .add_message(
+                &"c1".into(),
+                MessageRole::Status,
+                "note",
+                Some(&"s1".into()),
+                None,
+            )
             .await
             .unwrap();
     }
     let seqs: Vec<i64> = store
-        .session_events("s1", 0, 100)
+        .session_events(&"s1".into(), 0, 100)
         .await
         .unwrap()
         .iter()
@@ -168,7 +194,7 @@ async fn single_batched_and_in_transaction_appends_interleave_gap_free() {
         .collect();
     assert_eq!(seqs, (1..=16).collect::<Vec<_>>());
     let next = store
-        .append_events("s1", None, &deltas(0, 1))
+        .append_events(&"s1".into(), None, &deltas(0, 1))
         .await
         .unwrap();
     assert_eq!(next[0].seq, 17);

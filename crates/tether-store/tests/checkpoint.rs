@@ -17,7 +17,7 @@ async fn the_wal_reaches_the_database_file_in_the_background() {
     let store = Store::open(dir.path()).await.unwrap();
     store
         .create_conversation(
-            "c1",
+            &"c1".into(),
             ConversationKind::Chat,
             "t",
             "fake",
@@ -45,7 +45,10 @@ async fn the_wal_reaches_the_database_file_in_the_background() {
         let batch: Vec<EventPayload> = (0..64)
             .map(|_| EventPayload::MessageDelta { text: text.clone() })
             .collect();
-        store.append_events("s1", None, &batch).await.unwrap();
+        store
+            .append_events(&"s1".into(), None, &batch)
+            .await
+            .unwrap();
     }
     // About 2.5 MB of events: they reach the database file within a few checkpoints.
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -59,7 +62,7 @@ async fn the_wal_reaches_the_database_file_in_the_background() {
     }
     store.close().await;
     let store = Store::open(dir.path()).await.unwrap();
-    let events = store.session_events("s1", 0, 5000).await.unwrap();
+    let events = store.session_events(&"s1".into(), 0, 5000).await.unwrap();
     assert_eq!(events.len(), 1 + 40 * 64);
     assert!(store.integrity_check().await.unwrap());
 }

@@ -11,7 +11,15 @@ async fn task_lifecycle_rows() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).await.unwrap();
     store
-        .create_conversation("p", ConversationKind::Chat, "t", "fake", None, "/tmp", None)
+        .create_conversation(
+            &"p".into(),
+            ConversationKind::Chat,
+            "t",
+            "fake",
+            None,
+            "/tmp",
+            None,
+        )
         .await
         .unwrap();
     let s = NewSession {
@@ -44,12 +52,19 @@ async fn task_lifecycle_rows() {
     assert!(events.iter().any(
         |e| e.session_id == "ps" && matches!(e.payload, EventPayload::DelegationStarted { .. })
     ));
-    let conv = store.get_conversation("t1").await.unwrap().unwrap();
+    let conv = store.get_conversation(&"t1".into()).await.unwrap().unwrap();
     assert_eq!(conv.kind, ConversationKind::Delegate);
     assert_eq!(conv.parent_conversation_id.as_deref(), Some("p"));
     assert_eq!(conv.bound_session_id.as_deref(), Some("cs"));
-    assert_eq!(store.running_children("p").await.unwrap(), 1);
-    assert_eq!(store.open_turns_started_in("pt").await.unwrap().len(), 1);
+    assert_eq!(store.running_children(&"p".into()).await.unwrap(), 1);
+    assert_eq!(
+        store
+            .open_turns_started_in(&"pt".into())
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 
     let entry = LedgerEntry {
         scope: "p".into(),
@@ -76,7 +91,11 @@ async fn task_lifecycle_rows() {
     assert_eq!(v, 2);
     let got = store.ledger_entry("p", "c-1").await.unwrap().unwrap();
     assert_eq!(got.result["turn_version"], 2);
-    let latest = store.latest_delegation_turn("t1").await.unwrap().unwrap();
+    let latest = store
+        .latest_delegation_turn(&"t1".into())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         (latest.turn_version, latest.origin),
         (2, TurnOrigin::Person)
@@ -90,9 +109,9 @@ async fn task_lifecycle_rows() {
         error: None,
         usage: None,
     };
-    store.start_turn("ct1").await.unwrap();
+    store.start_turn(&"ct1".into()).await.unwrap();
     store
-        .finish_turn("ct1", &end, &EventPayload::TurnCancelled {}, None)
+        .finish_turn(&"ct1".into(), &end, &EventPayload::TurnCancelled {}, None)
         .await
         .unwrap();
     let pending = store.unreported_delegation_turns().await.unwrap();
@@ -100,14 +119,14 @@ async fn task_lifecycle_rows() {
     let ev = EventPayload::Status { text: "x".into() };
     assert!(
         store
-            .report_delegation_turn("ct1", &ev)
+            .report_delegation_turn(&"ct1".into(), &ev)
             .await
             .unwrap()
             .is_some()
     );
     assert!(
         store
-            .report_delegation_turn("ct1", &ev)
+            .report_delegation_turn(&"ct1".into(), &ev)
             .await
             .unwrap()
             .is_none()
@@ -121,17 +140,17 @@ async fn task_lifecycle_rows() {
     );
 
     let (released, _) = store
-        .release_delegation("t1", "closed", None)
+        .release_delegation(&"t1".into(), "closed", None)
         .await
         .unwrap();
     assert!(released);
     let (again, _) = store
-        .release_delegation("t1", "closed", None)
+        .release_delegation(&"t1".into(), "closed", None)
         .await
         .unwrap();
     assert!(!again);
-    let row = store.get_delegation("t1").await.unwrap().unwrap();
+    let row = store.get_delegation(&"t1".into()).await.unwrap().unwrap();
     assert!(row.released_at_ms.is_some());
-    let s = store.get_session("cs").await.unwrap().unwrap();
+    let s = store.get_session(&"cs".into()).await.unwrap().unwrap();
     assert_eq!(s.status, SessionStatus::Closed);
 }

@@ -15,7 +15,15 @@ async fn open() -> (tempfile::TempDir, Store) {
 
 async fn conversation(store: &Store, id: &str) {
     store
-        .create_conversation(id, ConversationKind::Chat, "t", "fake", None, "/tmp", None)
+        .create_conversation(
+            &id.into(),
+            ConversationKind::Chat,
+            "t",
+            "fake",
+            None,
+            "/tmp",
+            None,
+        )
         .await
         .unwrap();
 }
@@ -59,7 +67,10 @@ async fn quiet(f: &mut Follower) {
 
 /// Every stored event of the conversation, by id.
 async fn stored(store: &Store, conv: &str) -> Vec<EventEnvelope> {
-    store.conversation_events(conv, 0, 100_000).await.unwrap()
+    store
+        .conversation_events(&conv.into(), 0, 100_000)
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
@@ -75,7 +86,10 @@ async fn two_sessions_of_one_conversation_arrive_in_commit_order() {
             for i in 0..50 {
                 let n = 1 + i % 3;
                 let batch: Vec<_> = (0..n).map(|k| delta(&format!("{sid}-{i}-{k}"))).collect();
-                store.append_events(sid, None, &batch).await.unwrap();
+                store
+                    .append_events(&sid.into(), None, &batch)
+                    .await
+                    .unwrap();
             }
         })
     });
@@ -104,7 +118,7 @@ async fn two_sessions_of_one_conversation_arrive_in_commit_order() {
             let mut ids = Vec::new();
             for i in 0..100 {
                 let evs = store
-                    .append_events(sid, None, &[delta(&format!("{i}")), delta("x")])
+                    .append_events(&sid.into(), None, &[delta(&format!("{i}")), delta("x")])
                     .await
                     .unwrap();
                 ids.extend(evs.iter().map(|e| e.id));
@@ -136,20 +150,20 @@ async fn a_session_scope_delivers_only_that_sessions_events() {
     session(&store, "c", "s1").await;
     session(&store, "c", "s2").await;
     let before = store
-        .append_events("s1", None, &[delta("a")])
+        .append_events(&"s1".into(), None, &[delta("a")])
         .await
         .unwrap();
     store
-        .append_events("s2", None, &[delta("b")])
+        .append_events(&"s2".into(), None, &[delta("b")])
         .await
         .unwrap();
     let mut f = store.follow(Scope::Session("s1".into()), 0).await.unwrap();
     store
-        .append_events("s2", None, &[delta("c"), delta("d")])
+        .append_events(&"s2".into(), None, &[delta("c"), delta("d")])
         .await
         .unwrap();
     let after = store
-        .append_events("s1", None, &[delta("e"), delta("f")])
+        .append_events(&"s1".into(), None, &[delta("e"), delta("f")])
         .await
         .unwrap();
     let got = take(&mut f, 4).await;
@@ -177,12 +191,12 @@ async fn resuming_after_an_event_replays_exactly_the_rest() {
     session(&store, "other", "o1").await;
     for i in 0..700 {
         store
-            .append_events("s1", None, &[delta(&format!("{i}"))])
+            .append_events(&"s1".into(), None, &[delta(&format!("{i}"))])
             .await
             .unwrap();
         if i % 7 == 0 {
             store
-                .append_events("o1", None, &[delta("o")])
+                .append_events(&"o1".into(), None, &[delta("o")])
                 .await
                 .unwrap();
         }
@@ -201,7 +215,7 @@ async fn resuming_after_an_event_replays_exactly_the_rest() {
     );
     assert_eq!(f.last_id(), all.last().unwrap().id);
     let next = store
-        .append_events("s1", None, &[delta("live")])
+        .append_events(&"s1".into(), None, &[delta("live")])
         .await
         .unwrap();
     assert_eq!(take(&mut f, 1).await, next);
@@ -225,7 +239,7 @@ async fn a_lagging_follower_recovers_from_the_store_without_gaps_or_duplicates()
     let mut delivered_fast = Vec::new();
     for i in 0..1500 {
         store
-            .append_events("s1", None, &[delta(&format!("{i}"))])
+            .append_events(&"s1".into(), None, &[delta(&format!("{i}"))])
             .await
             .unwrap();
         if i % 100 == 99 {
@@ -239,7 +253,7 @@ async fn a_lagging_follower_recovers_from_the_store_without_gaps_or_duplicates()
     let got = take(&mut slow, all.len()).await;
     assert_eq!(got, all, "no gap, no duplicate after lagging");
     let next = store
-        .append_events("s1", None, &[delta("live")])
+        .append_events(&"s1".into(), None, &[delta("live")])
         .await
         .unwrap();
     assert_eq!(
@@ -259,7 +273,7 @@ async fn a_conversations_topic_goes_with_its_last_follower() {
     assert_eq!(store.followed_conversations(), 0);
     // Commits nobody follows leave nothing behind.
     store
-        .append_events("s1", None, &[delta("a")])
+        .append_events(&"s1".into(), None, &[delta("a")])
         .await
         .unwrap();
     assert_eq!(store.followed_conversations(), 0);
@@ -295,7 +309,7 @@ async fn a_conversations_topic_goes_with_its_last_follower() {
         .await
         .unwrap();
     store
-        .append_events("s1", None, &[delta("b")])
+        .append_events(&"s1".into(), None, &[delta("b")])
         .await
         .unwrap();
     let all = stored(&store, "c").await;
@@ -318,7 +332,7 @@ async fn one_batch_is_shared_by_every_follower() {
         followers.push(f);
     }
     store
-        .append_events("s1", None, &[delta("a"), delta("b")])
+        .append_events(&"s1".into(), None, &[delta("a"), delta("b")])
         .await
         .unwrap();
     let mut batches = Vec::new();

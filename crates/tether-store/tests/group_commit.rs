@@ -14,17 +14,25 @@ use tether_store::*;
 const SESSIONS: usize = 40;
 const ROUNDS: usize = 25;
 
+fn sid(i: usize) -> SessionId {
+    format!("s{i}").into()
+}
+
+fn cid(i: usize) -> ConversationId {
+    format!("c{i}").into()
+}
+
 async fn store_with_sessions(n: usize) -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).await.unwrap();
     for i in 0..n {
-        let c = format!("c{i}");
+        let c = cid(i);
         store
             .create_conversation(&c, ConversationKind::Chat, "t", "fake", None, "/tmp", None)
             .await
             .unwrap();
         let s = NewSession {
-            id: format!("s{i}"),
+            id: sid(i),
             conversation_id: c,
             agent: "fake".into(),
             model: None,
@@ -58,12 +66,7 @@ async fn concurrent_sessions_append_as_if_one_by_one() {
     // One follower per conversation, from the start.
     let mut followers = Vec::new();
     for i in 0..SESSIONS {
-        followers.push(
-            store
-                .follow(Scope::Conversation(format!("c{i}")), 0)
-                .await
-                .unwrap(),
-        );
+        followers.push(store.follow(Scope::Conversation(cid(i)), 0).await.unwrap());
     }
     let tasks: Vec<_> = (0..SESSIONS)
         .map(|i| {
@@ -74,7 +77,7 @@ async fn concurrent_sessions_append_as_if_one_by_one() {
                     // Sizes 1..=5: single events and batches mix in one group.
                     let n = 1 + (i + round) % 5;
                     let evs = store
-                        .append_events(&format!("s{i}"), Some("t"), &deltas(i, round, n))
+                        .append_events(&sid(i), Some(&"t".into()), &deltas(i, round, n))
                         .await
                         .unwrap();
                     assert_eq!(evs.len(), n);
@@ -95,9 +98,9 @@ async fn concurrent_sessions_append_as_if_one_by_one() {
         "concurrent appends share commits: {stats:?}"
     );
     for i in 0..SESSIONS {
-        let sid = format!("s{i}");
         let returned = &all_returned[&i];
-        let stored = store.session_events(&sid, 0, 10_000).await.unwrap();
+        let stored = store.session_events(&sid(i), 0, 10_000).await.unwrap();
+        let sid = sid(i);
         // seq 1 is session_started.
         assert_eq!(&stored[1..], &returned[..], "{sid}: returned = stored");
         assert_eq!(
@@ -105,7 +108,10 @@ async fn concurrent_sessions_append_as_if_one_by_one() {
             (1..=stored.len() as i64).collect::<Vec<_>>(),
             "{sid}: gap-free"
         );
-        assert!(stored.windows(2).all(|w| w[0].id < w[1].id), "{sid}: ids follow seq");
+        assert!(
+            stored.windows(2).all(|w| w[0].id < w[1].id),
+            "{sid}: ids follow seq"
+        );
         let texts: Vec<String> = returned
             .iter()
             .map(|e| match &e.payload {
@@ -120,14 +126,11 @@ async fn concurrent_sessions_append_as_if_one_by_one() {
             })
             .collect();
         assert_eq!(texts, expected, "{sid}: in the order appended");
-        assert!(returned.iter().all(|e| e.conversation_id == format!("c{i}")));
+        assert!(returned.iter().all(|e| e.conversation_id == cid(i)));
     }
     // Each follower got its conversation's events exactly once, in order.
     for (i, f) in followers.iter_mut().enumerate() {
-        let want = store
-            .session_events(&format!("s{i}"), 0, 10_000)
-            .await
-            .unwrap();
+        let want = store.session_events(&sid(i), 0, 10_000).await.unwrap();
         let mut got = Vec::new();
         while got.len() < want.len() {
             let batch = within(f.next()).await.unwrap();
@@ -147,7 +150,7 @@ async fn a_missing_session_in_a_group_fails_alone() {
             let store = store.clone();
             tasks.push(tokio::spawn(async move {
                 store
-                    .append_events(&format!("s{i}"), None, &deltas(i, round, 2))
+                    .append_events(&sid(i), None, &deltas(i, round, 2))
                     .await
                     .map(|evs| evs.len())
             }));
@@ -155,7 +158,7 @@ async fn a_missing_session_in_a_group_fails_alone() {
         let store = store.clone();
         tasks.push(tokio::spawn(async move {
             store
-                .append_events("gone", None, &deltas(99, round, 3))
+                .append_events(&"gone".into(), None, &deltas(99, round, 3))
                 .await
                 .map(|evs| evs.len())
         }));
@@ -172,7 +175,7 @@ async fn a_missing_session_in_a_group_fails_alone() {
     assert_eq!((ok, failed), (160, 20));
     for i in 0..8 {
         let seqs: Vec<i64> = store
-            .session_events(&format!("s{i}"), 0, 1000)
+            .session_events(&sid(i), 0, 1000)
             .await
             .unwrap()
             .iter()
@@ -180,5 +183,11 @@ async fn a_missing_session_in_a_group_fails_alone() {
             .collect();
         assert_eq!(seqs, (1..=41).collect::<Vec<_>>(), "s{i}");
     }
-    assert!(store.session_events("gone", 0, 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .session_events(&"gone".into(), 0, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

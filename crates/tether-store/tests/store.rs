@@ -10,10 +10,10 @@ async fn open() -> (tempfile::TempDir, Store) {
     (dir, store)
 }
 
-async fn conv_with_session(store: &Store) -> (String, String) {
+async fn conv_with_session(store: &Store) -> (ConversationId, SessionId) {
     store
         .create_conversation(
-            "c1",
+            &"c1".into(),
             ConversationKind::Chat,
             "t",
             "fake",
@@ -71,7 +71,7 @@ async fn approval_first_answer_wins_and_recovery_expires() {
         status: TurnStatus::Queued,
     };
     store.insert_turn(&t, true).await.unwrap();
-    store.start_turn("t1").await.unwrap();
+    store.start_turn(&"t1".into()).await.unwrap();
     for id in ["a1", "a2"] {
         store
             .create_approval(&NewApproval {
@@ -89,16 +89,16 @@ async fn approval_first_answer_wins_and_recovery_expires() {
             .unwrap();
     }
     assert_eq!(
-        store.get_turn("t1").await.unwrap().unwrap().status,
+        store.get_turn(&"t1".into()).await.unwrap().unwrap().status,
         TurnStatus::WaitingApproval
     );
     let first = store
-        .resolve_approval("a1", ApprovalStatus::Allowed, Some("me"))
+        .resolve_approval(&"a1".into(), ApprovalStatus::Allowed, Some("me"))
         .await
         .unwrap();
     assert!(first.is_some());
     let second = store
-        .resolve_approval("a1", ApprovalStatus::Denied, Some("you"))
+        .resolve_approval(&"a1".into(), ApprovalStatus::Denied, Some("you"))
         .await
         .unwrap();
     assert!(second.is_none());
@@ -111,15 +111,25 @@ async fn approval_first_answer_wins_and_recovery_expires() {
     assert_eq!(report.conversations[0].interrupted_turns, 1);
     assert_eq!(report.conversations[0].expired_approvals, 1);
     assert_eq!(
-        store.get_turn("t1").await.unwrap().unwrap().status,
+        store.get_turn(&"t1".into()).await.unwrap().unwrap().status,
         TurnStatus::Interrupted
     );
     assert_eq!(
-        store.get_approval("a2").await.unwrap().unwrap().status,
+        store
+            .get_approval(&"a2".into())
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
         ApprovalStatus::Expired
     );
     assert_eq!(
-        store.get_approval("a1").await.unwrap().unwrap().status,
+        store
+            .get_approval(&"a1".into())
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
         ApprovalStatus::Allowed
     );
     let conv = store.get_conversation(&c).await.unwrap().unwrap();
@@ -134,7 +144,7 @@ async fn approval_first_answer_wins_and_recovery_expires() {
     };
     let again = store
         .finish_turn(
-            "t1",
+            &"t1".into(),
             &end,
             &EventPayload::TurnCompleted {
                 stop_reason: None,
@@ -157,7 +167,7 @@ async fn view_parts_reads_only_the_conversations_asked_for() {
     let (c, s) = conv_with_session(&store).await;
     store
         .create_conversation(
-            "c2",
+            &"c2".into(),
             ConversationKind::Chat,
             "t",
             "fake",
@@ -175,7 +185,7 @@ async fn view_parts_reads_only_the_conversations_asked_for() {
         status: TurnStatus::Queued,
     };
     store.insert_turn(&t, true).await.unwrap();
-    store.start_turn("t1").await.unwrap();
+    store.start_turn(&"t1".into()).await.unwrap();
     store
         .create_approval(&NewApproval {
             id: "a1".into(),
@@ -191,14 +201,15 @@ async fn view_parts_reads_only_the_conversations_asked_for() {
         .await
         .unwrap();
 
-    let both = store.view_parts(&["c1", "c2"], &["s1"]).await.unwrap();
+    let c2 = ConversationId::from("c2");
+    let both = store.view_parts(&[&c, &c2], &[&s]).await.unwrap();
     assert_eq!(both.sessions.len(), 1);
     assert_eq!(both.open_turns.len(), 1);
     assert_eq!(both.open_turns[0].status, TurnStatus::WaitingApproval);
     assert_eq!(both.pending_approvals.len(), 1);
     assert!(both.pending_questions.is_empty());
 
-    let other = store.view_parts(&["c2"], &[]).await.unwrap();
+    let other = store.view_parts(&[&c2], &[]).await.unwrap();
     assert!(other.sessions.is_empty() && other.open_turns.is_empty());
     assert!(other.pending_approvals.is_empty());
     let none = store.view_parts(&[], &[]).await.unwrap();

@@ -251,7 +251,7 @@ fn action(event_id: &str, ev: &Value) -> Option<Inbound> {
         Some(s) => serde_json::from_str(s).ok()?,
         None => value.clone(),
     };
-    let approval_id = value["approval_id"].as_str()?.to_string();
+    let approval_id = tether_proto::ApprovalId::from(value["approval_id"].as_str()?);
     let decision = match value["decision"].as_str()? {
         "allow" => Decision::Allow,
         "allow_always" => Decision::AllowAlways,

@@ -45,7 +45,7 @@ impl Telegram {
         let m = q.message.as_ref()?;
         let kind = match q.data.as_deref().and_then(parse_callback) {
             Some((approval_id, decision)) => InKind::Decide {
-                approval_id,
+                approval_id: approval_id.into(),
                 decision,
             },
             None => InKind::Text(String::new()),

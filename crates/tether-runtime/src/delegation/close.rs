@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use tether_proto::{
-    Availability, ConversationKind, ErrorCode, MessageOutcome, MessageOutcomeKind, TaskClosed,
-    TaskSnapshot, TaskStatus, TurnOrigin,
+    Availability, ConversationId, ConversationKind, ErrorCode, MessageOutcome, MessageOutcomeKind,
+    TaskClosed, TaskId, TaskSnapshot, TaskStatus, TurnId, TurnOrigin,
 };
 use tether_store::{ConversationRow, DelegationRow, LedgerEntry, Scope};
 
@@ -22,10 +22,10 @@ const END_WAIT: Duration = Duration::from_secs(10);
 impl Runtime {
     /// `cancel_delegation`: cancels the running turn and returns the final result; if the
     /// task already finished, returns its result unchanged.
-    pub async fn cancel_task(&self, caller: &Caller, task_id: &str) -> Result<TaskSnapshot> {
+    pub async fn cancel_task(&self, caller: &Caller, task_id: &TaskId) -> Result<TaskSnapshot> {
         self.caller_gate(caller).await?;
         let row = self.task_or_not_found(caller, task_id).await?;
-        let _guard = self.lock_conversation(task_id).await;
+        let _guard = self.lock_conversation(&task_id.conversation_id()).await;
         self.stop_task_turn(&row).await?;
         self.snapshot(&row).await
     }
@@ -33,21 +33,28 @@ impl Runtime {
     /// Stops the task's running turn, if any, and waits (bounded) until it has ended.
     /// Returns whether a turn was running.
     async fn stop_task_turn(&self, row: &DelegationRow) -> Result<bool> {
-        let open = self.ctx().store.open_turns(&row.task_id).await?;
+        let conversation_id = row.task_id.conversation_id();
+        let open = self.ctx().store.open_turns(&conversation_id).await?;
         if open.is_empty() {
             return Ok(false);
         }
         // Followed before the stop, so its terminal event cannot slip past.
         let mut feed = self
-            .follow_from_now(Scope::Conversation(row.task_id.clone()))
+            .follow_from_now(Scope::Conversation(conversation_id.clone()))
             .await?;
         let to = To::Running(&row.session_id);
         if let Err(e) = self.actor(to).stop().await {
-            tracing::warn!(task_id = row.task_id, error = %e, "cannot stop the task's turn");
+            tracing::warn!(task_id = %row.task_id, error = %e, "cannot stop the task's turn");
         }
         let wait = async {
             loop {
-                if self.ctx().store.open_turns(&row.task_id).await?.is_empty() {
+                if self
+                    .ctx()
+                    .store
+                    .open_turns(&conversation_id)
+                    .await?
+                    .is_empty()
+                {
                     return Ok::<(), RuntimeError>(());
                 }
                 // Look again when a turn of the task ended.
@@ -61,7 +68,7 @@ impl Runtime {
         };
         match tokio::time::timeout(END_WAIT, wait).await {
             Ok(r) => r?,
-            Err(_) => tracing::warn!(task_id = row.task_id, "stopped turn did not end in time"),
+            Err(_) => tracing::warn!(task_id = %row.task_id, "stopped turn did not end in time"),
         }
         Ok(true)
     }
@@ -71,7 +78,7 @@ impl Runtime {
     pub async fn close_task(
         &self,
         caller: &Caller,
-        task_id: &str,
+        task_id: &TaskId,
         continuation_id: &str,
     ) -> Result<TaskClosed> {
         self.caller_gate(caller).await?;
@@ -85,7 +92,7 @@ impl Runtime {
             .delegation
             .lock_ledger(row.scope(), continuation_id)
             .await;
-        let _guard = self.lock_conversation(task_id).await;
+        let _guard = self.lock_conversation(&task_id.conversation_id()).await;
         let store = &self.ctx().store;
         if let Some(e) = store.ledger_entry(row.scope(), continuation_id).await? {
             if e.task_id == row.task_id && e.action == "close" {
@@ -109,7 +116,7 @@ impl Runtime {
         let canceled = self.stop_task_turn(&row).await?;
         let to = To::Running(&row.session_id);
         if let Err(e) = self.actor(to).close().await {
-            tracing::warn!(task_id = row.task_id, error = %e, "cannot end the task's process");
+            tracing::warn!(task_id = %row.task_id, error = %e, "cannot end the task's process");
         }
         let version = store
             .latest_delegation_turn(task_id)
@@ -117,7 +124,7 @@ impl Runtime {
             .map(|t| t.turn_version)
             .unwrap_or(0);
         let result = TaskClosed {
-            task_id: task_id.to_string(),
+            task_id: task_id.clone(),
             availability: Availability::Released,
             turn_version: version,
             canceled_running_turn: canceled,
@@ -125,7 +132,7 @@ impl Runtime {
         let entry = LedgerEntry {
             scope: row.scope().to_string(),
             continuation_id: continuation_id.to_string(),
-            task_id: task_id.to_string(),
+            task_id: task_id.clone(),
             action: "close".to_string(),
             message: None,
             result: serde_json::to_value(&result)
@@ -141,7 +148,7 @@ impl Runtime {
     }
 
     /// Stopping a parent's turn cancels the child turns that turn started (only those).
-    pub(crate) async fn cancel_children_of_turn(&self, parent_turn_id: &str) {
+    pub(crate) async fn cancel_children_of_turn(&self, parent_turn_id: &TurnId) {
         let open = match self.ctx().store.open_turns_started_in(parent_turn_id).await {
             Ok(o) => o,
             Err(e) => {
@@ -155,13 +162,13 @@ impl Runtime {
             };
             let to = To::Running(&row.session_id);
             if let Err(e) = self.actor(to).stop_soon().await {
-                tracing::warn!(task_id = dt.task_id, error = %e, "cannot stop a child's turn");
+                tracing::warn!(task_id = %dt.task_id, error = %e, "cannot stop a child's turn");
             }
         }
     }
 
     /// Releases every child of a parent conversation (for when the parent goes away).
-    pub async fn release_children(&self, parent_conversation_id: &str) -> Result<usize> {
+    pub async fn release_children(&self, parent_conversation_id: &ConversationId) -> Result<usize> {
         let children = self.ctx().store.children_of(parent_conversation_id).await?;
         let mut n = 0;
         for row in children.into_iter().filter(|r| r.released_at_ms.is_none()) {
@@ -169,7 +176,9 @@ impl Runtime {
             match self.close_task(&Caller::Person, &row.task_id, &cid).await {
                 Ok(_) => n += 1,
                 Err(e) if e.code() == ErrorCode::SessionReleased => {}
-                Err(e) => tracing::warn!(task_id = row.task_id, error = %e, "cannot release child"),
+                Err(e) => {
+                    tracing::warn!(task_id = %row.task_id, error = %e, "cannot release child")
+                }
             }
         }
         Ok(n)
@@ -187,11 +196,11 @@ impl Runtime {
         let row = self
             .ctx()
             .store
-            .get_delegation(&conv.id)
+            .get_delegation(&TaskId::of_conversation(&conv.id))
             .await?
             .ok_or_else(|| RuntimeError::NotFound {
                 what: "delegated task",
-                id: conv.id.clone(),
+                id: conv.id.to_string(),
             })?;
         let started = self
             .continue_locked(&row, &text, None, TurnOrigin::Person, None)
@@ -199,8 +208,8 @@ impl Runtime {
         debug_assert_eq!(started.status, TaskStatus::Running);
         Ok(MessageOutcome {
             outcome: MessageOutcomeKind::Started,
-            turn_id: Some(started.turn_id.into()),
-            session_id: Some(row.session_id.into()),
+            turn_id: Some(started.turn_id),
+            session_id: Some(row.session_id),
             new_session: None,
             queue_position: None,
             reply: None,

@@ -2,7 +2,9 @@
 //! `continuation_id` within the task's parent conversation; a dormant session is
 //! resumed strictly first, so a failed resume changes nothing.
 
-use tether_proto::{Availability, ErrorCode, TaskStarted, TaskStatus, TurnOrigin};
+use tether_proto::{
+    Availability, ConversationId, ErrorCode, TaskId, TaskStarted, TaskStatus, TurnId, TurnOrigin,
+};
 use tether_store::DelegationRow;
 
 use crate::delegation::registry::Caller;
@@ -17,7 +19,7 @@ impl Runtime {
     pub async fn continue_task(
         &self,
         caller: &Caller,
-        task_id: &str,
+        task_id: &TaskId,
         message: &str,
         continuation_id: &str,
     ) -> Result<TaskStarted> {
@@ -32,7 +34,7 @@ impl Runtime {
             .delegation
             .lock_ledger(row.scope(), continuation_id)
             .await;
-        let _guard = self.lock_conversation(task_id).await;
+        let _guard = self.lock_conversation(&task_id.conversation_id()).await;
         let origin = match caller {
             Caller::Person => TurnOrigin::Person,
             Caller::Session { .. } | Caller::External => TurnOrigin::Parent,
@@ -56,7 +58,7 @@ impl Runtime {
         message: &str,
         continuation_id: Option<&str>,
         origin: TurnOrigin,
-        parent_turn_id: Option<String>,
+        parent_turn_id: Option<TurnId>,
     ) -> Result<TaskStarted> {
         let store = &self.ctx().store;
         if let Some(cid) = continuation_id {
@@ -96,16 +98,16 @@ impl Runtime {
         // The running-children cap, under the lock `delegate` takes for it too, held
         // until the new turn is stored (and so counted).
         let _cap_guard = match &row.parent_conversation_id {
-            Some(p) => Some(self.lock_conversation(&format!("delegations:{p}")).await),
+            Some(p) => Some(self.lock_delegations_of(p).await),
             None => None,
         };
-        self.check_running_children(row.parent_conversation_id.as_deref())
+        self.check_running_children(row.parent_conversation_id.as_ref())
             .await?;
         let session = self.get_session(&row.session_id).await?;
         let owner = row
             .parent_conversation_id
             .clone()
-            .unwrap_or_else(|| row.task_id.clone());
+            .unwrap_or_else(|| row.task_id.conversation_id());
         // Make the session live first (strict resume): a failure changes nothing.
         let to = crate::session::actors::To::Session {
             session: &session,
@@ -116,7 +118,7 @@ impl Runtime {
             Some(Err((code, msg))) => return Err(not_live(&row.task_id, code, &msg)),
             None => return Err(RuntimeError::Internal("session actor is gone".to_string())),
         }
-        let turn_id = new_id();
+        let turn_id: TurnId = new_id();
         let started = |version: i64| TaskStarted {
             task_id: row.task_id.clone(),
             status: TaskStatus::Running,
@@ -157,7 +159,10 @@ impl Runtime {
 
     /// `concurrency_limit` when the parent already runs `max_running_children` children
     /// (the caller holds the parent's `delegations:` lock).
-    pub(crate) async fn check_running_children(&self, parent: Option<&str>) -> Result<()> {
+    pub(crate) async fn check_running_children(
+        &self,
+        parent: Option<&ConversationId>,
+    ) -> Result<()> {
         let max = self.ctx().delegation.config().max_running_children;
         let Some(p) = parent.filter(|_| max > 0) else {
             return Ok(());
@@ -176,7 +181,7 @@ impl Runtime {
     }
 }
 
-fn still_running(task_id: &str) -> RuntimeError {
+fn still_running(task_id: &TaskId) -> RuntimeError {
     err(
         ErrorCode::SessionStillRunning,
         format!(
@@ -189,7 +194,7 @@ fn still_running(task_id: &str) -> RuntimeError {
 /// A failure to make the child live keeps its own code: `spawn_failed` (cannot start),
 /// `start_timeout`, `session_still_running` (busy); only a refused or mismatched resume
 /// is `resume_unavailable`.
-fn not_live(task_id: &str, code: ErrorCode, msg: &str) -> RuntimeError {
+fn not_live(task_id: &TaskId, code: ErrorCode, msg: &str) -> RuntimeError {
     if code == ErrorCode::SessionStillRunning {
         return still_running(task_id);
     }
@@ -204,7 +209,7 @@ fn not_live(task_id: &str, code: ErrorCode, msg: &str) -> RuntimeError {
     err(code, message)
 }
 
-pub(crate) fn released(task_id: &str) -> RuntimeError {
+pub(crate) fn released(task_id: &TaskId) -> RuntimeError {
     err(
         ErrorCode::SessionReleased,
         format!("task {task_id} was closed (released); delegate a new task instead"),
@@ -227,7 +232,7 @@ mod tests {
     use std::collections::BTreeMap;
     use std::time::Duration;
 
-    use tether_proto::ErrorCode;
+    use tether_proto::{ErrorCode, TaskId};
 
     use crate::{Caller, DelegationConfig, PoolConfig, Runtime, RuntimeConfig};
 
@@ -259,14 +264,12 @@ mod tests {
         .unwrap();
         rt.ctx().delegation.set_rebuilding();
         let p = Caller::Person;
+        let t = TaskId::from("t");
         let codes = [
-            rt.continue_task(&p, "t", "m", "c")
-                .await
-                .unwrap_err()
-                .code(),
-            rt.close_task(&p, "t", "c").await.unwrap_err().code(),
-            rt.cancel_task(&p, "t").await.unwrap_err().code(),
-            rt.delegation_status(&p, &["t".to_string()], None)
+            rt.continue_task(&p, &t, "m", "c").await.unwrap_err().code(),
+            rt.close_task(&p, &t, "c").await.unwrap_err().code(),
+            rt.cancel_task(&p, &t).await.unwrap_err().code(),
+            rt.delegation_status(&p, std::slice::from_ref(&t), None)
                 .await
                 .unwrap_err()
                 .code(),
@@ -274,17 +277,17 @@ mod tests {
                 .await
                 .unwrap_err()
                 .code(),
-            rt.continuation("t").await.unwrap_err().code(),
+            rt.continuation(&t).await.unwrap_err().code(),
         ];
         assert!(
             codes.iter().all(|c| *c == ErrorCode::Rebuilding),
             "{codes:?}"
         );
         rt.ctx().delegation.set_ready();
-        let e = rt.continue_task(&p, "t", "m", "c").await.unwrap_err();
+        let e = rt.continue_task(&p, &t, "m", "c").await.unwrap_err();
         assert_eq!(e.code(), ErrorCode::NotFound);
         let list = rt
-            .delegation_status(&p, &["t".to_string()], Some(0))
+            .delegation_status(&p, std::slice::from_ref(&t), Some(0))
             .await
             .unwrap();
         assert_eq!(list.tasks[0].status, tether_proto::TaskStatus::Unknown);

@@ -13,7 +13,10 @@ pub(crate) mod status;
 pub(crate) mod watch;
 pub(crate) mod watch_list;
 
-use tether_proto::{ConversationKind, ErrorCode, Session, TaskStarted, TaskStatus, TurnStatus};
+use tether_proto::{
+    ConversationId, ConversationKind, ErrorCode, Session, SessionId, TaskId, TaskStarted,
+    TaskStatus, TurnId, TurnStatus,
+};
 use tether_store::{DelegationRow, NewDelegation};
 
 pub(crate) use crate::delegation::registry::Caller;
@@ -154,7 +157,7 @@ impl Runtime {
             Some(p) if p.kind == ConversationKind::Delegate => self
                 .ctx()
                 .store
-                .get_delegation(&p.id)
+                .get_delegation(&TaskId::of_conversation(&p.id))
                 .await?
                 .map(|d| d.depth)
                 .unwrap_or(1),
@@ -173,16 +176,17 @@ impl Runtime {
         }
         let parent_id = parent_conv.as_ref().map(|p| p.id.clone());
         let _cap_guard = match &parent_id {
-            Some(p) => Some(self.lock_conversation(&format!("delegations:{p}")).await),
+            Some(p) => Some(self.lock_delegations_of(p).await),
             None => None,
         };
-        self.check_running_children(parent_id.as_deref()).await?;
+        self.check_running_children(parent_id.as_ref()).await?;
         let parent_turn_id = match (&parent_id, &parent_session) {
             (Some(p), Some(s)) => self.running_turn_of(p, s).await?,
             _ => None,
         };
+        let task_id: TaskId = new_id();
         let d = NewDelegation {
-            task_id: new_id(),
+            task_id,
             title: title_of(&task),
             parent_conversation_id: parent_id.clone(),
             parent_session_id: parent_session,
@@ -198,7 +202,7 @@ impl Runtime {
         let (session, _) = self.ctx().store.create_delegation(&d).await?;
         // Followed before its turn can run, so its end is reported.
         self.watch_task(&d.task_id).await?;
-        let owner = parent_id.unwrap_or_else(|| d.task_id.clone());
+        let owner = parent_id.unwrap_or_else(|| d.task_id.conversation_id());
         self.enqueue_task_turn(&session, &owner, &d.turn_id, &task)
             .await?;
         Ok(TaskStarted {
@@ -214,21 +218,21 @@ impl Runtime {
     /// The running (not queued) turn of a session in a conversation.
     pub(crate) async fn running_turn_of(
         &self,
-        conv: &str,
-        session: &str,
-    ) -> Result<Option<String>> {
+        conv: &ConversationId,
+        session: &SessionId,
+    ) -> Result<Option<TurnId>> {
         let open = self.ctx().store.open_turns(conv).await?;
         Ok(open
             .into_iter()
-            .find(|t| t.session_id == session && t.status != TurnStatus::Queued)
-            .map(|t| t.id.into()))
+            .find(|t| t.session_id == *session && t.status != TurnStatus::Queued)
+            .map(|t| t.id))
     }
 
     pub(crate) async fn enqueue_task_turn(
         &self,
         session: &Session,
-        owner: &str,
-        turn_id: &str,
+        owner: &ConversationId,
+        turn_id: &TurnId,
         input: &str,
     ) -> Result<()> {
         let res = self
@@ -238,7 +242,7 @@ impl Runtime {
             // Never leave a stored turn that will not run.
             let ending = TurnEnding::unstarted(e.code(), e.to_string());
             if let Err(e) = ending.record(self.ctx(), turn_id).await {
-                tracing::error!(turn_id, error = %e, "cannot fail an unstarted task turn");
+                tracing::error!(%turn_id, error = %e, "cannot fail an unstarted task turn");
             }
         }
         res
@@ -247,8 +251,8 @@ impl Runtime {
     async fn enqueue_task_turn_inner(
         &self,
         session: &Session,
-        owner: &str,
-        turn_id: &str,
+        owner: &ConversationId,
+        turn_id: &TurnId,
         input: &str,
     ) -> Result<()> {
         let to = crate::session::actors::To::Session { session, owner };
@@ -265,7 +269,7 @@ impl Runtime {
     pub(crate) async fn visible_task(
         &self,
         caller: &Caller,
-        task_id: &str,
+        task_id: &TaskId,
     ) -> Result<Option<DelegationRow>> {
         let Some(row) = self.ctx().store.get_delegation(task_id).await? else {
             return Ok(None);
@@ -273,7 +277,7 @@ impl Runtime {
         let visible = match caller {
             Caller::Session {
                 conversation_id, ..
-            } => row.parent_conversation_id.as_deref() == Some(conversation_id),
+            } => row.parent_conversation_id.as_ref() == Some(conversation_id),
             Caller::External => row.parent_conversation_id.is_none(),
             Caller::Person => true,
         };
@@ -283,7 +287,7 @@ impl Runtime {
     pub(crate) async fn task_or_not_found(
         &self,
         caller: &Caller,
-        task_id: &str,
+        task_id: &TaskId,
     ) -> Result<DelegationRow> {
         self.visible_task(caller, task_id)
             .await?

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tether_agents::McpServer;
-use tether_proto::Session;
+use tether_proto::{ConversationId, Session, SessionId, TaskId};
 
 use tokio_util::sync::CancellationToken;
 
@@ -62,8 +62,8 @@ pub const MCP_SERVER_NAME: &str = "tether";
 pub enum Caller {
     /// An agent session tether launched, through its MCP token.
     Session {
-        conversation_id: String,
-        session_id: String,
+        conversation_id: ConversationId,
+        session_id: SessionId,
     },
     /// An MCP client holding the API token: its tasks have no parent conversation.
     External,
@@ -77,7 +77,7 @@ impl Caller {
         match self {
             Caller::Session {
                 conversation_id, ..
-            } => conversation_id.clone(),
+            } => conversation_id.to_string(),
             Caller::External => tether_store::EXTERNAL_SCOPE.to_string(),
             Caller::Person => "person".to_string(),
         }
@@ -86,8 +86,8 @@ impl Caller {
 
 /// A live session's MCP token.
 struct TokenEntry {
-    conversation_id: String,
-    session_id: String,
+    conversation_id: ConversationId,
+    session_id: SessionId,
     /// Cancelled when the token is revoked.
     revoked: CancellationToken,
 }
@@ -98,7 +98,7 @@ pub(crate) struct Registry {
     /// token → its session.
     tokens: Mutex<HashMap<String, TokenEntry>>,
     /// Session id → its token.
-    by_session: Mutex<HashMap<String, String>>,
+    by_session: Mutex<HashMap<SessionId, String>>,
     ready: AtomicBool,
     /// Cancelled when the daemon begins to shut down.
     stopping: CancellationToken,
@@ -106,7 +106,7 @@ pub(crate) struct Registry {
     waits: Arc<Mutex<HashMap<String, usize>>>,
     /// (caller scope, task id) → the blocking request last reported to that caller, so
     /// a wait can return on a block the caller has not seen yet.
-    reported_blocks: Mutex<HashMap<(String, String), String>>,
+    reported_blocks: Mutex<HashMap<(String, TaskId), String>>,
     /// (ledger scope, continuation id) → a lock held by the one request using it.
     ledger_locks: LockMap,
 }
@@ -197,12 +197,12 @@ impl Registry {
             let mut by_session = self.by_session.lock().unwrap_or_else(|e| e.into_inner());
             let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
             let token = by_session
-                .entry(session.id.to_string())
-                .or_insert_with(|| format!("{}{}", new_id(), new_id()))
+                .entry(session.id.clone())
+                .or_insert_with(|| format!("{}{}", new_id::<String>(), new_id::<String>()))
                 .clone();
             tokens.entry(token.clone()).or_insert_with(|| TokenEntry {
-                conversation_id: session.conversation_id.to_string(),
-                session_id: session.id.to_string(),
+                conversation_id: session.conversation_id.clone(),
+                session_id: session.id.clone(),
                 revoked: CancellationToken::new(),
             });
             token
@@ -233,7 +233,7 @@ impl Registry {
 
     /// Cancelled when the current token of `session_id` is revoked; `None` when the
     /// session holds no token.
-    pub fn revocation(&self, session_id: &str) -> Option<CancellationToken> {
+    pub fn revocation(&self, session_id: &SessionId) -> Option<CancellationToken> {
         let by_session = self.by_session.lock().unwrap_or_else(|e| e.into_inner());
         let token = by_session.get(session_id)?;
         let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
@@ -241,7 +241,7 @@ impl Registry {
     }
 
     /// Revokes a session's token (its process ended, or it was replaced or released).
-    pub fn revoke(&self, session_id: &str) {
+    pub fn revoke(&self, session_id: &SessionId) {
         let mut by_session = self.by_session.lock().unwrap_or_else(|e| e.into_inner());
         let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(t) = by_session.remove(session_id)
@@ -252,11 +252,11 @@ impl Registry {
     }
 
     /// Revokes the tokens of every session of a conversation (it was archived).
-    pub fn revoke_conversation(&self, conversation_id: &str) {
+    pub fn revoke_conversation(&self, conversation_id: &ConversationId) {
         let mut by_session = self.by_session.lock().unwrap_or_else(|e| e.into_inner());
         let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
         tokens.retain(|_, t| {
-            if t.conversation_id != conversation_id {
+            if t.conversation_id != *conversation_id {
                 return true;
             }
             by_session.remove(&t.session_id);
@@ -285,21 +285,21 @@ impl Registry {
     }
 
     /// The blocking request last reported to `scope` for `task_id`.
-    pub fn reported_block(&self, scope: &str, task_id: &str) -> Option<String> {
+    pub fn reported_block(&self, scope: &str, task_id: &TaskId) -> Option<String> {
         let map = self
             .reported_blocks
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        map.get(&(scope.to_string(), task_id.to_string())).cloned()
+        map.get(&(scope.to_string(), task_id.clone())).cloned()
     }
 
     /// Remembers what was reported to `scope` (`None`: not blocked).
-    pub fn set_reported_block(&self, scope: &str, task_id: &str, request: Option<&str>) {
+    pub fn set_reported_block(&self, scope: &str, task_id: &TaskId, request: Option<&str>) {
         let mut map = self
             .reported_blocks
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let key = (scope.to_string(), task_id.to_string());
+        let key = (scope.to_string(), task_id.clone());
         match request {
             Some(r) => {
                 map.insert(key, r.to_string());

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use futures::future::select_all;
 use tether_proto::{
-    ApprovalStatus, Availability, BlockedKind, BlockedOn, Continuation, ErrorCode, EventPayload,
-    QuestionStatus, SessionStatus, TaskList, TaskOutcome, TaskSnapshot, TaskStatus, Turn,
-    TurnStatus,
+    ApprovalStatus, Availability, BlockedKind, BlockedOn, Continuation, ConversationId, ErrorCode,
+    EventPayload, QuestionStatus, SessionStatus, TaskId, TaskList, TaskOutcome, TaskSnapshot,
+    TaskStatus, Turn, TurnId, TurnStatus,
 };
 use tether_store::{Batch, DelegationRow, Follower, Scope, now_ms};
 
@@ -113,7 +113,11 @@ impl Runtime {
             return Ok(Availability::Released);
         }
         let store = &self.ctx().store;
-        if !store.open_turns(&row.task_id).await?.is_empty() {
+        if !store
+            .open_turns(&row.task_id.conversation_id())
+            .await?
+            .is_empty()
+        {
             return Ok(Availability::Running);
         }
         let session = self.get_session(&row.session_id).await?;
@@ -156,7 +160,7 @@ impl Runtime {
             availability: Some(availability),
             agent_type: Some(row.agent.clone()),
             origin: Some(dt.origin),
-            turn_id: Some(turn.id.into()),
+            turn_id: Some(turn.id),
             text: outcome.text,
             error_code: outcome.error_code,
             message: outcome.message,
@@ -165,12 +169,13 @@ impl Runtime {
         })
     }
 
-    async fn blocked_on(&self, task_id: &str, turn_id: &str) -> Result<Option<BlockedOn>> {
+    async fn blocked_on(&self, task_id: &TaskId, turn_id: &TurnId) -> Result<Option<BlockedOn>> {
         let store = &self.ctx().store;
+        let conversation_id = task_id.conversation_id();
         let approvals = store
-            .list_approvals(Some(ApprovalStatus::Pending), Some(task_id))
+            .list_approvals(Some(ApprovalStatus::Pending), Some(&conversation_id))
             .await?;
-        if let Some(a) = approvals.into_iter().find(|a| a.turn_id == turn_id) {
+        if let Some(a) = approvals.into_iter().find(|a| a.turn_id == *turn_id) {
             return Ok(Some(BlockedOn {
                 kind: BlockedKind::Approval,
                 request_id: a.id.into(),
@@ -178,11 +183,11 @@ impl Runtime {
             }));
         }
         let questions = store
-            .list_questions(Some(QuestionStatus::Pending), Some(task_id))
+            .list_questions(Some(QuestionStatus::Pending), Some(&conversation_id))
             .await?;
         Ok(questions
             .into_iter()
-            .find(|q| q.turn_id == turn_id)
+            .find(|q| q.turn_id == *turn_id)
             .map(|q| BlockedOn {
                 kind: BlockedKind::Question,
                 request_id: q.id.into(),
@@ -190,7 +195,7 @@ impl Runtime {
             }))
     }
 
-    async fn snapshots(&self, caller: &Caller, ids: &[String]) -> Result<Vec<TaskSnapshot>> {
+    async fn snapshots(&self, caller: &Caller, ids: &[TaskId]) -> Result<Vec<TaskSnapshot>> {
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
             out.push(match self.visible_task(caller, id).await? {
@@ -202,7 +207,7 @@ impl Runtime {
     }
 
     /// The snapshot of one task the caller may see.
-    pub async fn task_snapshot(&self, caller: &Caller, task_id: &str) -> Result<TaskSnapshot> {
+    pub async fn task_snapshot(&self, caller: &Caller, task_id: &TaskId) -> Result<TaskSnapshot> {
         self.caller_gate(caller).await?;
         let row = self.task_or_not_found(caller, task_id).await?;
         self.snapshot(&row).await
@@ -218,7 +223,7 @@ impl Runtime {
     pub async fn delegation_status(
         &self,
         caller: &Caller,
-        task_ids: &[String],
+        task_ids: &[TaskId],
         wait_ms: Option<u64>,
     ) -> Result<TaskList> {
         self.caller_gate(caller).await?;
@@ -233,22 +238,22 @@ impl Runtime {
         };
         // Follow the tasks before the first snapshot, so no change falls in between (a
         // task id that names no conversation never delivers anything).
-        let mut feeds: HashMap<&str, Follower> = HashMap::new();
+        let mut feeds: HashMap<&TaskId, Follower> = HashMap::new();
         for id in task_ids {
-            if !feeds.contains_key(id.as_str()) {
+            if !feeds.contains_key(id) {
                 let f = self
                     .ctx()
                     .store
-                    .follow_from_now(Scope::Conversation(id.clone()))
+                    .follow_from_now(Scope::Conversation(id.conversation_id()))
                     .await?;
-                feeds.insert(id.as_str(), f);
+                feeds.insert(id, f);
             }
         }
         let first = self.snapshots(caller, task_ids).await?;
         let reg = &self.ctx().delegation;
         let scope = caller.scope();
         // Blocks count as new until this caller was told about them.
-        let running: HashMap<String, Option<String>> = first
+        let running: HashMap<TaskId, Option<String>> = first
             .iter()
             .filter(|t| t.status == TaskStatus::Running)
             .map(|t| (t.task_id.clone(), reg.reported_block(&scope, &t.task_id)))
@@ -325,7 +330,10 @@ impl Runtime {
     }
 
     /// The delegated tasks of a parent conversation, oldest first.
-    pub async fn delegations_of(&self, parent_conversation_id: &str) -> Result<Vec<Continuation>> {
+    pub async fn delegations_of(
+        &self,
+        parent_conversation_id: &ConversationId,
+    ) -> Result<Vec<Continuation>> {
         self.conversation_row(parent_conversation_id).await?;
         let mut out = Vec::new();
         for row in self.ctx().store.children_of(parent_conversation_id).await? {
@@ -335,7 +343,7 @@ impl Runtime {
     }
 
     /// `GET /api/v1/conversations/{id}/continuation`.
-    pub async fn continuation(&self, task_id: &str) -> Result<Continuation> {
+    pub async fn continuation(&self, task_id: &TaskId) -> Result<Continuation> {
         self.delegation_gate()?;
         let row = self.task_or_not_found(&Caller::Person, task_id).await?;
         let snap = self.snapshot(&row).await?;
@@ -366,7 +374,7 @@ fn revoked_error() -> RuntimeError {
 
 /// Whether a task that was running has ended or is blocked on a request the caller
 /// was not told about.
-fn changed_from(running: &HashMap<String, Option<String>>, snaps: &[TaskSnapshot]) -> bool {
+fn changed_from(running: &HashMap<TaskId, Option<String>>, snaps: &[TaskSnapshot]) -> bool {
     snaps.iter().any(|t| match running.get(&t.task_id) {
         Some(told) => {
             t.status != TaskStatus::Running

@@ -12,7 +12,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures::Stream;
-use tether_proto::{EventPayload, TurnOrigin};
+use tether_proto::{EventPayload, TaskId, TurnId, TurnOrigin};
 use tether_store::{Batch, Scope, now_ms};
 use tokio_stream::{StreamExt, StreamMap};
 
@@ -33,7 +33,7 @@ impl Runtime {
         };
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         tokio::spawn(async move {
-            let mut feeds: StreamMap<String, TaskFeed> = StreamMap::new();
+            let mut feeds: StreamMap<TaskId, TaskFeed> = StreamMap::new();
             if let Some(rt) = upgrade(&weak) {
                 // Follow first, then report what is pending: nothing falls in between.
                 for task_id in rt.unreleased_tasks().await {
@@ -42,7 +42,7 @@ impl Runtime {
                             feeds.insert(task_id, f);
                         }
                         Err(e) => {
-                            tracing::error!(task_id, error = %e, "cannot follow a delegated task");
+                            tracing::error!(%task_id, error = %e, "cannot follow a delegated task");
                         }
                     }
                 }
@@ -66,7 +66,7 @@ impl Runtime {
                             Ok(batch) => rt.report_ended_turns(&batch).await,
                             Err(e) => {
                                 // The follower fills its gap when asked again.
-                                tracing::warn!(task_id, error = %e, "cannot read a delegated task's events");
+                                tracing::warn!(%task_id, error = %e, "cannot read a delegated task's events");
                                 tokio::time::sleep(RETRY_FIRST).await;
                             }
                         }
@@ -77,34 +77,34 @@ impl Runtime {
     }
 
     /// Follows a new task from its first event (call right after it is stored).
-    pub(crate) async fn watch_task(&self, task_id: &str) -> Result<()> {
+    pub(crate) async fn watch_task(&self, task_id: &TaskId) -> Result<()> {
         let f = self
             .ctx()
             .store
-            .follow(Scope::Conversation(task_id.to_string()), 0)
+            .follow(Scope::Conversation(task_id.conversation_id()), 0)
             .await?;
         self.ctx()
             .delegation_watch
-            .send(WatchCmd::Follow(task_id.to_string(), f));
+            .send(WatchCmd::Follow(task_id.clone(), f));
         Ok(())
     }
 
     /// A released task ends no more turns: stop following it.
-    pub(crate) fn forget_task(&self, task_id: &str) {
+    pub(crate) fn forget_task(&self, task_id: &TaskId) {
         self.ctx()
             .delegation_watch
-            .send(WatchCmd::Forget(task_id.to_string()));
+            .send(WatchCmd::Forget(task_id.clone()));
     }
 
     /// Follows a task from now on (at start-up, before the pending turns are reported).
-    async fn task_feed(&self, task_id: &str) -> Result<TaskFeed> {
-        let scope = Scope::Conversation(task_id.to_string());
+    async fn task_feed(&self, task_id: &TaskId) -> Result<TaskFeed> {
+        let scope = Scope::Conversation(task_id.conversation_id());
         let f = self.ctx().store.follow_from_now(scope).await?;
         Ok(Box::pin(f.into_stream()))
     }
 
     /// The tasks to follow at start-up; retried until the list can be read.
-    async fn unreleased_tasks(&self) -> Vec<String> {
+    async fn unreleased_tasks(&self) -> Vec<TaskId> {
         let mut delay = RETRY_FIRST;
         loop {
             match self.ctx().store.unreleased_delegation_ids().await {
@@ -150,14 +150,14 @@ impl Runtime {
 
     /// Reports one turn, retrying a failure [`REPORT_ATTEMPTS`] times in all; then records
     /// it as unreportable (marked handled, with a status event saying why).
-    async fn report_or_give_up(&self, turn_id: &str) {
+    async fn report_or_give_up(&self, turn_id: &TurnId) {
         let mut delay = RETRY_FIRST;
         let mut last = String::new();
         for attempt in 1..=REPORT_ATTEMPTS {
             match self.report_delegation_turn(turn_id).await {
                 Ok(()) => return,
                 Err(e) => {
-                    tracing::warn!(turn_id, attempt, error = %e, "cannot report a delegated turn");
+                    tracing::warn!(%turn_id, attempt, error = %e, "cannot report a delegated turn");
                     last = e.to_string();
                 }
             }
@@ -167,7 +167,7 @@ impl Runtime {
             }
         }
         tracing::error!(
-            turn_id,
+            %turn_id,
             error = last,
             "giving up on reporting a delegated turn"
         );
@@ -179,13 +179,13 @@ impl Runtime {
         {
             Ok(_) => {}
             Err(e) => {
-                tracing::error!(turn_id, error = %e, "cannot record an unreportable delegated turn");
+                tracing::error!(%turn_id, error = %e, "cannot record an unreportable delegated turn");
             }
         }
     }
 
     /// Reports one ended turn if it belongs to a task (no-op otherwise or if done).
-    async fn report_delegation_turn(&self, turn_id: &str) -> Result<()> {
+    async fn report_delegation_turn(&self, turn_id: &TurnId) -> Result<()> {
         let store = &self.ctx().store;
         let Some(dt) = store.delegation_turn(turn_id).await? else {
             return Ok(());

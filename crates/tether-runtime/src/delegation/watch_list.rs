@@ -4,13 +4,14 @@
 
 use std::sync::Mutex;
 
+use tether_proto::TaskId;
 use tether_store::Follower;
 use tokio::sync::mpsc;
 
 /// What the watcher is told: a task to follow, or one released for good.
 pub(crate) enum WatchCmd {
-    Follow(String, Follower),
-    Forget(String),
+    Follow(TaskId, Follower),
+    Forget(TaskId),
 }
 
 /// The way to the watcher (in `Ctx`; the watcher takes the receiving end at start).

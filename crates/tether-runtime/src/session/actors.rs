@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use tether_agents::AgentSpec;
-use tether_proto::Session;
+use tether_proto::{ConversationId, Session, SessionId};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot};
 
@@ -27,7 +27,8 @@ const RESPAWN_TRIES: usize = 4;
 
 /// Starts the actor of a session and returns its handle (`Actor::spawn`; passed in, so
 /// that the registry and the actor it starts do not import each other).
-pub(crate) type Spawn = fn(Arc<Ctx>, Weak<Actors>, Session, AgentSpec, String) -> ActorHandle;
+pub(crate) type Spawn =
+    fn(Arc<Ctx>, Weak<Actors>, Session, AgentSpec, ConversationId) -> ActorHandle;
 
 /// Who receives a command.
 #[derive(Clone, Copy)]
@@ -35,14 +36,14 @@ pub(crate) enum To<'a> {
     /// The session's actor, spawned if none runs (`owner`: its pool owner).
     Session {
         session: &'a Session,
-        owner: &'a str,
+        owner: &'a ConversationId,
     },
     /// The session's actor only if one runs (an absent actor has nothing to act on).
-    Running(&'a str),
+    Running(&'a SessionId),
 }
 
 impl To<'_> {
-    fn session_id(&self) -> &str {
+    fn session_id(&self) -> &SessionId {
         match self {
             To::Session { session, .. } => &session.id,
             To::Running(id) => id,
@@ -52,7 +53,7 @@ impl To<'_> {
 
 /// The running actors by session id.
 pub(crate) struct Actors {
-    map: Mutex<HashMap<String, ActorHandle>>,
+    map: Mutex<HashMap<SessionId, ActorHandle>>,
     /// Set at shutdown: no actor starts afterwards.
     closing: AtomicBool,
     spawn: Spawn,
@@ -74,7 +75,7 @@ impl Actors {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, ActorHandle>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, ActorHandle>> {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -84,7 +85,7 @@ impl Actors {
     }
 
     /// The actor of a session if one runs.
-    pub fn running(&self, session_id: &str) -> Option<ActorHandle> {
+    pub fn running(&self, session_id: &SessionId) -> Option<ActorHandle> {
         self.lock()
             .get(session_id)
             .filter(|h| !h.tx.is_closed())
@@ -164,9 +165,9 @@ impl Actors {
                     Arc::downgrade(self),
                     session.clone(),
                     spec,
-                    owner.to_string(),
+                    owner.clone(),
                 );
-                map.insert(id.to_string(), h.clone());
+                map.insert(id.clone(), h.clone());
                 h
             }
         };
@@ -199,7 +200,7 @@ impl Actors {
 
     /// An idle actor with no process leaves: under the map's lock, if its mailbox is
     /// empty, the mailbox closes and the entry goes. `false`: mail came; keep running.
-    pub fn retire(&self, rx: &mut mpsc::Receiver<ActorCmd>, session_id: &str) -> bool {
+    pub fn retire(&self, rx: &mut mpsc::Receiver<ActorCmd>, session_id: &SessionId) -> bool {
         let mut map = self.lock();
         if !rx.is_empty() {
             return false;
@@ -209,16 +210,16 @@ impl Actors {
     }
 
     /// The actor ends for good (a released session): close its mailbox and drop its entry.
-    pub fn leave(&self, rx: &mut mpsc::Receiver<ActorCmd>, session_id: &str) {
+    pub fn leave(&self, rx: &mut mpsc::Receiver<ActorCmd>, session_id: &SessionId) {
         let mut map = self.lock();
         self.leave_locked(&mut map, rx, session_id);
     }
 
     fn leave_locked(
         &self,
-        map: &mut HashMap<String, ActorHandle>,
+        map: &mut HashMap<SessionId, ActorHandle>,
         rx: &mut mpsc::Receiver<ActorCmd>,
-        session_id: &str,
+        session_id: &SessionId,
     ) {
         rx.close();
         // Only a closed handle can be ours: a successor's mailbox is open.
@@ -233,7 +234,7 @@ impl Actors {
         actors: &Weak<Actors>,
         ctx: &Arc<Ctx>,
         session: Session,
-        owner: String,
+        owner: ConversationId,
         left: Vec<ActorCmd>,
     ) {
         // No registry: the runtime is gone, and so is everyone who waits for a reply.

@@ -4,7 +4,10 @@
 use tether_agents::PermissionReply;
 use tether_core::approval::{self as rules, resolve_approval, resolve_question};
 use tether_core::{RequestKind, expired_notice, left_session_notice};
-use tether_proto::{Approval, ApprovalStatus, Decision, MessageRole, Question, QuestionStatus};
+use tether_proto::{
+    Approval, ApprovalId, ApprovalStatus, ConversationId, Decision, MessageRole, Question,
+    QuestionId, QuestionStatus, SessionId, TurnId,
+};
 
 use crate::RuntimeError;
 use crate::ctx::Ctx;
@@ -16,7 +19,7 @@ use crate::session::mailbox::ActorHandle;
 pub(crate) async fn answer_approval(
     ctx: &Ctx,
     actor: Option<&ActorHandle>,
-    id: &str,
+    id: &ApprovalId,
     decision: Decision,
     by: &str,
 ) -> Result<Approval, RuntimeError> {
@@ -48,7 +51,7 @@ pub(crate) async fn answer_approval(
     if let Some(actor) = actor {
         actor
             .deliver(Delivery::Approval {
-                approval_id: id.to_string(),
+                approval_id: id.clone(),
                 reply: PermissionReply::Decision(decision),
             })
             .await;
@@ -60,7 +63,7 @@ pub(crate) async fn answer_approval(
 pub(crate) async fn answer_question(
     ctx: &Ctx,
     actor: Option<&ActorHandle>,
-    id: &str,
+    id: &QuestionId,
     answer: &str,
     by: &str,
 ) -> Result<Question, RuntimeError> {
@@ -91,7 +94,7 @@ pub(crate) async fn answer_question(
     if let Some(actor) = actor {
         actor
             .deliver(Delivery::Answer {
-                question_id: id.to_string(),
+                question_id: id.clone(),
                 answer: Some(answer.to_string()),
             })
             .await;
@@ -110,7 +113,13 @@ fn fail_closed(approval: &Approval) -> (PermissionReply, &'static str) {
 }
 
 /// Puts a status line about a request in the history (on the request's session and turn).
-async fn note(ctx: &Ctx, conversation_id: &str, session_id: &str, turn_id: &str, text: &str) {
+async fn note(
+    ctx: &Ctx,
+    conversation_id: &ConversationId,
+    session_id: &SessionId,
+    turn_id: &TurnId,
+    text: &str,
+) {
     match ctx
         .store
         .add_message(
@@ -235,15 +244,15 @@ fn due<T, S>(
 /// nothing waits on a person who can no longer answer from the conversation.
 pub(crate) async fn cancel_left_requests(
     ctx: &Ctx,
-    conversation_id: &str,
-    session_id: &str,
+    conversation_id: &ConversationId,
+    session_id: &SessionId,
 ) -> Result<Vec<Delivery>, RuntimeError> {
     let mut deliveries = Vec::new();
     let approvals = ctx
         .store
         .list_approvals(Some(ApprovalStatus::Pending), Some(conversation_id))
         .await?;
-    for a in approvals.iter().filter(|a| a.session_id == session_id) {
+    for a in approvals.iter().filter(|a| a.session_id == *session_id) {
         let Some((approval, _)) = ctx
             .store
             .resolve_approval(&a.id, ApprovalStatus::Cancelled, None)
@@ -260,7 +269,7 @@ pub(crate) async fn cancel_left_requests(
         );
         note(ctx, conversation_id, session_id, &approval.turn_id, &text).await;
         deliveries.push(Delivery::Approval {
-            approval_id: approval.id.to_string(),
+            approval_id: approval.id,
             reply,
         });
     }
@@ -268,7 +277,7 @@ pub(crate) async fn cancel_left_requests(
         .store
         .list_questions(Some(QuestionStatus::Pending), Some(conversation_id))
         .await?;
-    for q in questions.iter().filter(|q| q.session_id == session_id) {
+    for q in questions.iter().filter(|q| q.session_id == *session_id) {
         let Some((question, _)) = ctx
             .store
             .resolve_question(&q.id, QuestionStatus::Cancelled, None, None)
@@ -284,7 +293,7 @@ pub(crate) async fn cancel_left_requests(
         );
         note(ctx, conversation_id, session_id, &question.turn_id, &text).await;
         deliveries.push(Delivery::Answer {
-            question_id: question.id.to_string(),
+            question_id: question.id,
             answer: None,
         });
     }

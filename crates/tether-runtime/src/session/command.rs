@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use tether_agents::PermissionReply;
-use tether_proto::ErrorCode;
+use tether_proto::{ApprovalId, ErrorCode, QuestionId, TurnId};
 use tokio::sync::oneshot;
 
 /// Commands that may wait in one session's mailbox. The actor answers each at once
@@ -26,7 +26,7 @@ pub(crate) const SHUTDOWN_WAIT: Duration = Duration::from_secs(15);
 pub(crate) enum ActorCmd {
     /// Run this (already stored, `queued`) turn now or after the running one.
     Enqueue {
-        turn_id: String,
+        turn_id: TurnId,
         input: String,
         reply: oneshot::Sender<Enqueued>,
     },
@@ -54,11 +54,11 @@ pub(crate) enum ActorCmd {
 /// A resolved approval or question on its way to the agent's waiting request.
 pub(crate) enum Delivery {
     Approval {
-        approval_id: String,
+        approval_id: ApprovalId,
         reply: PermissionReply,
     },
     Answer {
-        question_id: String,
+        question_id: QuestionId,
         answer: Option<String>,
     },
 }
@@ -73,8 +73,8 @@ pub(crate) enum Enqueued {
 
 /// A pending request waiting for its deadline.
 pub(crate) enum Pending {
-    Approval(String),
-    Question(String),
+    Approval(ApprovalId),
+    Question(QuestionId),
 }
 
 impl ActorCmd {

@@ -4,7 +4,7 @@
 //! same three things the same way.
 
 use tether_agents::TurnOutcome;
-use tether_proto::{ErrorCode, EventPayload, MessageRole, TurnStatus};
+use tether_proto::{ErrorCode, EventPayload, MessageRole, TurnId, TurnStatus};
 use tether_store::{NewMessage, StoreError, TurnEnd};
 
 use crate::ctx::Ctx;
@@ -110,7 +110,7 @@ impl TurnEnding {
 
     /// Stores the row, the event and the line in one transaction (the store publishes the
     /// event at commit). `false`: the turn had already ended (terminal states are immutable).
-    pub async fn record(&self, ctx: &Ctx, turn_id: &str) -> Result<bool, StoreError> {
+    pub async fn record(&self, ctx: &Ctx, turn_id: &TurnId) -> Result<bool, StoreError> {
         let ev = ctx
             .store
             .finish_turn(turn_id, &self.end, &self.event, self.line.as_ref())

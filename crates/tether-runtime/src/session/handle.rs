@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use tether_proto::ErrorCode;
+use tether_proto::{ErrorCode, TurnId};
 
 use crate::ctx::Ctx;
 use crate::error::Result;
@@ -26,10 +26,10 @@ impl<'a> SessionActor<'a> {
     }
 
     /// Runs a stored, `queued` turn now or after the running one.
-    pub async fn enqueue(&self, turn_id: &str, input: &str) -> Result<Option<Enqueued>> {
+    pub async fn enqueue(&self, turn_id: &TurnId, input: &str) -> Result<Option<Enqueued>> {
         self.actors
             .request(self.ctx, self.to, |reply| ActorCmd::Enqueue {
-                turn_id: turn_id.to_string(),
+                turn_id: turn_id.clone(),
                 input: input.to_string(),
                 reply,
             })

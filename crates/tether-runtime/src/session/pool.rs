@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use tether_proto::{ConversationId, SessionId};
 use tokio::time::Instant;
 
 use crate::session::command::ActorCmd;
@@ -39,7 +40,7 @@ impl Default for PoolConfig {
 
 struct Entry {
     /// The parent conversation of a delegated child; `None` for other sessions.
-    owner: Option<String>,
+    owner: Option<ConversationId>,
     /// `Some(since)` when idle.
     idle_since: Option<Instant>,
     actor: tokio::sync::mpsc::WeakSender<ActorCmd>,
@@ -47,7 +48,7 @@ struct Entry {
 
 #[derive(Default)]
 struct State {
-    entries: HashMap<String, Entry>,
+    entries: HashMap<SessionId, Entry>,
     evictions: u64,
 }
 
@@ -70,15 +71,15 @@ impl Pool {
 
     /// A session is about to start a process: make room by evicting idle sessions
     /// (oldest first) over the global cap and, for a child, over its owner's cap.
-    pub fn admit(&self, session_id: &str, owner: Option<&str>) {
+    pub fn admit(&self, session_id: &SessionId, owner: Option<&ConversationId>) {
         let mut st = self.lock();
         let mut victims = Vec::new();
-        let others = |st: &State, owner: Option<&str>| -> Vec<(String, Instant)> {
-            let mut idle: Vec<(String, Instant)> = st
+        let others = |st: &State, owner: Option<&ConversationId>| -> Vec<(SessionId, Instant)> {
+            let mut idle: Vec<(SessionId, Instant)> = st
                 .entries
                 .iter()
                 .filter(|(id, e)| {
-                    id.as_str() != session_id && owner.is_none_or(|o| e.owner.as_deref() == Some(o))
+                    *id != session_id && owner.is_none_or(|o| e.owner.as_ref() == Some(o))
                 })
                 .filter_map(|(id, e)| e.idle_since.map(|t| (id.clone(), t)))
                 .collect();
@@ -91,7 +92,7 @@ impl Pool {
             let count = st
                 .entries
                 .iter()
-                .filter(|(id, e)| e.owner.as_deref() == Some(owner) && id.as_str() != session_id)
+                .filter(|(id, e)| e.owner.as_ref() == Some(owner) && *id != session_id)
                 .count();
             let over = (count + 1).saturating_sub(self.config.max_live_per_owner);
             victims.extend(
@@ -105,10 +106,10 @@ impl Pool {
             let count = st
                 .entries
                 .keys()
-                .filter(|id| id.as_str() != session_id && !victims.contains(id))
+                .filter(|id| *id != session_id && !victims.contains(id))
                 .count();
             let over = (count + 1).saturating_sub(self.config.max_live);
-            let more: Vec<String> = others(&st, None)
+            let more: Vec<SessionId> = others(&st, None)
                 .into_iter()
                 .map(|(id, _)| id)
                 .filter(|id| !victims.contains(id))
@@ -121,7 +122,7 @@ impl Pool {
         }
     }
 
-    fn evict_locked(st: &mut State, session_id: &str, why: &str) {
+    fn evict_locked(st: &mut State, session_id: &SessionId, why: &str) {
         if let Some(e) = st.entries.remove(session_id) {
             st.evictions += 1;
             // Under the pool's lock: never wait for room in the mailbox.
@@ -136,15 +137,15 @@ impl Pool {
     /// The session has a live process and runs a turn.
     pub fn busy(
         &self,
-        session_id: &str,
-        owner: Option<&str>,
+        session_id: &SessionId,
+        owner: Option<&ConversationId>,
         actor: tokio::sync::mpsc::WeakSender<ActorCmd>,
     ) {
         let mut st = self.lock();
         st.entries.insert(
-            session_id.to_string(),
+            session_id.clone(),
             Entry {
-                owner: owner.map(str::to_string),
+                owner: owner.cloned(),
                 idle_since: None,
                 actor,
             },
@@ -152,14 +153,14 @@ impl Pool {
     }
 
     /// The session's process is kept but no turn runs.
-    pub fn idle(&self, session_id: &str) {
+    pub fn idle(&self, session_id: &SessionId) {
         if let Some(e) = self.lock().entries.get_mut(session_id) {
             e.idle_since = Some(Instant::now());
         }
     }
 
     /// The session has no process any more.
-    pub fn gone(&self, session_id: &str) {
+    pub fn gone(&self, session_id: &SessionId) {
         self.lock().entries.remove(session_id);
     }
 
@@ -170,7 +171,7 @@ impl Pool {
         };
         let mut st = self.lock();
         let now = Instant::now();
-        let expired: Vec<String> = st
+        let expired: Vec<SessionId> = st
             .entries
             .iter()
             .filter(|(_, e)| e.idle_since.is_some_and(|t| now.duration_since(t) >= ttl))

@@ -6,8 +6,8 @@ use tether_core::binding::{
 };
 use tether_core::{Input, parse_input};
 use tether_proto::{
-    ErrorCode, MessageOutcome, MessageOutcomeKind, MessageRole, NewSessionReason, QuestionStatus,
-    SendMessage, TurnStatus,
+    ConversationId, ErrorCode, MessageOutcome, MessageOutcomeKind, MessageRole, NewSessionReason,
+    QuestionStatus, SendMessage, SessionId, TurnId, TurnStatus,
 };
 use tether_store::{ConversationRow, NewSession, NewTurn};
 
@@ -32,14 +32,14 @@ pub(crate) fn reply(kind: MessageOutcomeKind, text: impl Into<String>) -> Messag
 impl Runtime {
     pub(crate) async fn route_message(
         &self,
-        id: &str,
+        id: &ConversationId,
         req: SendMessage,
         by: &str,
-        turn_id: Option<&str>,
+        turn_id: Option<&TurnId>,
     ) -> Result<MessageOutcome> {
         let conv = self.conversation_row(id).await?;
         if conv.archived {
-            return Err(RuntimeError::Archived(id.to_string()));
+            return Err(RuntimeError::Archived(id.clone()));
         }
         let names = self.agent_names();
         let known: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -144,7 +144,7 @@ impl Runtime {
         text: String,
         agent: Option<&str>,
         model: Option<&str>,
-        turn_id: Option<&str>,
+        turn_id: Option<&TurnId>,
     ) -> Result<MessageOutcome> {
         let store = &self.ctx().store;
         let prefs = Preferences {
@@ -163,7 +163,7 @@ impl Runtime {
             None => None,
         };
         let bound_view = bound.as_ref().map(|s| BoundSession {
-            session_id: s.id.to_string(),
+            session_id: s.id.clone(),
             agent: s.agent.clone(),
             model: s.model.clone(),
         });
@@ -200,8 +200,8 @@ impl Runtime {
             }
         };
         let turn = NewTurn {
-            id: turn_id.map_or_else(new_id, str::to_string),
-            session_id: session.id.to_string(),
+            id: turn_id.map_or_else(new_id, TurnId::clone),
+            session_id: session.id.clone(),
             conversation_id: conv.id.clone(),
             input: text,
             status: TurnStatus::Queued,
@@ -231,7 +231,7 @@ impl Runtime {
         };
         Ok(MessageOutcome {
             outcome,
-            turn_id: Some(turn.id.into()),
+            turn_id: Some(turn.id),
             session_id: Some(session.id),
             new_session: new_reason,
             queue_position,
@@ -243,7 +243,7 @@ impl Runtime {
     async fn enqueue(
         &self,
         session: &tether_proto::Session,
-        owner: &str,
+        owner: &ConversationId,
         turn: &NewTurn,
     ) -> Result<Enqueued> {
         let to = To::Session { session, owner };
@@ -252,7 +252,7 @@ impl Runtime {
     }
 
     /// Fails a stored turn that could not be handed to its actor.
-    async fn fail_unstarted(&self, turn_id: &str, err: &RuntimeError) {
+    async fn fail_unstarted(&self, turn_id: &TurnId, err: &RuntimeError) {
         let ending = TurnEnding::not_run(err.code(), err.to_string());
         if let Err(e) = ending.record(self.ctx(), turn_id).await {
             tracing::error!(error = %e, "cannot fail an unstarted turn");
@@ -262,7 +262,11 @@ impl Runtime {
     /// The conversation left a session (`/new`, `/detach`, drift): its pending approvals
     /// and questions are cancelled (fail closed, with a status line each), and its process
     /// ends once idle.
-    pub(crate) async fn leave_session(&self, conv_id: &str, session_id: &str) -> Result<()> {
+    pub(crate) async fn leave_session(
+        &self,
+        conv_id: &ConversationId,
+        session_id: &SessionId,
+    ) -> Result<()> {
         // Replaced: its agent's MCP token stops working now (issue 16).
         self.ctx().delegation.revoke(session_id);
         let deliveries =
@@ -272,11 +276,11 @@ impl Runtime {
         let actor = self.actor(To::Running(session_id));
         for d in deliveries {
             if let Err(e) = actor.deliver(d).await {
-                tracing::warn!(session_id, error = %e, "cannot tell the left session");
+                tracing::warn!(%session_id, error = %e, "cannot tell the left session");
             }
         }
         if let Err(e) = actor.park().await {
-            tracing::warn!(session_id, error = %e, "cannot tell the left session");
+            tracing::warn!(%session_id, error = %e, "cannot tell the left session");
         }
         Ok(())
     }
@@ -284,13 +288,13 @@ impl Runtime {
     /// Cancels every running turn of the conversation (its bound session and any other
     /// session of it with an open turn). The actors decide what runs, not the store: a
     /// turn handed over a moment ago is stopped too.
-    pub(crate) async fn stop_running(&self, conv_id: &str) -> Result<MessageOutcome> {
+    pub(crate) async fn stop_running(&self, conv_id: &ConversationId) -> Result<MessageOutcome> {
         let conv = self.conversation_row(conv_id).await?;
         let open = self.ctx().store.open_turns(conv_id).await?;
-        let mut sessions: Vec<String> = conv.bound_session_id.into_iter().collect();
+        let mut sessions: Vec<SessionId> = conv.bound_session_id.into_iter().collect();
         for t in &open {
-            if !sessions.iter().any(|s| *s == t.session_id) {
-                sessions.push(t.session_id.to_string());
+            if !sessions.contains(&t.session_id) {
+                sessions.push(t.session_id.clone());
             }
         }
         let mut stopped = None;
@@ -318,7 +322,7 @@ impl Runtime {
         Ok(MessageOutcome {
             outcome: MessageOutcomeKind::Command,
             turn_id,
-            session_id: Some(session_id.into()),
+            session_id: Some(session_id),
             new_session: None,
             queue_position: None,
             reply: Some("stopping the running turn".to_string()),

@@ -4,13 +4,26 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-type LockMap = HashMap<String, Arc<tokio::sync::Mutex<()>>>;
+use tether_proto::ConversationId;
+
+/// What a routing lock serialises.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum RoutingScope {
+    /// A conversation's binding decisions (and a task's continue/close: a task is its
+    /// child conversation).
+    Conversation(ConversationId),
+    /// A parent conversation's delegations: its running-children cap is checked and
+    /// the new turn stored under it.
+    Delegations(ConversationId),
+}
+
+type LockMap = HashMap<RoutingScope, Arc<tokio::sync::Mutex<()>>>;
 
 /// A held routing lock. Dropping it frees the map entry when nobody else holds or waits
 /// for it, so the map is bounded by the requests in flight, not by every id ever seen.
 pub(crate) struct RoutingLock {
     guard: Option<tokio::sync::OwnedMutexGuard<()>>,
-    id: String,
+    id: RoutingScope,
     locks: Arc<Mutex<LockMap>>,
 }
 
@@ -29,8 +42,7 @@ impl Drop for RoutingLock {
     }
 }
 
-/// The routing locks by conversation id (or by another routing scope, such as a parent's
-/// delegations).
+/// The routing locks by scope.
 #[derive(Default)]
 pub(crate) struct RoutingLocks {
     locks: Arc<Mutex<LockMap>>,
@@ -42,11 +54,11 @@ impl RoutingLocks {
     }
 
     /// Waits for the lock of `id` and holds it until the returned guard drops.
-    pub async fn lock(&self, id: &str) -> RoutingLock {
-        let lock = self.map().entry(id.to_string()).or_default().clone();
+    pub async fn lock(&self, id: RoutingScope) -> RoutingLock {
+        let lock = self.map().entry(id.clone()).or_default().clone();
         RoutingLock {
             guard: Some(lock.lock_owned().await),
-            id: id.to_string(),
+            id,
             locks: self.locks.clone(),
         }
     }

@@ -17,7 +17,7 @@ use tether_agents::{
 };
 use tether_agents::{PermissionReply, PermissionRequest};
 use tether_proto::Decision;
-use tether_proto::{CreateConversation, EventEnvelope, EventPayload, SendMessage};
+use tether_proto::{ConversationId, CreateConversation, EventEnvelope, EventPayload, SendMessage};
 use tether_runtime::{
     Clock, CoalesceConfig, DelegationConfig, Drivers, PoolConfig, Runtime, RuntimeConfig, Seams,
 };
@@ -352,7 +352,7 @@ pub async fn runtime(
     .unwrap()
 }
 
-pub async fn conversation(rt: &Runtime) -> String {
+pub async fn conversation(rt: &Runtime) -> ConversationId {
     within(
         "create a conversation",
         rt.create_conversation(CreateConversation::default()),
@@ -360,7 +360,6 @@ pub async fn conversation(rt: &Runtime) -> String {
     .await
     .unwrap()
     .id
-    .into()
 }
 
 pub fn msg(text: &str) -> SendMessage {
@@ -372,7 +371,7 @@ pub fn msg(text: &str) -> SendMessage {
 }
 
 /// The conversation's stored events, oldest first.
-pub async fn events(rt: &Runtime, conversation_id: &str) -> Vec<EventEnvelope> {
+pub async fn events(rt: &Runtime, conversation_id: &ConversationId) -> Vec<EventEnvelope> {
     within(
         "read events",
         rt.conversation_events(conversation_id, 0, 1000),
@@ -388,7 +387,7 @@ pub fn kinds(events: &[EventEnvelope]) -> Vec<&'static str> {
 /// Polls the store until `check` holds for the conversation's events; returns them.
 pub async fn events_until(
     rt: &Runtime,
-    conversation_id: &str,
+    conversation_id: &ConversationId,
     what: &str,
     check: impl Fn(&[EventEnvelope]) -> bool,
 ) -> Vec<EventEnvelope> {
@@ -408,7 +407,11 @@ pub async fn events_until(
 }
 
 /// Waits for the conversation's `n`-th turn-ending event; returns all events.
-pub async fn turns_ended(rt: &Runtime, conversation_id: &str, n: usize) -> Vec<EventEnvelope> {
+pub async fn turns_ended(
+    rt: &Runtime,
+    conversation_id: &ConversationId,
+    n: usize,
+) -> Vec<EventEnvelope> {
     events_until(rt, conversation_id, "turns end", |evs| {
         evs.iter().filter(|e| e.payload.is_turn_terminal()).count() >= n
     })

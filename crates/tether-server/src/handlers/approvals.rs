@@ -5,7 +5,8 @@ use axum::Json;
 use axum::extract::State;
 use serde::Deserialize;
 use tether_proto::{
-    AnswerApproval, AnswerQuestion, Approval, ApprovalStatus, ErrorBody, Question, QuestionStatus,
+    AnswerApproval, AnswerQuestion, Approval, ApprovalId, ApprovalStatus, ErrorBody, Question,
+    QuestionId, QuestionStatus,
 };
 use utoipa::IntoParams;
 
@@ -64,7 +65,7 @@ pub(crate) async fn list_approvals(
 )]
 pub(crate) async fn answer_approval(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<ApprovalId>,
     ApiJson(req): ApiJson<AnswerApproval>,
 ) -> Result<Json<Approval>, ApiError> {
     Ok(Json(
@@ -110,7 +111,7 @@ pub(crate) async fn list_questions(
 )]
 pub(crate) async fn answer_question(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<QuestionId>,
     ApiJson(req): ApiJson<AnswerQuestion>,
 ) -> Result<Json<Question>, ApiError> {
     Ok(Json(

@@ -7,8 +7,8 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tether_proto::{
-    Conversation, CreateConversation, ErrorBody, HistoryMessage, MessageOutcome, SendMessage,
-    UpdateConversation,
+    Conversation, ConversationId, CreateConversation, ErrorBody, HistoryMessage, MessageOutcome,
+    SendMessage, UpdateConversation,
 };
 use utoipa::IntoParams;
 
@@ -115,7 +115,7 @@ pub(crate) async fn list(
 )]
 pub(crate) async fn get(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<ConversationId>,
 ) -> Result<Json<Conversation>, ApiError> {
     Ok(Json(s.runtime.get_conversation(&id).await?))
 }
@@ -136,7 +136,7 @@ pub(crate) async fn get(
 )]
 pub(crate) async fn update(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<ConversationId>,
     ApiJson(req): ApiJson<UpdateConversation>,
 ) -> Result<Json<Conversation>, ApiError> {
     Ok(Json(s.runtime.update_conversation(&id, req).await?))
@@ -160,7 +160,7 @@ pub(crate) async fn update(
 )]
 pub(crate) async fn send_message(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<ConversationId>,
     ApiJson(req): ApiJson<SendMessage>,
 ) -> Result<Json<MessageOutcome>, ApiError> {
     Ok(Json(s.runtime.send_message(&id, req, API_SENDER).await?))
@@ -181,7 +181,7 @@ pub(crate) async fn send_message(
 )]
 pub(crate) async fn history(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<ConversationId>,
     ApiQuery(q): ApiQuery<HistoryQuery>,
 ) -> Result<Json<Vec<HistoryMessage>>, ApiError> {
     let limit = page_limit(q.limit);
@@ -205,7 +205,7 @@ pub(crate) async fn history(
 )]
 pub(crate) async fn new_session(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<ConversationId>,
 ) -> Result<Json<MessageOutcome>, ApiError> {
     Ok(Json(s.runtime.new_session(&id).await?))
 }
@@ -224,7 +224,7 @@ pub(crate) async fn new_session(
 )]
 pub(crate) async fn detach(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<ConversationId>,
 ) -> Result<Json<MessageOutcome>, ApiError> {
     Ok(Json(s.runtime.detach(&id).await?))
 }
@@ -244,7 +244,7 @@ pub(crate) async fn detach(
 )]
 pub(crate) async fn stop(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<ConversationId>,
 ) -> Result<Json<MessageOutcome>, ApiError> {
     Ok(Json(s.runtime.stop(&id).await?))
 }

@@ -8,7 +8,8 @@ use axum::Json;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use tether_proto::{
-    CloseRequest, Continuation, ContinueRequest, ErrorBody, TaskClosed, TaskStarted,
+    CloseRequest, Continuation, ContinueRequest, ConversationId, ErrorBody, TaskClosed, TaskId,
+    TaskStarted,
 };
 use tether_runtime::Caller;
 use tower::ServiceExt;
@@ -32,7 +33,7 @@ use crate::extract::{ApiParams, ApiPath};
 )]
 pub(crate) async fn continuation(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<TaskId>,
 ) -> Result<Json<Continuation>, ApiError> {
     Ok(Json(s.runtime.continuation(&id).await?))
 }
@@ -55,7 +56,7 @@ pub(crate) async fn continuation(
 )]
 pub(crate) async fn continue_task(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<TaskId>,
     ApiParams(req): ApiParams<ContinueRequest>,
 ) -> Result<Json<TaskStarted>, ApiError> {
     Ok(Json(
@@ -82,7 +83,7 @@ pub(crate) async fn continue_task(
 )]
 pub(crate) async fn close_task(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<TaskId>,
     ApiParams(req): ApiParams<CloseRequest>,
 ) -> Result<Json<TaskClosed>, ApiError> {
     Ok(Json(
@@ -106,7 +107,7 @@ pub(crate) async fn close_task(
 )]
 pub(crate) async fn children(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<ConversationId>,
 ) -> Result<Json<Vec<Continuation>>, ApiError> {
     Ok(Json(s.runtime.delegations_of(&id).await?))
 }

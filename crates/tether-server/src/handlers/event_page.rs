@@ -5,7 +5,7 @@
 use axum::Json;
 use axum::extract::State;
 use serde::Deserialize;
-use tether_proto::{ConversationEventPage, ErrorBody};
+use tether_proto::{ConversationEventPage, ConversationId, ErrorBody};
 use utoipa::IntoParams;
 
 use super::page_limit;
@@ -37,7 +37,7 @@ pub(crate) struct EventPageQuery {
 )]
 pub(crate) async fn events_page(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<ConversationId>,
     ApiQuery(q): ApiQuery<EventPageQuery>,
 ) -> Result<Json<ConversationEventPage>, ApiError> {
     Ok(Json(

@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use serde::Deserialize;
-use tether_proto::{ErrorBody, EventPage, Session, Turn};
+use tether_proto::{ErrorBody, EventPage, Session, SessionId, Turn};
 use utoipa::IntoParams;
 
 use super::page_limit;
@@ -34,7 +34,7 @@ pub(crate) struct EventsQuery {
 )]
 pub(crate) async fn get(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<SessionId>,
 ) -> Result<Json<Session>, ApiError> {
     Ok(Json(s.runtime.get_session(&id).await?))
 }
@@ -53,7 +53,7 @@ pub(crate) async fn get(
 )]
 pub(crate) async fn turns(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<SessionId>,
 ) -> Result<Json<Vec<Turn>>, ApiError> {
     Ok(Json(s.runtime.session_turns(&id).await?))
 }
@@ -73,7 +73,7 @@ pub(crate) async fn turns(
 )]
 pub(crate) async fn events(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<SessionId>,
     ApiQuery(q): ApiQuery<EventsQuery>,
 ) -> Result<Json<EventPage>, ApiError> {
     let page = s

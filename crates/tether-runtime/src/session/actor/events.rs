@@ -131,7 +131,7 @@ impl Actor {
         match self
             .ctx
             .store
-            .append_events(&self.session.id, turn_id.as_deref(), batch)
+            .append_events(&self.session.id, turn_id.as_ref(), batch)
             .await
         {
             Ok(evs) => {

@@ -14,7 +14,7 @@ use std::sync::{Arc, Weak};
 
 use tether_agents::{AgentEvent, AgentSession, AgentSpec, PermissionReply};
 use tether_core::TurnQueue;
-use tether_proto::Session;
+use tether_proto::{ApprovalId, ConversationId, QuestionId, Session, TurnId};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -41,7 +41,7 @@ enum DeadlineKind {
 }
 
 struct Current {
-    turn_id: String,
+    turn_id: TurnId,
     input: String,
     cancel_requested: bool,
     timed_out: bool,
@@ -53,13 +53,13 @@ pub(crate) struct Actor {
     session: Session,
     spec: AgentSpec,
     /// Pool owner: the parent conversation for delegated work, else the conversation.
-    owner: String,
+    owner: ConversationId,
     rx: mpsc::Receiver<ActorCmd>,
     me: mpsc::WeakSender<ActorCmd>,
     /// The registry this actor leaves when it ends (weak: a dropped runtime ends it).
     actors: Weak<Actors>,
     live: Option<Arc<dyn AgentSession>>,
-    queue: TurnQueue<(String, String)>,
+    queue: TurnQueue<(TurnId, String)>,
     current: Option<Current>,
     task: Option<JoinHandle<Step>>,
     events: Option<mpsc::UnboundedReceiver<AgentEvent>>,
@@ -67,8 +67,8 @@ pub(crate) struct Actor {
     /// Repeats the agent's cancel until the turn ends (a cancel that races the prompt's
     /// start would otherwise be lost).
     canceller: Option<JoinHandle<()>>,
-    approvals: HashMap<String, tokio::sync::oneshot::Sender<PermissionReply>>,
-    questions: HashMap<String, tokio::sync::oneshot::Sender<Option<String>>>,
+    approvals: HashMap<ApprovalId, tokio::sync::oneshot::Sender<PermissionReply>>,
+    questions: HashMap<QuestionId, tokio::sync::oneshot::Sender<Option<String>>>,
     parked: bool,
     /// Delegation: `Close` requests waiting for the running turn to end.
     closing: Vec<oneshot::Sender<()>>,
@@ -80,7 +80,7 @@ impl Actor {
         actors: Weak<Actors>,
         session: Session,
         spec: AgentSpec,
-        owner: String,
+        owner: ConversationId,
     ) -> ActorHandle {
         let (tx, rx) = mpsc::channel(MAILBOX_CAP);
         let queue = TurnQueue::new(ctx.config.queue_cap);
@@ -110,8 +110,8 @@ impl Actor {
 
     /// The live pool's owner: the parent conversation of a delegated child, else none
     /// (a conversation's own session is not counted in any owner's cap).
-    fn pool_owner(&self) -> Option<&str> {
-        Some(self.owner.as_str()).filter(|o| *o != self.session.conversation_id)
+    fn pool_owner(&self) -> Option<&ConversationId> {
+        Some(&self.owner).filter(|o| **o != self.session.conversation_id)
     }
 
     async fn run(mut self) {
@@ -271,7 +271,7 @@ impl Actor {
         }
     }
 
-    fn queue_push(&mut self, turn_id: String, input: String) -> Result<u32, usize> {
+    fn queue_push(&mut self, turn_id: TurnId, input: String) -> Result<u32, usize> {
         self.queue.push((turn_id, input)).map_err(|e| e.cap)
     }
 }

@@ -2,7 +2,7 @@
 //! after their deadline, cancelled with the turn (a child module of `actor`).
 
 use tether_agents::{AgentEvent, PermissionReply};
-use tether_proto::{ApprovalStatus, QuestionStatus};
+use tether_proto::{ApprovalId, ApprovalStatus, QuestionId, QuestionStatus};
 use tether_store::{NewApproval, NewQuestion};
 
 use super::Actor;
@@ -39,11 +39,11 @@ impl Actor {
             self.ctx.clock.now_ms() + self.ctx.config.approval_timeout.as_millis() as i64;
         match ev {
             AgentEvent::Permission(req) => {
-                let id = new_id();
+                let id: ApprovalId = new_id();
                 let row = NewApproval {
                     id: id.clone(),
-                    conversation_id: self.session.conversation_id.clone().into(),
-                    session_id: self.session.id.clone().into(),
+                    conversation_id: self.session.conversation_id.clone(),
+                    session_id: self.session.id.clone(),
                     turn_id,
                     title: req.title,
                     kind: req.kind,
@@ -63,11 +63,11 @@ impl Actor {
                 }
             }
             AgentEvent::Question(req) => {
-                let id = new_id();
+                let id: QuestionId = new_id();
                 let row = NewQuestion {
                     id: id.clone(),
-                    conversation_id: self.session.conversation_id.clone().into(),
-                    session_id: self.session.id.clone().into(),
+                    conversation_id: self.session.conversation_id.clone(),
+                    session_id: self.session.id.clone(),
                     turn_id,
                     prompt: req.prompt,
                     deadline_ms,

@@ -2,7 +2,7 @@
 //! [`TurnEnding`] (a child module of `actor`, so it shares the actor's state).
 
 use tether_agents::{AgentError, StopReason, TurnOutcome};
-use tether_proto::{ApprovalStatus, ErrorCode};
+use tether_proto::{ApprovalStatus, ErrorCode, TurnId};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -13,21 +13,21 @@ use crate::session::turn_step::Step;
 
 impl Actor {
     /// Starts the next turn: mark it running, then make the session live, then prompt.
-    pub(super) async fn begin(&mut self, turn_id: String, input: String) {
+    pub(super) async fn begin(&mut self, turn_id: TurnId, input: String) {
         match self.ctx.store.start_turn(&turn_id).await {
             Ok(Some(_)) => {}
             Ok(None) => {
-                tracing::warn!(turn_id, "turn is no longer queued; skipped");
+                tracing::warn!(%turn_id, "turn is no longer queued; skipped");
                 return;
             }
             Err(e) => {
-                tracing::error!(turn_id, error = %e, "cannot start turn");
+                tracing::error!(%turn_id, error = %e, "cannot start turn");
                 let ending = TurnEnding::unstarted(
                     ErrorCode::Internal,
                     format!("cannot start the turn: {e}"),
                 );
                 if let Err(e) = ending.record(&self.ctx, &turn_id).await {
-                    tracing::error!(turn_id, error = %e, "cannot fail an unstarted turn");
+                    tracing::error!(%turn_id, error = %e, "cannot fail an unstarted turn");
                 }
                 return;
             }
@@ -232,7 +232,7 @@ impl Actor {
         }
         match ending.record(&self.ctx, &cur.turn_id).await {
             Ok(true) => {}
-            Ok(false) => tracing::warn!(turn_id = cur.turn_id, "turn had already ended"),
+            Ok(false) => tracing::warn!(turn_id = %cur.turn_id, "turn had already ended"),
             Err(e) => tracing::error!(error = %e, "cannot finish turn"),
         }
     }
