@@ -74,6 +74,7 @@ async fn end_to_end(events: usize, streams: usize) -> Result<Vec<Row>> {
         }
         convs.push((id, resp));
     }
+    let figures0 = d.get("/api/v1/runtime").await?;
     let cpu0 = d.cpu_time()?;
     let t0 = Instant::now();
     let counts: Vec<usize> = futures::stream::iter(convs)
@@ -89,6 +90,11 @@ async fn end_to_end(events: usize, streams: usize) -> Result<Vec<Row>> {
         .await?;
     let wall = t0.elapsed();
     let cpu = d.cpu_time()?.saturating_sub(cpu0);
+    let figures1 = d.get("/api/v1/runtime").await?;
+    let moved = |k: &str| {
+        figures1[k].as_u64().unwrap_or(0) as f64 - figures0[k].as_u64().unwrap_or(0) as f64
+    };
+    let (batches, commits) = (moved("streamed_batches"), moved("event_commits"));
     daemon.stop().await?;
     let delivered: usize = counts.iter().sum();
     let persisted = persisted_deltas(&home.path().join("data/tether.db")).await?;
@@ -105,10 +111,12 @@ async fn end_to_end(events: usize, streams: usize) -> Result<Vec<Row>> {
             "event ingest, end to end: {streams} concurrent streams, each delta persisted and delivered over SSE to a subscriber of its conversation (fake agent `rate N 0` → ACP → store → SSE)"
         ),
         format!(
-            "{} events/s ({} deltas in {}, every one persisted and delivered); tether used {:.1} µs CPU per event (≈ {} events/s per core)",
+            "{} events/s ({} deltas in {}, every one persisted and delivered; {} store batches in {} group commits); tether used {:.1} µs CPU per event (≈ {} events/s per core)",
             count(rate),
             count(delivered as f64),
             secs(wall),
+            count(batches),
+            count(commits),
             cpu_per_event,
             count(1e6 / cpu_per_event.max(0.001)),
         ),
