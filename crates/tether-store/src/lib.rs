@@ -129,8 +129,13 @@ impl Store {
             // Commits never checkpoint; a background task does (see `checkpoint`).
             .pragma("wal_autocheckpoint", "0")
             // After a checkpoint lets the WAL restart, a file grown by a burst shrinks.
-            .pragma("journal_size_limit", "67108864");
-        let mut first = opts.connect().await?;
+            .pragma("journal_size_limit", "67108864")
+            // Statement journals (a multi-row INSERT with a UNIQUE index inside a
+            // transaction keeps one) in memory, not in temp files.
+            .pragma("temp_store", "MEMORY");
+        // The writer's page cache holds a group commit's dirty pages (16 MiB instead of
+        // SQLite's 2 MiB: a full group spilled pages to the WAL mid-transaction).
+        let mut first = opts.clone().pragma("cache_size", "-16384").connect().await?;
         sqlx::migrate!("./migrations").run(&mut first).await?;
         let writer = Conns::from_connection(first);
         let reader = Conns::open(&opts.clone().read_only(true), 4).await?;
