@@ -129,8 +129,7 @@ pub(crate) async fn handle(
         InKind::Text(text) => {
             let req = SendMessage {
                 text: text.clone(),
-                agent: None,
-                model: None,
+                ..SendMessage::default()
             };
             let chat = chat_for(core, &msg, &chat_key).await?;
             let mut sent = core

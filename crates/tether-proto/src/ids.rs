@@ -174,6 +174,10 @@ string_id!(
     /// A delegated task (`task_id` of the delegation tools).
     TaskId
 );
+string_id!(
+    /// A stored attachment (an uploaded or received file), owned by one conversation.
+    AttachmentId
+);
 
 #[cfg(test)]
 mod tests {

@@ -50,6 +50,8 @@ use crate::{AppState, list_sse, sse, web};
         web::index,
         web::asset_route,
         handlers::runtime,
+        handlers::attachments::upload,
+        handlers::attachments::download,
     ),
     components(schemas(
         tether_proto::Health,
@@ -61,6 +63,9 @@ use crate::{AppState, list_sse, sse, web};
         tether_proto::Binding,
         tether_proto::Conversation,
         tether_proto::SendMessage,
+        tether_proto::Attachment,
+        tether_proto::AttachmentKind,
+        tether_proto::Uploaded,
         tether_proto::MessageOutcomeKind,
         tether_proto::MessageOutcome,
         tether_proto::HistoryMessage,

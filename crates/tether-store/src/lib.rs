@@ -10,6 +10,7 @@
 //! store itself, in commit order (see `feed`).
 
 mod approvals;
+mod attachments;
 mod channels;
 mod checkpoint;
 mod conns;
