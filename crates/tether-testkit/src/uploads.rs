@@ -14,6 +14,36 @@ pub const PNG_1X1: &[u8] = &[
     0x44, 0xae, 0x42, 0x60, 0x82,
 ];
 
+/// [`PNG_1X1`] in standard base64, as every model API carries it.
+pub const PNG_1X1_BASE64: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC";
+
+/// Every JSON object anywhere in `v` for which `pred` holds (to find an image block in a
+/// recorded model request, wherever the provider nests it).
+pub fn find_objects<'a>(
+    v: &'a Value,
+    pred: &dyn Fn(&serde_json::Map<String, Value>) -> bool,
+) -> Vec<&'a serde_json::Map<String, Value>> {
+    let mut out = Vec::new();
+    match v {
+        Value::Object(m) => {
+            if pred(m) {
+                out.push(m);
+            }
+            for x in m.values() {
+                out.extend(find_objects(x, pred));
+            }
+        }
+        Value::Array(a) => {
+            for x in a {
+                out.extend(find_objects(x, pred));
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
 /// One part of an upload.
 #[derive(Debug, Clone, Copy)]
 pub struct Part<'a> {
