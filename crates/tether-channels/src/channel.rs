@@ -7,6 +7,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tether_proto::Decision;
 
+use crate::inbound::InFile;
+
 /// What a channel supports. The renderer and the dispatcher decide from these, never
 /// from the channel's name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +101,15 @@ pub enum SendError {
     Permanent(String),
 }
 
+/// Why a file a person sent could not be fetched from the platform.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FetchError {
+    #[error("{size} bytes is over the limit of {limit} bytes per file")]
+    TooLarge { size: u64, limit: u64 },
+    #[error("{0}")]
+    Unavailable(String),
+}
+
 /// One channel adapter. Sends are driven by the outbox dispatcher, one at a time per
 /// chat; `key` is the outbox row's dedupe key (a platform idempotency key where the
 /// platform has one).
@@ -112,4 +123,14 @@ pub trait Channel: Send + Sync + 'static {
     /// Replaces a sent message's content.
     async fn edit(&self, to: &Address, message_id: &str, msg: &OutMessage)
     -> Result<(), SendError>;
+
+    /// Downloads a file a person sent (by its [`InFile::source`]), refusing more than
+    /// `limit` bytes without reading them all.
+    async fn fetch(&self, file: &InFile, limit: u64) -> Result<Vec<u8>, FetchError> {
+        let _ = (file, limit);
+        Err(FetchError::Unavailable(format!(
+            "{} does not fetch files",
+            self.name()
+        )))
+    }
 }

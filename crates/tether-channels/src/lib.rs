@@ -21,6 +21,7 @@ pub mod telegram;
 mod api;
 mod core;
 mod error;
+mod inbound_files;
 mod lanes;
 mod outbox;
 mod pump;

@@ -87,6 +87,10 @@ struct Inner {
     /// Failures for the next matching calls: (method, text needle, failure).
     failures: Vec<(String, String, Failure)>,
     shown: Vec<Shown>,
+    /// Files people "sent", by `file_id` (served by `getFile` and the file path).
+    files: std::collections::HashMap<String, Vec<u8>>,
+    /// Files whose download (not `getFile`) fails with 404.
+    broken_downloads: Vec<String>,
 }
 
 /// The running fake (stops when dropped).
@@ -178,6 +182,18 @@ fn answer(s: &mut Inner, method: &str, body: &Value) -> (StatusCode, Json<Value>
         "getMe" => ok(json!({"id": 42, "is_bot": true, "first_name": "Tether",
                              "username": BOT_USERNAME})),
         "setMyCommands" | "answerCallbackQuery" | "deleteWebhook" | "setWebhook" => ok(json!(true)),
+        "getFile" => {
+            let id = body["file_id"].as_str().unwrap_or_default();
+            match s.files.get(id) {
+                Some(bytes) => ok(json!({"file_id": id, "file_unique_id": id,
+                    "file_size": bytes.len(), "file_path": format!("documents/{id}")})),
+                None => err(
+                    StatusCode::BAD_REQUEST,
+                    "Bad Request: invalid file_id",
+                    Value::Null,
+                ),
+            }
+        }
         "sendMessage" => {
             if text.is_empty() {
                 return err(
@@ -236,6 +252,21 @@ fn answer(s: &mut Inner, method: &str, body: &Value) -> (StatusCode, Json<Value>
     }
 }
 
+/// `GET /file/bot<token>/<file_path>`: the bytes of a file `getFile` named.
+async fn download(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Path((bot, id)): Path<(String, String)>,
+) -> (StatusCode, Vec<u8>) {
+    let s = inner.lock().unwrap_or_else(|e| e.into_inner());
+    if bot != format!("bot{BOT_TOKEN}") || s.broken_downloads.contains(&id) {
+        return (StatusCode::NOT_FOUND, Vec::new());
+    }
+    match s.files.get(&id) {
+        Some(bytes) => (StatusCode::OK, bytes.clone()),
+        None => (StatusCode::NOT_FOUND, Vec::new()),
+    }
+}
+
 async fn get_updates(inner: Arc<Mutex<Inner>>, body: Value) -> (StatusCode, Json<Value>) {
     let offset = body["offset"].as_i64().unwrap_or(0);
     let timeout = Duration::from_secs(body["timeout"].as_u64().unwrap_or(0).min(30));
@@ -269,6 +300,7 @@ impl FakeTelegram {
         }));
         let app = axum::Router::new()
             .route("/{bot}/{method}", post(api))
+            .route("/file/{bot}/documents/{id}", axum::routing::get(download))
             .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -288,6 +320,16 @@ impl FakeTelegram {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes a file downloadable by `file_id` (what a person's photo or document is).
+    pub fn add_file(&self, file_id: &str, bytes: &[u8]) {
+        self.lock().files.insert(file_id.to_owned(), bytes.to_vec());
+    }
+
+    /// `getFile` answers for this file, but its download fails (404).
+    pub fn break_download(&self, file_id: &str) {
+        self.lock().broken_downloads.push(file_id.to_owned());
     }
 
     /// Config for `[channels.telegram]` pointing here (polling unless `extra` says else).

@@ -50,6 +50,41 @@ pub struct Message {
     pub is_topic_message: Option<bool>,
     #[serde(default)]
     pub text: Option<String>,
+    /// The text of a photo or document message.
+    #[serde(default)]
+    pub caption: Option<String>,
+    /// A photo in several sizes, smallest first.
+    #[serde(default)]
+    pub photo: Option<Vec<PhotoSize>>,
+    #[serde(default)]
+    pub document: Option<Document>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct PhotoSize {
+    pub file_id: String,
+    #[serde(default)]
+    pub file_size: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Document {
+    pub file_id: String,
+    #[serde(default)]
+    pub file_name: Option<String>,
+    #[serde(default)]
+    pub mime_type: Option<String>,
+    #[serde(default)]
+    pub file_size: Option<u64>,
+}
+
+/// `getFile`'s answer: where the file can be downloaded.
+#[derive(Debug, Clone, Deserialize)]
+pub struct File {
+    #[serde(default)]
+    pub file_size: Option<u64>,
+    #[serde(default)]
+    pub file_path: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -114,6 +149,8 @@ pub struct Bot {
     http: reqwest::Client,
     /// `<base_url>/bot<token>`.
     base: String,
+    /// `<base_url>/file/bot<token>`: where `getFile`'s paths are downloaded.
+    file_base: String,
 }
 
 impl std::fmt::Debug for Bot {
@@ -131,7 +168,59 @@ impl Bot {
         Ok(Bot {
             http,
             base: format!("{}/bot{token}", base_url.trim_end_matches('/')),
+            file_base: format!("{}/file/bot{token}", base_url.trim_end_matches('/')),
         })
+    }
+
+    /// Downloads a file by its `file_id` (`getFile`, then the file path), at most
+    /// `limit` bytes: a bot may download files up to 20 MB.
+    pub async fn download(
+        &self,
+        file_id: &str,
+        limit: u64,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, crate::channel::FetchError> {
+        use crate::channel::FetchError;
+        let file: File = self
+            .call(
+                "getFile",
+                &serde_json::json!({ "file_id": file_id }),
+                timeout,
+            )
+            .await
+            .map_err(|e| FetchError::Unavailable(e.to_string()))?;
+        if let Some(size) = file.file_size.filter(|s| *s > limit) {
+            return Err(FetchError::TooLarge { size, limit });
+        }
+        let Some(path) = file.file_path.filter(|p| !p.is_empty()) else {
+            return Err(FetchError::Unavailable("getFile: no file_path".to_owned()));
+        };
+        let unavailable =
+            |e: reqwest::Error| FetchError::Unavailable(format!("download: {}", e.without_url()));
+        let mut resp = self
+            .http
+            .get(format!("{}/{path}", self.file_base))
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        if !resp.status().is_success() {
+            return Err(FetchError::Unavailable(format!(
+                "download: HTTP {}",
+                resp.status().as_u16()
+            )));
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(unavailable)? {
+            bytes.extend_from_slice(&chunk);
+            if bytes.len() as u64 > limit {
+                return Err(FetchError::TooLarge {
+                    size: bytes.len() as u64,
+                    limit,
+                });
+            }
+        }
+        Ok(bytes)
     }
 
     /// Calls `method` with a JSON body; `timeout` bounds the whole request.

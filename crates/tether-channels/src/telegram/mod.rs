@@ -14,8 +14,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tether_proto::Decision;
 
-use crate::channel::{Address, Capabilities, Channel, OutMessage, SendError, TextKind};
+use crate::channel::{Address, Capabilities, Channel, FetchError, OutMessage, SendError, TextKind};
 use crate::config::TelegramConfig;
+use crate::inbound::InFile;
 
 pub use api::{Bot, Update};
 pub(crate) use updates::start;
@@ -153,6 +154,13 @@ impl Channel for Telegram {
             Err(SendError::Permanent(e)) if e.contains("message is not modified") => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    async fn fetch(&self, file: &InFile, limit: u64) -> Result<Vec<u8>, FetchError> {
+        // Downloads get longer than one API call: 20 MB over a slow link.
+        self.bot
+            .download(&file.source, limit, Duration::from_secs(120))
+            .await
     }
 }
 
