@@ -102,6 +102,8 @@ struct Inner {
     failures: Vec<(String, Failure)>,
     shown: Vec<Shown>,
     next_id: u64,
+    /// Message resources (images, files) by (message id, key).
+    resources: std::collections::HashMap<(String, String), Vec<u8>>,
 }
 
 /// The running fake (stops when dropped).
@@ -320,7 +322,40 @@ async fn update(
     resp
 }
 
+/// `GET …/messages/{id}/resources/{key}?type=image|file`: the bytes, or Feishu's JSON
+/// error for a resource that is not in the message.
+async fn resource(
+    State(s): State<Shared>,
+    Path((id, key)): Path<(String, String)>,
+    Query(q): Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    let kind = q.get("type").map(String::as_str);
+    let found = s
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .resources
+        .get(&(id.clone(), key.clone()))
+        .cloned();
+    record(&s, format!("GET resources/{key}"), &Value::Null, 200);
+    match (found, kind) {
+        (Some(bytes), Some("image" | "file")) => (StatusCode::OK, bytes).into_response(),
+        _ => reply(
+            StatusCode::NOT_FOUND,
+            234003,
+            "File not in msg.",
+            Value::Null,
+        ),
+    }
+}
+
 impl FakeFeishu {
+    /// Makes a message's resource (image or file) downloadable.
+    pub fn add_resource(&self, message_id: &str, key: &str, bytes: &[u8]) {
+        self.lock()
+            .resources
+            .insert((message_id.to_owned(), key.to_owned()), bytes.to_vec());
+    }
+
     pub async fn start() -> FakeFeishu {
         let inner: Shared = Arc::default();
         let app = axum::Router::new()
@@ -330,6 +365,10 @@ impl FakeFeishu {
             )
             .route("/open-apis/im/v1/messages", post(send))
             .route("/open-apis/im/v1/messages/{id}", patch(update).put(update))
+            .route(
+                "/open-apis/im/v1/messages/{id}/resources/{key}",
+                axum::routing::get(resource),
+            )
             .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await

@@ -2,13 +2,15 @@
 //! Bot API (`getFile` and the file download path) reach the agent (the fake agent takes no
 //! images, so as files under `.tether/attachments/`) with the caption as the text; a file
 //! that cannot be fetched or is too large is refused on the chat with its stable code,
-//! while the caption still goes; a hostile document name is made harmless.
+//! while the caption still goes; a hostile document name is made harmless. Feishu image,
+//! file and post messages through the fake Open API's message resources likewise.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{Value, json};
+use tether_testkit::fake_feishu::{Events, FakeFeishu, Sealed};
 use tether_testkit::fake_telegram::{FakeTelegram, private_chat};
 use tether_testkit::uploads::PNG_1X1;
-use tether_testkit::{Daemon, DaemonOptions};
+use tether_testkit::{Daemon, DaemonOptions, within};
 
 const ANN: (i64, &str) = (111, "Ann");
 
@@ -138,4 +140,64 @@ async fn a_file_that_cannot_be_fetched_or_is_too_large_is_refused_and_the_captio
             .map(|mut r| r.all(|e| e.unwrap().file_name() == "tmp"))
             .unwrap_or(true)
     );
+}
+
+const ALICE: &str = "ou_alice";
+
+async fn feishu_post(d: &Daemon, sealed: &Sealed) {
+    let mut req = d
+        .client
+        .post(d.url("/hooks/feishu"))
+        .header("content-type", "application/json")
+        .body(sealed.body.clone());
+    for (k, v) in &sealed.headers {
+        req = req.header(*k, v);
+    }
+    let resp = within("POST /hooks/feishu", req.send()).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+}
+
+#[tokio::test]
+async fn feishu_images_files_and_images_in_posts_reach_the_agent() {
+    let fs = FakeFeishu::start().await;
+    let ev = Events::new("verification-token-1", Some("encrypt-key-1"));
+    let d = Daemon::start(DaemonOptions {
+        extra_config: fs.config(&ev, &[ALICE], ""),
+        ..Default::default()
+    })
+    .await;
+    let chat = "oc_files";
+
+    let (image, id) = ev.media_message(chat, ALICE, "image", &json!({"image_key": "img_1"}));
+    fs.add_resource(&id, "img_1", PNG_1X1);
+    feishu_post(&d, &ev.seal(&image)).await;
+    fs.wait_shown(chat, "-image-img_1").await;
+
+    let post = json!({"title": "", "content": [
+        [{"tag": "text", "text": "see this page"}],
+        [{"tag": "img", "image_key": "img_2"}],
+    ]});
+    let (post, id) = ev.media_message(chat, ALICE, "post", &post);
+    fs.add_resource(&id, "img_2", PNG_1X1);
+    feishu_post(&d, &ev.seal(&post)).await;
+    let shown = fs.wait_shown(chat, "echo: see this page").await;
+    assert!(shown.text().contains("-image-img_2"), "{}", shown.text());
+
+    let file = json!({"file_key": "file_1", "file_name": "report.pdf"});
+    let (file, _) = ev.media_message(chat, ALICE, "file", &file);
+    // Not added: the resource 404s.
+    feishu_post(&d, &ev.seal(&file)).await;
+    let refused = fs.wait_shown(chat, "attachment_unavailable").await;
+    assert!(refused.text().contains("report.pdf"), "{}", refused.text());
+
+    let dir = attachments_dir(&d);
+    let copied: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(copied.len(), 2, "{copied:?}");
+    for f in &copied {
+        assert_eq!(std::fs::read(dir.join(f)).unwrap(), PNG_1X1);
+    }
 }

@@ -137,6 +137,57 @@ impl Client {
     }
 }
 
+impl Client {
+    /// Downloads a binary resource (a message's image or file) with the tenant token, at
+    /// most `limit` bytes; a JSON error reply (a resource that 404s) is unavailable.
+    pub async fn download(
+        &self,
+        path: &str,
+        limit: u64,
+    ) -> Result<Vec<u8>, crate::channel::FetchError> {
+        use crate::channel::FetchError;
+        let token = self
+            .token()
+            .await
+            .map_err(|e| FetchError::Unavailable(e.to_string()))?;
+        let mut resp = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .map_err(|e| FetchError::Unavailable(format!("{path}: {e}")))?;
+        let status = resp.status().as_u16();
+        if status != 200 {
+            let text = resp.text().await.unwrap_or_default();
+            let msg = serde_json::from_str::<Reply>(&text)
+                .map(|r| format!("{} {}", r.code, r.msg))
+                .unwrap_or_default();
+            return Err(FetchError::Unavailable(format!(
+                "{path}: HTTP {status} {msg}"
+            )));
+        }
+        if let Some(size) = resp.content_length().filter(|s| *s > limit) {
+            return Err(FetchError::TooLarge { size, limit });
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = resp
+            .chunk()
+            .await
+            .map_err(|e| FetchError::Unavailable(format!("{path}: {e}")))?
+        {
+            bytes.extend_from_slice(&chunk);
+            if bytes.len() as u64 > limit {
+                return Err(FetchError::TooLarge {
+                    size: bytes.len() as u64,
+                    limit,
+                });
+            }
+        }
+        Ok(bytes)
+    }
+}
+
 /// Seconds from `x-ogw-ratelimit-reset`, if present.
 fn reset_after(resp: &reqwest::Response) -> Option<Duration> {
     resp.headers()

@@ -7,6 +7,7 @@
 
 mod api;
 pub mod crypto;
+mod media;
 pub(crate) mod webhook;
 
 use std::sync::Arc;
@@ -16,9 +17,10 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tether_proto::Decision;
 
-use crate::channel::{Address, Capabilities, Channel, OutMessage, SendError};
+use crate::channel::{Address, Capabilities, Channel, FetchError, OutMessage, SendError};
 use crate::config::FeishuConfig;
 use crate::core::SharedCore;
+use crate::inbound::InFile;
 
 pub(crate) use webhook::Started;
 
@@ -163,6 +165,13 @@ impl Channel for Feishu {
                 .await?;
         }
         Ok(())
+    }
+
+    async fn fetch(&self, file: &InFile, limit: u64) -> Result<Vec<u8>, FetchError> {
+        let Some(path) = media::resource_path(&file.source) else {
+            return Err(FetchError::Unavailable("not a Feishu resource".to_owned()));
+        };
+        self.client.download(&path, limit).await
     }
 }
 
