@@ -44,3 +44,27 @@ pub struct Attachment {
 pub struct Uploaded {
     pub attachments: Vec<Attachment>,
 }
+
+/// A file an agent created or changed in a turn (from its file-change and edit tool
+/// events), as it is now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TurnFile {
+    /// Relative to the session's working directory (absolute when the agent wrote
+    /// outside it; such a file is listed but cannot be downloaded).
+    pub path: String,
+    /// The file exists now, inside the working directory (it may have been deleted or
+    /// moved since).
+    pub exists: bool,
+    #[serde(default)]
+    pub size: Option<u64>,
+}
+
+/// `GET /api/v1/turns/{id}/files`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct TurnFiles {
+    #[schema(value_type = String)]
+    pub turn_id: TurnId,
+    /// The working directory the paths are relative to.
+    pub cwd: String,
+    pub files: Vec<TurnFile>,
+}

@@ -225,6 +225,10 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
         .route("/api/v1/questions", get(approvals::list_questions))
         .route("/api/v1/questions/{id}", post(approvals::answer_question))
         .route("/api/v1/pool", get(handlers::pool))
+        .route(
+            "/api/v1/turns/{id}/files",
+            get(handlers::attachments::turn_files),
+        )
         .route("/api/v1/runtime", get(handlers::runtime))
         .route_layer(axum::middleware::from_fn_with_state(
             auth.clone(),
@@ -242,6 +246,10 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
         .route(
             "/api/v1/attachments/{id}",
             get(handlers::attachments::download),
+        )
+        .route(
+            "/api/v1/turns/{id}/files/content",
+            get(handlers::attachments::turn_file),
         )
         .route_layer(axum::middleware::from_fn_with_state(
             auth,

@@ -52,6 +52,8 @@ use crate::{AppState, list_sse, sse, web};
         handlers::runtime,
         handlers::attachments::upload,
         handlers::attachments::download,
+        handlers::attachments::turn_files,
+        handlers::attachments::turn_file,
     ),
     components(schemas(
         tether_proto::Health,
@@ -66,6 +68,8 @@ use crate::{AppState, list_sse, sse, web};
         tether_proto::Attachment,
         tether_proto::AttachmentKind,
         tether_proto::Uploaded,
+        tether_proto::TurnFile,
+        tether_proto::TurnFiles,
         tether_proto::MessageOutcomeKind,
         tether_proto::MessageOutcome,
         tether_proto::HistoryMessage,

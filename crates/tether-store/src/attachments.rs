@@ -160,6 +160,35 @@ impl Store {
         Ok(unused)
     }
 
+    /// The `detail` of a turn's edit tool calls (`kind = "edit"`), oldest first: where the
+    /// files an agent changed are named.
+    pub async fn turn_edit_details(
+        &self,
+        conversation_id: &str,
+        turn_id: &str,
+    ) -> Result<Vec<serde_json::Value>> {
+        let rows: Vec<(String,)> = sqlx::query_as(
+            "SELECT payload FROM events WHERE conversation_id = ? AND turn_id = ? \
+             AND kind = 'tool_call' ORDER BY id",
+        )
+        .bind(conversation_id)
+        .bind(turn_id)
+        .fetch_all(&self.reader)
+        .await?;
+        let mut out = Vec::new();
+        for (payload,) in rows {
+            let v: serde_json::Value =
+                serde_json::from_str(&payload).map_err(|e| StoreError::Corrupt {
+                    table: "events",
+                    detail: e.to_string(),
+                })?;
+            if v["kind"] == "edit" {
+                out.push(v["detail"].clone());
+            }
+        }
+        Ok(out)
+    }
+
     /// Whether any row names this content (a blob without one may be deleted).
     pub async fn attachment_blob_used(&self, sha256: &str) -> Result<bool> {
         let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM attachments WHERE sha256 = ?")

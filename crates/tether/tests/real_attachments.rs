@@ -109,3 +109,49 @@ async fn gemini_over_acp_gets_the_image_as_inline_data() {
         json!({"mimeType": "image/png", "data": PNG_1X1_BASE64})
     );
 }
+
+#[tokio::test]
+async fn a_file_codex_writes_in_a_turn_is_listed_and_downloadable_inside_the_cwd_only() {
+    let model = MockModel::start().await;
+    let home = codex_home(&model.base_url());
+    let d = Daemon::start(DaemonOptions {
+        extra_config: agent_toml("codex", RealAgent::Codex, &codex_env(home.path())),
+        ..DaemonOptions::default()
+    })
+    .await;
+    let c = d.new_conversation(Some("codex")).await;
+    let o = d.say(&c, "patch notes/out.txt hello from codex").await;
+    let a = d.pending_approval(&c).await;
+    d.post_ok(
+        &format!("/api/v1/approvals/{}", a["id"].as_str().unwrap()),
+        json!({ "decision": "allow" }),
+    )
+    .await;
+    let tid = o["turn_id"].as_str().unwrap();
+    let t = d.wait_turn(o["session_id"].as_str().unwrap(), tid).await;
+    assert_eq!(t["status"], "completed", "{t}");
+
+    let files = d.get_ok(&format!("/api/v1/turns/{tid}/files")).await;
+    let listed = files["files"].as_array().unwrap();
+    assert_eq!(listed.len(), 1, "{files}");
+    assert_eq!(listed[0]["path"], "notes/out.txt");
+    assert_eq!(listed[0]["exists"], true);
+    let (status, _, bytes) = d
+        .get_bytes(&format!(
+            "/api/v1/turns/{tid}/files/content?path=notes/out.txt"
+        ))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(String::from_utf8(bytes).unwrap().trim(), "hello from codex");
+
+    // Confined: no `..`, no symlink out of the working directory.
+    let secret = d.home.path().join("secret.txt");
+    std::fs::write(&secret, "not for agents").unwrap();
+    std::os::unix::fs::symlink(&secret, d.work_dir().join("link.txt")).unwrap();
+    for path in ["../secret.txt", "link.txt", secret.to_str().unwrap()] {
+        let (status, _, bytes) = d
+            .get_bytes(&format!("/api/v1/turns/{tid}/files/content?path={path}"))
+            .await;
+        assert_eq!(status, 404, "{path}: {}", String::from_utf8_lossy(&bytes));
+    }
+}

@@ -6,6 +6,7 @@
 pub(crate) mod blobs;
 pub(crate) mod prompt;
 pub mod rules;
+pub(crate) mod turn_files;
 
 use tether_proto::{Attachment, AttachmentId, HistoryMessage, MessageRole, TurnId};
 

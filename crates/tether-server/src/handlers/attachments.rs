@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::extract::multipart::{Multipart, MultipartError, MultipartRejection};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use tether_proto::{ErrorBody, ErrorCode, Uploaded};
+use tether_proto::{ErrorBody, ErrorCode, TurnFiles, Uploaded};
 use tether_runtime::{AttachmentName, NewAttachment};
 
 use crate::AppState;
@@ -162,6 +162,80 @@ pub(crate) async fn download(
         })
         .collect();
     if let Ok(v) = HeaderValue::from_str(&format!("{disposition}; filename=\"{ascii}\"")) {
+        h.insert(header::CONTENT_DISPOSITION, v);
+    }
+    Ok(resp)
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/v1/turns/{id}/files",
+    tag = "attachments",
+    params(("id" = String, Path, description = "Turn id")),
+    responses(
+        (status = 200, description = "The files the agent created or changed in the turn \
+            (from its file-change and edit tool events), as they are now", body = TurnFiles),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "No such turn", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn turn_files(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<TurnFiles>, ApiError> {
+    Ok(Json(s.runtime.turn_files(&id).await?))
+}
+
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct FileQuery {
+    /// The file, relative to the turn's working directory (as listed).
+    path: String,
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/v1/turns/{id}/files/content",
+    tag = "attachments",
+    params(("id" = String, Path, description = "Turn id"), FileQuery),
+    responses(
+        (status = 200, description = "The file's bytes (a download)",
+            content_type = "application/octet-stream"),
+        (status = 401, description = "Missing or wrong token (header or `?token=`)", body = ErrorBody),
+        (status = 404, description = "No such turn, or the path is not a file inside the \
+            working directory (`..`, a symlink out, absolute elsewhere)", body = ErrorBody),
+        (status = 413, description = "`attachment_too_large`: over the per-file limit", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn turn_file(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    crate::extract::ApiQuery(q): crate::extract::ApiQuery<FileQuery>,
+) -> Result<Response, ApiError> {
+    let (name, bytes) = s.runtime.working_file(&id, &q.path).await?;
+    let mut resp = Body::from(bytes).into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    let ascii: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_graphic() && c != '"' && c != '\\' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{ascii}\"")) {
         h.insert(header::CONTENT_DISPOSITION, v);
     }
     Ok(resp)
