@@ -65,6 +65,20 @@ pub struct OutMessage {
     /// Sent (and edited) as a card where the channel has cards.
     #[serde(default)]
     pub card: bool,
+    /// A file to send instead of a text (`text` is its caption): a stored attachment,
+    /// read when the row is delivered, so a retry sends the same bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<OutFile>,
+}
+
+/// A file a message carries (see [`OutMessage::file`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutFile {
+    pub attachment_id: String,
+    pub name: String,
+    /// An image the platform shows as one (a Telegram photo, a Feishu image).
+    #[serde(default)]
+    pub image: bool,
 }
 
 impl OutMessage {
@@ -75,6 +89,7 @@ impl OutMessage {
             title: None,
             actions: Vec::new(),
             card: false,
+            file: None,
         }
     }
 
@@ -123,6 +138,22 @@ pub trait Channel: Send + Sync + 'static {
     /// Replaces a sent message's content.
     async fn edit(&self, to: &Address, message_id: &str, msg: &OutMessage)
     -> Result<(), SendError>;
+
+    /// Sends a file (`msg.file`, its bytes read from the attachment store) with
+    /// `msg.text` as the caption; returns the platform's message id.
+    async fn send_file(
+        &self,
+        to: &Address,
+        msg: &OutMessage,
+        bytes: Vec<u8>,
+        key: &str,
+    ) -> Result<String, SendError> {
+        let _ = (to, msg, bytes, key);
+        Err(SendError::Permanent(format!(
+            "{} does not send files yet",
+            self.name()
+        )))
+    }
 
     /// Downloads a file a person sent (by its [`InFile::source`]), refusing more than
     /// `limit` bytes without reading them all.

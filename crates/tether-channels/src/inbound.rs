@@ -197,6 +197,10 @@ async fn send(
             )
             .await;
     }
+    let files = sent
+        .as_ref()
+        .map(|o| o.attachments.clone())
+        .unwrap_or_default();
     let reply = match sent {
         Ok(out) => outcome_reply(&out),
         Err(e) => Some(format!("⚠️ {e}")),
@@ -205,6 +209,17 @@ async fn send(
         let key = format!("in:{}:reply", msg.key);
         core.reply(chat_key, &msg.address(), key, OutMessage::plain(text))
             .await?;
+    }
+    // `/file`: each file as the platform's own file (or image) message.
+    for (i, a) in files.into_iter().enumerate() {
+        let mut out = OutMessage::plain(a.name.clone());
+        out.file = Some(crate::channel::OutFile {
+            attachment_id: a.id.to_string(),
+            name: a.name,
+            image: a.kind == tether_proto::AttachmentKind::Image,
+        });
+        let key = format!("in:{}:file:{i}", msg.key);
+        core.reply(chat_key, &msg.address(), key, out).await?;
     }
     Ok(None)
 }

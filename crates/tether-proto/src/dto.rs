@@ -140,6 +140,10 @@ pub struct MessageOutcome {
     /// The reply to a command, or the status message explaining a new session.
     #[serde(default)]
     pub reply: Option<String>,
+    /// Files the command hands out (`/file <path>`): stored as attachments, downloadable
+    /// at `GET /api/v1/attachments/{id}`; channels send them as files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<crate::Attachment>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

@@ -283,6 +283,7 @@ impl Runtime {
                 new_session: None,
                 queue_position: None,
                 reply: None,
+                attachments: Vec::new(),
             });
         }
         self.route_message(id, req, by, Some(turn_id)).await

@@ -91,6 +91,19 @@ struct Inner {
     files: std::collections::HashMap<String, Vec<u8>>,
     /// Files whose download (not `getFile`) fails with 404.
     broken_downloads: Vec<String>,
+    /// Files the bot sent (`sendDocument`, `sendPhoto`).
+    sent_files: Vec<SentFile>,
+}
+
+/// A file the bot sent.
+#[derive(Debug, Clone)]
+pub struct SentFile {
+    pub chat_id: i64,
+    /// `sendDocument` or `sendPhoto`.
+    pub method: String,
+    pub name: String,
+    pub caption: String,
+    pub bytes: Vec<u8>,
 }
 
 /// The running fake (stops when dropped).
@@ -137,11 +150,29 @@ fn buttons(body: &Value) -> Vec<(String, String)> {
 async fn api(
     State(inner): State<Arc<Mutex<Inner>>>,
     Path((bot, method)): Path<(String, String)>,
-    Json(body): Json<Value>,
+    req: axum::extract::Request,
 ) -> (StatusCode, Json<Value>) {
+    use axum::extract::FromRequest;
     if bot != format!("bot{BOT_TOKEN}") {
         return err(StatusCode::UNAUTHORIZED, "Unauthorized", Value::Null);
     }
+    if method == "sendDocument" || method == "sendPhoto" {
+        let Ok(form) = axum::extract::Multipart::from_request(req, &()).await else {
+            return err(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: not multipart",
+                Value::Null,
+            );
+        };
+        return send_file(inner, &method, form).await;
+    }
+    let Ok(Json(body)) = Json::<Value>::from_request(req, &()).await else {
+        return err(
+            StatusCode::BAD_REQUEST,
+            "Bad Request: not JSON",
+            Value::Null,
+        );
+    };
     if method == "getUpdates" {
         return get_updates(inner, body).await;
     }
@@ -252,6 +283,57 @@ fn answer(s: &mut Inner, method: &str, body: &Value) -> (StatusCode, Json<Value>
     }
 }
 
+/// `sendDocument` / `sendPhoto` (multipart): records the file, answers a message.
+async fn send_file(
+    inner: Arc<Mutex<Inner>>,
+    method: &str,
+    mut form: axum::extract::Multipart,
+) -> (StatusCode, Json<Value>) {
+    let field_name = if method == "sendPhoto" {
+        "photo"
+    } else {
+        "document"
+    };
+    let (mut chat_id, mut caption, mut file) = (0, String::new(), None);
+    while let Ok(Some(field)) = form.next_field().await {
+        let name = field.name().unwrap_or_default().to_owned();
+        let file_name = field.file_name().map(str::to_owned);
+        let Ok(bytes) = field.bytes().await else {
+            break;
+        };
+        match name.as_str() {
+            "chat_id" => chat_id = String::from_utf8_lossy(&bytes).parse().unwrap_or_default(),
+            "caption" => caption = String::from_utf8_lossy(&bytes).into_owned(),
+            n if n == field_name => file = Some((file_name.unwrap_or_default(), bytes.to_vec())),
+            _ => {}
+        }
+    }
+    let Some((name, bytes)) = file else {
+        return err(
+            StatusCode::BAD_REQUEST,
+            "Bad Request: there is no file in the request",
+            Value::Null,
+        );
+    };
+    let mut s = inner.lock().unwrap_or_else(|e| e.into_inner());
+    s.next_message_id += 1;
+    let id = s.next_message_id;
+    s.sent_files.push(SentFile {
+        chat_id,
+        method: method.to_owned(),
+        name,
+        caption,
+        bytes,
+    });
+    s.calls.push(Call {
+        method: method.to_owned(),
+        body: json!({"chat_id": chat_id}),
+        status: 200,
+        at: Instant::now(),
+    });
+    ok(json!({"message_id": id, "date": 0, "chat": {"id": chat_id, "type": "private"}}))
+}
+
 /// `GET /file/bot<token>/<file_path>`: the bytes of a file `getFile` named.
 async fn download(
     State(inner): State<Arc<Mutex<Inner>>>,
@@ -325,6 +407,16 @@ impl FakeTelegram {
     /// Makes a file downloadable by `file_id` (what a person's photo or document is).
     pub fn add_file(&self, file_id: &str, bytes: &[u8]) {
         self.lock().files.insert(file_id.to_owned(), bytes.to_vec());
+    }
+
+    /// The files the bot sent to a chat.
+    pub fn sent_files(&self, chat_id: i64) -> Vec<SentFile> {
+        self.lock()
+            .sent_files
+            .iter()
+            .filter(|f| f.chat_id == chat_id)
+            .cloned()
+            .collect()
     }
 
     /// `getFile` answers for this file, but its download fails (404).

@@ -201,3 +201,42 @@ async fn feishu_images_files_and_images_in_posts_reach_the_agent() {
         assert_eq!(std::fs::read(dir.join(f)).unwrap(), PNG_1X1);
     }
 }
+
+#[tokio::test]
+async fn file_sends_a_working_directory_file_as_a_telegram_document_and_stays_inside() {
+    let (tg, d) = start().await;
+    std::fs::create_dir_all(d.work_dir().join("out")).unwrap();
+    std::fs::write(d.work_dir().join("out/report.txt"), b"all green\n").unwrap();
+    std::fs::write(d.work_dir().join("chart.png"), PNG_1X1).unwrap();
+    let secret = d.home.path().join("secret.txt");
+    std::fs::write(&secret, "not yours").unwrap();
+    std::os::unix::fs::symlink(&secret, d.work_dir().join("link.txt")).unwrap();
+
+    tg.push(message(&tg, 20, json!({"text": "/file out/report.txt"})));
+    let sent = tg
+        .wait("the document", |tg| tg.sent_files(ANN.0).first().cloned())
+        .await;
+    assert_eq!(
+        (sent.method.as_str(), sent.name.as_str()),
+        ("sendDocument", "report.txt")
+    );
+    assert_eq!(sent.bytes, b"all green\n");
+    // An image goes as a photo.
+    tg.push(message(&tg, 21, json!({"text": "/file chart.png"})));
+    let photo = tg
+        .wait("the photo", |tg| tg.sent_files(ANN.0).get(1).cloned())
+        .await;
+    assert_eq!(
+        (photo.method.as_str(), photo.bytes.as_slice()),
+        ("sendPhoto", PNG_1X1)
+    );
+
+    for path in ["../secret.txt", "link.txt"] {
+        tg.push(message(&tg, 22, json!({"text": format!("/file {path}")})));
+    }
+    tg.wait("two refusals", |tg| {
+        (tg.count_shown(ANN.0, "not found") >= 2).then_some(())
+    })
+    .await;
+    assert_eq!(tg.sent_files(ANN.0).len(), 2);
+}

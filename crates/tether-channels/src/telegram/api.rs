@@ -241,29 +241,95 @@ impl Bot {
                 after: None,
                 reason: format!("{method}: {}", e.without_url()),
             })?;
-        let status = resp.status().as_u16();
-        let text = resp.text().await.map_err(|e| SendError::Retry {
-            after: None,
-            reason: format!("{method}: {}", e.without_url()),
-        })?;
-        let parsed: Result<ApiResponse<T>, _> = serde_json::from_str(&text);
-        match parsed {
-            Ok(r) if r.ok => r
-                .result
-                .ok_or_else(|| SendError::Permanent(format!("{method}: no result"))),
-            Ok(r) => Err(classify(
-                method,
-                r.error_code.map_or(status, |c| c as u16),
-                r.description.unwrap_or_default(),
-                r.parameters.and_then(|p| p.retry_after),
-            )),
-            Err(_) => Err(classify(
-                method,
-                status,
-                format!("unreadable reply (HTTP {status})"),
-                None,
-            )),
+        reply(method, resp).await
+    }
+
+    /// Calls an upload method (`sendDocument`, `sendPhoto`) as `multipart/form-data`: the
+    /// text `fields`, then the file in `file_field`.
+    pub async fn upload<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        fields: &[(&str, String)],
+        file: (&str, &str, Vec<u8>),
+        timeout: Duration,
+    ) -> Result<T, SendError> {
+        let (file_field, file_name, bytes) = file;
+        // From the bytes' hash: the boundary cannot occur in the file (it would have to
+        // contain its own hash), and a retry sends the same body.
+        let boundary = {
+            use sha2::{Digest, Sha256};
+            format!(
+                "tether-{}",
+                crate::feishu::crypto::hex(&Sha256::digest(&bytes)[..16])
+            )
+        };
+        let mut body = Vec::new();
+        for (name, value) in fields {
+            body.extend_from_slice(
+                format!(
+                    "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+                )
+                .as_bytes(),
+            );
         }
+        // The name is a checked attachment name; quotes and line breaks cannot occur,
+        // but are replaced anyway so the header cannot be broken.
+        let safe: String = file_name
+            .chars()
+            .map(|c| if c == '"' || c.is_control() { '_' } else { c })
+            .collect();
+        body.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"{file_field}\"; \
+                 filename=\"{safe}\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        body.extend_from_slice(&bytes);
+        body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+        let resp = self
+            .http
+            .post(format!("{}/{method}", self.base))
+            .header(
+                "content-type",
+                format!("multipart/form-data; boundary={boundary}"),
+            )
+            .body(body)
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(|e| SendError::Retry {
+                after: None,
+                reason: format!("{method}: {}", e.without_url()),
+            })?;
+        reply(method, resp).await
+    }
+}
+
+/// A Bot API reply: its `result`, or the error classified for the outbox.
+async fn reply<T: DeserializeOwned>(method: &str, resp: reqwest::Response) -> Result<T, SendError> {
+    let status = resp.status().as_u16();
+    let text = resp.text().await.map_err(|e| SendError::Retry {
+        after: None,
+        reason: format!("{method}: {}", e.without_url()),
+    })?;
+    let parsed: Result<ApiResponse<T>, _> = serde_json::from_str(&text);
+    match parsed {
+        Ok(r) if r.ok => r
+            .result
+            .ok_or_else(|| SendError::Permanent(format!("{method}: no result"))),
+        Ok(r) => Err(classify(
+            method,
+            r.error_code.map_or(status, |c| c as u16),
+            r.description.unwrap_or_default(),
+            r.parameters.and_then(|p| p.retry_after),
+        )),
+        Err(_) => Err(classify(
+            method,
+            status,
+            format!("unreadable reply (HTTP {status})"),
+            None,
+        )),
     }
 }
 

@@ -156,6 +156,41 @@ impl Channel for Telegram {
         }
     }
 
+    async fn send_file(
+        &self,
+        to: &Address,
+        msg: &OutMessage,
+        bytes: Vec<u8>,
+        _key: &str,
+    ) -> Result<String, SendError> {
+        let Some(file) = &msg.file else {
+            return Err(SendError::Permanent("no file to send".to_owned()));
+        };
+        // Images the agent produced go as photos, anything else as a document.
+        let (method, field) = if file.image {
+            ("sendPhoto", "photo")
+        } else {
+            ("sendDocument", "document")
+        };
+        let mut fields = vec![
+            ("chat_id", to.chat_id.clone()),
+            ("caption", msg.text.clone()),
+        ];
+        if let Some(t) = &to.thread_id {
+            fields.push(("message_thread_id", t.clone()));
+        }
+        let sent: api::Message = self
+            .bot
+            .upload(
+                method,
+                &fields,
+                (field, &file.name, bytes),
+                Duration::from_secs(120),
+            )
+            .await?;
+        Ok(sent.message_id.to_string())
+    }
+
     async fn fetch(&self, file: &InFile, limit: u64) -> Result<Vec<u8>, FetchError> {
         // Downloads get longer than one API call: 20 MB over a slow link.
         self.bot

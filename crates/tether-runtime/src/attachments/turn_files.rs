@@ -150,6 +150,42 @@ impl Runtime {
         Ok((name, bytes))
     }
 
+    /// `/file <path>`: the file from the conversation's working directory (its bound
+    /// session's, else the conversation's), confined and within the per-file limit,
+    /// stored as an attachment of the conversation and handed out with the reply.
+    pub(crate) async fn share_file(
+        &self,
+        conv: &tether_store::ConversationRow,
+        path: &str,
+    ) -> Result<tether_proto::MessageOutcome> {
+        let cwd = match &conv.bound_session_id {
+            Some(s) => self.get_session(s).await?.cwd,
+            None => conv.cwd.clone(),
+        };
+        let (name, bytes) = self.read_confined(Path::new(&cwd), path).await?;
+        let new = [crate::NewAttachment {
+            name: crate::AttachmentName::Platform(&name),
+            declared: None,
+            bytes: &bytes,
+        }];
+        let stored = self.add_attachments(&conv.id, &new).await?;
+        let text = format!("📎 {path} ({} bytes)", bytes.len());
+        self.ctx()
+            .store
+            .add_message(
+                &conv.id,
+                tether_proto::MessageRole::Command,
+                &text,
+                None,
+                None,
+            )
+            .await?;
+        let mut out =
+            crate::session::router::reply(tether_proto::MessageOutcomeKind::Command, text);
+        out.attachments = stored;
+        Ok(out)
+    }
+
     async fn turn_and_cwd(&self, turn_id: &str) -> Result<(tether_proto::Turn, PathBuf)> {
         let turn =
             self.ctx()

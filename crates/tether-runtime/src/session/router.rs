@@ -26,6 +26,7 @@ pub(crate) fn reply(kind: MessageOutcomeKind, text: impl Into<String>) -> Messag
         new_session: None,
         queue_position: None,
         reply: Some(text.into()),
+        attachments: Vec::new(),
     }
 }
 
@@ -181,6 +182,7 @@ impl Runtime {
             new_session: None,
             queue_position: None,
             reply: Some(format!("answered the agent's question: {}", q.prompt)),
+            attachments: Vec::new(),
         }))
     }
 
@@ -284,6 +286,7 @@ impl Runtime {
             new_session: new_reason,
             queue_position,
             reply: status,
+            attachments: Vec::new(),
         })
     }
 
@@ -370,6 +373,7 @@ impl Runtime {
             new_session: None,
             queue_position: None,
             reply: Some("stopping the running turn".to_string()),
+            attachments: Vec::new(),
         })
     }
 }
