@@ -23,6 +23,7 @@ mod core;
 mod error;
 mod inbound_files;
 mod lanes;
+mod multipart;
 mod outbox;
 mod pump;
 mod sweep;

@@ -240,3 +240,42 @@ async fn file_sends_a_working_directory_file_as_a_telegram_document_and_stays_in
     .await;
     assert_eq!(tg.sent_files(ANN.0).len(), 2);
 }
+
+#[tokio::test]
+async fn file_sends_a_working_directory_file_as_a_feishu_file_or_image_message() {
+    let fs = FakeFeishu::start().await;
+    let ev = Events::new("verification-token-1", Some("encrypt-key-1"));
+    let d = Daemon::start(DaemonOptions {
+        extra_config: fs.config(&ev, &[ALICE], ""),
+        ..Default::default()
+    })
+    .await;
+    std::fs::write(d.work_dir().join("report.txt"), b"all green\n").unwrap();
+    std::fs::write(d.work_dir().join("chart.png"), PNG_1X1).unwrap();
+    let chat = "oc_out";
+    for text in ["/file report.txt", "/file chart.png"] {
+        let m = ev.message(chat, "p2p", ALICE, text, false);
+        feishu_post(&d, &ev.seal(&m)).await;
+    }
+    let file = fs
+        .wait("a file message", |fs| {
+            fs.shown(chat).into_iter().find(|m| m.msg_type == "file")
+        })
+        .await;
+    let (name, bytes) = fs
+        .uploaded(file.content["file_key"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(
+        (name.as_str(), bytes.as_slice()),
+        ("report.txt", &b"all green\n"[..])
+    );
+    let image = fs
+        .wait("an image message", |fs| {
+            fs.shown(chat).into_iter().find(|m| m.msg_type == "image")
+        })
+        .await;
+    let (_, bytes) = fs
+        .uploaded(image.content["image_key"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(bytes, PNG_1X1);
+}

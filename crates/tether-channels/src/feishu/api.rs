@@ -138,6 +138,34 @@ impl Client {
 }
 
 impl Client {
+    /// Uploads a file (`multipart/form-data`: `fields`, then the file as `field`) and
+    /// returns `data` (`image_key` or `file_key`).
+    pub async fn upload(
+        &self,
+        path: &str,
+        fields: &[(&str, String)],
+        file: (&str, &str, &[u8]),
+    ) -> Result<Value, SendError> {
+        let token = self.token().await?;
+        let (content_type, body) = crate::multipart::form(fields, file.0, file.1, file.2);
+        let resp = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(token)
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| transport(path, &e))?;
+        let (status, retry) = (resp.status().as_u16(), reset_after(&resp));
+        let text = resp.text().await.map_err(|e| transport(path, &e))?;
+        match serde_json::from_str::<Reply>(&text) {
+            Ok(r) if status == 200 && r.code == 0 => Ok(r.data),
+            Ok(r) => Err(classify(path, status, r.code, &r.msg, retry)),
+            Err(_) => Err(classify(path, status, -1, "unreadable reply", retry)),
+        }
+    }
+
     /// Downloads a binary resource (a message's image or file) with the tenant token, at
     /// most `limit` bytes; a JSON error reply (a resource that 404s) is unavailable.
     pub async fn download(

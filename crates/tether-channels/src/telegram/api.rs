@@ -254,46 +254,11 @@ impl Bot {
         timeout: Duration,
     ) -> Result<T, SendError> {
         let (file_field, file_name, bytes) = file;
-        // From the bytes' hash: the boundary cannot occur in the file (it would have to
-        // contain its own hash), and a retry sends the same body.
-        let boundary = {
-            use sha2::{Digest, Sha256};
-            format!(
-                "tether-{}",
-                crate::feishu::crypto::hex(&Sha256::digest(&bytes)[..16])
-            )
-        };
-        let mut body = Vec::new();
-        for (name, value) in fields {
-            body.extend_from_slice(
-                format!(
-                    "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
-                )
-                .as_bytes(),
-            );
-        }
-        // The name is a checked attachment name; quotes and line breaks cannot occur,
-        // but are replaced anyway so the header cannot be broken.
-        let safe: String = file_name
-            .chars()
-            .map(|c| if c == '"' || c.is_control() { '_' } else { c })
-            .collect();
-        body.extend_from_slice(
-            format!(
-                "--{boundary}\r\nContent-Disposition: form-data; name=\"{file_field}\"; \
-                 filename=\"{safe}\"\r\nContent-Type: application/octet-stream\r\n\r\n"
-            )
-            .as_bytes(),
-        );
-        body.extend_from_slice(&bytes);
-        body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+        let (content_type, body) = crate::multipart::form(fields, file_field, file_name, &bytes);
         let resp = self
             .http
             .post(format!("{}/{method}", self.base))
-            .header(
-                "content-type",
-                format!("multipart/form-data; boundary={boundary}"),
-            )
+            .header("content-type", content_type)
             .body(body)
             .timeout(timeout)
             .send()
