@@ -27,7 +27,7 @@ pub const MAX_TEXT: usize = 4096;
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The commands shown in Telegram's menu (`setMyCommands`).
-const COMMANDS: [(&str, &str); 10] = [
+const COMMANDS: [(&str, &str); 11] = [
     ("new", "Start a new session: /new [agent] [task]"),
     ("status", "Agent, model, session, state, queue, approvals"),
     ("stop", "Cancel the running turn"),
@@ -37,6 +37,10 @@ const COMMANDS: [(&str, &str); 10] = [
     ("agent", "Choose the agent: /agent <name>"),
     ("model", "Choose the model: /model <name>"),
     ("sessions", "This chat's sessions"),
+    (
+        "file",
+        "Send a file from the working directory: /file <path>",
+    ),
     ("help", "The commands"),
 ];
 

@@ -14,6 +14,7 @@ export const COMMANDS = [
   ["/agent", "<name>", "agent for new sessions"],
   ["/model", "<name>", "model for new sessions"],
   ["/sessions", "", "list this conversation's sessions"],
+  ["/file", "<path>", "send a file from the working directory"],
   ["/help", "", "list the commands"],
 ];
 
