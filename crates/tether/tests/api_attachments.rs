@@ -258,3 +258,38 @@ async fn hostile_names_oversized_files_and_lying_types_are_refused() {
         "{turn}"
     );
 }
+
+#[tokio::test]
+async fn the_openapi_document_describes_uploads_downloads_and_turn_files() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let doc = d.get_ok("/api/openapi.json").await;
+    let paths = &doc["paths"];
+    let upload = &paths["/api/v1/conversations/{id}/attachments"]["post"];
+    assert!(
+        upload["requestBody"]["content"]["multipart/form-data"].is_object(),
+        "{upload}"
+    );
+    for p in [
+        "/api/v1/attachments/{id}",
+        "/api/v1/turns/{id}/files",
+        "/api/v1/turns/{id}/files/content",
+    ] {
+        assert!(paths[p]["get"].is_object(), "{p}");
+    }
+    let codes: Vec<&str> = doc["components"]["schemas"]["ErrorCode"]["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    for c in [
+        "attachment_too_large",
+        "attachment_type_mismatch",
+        "attachment_bad_name",
+        "attachment_unavailable",
+    ] {
+        assert!(codes.contains(&c), "{c}: {codes:?}");
+    }
+    let send = &doc["components"]["schemas"]["SendMessage"]["properties"];
+    assert_eq!(send["attachments"]["type"], "array", "{send}");
+}
