@@ -113,6 +113,41 @@ pub struct QuestionRequest {
     pub reply: oneshot::Sender<Option<String>>,
 }
 
+/// What a turn sends the agent: the person's text and the images it takes natively (the
+/// runtime sends images only to a session whose [`AgentSession::accepts_images`] is
+/// true; anything else arrives as files named in `text`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Prompt {
+    pub text: String,
+    pub images: Vec<ImageInput>,
+}
+
+impl Prompt {
+    /// A prompt of text only.
+    pub fn text(text: impl Into<String>) -> Prompt {
+        Prompt {
+            text: text.into(),
+            images: Vec::new(),
+        }
+    }
+}
+
+/// One image, as every agent protocol carries it: a media type and base64 bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageInput {
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub mime: String,
+    /// The bytes, standard base64 with padding.
+    pub data_base64: String,
+}
+
+impl ImageInput {
+    /// The image as a `data:` URL (Codex's image input item).
+    pub fn data_url(&self) -> String {
+        format!("data:{};base64,{}", self.mime, self.data_base64)
+    }
+}
+
 /// How a turn ended, when the agent ended it normally.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnOutcome {
@@ -221,6 +256,22 @@ pub trait AgentSession: Send + Sync {
         text: &str,
         events: mpsc::UnboundedSender<AgentEvent>,
     ) -> Result<TurnOutcome, AgentError>;
+
+    /// Whether this session takes images as its own image input (ACP: the agent's
+    /// `promptCapabilities.image`). When false the runtime sends images as files.
+    fn accepts_images(&self) -> bool {
+        false
+    }
+
+    /// [`AgentSession::prompt`] with images. The default sends the text alone: it is
+    /// only called with images on a session that [`accepts_images`](Self::accepts_images).
+    async fn prompt_with(
+        &self,
+        prompt: &Prompt,
+        events: mpsc::UnboundedSender<AgentEvent>,
+    ) -> Result<TurnOutcome, AgentError> {
+        self.prompt(&prompt.text, events).await
+    }
 
     /// Asks the agent to end the running turn; `prompt` then returns with
     /// [`StopReason::Cancelled`] (or an error if the agent died).

@@ -7,6 +7,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tether_proto::{ApprovalId, Decision};
 
+use crate::inbound::InFile;
+
 /// What a channel supports. The renderer and the dispatcher decide from these, never
 /// from the channel's name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +65,20 @@ pub struct OutMessage {
     /// Sent (and edited) as a card where the channel has cards.
     #[serde(default)]
     pub card: bool,
+    /// A file to send instead of a text (`text` is its caption): a stored attachment,
+    /// read when the row is delivered, so a retry sends the same bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<OutFile>,
+}
+
+/// A file a message carries (see [`OutMessage::file`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutFile {
+    pub attachment_id: tether_proto::AttachmentId,
+    pub name: String,
+    /// An image the platform shows as one (a Telegram photo, a Feishu image).
+    #[serde(default)]
+    pub image: bool,
 }
 
 impl OutMessage {
@@ -73,6 +89,7 @@ impl OutMessage {
             title: None,
             actions: Vec::new(),
             card: false,
+            file: None,
         }
     }
 
@@ -99,6 +116,15 @@ pub enum SendError {
     Permanent(String),
 }
 
+/// Why a file a person sent could not be fetched from the platform.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FetchError {
+    #[error("{size} bytes is over the limit of {limit} bytes per file")]
+    TooLarge { size: u64, limit: u64 },
+    #[error("{0}")]
+    Unavailable(String),
+}
+
 /// One channel adapter. Sends are driven by the outbox dispatcher, one at a time per
 /// chat; `key` is the outbox row's dedupe key (a platform idempotency key where the
 /// platform has one).
@@ -112,4 +138,30 @@ pub trait Channel: Send + Sync + 'static {
     /// Replaces a sent message's content.
     async fn edit(&self, to: &Address, message_id: &str, msg: &OutMessage)
     -> Result<(), SendError>;
+
+    /// Sends a file (`msg.file`, its bytes read from the attachment store) with
+    /// `msg.text` as the caption; returns the platform's message id.
+    async fn send_file(
+        &self,
+        to: &Address,
+        msg: &OutMessage,
+        bytes: Vec<u8>,
+        key: &str,
+    ) -> Result<String, SendError> {
+        let _ = (to, msg, bytes, key);
+        Err(SendError::Permanent(format!(
+            "{} does not send files yet",
+            self.name()
+        )))
+    }
+
+    /// Downloads a file a person sent (by its [`InFile::source`]), refusing more than
+    /// `limit` bytes without reading them all.
+    async fn fetch(&self, file: &InFile, limit: u64) -> Result<Vec<u8>, FetchError> {
+        let _ = (file, limit);
+        Err(FetchError::Unavailable(format!(
+            "{} does not fetch files",
+            self.name()
+        )))
+    }
 }

@@ -46,6 +46,23 @@ pub enum InKind {
         approval_id: ApprovalId,
         decision: Decision,
     },
+    /// Files (photos, documents) with their caption as the text (possibly empty).
+    Files { caption: String, files: Vec<InFile> },
+}
+
+/// A file a person sent, not fetched yet: the channel fetches it by `source` when the
+/// message is handled (so a replayed update fetches it again).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InFile {
+    /// The name the platform gave (sanitised when stored) or one made up for photos.
+    pub name: String,
+    /// The content type the platform declared, if any (checked against the bytes).
+    pub declared: Option<String>,
+    /// The size the platform declared, if any: a file over the limit is refused before
+    /// it is downloaded.
+    pub size: Option<u64>,
+    /// The platform's reference (Telegram `file_id`; Feishu message id and file key).
+    pub source: String,
 }
 
 /// One normalized inbound message. `key` is the platform's unique update id (already
@@ -101,7 +118,7 @@ pub(crate) async fn handle(
         );
         return match msg.kind {
             InKind::Decide { .. } => Ok(Some("You are not allowed to answer here.".to_string())),
-            InKind::Text(_) => {
+            InKind::Text(_) | InKind::Files { .. } => {
                 // Over the cap of pending codes: no row and no reply.
                 let Some(p) = pairing::code_for(core, &msg, &chat_key).await? else {
                     return Ok(None);
@@ -127,47 +144,85 @@ pub(crate) async fn handle(
         } => decide(core, &msg, approval_id, *decision, &by)
             .await
             .map(Some),
+        InKind::Files { caption, files } => {
+            let mut chat = chat_for(core, &msg, &chat_key).await?;
+            let Some(req) =
+                crate::inbound_files::message(core, &msg, &chat_key, &mut chat, caption, files)
+                    .await?
+            else {
+                return Ok(None);
+            };
+            send(core, &msg, &chat_key, chat, req, &by).await
+        }
         InKind::Text(text) => {
             let req = SendMessage {
                 text: text.clone(),
-                agent: None,
-                model: None,
+                ..SendMessage::default()
             };
             let chat = chat_for(core, &msg, &chat_key).await?;
-            let mut sent = core
-                .runtime
-                .send_message_once(
-                    &chat.conversation_id,
-                    req.clone(),
-                    &by,
-                    &turn_id(core.name(), &chat.conversation_id, &msg.key),
-                )
-                .await;
-            if matches!(sent, Err(RuntimeError::Archived(_))) {
-                // Archived elsewhere (web page): this chat goes on in a new conversation.
-                let chat = new_conversation(core, &msg, &chat_key, Some(&chat)).await?;
-                sent = core
-                    .runtime
-                    .send_message_once(
-                        &chat.conversation_id,
-                        req,
-                        &by,
-                        &turn_id(core.name(), &chat.conversation_id, &msg.key),
-                    )
-                    .await;
-            }
-            let reply = match sent {
-                Ok(out) => outcome_reply(&out),
-                Err(e) => Some(format!("⚠️ {e}")),
-            };
-            if let Some(text) = reply {
-                let key = format!("in:{}:reply", msg.key);
-                core.reply(&chat_key, &msg.address(), key, OutMessage::plain(text))
-                    .await?;
-            }
-            Ok(None)
+            send(core, &msg, &chat_key, chat, req, &by).await
         }
     }
+}
+
+/// Routes a person's message (once: its turn id comes from the inbound key) and tells
+/// them right away what happened to it.
+async fn send(
+    core: &SharedCore,
+    msg: &Inbound,
+    chat_key: &str,
+    chat: ChannelChat,
+    req: SendMessage,
+    by: &str,
+) -> Result<Option<String>, ChannelError> {
+    let mut sent = core
+        .runtime
+        .send_message_once(
+            &chat.conversation_id,
+            req.clone(),
+            by,
+            &turn_id(core.name(), &chat.conversation_id, &msg.key),
+        )
+        .await;
+    if matches!(sent, Err(RuntimeError::Archived(_))) && req.attachments.is_empty() {
+        // Archived elsewhere (web page): this chat goes on in a new conversation.
+        // (Not with attachments: they belong to the archived one, and are gone.)
+        let chat = new_conversation(core, msg, chat_key, Some(&chat)).await?;
+        sent = core
+            .runtime
+            .send_message_once(
+                &chat.conversation_id,
+                req,
+                by,
+                &turn_id(core.name(), &chat.conversation_id, &msg.key),
+            )
+            .await;
+    }
+    let files = sent
+        .as_ref()
+        .map(|o| o.attachments.clone())
+        .unwrap_or_default();
+    let reply = match sent {
+        Ok(out) => outcome_reply(&out),
+        Err(e) => Some(format!("⚠️ {e}")),
+    };
+    if let Some(text) = reply {
+        let key = format!("in:{}:reply", msg.key);
+        core.reply(chat_key, &msg.address(), key, OutMessage::plain(text))
+            .await?;
+    }
+    // `/file`: each file as the platform's own file (or image) message.
+    for (i, a) in files.into_iter().enumerate() {
+        let mut out = OutMessage::plain(a.name.clone());
+        out.file = Some(crate::channel::OutFile {
+            attachment_id: a.id.clone(),
+            name: a.name,
+            image: a.kind == tether_proto::AttachmentKind::Image,
+        });
+        let key = format!("in:{}:file:{i}", msg.key);
+        core.reply(chat_key, &msg.address(), key, out).await?;
+    }
+    Ok(None)
 }
 
 /// The stable turn id of an inbound message in a conversation: 32 hex characters (the
@@ -208,7 +263,7 @@ async fn chat_for(
 }
 
 /// A new conversation for the chat; `old`: the mapping it replaces.
-async fn new_conversation(
+pub(crate) async fn new_conversation(
     core: &SharedCore,
     msg: &Inbound,
     chat_key: &str,

@@ -126,7 +126,21 @@ async fn attempt(core: &SharedCore, row: &OutboxRow) -> Result<Option<String>, O
     let msg: OutMessage = serde_json::from_str(&row.body)
         .map_err(|e| Outcome::Failed(SendError::Permanent(format!("bad body: {e}"))))?;
     match row.op.as_str() {
-        "send" => Ok(Some(core.channel.send(&to, &msg, &row.dedupe_key).await?)),
+        "send" => match &msg.file {
+            None => Ok(Some(core.channel.send(&to, &msg, &row.dedupe_key).await?)),
+            Some(file) => {
+                let (_, bytes) = core
+                    .runtime
+                    .attachment(&file.attachment_id)
+                    .await
+                    .map_err(|e| Outcome::Failed(SendError::Permanent(e.to_string())))?;
+                Ok(Some(
+                    core.channel
+                        .send_file(&to, &msg, bytes, &row.dedupe_key)
+                        .await?,
+                ))
+            }
+        },
         "edit" => {
             let target_key = row.target_key.as_deref().unwrap_or_default();
             let target = core

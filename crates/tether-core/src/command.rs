@@ -31,6 +31,8 @@ pub enum Command {
     Model { name: String },
     /// `/sessions`: list this conversation's sessions.
     Sessions,
+    /// `/file <path>`: send a file from the working directory (the rest of the line).
+    File { path: String },
     /// `/help` (also Telegram's `/start`).
     Help,
 }
@@ -48,6 +50,7 @@ impl Command {
             Command::Agent { .. } => "agent",
             Command::Model { .. } => "model",
             Command::Sessions => "sessions",
+            Command::File { .. } => "file",
             Command::Help => "help",
         }
     }
@@ -152,6 +155,11 @@ const COMMANDS: &[Spec] = &[
         about: "list this conversation's sessions",
     },
     Spec {
+        name: "file",
+        usage: "/file <path>",
+        about: "send a file from the working directory",
+    },
+    Spec {
         name: "help",
         usage: "/help",
         about: "show this help",
@@ -226,6 +234,16 @@ pub fn parse_input(text: &str, known_agents: &[&str]) -> Result<Input, CommandEr
         }
         "model" => Command::Model {
             name: required_arg("model", rest)?,
+        },
+        // The whole rest: a path may contain spaces.
+        "file" if rest.is_empty() => {
+            return Err(CommandError::MissingArgument {
+                command: "file",
+                usage: usage("file"),
+            });
+        }
+        "file" => Command::File {
+            path: rest.to_string(),
         },
         _ => {
             return Err(CommandError::Unknown {

@@ -86,9 +86,10 @@ pub struct Conversation {
     pub updated_at_ms: i64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendMessage {
+    /// May be empty when the message carries attachments.
     pub text: String,
     /// Agent chosen in the UI; differs from the bound session's → new session (drift).
     #[serde(default)]
@@ -99,6 +100,12 @@ pub struct SendMessage {
     /// conversation's current model preference.
     #[serde(default)]
     pub model: Option<String>,
+    /// Attachments uploaded before (`POST …/attachments`) that go with this message,
+    /// each at most once. Images reach the agent as its own image input, other files
+    /// are copied under `<cwd>/.tether/attachments/` and named in the prompt.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<String>)]
+    pub attachments: Vec<crate::AttachmentId>,
 }
 
 /// What happened to a message.
@@ -133,6 +140,10 @@ pub struct MessageOutcome {
     /// The reply to a command, or the status message explaining a new session.
     #[serde(default)]
     pub reply: Option<String>,
+    /// Files the command hands out (`/file <path>`): stored as attachments, downloadable
+    /// at `GET /api/v1/attachments/{id}`; channels send them as files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<crate::Attachment>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -147,6 +158,9 @@ pub struct HistoryMessage {
     #[schema(value_type = Option<String>)]
     pub turn_id: Option<TurnId>,
     pub at_ms: i64,
+    /// The files a person's message carried (absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<crate::Attachment>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

@@ -101,6 +101,18 @@ pub enum ErrorCode {
     Rebuilding,
     /// Delegation: the parent already runs as many children as allowed.
     ConcurrencyLimit,
+    /// An attachment is larger than the per-file limit, or a message's attachments are
+    /// together larger than the per-message limit.
+    AttachmentTooLarge,
+    /// An attachment's bytes are not of the type its declared content type or its name
+    /// claim (a `.png` that is a PDF, say).
+    AttachmentTypeMismatch,
+    /// An attachment's name is unusable: empty, too long, a path (`/`, `\`, `..`) or
+    /// with control characters.
+    AttachmentBadName,
+    /// An attachment could not be fetched from its channel (a Telegram file that cannot
+    /// be downloaded, a Feishu resource that 404s).
+    AttachmentUnavailable,
 }
 
 impl ErrorCode {
@@ -152,6 +164,10 @@ impl ErrorCode {
             ErrorCode::ContinuationConflict => "continuation_conflict",
             ErrorCode::Rebuilding => "rebuilding",
             ErrorCode::ConcurrencyLimit => "concurrency_limit",
+            ErrorCode::AttachmentTooLarge => "attachment_too_large",
+            ErrorCode::AttachmentTypeMismatch => "attachment_type_mismatch",
+            ErrorCode::AttachmentBadName => "attachment_bad_name",
+            ErrorCode::AttachmentUnavailable => "attachment_unavailable",
         }
     }
 
@@ -168,7 +184,8 @@ impl ErrorCode {
             | ErrorCode::AmbiguousApproval
             | ErrorCode::InvalidAgentType
             | ErrorCode::InvalidTask
-            | ErrorCode::InvalidWorkingDir => 400,
+            | ErrorCode::InvalidWorkingDir
+            | ErrorCode::AttachmentBadName => 400,
             ErrorCode::Unauthorized => 401,
             ErrorCode::HostNotAllowed => 403,
             ErrorCode::NotFound => 404,
@@ -183,7 +200,8 @@ impl ErrorCode {
             | ErrorCode::SessionReleased
             | ErrorCode::NotContinuable
             | ErrorCode::ContinuationConflict => 409,
-            ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::PayloadTooLarge | ErrorCode::AttachmentTooLarge => 413,
+            ErrorCode::AttachmentTypeMismatch => 415,
             ErrorCode::QueueFull | ErrorCode::ConcurrencyLimit => 429,
             ErrorCode::ResumeUnavailable
             | ErrorCode::SpawnFailed
@@ -198,7 +216,8 @@ impl ErrorCode {
             | ErrorCode::ChildMaxTokens
             | ErrorCode::ChildMaxTurnRequests
             | ErrorCode::ChildEmpty
-            | ErrorCode::ChildUnknown => 502,
+            | ErrorCode::ChildUnknown
+            | ErrorCode::AttachmentUnavailable => 502,
             ErrorCode::Rebuilding => 503,
             ErrorCode::StartTimeout => 504,
             ErrorCode::Internal => 500,

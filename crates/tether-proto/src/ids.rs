@@ -174,6 +174,10 @@ string_id!(
     /// A delegated task (`task_id` of the delegation tools).
     TaskId
 );
+string_id!(
+    /// A stored attachment (an uploaded or received file), owned by one conversation.
+    AttachmentId
+);
 
 impl TaskId {
     /// The child's `delegate` conversation: a task's id is that conversation's id.

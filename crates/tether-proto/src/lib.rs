@@ -3,6 +3,7 @@
 //! This crate holds data only. It must not depend on tokio, sqlx, axum or any other
 //! I/O crate; logic over these types lives in `tether-core`.
 
+mod attachment;
 mod delegation;
 mod dto;
 mod error;
@@ -12,6 +13,7 @@ mod pages;
 mod params;
 mod status;
 
+pub use attachment::*;
 pub use delegation::*;
 pub use dto::*;
 pub use error::*;

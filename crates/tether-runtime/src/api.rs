@@ -252,6 +252,8 @@ impl Runtime {
             // Archiving is how a person removes a conversation: its delegated children are
             // released (running turns cancelled, processes ended, history kept).
             let released = self.release_children(id).await?;
+            // Archiving is the removal: the files sent in it go (rows and bytes).
+            self.remove_attachments(id).await?;
             if released > 0 {
                 tracing::info!(
                     conversation = %id,
@@ -296,6 +298,7 @@ impl Runtime {
                 new_session: None,
                 queue_position: None,
                 reply: None,
+                attachments: Vec::new(),
             });
         }
         self.route_message(id, req, by, Some(turn_id)).await
@@ -309,19 +312,19 @@ impl Runtime {
         limit: u32,
     ) -> Result<Vec<HistoryMessage>> {
         self.conversation_row(id).await?;
-        Ok(self
+        let page = self
             .ctx()
             .store
             .history(id, after_id.unwrap_or(0), limit.clamp(1, 1000))
-            .await?)
+            .await?;
+        self.with_attachments(page).await
     }
 
     /// Unbinds; the next message starts a new session (reason `explicit`).
     pub async fn new_session(&self, id: &ConversationId) -> Result<MessageOutcome> {
         let req = SendMessage {
             text: "/new".to_string(),
-            agent: None,
-            model: None,
+            ..SendMessage::default()
         };
         self.send_message(id, req, "api").await
     }
@@ -330,8 +333,7 @@ impl Runtime {
     pub async fn detach(&self, id: &ConversationId) -> Result<MessageOutcome> {
         let req = SendMessage {
             text: "/detach".to_string(),
-            agent: None,
-            model: None,
+            ..SendMessage::default()
         };
         self.send_message(id, req, "api").await
     }

@@ -164,6 +164,7 @@ impl Runtime {
             Command::Status => self.status_text(&conv).await?,
             Command::Sessions => self.sessions_text(&conv).await?,
             Command::Help => tether_core::help_text(),
+            Command::File { path } => return self.share_file(&conv, &path).await,
         };
         store
             .add_message(&conv.id, MessageRole::Command, &text, None, None)

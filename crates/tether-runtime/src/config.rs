@@ -33,6 +33,8 @@ pub struct RuntimeConfig {
     pub delegation: crate::DelegationConfig,
     /// How streamed agent events are coalesced into store transactions.
     pub coalesce: CoalesceConfig,
+    /// Size limits of attachments.
+    pub attachments: crate::AttachmentLimits,
 }
 
 /// Coalesced writes: a session actor stores streamed agent events (message and thought

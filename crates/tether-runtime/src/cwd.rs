@@ -85,6 +85,7 @@ mod tests {
             pool: crate::PoolConfig::default(),
             delegation: crate::DelegationConfig::default(),
             coalesce: crate::CoalesceConfig::default(),
+            attachments: crate::AttachmentLimits::default(),
         }
     }
 

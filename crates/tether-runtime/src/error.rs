@@ -28,6 +28,8 @@ pub enum RuntimeError {
     Store(#[from] tether_store::StoreError),
     #[error("internal error: {0}")]
     Internal(String),
+    #[error(transparent)]
+    Attachment(#[from] crate::AttachmentError),
     /// A delegation rule (its own stable code: depth_limit, session_released, ...).
     #[error("{message}")]
     Delegation { code: ErrorCode, message: String },
@@ -52,6 +54,7 @@ impl RuntimeError {
             }
             RuntimeError::Store(_) | RuntimeError::Internal(_) => ErrorCode::Internal,
             RuntimeError::Delegation { code, .. } => *code,
+            RuntimeError::Attachment(e) => e.code(),
         }
     }
 }

@@ -5,6 +5,7 @@
 //! Must not depend on a web framework or a channel: adapters call [`Runtime`].
 
 mod api;
+mod attachments;
 mod commands;
 mod config;
 mod ctx;
@@ -19,6 +20,9 @@ mod session;
 mod views;
 
 pub use api::Runtime;
+pub use attachments::prompt::ATTACHMENTS_DIR;
+pub use attachments::rules::{AttachmentError, AttachmentLimits, sanitize_name};
+pub use attachments::{AttachmentName, NewAttachment};
 pub use config::{CoalesceConfig, RuntimeConfig};
 pub use delegation::registry::{
     Caller, DelegationConfig, MAX_WAITS_PER_CALLER, MCP_SERVER_NAME, MCP_SOCKET_ENV, MCP_TOKEN_ENV,

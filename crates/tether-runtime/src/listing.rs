@@ -93,11 +93,12 @@ impl Runtime {
         limit: u32,
     ) -> Result<Vec<HistoryMessage>> {
         self.conversation_row(id).await?;
-        Ok(self
+        let page = self
             .ctx()
             .store
             .history_before(id, before_id, limit.clamp(1, 1000))
-            .await?)
+            .await?;
+        self.with_attachments(page).await
     }
 
     /// Ids of conversations whose list view may have changed: their row changed (created,

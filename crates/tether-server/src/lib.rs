@@ -63,6 +63,9 @@ pub struct InstanceId(pub String);
 pub struct Limits {
     /// Largest accepted request body in bytes (default 1 MiB).
     pub body_limit: usize,
+    /// Largest attachment upload body in bytes (default 51 MiB: the default per-message
+    /// attachment limit plus room for the multipart framing).
+    pub upload_limit: usize,
     /// How long a client may take to send a request's headers, and how long an idle
     /// keep-alive connection stays open (default 10 s).
     pub header_read_timeout: Duration,
@@ -76,6 +79,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             body_limit: 1024 * 1024,
+            upload_limit: 51 * 1024 * 1024,
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(15),
         }
@@ -124,6 +128,10 @@ pub fn router_with(
         runtime,
         openapi: Arc::new(doc),
     };
+    let uploads = limit_bodies(
+        upload_routes(auth.clone()).with_state(state.clone()),
+        limits.upload_limit,
+    );
     let mut routes = api_routes(auth.clone()).with_state(state);
     if let Some(protected) = extra.protected {
         routes = routes.merge(protected.route_layer(axum::middleware::from_fn_with_state(
@@ -134,7 +142,32 @@ pub fn router_with(
     if let Some(public) = extra.public {
         routes = routes.merge(public);
     }
-    harden(routes, limits, hosts)
+    harden(
+        limit_bodies(routes, limits.body_limit).merge(uploads),
+        limits,
+        hosts,
+    )
+}
+
+/// The request body limit of these routes (a longer body is `payload_too_large`).
+fn limit_bodies(routes: Router, limit: usize) -> Router {
+    routes
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(RequestBodyLimitLayer::new(limit))
+}
+
+/// Attachment uploads: the one route whose body may be larger than `body_limit` (it
+/// has `upload_limit`; the runtime's per-file and per-message limits apply inside).
+fn upload_routes(auth: auth::Auth) -> Router<AppState> {
+    Router::new()
+        .route(
+            "/api/v1/conversations/{id}/attachments",
+            post(handlers::attachments::upload),
+        )
+        .route_layer(axum::middleware::from_fn_with_state(
+            auth,
+            auth::require_header,
+        ))
 }
 
 fn api_routes(auth: auth::Auth) -> Router<AppState> {
@@ -192,6 +225,10 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
         .route("/api/v1/questions", get(approvals::list_questions))
         .route("/api/v1/questions/{id}", post(approvals::answer_question))
         .route("/api/v1/pool", get(handlers::pool))
+        .route(
+            "/api/v1/turns/{id}/files",
+            get(handlers::attachments::turn_files),
+        )
         .route("/api/v1/runtime", get(handlers::runtime))
         .route_layer(axum::middleware::from_fn_with_state(
             auth.clone(),
@@ -204,6 +241,15 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
         .route(
             "/api/v1/conversations/{id}/events",
             get(sse::conversation_events),
+        )
+        // `<img src>` cannot set headers either (the page's thumbnails).
+        .route(
+            "/api/v1/attachments/{id}",
+            get(handlers::attachments::download),
+        )
+        .route(
+            "/api/v1/turns/{id}/files/content",
+            get(handlers::attachments::turn_file),
         )
         .route_layer(axum::middleware::from_fn_with_state(
             auth,
@@ -223,14 +269,12 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
     protected.merge(events).merge(mcp).merge(public)
 }
 
-/// JSON errors for unknown routes and methods, the Host check, body limits and
-/// time-outs, panics, request tracing.
+/// JSON errors for unknown routes and methods, the Host check, body time-outs (the
+/// body limits are the routes' own: see `router_with`), panics, request tracing.
 fn harden(routes: Router, limits: Limits, hosts: HostPolicy) -> Router {
     routes
         .fallback(error::fallback)
         .method_not_allowed_fallback(error::method_not_allowed)
-        .layer(DefaultBodyLimit::max(limits.body_limit))
-        .layer(RequestBodyLimitLayer::new(limits.body_limit))
         .layer(RequestBodyTimeoutLayer::new(limits.body_read_timeout))
         .layer(axum::middleware::from_fn_with_state(
             Arc::new(hosts),

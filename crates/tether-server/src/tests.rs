@@ -13,7 +13,7 @@ use utoipa::OpenApi;
 
 use crate::auth::{Auth, require_header, require_header_or_query};
 use crate::extract::{ApiJson, ApiQuery};
-use crate::{ApiDoc, HostPolicy, Limits, harden};
+use crate::{ApiDoc, HostPolicy, Limits, harden, limit_bodies};
 
 const TOKEN: &str = "s3cret";
 
@@ -54,7 +54,11 @@ fn app() -> Router {
         body_limit: 64,
         ..Limits::default()
     };
-    harden(protected.merge(stream), limits, HostPolicy::default())
+    harden(
+        limit_bodies(protected.merge(stream), limits.body_limit),
+        limits,
+        HostPolicy::default(),
+    )
 }
 
 fn req(method: &str, uri: &str) -> axum::http::request::Builder {

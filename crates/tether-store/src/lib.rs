@@ -11,6 +11,7 @@
 
 mod append;
 mod approvals;
+mod attachments;
 mod channels;
 mod checkpoint;
 mod conns;
@@ -135,7 +136,11 @@ impl Store {
             .pragma("temp_store", "MEMORY");
         // The writer's page cache holds a group commit's dirty pages (16 MiB instead of
         // SQLite's 2 MiB: a full group spilled pages to the WAL mid-transaction).
-        let mut first = opts.clone().pragma("cache_size", "-16384").connect().await?;
+        let mut first = opts
+            .clone()
+            .pragma("cache_size", "-16384")
+            .connect()
+            .await?;
         sqlx::migrate!("./migrations").run(&mut first).await?;
         let writer = Conns::from_connection(first);
         let reader = Conns::open(&opts.clone().read_only(true), 4).await?;

@@ -237,5 +237,6 @@ pub(crate) fn message(row: &SqliteRow) -> Result<HistoryMessage> {
         session_id: opt_id(row, "session_id")?,
         turn_id: opt_id(row, "turn_id")?,
         at_ms: row.try_get("at")?,
+        attachments: Vec::new(),
     })
 }

@@ -102,6 +102,10 @@ struct Inner {
     failures: Vec<(String, Failure)>,
     shown: Vec<Shown>,
     next_id: u64,
+    /// Message resources (images, files) by (message id, key).
+    resources: std::collections::HashMap<(String, String), Vec<u8>>,
+    /// Uploaded images and files by their key: (file name, bytes).
+    uploads: std::collections::HashMap<String, (String, Vec<u8>)>,
 }
 
 /// The running fake (stops when dropped).
@@ -320,7 +324,91 @@ async fn update(
     resp
 }
 
+/// `GET …/messages/{id}/resources/{key}?type=image|file`: the bytes, or Feishu's JSON
+/// error for a resource that is not in the message.
+async fn resource(
+    State(s): State<Shared>,
+    Path((id, key)): Path<(String, String)>,
+    Query(q): Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    let kind = q.get("type").map(String::as_str);
+    let found = s
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .resources
+        .get(&(id.clone(), key.clone()))
+        .cloned();
+    record(&s, format!("GET resources/{key}"), &Value::Null, 200);
+    match (found, kind) {
+        (Some(bytes), Some("image" | "file")) => (StatusCode::OK, bytes).into_response(),
+        _ => reply(
+            StatusCode::NOT_FOUND,
+            234003,
+            "File not in msg.",
+            Value::Null,
+        ),
+    }
+}
+
+/// `POST /open-apis/im/v1/images` (field `image`) or `…/files` (field `file`),
+/// multipart: keeps the bytes, answers `image_key` / `file_key`.
+async fn upload(
+    State(s): State<Shared>,
+    headers: HeaderMap,
+    uri: axum::http::Uri,
+    mut form: axum::extract::Multipart,
+) -> Response {
+    if !authorized(&headers) {
+        return reply(
+            StatusCode::BAD_REQUEST,
+            99991663,
+            "invalid tenant access token",
+            Value::Null,
+        );
+    }
+    let image = uri.path().ends_with("/images");
+    let field_name = if image { "image" } else { "file" };
+    let mut file = None;
+    while let Ok(Some(field)) = form.next_field().await {
+        let is_file = field.name() == Some(field_name);
+        let name = field.file_name().unwrap_or_default().to_owned();
+        let Ok(bytes) = field.bytes().await else {
+            break;
+        };
+        if is_file {
+            file = Some((name, bytes.to_vec()));
+        }
+    }
+    let Some(file) = file else {
+        return reply(StatusCode::BAD_REQUEST, 234001, "no file", Value::Null);
+    };
+    let mut g = s.lock().unwrap_or_else(|e| e.into_inner());
+    g.next_id += 1;
+    let key = format!("{}_{}", if image { "img" } else { "file" }, g.next_id);
+    g.uploads.insert(key.clone(), file);
+    drop(g);
+    record(&s, format!("POST {}", uri.path()), &Value::Null, 200);
+    let data = if image {
+        json!({ "image_key": key })
+    } else {
+        json!({ "file_key": key })
+    };
+    reply(StatusCode::OK, 0, "success", data)
+}
+
 impl FakeFeishu {
+    /// An uploaded image or file by its key: (file name, bytes).
+    pub fn uploaded(&self, key: &str) -> Option<(String, Vec<u8>)> {
+        self.lock().uploads.get(key).cloned()
+    }
+
+    /// Makes a message's resource (image or file) downloadable.
+    pub fn add_resource(&self, message_id: &str, key: &str, bytes: &[u8]) {
+        self.lock()
+            .resources
+            .insert((message_id.to_owned(), key.to_owned()), bytes.to_vec());
+    }
+
     pub async fn start() -> FakeFeishu {
         let inner: Shared = Arc::default();
         let app = axum::Router::new()
@@ -330,6 +418,12 @@ impl FakeFeishu {
             )
             .route("/open-apis/im/v1/messages", post(send))
             .route("/open-apis/im/v1/messages/{id}", patch(update).put(update))
+            .route(
+                "/open-apis/im/v1/messages/{id}/resources/{key}",
+                axum::routing::get(resource),
+            )
+            .route("/open-apis/im/v1/images", post(upload))
+            .route("/open-apis/im/v1/files", post(upload))
             .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await

@@ -87,6 +87,30 @@ impl Events {
         )
     }
 
+    /// A message of another kind (`image`, `file`, `post`) with its content, and the
+    /// message id it has (for [`crate::fake_feishu::FakeFeishu::add_resource`]).
+    pub fn media_message(
+        &self,
+        chat_id: &str,
+        open_id: &str,
+        message_type: &str,
+        content: &Value,
+    ) -> (Value, String) {
+        let message_id = format!("om_media_{}", self.event_id());
+        let event = self.envelope(
+            "im.message.receive_v1",
+            json!({
+                "sender": {"sender_id": {"open_id": open_id, "union_id": "on_x", "user_id": ""},
+                           "sender_type": "user", "tenant_key": "tenant"},
+                "message": {"message_id": message_id, "root_id": "", "parent_id": "",
+                            "create_time": "1700000000000", "chat_id": chat_id,
+                            "chat_type": "p2p", "message_type": message_type,
+                            "content": content.to_string(), "mentions": []},
+            }),
+        );
+        (event, message_id)
+    }
+
     /// A card button press.
     pub fn card_action(&self, open_id: &str, card: &Shown, value: &Value) -> Value {
         self.envelope(

@@ -87,6 +87,23 @@ struct Inner {
     /// Failures for the next matching calls: (method, text needle, failure).
     failures: Vec<(String, String, Failure)>,
     shown: Vec<Shown>,
+    /// Files people "sent", by `file_id` (served by `getFile` and the file path).
+    files: std::collections::HashMap<String, Vec<u8>>,
+    /// Files whose download (not `getFile`) fails with 404.
+    broken_downloads: Vec<String>,
+    /// Files the bot sent (`sendDocument`, `sendPhoto`).
+    sent_files: Vec<SentFile>,
+}
+
+/// A file the bot sent.
+#[derive(Debug, Clone)]
+pub struct SentFile {
+    pub chat_id: i64,
+    /// `sendDocument` or `sendPhoto`.
+    pub method: String,
+    pub name: String,
+    pub caption: String,
+    pub bytes: Vec<u8>,
 }
 
 /// The running fake (stops when dropped).
@@ -133,11 +150,29 @@ fn buttons(body: &Value) -> Vec<(String, String)> {
 async fn api(
     State(inner): State<Arc<Mutex<Inner>>>,
     Path((bot, method)): Path<(String, String)>,
-    Json(body): Json<Value>,
+    req: axum::extract::Request,
 ) -> (StatusCode, Json<Value>) {
+    use axum::extract::FromRequest;
     if bot != format!("bot{BOT_TOKEN}") {
         return err(StatusCode::UNAUTHORIZED, "Unauthorized", Value::Null);
     }
+    if method == "sendDocument" || method == "sendPhoto" {
+        let Ok(form) = axum::extract::Multipart::from_request(req, &()).await else {
+            return err(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: not multipart",
+                Value::Null,
+            );
+        };
+        return send_file(inner, &method, form).await;
+    }
+    let Ok(Json(body)) = Json::<Value>::from_request(req, &()).await else {
+        return err(
+            StatusCode::BAD_REQUEST,
+            "Bad Request: not JSON",
+            Value::Null,
+        );
+    };
     if method == "getUpdates" {
         return get_updates(inner, body).await;
     }
@@ -178,6 +213,18 @@ fn answer(s: &mut Inner, method: &str, body: &Value) -> (StatusCode, Json<Value>
         "getMe" => ok(json!({"id": 42, "is_bot": true, "first_name": "Tether",
                              "username": BOT_USERNAME})),
         "setMyCommands" | "answerCallbackQuery" | "deleteWebhook" | "setWebhook" => ok(json!(true)),
+        "getFile" => {
+            let id = body["file_id"].as_str().unwrap_or_default();
+            match s.files.get(id) {
+                Some(bytes) => ok(json!({"file_id": id, "file_unique_id": id,
+                    "file_size": bytes.len(), "file_path": format!("documents/{id}")})),
+                None => err(
+                    StatusCode::BAD_REQUEST,
+                    "Bad Request: invalid file_id",
+                    Value::Null,
+                ),
+            }
+        }
         "sendMessage" => {
             if text.is_empty() {
                 return err(
@@ -236,6 +283,72 @@ fn answer(s: &mut Inner, method: &str, body: &Value) -> (StatusCode, Json<Value>
     }
 }
 
+/// `sendDocument` / `sendPhoto` (multipart): records the file, answers a message.
+async fn send_file(
+    inner: Arc<Mutex<Inner>>,
+    method: &str,
+    mut form: axum::extract::Multipart,
+) -> (StatusCode, Json<Value>) {
+    let field_name = if method == "sendPhoto" {
+        "photo"
+    } else {
+        "document"
+    };
+    let (mut chat_id, mut caption, mut file) = (0, String::new(), None);
+    while let Ok(Some(field)) = form.next_field().await {
+        let name = field.name().unwrap_or_default().to_owned();
+        let file_name = field.file_name().map(str::to_owned);
+        let Ok(bytes) = field.bytes().await else {
+            break;
+        };
+        match name.as_str() {
+            "chat_id" => chat_id = String::from_utf8_lossy(&bytes).parse().unwrap_or_default(),
+            "caption" => caption = String::from_utf8_lossy(&bytes).into_owned(),
+            n if n == field_name => file = Some((file_name.unwrap_or_default(), bytes.to_vec())),
+            _ => {}
+        }
+    }
+    let Some((name, bytes)) = file else {
+        return err(
+            StatusCode::BAD_REQUEST,
+            "Bad Request: there is no file in the request",
+            Value::Null,
+        );
+    };
+    let mut s = inner.lock().unwrap_or_else(|e| e.into_inner());
+    s.next_message_id += 1;
+    let id = s.next_message_id;
+    s.sent_files.push(SentFile {
+        chat_id,
+        method: method.to_owned(),
+        name,
+        caption,
+        bytes,
+    });
+    s.calls.push(Call {
+        method: method.to_owned(),
+        body: json!({"chat_id": chat_id}),
+        status: 200,
+        at: Instant::now(),
+    });
+    ok(json!({"message_id": id, "date": 0, "chat": {"id": chat_id, "type": "private"}}))
+}
+
+/// `GET /file/bot<token>/<file_path>`: the bytes of a file `getFile` named.
+async fn download(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Path((bot, id)): Path<(String, String)>,
+) -> (StatusCode, Vec<u8>) {
+    let s = inner.lock().unwrap_or_else(|e| e.into_inner());
+    if bot != format!("bot{BOT_TOKEN}") || s.broken_downloads.contains(&id) {
+        return (StatusCode::NOT_FOUND, Vec::new());
+    }
+    match s.files.get(&id) {
+        Some(bytes) => (StatusCode::OK, bytes.clone()),
+        None => (StatusCode::NOT_FOUND, Vec::new()),
+    }
+}
+
 async fn get_updates(inner: Arc<Mutex<Inner>>, body: Value) -> (StatusCode, Json<Value>) {
     let offset = body["offset"].as_i64().unwrap_or(0);
     let timeout = Duration::from_secs(body["timeout"].as_u64().unwrap_or(0).min(30));
@@ -269,6 +382,7 @@ impl FakeTelegram {
         }));
         let app = axum::Router::new()
             .route("/{bot}/{method}", post(api))
+            .route("/file/{bot}/documents/{id}", axum::routing::get(download))
             .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -288,6 +402,26 @@ impl FakeTelegram {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes a file downloadable by `file_id` (what a person's photo or document is).
+    pub fn add_file(&self, file_id: &str, bytes: &[u8]) {
+        self.lock().files.insert(file_id.to_owned(), bytes.to_vec());
+    }
+
+    /// The files the bot sent to a chat.
+    pub fn sent_files(&self, chat_id: i64) -> Vec<SentFile> {
+        self.lock()
+            .sent_files
+            .iter()
+            .filter(|f| f.chat_id == chat_id)
+            .cloned()
+            .collect()
+    }
+
+    /// `getFile` answers for this file, but its download fails (404).
+    pub fn break_download(&self, file_id: &str) {
+        self.lock().broken_downloads.push(file_id.to_owned());
     }
 
     /// Config for `[channels.telegram]` pointing here (polling unless `extra` says else).

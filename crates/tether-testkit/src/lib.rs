@@ -8,6 +8,7 @@ pub mod fake_telegram;
 pub mod mock_model;
 pub mod real_agents;
 mod sse;
+pub mod uploads;
 
 use std::path::PathBuf;
 use std::time::Duration;

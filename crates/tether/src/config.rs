@@ -42,6 +42,36 @@ pub struct FileConfig {
     pub channels: Option<crate::config_channels::ChannelsFile>,
     /// `[server]`: HTTP time-outs and allowed host names (see `config_server`).
     pub server: Option<crate::config_server::ServerFile>,
+    /// `[attachments]`: size limits of files sent with messages.
+    pub attachments: Option<AttachmentsFile>,
+}
+
+/// `[attachments]`: the largest file and the largest sum of one message's files, in
+/// MiB (defaults 20 and 50: a Telegram bot downloads at most 20 MB, Feishu takes files
+/// up to 30 MB).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttachmentsFile {
+    pub max_file_mb: Option<u64>,
+    pub max_message_mb: Option<u64>,
+}
+
+fn attachment_limits(file: AttachmentsFile) -> Result<tether_runtime::AttachmentLimits> {
+    let default = tether_runtime::AttachmentLimits::default();
+    const MIB: u64 = 1024 * 1024;
+    let limits = tether_runtime::AttachmentLimits {
+        max_file_bytes: file.max_file_mb.map_or(default.max_file_bytes, |m| m * MIB),
+        max_message_bytes: file
+            .max_message_mb
+            .map_or(default.max_message_bytes, |m| m * MIB),
+    };
+    if limits.max_file_bytes == 0 || limits.max_message_bytes == 0 {
+        bail!("[attachments] limits must be greater than 0");
+    }
+    if limits.max_file_bytes > 1024 * MIB || limits.max_message_bytes > 1024 * MIB {
+        bail!("[attachments] limits must be at most 1024 MiB");
+    }
+    Ok(limits)
 }
 
 /// `[pool]`: how many agent processes stay live (0 = no limit) and for how long idle.
@@ -100,6 +130,8 @@ pub struct Settings {
     pub channels: tether_channels::ChannelsConfig,
     /// `[server]`: HTTP time-outs and allowed host names.
     pub server: crate::config_server::ServerSettings,
+    /// `[attachments]`: size limits.
+    pub attachments: tether_runtime::AttachmentLimits,
 }
 
 impl Settings {
@@ -238,6 +270,7 @@ impl Settings {
             token_override,
             channels: crate::config_channels::resolve(file.channels)?,
             server: crate::config_server::resolve(file.server)?,
+            attachments: attachment_limits(file.attachments.unwrap_or_default())?,
         })
     }
 
@@ -275,6 +308,7 @@ impl Settings {
             pool: self.pool.clone(),
             delegation: self.delegation.clone(),
             coalesce: tether_runtime::CoalesceConfig::default(),
+            attachments: self.attachments,
         }
     }
 }

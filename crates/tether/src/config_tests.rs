@@ -285,3 +285,23 @@ fn missing_directories_are_named() {
     let s = resolve(&format!("workspace_roots = [{root:?}]"), &home_env()).unwrap();
     s.check_directories().unwrap();
 }
+
+#[test]
+fn attachment_limits_default_to_the_platforms_and_can_be_set() {
+    let s = resolve("", &home_env()).unwrap();
+    assert_eq!(s.attachments.max_file_bytes, 20 * 1024 * 1024);
+    assert_eq!(s.attachments.max_message_bytes, 50 * 1024 * 1024);
+    let s = resolve(
+        "[attachments]\nmax_file_mb = 5\nmax_message_mb = 8\n",
+        &home_env(),
+    )
+    .unwrap();
+    assert_eq!(s.attachments.max_file_bytes, 5 * 1024 * 1024);
+    assert_eq!(
+        s.runtime_config().attachments.max_message_bytes,
+        8 * 1024 * 1024
+    );
+    assert!(resolve("[attachments]\nmax_file_mb = 0\n", &home_env()).is_err());
+    assert!(resolve("[attachments]\nmax_file_mb = 5000\n", &home_env()).is_err());
+    assert!(resolve("[attachments]\nmax_mb = 5\n", &home_env()).is_err());
+}

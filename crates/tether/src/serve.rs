@@ -64,7 +64,10 @@ pub async fn run(settings: Settings) -> Result<()> {
         listen: Some(addr),
         allowed_hosts: settings.server.allowed_hosts.clone(),
     };
-    let limits = settings.server.limits;
+    let mut limits = settings.server.limits;
+    // An upload carries at most one message's files, plus the multipart framing.
+    limits.upload_limit =
+        usize::try_from(settings.attachments.max_message_bytes).unwrap_or(usize::MAX) + 1024 * 1024;
     let router =
         tether_server::router_with(runtime.clone(), AuthConfig { token }, limits, hosts, extra)
             .layer(axum::Extension(InstanceId(record.instance_id.clone())));

@@ -70,9 +70,11 @@ impl AgentDriver for AcpDriver {
             shared: &shared,
             req: &req,
         };
-        let session_id = finish_start(starter.run().await, conn.close(), &process).await?;
+        let (session_id, images) =
+            finish_start(starter.run().await, conn.close(), &process).await?;
         Ok(Box::new(AcpSession {
             session_id,
+            images,
             conn,
             process,
             shared,
@@ -89,8 +91,9 @@ struct Starter<'a> {
 }
 
 impl Starter<'_> {
-    /// Runs the whole sequence; the session id.
-    async fn run(&self) -> Result<String, AgentError> {
+    /// Runs the whole sequence; the session id, and whether the agent takes image
+    /// content blocks in prompts (`promptCapabilities.image`).
+    async fn run(&self) -> Result<(String, bool), AgentError> {
         let init = self
             .rpc
             .call("initialize", wire::to_json(&wire::initialize())?)
@@ -123,7 +126,7 @@ impl Starter<'_> {
             self.set_model(&session_id, model, result.get("models"))
                 .await;
         }
-        Ok(session_id)
+        Ok((session_id, caps.prompt_capabilities.image))
     }
 
     fn open_params(&self, open: &Open<'_>) -> Result<Value, AgentError> {

@@ -8,7 +8,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::state::{Phase, Shared, Turn};
 use super::wire;
-use crate::driver::{AgentError, AgentEvent, AgentSession, TurnOutcome};
+use crate::driver::{AgentError, AgentEvent, AgentSession, Prompt, TurnOutcome};
 use crate::jsonrpc::Connection;
 use crate::process::AgentProcess;
 use crate::turn::{self, OnDrop, PromptLock};
@@ -16,6 +16,8 @@ use crate::turn::{self, OnDrop, PromptLock};
 #[derive(Debug)]
 pub(crate) struct AcpSession {
     pub session_id: String,
+    /// The agent takes image content blocks (`promptCapabilities.image`).
+    pub images: bool,
     pub conn: Connection,
     pub process: AgentProcess,
     pub shared: Arc<Shared>,
@@ -43,11 +45,23 @@ impl AgentSession for AcpSession {
         text: &str,
         events: mpsc::UnboundedSender<AgentEvent>,
     ) -> Result<TurnOutcome, AgentError> {
+        self.prompt_with(&Prompt::text(text), events).await
+    }
+
+    fn accepts_images(&self) -> bool {
+        self.images
+    }
+
+    async fn prompt_with(
+        &self,
+        prompt: &Prompt,
+        events: mpsc::UnboundedSender<AgentEvent>,
+    ) -> Result<TurnOutcome, AgentError> {
         let _running = self.prompt_lock.begin()?;
         if let Some(info) = self.conn.closed() {
             return Err(info.to_error());
         }
-        let params = wire::prompt(&self.session_id, text)?;
+        let params = wire::prompt(&self.session_id, prompt)?;
         let cancel = wire::cancel(&self.session_id)?;
         let (abort_tx, mut abort_rx) = oneshot::channel();
         {

@@ -92,12 +92,20 @@ impl Open<'_> {
     }
 }
 
-/// `session/prompt` with one text block.
-pub(crate) fn prompt(session_id: &str, text: &str) -> Result<Value, AgentError> {
-    to_json(&PromptRequest::new(
-        session_id.to_owned(),
-        vec![ContentBlock::Text(TextContent::new(text))],
-    ))
+/// `session/prompt`: the text block, then one image block per image (sent only to an
+/// agent whose `promptCapabilities.image` is set).
+pub(crate) fn prompt(
+    session_id: &str,
+    prompt: &crate::driver::Prompt,
+) -> Result<Value, AgentError> {
+    let mut blocks = vec![ContentBlock::Text(TextContent::new(prompt.text.clone()))];
+    blocks.extend(
+        prompt
+            .images
+            .iter()
+            .map(|i| ContentBlock::Image(ImageContent::new(i.data_base64.clone(), i.mime.clone()))),
+    );
+    to_json(&PromptRequest::new(session_id.to_owned(), blocks))
 }
 
 /// `session/cancel`.
@@ -187,8 +195,20 @@ mod tests {
             json!({"cwd": "/w", "mcpServers": [], "sessionId": "s1"})
         );
         assert_eq!(
-            prompt("s1", "hi").unwrap(),
+            prompt("s1", &crate::driver::Prompt::text("hi")).unwrap(),
             json!({"sessionId": "s1", "prompt": [{"type": "text", "text": "hi"}]})
+        );
+        let with_image = crate::driver::Prompt {
+            text: "look".into(),
+            images: vec![crate::driver::ImageInput {
+                mime: "image/png".into(),
+                data_base64: "AAAA".into(),
+            }],
+        };
+        assert_eq!(
+            prompt("s1", &with_image).unwrap(),
+            json!({"sessionId": "s1", "prompt": [{"type": "text", "text": "look"},
+                {"type": "image", "mimeType": "image/png", "data": "AAAA"}]})
         );
         assert_eq!(cancel("s1").unwrap(), json!({"sessionId": "s1"}));
         assert_eq!(

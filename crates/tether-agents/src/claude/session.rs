@@ -5,19 +5,35 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use super::map;
 use super::state::{Shared, Turn, TurnEnd};
 use super::wire::{ControlError, Link};
-use crate::driver::{AgentError, AgentEvent, AgentSession, TurnOutcome};
+use crate::driver::{AgentError, AgentEvent, AgentSession, Prompt, TurnOutcome};
 use crate::ndjson::WRITE_FAILURE_WAIT;
 use crate::process::AgentProcess;
 use crate::turn::{self, OnDrop, PromptLock};
 
 /// How long `cancel` waits for claude to acknowledge the interrupt.
 const INTERRUPT_WAIT: Duration = Duration::from_secs(10);
+
+/// A user message's content: each image as an Anthropic base64 `image` block, then the
+/// text (images first, as Anthropic advises).
+fn content(prompt: &Prompt) -> Vec<Value> {
+    let mut blocks: Vec<Value> = prompt
+        .images
+        .iter()
+        .map(|i| {
+            json!({"type": "image", "source": {
+                "type": "base64", "media_type": i.mime, "data": i.data_base64,
+            }})
+        })
+        .collect();
+    blocks.push(json!({"type": "text", "text": prompt.text}));
+    blocks
+}
 
 #[derive(Debug)]
 pub(crate) struct ClaudeSession {
@@ -70,6 +86,18 @@ impl AgentSession for ClaudeSession {
         text: &str,
         events: mpsc::UnboundedSender<AgentEvent>,
     ) -> Result<TurnOutcome, AgentError> {
+        self.prompt_with(&Prompt::text(text), events).await
+    }
+
+    fn accepts_images(&self) -> bool {
+        true
+    }
+
+    async fn prompt_with(
+        &self,
+        prompt: &Prompt,
+        events: mpsc::UnboundedSender<AgentEvent>,
+    ) -> Result<TurnOutcome, AgentError> {
         let _running = self.prompt_lock.begin()?;
         let (done_tx, mut done) = oneshot::channel();
         {
@@ -86,7 +114,7 @@ impl AgentSession for ClaudeSession {
         let _guard = OnDrop(|| self.shared.lock().turn = None);
         let message = json!({
             "type": "user",
-            "message": {"role": "user", "content": [{"type": "text", "text": text}]},
+            "message": {"role": "user", "content": content(prompt)},
             "parent_tool_use_id": null,
         });
         if let Err(e) = self.link.send(&message).await {

@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::items::str_field;
 use super::state::{Phase, Shared, Turn, spawn_interrupt};
-use crate::driver::{AgentError, AgentEvent, AgentSession, StopReason, TurnOutcome};
+use crate::driver::{AgentError, AgentEvent, AgentSession, Prompt, StopReason, TurnOutcome};
 use crate::jsonrpc::{Connection, RpcError};
 use crate::process::AgentProcess;
 use crate::turn::{self, OnDrop, PromptLock};
@@ -22,6 +22,19 @@ pub(crate) struct CodexSession {
     pub shared: Arc<Shared>,
     /// Held while a prompt runs.
     pub prompt_lock: PromptLock,
+}
+
+/// `turn/start`'s input: the text, then each image as a `data:` URL image item (Codex
+/// sends it to the model as a Responses `input_image`).
+fn input_items(prompt: &Prompt) -> Vec<Value> {
+    let mut items = vec![json!({"type": "text", "text": prompt.text, "text_elements": []})];
+    items.extend(
+        prompt
+            .images
+            .iter()
+            .map(|i| json!({"type": "image", "url": i.data_url()})),
+    );
+    items
 }
 
 /// The outcome of a `turn/completed` turn object.
@@ -67,6 +80,18 @@ impl AgentSession for CodexSession {
         text: &str,
         events: mpsc::UnboundedSender<AgentEvent>,
     ) -> Result<TurnOutcome, AgentError> {
+        self.prompt_with(&Prompt::text(text), events).await
+    }
+
+    fn accepts_images(&self) -> bool {
+        true
+    }
+
+    async fn prompt_with(
+        &self,
+        prompt: &Prompt,
+        events: mpsc::UnboundedSender<AgentEvent>,
+    ) -> Result<TurnOutcome, AgentError> {
         let _running = self.prompt_lock.begin()?;
         if let Some(info) = self.conn.closed() {
             return Err(info.to_error());
@@ -77,7 +102,7 @@ impl AgentSession for CodexSession {
         let _guard = OnDrop(|| self.shared.lock().phase.leave_turn());
         let params = json!({
             "threadId": self.thread_id,
-            "input": [{"type": "text", "text": text, "text_elements": []}],
+            "input": input_items(prompt),
         });
         let started = self
             .conn

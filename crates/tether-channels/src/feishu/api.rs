@@ -137,6 +137,85 @@ impl Client {
     }
 }
 
+impl Client {
+    /// Uploads a file (`multipart/form-data`: `fields`, then the file as `field`) and
+    /// returns `data` (`image_key` or `file_key`).
+    pub async fn upload(
+        &self,
+        path: &str,
+        fields: &[(&str, String)],
+        file: (&str, &str, &[u8]),
+    ) -> Result<Value, SendError> {
+        let token = self.token().await?;
+        let (content_type, body) = crate::multipart::form(fields, file.0, file.1, file.2);
+        let resp = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(token)
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| transport(path, &e))?;
+        let (status, retry) = (resp.status().as_u16(), reset_after(&resp));
+        let text = resp.text().await.map_err(|e| transport(path, &e))?;
+        match serde_json::from_str::<Reply>(&text) {
+            Ok(r) if status == 200 && r.code == 0 => Ok(r.data),
+            Ok(r) => Err(classify(path, status, r.code, &r.msg, retry)),
+            Err(_) => Err(classify(path, status, -1, "unreadable reply", retry)),
+        }
+    }
+
+    /// Downloads a binary resource (a message's image or file) with the tenant token, at
+    /// most `limit` bytes; a JSON error reply (a resource that 404s) is unavailable.
+    pub async fn download(
+        &self,
+        path: &str,
+        limit: u64,
+    ) -> Result<Vec<u8>, crate::channel::FetchError> {
+        use crate::channel::FetchError;
+        let token = self
+            .token()
+            .await
+            .map_err(|e| FetchError::Unavailable(e.to_string()))?;
+        let mut resp = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .map_err(|e| FetchError::Unavailable(format!("{path}: {e}")))?;
+        let status = resp.status().as_u16();
+        if status != 200 {
+            let text = resp.text().await.unwrap_or_default();
+            let msg = serde_json::from_str::<Reply>(&text)
+                .map(|r| format!("{} {}", r.code, r.msg))
+                .unwrap_or_default();
+            return Err(FetchError::Unavailable(format!(
+                "{path}: HTTP {status} {msg}"
+            )));
+        }
+        if let Some(size) = resp.content_length().filter(|s| *s > limit) {
+            return Err(FetchError::TooLarge { size, limit });
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = resp
+            .chunk()
+            .await
+            .map_err(|e| FetchError::Unavailable(format!("{path}: {e}")))?
+        {
+            bytes.extend_from_slice(&chunk);
+            if bytes.len() as u64 > limit {
+                return Err(FetchError::TooLarge {
+                    size: bytes.len() as u64,
+                    limit,
+                });
+            }
+        }
+        Ok(bytes)
+    }
+}
+
 /// Seconds from `x-ogw-ratelimit-reset`, if present.
 fn reset_after(resp: &reqwest::Response) -> Option<Duration> {
     resp.headers()

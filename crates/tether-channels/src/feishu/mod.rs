@@ -7,6 +7,7 @@
 
 mod api;
 pub mod crypto;
+mod media;
 pub(crate) mod webhook;
 
 use std::sync::Arc;
@@ -16,9 +17,10 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tether_proto::Decision;
 
-use crate::channel::{Address, Capabilities, Channel, OutMessage, SendError};
+use crate::channel::{Address, Capabilities, Channel, FetchError, OutMessage, SendError};
 use crate::config::FeishuConfig;
 use crate::core::SharedCore;
+use crate::inbound::InFile;
 
 pub(crate) use webhook::Started;
 
@@ -163,6 +165,69 @@ impl Channel for Feishu {
                 .await?;
         }
         Ok(())
+    }
+
+    async fn send_file(
+        &self,
+        to: &Address,
+        msg: &OutMessage,
+        bytes: Vec<u8>,
+        key: &str,
+    ) -> Result<String, SendError> {
+        let Some(file) = &msg.file else {
+            return Err(SendError::Permanent("no file to send".to_owned()));
+        };
+        // Upload first (an image as an image, anything else as a file), then send the
+        // message that shows it, with the outbox key as its idempotency key.
+        let (msg_type, content) = if file.image {
+            let data = self
+                .client
+                .upload(
+                    "/open-apis/im/v1/images",
+                    &[("image_type", "message".to_owned())],
+                    ("image", &file.name, &bytes),
+                )
+                .await?;
+            ("image", json!({"image_key": data["image_key"]}))
+        } else {
+            let data = self
+                .client
+                .upload(
+                    "/open-apis/im/v1/files",
+                    &[
+                        ("file_type", "stream".to_owned()),
+                        ("file_name", file.name.clone()),
+                    ],
+                    ("file", &file.name, &bytes),
+                )
+                .await?;
+            ("file", json!({"file_key": data["file_key"]}))
+        };
+        let body = json!({
+            "receive_id": to.chat_id,
+            "msg_type": msg_type,
+            "content": content.to_string(),
+            "uuid": idempotency_key(key),
+        });
+        let data = self
+            .client
+            .call(
+                Method::POST,
+                "/open-apis/im/v1/messages?receive_id_type=chat_id",
+                &body,
+            )
+            .await?;
+        data["message_id"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| SendError::Permanent("send: no message_id in the reply".to_string()))
+    }
+
+    async fn fetch(&self, file: &InFile, limit: u64) -> Result<Vec<u8>, FetchError> {
+        let Some(path) = media::resource_path(&file.source) else {
+            return Err(FetchError::Unavailable("not a Feishu resource".to_owned()));
+        };
+        self.client.download(&path, limit).await
     }
 }
 

@@ -200,26 +200,28 @@ fn toast(kind: &str, text: &str) -> Response {
     Json(json!({ "toast": { "type": kind, "content": text } })).into_response()
 }
 
-/// `im.message.receive_v1` → a text message, mentions removed. Non-text messages and
-/// messages from bots are ignored.
+/// `im.message.receive_v1` → a text message (mentions removed), or files (image, file,
+/// a post with images; see `media`). Other kinds and messages from bots are ignored.
 fn message(event_id: &str, ev: &Value) -> Option<Inbound> {
     if ev["sender"]["sender_type"].as_str().unwrap_or("user") != "user" {
         return None;
     }
     let open_id = ev["sender"]["sender_id"]["open_id"].as_str()?;
     let m = &ev["message"];
-    if m["message_type"] != "text" {
-        return None;
-    }
     let content: Value = serde_json::from_str(m["content"].as_str()?).ok()?;
-    let mut text = content["text"].as_str()?.to_string();
-    for mention in m["mentions"].as_array().into_iter().flatten() {
-        if let Some(key) = mention["key"].as_str().filter(|k| !k.is_empty()) {
-            text = text.replace(key, "");
+    let kind = match m["message_type"].as_str()? {
+        "text" => {
+            let mut text = content["text"].as_str()?.to_string();
+            for mention in m["mentions"].as_array().into_iter().flatten() {
+                if let Some(key) = mention["key"].as_str().filter(|k| !k.is_empty()) {
+                    text = text.replace(key, "");
+                }
+            }
+            // Only the mentions go: the rest keeps its lines and spacing (code, lists).
+            InKind::Text(text.trim().to_string())
         }
-    }
-    // Only the mentions go: the rest keeps its lines and spacing (code, lists).
-    let text = text.trim().to_string();
+        other => super::media::kind(other, m["message_id"].as_str()?, &content)?,
+    };
     let chat_id = m["chat_id"].as_str()?;
     let is_group = m["chat_type"] != "p2p";
     Some(Inbound {
@@ -238,7 +240,7 @@ fn message(event_id: &str, ev: &Value) -> Option<Inbound> {
             id: open_id.to_string(),
             name: open_id.to_string(),
         },
-        kind: InKind::Text(text),
+        kind,
     })
 }
 

@@ -50,6 +50,41 @@ pub struct Message {
     pub is_topic_message: Option<bool>,
     #[serde(default)]
     pub text: Option<String>,
+    /// The text of a photo or document message.
+    #[serde(default)]
+    pub caption: Option<String>,
+    /// A photo in several sizes, smallest first.
+    #[serde(default)]
+    pub photo: Option<Vec<PhotoSize>>,
+    #[serde(default)]
+    pub document: Option<Document>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct PhotoSize {
+    pub file_id: String,
+    #[serde(default)]
+    pub file_size: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Document {
+    pub file_id: String,
+    #[serde(default)]
+    pub file_name: Option<String>,
+    #[serde(default)]
+    pub mime_type: Option<String>,
+    #[serde(default)]
+    pub file_size: Option<u64>,
+}
+
+/// `getFile`'s answer: where the file can be downloaded.
+#[derive(Debug, Clone, Deserialize)]
+pub struct File {
+    #[serde(default)]
+    pub file_size: Option<u64>,
+    #[serde(default)]
+    pub file_path: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -114,6 +149,8 @@ pub struct Bot {
     http: reqwest::Client,
     /// `<base_url>/bot<token>`.
     base: String,
+    /// `<base_url>/file/bot<token>`: where `getFile`'s paths are downloaded.
+    file_base: String,
 }
 
 impl std::fmt::Debug for Bot {
@@ -131,7 +168,59 @@ impl Bot {
         Ok(Bot {
             http,
             base: format!("{}/bot{token}", base_url.trim_end_matches('/')),
+            file_base: format!("{}/file/bot{token}", base_url.trim_end_matches('/')),
         })
+    }
+
+    /// Downloads a file by its `file_id` (`getFile`, then the file path), at most
+    /// `limit` bytes: a bot may download files up to 20 MB.
+    pub async fn download(
+        &self,
+        file_id: &str,
+        limit: u64,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, crate::channel::FetchError> {
+        use crate::channel::FetchError;
+        let file: File = self
+            .call(
+                "getFile",
+                &serde_json::json!({ "file_id": file_id }),
+                timeout,
+            )
+            .await
+            .map_err(|e| FetchError::Unavailable(e.to_string()))?;
+        if let Some(size) = file.file_size.filter(|s| *s > limit) {
+            return Err(FetchError::TooLarge { size, limit });
+        }
+        let Some(path) = file.file_path.filter(|p| !p.is_empty()) else {
+            return Err(FetchError::Unavailable("getFile: no file_path".to_owned()));
+        };
+        let unavailable =
+            |e: reqwest::Error| FetchError::Unavailable(format!("download: {}", e.without_url()));
+        let mut resp = self
+            .http
+            .get(format!("{}/{path}", self.file_base))
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        if !resp.status().is_success() {
+            return Err(FetchError::Unavailable(format!(
+                "download: HTTP {}",
+                resp.status().as_u16()
+            )));
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(unavailable)? {
+            bytes.extend_from_slice(&chunk);
+            if bytes.len() as u64 > limit {
+                return Err(FetchError::TooLarge {
+                    size: bytes.len() as u64,
+                    limit,
+                });
+            }
+        }
+        Ok(bytes)
     }
 
     /// Calls `method` with a JSON body; `timeout` bounds the whole request.
@@ -152,29 +241,60 @@ impl Bot {
                 after: None,
                 reason: format!("{method}: {}", e.without_url()),
             })?;
-        let status = resp.status().as_u16();
-        let text = resp.text().await.map_err(|e| SendError::Retry {
-            after: None,
-            reason: format!("{method}: {}", e.without_url()),
-        })?;
-        let parsed: Result<ApiResponse<T>, _> = serde_json::from_str(&text);
-        match parsed {
-            Ok(r) if r.ok => r
-                .result
-                .ok_or_else(|| SendError::Permanent(format!("{method}: no result"))),
-            Ok(r) => Err(classify(
-                method,
-                r.error_code.map_or(status, |c| c as u16),
-                r.description.unwrap_or_default(),
-                r.parameters.and_then(|p| p.retry_after),
-            )),
-            Err(_) => Err(classify(
-                method,
-                status,
-                format!("unreadable reply (HTTP {status})"),
-                None,
-            )),
-        }
+        reply(method, resp).await
+    }
+
+    /// Calls an upload method (`sendDocument`, `sendPhoto`) as `multipart/form-data`: the
+    /// text `fields`, then the file in `file_field`.
+    pub async fn upload<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        fields: &[(&str, String)],
+        file: (&str, &str, Vec<u8>),
+        timeout: Duration,
+    ) -> Result<T, SendError> {
+        let (file_field, file_name, bytes) = file;
+        let (content_type, body) = crate::multipart::form(fields, file_field, file_name, &bytes);
+        let resp = self
+            .http
+            .post(format!("{}/{method}", self.base))
+            .header("content-type", content_type)
+            .body(body)
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(|e| SendError::Retry {
+                after: None,
+                reason: format!("{method}: {}", e.without_url()),
+            })?;
+        reply(method, resp).await
+    }
+}
+
+/// A Bot API reply: its `result`, or the error classified for the outbox.
+async fn reply<T: DeserializeOwned>(method: &str, resp: reqwest::Response) -> Result<T, SendError> {
+    let status = resp.status().as_u16();
+    let text = resp.text().await.map_err(|e| SendError::Retry {
+        after: None,
+        reason: format!("{method}: {}", e.without_url()),
+    })?;
+    let parsed: Result<ApiResponse<T>, _> = serde_json::from_str(&text);
+    match parsed {
+        Ok(r) if r.ok => r
+            .result
+            .ok_or_else(|| SendError::Permanent(format!("{method}: no result"))),
+        Ok(r) => Err(classify(
+            method,
+            r.error_code.map_or(status, |c| c as u16),
+            r.description.unwrap_or_default(),
+            r.parameters.and_then(|p| p.retry_after),
+        )),
+        Err(_) => Err(classify(
+            method,
+            status,
+            format!("unreadable reply (HTTP {status})"),
+            None,
+        )),
     }
 }
 

@@ -14,8 +14,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tether_proto::Decision;
 
-use crate::channel::{Address, Capabilities, Channel, OutMessage, SendError, TextKind};
+use crate::channel::{Address, Capabilities, Channel, FetchError, OutMessage, SendError, TextKind};
 use crate::config::TelegramConfig;
+use crate::inbound::InFile;
 
 pub use api::{Bot, Update};
 pub(crate) use updates::start;
@@ -26,7 +27,7 @@ pub const MAX_TEXT: usize = 4096;
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The commands shown in Telegram's menu (`setMyCommands`).
-const COMMANDS: [(&str, &str); 10] = [
+const COMMANDS: [(&str, &str); 11] = [
     ("new", "Start a new session: /new [agent] [task]"),
     ("status", "Agent, model, session, state, queue, approvals"),
     ("stop", "Cancel the running turn"),
@@ -36,6 +37,10 @@ const COMMANDS: [(&str, &str); 10] = [
     ("agent", "Choose the agent: /agent <name>"),
     ("model", "Choose the model: /model <name>"),
     ("sessions", "This chat's sessions"),
+    (
+        "file",
+        "Send a file from the working directory: /file <path>",
+    ),
     ("help", "The commands"),
 ];
 
@@ -153,6 +158,48 @@ impl Channel for Telegram {
             Err(SendError::Permanent(e)) if e.contains("message is not modified") => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    async fn send_file(
+        &self,
+        to: &Address,
+        msg: &OutMessage,
+        bytes: Vec<u8>,
+        _key: &str,
+    ) -> Result<String, SendError> {
+        let Some(file) = &msg.file else {
+            return Err(SendError::Permanent("no file to send".to_owned()));
+        };
+        // Images the agent produced go as photos, anything else as a document.
+        let (method, field) = if file.image {
+            ("sendPhoto", "photo")
+        } else {
+            ("sendDocument", "document")
+        };
+        let mut fields = vec![
+            ("chat_id", to.chat_id.clone()),
+            ("caption", msg.text.clone()),
+        ];
+        if let Some(t) = &to.thread_id {
+            fields.push(("message_thread_id", t.clone()));
+        }
+        let sent: api::Message = self
+            .bot
+            .upload(
+                method,
+                &fields,
+                (field, &file.name, bytes),
+                Duration::from_secs(120),
+            )
+            .await?;
+        Ok(sent.message_id.to_string())
+    }
+
+    async fn fetch(&self, file: &InFile, limit: u64) -> Result<Vec<u8>, FetchError> {
+        // Downloads get longer than one API call: 20 MB over a slow link.
+        self.bot
+            .download(&file.source, limit, Duration::from_secs(120))
+            .await
     }
 }
 

@@ -18,7 +18,7 @@ use super::api::{self, Update};
 use super::{CALL_TIMEOUT, COMMANDS, Telegram, parse_callback, poll};
 use crate::config::{TelegramConfig, TelegramMode};
 use crate::core::SharedCore;
-use crate::inbound::{self, InChat, InKind, Inbound, Sender};
+use crate::inbound::{self, InChat, InFile, InKind, Inbound, Sender};
 
 impl Telegram {
     /// Normalizes an update; `None` for updates tether does not act on. The callback
@@ -27,7 +27,15 @@ impl Telegram {
         let key = u.update_id.to_string();
         if let Some(m) = &u.message {
             let from = m.from.as_ref().filter(|f| !f.is_bot)?;
-            let text = self.strip_bot_name(m.text.as_deref()?)?;
+            let files = files_of(m);
+            let kind = if files.is_empty() {
+                InKind::Text(self.strip_bot_name(m.text.as_deref()?)?)
+            } else {
+                InKind::Files {
+                    caption: m.caption.clone().unwrap_or_default(),
+                    files,
+                }
+            };
             return Some((
                 Inbound {
                     key,
@@ -36,7 +44,7 @@ impl Telegram {
                         id: from.id.to_string(),
                         name: from.display(),
                     },
-                    kind: InKind::Text(text),
+                    kind,
                 },
                 None,
             ));
@@ -78,6 +86,33 @@ impl Telegram {
             _ => Some(format!("/{cmd}{}", &trimmed[first.len()..])),
         }
     }
+}
+
+/// The files of a message: the largest size of a photo (Telegram photos have no name;
+/// they are JPEG, but the name claims nothing so the bytes decide), a document with its
+/// name and declared type.
+fn files_of(m: &api::Message) -> Vec<InFile> {
+    let mut out = Vec::new();
+    if let Some(p) = m.photo.as_ref().and_then(|sizes| sizes.last()) {
+        out.push(InFile {
+            name: format!("photo-{}", m.message_id),
+            declared: None,
+            size: p.file_size,
+            source: p.file_id.clone(),
+        });
+    }
+    if let Some(d) = &m.document {
+        out.push(InFile {
+            name: d
+                .file_name
+                .clone()
+                .unwrap_or_else(|| format!("document-{}", m.message_id)),
+            declared: d.mime_type.clone(),
+            size: d.file_size,
+            source: d.file_id.clone(),
+        });
+    }
+    out
 }
 
 fn chat_of(m: &api::Message) -> InChat {

@@ -213,6 +213,7 @@ impl Runtime {
             new_session: None,
             queue_position: None,
             reply: None,
+            attachments: Vec::new(),
         })
     }
 }

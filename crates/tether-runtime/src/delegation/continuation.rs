@@ -253,6 +253,7 @@ mod tests {
             pool: PoolConfig::default(),
             delegation: DelegationConfig::default(),
             coalesce: crate::CoalesceConfig::default(),
+            attachments: crate::AttachmentLimits::default(),
         };
         let rt = Runtime::start(config, store).await.unwrap();
         tokio::time::timeout(Duration::from_secs(10), async {

@@ -6,8 +6,8 @@ use tether_core::binding::{
 };
 use tether_core::{Input, parse_input};
 use tether_proto::{
-    ConversationId, ErrorCode, MessageOutcome, MessageOutcomeKind, MessageRole, NewSessionReason,
-    QuestionStatus, SendMessage, SessionId, TurnId, TurnStatus,
+    AttachmentId, ConversationId, ErrorCode, MessageOutcome, MessageOutcomeKind, MessageRole,
+    NewSessionReason, QuestionStatus, SendMessage, SessionId, TurnId, TurnStatus,
 };
 use tether_store::{ConversationRow, NewSession, NewTurn};
 
@@ -26,6 +26,7 @@ pub(crate) fn reply(kind: MessageOutcomeKind, text: impl Into<String>) -> Messag
         new_session: None,
         queue_position: None,
         reply: Some(text.into()),
+        attachments: Vec::new(),
     }
 }
 
@@ -43,6 +44,11 @@ impl Runtime {
         }
         let names = self.agent_names();
         let known: Vec<&str> = names.iter().map(String::as_str).collect();
+        if !req.attachments.is_empty() {
+            return self
+                .route_with_attachments(conv, req, &known, turn_id)
+                .await;
+        }
         match parse_input(&req.text, &known)? {
             Input::Command(cmd) => {
                 let store = &self.ctx().store;
@@ -93,6 +99,49 @@ impl Runtime {
         }
     }
 
+    /// A message with attachments is always a prompt of its own (never a command or an
+    /// answer to a question; it may have no text). The attachments are checked, then
+    /// given to the turn's id before the turn is handed to its actor, which reads them
+    /// when it prompts; if the turn is not stored after all they are free again.
+    async fn route_with_attachments(
+        &self,
+        conv: ConversationRow,
+        req: SendMessage,
+        known: &[&str],
+        turn_id: Option<&TurnId>,
+    ) -> Result<MessageOutcome> {
+        let text = match req.text.trim() {
+            "" => String::new(),
+            t => match parse_input(t, known)? {
+                Input::Prompt(p) => p,
+                Input::Command(_) => return Err(crate::AttachmentError::WithCommand.into()),
+            },
+        };
+        if conv.kind == tether_proto::ConversationKind::Delegate {
+            return Err(RuntimeError::BadRequest(
+                "a delegated conversation takes text only".to_owned(),
+            ));
+        }
+        let attachments = self.message_attachments(&conv.id, &req.attachments).await?;
+        let turn_id: TurnId = turn_id.map_or_else(new_id, TurnId::clone);
+        let ids: Vec<&AttachmentId> = attachments.iter().map(|a| &a.id).collect();
+        let store = &self.ctx().store;
+        store.claim_attachments(&conv.id, &ids, &turn_id).await?;
+        let routed = self
+            .route_prompt(
+                conv,
+                text,
+                req.agent.as_deref(),
+                req.model.as_deref(),
+                Some(&turn_id),
+            )
+            .await;
+        if routed.is_err() && store.get_turn(&turn_id).await?.is_none() {
+            store.release_attachments(&turn_id).await?;
+        }
+        routed
+    }
+
     /// A plain message while the agent waits for an answer answers the oldest question.
     async fn answer_pending_question(
         &self,
@@ -133,6 +182,7 @@ impl Runtime {
             new_session: None,
             queue_position: None,
             reply: Some(format!("answered the agent's question: {}", q.prompt)),
+            attachments: Vec::new(),
         }))
     }
 
@@ -236,6 +286,7 @@ impl Runtime {
             new_session: new_reason,
             queue_position,
             reply: status,
+            attachments: Vec::new(),
         })
     }
 
@@ -326,6 +377,7 @@ impl Runtime {
             new_session: None,
             queue_position: None,
             reply: Some("stopping the running turn".to_string()),
+            attachments: Vec::new(),
         })
     }
 }

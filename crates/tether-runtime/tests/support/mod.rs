@@ -327,6 +327,7 @@ pub fn config(dir: &Path) -> RuntimeConfig {
         pool: PoolConfig::default(),
         delegation: DelegationConfig::default(),
         coalesce: CoalesceConfig::default(),
+        attachments: tether_runtime::AttachmentLimits::default(),
     }
 }
 
@@ -365,8 +366,7 @@ pub async fn conversation(rt: &Runtime) -> ConversationId {
 pub fn msg(text: &str) -> SendMessage {
     SendMessage {
         text: text.to_string(),
-        agent: None,
-        model: None,
+        ..SendMessage::default()
     }
 }
 

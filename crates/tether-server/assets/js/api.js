@@ -70,6 +70,31 @@ export async function api(method, path, body, opts = {}) {
   return data;
 }
 
+/** Uploads files into a conversation (`multipart/form-data`); their attachment ids. */
+export async function uploadFiles(convId, files) {
+  const form = new FormData();
+  for (const f of files) form.append("file", f, f.name || "pasted");
+  let resp;
+  try {
+    resp = await fetch(`/api/v1/conversations/${encodeURIComponent(convId)}/attachments`, {
+      method: "POST", headers: { Authorization: `Bearer ${memoryToken}` }, body: form, cache: "no-store",
+    });
+  } catch {
+    throw new ApiError(0, "network", "cannot reach tether (network error)");
+  }
+  const data = await resp.json().catch(() => null);
+  if (!resp.ok) {
+    const err = data && data.error ? data.error : {};
+    throw new ApiError(resp.status, err.code || "http_" + resp.status, err.message || resp.statusText);
+  }
+  return data.attachments.map((a) => a.id);
+}
+
+/** Where an attachment's bytes are (with the token: `<img>` and links cannot send it). */
+export function attachmentUrl(id) {
+  return `/api/v1/attachments/${encodeURIComponent(id)}?token=${encodeURIComponent(memoryToken || "")}`;
+}
+
 /** Every page of a conversation's history after `afterId`, oldest first. */
 export async function historyAfter(convId, afterId) {
   const out = [];

@@ -2,7 +2,7 @@
 // New Session, Detach, agent and model pickers with the drift notice), the timeline fed by
 // the history and the live event stream, and sending messages.
 
-import { api, enc, followEvents, historyAfter, ApiError } from "./api.js";
+import { api, enc, followEvents, historyAfter, uploadFiles, ApiError } from "./api.js";
 import { $, h, shortId, stateLabel, copyText, toast, setError, errorNodes } from "./dom.js";
 import { Timeline } from "./timeline.js";
 import { Composer } from "./composer.js";
@@ -31,7 +31,7 @@ export class Chat {
       decide: (id, decision) => this.act(() => api("POST", `/api/v1/approvals/${enc(id)}`, { decision })),
       answer: (id, answer) => this.act(() => api("POST", `/api/v1/questions/${enc(id)}`, { answer })),
     });
-    this.composer = new Composer($("composer"), { send: (text) => this.send(text), stop: () => this.stop() });
+    this.composer = new Composer($("composer"), { send: (text, files) => this.send(text, files), stop: () => this.stop() });
     this.delegate = new DelegateBar({ act: (call) => this.act(call), after: () => this.loadHistory(), changed: () => this.renderLock() });
     this.bind();
   }
@@ -364,14 +364,22 @@ export class Chat {
     this.composer.setLocked(reason);
   }
 
-  async send(text) {
+  async send(text, files = []) {
     const conv = this.conv;
     if (!conv) return false;
     const body = { text };
+    if (files.length) {
+      try {
+        body.attachments = await uploadFiles(conv.id, files);
+      } catch (e) {
+        this.showError(e);
+        return false;
+      }
+    }
     if (this.picker.agent && this.picker.agent !== conv.agent) body.agent = this.picker.agent;
     if (this.picker.model !== (conv.model || DEFAULT_MODEL)) body.model = this.picker.model;
     this.showError("");
-    if (continues(conv, text)) {
+    if (!files.length && continues(conv, text)) {
       const ok = await this.delegate.send(text);
       if (ok) await this.loadHistory();
       return ok;

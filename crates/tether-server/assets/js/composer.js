@@ -14,13 +14,35 @@ export const COMMANDS = [
   ["/agent", "<name>", "agent for new sessions"],
   ["/model", "<name>", "model for new sessions"],
   ["/sessions", "", "list this conversation's sessions"],
+  ["/file", "<path>", "send a file from the working directory"],
   ["/help", "", "list the commands"],
 ];
 
 export class Composer {
-  /** `send(text)` → Promise<bool>; `stop()`. */
+  /** `send(text, files)` → Promise<bool>; `stop()`. Files come from the button, a paste
+   * or a drop on the message box. */
   constructor(form, { send, stop }) {
     this.form = form;
+    this.files = [];
+    this.fileInput = $("composer-files");
+    this.fileList = $("composer-files-list");
+    this.fileInput.addEventListener("change", () => {
+      this.addFiles(this.fileInput.files);
+      this.fileInput.value = "";
+    });
+    form.addEventListener("paste", (e) => {
+      if (e.clipboardData && e.clipboardData.files.length) {
+        e.preventDefault();
+        this.addFiles(e.clipboardData.files);
+      }
+    });
+    form.addEventListener("dragover", (e) => e.preventDefault());
+    form.addEventListener("drop", (e) => {
+      if (e.dataTransfer && e.dataTransfer.files.length) {
+        e.preventDefault();
+        this.addFiles(e.dataTransfer.files);
+      }
+    });
     this.input = $("composer-input");
     this.list = $("completions");
     this.sendFn = send;
@@ -57,15 +79,36 @@ export class Composer {
     note.hidden = !reason;
   }
 
+  addFiles(list) {
+    for (const f of list) this.files.push(f);
+    this.renderFiles();
+  }
+
+  renderFiles() {
+    this.fileList.replaceChildren(...this.files.map((f, i) => {
+      const remove = h("button", { type: "button", class: "link", title: `Remove ${f.name}` }, "×");
+      remove.addEventListener("click", () => {
+        this.files.splice(i, 1);
+        this.renderFiles();
+      });
+      return h("li", { class: "composer-file" }, f.name || "pasted", remove);
+    }));
+    this.fileList.hidden = !this.files.length;
+  }
+
   async submit() {
     const text = this.input.value.trim();
-    if (!text) return;
+    if (!text && !this.files.length) return;
     this.closeList();
     const keep = this.input.value;
+    const files = this.files;
     this.input.value = "";
     this.autosize();
-    const ok = await this.sendFn(text);
-    if (!ok && !this.input.value) {
+    const ok = await this.sendFn(text, files);
+    if (ok) {
+      this.files = [];
+      this.renderFiles();
+    } else if (!this.input.value) {
       this.input.value = keep;
       this.autosize();
     }

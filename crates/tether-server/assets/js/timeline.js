@@ -5,9 +5,25 @@
 
 import { h, duration, clock, shortId, errorNodes } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
+import { attachmentUrl } from "./api.js";
 import {
   toolRow, updateTool, approvalCard, resolveApproval, questionCard, resolveQuestion, tickDeadline,
 } from "./activity.js";
+
+/** A message's files: images as thumbnails (linked to the full image), others as
+ * download links; `null` when there are none. */
+function attachmentsOf(m) {
+  const list = m.attachments || [];
+  if (!list.length) return null;
+  return h("div", { class: "msg-files" }, list.map((a) => {
+    const url = attachmentUrl(a.id);
+    if (a.kind === "image") {
+      return h("a", { href: url, target: "_blank", rel: "noopener", class: "msg-thumb", title: a.name },
+        h("img", { src: url, alt: a.name, loading: "lazy" }));
+    }
+    return h("a", { href: url, download: a.name, class: "msg-file" }, `📄 ${a.name}`);
+  }));
+}
 
 const TERMINAL = { turn_completed: "completed", turn_failed: "failed", turn_cancelled: "cancelled", turn_interrupted: "interrupted" };
 
@@ -76,7 +92,7 @@ export class Timeline {
         if (this.span && m.turn_id && this.span.later.has(m.turn_id)) return;
         const isCmd = !m.turn_id && m.text.startsWith("/");
         const el = h("div", { class: `msg user${isCmd ? " cmd" : ""}`, dataset: { messageId: m.id } },
-          h("div", { class: "bubble" }, m.text), meta);
+          h("div", { class: "bubble" }, m.text, attachmentsOf(m)), meta);
         if (!m.turn_id) return this.root.append(el);
         const turn = this.turns.get(m.turn_id);
         if (!turn) {

@@ -43,6 +43,8 @@ enum DeadlineKind {
 struct Current {
     turn_id: TurnId,
     input: String,
+    /// The files the turn's message carried (handed to the agent as it prompts).
+    attachments: Vec<tether_proto::Attachment>,
     cancel_requested: bool,
     timed_out: bool,
     text: String,

@@ -32,9 +32,18 @@ impl Actor {
                 return;
             }
         }
+        let attachments = match self.ctx.store.turn_attachments(&turn_id).await {
+            Ok(a) => a,
+            Err(e) => {
+                // The text still goes; the person is told the files did not.
+                tracing::error!(%turn_id, error = %e, "cannot read the turn's attachments");
+                Vec::new()
+            }
+        };
         self.current = Some(Current {
             turn_id,
             input,
+            attachments,
             cancel_requested: false,
             timed_out: false,
             text: String::new(),
@@ -64,8 +73,41 @@ impl Actor {
         let (tx, rx) = mpsc::unbounded_channel();
         self.events = Some(rx);
         let input = cur.input.clone();
+        if cur.attachments.is_empty() {
+            self.task = Some(tokio::spawn(async move {
+                Step::Prompted(live.prompt(&input, tx).await)
+            }));
+            return;
+        }
+        let attachments = cur.attachments.clone();
+        let (ctx, turn_id) = (self.ctx.clone(), cur.turn_id.clone());
+        let session = self.session.clone();
         self.task = Some(tokio::spawn(async move {
-            Step::Prompted(live.prompt(&input, tx).await)
+            let prepared = crate::attachments::prompt::prepare(
+                &crate::attachments::blobs::Blobs::new(&ctx.config.data_dir),
+                std::path::Path::new(&session.cwd),
+                &input,
+                &attachments,
+                live.accepts_images(),
+            )
+            .await;
+            for note in &prepared.notes {
+                // Not a silent drop: what did not reach the agent as sent is said.
+                let stored = ctx
+                    .store
+                    .add_message(
+                        &session.conversation_id,
+                        tether_proto::MessageRole::Status,
+                        note,
+                        Some(&session.id),
+                        Some(&turn_id),
+                    )
+                    .await;
+                if let Err(e) = stored {
+                    tracing::warn!(%turn_id, error = %e, "cannot store an attachment note");
+                }
+            }
+            Step::Prompted(live.prompt_with(&prepared.prompt, tx).await)
         }));
     }
 

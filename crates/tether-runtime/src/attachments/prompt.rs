@@ -1,0 +1,132 @@
+//! A turn's attachments in the agent's own form: images as its image input when it takes
+//! them, everything else copied into the working directory under `.tether/attachments/`
+//! and named in the prompt. Run by the session actor's prompt task, just before the
+//! prompt is sent.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use tether_agents::{ImageInput, Prompt};
+use tether_proto::{Attachment, AttachmentKind};
+
+use super::blobs::Blobs;
+
+/// Where files are copied, relative to the working directory.
+pub const ATTACHMENTS_DIR: &str = ".tether/attachments";
+
+/// The prompt, and a status line for the person when something did not go as sent.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    pub prompt: Prompt,
+    pub notes: Vec<String>,
+}
+
+/// Builds the prompt of a turn with attachments. A file that cannot be handed over is
+/// left out with a note; the text always goes.
+pub(crate) async fn prepare(
+    blobs: &Blobs,
+    cwd: &Path,
+    text: &str,
+    attachments: &[Attachment],
+    images_native: bool,
+) -> Prepared {
+    let mut images = Vec::new();
+    let mut files = Vec::new();
+    let mut notes = Vec::new();
+    let mut images_as_files = Vec::new();
+    for a in attachments {
+        let bytes = match blobs.read(&a.sha256).await {
+            Ok(b) => b,
+            Err(e) => {
+                notes.push(format!("{} could not be read ({e}); not sent", a.name));
+                continue;
+            }
+        };
+        if a.kind == AttachmentKind::Image && images_native {
+            images.push(ImageInput {
+                mime: a.mime.clone(),
+                data_base64: base64::engine::general_purpose::STANDARD.encode(&bytes),
+            });
+            continue;
+        }
+        if a.kind == AttachmentKind::Image {
+            images_as_files.push(a.name.clone());
+        }
+        match copy_into(cwd, a, &bytes).await {
+            Ok(rel) => files.push(format!("- {rel} ({}, {} bytes)", a.mime, a.size)),
+            Err(e) => notes.push(format!(
+                "{} could not be copied for the agent ({e}); not sent",
+                a.name
+            )),
+        }
+    }
+    if !images_as_files.is_empty() {
+        notes.insert(
+            0,
+            format!(
+                "this agent does not take images: {} sent as files under {ATTACHMENTS_DIR}/",
+                images_as_files.join(", ")
+            ),
+        );
+    }
+    let mut full = text.trim().to_owned();
+    if !files.is_empty() {
+        if !full.is_empty() {
+            full.push_str("\n\n");
+        }
+        full.push_str("Attached files (paths relative to the working directory):\n");
+        full.push_str(&files.join("\n"));
+    }
+    if full.is_empty() {
+        // Anthropic refuses an empty text block; say what came.
+        full = format!("(the person sent {} image(s))", images.len());
+    }
+    Prepared {
+        prompt: Prompt { text: full, images },
+        notes,
+    }
+}
+
+/// One directory level, created if missing; refused when it is anything but a real
+/// directory (a symlink planted there could point outside the working directory).
+async fn real_dir(path: &Path) -> io::Result<()> {
+    match tokio::fs::symlink_metadata(path).await {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(io::Error::other(format!(
+            "{} is not a plain directory",
+            path.display()
+        ))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => tokio::fs::create_dir(path).await,
+        Err(e) => Err(e),
+    }
+}
+
+/// Copies the bytes to `<cwd>/.tether/attachments/<8 hex>-<name>` (the hash prefix keeps
+/// two files of one name apart); the path relative to `cwd`. Written to a fresh
+/// temporary file and renamed over the name, so a symlink at the name is replaced, never
+/// followed.
+async fn copy_into(cwd: &Path, a: &Attachment, bytes: &[u8]) -> io::Result<String> {
+    let mut dir = PathBuf::from(cwd);
+    for part in ATTACHMENTS_DIR.split('/') {
+        dir.push(part);
+        real_dir(&dir).await?;
+    }
+    let file = format!("{}-{}", &a.sha256[..8.min(a.sha256.len())], a.name);
+    let tmp = dir.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
+    let written = async {
+        let mut f = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .await?;
+        tokio::io::AsyncWriteExt::write_all(&mut f, bytes).await?;
+        f.sync_all().await?;
+        tokio::fs::rename(&tmp, dir.join(&file)).await
+    }
+    .await;
+    if written.is_err() {
+        let _ = tokio::fs::remove_file(&tmp).await;
+    }
+    written.map(|()| format!("{ATTACHMENTS_DIR}/{file}"))
+}

@@ -1,0 +1,244 @@
+//! Attachments: multipart upload into a conversation (the ids then go with
+//! `POST …/messages`), and download of a stored attachment's bytes.
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::extract::multipart::{Multipart, MultipartError, MultipartRejection};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use tether_proto::{
+    AttachmentId, ConversationId, ErrorBody, ErrorCode, TurnFiles, TurnId, Uploaded,
+};
+use tether_runtime::{AttachmentName, NewAttachment};
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::extract::ApiPath;
+
+fn multipart_error(e: &MultipartError) -> ApiError {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            ErrorCode::AttachmentTooLarge,
+            format!("the upload is larger than allowed: {}", e.body_text()),
+        )
+    } else {
+        ApiError::bad_request(format!("bad multipart body: {}", e.body_text()))
+    }
+}
+
+#[utoipa::path(
+    post,
+    path = "/api/v1/conversations/{id}/attachments",
+    tag = "attachments",
+    params(("id" = String, Path, description = "Conversation id")),
+    request_body(
+        content_type = "multipart/form-data",
+        description = "One part per file, each with its file name (`filename=`); a part's \
+            content type, if given, must match the bytes. Send the returned ids with the \
+            next message (`attachments` of `POST …/messages`)."
+    ),
+    responses(
+        (status = 201, description = "Stored, in the order of the parts", body = Uploaded),
+        (status = 400, description = "`attachment_bad_name` (a path, control characters, \
+            empty) or a bad multipart body", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "No such conversation", body = ErrorBody),
+        (status = 409, description = "The conversation is archived", body = ErrorBody),
+        (status = 413, description = "`attachment_too_large`: over the per-file or \
+            per-message limit", body = ErrorBody),
+        (status = 415, description = "`attachment_type_mismatch`: the name or content type \
+            claims another type than the bytes are", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn upload(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<ConversationId>,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Result<(StatusCode, Json<Uploaded>), ApiError> {
+    let mut multipart =
+        multipart.map_err(|e| ApiError::bad_request(format!("expected a multipart body: {e}")))?;
+    let limits = s.runtime.attachment_limits();
+    let mut files = Vec::new();
+    let mut total: u64 = 0;
+    while let Some(mut field) = multipart
+        .next_field()
+        .await
+        .map_err(|e| multipart_error(&e))?
+    {
+        let Some(name) = field.file_name().map(str::to_owned) else {
+            return Err(ApiError::new(
+                ErrorCode::AttachmentBadName,
+                "every part needs a file name (filename=)",
+            ));
+        };
+        let declared = field.content_type().map(str::to_owned);
+        let mut bytes = Vec::new();
+        // Read chunk by chunk so an oversized file is refused without being kept.
+        while let Some(chunk) = field.chunk().await.map_err(|e| multipart_error(&e))? {
+            bytes.extend_from_slice(&chunk);
+            let size = bytes.len() as u64;
+            if size > limits.max_file_bytes {
+                return Err(ApiError::new(
+                    ErrorCode::AttachmentTooLarge,
+                    format!(
+                        "{name}: over the limit of {} bytes per file",
+                        limits.max_file_bytes
+                    ),
+                ));
+            }
+            if total + size > limits.max_message_bytes {
+                return Err(ApiError::new(
+                    ErrorCode::AttachmentTooLarge,
+                    format!(
+                        "the files are together over the limit of {} bytes per message",
+                        limits.max_message_bytes
+                    ),
+                ));
+            }
+        }
+        total += bytes.len() as u64;
+        files.push((name, declared, bytes));
+    }
+    if files.is_empty() {
+        return Err(ApiError::bad_request("no file in the upload"));
+    }
+    let new: Vec<NewAttachment<'_>> = files
+        .iter()
+        .map(|(name, declared, bytes)| NewAttachment {
+            name: AttachmentName::Given(name),
+            declared: declared.as_deref(),
+            bytes,
+        })
+        .collect();
+    let attachments = s.runtime.add_attachments(&id, &new).await?;
+    Ok((StatusCode::CREATED, Json(Uploaded { attachments })))
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/v1/attachments/{id}",
+    tag = "attachments",
+    params(("id" = String, Path, description = "Attachment id")),
+    responses(
+        (status = 200, description = "The bytes, with the sniffed type; images inline, \
+            other files as a download", content_type = "application/octet-stream"),
+        (status = 401, description = "Missing or wrong token (header or `?token=`)", body = ErrorBody),
+        (status = 404, description = "No such attachment", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn download(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<AttachmentId>,
+) -> Result<Response, ApiError> {
+    let (a, bytes) = s.runtime.attachment(&id).await?;
+    let mut resp = Body::from(bytes).into_response();
+    let h = resp.headers_mut();
+    let mime = HeaderValue::from_str(&a.mime)
+        .unwrap_or_else(|_| HeaderValue::from_static("application/octet-stream"));
+    h.insert(header::CONTENT_TYPE, mime);
+    // The type is the sniffed one; a browser must not guess another (HTML in a "text").
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'none'; sandbox"),
+    );
+    let disposition = match a.kind {
+        tether_proto::AttachmentKind::Image => "inline",
+        tether_proto::AttachmentKind::File => "attachment",
+    };
+    let ascii: String = a
+        .name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_graphic() && c != '"' && c != '\\' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if let Ok(v) = HeaderValue::from_str(&format!("{disposition}; filename=\"{ascii}\"")) {
+        h.insert(header::CONTENT_DISPOSITION, v);
+    }
+    Ok(resp)
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/v1/turns/{id}/files",
+    tag = "attachments",
+    params(("id" = String, Path, description = "Turn id")),
+    responses(
+        (status = 200, description = "The files the agent created or changed in the turn \
+            (from its file-change and edit tool events), as they are now", body = TurnFiles),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "No such turn", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn turn_files(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<TurnId>,
+) -> Result<Json<TurnFiles>, ApiError> {
+    Ok(Json(s.runtime.turn_files(&id).await?))
+}
+
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct FileQuery {
+    /// The file, relative to the turn's working directory (as listed).
+    path: String,
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/v1/turns/{id}/files/content",
+    tag = "attachments",
+    params(("id" = String, Path, description = "Turn id"), FileQuery),
+    responses(
+        (status = 200, description = "The file's bytes (a download)",
+            content_type = "application/octet-stream"),
+        (status = 401, description = "Missing or wrong token (header or `?token=`)", body = ErrorBody),
+        (status = 404, description = "No such turn, or the path is not a file inside the \
+            working directory (`..`, a symlink out, absolute elsewhere)", body = ErrorBody),
+        (status = 413, description = "`attachment_too_large`: over the per-file limit", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn turn_file(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<TurnId>,
+    crate::extract::ApiQuery(q): crate::extract::ApiQuery<FileQuery>,
+) -> Result<Response, ApiError> {
+    let (name, bytes) = s.runtime.working_file(&id, &q.path).await?;
+    let mut resp = Body::from(bytes).into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    let ascii: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_graphic() && c != '"' && c != '\\' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{ascii}\"")) {
+        h.insert(header::CONTENT_DISPOSITION, v);
+    }
+    Ok(resp)
+}

@@ -1,0 +1,295 @@
+//! Attachments end to end through the HTTP API with the fake agent (ACP, no image
+//! capability): upload, dedupe, hand-over into the working directory, the history, the
+//! download, and the refusals (hostile names, sizes, types that lie).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+use tether_testkit::uploads::{PNG_1X1, Part};
+use tether_testkit::{Daemon, DaemonOptions};
+
+fn part<'a>(name: &'a str, content_type: Option<&'a str>, bytes: &'a [u8]) -> Part<'a> {
+    Part {
+        name,
+        content_type,
+        bytes,
+    }
+}
+
+/// Every file under a directory (recursively), relative paths.
+fn files_under(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).unwrap().display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+async fn send(d: &Daemon, conv: &str, text: &str, ids: &[String]) -> (u16, Value) {
+    d.post(
+        &format!("/api/v1/conversations/{conv}/messages"),
+        json!({ "text": text, "attachments": ids }),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn uploaded_files_reach_the_agent_as_files_and_show_in_the_history() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let c = d.new_conversation(None).await;
+    let log = b"error: the page failed\n";
+    let ids = d
+        .upload_ok(
+            &c,
+            &[
+                part("app.log", Some("text/plain"), log),
+                part("screen.png", Some("image/png"), PNG_1X1),
+            ],
+        )
+        .await;
+    assert_eq!(ids.len(), 2);
+    let (status, out) = send(&d, &c, "what failed?", &ids).await;
+    assert_eq!(status, 200, "{out}");
+    let sid = out["session_id"].as_str().unwrap();
+    let turn = d.wait_turn(sid, out["turn_id"].as_str().unwrap()).await;
+    assert_eq!(turn["status"], "completed", "{turn}");
+
+    // The fake agent takes no images: both are files under .tether/attachments/, named
+    // in the prompt the agent echoes.
+    let dir = d.work_dir().join(".tether/attachments");
+    let copied = files_under(&dir);
+    assert_eq!(copied.len(), 2, "{copied:?}");
+    let log_copy = copied.iter().find(|f| f.ends_with("-app.log")).unwrap();
+    assert_eq!(std::fs::read(dir.join(log_copy)).unwrap(), log);
+    let png_copy = copied.iter().find(|f| f.ends_with("-screen.png")).unwrap();
+    assert_eq!(std::fs::read(dir.join(png_copy)).unwrap(), PNG_1X1);
+    let reply = turn["result_text"].as_str().unwrap();
+    assert!(reply.contains("what failed?"), "{reply}");
+    assert!(
+        reply.contains(&format!(".tether/attachments/{log_copy}")),
+        "{reply}"
+    );
+
+    let history = d
+        .get_ok(&format!("/api/v1/conversations/{c}/messages"))
+        .await;
+    let msgs = history.as_array().unwrap();
+    let user = msgs.iter().find(|m| m["role"] == "user").unwrap();
+    let names: Vec<&str> = user["attachments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["app.log", "screen.png"]);
+    assert_eq!(user["attachments"][1]["mime"], "image/png");
+    assert_eq!(user["attachments"][1]["kind"], "image");
+    // An agent that cannot take images gets the file, and the person is told.
+    assert!(
+        msgs.iter().any(|m| m["role"] == "status"
+            && m["text"]
+                .as_str()
+                .unwrap()
+                .contains("does not take images: screen.png")),
+        "{history}"
+    );
+
+    let (status, ct, bytes) = d
+        .get_bytes(&format!("/api/v1/attachments/{}", ids[1]))
+        .await;
+    assert_eq!((status, ct.as_str()), (200, "image/png"));
+    assert_eq!(bytes, PNG_1X1);
+}
+
+#[tokio::test]
+async fn the_same_bytes_are_stored_once_and_go_with_their_conversation() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let c1 = d.new_conversation(None).await;
+    let c2 = d.new_conversation(None).await;
+    let (_, a) = d.upload(&c1, &[part("a.png", None, PNG_1X1)]).await;
+    let (_, b) = d.upload(&c2, &[part("b.png", None, PNG_1X1)]).await;
+    let (a, b) = (&a["attachments"][0], &b["attachments"][0]);
+    assert_ne!(a["id"], b["id"]);
+    assert_eq!(a["sha256"], b["sha256"]);
+    let store = d.data_dir().join("attachments");
+    let blobs = || {
+        files_under(&store)
+            .into_iter()
+            .filter(|f| !f.starts_with("tmp"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(blobs().len(), 1, "{:?}", blobs());
+
+    // One conversation's attachment is not another's to send.
+    let (status, body) = send(&d, &c2, "x", &[a["id"].as_str().unwrap().to_owned()]).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (404, Some("not_found"))
+    );
+    // Sent once, it cannot be sent again.
+    let id = b["id"].as_str().unwrap().to_owned();
+    let (status, _) = send(&d, &c2, "", std::slice::from_ref(&id)).await;
+    assert_eq!(status, 200);
+    let (status, body) = send(&d, &c2, "again", &[id]).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("bad_request"))
+    );
+
+    // Archiving removes a conversation: its rows go, the shared blob stays for c2 ...
+    d.patch(
+        &format!("/api/v1/conversations/{c1}"),
+        json!({"archived": true}),
+    )
+    .await;
+    let (status, _) = d
+        .get(&format!(
+            "/api/v1/attachments/{}",
+            a["id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(status, 404);
+    assert_eq!(blobs().len(), 1);
+    // ... until the last conversation naming it goes too.
+    d.patch(
+        &format!("/api/v1/conversations/{c2}"),
+        json!({"archived": true}),
+    )
+    .await;
+    assert!(blobs().is_empty(), "{:?}", blobs());
+}
+
+#[tokio::test]
+async fn hostile_names_oversized_files_and_lying_types_are_refused() {
+    let d = Daemon::start(DaemonOptions {
+        extra_config: "[attachments]\nmax_file_mb = 1\nmax_message_mb = 2\n".into(),
+        ..DaemonOptions::default()
+    })
+    .await;
+    let c = d.new_conversation(None).await;
+    let code = |body: &Value| body["error"]["code"].as_str().unwrap_or("").to_owned();
+    for name in [
+        "../escape.txt",
+        "a/b.txt",
+        "..\\\\win.txt",
+        "tab\t.txt",
+        "..",
+    ] {
+        let (status, body) = d.upload(&c, &[part(name, None, b"x")]).await;
+        assert_eq!(
+            (status, code(&body).as_str()),
+            (400, "attachment_bad_name"),
+            "{name:?}: {body}"
+        );
+    }
+    let (status, body) = d.upload(&c, &[part("photo.jpg", None, PNG_1X1)]).await;
+    assert_eq!(
+        (status, code(&body).as_str()),
+        (415, "attachment_type_mismatch"),
+        "{body}"
+    );
+    let (status, body) = d
+        .upload(&c, &[part("notes.txt", Some("image/png"), b"plain text")])
+        .await;
+    assert_eq!(
+        (status, code(&body).as_str()),
+        (415, "attachment_type_mismatch"),
+        "{body}"
+    );
+    let big = vec![b'a'; 1024 * 1024 + 1];
+    let (status, body) = d.upload(&c, &[part("big.txt", None, &big)]).await;
+    assert_eq!(
+        (status, code(&body).as_str()),
+        (413, "attachment_too_large"),
+        "{body}"
+    );
+    let most = vec![b'b'; 900 * 1024];
+    let (status, body) = d
+        .upload(
+            &c,
+            &[
+                part("1.txt", None, &most),
+                part("2.txt", None, &most),
+                part("3.txt", None, &most),
+            ],
+        )
+        .await;
+    assert_eq!(
+        (status, code(&body).as_str()),
+        (413, "attachment_too_large"),
+        "{body}"
+    );
+    // Nothing was written: no blob, nothing in or beside the working directory.
+    assert!(
+        files_under(&d.data_dir().join("attachments"))
+            .iter()
+            .all(|f| f.starts_with("tmp"))
+    );
+    assert!(files_under(&d.work_dir()).is_empty());
+    assert!(!d.home.path().join("escape.txt").exists());
+
+    // A good file in the same conversation still goes through.
+    let ids = d
+        .upload_ok(&c, &[part("ok.txt", Some("text/plain"), b"fine")])
+        .await;
+    let (status, out) = send(&d, &c, "", &ids).await;
+    assert_eq!(status, 200, "{out}");
+    let turn = d
+        .wait_turn(
+            out["session_id"].as_str().unwrap(),
+            out["turn_id"].as_str().unwrap(),
+        )
+        .await;
+    assert!(
+        turn["result_text"].as_str().unwrap().contains("-ok.txt"),
+        "{turn}"
+    );
+}
+
+#[tokio::test]
+async fn the_openapi_document_describes_uploads_downloads_and_turn_files() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let doc = d.get_ok("/api/openapi.json").await;
+    let paths = &doc["paths"];
+    let upload = &paths["/api/v1/conversations/{id}/attachments"]["post"];
+    assert!(
+        upload["requestBody"]["content"]["multipart/form-data"].is_object(),
+        "{upload}"
+    );
+    for p in [
+        "/api/v1/attachments/{id}",
+        "/api/v1/turns/{id}/files",
+        "/api/v1/turns/{id}/files/content",
+    ] {
+        assert!(paths[p]["get"].is_object(), "{p}");
+    }
+    let codes: Vec<&str> = doc["components"]["schemas"]["ErrorCode"]["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    for c in [
+        "attachment_too_large",
+        "attachment_type_mismatch",
+        "attachment_bad_name",
+        "attachment_unavailable",
+    ] {
+        assert!(codes.contains(&c), "{c}: {codes:?}");
+    }
+    let send = &doc["components"]["schemas"]["SendMessage"]["properties"];
+    assert_eq!(send["attachments"]["type"], "array", "{send}");
+}
