@@ -3,7 +3,7 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { commandOf, outputOf, exitCodeOf, pathsOf, reasonOf } from "../../crates/tether-server/assets/js/activity.js";
+import { commandOf, outputOf, exitCodeOf, pathsOf, reasonOf, diffsOf } from "../../crates/tether-server/assets/js/activity.js";
 
 test("ACP: rawInput command, text content, locations, diffs, rawOutput exit code", () => {
   const d = {
@@ -44,5 +44,26 @@ test("nothing known: no command, no output, no paths", () => {
     assert.equal(outputOf(d), undefined);
     assert.equal(exitCodeOf(d), undefined);
     assert.deepEqual(pathsOf(d), []);
+  }
+});
+
+test("diffs: a Codex unified diff, an ACP diff block, Claude Edit, MultiEdit and Write", () => {
+  const codex = { type: "fileChange", changes: [{ path: "a.txt", kind: { type: "update" }, diff: "@@ -1 +1 @@\n-old\n+new" }], paths: ["a.txt"] };
+  assert.deepEqual(diffsOf(codex), [{ path: "a.txt", text: "@@ -1 +1 @@\n-old\n+new" }]);
+  const acp = {
+    content: [{ type: "diff", path: "/w/lib.rs", oldText: "a\nb\n", newText: "a\nc\n" }],
+    // claude-code-acp also sends Claude's input as rawInput: shown once.
+    rawInput: { file_path: "/w/lib.rs", old_string: "b", new_string: "c" },
+  };
+  assert.deepEqual(diffsOf(acp), [{ path: "/w/lib.rs", text: "-a\n-b\n+a\n+c" }]);
+  assert.deepEqual(diffsOf({ input: { file_path: "/w/a.py", old_string: "x = 1", new_string: "x = 2" } }),
+    [{ path: "/w/a.py", text: "-x = 1\n+x = 2" }]);
+  assert.deepEqual(diffsOf({ input: { file_path: "/w/a.py", edits: [{ old_string: "a", new_string: "b" }, { old_string: "c", new_string: "" }] } }),
+    [{ path: "/w/a.py", text: "-a\n+b" }, { path: "/w/a.py", text: "-c" }]);
+  assert.deepEqual(diffsOf({ input: { file_path: "/w/new.md", content: "# hi\n" } }), [{ path: "/w/new.md", text: "+# hi" }]);
+  // A new file over ACP has no old text.
+  assert.deepEqual(diffsOf({ content: [{ type: "diff", path: "n.txt", oldText: null, newText: "x" }] }), [{ path: "n.txt", text: "+x" }]);
+  for (const d of [undefined, null, {}, { changes: [{ path: "a.txt", kind: "add" }] }, { input: { command: "ls" } }]) {
+    assert.deepEqual(diffsOf(d), []);
   }
 });

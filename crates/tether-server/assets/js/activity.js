@@ -4,6 +4,7 @@
 // read the common ones (ACP tool calls, Codex and Claude items) and fall back to JSON.
 
 import { h, duration } from "./dom.js";
+import { turnFileUrl } from "./api.js";
 
 const first = (...xs) => xs.find((x) => x !== undefined && x !== null && x !== "");
 const asText = (v) =>
@@ -61,6 +62,48 @@ export function pathsOf(d) {
   return [...out];
 }
 
+/**
+ * The changes a tool call makes, per file: `[{ path, text }]` with `text` a diff (`+`
+ * added, `-` removed lines). Codex `fileChange` items carry a unified diff per change;
+ * ACP diff content blocks and Claude's Edit / MultiEdit / Write inputs carry the old and
+ * the new text.
+ */
+export function diffsOf(d) {
+  if (!d || typeof d !== "object") return [];
+  const out = [];
+  const lines = (text, sign) =>
+    typeof text === "string" && text !== "" ? text.replace(/\n$/, "").split("\n").map((l) => sign + l) : [];
+  const pair = (path, oldText, newText) =>
+    out.push({ path, text: [...lines(oldText, "-"), ...lines(newText, "+")].join("\n") });
+  if (Array.isArray(d.changes)) {
+    for (const c of d.changes) {
+      const diff = c && first(c.diff, c.unified_diff);
+      if (c && typeof c.path === "string" && typeof diff === "string") out.push({ path: c.path, text: diff });
+    }
+  }
+  for (const c of Array.isArray(d.content) ? d.content : []) {
+    if (c && c.type === "diff" && typeof c.path === "string") pair(c.path, c.oldText, c.newText);
+  }
+  const input = d.input || d.rawInput || {};
+  const file = input.file_path;
+  // An ACP agent may send Claude's input as rawInput next to its diff block: once.
+  if (typeof file === "string" && !out.some((o) => o.path === file)) {
+    if (Array.isArray(input.edits)) for (const e of input.edits) pair(file, e && e.old_string, e && e.new_string);
+    else if (typeof input.old_string === "string" || typeof input.new_string === "string") pair(file, input.old_string, input.new_string);
+    else if (typeof input.content === "string") pair(file, "", input.content);
+  }
+  return out.filter((o) => o.text);
+}
+
+/** A diff as a <pre>, one line per span, coloured by its sign. */
+function diffView(text) {
+  return h("pre", { class: "diff" }, text.split("\n").map((l) => {
+    const cls = l.startsWith("@@") ? "hunk" : l.startsWith("+") && !l.startsWith("+++") ? "add"
+      : l.startsWith("-") && !l.startsWith("---") ? "del" : "";
+    return h("span", { class: cls }, `${l}\n`);
+  }));
+}
+
 /** Why the agent wants to do this, if it said. */
 export function reasonOf(d) {
   if (!d || typeof d !== "object") return undefined;
@@ -88,11 +131,16 @@ export function updateTool(el, patch) {
 }
 
 function renderTool(el) {
-  const { title, kind, status, detail, startedAt, endedAt } = el._call;
+  const { title, kind, status, detail, startedAt, endedAt, turnId } = el._call;
   const cmd = commandOf(detail);
   const output = outputOf(detail);
   const code = exitCodeOf(detail);
   const paths = pathsOf(detail);
+  const diffs = diffsOf(detail);
+  // A file the turn changed can be downloaded (inside the working directory only).
+  const fileItem = (p) => turnId && (kind === "edit" || diffs.some((d) => d.path === p))
+    ? h("a", { href: turnFileUrl(turnId, p), download: p.split("/").pop(), class: "file-link" }, h("code", null, p))
+    : h("code", null, p);
   const st = status || "pending";
   const summary = h("summary", null,
     h("span", { class: "tool-icon", "aria-hidden": "true" }, KIND_ICON[kind] || "⚙"),
@@ -106,8 +154,9 @@ function renderTool(el) {
   if (cmd) body.append(h("div", { class: "label" }, "Command"), h("pre", { class: "cmd" }, cmd));
   if (paths.length) {
     body.append(h("div", { class: "label" }, paths.length > 1 ? "Files" : "File"),
-      h("ul", { class: "paths" }, paths.map((p) => h("li", null, h("code", null, p)))));
+      h("ul", { class: "paths" }, paths.map((p) => h("li", null, fileItem(p)))));
   }
+  for (const d of diffs) body.append(h("div", { class: "label" }, `Changes to ${d.path}`), diffView(d.text));
   if (output !== undefined && output !== "") body.append(h("div", { class: "label" }, "Output"), h("pre", { class: "out" }, output));
   if (code !== undefined) body.append(h("div", { class: "label" }, `Exit code ${code}`));
   if (!cmd && !paths.length && output === undefined && detail) {

@@ -95,6 +95,11 @@ export function attachmentUrl(id) {
   return `/api/v1/attachments/${encodeURIComponent(id)}?token=${encodeURIComponent(memoryToken || "")}`;
 }
 
+/** A file of a turn's working directory, for a download link (with the token). */
+export function turnFileUrl(turnId, path) {
+  return `/api/v1/turns/${encodeURIComponent(turnId)}/files/content?path=${encodeURIComponent(path)}&token=${encodeURIComponent(memoryToken || "")}`;
+}
+
 /** Every page of a conversation's history after `afterId`, oldest first. */
 export async function historyAfter(convId, afterId) {
   const out = [];

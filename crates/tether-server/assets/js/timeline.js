@@ -285,7 +285,7 @@ export class Timeline {
         const existing = t.tools.get(p.tool_call_id);
         if (existing) updateTool(existing, { title: p.title, status: p.status, detail: p.detail });
         else {
-          const row = toolRow({ id: p.tool_call_id, title: p.title, kind: p.kind, status: p.status, detail: p.detail, startedAt: env.at_ms });
+          const row = toolRow({ id: p.tool_call_id, title: p.title, kind: p.kind, status: p.status, detail: p.detail, startedAt: env.at_ms, turnId: env.turn_id });
           t.tools.set(p.tool_call_id, row);
           t.items.append(row);
         }
