@@ -97,6 +97,57 @@ impl Store {
         Ok(claimed)
     }
 
+    /// Stores a history entry that carries attachments (a `/file` reply): the entry and
+    /// the attachments' link to it in one transaction. Only attachments of this
+    /// conversation that belong to no turn or message yet are linked. The entry's id.
+    pub async fn add_message_with_attachments(
+        &self,
+        conversation_id: &ConversationId,
+        role: tether_proto::MessageRole,
+        text: &str,
+        ids: &[&AttachmentId],
+    ) -> Result<i64> {
+        let mut tx = self.writer.begin().await?;
+        let message_id =
+            crate::events::add_message(&mut tx, conversation_id, role, text, None, None).await?;
+        for a in ids {
+            sqlx::query(
+                "UPDATE attachments SET message_id = ? \
+                 WHERE id = ? AND conversation_id = ? AND turn_id IS NULL AND message_id IS NULL",
+            )
+            .bind(message_id)
+            .bind(a.as_str())
+            .bind(conversation_id.as_str())
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(message_id)
+    }
+
+    /// The attachments of these history entries, each with its entry's id, in upload
+    /// order.
+    pub async fn attachments_of_messages(
+        &self,
+        message_ids: &[i64],
+    ) -> Result<Vec<(i64, Attachment)>> {
+        if message_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+            "SELECT * FROM attachments WHERE message_id IN (",
+        );
+        let mut list = q.separated(", ");
+        for id in message_ids {
+            list.push_bind(*id);
+        }
+        q.push(") ORDER BY created_at, rowid");
+        let rows = q.build().fetch_all(&self.reader).await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("message_id")?, attachment(r)?)))
+            .collect()
+    }
+
     /// Frees the attachments given to a turn that was never stored.
     pub async fn release_attachments(&self, turn_id: &TurnId) -> Result<()> {
         sqlx::query("UPDATE attachments SET turn_id = NULL WHERE turn_id = ?")

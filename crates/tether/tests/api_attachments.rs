@@ -293,3 +293,46 @@ async fn the_openapi_document_describes_uploads_downloads_and_turn_files() {
     let send = &doc["components"]["schemas"]["SendMessage"]["properties"];
     assert_eq!(send["attachments"]["type"], "array", "{send}");
 }
+
+#[tokio::test]
+async fn a_file_sent_with_file_stays_with_its_reply_in_the_history() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let c = d.new_conversation(None).await;
+    let conv = d.get_ok(&format!("/api/v1/conversations/{c}")).await;
+    let cwd = conv["cwd"].as_str().unwrap().to_owned();
+    std::fs::write(Path::new(&cwd).join("report.txt"), b"all green\n").unwrap();
+
+    let (status, out) = send(&d, &c, "/file report.txt", &[]).await;
+    assert_eq!(status, 200, "{out}");
+    let id = out["attachments"][0]["id"].as_str().unwrap().to_owned();
+
+    // The reply in the history names the file, so the page can link it after a reload.
+    let page = d
+        .get_ok(&format!("/api/v1/conversations/{c}/messages"))
+        .await;
+    let reply = page
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "command" && m["text"].as_str().unwrap().contains("report.txt"))
+        .unwrap_or_else(|| panic!("no /file reply in {page}"))
+        .clone();
+    assert_eq!(reply["attachments"][0]["id"], id.as_str(), "{reply}");
+    assert_eq!(reply["attachments"][0]["name"], "report.txt");
+    let (status, _ct, bytes) = d.get_bytes(&format!("/api/v1/attachments/{id}")).await;
+    assert_eq!((status, bytes.as_slice()), (200, &b"all green\n"[..]));
+
+    // Outside the working directory: refused, and nothing is stored.
+    let (status, body) = send(&d, &c, "/file ../etc/passwd", &[]).await;
+    assert_ne!(status, 200, "{body}");
+    let page = d
+        .get_ok(&format!("/api/v1/conversations/{c}/messages"))
+        .await;
+    let with_files = page
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["attachments"].as_array().is_some_and(|a| !a.is_empty()))
+        .count();
+    assert_eq!(with_files, 1, "{page}");
+}

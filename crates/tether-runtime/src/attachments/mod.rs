@@ -163,7 +163,8 @@ impl Runtime {
         Ok(out)
     }
 
-    /// The person's messages of a history page with the attachments they carried.
+    /// A history page with the attachments its messages carried: the person's (given
+    /// to their turn) and `/file` replies' (the file they sent).
     pub(crate) async fn with_attachments(
         &self,
         mut messages: Vec<HistoryMessage>,
@@ -173,6 +174,23 @@ impl Runtime {
             .filter(|m| m.role == MessageRole::User)
             .filter_map(|m| m.turn_id.clone())
             .collect();
+        // `/file` replies carry the file they sent.
+        let replies: Vec<i64> = messages
+            .iter()
+            .filter(|m| m.role == MessageRole::Command)
+            .map(|m| m.id)
+            .collect();
+        let sent = self.ctx().store.attachments_of_messages(&replies).await?;
+        for m in messages
+            .iter_mut()
+            .filter(|m| m.role == MessageRole::Command)
+        {
+            m.attachments = sent
+                .iter()
+                .filter(|(id, _)| *id == m.id)
+                .map(|(_, a)| a.clone())
+                .collect();
+        }
         let all = self.ctx().store.attachments_of_turns(&turns).await?;
         if all.is_empty() {
             return Ok(messages);

@@ -170,15 +170,11 @@ impl Runtime {
         }];
         let stored = self.add_attachments(&conv.id, &new).await?;
         let text = format!("📎 {path} ({} bytes)", bytes.len());
+        // The reply carries the file in the history too (the page links it).
+        let ids: Vec<&tether_proto::AttachmentId> = stored.iter().map(|a| &a.id).collect();
         self.ctx()
             .store
-            .add_message(
-                &conv.id,
-                tether_proto::MessageRole::Command,
-                &text,
-                None,
-                None,
-            )
+            .add_message_with_attachments(&conv.id, tether_proto::MessageRole::Command, &text, &ids)
             .await?;
         let mut out =
             crate::session::router::reply(tether_proto::MessageOutcomeKind::Command, text);

@@ -127,7 +127,7 @@ export class Timeline {
           h("span", { class: "status-icon", "aria-hidden": "true" }, "ⓘ"), h("span", { class: "status-text" }, m.text), meta));
       case "command":
         return this.root.append(h("div", { class: "msg command", dataset: { messageId: m.id } },
-          h("span", { class: "cmd-label" }, "tether"), h("div", { class: "command-text" }, m.text)));
+          h("span", { class: "cmd-label" }, "tether"), h("div", { class: "command-text" }, m.text, attachmentsOf(m))));
       default:
         return this.root.append(h("div", { class: "msg status" }, m.text));
     }
