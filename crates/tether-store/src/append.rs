@@ -19,7 +19,8 @@
 //! stored on its own, so one bad batch fails only its own caller.
 //!
 //! Durability is unchanged: a caller is answered (and anyone told) only after the commit
-//! that holds its events.
+//! that holds its events. The commit runs in a task of its own, so a leader whose caller
+//! goes away mid-commit still stores (or refuses) everyone's batches.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -128,7 +129,7 @@ impl Store {
             let conn = self.writer.acquire().await?;
             match answer.try_recv() {
                 Ok(result) => return result,
-                // Its group's leader was dropped before it could answer.
+                // Its group's commit ended without answering (it panicked).
                 Err(oneshot::error::TryRecvError::Closed) => {
                     return Err(StoreError::AppendAbandoned);
                 }
@@ -137,7 +138,14 @@ impl Store {
             // Ours is queued and unanswered, so the queue is not empty; if the group
             // stops before ours, the next round takes it.
             let group = self.appends.take();
-            self.commit_group(conn, group).await;
+            // In a task of its own: the group holds other callers' batches, which must
+            // be stored (or refused) even if this caller goes away mid-commit.
+            let store = self.clone();
+            let commit = tokio::spawn(async move { store.commit_group(conn, group).await });
+            if let Err(e) = commit.await {
+                // A panic inside the commit: its waiters see their answers dropped.
+                tracing::error!(error = %e, "a group commit of events failed");
+            }
         }
     }
 

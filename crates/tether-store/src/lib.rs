@@ -65,8 +65,8 @@ pub enum StoreError {
     /// A follower's topic closed (only when the store itself goes away).
     #[error("the event feed closed")]
     FeedClosed,
-    /// An append's group commit was given up (its leader's caller went away) before it
-    /// was stored; nothing of it was stored.
+    /// An append's group commit ended without answering it (it panicked); nothing of it
+    /// was stored.
     #[error("the append was abandoned before it was stored")]
     AppendAbandoned,
     /// Delegation: the continuation id is already in the ledger of this scope (the

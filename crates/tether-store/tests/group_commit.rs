@@ -191,3 +191,51 @@ async fn a_missing_session_in_a_group_fails_alone() {
             .is_empty()
     );
 }
+
+/// A caller that goes away while its append waits or leads a group commit does not take
+/// the other callers' batches with it: every caller that stays gets its events stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn callers_that_go_away_do_not_lose_the_others_batches() {
+    const N: usize = 8;
+    let (_d, store) = store_with_sessions(N).await;
+    let mut kept = [0usize; N];
+    for round in 0..40 {
+        let tasks: Vec<_> = (0..N)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    store
+                        .append_events(&sid(i), None, &deltas(i, round, 3))
+                        .await
+                })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        for (i, t) in tasks.into_iter().enumerate() {
+            if i % 2 == 0 {
+                t.abort();
+                // Aborted before or after storing: either way its batch is whole or absent.
+                let _ = within(t).await;
+            } else {
+                let evs = within(t)
+                    .await
+                    .unwrap()
+                    .expect("a caller that stayed is stored");
+                assert_eq!(evs.len(), 3);
+                kept[i] += 3;
+            }
+        }
+    }
+    for (i, kept) in kept.iter().enumerate() {
+        let evs = store.session_events(&sid(i), 0, 10_000).await.unwrap();
+        // session_started, then whole batches of 3, gap-free.
+        assert_eq!((evs.len() - 1) % 3, 0, "s{i}: a batch was cut");
+        assert_eq!(
+            evs.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            (1..=evs.len() as i64).collect::<Vec<_>>()
+        );
+        if i % 2 == 1 {
+            assert_eq!(evs.len() - 1, *kept, "s{i}");
+        }
+    }
+}

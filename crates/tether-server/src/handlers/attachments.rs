@@ -152,8 +152,14 @@ pub(crate) async fn download(
         tether_proto::AttachmentKind::Image => "inline",
         tether_proto::AttachmentKind::File => "attachment",
     };
-    let ascii: String = a
-        .name
+    set_disposition(h, disposition, &a.name);
+    Ok(resp)
+}
+
+/// `Content-Disposition` with the file's name made plain ASCII (anything else, quotes and
+/// backslashes become `_`), so no name can break out of the header.
+fn set_disposition(h: &mut axum::http::HeaderMap, disposition: &str, name: &str) {
+    let ascii: String = name
         .chars()
         .map(|c| {
             if c.is_ascii_graphic() && c != '"' && c != '\\' {
@@ -166,7 +172,6 @@ pub(crate) async fn download(
     if let Ok(v) = HeaderValue::from_str(&format!("{disposition}; filename=\"{ascii}\"")) {
         h.insert(header::CONTENT_DISPOSITION, v);
     }
-    Ok(resp)
 }
 
 #[utoipa::path(
@@ -227,18 +232,6 @@ pub(crate) async fn turn_file(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    let ascii: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_graphic() && c != '"' && c != '\\' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{ascii}\"")) {
-        h.insert(header::CONTENT_DISPOSITION, v);
-    }
+    set_disposition(h, "attachment", &name);
     Ok(resp)
 }
