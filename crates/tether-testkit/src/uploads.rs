@@ -88,6 +88,9 @@ impl Daemon {
                 "content-type",
                 format!("multipart/form-data; boundary={BOUNDARY}"),
             )
+            // A refused upload is answered before its body is read and the server then
+            // drops the connection; never pooled, no later request can go out on it.
+            .header("connection", "close")
             .body(multipart_body(parts));
         let resp = within("upload", req.send())
             .await

@@ -84,6 +84,9 @@ async fn stopping_the_parent_turn_cancels_its_children_only() {
     .await;
     let current = kids[1]["task_id"].as_str().unwrap().to_string();
     assert_eq!(kids[1]["parent_turn_id"], out["turn_id"]);
+    // Its agent must have reported its session, or a cancel leaves nothing to continue
+    // (`not_continuable`, which a loaded machine showed).
+    wait_child_session(&d, &current).await;
     d.post_ok(&format!("/api/v1/conversations/{parent}/stop"), json!({}))
         .await;
     let c = wait_availability(&d, &current, "continuable_live").await;

@@ -81,16 +81,22 @@ pub async fn get_ready(d: &Daemon, path: &str) -> Value {
 
 /// Polls the task's availability until `pred` holds.
 pub async fn wait_availability(d: &Daemon, task: &str, want: &str) -> Value {
-    within(&format!("availability {want}"), async {
+    let last = std::sync::Mutex::new(Value::Null);
+    let waited = tokio::time::timeout(Duration::from_secs(20), async {
         loop {
             let c = get_ready(d, &format!("/api/v1/conversations/{task}/continuation")).await;
             if c["availability"] == want {
                 return c;
             }
+            *last.lock().unwrap() = c;
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
-    .await
+    .await;
+    waited.unwrap_or_else(|_| {
+        let task_view = last.lock().unwrap().clone();
+        panic!("timed out after 20s: availability {want}; last seen {task_view}")
+    })
 }
 
 /// Waits until a task's agent has reported its session (availability `running` comes
