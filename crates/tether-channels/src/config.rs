@@ -52,15 +52,29 @@ impl std::fmt::Debug for TelegramConfig {
     }
 }
 
+/// How Feishu events reach tether.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeishuMode {
+    /// Feishu POSTs them to `/hooks/feishu` (needs a public URL).
+    Webhook,
+    /// tether opens Feishu's event WebSocket (the "long connection" of Feishu's SDKs):
+    /// no public URL needed.
+    LongConnection,
+}
+
 #[derive(Clone)]
 pub struct FeishuConfig {
     pub app_id: String,
     pub app_secret: String,
     /// Open API base, e.g. `https://open.feishu.cn` (Lark: `https://open.larksuite.com`).
     pub base_url: String,
-    /// Checked against the token in every event.
-    pub verification_token: String,
-    /// When set, events arrive AES-256-CBC encrypted and signed (`X-Lark-Signature`).
+    /// How events arrive.
+    pub mode: FeishuMode,
+    /// Checked against the token in every event (required for the webhook; on the long
+    /// connection, checked when set).
+    pub verification_token: Option<String>,
+    /// When set, events arrive AES-256-CBC encrypted (and, over HTTP, signed with
+    /// `X-Lark-Signature`).
     pub encrypt_key: Option<String>,
     /// Feishu `open_id`s allowed without pairing.
     pub allowed_users: BTreeSet<String>,
@@ -72,6 +86,7 @@ impl std::fmt::Debug for FeishuConfig {
         f.debug_struct("FeishuConfig")
             .field("app_id", &self.app_id)
             .field("base_url", &self.base_url)
+            .field("mode", &self.mode)
             .field("encrypted", &self.encrypt_key.is_some())
             .field("allowed_users", &self.allowed_users)
             .field("group_mode", &self.group_mode)

@@ -34,7 +34,9 @@ use std::sync::Arc;
 use tether_runtime::Runtime;
 use tether_store::Store;
 
-pub use config::{ChannelsConfig, FeishuConfig, GroupMode, TelegramConfig, TelegramMode, Tuning};
+pub use config::{
+    ChannelsConfig, FeishuConfig, FeishuMode, GroupMode, TelegramConfig, TelegramMode, Tuning,
+};
 pub use error::ChannelError;
 
 use crate::core::{Core, SharedCore};
@@ -106,9 +108,18 @@ impl Channels {
             tasks.extend(spawn_delivery(&core));
             let started = feishu::start(core.clone(), fc);
             tasks.extend(started.tasks);
-            hooks = hooks.merge(started.hook);
+            if let Some(h) = started.hook {
+                hooks = hooks.merge(h);
+            }
             cores.insert("feishu", core);
-            tracing::info!("feishu channel started (webhook mode: POST /hooks/feishu)");
+            match fc.mode {
+                FeishuMode::Webhook => {
+                    tracing::info!("feishu channel started (webhook mode: POST /hooks/feishu)")
+                }
+                FeishuMode::LongConnection => {
+                    tracing::info!("feishu channel started (long connection, no public URL)")
+                }
+            }
         }
         let api = api::pairing_routes(store, Arc::new(cores));
         Ok(Channels { tasks, hooks, api })

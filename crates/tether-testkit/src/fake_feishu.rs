@@ -2,7 +2,8 @@
 //! idempotency, card PATCH and text PUT updates, every call recorded with its status,
 //! 429 / 500 failures on demand), plus [`Events`]: builds event callbacks as Feishu
 //! sends them — encrypted (AES-256-CBC) and signed when an encrypt key is set — for a
-//! test to POST to the daemon's `/hooks/feishu`. The crypto here is written
+//! test to POST to the daemon's `/hooks/feishu`, and the long connection (`ws`: the
+//! endpoint and the event WebSocket). The crypto here is written
 //! independently of tether's, so the two check each other.
 
 use std::sync::{Arc, Mutex};
@@ -112,6 +113,7 @@ struct Inner {
 pub struct FakeFeishu {
     pub base_url: String,
     inner: Arc<Mutex<Inner>>,
+    lc: ws::SharedLc,
     server: tokio::task::JoinHandle<()>,
 }
 
@@ -411,6 +413,7 @@ impl FakeFeishu {
 
     pub async fn start() -> FakeFeishu {
         let inner: Shared = Arc::default();
+        let lc = ws::SharedLc::default();
         let app = axum::Router::new()
             .route(
                 "/open-apis/auth/v3/tenant_access_token/internal",
@@ -424,7 +427,8 @@ impl FakeFeishu {
             )
             .route("/open-apis/im/v1/images", post(upload))
             .route("/open-apis/im/v1/files", post(upload))
-            .with_state(inner.clone());
+            .with_state(inner.clone())
+            .merge(ws::routes(lc.clone()));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .unwrap_or_else(|e| panic!("bind: {e}"));
@@ -437,6 +441,7 @@ impl FakeFeishu {
         FakeFeishu {
             base_url: format!("http://{addr}"),
             inner,
+            lc,
             server,
         }
     }
@@ -521,3 +526,7 @@ impl FakeFeishu {
 #[path = "fake_feishu_events.rs"]
 mod events;
 pub use events::{Events, Sealed, encrypt, sign};
+
+#[path = "fake_feishu_ws.rs"]
+mod ws;
+pub use ws::{SERVICE_ID, WsAnswer, WsFrame, WsHeader};

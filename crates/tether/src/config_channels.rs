@@ -14,8 +14,11 @@
 //! [channels.feishu]
 //! app_id = "cli_..."
 //! app_secret = "..."
-//! verification_token = "..."
-//! encrypt_key = "..."         # optional: encrypted, signed events
+//! mode = "long_connection"    # default without a verification_token: tether opens
+//!                             # Feishu's event WebSocket, no public URL needed; or
+//!                             # "webhook" (POST /hooks/feishu; the default with a token)
+//! verification_token = "..."  # required for the webhook
+//! encrypt_key = "..."         # optional: encrypted (and over HTTP signed) events
 //! allowed_users = ["ou_..."]  # open_ids
 //! ```
 
@@ -25,7 +28,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use serde::Deserialize;
 use tether_channels::{
-    ChannelsConfig, FeishuConfig, GroupMode, TelegramConfig, TelegramMode, Tuning,
+    ChannelsConfig, FeishuConfig, FeishuMode, GroupMode, TelegramConfig, TelegramMode, Tuning,
 };
 
 /// `[channels]`: the channels and delivery tuning.
@@ -108,6 +111,9 @@ pub struct FeishuFile {
     pub app_id: Option<String>,
     pub app_secret: Option<String>,
     pub base_url: Option<String>,
+    /// `long_connection` or `webhook`; by default `webhook` when a verification token is
+    /// given, else `long_connection`.
+    pub mode: Option<String>,
     pub verification_token: Option<String>,
     pub encrypt_key: Option<String>,
     #[serde(default)]
@@ -194,11 +200,33 @@ fn telegram(f: TelegramFile) -> Result<TelegramConfig> {
 }
 
 fn feishu(f: FeishuFile) -> Result<FeishuConfig> {
+    let token = f
+        .verification_token
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty());
+    let mode = match f.mode.as_deref().map(str::trim) {
+        Some("webhook") => FeishuMode::Webhook,
+        Some("long_connection") => FeishuMode::LongConnection,
+        Some(other) => {
+            bail!(
+                "[channels.feishu] mode must be \"long_connection\" or \"webhook\", not {other:?}"
+            )
+        }
+        None if token.is_some() => FeishuMode::Webhook,
+        None => FeishuMode::LongConnection,
+    };
+    if mode == FeishuMode::Webhook && token.is_none() {
+        bail!(
+            "[channels.feishu] needs `verification_token` in webhook mode (or leave out \
+             `mode` to use the long connection, which needs no public URL)"
+        );
+    }
     Ok(FeishuConfig {
         app_id: required("feishu", "app_id", f.app_id)?,
         app_secret: required("feishu", "app_secret", f.app_secret)?,
         base_url: http_url("feishu", "base_url", f.base_url, "https://open.feishu.cn")?,
-        verification_token: required("feishu", "verification_token", f.verification_token)?,
+        mode,
+        verification_token: token,
         encrypt_key: f.encrypt_key.filter(|k| !k.trim().is_empty()),
         allowed_users: users(&f.allowed_users),
         group_mode: group_mode("feishu", f.group_mode.as_deref())?,
@@ -274,9 +302,19 @@ mod tests {
             err("[channels.telegram]\nbot_token = \"x\"\nmode = \"push\"\n").contains("polling")
         );
         assert!(
-            err("[channels.feishu]\napp_id = \"a\"\napp_secret = \"b\"\n")
+            err("[channels.feishu]\napp_id = \"a\"\napp_secret = \"b\"\nmode = \"webhook\"\n")
                 .contains("verification_token")
         );
+        assert!(
+            err("[channels.feishu]\napp_id = \"a\"\napp_secret = \"b\"\nmode = \"push\"\n")
+                .contains("long_connection")
+        );
+        let lc = parse("[channels.feishu]\napp_id = \"a\"\napp_secret = \"b\"\n")
+            .unwrap()
+            .feishu
+            .unwrap();
+        assert_eq!(lc.mode, FeishuMode::LongConnection);
+        assert!(lc.verification_token.is_none());
         assert!(err("[channels.telegram]\nbot_token = \"x\"\ntypo = 1\n").contains("typo"));
         let f = parse(
             "[channels.feishu]\napp_id = \"a\"\napp_secret = \"b\"\nverification_token = \"v\"\n\
@@ -286,6 +324,7 @@ mod tests {
         .feishu
         .unwrap();
         assert!(f.encrypt_key.is_none());
+        assert_eq!(f.mode, FeishuMode::Webhook);
         assert_eq!(f.base_url, "https://open.feishu.cn");
     }
 

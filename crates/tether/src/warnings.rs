@@ -15,7 +15,10 @@ pub fn risky_settings(settings: &Settings) -> Vec<String> {
             settings.listen
         ));
     }
+    // Over the long connection events come on a socket tether opened with the app
+    // secret, so plain events expose nothing there.
     if let Some(feishu) = &settings.channels.feishu
+        && feishu.mode == tether_channels::FeishuMode::Webhook
         && feishu.encrypt_key.is_none()
     {
         out.push(

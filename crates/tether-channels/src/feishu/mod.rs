@@ -1,5 +1,7 @@
-//! Feishu / Lark: the Open API adapter. Events arrive at `POST /hooks/feishu` (webhook
-//! mode: challenge, token, signature and decryption checked there); messages go out as
+//! Feishu / Lark: the Open API adapter. Events arrive over the long connection (the
+//! event WebSocket tether opens, no public URL needed: `longconn`) or at
+//! `POST /hooks/feishu` (webhook mode: challenge, token, signature and decryption checked
+//! there); either way `events` handles them. Messages go out as
 //! text, approvals as interactive cards whose buttons come back as
 //! `card.action.trigger` and whose content is updated when the approval resolves.
 //! Sends carry the outbox key (hashed) as Feishu's `uuid`, so the platform itself
@@ -7,6 +9,9 @@
 
 mod api;
 pub mod crypto;
+mod events;
+mod frame;
+pub mod longconn;
 mod media;
 pub(crate) mod webhook;
 
@@ -18,11 +23,15 @@ use sha2::{Digest, Sha256};
 use tether_proto::Decision;
 
 use crate::channel::{Address, Capabilities, Channel, FetchError, OutMessage, SendError};
-use crate::config::FeishuConfig;
+use crate::config::{FeishuConfig, FeishuMode};
 use crate::core::SharedCore;
 use crate::inbound::InFile;
 
-pub(crate) use webhook::Started;
+/// The channel's tasks, and its webhook route in webhook mode.
+pub(crate) struct Started {
+    pub tasks: Vec<tokio::task::JoinHandle<()>>,
+    pub hook: Option<axum::Router>,
+}
 
 /// Longest text of one message tether sends (characters): Feishu accepts far more
 /// (150 KB text, 30 KB cards), but results read better on a phone in parts, and the
@@ -232,8 +241,27 @@ impl Channel for Feishu {
 }
 
 /// Starts the worker and returns the webhook route.
+/// Starts the worker and, by mode, the webhook route or the long connection.
 pub(crate) fn start(core: SharedCore, cfg: &FeishuConfig) -> Started {
-    webhook::start(core, Arc::new(cfg.clone()))
+    let cfg = Arc::new(cfg.clone());
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut tasks = vec![tokio::spawn(events::worker(core.clone(), rx))];
+    let hook = match (cfg.mode, cfg.verification_token.clone()) {
+        (FeishuMode::Webhook, Some(token)) => Some(webhook::hook_routes(core, cfg, token, tx)),
+        (FeishuMode::Webhook, None) => {
+            // The config refuses this; without a token nothing could be checked.
+            tracing::error!(
+                channel = "feishu",
+                "webhook mode without a verification token: no events"
+            );
+            None
+        }
+        (FeishuMode::LongConnection, _) => {
+            tasks.push(longconn::start(core, cfg, tx));
+            None
+        }
+    };
+    Started { tasks, hook }
 }
 
 #[cfg(test)]

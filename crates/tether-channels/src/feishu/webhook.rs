@@ -11,7 +11,6 @@
 //! every event is.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
@@ -19,17 +18,15 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
-use tether_proto::Decision;
 use tokio::sync::mpsc;
 
 use super::crypto;
+use super::events::{self, Answer};
 use crate::config::FeishuConfig;
 use crate::constant_time_eq;
 use crate::core::SharedCore;
-use crate::inbound::{self, InChat, InKind, Inbound, Sender};
+use crate::inbound::Inbound;
 
-/// How long a button press may wait for its approval to resolve before the toast.
-const ACTION_WAIT: Duration = Duration::from_millis(2500);
 /// How far a signed event's `X-Lark-Request-Timestamp` may be from now (either way):
 /// an older capture is refused even after its event id has left the dedupe table.
 pub(crate) const MAX_CLOCK_SKEW_SECS: i64 = 5 * 60;
@@ -37,16 +34,11 @@ pub(crate) const MAX_CLOCK_SKEW_SECS: i64 = 5 * 60;
 /// base64-encoded, stays below this.
 const MAX_EVENT_BYTES: usize = 512 * 1024;
 
-/// The worker task and the webhook route.
-pub(crate) struct Started {
-    pub tasks: Vec<tokio::task::JoinHandle<()>>,
-    pub hook: axum::Router,
-}
-
 #[derive(Clone)]
 pub(crate) struct HookState {
     core: SharedCore,
     cfg: Arc<FeishuConfig>,
+    token: String,
     tx: mpsc::UnboundedSender<Inbound>,
 }
 
@@ -144,11 +136,7 @@ pub(crate) async fn hook(
         Ok(v) => v,
         Err(why) => return unauthorized(&why),
     };
-    let token = event["header"]["token"]
-        .as_str()
-        .or_else(|| event["token"].as_str())
-        .unwrap_or_default();
-    if !constant_time_eq(token.as_bytes(), s.cfg.verification_token.as_bytes()) {
+    if !token_matches(&event, &s.token) {
         return unauthorized("wrong verification token");
     }
     if event["type"] == "url_verification" {
@@ -158,196 +146,37 @@ pub(crate) async fn hook(
     if s.cfg.encrypt_key.is_some() && !signed {
         return unauthorized("event without a signature");
     }
-    let Some(event_id) = event["header"]["event_id"].as_str() else {
-        // Schema 1.0 events are not used by tether: acknowledge and ignore.
-        return Json(json!({})).into_response();
-    };
-    match s.core.store.remember_inbound("feishu", event_id).await {
-        Ok(true) => {}
-        Ok(false) => {
-            tracing::info!(channel = "feishu", event_id, "duplicate event ignored");
-            return Json(json!({})).into_response();
-        }
-        Err(e) => {
-            tracing::warn!(channel = "feishu", "cannot record event: {e}");
-            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-        }
-    }
-    match event["header"]["event_type"].as_str().unwrap_or_default() {
-        "im.message.receive_v1" => {
-            if let Some(msg) = message(event_id, &event["event"]) {
-                let _ = s.tx.send(msg);
-            }
-            Json(json!({})).into_response()
-        }
-        "card.action.trigger" => {
-            let Some(msg) = action(event_id, &event["event"]) else {
-                return toast("warning", "This button is not known.");
-            };
-            let core = s.core.clone();
-            let job = tokio::spawn(async move { inbound::handle(&core, msg).await });
-            match tokio::time::timeout(ACTION_WAIT, job).await {
-                Ok(Ok(Ok(Some(text)))) => toast("info", &text),
-                Ok(Ok(Err(e))) => toast("error", &e.to_string()),
-                _ => toast("info", "Received."),
-            }
-        }
-        _ => Json(json!({})).into_response(),
+    let answer = events::dispatch(&s.core, &s.tx, &event, None).await;
+    match answer {
+        Answer::Retry => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        Answer::Ack | Answer::Toast { .. } => Json(answer.body()).into_response(),
     }
 }
 
-fn toast(kind: &str, text: &str) -> Response {
-    Json(json!({ "toast": { "type": kind, "content": text } })).into_response()
+/// The event's verification token (schema 2.0 in the header, 1.0 and the URL check at
+/// the top) is `expected`, compared in constant time.
+pub(crate) fn token_matches(event: &Value, expected: &str) -> bool {
+    let token = event["header"]["token"]
+        .as_str()
+        .or_else(|| event["token"].as_str())
+        .unwrap_or_default();
+    constant_time_eq(token.as_bytes(), expected.as_bytes())
 }
 
-/// `im.message.receive_v1` → a text message (mentions removed), or files (image, file,
-/// a post with images; see `media`). Other kinds and messages from bots are ignored.
-fn message(event_id: &str, ev: &Value) -> Option<Inbound> {
-    if ev["sender"]["sender_type"].as_str().unwrap_or("user") != "user" {
-        return None;
-    }
-    let open_id = ev["sender"]["sender_id"]["open_id"].as_str()?;
-    let m = &ev["message"];
-    let content: Value = serde_json::from_str(m["content"].as_str()?).ok()?;
-    let kind = match m["message_type"].as_str()? {
-        "text" => {
-            let mut text = content["text"].as_str()?.to_string();
-            for mention in m["mentions"].as_array().into_iter().flatten() {
-                if let Some(key) = mention["key"].as_str().filter(|k| !k.is_empty()) {
-                    text = text.replace(key, "");
-                }
-            }
-            // Only the mentions go: the rest keeps its lines and spacing (code, lists).
-            InKind::Text(text.trim().to_string())
-        }
-        other => super::media::kind(other, m["message_id"].as_str()?, &content)?,
-    };
-    let chat_id = m["chat_id"].as_str()?;
-    let is_group = m["chat_type"] != "p2p";
-    Some(Inbound {
-        key: event_id.to_string(),
-        chat: InChat {
-            chat_id: chat_id.to_string(),
-            thread_id: None,
-            is_group,
-            title: if is_group {
-                format!("group {chat_id}")
-            } else {
-                format!("chat with {open_id}")
-            },
-        },
-        sender: Sender {
-            id: open_id.to_string(),
-            name: open_id.to_string(),
-        },
-        kind,
-    })
-}
-
-/// `card.action.trigger` → a decision on the approval the button names.
-fn action(event_id: &str, ev: &Value) -> Option<Inbound> {
-    let open_id = ev["operator"]["open_id"].as_str()?;
-    let value = &ev["action"]["value"];
-    // Some clients deliver the value as a JSON string.
-    let value = match value.as_str() {
-        Some(s) => serde_json::from_str(s).ok()?,
-        None => value.clone(),
-    };
-    let approval_id = tether_proto::ApprovalId::from(value["approval_id"].as_str()?);
-    let decision = match value["decision"].as_str()? {
-        "allow" => Decision::Allow,
-        "allow_always" => Decision::AllowAlways,
-        "deny" => Decision::Deny,
-        _ => return None,
-    };
-    let chat_id = ev["context"]["open_chat_id"].as_str()?;
-    Some(Inbound {
-        key: event_id.to_string(),
-        chat: InChat {
-            chat_id: chat_id.to_string(),
-            thread_id: None,
-            // The chat key of a per-user group conversation needs to know it is a group;
-            // card events do not say, so groups are recognised by the mapping lookup.
-            is_group: false,
-            title: String::new(),
-        },
-        sender: Sender {
-            id: open_id.to_string(),
-            name: open_id.to_string(),
-        },
-        kind: InKind::Decide {
-            approval_id,
-            decision,
-        },
-    })
-}
-
-async fn worker(core: SharedCore, mut rx: mpsc::UnboundedReceiver<Inbound>) {
-    let (lanes_tx, lanes_rx) = mpsc::unbounded_channel();
-    let handler = {
-        let core = core.clone();
-        move |msg: Inbound| {
-            let core = core.clone();
-            async move {
-                let key = msg.key.clone();
-                if let Err(e) = inbound::handle(&core, msg).await {
-                    tracing::warn!(channel = "feishu", event = key, "event failed: {e}");
-                }
-            }
-        }
-    };
-    tokio::spawn(crate::lanes::run_lanes(lanes_rx, handler));
-    while let Some(msg) = rx.recv().await {
-        let lane = msg.chat_key(core.group_mode);
-        let _ = lanes_tx.send((lane, msg));
-    }
-}
-
-pub(crate) fn start(core: SharedCore, cfg: Arc<FeishuConfig>) -> Started {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let tasks = vec![tokio::spawn(worker(core.clone(), rx))];
-    let hook = axum::Router::new()
+/// The webhook route, for the worker's queue. `token` is the configured verification
+/// token (the webhook mode requires one).
+pub(crate) fn hook_routes(
+    core: SharedCore,
+    cfg: Arc<FeishuConfig>,
+    token: String,
+    tx: mpsc::UnboundedSender<Inbound>,
+) -> axum::Router {
+    axum::Router::new()
         .route("/hooks/feishu", post(hook))
-        .with_state(HookState { core, cfg, tx });
-    Started { tasks, hook }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn messages_lose_their_mentions() {
-        let ev = json!({
-            "sender": {"sender_id": {"open_id": "ou_1"}, "sender_type": "user"},
-            "message": {"chat_id": "oc_9", "chat_type": "group", "message_type": "text",
-                        "content": "{\"text\":\"@_user_1  /status  \"}",
-                        "mentions": [{"key": "@_user_1", "name": "tether"}]}
-        });
-        let m = message("e1", &ev).unwrap_or_else(|| panic!("a message"));
-        assert_eq!(m.kind, InKind::Text("/status".into()));
-        assert!(m.chat.is_group);
-        assert_eq!(m.sender.id, "ou_1");
-        let bot = json!({"sender": {"sender_type": "app"}, "message": {}});
-        assert!(message("e2", &bot).is_none());
-    }
-
-    #[test]
-    fn card_actions_name_their_approval() {
-        let ev = json!({
-            "operator": {"open_id": "ou_1"},
-            "action": {"value": {"approval_id": "a1", "decision": "allow_always"}, "tag": "button"},
-            "context": {"open_message_id": "om_1", "open_chat_id": "oc_9"}
-        });
-        let m = action("e1", &ev).unwrap_or_else(|| panic!("an action"));
-        assert_eq!(
-            m.kind,
-            InKind::Decide {
-                approval_id: "a1".into(),
-                decision: Decision::AllowAlways
-            }
-        );
-        let bad = json!({"operator": {"open_id": "ou_1"}, "action": {"value": {"approval_id": "a1", "decision": "maybe"}}, "context": {"open_chat_id": "oc"}});
-        assert!(action("e2", &bad).is_none());
-    }
+        .with_state(HookState {
+            core,
+            cfg,
+            token,
+            tx,
+        })
 }

@@ -1,0 +1,234 @@
+//! What an authenticated Feishu event does, whichever way it arrived (the webhook or the
+//! long connection): deduplicated by `event_id`, `im.message.receive_v1` queued for the
+//! worker (one lane per chat, so the answer never waits for agent work), and
+//! `card.action.trigger` resolved at once so its toast can answer the press (bounded well
+//! under Feishu's 3 s).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tether_proto::Decision;
+use tokio::sync::mpsc;
+
+use crate::core::SharedCore;
+use crate::inbound::{self, InChat, InKind, Inbound, Sender};
+
+/// How long a button press may wait for its approval to resolve before the toast.
+const ACTION_WAIT: Duration = Duration::from_millis(2500);
+
+/// What to answer Feishu.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Answer {
+    /// Handled (or a duplicate, or a kind tether does not use): an empty 200.
+    Ack,
+    /// A card button's answer, shown to the person who pressed it.
+    Toast { kind: &'static str, text: String },
+    /// Not recorded (the store failed): Feishu should deliver it again.
+    Retry,
+}
+
+impl Answer {
+    /// The JSON body Feishu expects for this answer.
+    pub(crate) fn body(&self) -> Value {
+        match self {
+            Answer::Ack | Answer::Retry => json!({}),
+            Answer::Toast { kind, text } => json!({ "toast": { "type": kind, "content": text } }),
+        }
+    }
+
+    fn toast(kind: &'static str, text: &str) -> Answer {
+        Answer::Toast {
+            kind,
+            text: text.to_string(),
+        }
+    }
+}
+
+/// Handles one event (schema 2.0, already decrypted and authenticated). `key` names it
+/// for the dedupe table when it has no `event_id` of its own.
+pub(crate) async fn dispatch(
+    core: &SharedCore,
+    tx: &mpsc::UnboundedSender<Inbound>,
+    event: &Value,
+    fallback_key: Option<&str>,
+) -> Answer {
+    let Some(event_id) = event["header"]["event_id"].as_str().or(fallback_key) else {
+        // Schema 1.0 events are not used by tether: acknowledge and ignore.
+        return Answer::Ack;
+    };
+    match core.store.remember_inbound("feishu", event_id).await {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::info!(channel = "feishu", event_id, "duplicate event ignored");
+            return Answer::Ack;
+        }
+        Err(e) => {
+            tracing::warn!(channel = "feishu", "cannot record event: {e}");
+            return Answer::Retry;
+        }
+    }
+    match event["header"]["event_type"].as_str().unwrap_or_default() {
+        "im.message.receive_v1" => {
+            if let Some(msg) = message(event_id, &event["event"]) {
+                let _ = tx.send(msg);
+            }
+            Answer::Ack
+        }
+        "card.action.trigger" => {
+            let Some(msg) = action(event_id, &event["event"]) else {
+                return Answer::toast("warning", "This button is not known.");
+            };
+            let core = core.clone();
+            let job = tokio::spawn(async move { inbound::handle(&core, msg).await });
+            match tokio::time::timeout(ACTION_WAIT, job).await {
+                Ok(Ok(Ok(Some(text)))) => Answer::toast("info", &text),
+                Ok(Ok(Err(e))) => Answer::toast("error", &e.to_string()),
+                _ => Answer::toast("info", "Received."),
+            }
+        }
+        _ => Answer::Ack,
+    }
+}
+
+/// `im.message.receive_v1` → a text message (mentions removed), or files (image, file,
+/// a post with images; see `media`). Other kinds and messages from bots are ignored.
+fn message(event_id: &str, ev: &Value) -> Option<Inbound> {
+    if ev["sender"]["sender_type"].as_str().unwrap_or("user") != "user" {
+        return None;
+    }
+    let open_id = ev["sender"]["sender_id"]["open_id"].as_str()?;
+    let m = &ev["message"];
+    let content: Value = serde_json::from_str(m["content"].as_str()?).ok()?;
+    let kind = match m["message_type"].as_str()? {
+        "text" => {
+            let mut text = content["text"].as_str()?.to_string();
+            for mention in m["mentions"].as_array().into_iter().flatten() {
+                if let Some(key) = mention["key"].as_str().filter(|k| !k.is_empty()) {
+                    text = text.replace(key, "");
+                }
+            }
+            // Only the mentions go: the rest keeps its lines and spacing (code, lists).
+            InKind::Text(text.trim().to_string())
+        }
+        other => super::media::kind(other, m["message_id"].as_str()?, &content)?,
+    };
+    let chat_id = m["chat_id"].as_str()?;
+    let is_group = m["chat_type"] != "p2p";
+    Some(Inbound {
+        key: event_id.to_string(),
+        chat: InChat {
+            chat_id: chat_id.to_string(),
+            thread_id: None,
+            is_group,
+            title: if is_group {
+                format!("group {chat_id}")
+            } else {
+                format!("chat with {open_id}")
+            },
+        },
+        sender: Sender {
+            id: open_id.to_string(),
+            name: open_id.to_string(),
+        },
+        kind,
+    })
+}
+
+/// `card.action.trigger` → a decision on the approval the button names.
+fn action(event_id: &str, ev: &Value) -> Option<Inbound> {
+    let open_id = ev["operator"]["open_id"].as_str()?;
+    let value = &ev["action"]["value"];
+    // Some clients deliver the value as a JSON string.
+    let value = match value.as_str() {
+        Some(s) => serde_json::from_str(s).ok()?,
+        None => value.clone(),
+    };
+    let approval_id = tether_proto::ApprovalId::from(value["approval_id"].as_str()?);
+    let decision = match value["decision"].as_str()? {
+        "allow" => Decision::Allow,
+        "allow_always" => Decision::AllowAlways,
+        "deny" => Decision::Deny,
+        _ => return None,
+    };
+    let chat_id = ev["context"]["open_chat_id"].as_str()?;
+    Some(Inbound {
+        key: event_id.to_string(),
+        chat: InChat {
+            chat_id: chat_id.to_string(),
+            thread_id: None,
+            // The chat key of a per-user group conversation needs to know it is a group;
+            // card events do not say, so groups are recognised by the mapping lookup.
+            is_group: false,
+            title: String::new(),
+        },
+        sender: Sender {
+            id: open_id.to_string(),
+            name: open_id.to_string(),
+        },
+        kind: InKind::Decide {
+            approval_id,
+            decision,
+        },
+    })
+}
+
+pub(crate) async fn worker(core: SharedCore, mut rx: mpsc::UnboundedReceiver<Inbound>) {
+    let (lanes_tx, lanes_rx) = mpsc::unbounded_channel();
+    let handler = {
+        let core = core.clone();
+        move |msg: Inbound| {
+            let core = core.clone();
+            async move {
+                let key = msg.key.clone();
+                if let Err(e) = inbound::handle(&core, msg).await {
+                    tracing::warn!(channel = "feishu", event = key, "event failed: {e}");
+                }
+            }
+        }
+    };
+    tokio::spawn(crate::lanes::run_lanes(lanes_rx, handler));
+    while let Some(msg) = rx.recv().await {
+        let lane = msg.chat_key(core.group_mode);
+        let _ = lanes_tx.send((lane, msg));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_lose_their_mentions() {
+        let ev = json!({
+            "sender": {"sender_id": {"open_id": "ou_1"}, "sender_type": "user"},
+            "message": {"chat_id": "oc_9", "chat_type": "group", "message_type": "text",
+                        "content": "{\"text\":\"@_user_1  /status  \"}",
+                        "mentions": [{"key": "@_user_1", "name": "tether"}]}
+        });
+        let m = message("e1", &ev).unwrap_or_else(|| panic!("a message"));
+        assert_eq!(m.kind, InKind::Text("/status".into()));
+        assert!(m.chat.is_group);
+        assert_eq!(m.sender.id, "ou_1");
+        let bot = json!({"sender": {"sender_type": "app"}, "message": {}});
+        assert!(message("e2", &bot).is_none());
+    }
+
+    #[test]
+    fn card_actions_name_their_approval() {
+        let ev = json!({
+            "operator": {"open_id": "ou_1"},
+            "action": {"value": {"approval_id": "a1", "decision": "allow_always"}, "tag": "button"},
+            "context": {"open_message_id": "om_1", "open_chat_id": "oc_9"}
+        });
+        let m = action("e1", &ev).unwrap_or_else(|| panic!("an action"));
+        assert_eq!(
+            m.kind,
+            InKind::Decide {
+                approval_id: "a1".into(),
+                decision: Decision::AllowAlways
+            }
+        );
+        let bad = json!({"operator": {"open_id": "ou_1"}, "action": {"value": {"approval_id": "a1", "decision": "maybe"}}, "context": {"open_chat_id": "oc"}});
+        assert!(action("e2", &bad).is_none());
+    }
+}
