@@ -10,6 +10,7 @@
 
 pub mod channel;
 pub mod config;
+pub mod doctor;
 pub mod feishu;
 pub mod format;
 pub mod inbound;

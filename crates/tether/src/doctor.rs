@@ -50,6 +50,7 @@ pub async fn run(settings: &Settings) -> String {
     }
     let mut out = render(settings, &reports);
     out.push_str(&pool_report(settings).await);
+    out.push_str(&channel_report(settings).await);
     out.push_str(&settings_checks(settings));
     out
 }
@@ -264,6 +265,26 @@ fn render(settings: &Settings, reports: &[AgentReport]) -> String {
                 );
             }
         }
+    }
+    out
+}
+
+/// Each configured channel's credentials, tried against its platform.
+async fn channel_report(settings: &Settings) -> String {
+    let checks = tether_channels::doctor::check_credentials(&settings.channels).await;
+    if checks.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "
+channels:
+",
+    );
+    for c in checks {
+        let _ = match c.result {
+            Ok(ok) => writeln!(out, "  {:<10} ok: {ok}", c.channel),
+            Err(e) => writeln!(out, "  {:<10} FAILED: {e}", c.channel),
+        };
     }
     out
 }

@@ -435,3 +435,35 @@ async fn invalid_settings_stop_the_start_with_an_error_naming_the_key_or_variabl
         assert!(text(&out.stdout).is_empty(), "{}", text(&out.stdout));
     }
 }
+
+#[tokio::test]
+async fn doctor_tries_each_channels_credentials_against_its_platform() {
+    use tether_testkit::fake_feishu::{APP_ID, FakeFeishu};
+    use tether_testkit::fake_telegram::{BOT_TOKEN, FakeTelegram};
+    let (tg, fs) = (FakeTelegram::start().await, FakeFeishu::start().await);
+    let tables = |secret: &str| {
+        format!(
+            "[channels.telegram]\nbot_token = \"{BOT_TOKEN}\"\nbase_url = \"{}\"\n\n\
+             [channels.feishu]\napp_id = \"{APP_ID}\"\napp_secret = \"{secret}\"\n\
+             base_url = \"{}\"\n",
+            tg.base_url, fs.base_url
+        )
+    };
+    let home = Home::new("", &tables(tether_testkit::fake_feishu::APP_SECRET));
+    let report = text(&home.run(&["doctor"], &[]).await.stdout);
+    assert!(report.contains("telegram   ok: bot @"), "{report}");
+    assert!(
+        report.contains("feishu     ok: app cli_fake_app has a tenant access token; long connection endpoint answered"),
+        "{report}"
+    );
+    assert_eq!(
+        fs.ws_connections(),
+        0,
+        "doctor asks where, but does not connect"
+    );
+
+    let home = Home::new("", &tables("wrong-secret"));
+    let report = text(&home.run(&["doctor"], &[]).await.stdout);
+    assert!(report.contains("feishu     FAILED: "), "{report}");
+    assert!(report.contains("app secret invalid"), "{report}");
+}

@@ -72,7 +72,7 @@ impl Client {
         })
     }
 
-    async fn token(&self) -> Result<String, SendError> {
+    pub(crate) async fn token(&self) -> Result<String, SendError> {
         let mut cached = self.token.lock().await;
         if let Some((t, until)) = cached.as_ref()
             && Instant::now() < *until

@@ -52,6 +52,14 @@ impl Feishu {
     }
 }
 
+/// `tether doctor`: a tenant access token proves the app id and secret.
+pub(crate) async fn check(cfg: &FeishuConfig) -> Result<String, String> {
+    let client =
+        api::Client::new(&cfg.base_url, &cfg.app_id, &cfg.app_secret).map_err(|e| e.to_string())?;
+    client.token().await.map_err(|e| e.to_string())?;
+    Ok(format!("app {} has a tenant access token", cfg.app_id))
+}
+
 /// The decision's wire name in button values.
 pub fn decision_name(d: Decision) -> &'static str {
     match d {

@@ -93,6 +93,16 @@ impl Telegram {
 }
 
 /// `a:<approval id>:<y|a|n>` (at most 64 bytes for tether's 32-character ids).
+/// `tether doctor`: `getMe` proves the bot token (and says which bot it is).
+pub(crate) async fn check(cfg: &TelegramConfig) -> Result<String, String> {
+    let bot = Bot::new(&cfg.base_url, &cfg.bot_token).map_err(|e| e.to_string())?;
+    let me: api::User = bot
+        .call("getMe", &json!({}), CALL_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(format!("bot {} answers", me.display()))
+}
+
 pub fn callback_data(approval_id: &str, d: Decision) -> String {
     let c = match d {
         Decision::Allow => 'y',
