@@ -9,9 +9,11 @@
 mod config;
 mod config_channels;
 mod config_server;
+mod config_slack;
 mod daemon_record;
 mod datadir;
 mod doctor;
+mod doctor_slack;
 mod mcp_cmd;
 mod pair;
 mod paths;
