@@ -240,6 +240,47 @@ async fn slack_dms_and_mentioned_threads_are_conversations_replying_in_their_thr
         "code block kept whole"
     );
 
+    // Progress: one status message, edited in place at most once per interval (300 ms).
+    let before = sl.shown("D1").len();
+    say(sl, "D1", ALICE, "stream 20 100", "100.000005", None);
+    sl.wait("the streamed turn ends", |f| {
+        f.shown("D1")
+            .into_iter()
+            .skip(before)
+            .find(|m| m.text().contains("Done"))
+    })
+    .await;
+    let status = sl
+        .shown("D1")
+        .into_iter()
+        .skip(before)
+        .find(|m| m.text().contains("Done"))
+        .unwrap();
+    let edits: Vec<(Instant, String)> = sl
+        .calls()
+        .into_iter()
+        .filter(|c| c.method == "chat.update" && c.body["ts"] == status.ts.as_str())
+        .map(|c| {
+            (
+                c.at,
+                c.body["text"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let working: Vec<&(Instant, String)> =
+        edits.iter().filter(|e| e.1.contains("Working")).collect();
+    assert!(
+        !working.is_empty(),
+        "progress shown while it streams: {edits:?}"
+    );
+    // Throttled: far fewer edits than the 20 chunks, at most about one per interval.
+    let span = working.last().unwrap().0 - working[0].0;
+    assert!(
+        working.len() as u128 <= 2 + span.as_millis() / 250 && working.len() < 20,
+        "throttled: {} edits in {span:?}",
+        working.len()
+    );
+
     // The slash command: in a DM it acts on the DM conversation...
     sl.push("slash_commands", sl.slash("D1", ALICE, "status"));
     sl.wait_shown("D1", "queue:").await;

@@ -489,7 +489,7 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
     let inbound = log.lock().unwrap().inbound.clone();
     eprintln!(
         "crash loop: {} kills in {:.1?} (restarts {in_restart:.1?}, checks {in_checks:.1?}), \
-         {} messages accepted by the API, {} sent in Telegram chats",
+         {} messages accepted by the API, {} sent in the Telegram and Slack chats",
         kills.len(),
         started.elapsed(),
         accepted.len(),
