@@ -48,6 +48,8 @@ pub struct Shown {
     pub fallback: String,
     pub blocks: Value,
     pub updates: u32,
+    /// Files shared into the chat with this message (`files.completeUploadExternal`).
+    pub files: Vec<String>,
 }
 
 impl Shown {
@@ -127,6 +129,10 @@ struct Inner {
     ephemerals: Vec<Ephemeral>,
     next_ts: u64,
     next_event: u64,
+    /// Files people shared, served at `/files/{id}` to the bot token.
+    hosted: std::collections::HashMap<String, Vec<u8>>,
+    /// Uploads by file id: (name, bytes once POSTed to the upload URL).
+    uploads: std::collections::HashMap<String, (String, Option<Vec<u8>>)>,
     /// The next calls of a method answer 429 with this `Retry-After`.
     rate_limited: Vec<(String, u64)>,
     socket: Socket,
@@ -138,6 +144,7 @@ type Shared = Arc<Mutex<Inner>>;
 struct App {
     inner: Shared,
     ws_url: String,
+    origin: String,
 }
 
 /// The running fake (stops when dropped).
@@ -167,7 +174,21 @@ async fn web_api(
     headers: HeaderMap,
     body: String,
 ) -> Response {
-    let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let form = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("application/x-www-form-urlencoded"));
+    let body: Value = if form {
+        let url = reqwest::Url::parse(&format!("http://x/?{body}"))
+            .unwrap_or_else(|e| panic!("form: {e}"));
+        Value::Object(
+            url.query_pairs()
+                .map(|(k, v)| (k.into_owned(), Value::String(v.into_owned())))
+                .collect(),
+        )
+    } else {
+        serde_json::from_str(&body).unwrap_or(Value::Null)
+    };
     let token = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
@@ -198,7 +219,7 @@ async fn web_api(
     let reply = if token != wanted {
         fail("invalid_auth")
     } else {
-        answer(&mut g, &app.ws_url, &method, &body)
+        answer(&mut g, &app, &method, &body)
     };
     g.calls.push(Call {
         method,
@@ -221,12 +242,51 @@ fn blocks_ok(blocks: &Value) -> bool {
     })
 }
 
-fn answer(g: &mut Inner, ws_url: &str, method: &str, body: &Value) -> Value {
+fn answer(g: &mut Inner, app: &App, method: &str, body: &Value) -> Value {
     let s = |v: &Value| v.as_str().map(str::to_string);
     match method {
         "auth.test" => json!({"ok": true, "team": "Fake Team", "team_id": "T0FAKE",
                               "user_id": BOT_USER, "bot_id": "B0FAKE"}),
-        "apps.connections.open" => json!({"ok": true, "url": ws_url}),
+        "apps.connections.open" => json!({"ok": true, "url": app.ws_url}),
+        "files.getUploadURLExternal" => {
+            let (Some(name), Some(_)) = (s(&body["filename"]), s(&body["length"])) else {
+                return fail("invalid_arguments");
+            };
+            g.next_ts += 1;
+            let id = format!("F{:06}", g.next_ts);
+            g.uploads.insert(id.clone(), (name, None));
+            json!({"ok": true, "file_id": id, "upload_url": format!("{}/upload/{id}", app.origin)})
+        }
+        "files.completeUploadExternal" => {
+            let Some(channel) = s(&body["channel_id"]) else {
+                return fail("invalid_arguments");
+            };
+            let ids: Vec<String> = body["files"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|f| s(&f["id"]))
+                .collect();
+            if ids.is_empty()
+                || ids
+                    .iter()
+                    .any(|id| !matches!(g.uploads.get(id), Some((_, Some(_)))))
+            {
+                return fail("file_not_found");
+            }
+            g.next_ts += 1;
+            let ts = format!("1700000000.{:06}", g.next_ts);
+            g.shown.push(Shown {
+                ts,
+                channel,
+                thread_ts: s(&body["thread_ts"]),
+                fallback: s(&body["initial_comment"]).unwrap_or_default(),
+                blocks: Value::Null,
+                updates: 0,
+                files: ids.clone(),
+            });
+            json!({"ok": true, "files": ids.iter().map(|id| json!({"id": id})).collect::<Vec<_>>()})
+        }
         "chat.postMessage" => {
             let Some(channel) = s(&body["channel"]) else {
                 return fail("channel_not_found");
@@ -243,6 +303,7 @@ fn answer(g: &mut Inner, ws_url: &str, method: &str, body: &Value) -> Value {
                 fallback: s(&body["text"]).unwrap_or_default(),
                 blocks: body["blocks"].clone(),
                 updates: 0,
+                files: Vec::new(),
             });
             json!({"ok": true, "channel": channel, "ts": ts})
         }
@@ -275,6 +336,32 @@ fn answer(g: &mut Inner, ws_url: &str, method: &str, body: &Value) -> Value {
             json!({"ok": true, "message_ts": "1700000000.999999"})
         }
         _ => fail("unknown_method"),
+    }
+}
+
+async fn upload(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> StatusCode {
+    match lock(&app.inner).uploads.get_mut(&id) {
+        Some(u) => {
+            u.1 = Some(body.to_vec());
+            StatusCode::OK
+        }
+        None => StatusCode::NOT_FOUND,
+    }
+}
+
+async fn hosted(State(app): State<App>, Path(id): Path<String>, headers: HeaderMap) -> Response {
+    let auth = headers.get("authorization").and_then(|v| v.to_str().ok());
+    if auth != Some(&format!("Bearer {BOT_TOKEN}")) {
+        // Slack answers an unauthorised file request with its sign-in page.
+        return ([("content-type", "text/html")], "<html>sign in</html>").into_response();
+    }
+    match lock(&app.inner).hosted.get(&id) {
+        Some(bytes) => bytes.clone().into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
     }
 }
 
@@ -353,9 +440,12 @@ impl FakeSlack {
         let app = App {
             inner: inner.clone(),
             ws_url: format!("ws://{addr}/link/?ticket=fake"),
+            origin: format!("http://{addr}"),
         };
         let router = axum::Router::new()
             .route("/api/{method}", post(web_api))
+            .route("/upload/{id}", post(upload))
+            .route("/files/{id}", get(hosted))
             .route("/link/", get(link))
             .with_state(app);
         let server = tokio::spawn(async move {
@@ -445,6 +535,40 @@ impl FakeSlack {
             .iter()
             .filter(|m| m.text().contains(needle))
             .count()
+    }
+
+    /// Hosts a file a person shares; returns its `url_private_download`.
+    pub fn host_file(&self, id: &str, bytes: &[u8]) -> String {
+        self.lock().hosted.insert(id.to_string(), bytes.to_vec());
+        format!("{}/files/{id}", self.base_url.trim_end_matches("/api"))
+    }
+
+    /// An upload's name and bytes, once complete.
+    pub fn uploaded(&self, file_id: &str) -> Option<(String, Vec<u8>)> {
+        let g = self.lock();
+        let (name, bytes) = g.uploads.get(file_id)?;
+        Some((name.clone(), bytes.clone()?))
+    }
+
+    /// A `file_share` message: `files` as `(id, name, mimetype, url)`.
+    pub fn file_message(
+        &self,
+        channel: &str,
+        user: &str,
+        caption: &str,
+        ts: &str,
+        files: &[(&str, &str, &str, &str)],
+    ) -> Value {
+        let mut body = self.message(channel, user, caption, ts, None);
+        body["event"]["subtype"] = json!("file_share");
+        body["event"]["files"] = files
+            .iter()
+            .map(|(id, name, mime, url)| {
+                json!({"id": id, "name": name, "mimetype": mime, "url_private": url,
+                       "url_private_download": url})
+            })
+            .collect();
+        body
     }
 
     // --- Socket Mode ---

@@ -617,3 +617,88 @@ async fn slack_doctor_checks_the_credentials() {
     let out = doctor().await;
     assert!(out.contains("slack: ERROR: app-level token"), "{out}");
 }
+
+const PNG_1X1: &[u8] = &[
+    0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0x0d, b'I', b'H', b'D', b'R', 0, 0, 0,
+    1, 0, 0, 0, 1, 8, 6, 0, 0, 0, 0x1f, 0x15, 0xc4, 0x89, 0, 0, 0, 0x0a, b'I', b'D', b'A', b'T',
+    0x78, 0x9c, 0x63, 0, 1, 0, 0, 5, 0, 1, 0x0d, 0x0a, 0x2d, 0xb4, 0, 0, 0, 0, b'I', b'E', b'N',
+    b'D', 0xae, 0x42, 0x60, 0x82,
+];
+
+#[tokio::test]
+async fn slack_files_reach_the_agent_only_from_slack_and_file_shares_them_into_the_chat() {
+    let s = start("socket").await;
+    let (sl, d) = (&s.sl, &s.d);
+    let url = sl.host_file("F1", PNG_1X1);
+    sl.push(
+        "events_api",
+        sl.file_message(
+            "D1",
+            ALICE,
+            "what is on it?",
+            "950.000001",
+            &[("F1", "chart.png", "image/png", &url)],
+        ),
+    );
+    let shown = sl.wait_shown("D1", "echo: what is on it?").await;
+    assert!(
+        shown.text().contains(".tether/attachments/"),
+        "{}",
+        shown.text()
+    );
+    let dir = d.work_dir().join(".tether/attachments");
+    let copy = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().ends_with("chart.png"))
+        .expect("the file's copy");
+    assert_eq!(std::fs::read(copy.path()).unwrap(), PNG_1X1);
+
+    // A file URL elsewhere never gets the bot token: refused, the caption still goes.
+    sl.push(
+        "events_api",
+        sl.file_message(
+            "D1",
+            ALICE,
+            "and this one",
+            "950.000002",
+            &[(
+                "F2",
+                "secret.txt",
+                "text/plain",
+                "http://127.0.0.1:9/files/F2",
+            )],
+        ),
+    );
+    let refused = sl.wait_shown("D1", "attachment_unavailable").await;
+    assert!(refused.text().contains("secret.txt"), "{}", refused.text());
+    sl.wait_shown("D1", "echo: and this one").await;
+
+    // `/file` uploads the file and shares it into the chat (into the thread in a channel).
+    std::fs::write(d.work_dir().join("report.txt"), b"all green\n").unwrap();
+    say(sl, "D1", ALICE, "/file report.txt", "950.000003", None);
+    let shared = sl
+        .wait("a shared file", |f| {
+            f.shown("D1").into_iter().find(|m| !m.files.is_empty())
+        })
+        .await;
+    let (name, bytes) = sl.uploaded(&shared.files[0]).unwrap();
+    assert_eq!(
+        (name.as_str(), bytes.as_slice()),
+        ("report.txt", &b"all green\n"[..])
+    );
+    say(
+        sl,
+        "C1",
+        ALICE,
+        &format!("<@{BOT_USER}> /file report.txt"),
+        "960.000001",
+        None,
+    );
+    let shared = sl
+        .wait("a file shared in the thread", |f| {
+            f.shown("C1").into_iter().find(|m| !m.files.is_empty())
+        })
+        .await;
+    assert_eq!(shared.thread_ts.as_deref(), Some("960.000001"));
+}

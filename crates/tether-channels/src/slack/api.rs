@@ -63,18 +63,49 @@ impl Client {
         self.call_with(&self.bot_token, method, body).await
     }
 
+    pub(super) fn base(&self) -> &str {
+        &self.base
+    }
+
+    pub(super) fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    pub(super) fn bot_token(&self) -> &str {
+        &self.bot_token
+    }
+
     async fn call_with(&self, token: &str, method: &str, body: &Value) -> Result<Value, SendError> {
-        let resp = self
+        let req = self
             .http
             .post(format!("{}/{method}", self.base))
             .bearer_auth(token)
-            .json(body)
-            .send()
-            .await
-            .map_err(|e| SendError::Retry {
-                after: None,
-                reason: format!("{method}: {e}"),
-            })?;
+            .json(body);
+        self.finish(method, req).await
+    }
+
+    /// Calls a method that takes form fields (the file upload methods).
+    pub async fn call_form(
+        &self,
+        method: &str,
+        fields: &[(&str, &str)],
+    ) -> Result<Value, SendError> {
+        let body = serde_urlencoded::to_string(fields)
+            .map_err(|e| SendError::Permanent(format!("{method}: {e}")))?;
+        let req = self
+            .http
+            .post(format!("{}/{method}", self.base))
+            .bearer_auth(&self.bot_token)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body);
+        self.finish(method, req).await
+    }
+
+    async fn finish(&self, method: &str, req: reqwest::RequestBuilder) -> Result<Value, SendError> {
+        let resp = req.send().await.map_err(|e| SendError::Retry {
+            after: None,
+            reason: format!("{method}: {e}"),
+        })?;
         let status = resp.status().as_u16();
         let after = resp
             .headers()

@@ -5,7 +5,7 @@
 //!   channel) belongs to the one DM conversation, whatever thread it is in; in a channel a
 //!   message belongs to a thread (`thread_ts`, or its own `ts` when it starts one) and
 //!   counts only when it mentions the app or continues a thread tether already serves.
-//!   Bot messages, edits and other subtypes are ignored.
+//!   Bot messages, edits and other subtypes are ignored; a `file_share` brings files.
 //! - `block_actions` from an approval button: a decision on the approval it names.
 //! - the `/tether` slash command: `/tether new codex fix it` is `/new codex fix it`.
 
@@ -89,9 +89,10 @@ pub fn message(body: &Value, bot_user: Option<&str>) -> Option<Message> {
     if !matches!(kind, "message" | "app_mention") {
         return None;
     }
-    // Edits, joins, bot messages (tether's own included): not a person talking.
-    if ev.get("subtype").is_some_and(|s| !s.is_null())
-        || ev.get("bot_id").is_some_and(|b| !b.is_null())
+    // Edits, joins, bot messages (tether's own included): not a person talking. A
+    // message with files is `file_share`.
+    let subtype = ev["subtype"].as_str();
+    if subtype.is_some_and(|s| s != "file_share") || ev.get("bot_id").is_some_and(|b| !b.is_null())
     {
         return None;
     }
@@ -117,7 +118,13 @@ pub fn message(body: &Value, bot_user: Option<&str>) -> Option<Message> {
             key: format!("{channel}:{ts}"),
             chat: chat(channel, Some(thread), user),
             sender: sender(user),
-            kind: InKind::Text(unescape(text.trim())),
+            kind: match super::files::in_files(ev) {
+                files if files.is_empty() => InKind::Text(unescape(text.trim())),
+                files => InKind::Files {
+                    caption: unescape(text.trim()),
+                    files,
+                },
+            },
         },
     })
 }

@@ -11,6 +11,7 @@
 mod api;
 pub mod blocks;
 pub mod events;
+pub mod files;
 mod intake;
 mod socket;
 pub(crate) mod webhook;
@@ -19,9 +20,10 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::{Value, json};
 
-use crate::channel::{Address, Capabilities, Channel, OutMessage, SendError};
+use crate::channel::{Address, Capabilities, Channel, FetchError, OutMessage, SendError};
 use crate::config::{SlackConfig, SlackMode};
 use crate::core::SharedCore;
+use crate::inbound::InFile;
 
 pub use api::Identity;
 
@@ -133,6 +135,29 @@ impl Channel for Slack {
         });
         self.client.call("chat.update", &body).await?;
         Ok(())
+    }
+
+    async fn send_file(
+        &self,
+        to: &Address,
+        msg: &OutMessage,
+        bytes: Vec<u8>,
+        _key: &str,
+    ) -> Result<String, SendError> {
+        let Some(file) = &msg.file else {
+            return Err(SendError::Permanent("no file to send".to_owned()));
+        };
+        // The caption is the file name: the file shows it already.
+        let comment = if msg.text == file.name {
+            ""
+        } else {
+            msg.text.as_str()
+        };
+        self.client.upload(to, &file.name, comment, bytes).await
+    }
+
+    async fn fetch(&self, file: &InFile, limit: u64) -> Result<Vec<u8>, FetchError> {
+        self.client.download(file, limit).await
     }
 }
 
