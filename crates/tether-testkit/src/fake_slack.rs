@@ -599,6 +599,19 @@ impl FakeSlack {
         id
     }
 
+    /// Sends a frame as it is (junk, or an envelope without an id).
+    pub fn push_raw(&self, text: &str) {
+        let g = self.lock();
+        if let Some(conn) = &g.socket.conn {
+            let _ = conn.send(ToSocket::Text(text.to_string()));
+        }
+    }
+
+    /// Envelopes sent and not acknowledged yet.
+    pub fn unacked(&self) -> Vec<Value> {
+        self.lock().socket.unacked.clone()
+    }
+
     pub fn acked(&self, envelope_id: &str) -> bool {
         self.lock().socket.acked.iter().any(|a| a == envelope_id)
     }
