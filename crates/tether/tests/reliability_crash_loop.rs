@@ -625,9 +625,10 @@ async fn check_slack_results(
         .filter(|t| t["status"] == "completed")
         .map(|t| t["input"].as_str().unwrap().to_string())
         .collect();
+    // Plain messages from the API (`m…`) and every message from the person (`s…`).
     let texts = accepted
         .iter()
-        .filter(|a| a.conv == c.index)
+        .filter(|a| a.conv == c.index && a.text.starts_with('m'))
         .map(|a| a.text.clone())
         .chain(
             inbound
@@ -635,7 +636,7 @@ async fn check_slack_results(
                 .filter(|(i, _)| *i == c.index)
                 .map(|(_, t)| t.clone()),
         )
-        .filter(|t| (t.starts_with('m') || t.starts_with('s')) && completed.contains(t));
+        .filter(|t| completed.contains(t));
     let posts: Vec<(Instant, String)> = sl
         .calls()
         .into_iter()
