@@ -291,6 +291,12 @@ async fn slack_dms_and_mentioned_threads_are_conversations_replying_in_their_thr
     assert_eq!(anchor.thread_ts, None);
     assert_eq!(r.thread_ts.as_deref(), Some(anchor.ts.as_str()));
 
+    // A stranger's slash command in a channel posts nothing there: pairing is in a DM.
+    sl.push("slash_commands", sl.slash("C1", CAROL, "new codex spam"));
+    let answer = wait_ephemeral(sl, CAROL, 1).await;
+    assert!(answer.contains("does not know you"), "{answer}");
+    assert_eq!(sl.count_shown("C1", "spam"), 0);
+
     // Every message was handled once: three channel conversations and the DM.
     assert_eq!(conversations(d).await.len(), 4);
     assert_eq!(sl.count_shown("C1", "echo: first thread"), 1);

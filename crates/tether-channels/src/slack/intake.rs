@@ -246,6 +246,21 @@ async fn command(intake: Intake, c: SlashCommand, journal: String) {
     let thread = if events::is_dm(&c.channel) {
         None
     } else {
+        // A stranger cannot make tether post in a channel: pairing happens in a DM.
+        let core = &intake.core;
+        let allowed = core.allowed_users.contains(&c.user)
+            || core
+                .store
+                .channel_user_allowed(core.name(), &c.user)
+                .await
+                .unwrap_or(false);
+        if !allowed {
+            let why = "🔒 This tether does not know you yet: send the app a direct message \
+                       to get a pairing code.";
+            let _ = intake.slack.ephemeral(&c.channel, &c.user, None, why).await;
+            handled(core, &journal).await;
+            return;
+        }
         let anchor = format!(
             "<@{}> started a tether thread: `/tether {}`",
             c.user,
