@@ -38,14 +38,17 @@ pub(crate) async fn run(intake: Intake, slack: Arc<Slack>, app_token: String) {
     let mut wait = MIN_WAIT;
     loop {
         match connect_once(&intake, &slack, &app_token).await {
+            // Slack rotates connections; `link_disabled` (Socket Mode turned off for the
+            // app) keeps backing off instead of asking again at once.
             Ok(Ended::Refresh(reason)) => {
                 tracing::info!(
                     channel = "slack",
                     reason,
                     "socket mode: reconnecting as asked"
                 );
-                wait = MIN_WAIT;
-                continue;
+                if reason != "link_disabled" {
+                    wait = MIN_WAIT;
+                }
             }
             Ok(Ended::Dropped(why)) => {
                 tracing::warn!(channel = "slack", "socket mode connection lost: {why}");
@@ -112,22 +115,28 @@ async fn connect_once(intake: &Intake, slack: &Slack, app_token: &str) -> Result
                 let reason = envelope["reason"].as_str().unwrap_or("unknown").to_string();
                 return Ok(Ended::Refresh(reason));
             }
-            "events_api" => Delivery::Event,
-            "interactive" => Delivery::Interactive,
-            "slash_commands" => Delivery::Command,
+            "events_api" => Some(Delivery::Event),
+            "interactive" => Some(Delivery::Interactive),
+            "slash_commands" => Some(Delivery::Command),
             other => {
                 tracing::debug!(
                     channel = "slack",
                     kind = other,
                     "socket mode: envelope ignored"
                 );
-                Delivery::Event
+                None
             }
         };
         let Some(id) = envelope["envelope_id"].as_str() else {
             continue;
         };
-        match intake.accept(kind, &envelope["payload"]).await {
+        // An envelope tether does not act on is acknowledged all the same (else Slack
+        // would send it again and again).
+        let recorded = match kind {
+            Some(kind) => intake.accept(kind, &envelope["payload"]).await,
+            None => Ok(()),
+        };
+        match recorded {
             Ok(()) => {
                 let ack = json!({ "envelope_id": id }).to_string();
                 if let Err(e) = ws.send(Frame::Text(ack.into())).await {
