@@ -373,6 +373,18 @@ async fn slack_buttons_resolve_exactly_their_approval_update_it_and_stale_ones_a
         })
     })
     .await;
+
+    // `/stop` as a plain message in the thread cancels its running turn.
+    say(sl, "C1", ALICE, "hang", "500.000002", Some("500.000001"));
+    sl.wait("the hanging turn runs", |f| {
+        f.shown("C1")
+            .into_iter()
+            .rfind(|m| m.thread_ts.as_deref() == Some("500.000001") && m.text().contains("Working"))
+    })
+    .await;
+    say(sl, "C1", ALICE, "/stop", "500.000003", Some("500.000001"));
+    let cancelled = sl.wait_shown("C1", "The turn was cancelled").await;
+    assert_eq!(cancelled.thread_ts.as_deref(), Some("500.000001"));
 }
 
 #[tokio::test]
