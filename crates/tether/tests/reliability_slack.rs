@@ -339,3 +339,47 @@ fn hostile_socket_mode_envelopes_are_acknowledged_or_ignored_and_the_socket_stay
     let _guard = rt.enter();
     drop(d);
 }
+
+#[tokio::test]
+async fn slack_secrets_never_reach_the_logs_or_the_api() {
+    let sl = FakeSlack::start().await;
+    let d = Daemon::start(DaemonOptions {
+        extra_config: sl.config("socket", &[ANN], ""),
+        capture_stderr: true,
+        log_filter: "debug".to_string(),
+        ..Default::default()
+    })
+    .await;
+    sl.wait_connections(1).await;
+    // A message, a failed send that is retried, a dropped socket, a stranger.
+    sl.rate_limit("chat.postMessage", 1, 1);
+    sl.push(
+        "events_api",
+        sl.message("D1", ANN, "tell me a secret", "1.000001", None),
+    );
+    sl.wait_shown("D1", "echo: tell me a secret").await;
+    sl.drop_socket();
+    sl.wait_connections(2).await;
+    sl.push(
+        "events_api",
+        sl.message("D2", "UEVE", "let me in", "2.000001", None),
+    );
+    sl.wait_shown("D2", "pairing code").await;
+    let mut seen = format!("{}\n{}", d.stderr_log(), d.stdout_log());
+    for path in [
+        "/api/v1/conversations",
+        "/api/v1/pairings?all=true",
+        "/api/openapi.json",
+    ] {
+        seen.push_str(&d.get_ok(path).await.to_string());
+    }
+    assert!(seen.contains("slack"), "the logs were captured");
+    for secret in [
+        fake_slack::BOT_TOKEN,
+        fake_slack::APP_TOKEN,
+        SIGNING_SECRET,
+        "ticket=fake",
+    ] {
+        assert!(!seen.contains(secret), "{secret} leaked");
+    }
+}
