@@ -89,7 +89,9 @@ async fn approve(
 /// whether or not a channel is configured: a webhook that is off answers 404).
 #[derive(utoipa::OpenApi)]
 #[openapi(
-    paths(list, approve, crate::telegram::updates::hook, crate::feishu::webhook::hook),
+    paths(list, approve, crate::telegram::updates::hook, crate::feishu::webhook::hook,
+        crate::slack::webhook::hook
+    ),
     components(schemas(pairing::PairingView)),
     tags(
         (name = "pairings", description = "Pairing codes of unknown channel senders"),

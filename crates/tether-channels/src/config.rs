@@ -94,6 +94,43 @@ impl std::fmt::Debug for FeishuConfig {
     }
 }
 
+/// How Slack events reach tether.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SlackMode {
+    /// Socket Mode: a WebSocket tether opens with the app-level token (no public URL).
+    #[default]
+    Socket,
+    /// The Events API: Slack POSTs to `/hooks/slack`, signed with the signing secret.
+    Events,
+}
+
+#[derive(Clone)]
+pub struct SlackConfig {
+    /// The bot token (`xoxb-…`) for the Web API.
+    pub bot_token: String,
+    /// The app-level token (`xapp-…`, scope `connections:write`): Socket Mode.
+    pub app_token: Option<String>,
+    /// The signing secret: checks every request to `/hooks/slack` (Events API mode).
+    pub signing_secret: Option<String>,
+    /// Web API base, e.g. `https://slack.com/api` (the method name is appended).
+    pub base_url: String,
+    pub mode: SlackMode,
+    /// Slack user ids (`U…`) allowed without pairing.
+    pub allowed_users: BTreeSet<String>,
+    pub group_mode: GroupMode,
+}
+
+impl std::fmt::Debug for SlackConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlackConfig")
+            .field("base_url", &self.base_url)
+            .field("mode", &self.mode)
+            .field("allowed_users", &self.allowed_users)
+            .field("group_mode", &self.group_mode)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Delivery tuning shared by the channels.
 #[derive(Debug, Clone, Copy)]
 pub struct Tuning {
@@ -125,5 +162,6 @@ impl Default for Tuning {
 pub struct ChannelsConfig {
     pub telegram: Option<TelegramConfig>,
     pub feishu: Option<FeishuConfig>,
+    pub slack: Option<SlackConfig>,
     pub tuning: Tuning,
 }

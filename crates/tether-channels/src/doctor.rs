@@ -1,6 +1,7 @@
 //! Credential checks for `tether doctor`: one harmless call per configured channel that
 //! proves its credentials work, sending nothing to anyone (Telegram `getMe`; Feishu a
-//! tenant token and, on the long connection, the socket's endpoint).
+//! tenant token and, on the long connection, the socket's endpoint; Slack `auth.test` and,
+//! in Socket Mode, `apps.connections.open` for the app-level token).
 
 use std::time::Duration;
 
@@ -37,8 +38,17 @@ pub async fn check_credentials(cfg: &ChannelsConfig) -> Vec<CredentialCheck> {
             None => None,
         }
     };
-    let (t, f) = tokio::join!(telegram, feishu);
-    [t, f].into_iter().flatten().collect()
+    let slack = async {
+        match &cfg.slack {
+            Some(sc) => Some(CredentialCheck {
+                channel: "slack",
+                result: bounded(crate::slack::check(sc)).await,
+            }),
+            None => None,
+        }
+    };
+    let (t, f, s) = tokio::join!(telegram, feishu, slack);
+    [t, f, s].into_iter().flatten().collect()
 }
 
 async fn bounded(

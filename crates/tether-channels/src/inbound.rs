@@ -302,6 +302,7 @@ fn label(channel: &str) -> &str {
     match channel {
         "telegram" => "Telegram",
         "feishu" => "Feishu",
+        "slack" => "Slack",
         other => other,
     }
 }

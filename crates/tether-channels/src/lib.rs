@@ -1,4 +1,4 @@
-//! tether-channels: Telegram and Feishu (Lark) adapters. Inbound messages are verified,
+//! tether-channels: Telegram, Feishu (Lark) and Slack adapters. Inbound messages are verified,
 //! deduplicated and normalized, then handed to the same router as the web API
 //! ([`tether_runtime::Runtime::send_message`]); what the agents do comes back as events,
 //! which are turned into outbox rows and delivered by a durable, per-chat ordered,
@@ -17,6 +17,7 @@ pub mod inbound;
 pub mod pairing;
 pub mod progress;
 pub mod render;
+pub mod slack;
 pub mod telegram;
 
 mod api;
@@ -36,7 +37,8 @@ use tether_runtime::Runtime;
 use tether_store::Store;
 
 pub use config::{
-    ChannelsConfig, FeishuConfig, FeishuMode, GroupMode, TelegramConfig, TelegramMode, Tuning,
+    ChannelsConfig, FeishuConfig, FeishuMode, GroupMode, SlackConfig, SlackMode, TelegramConfig,
+    TelegramMode, Tuning,
 };
 pub use error::ChannelError;
 
@@ -121,6 +123,28 @@ impl Channels {
                     tracing::info!("feishu channel started (long connection, no public URL)")
                 }
             }
+        }
+        if let Some(sc) = &cfg.slack {
+            let sl =
+                Arc::new(slack::Slack::new(sc).map_err(|e| ChannelError::Platform(e.to_string()))?);
+            let core = Core::new(
+                sl.clone(),
+                runtime.clone(),
+                store.clone(),
+                sc.allowed_users.clone(),
+                sc.group_mode,
+                cfg.tuning,
+                slack::blocks::units,
+            )
+            .await?;
+            tasks.extend(spawn_delivery(&core));
+            let started = slack::start(core.clone(), sl, sc);
+            tasks.extend(started.tasks);
+            if let Some(h) = started.hook {
+                hooks = hooks.merge(h);
+            }
+            cores.insert("slack", core);
+            tracing::info!(mode = ?sc.mode, "slack channel started");
         }
         let api = api::pairing_routes(store, Arc::new(cores));
         Ok(Channels { tasks, hooks, api })

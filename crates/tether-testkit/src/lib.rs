@@ -4,6 +4,7 @@
 
 mod daemon;
 pub mod fake_feishu;
+pub mod fake_slack;
 pub mod fake_telegram;
 pub mod mock_model;
 pub mod real_agents;

@@ -37,6 +37,7 @@ use tether_channels::{
 pub struct ChannelsFile {
     pub telegram: Option<TelegramFile>,
     pub feishu: Option<FeishuFile>,
+    pub slack: Option<crate::config_slack::SlackFile>,
     /// At most one progress edit per turn per this many milliseconds (default 3000).
     pub progress_interval_ms: Option<u64>,
     /// First retry delay of a failed send (default 1000), doubled per attempt.
@@ -121,7 +122,7 @@ pub struct FeishuFile {
     pub group_mode: Option<String>,
 }
 
-fn required(section: &str, key: &str, value: Option<String>) -> Result<String> {
+pub(crate) fn required(section: &str, key: &str, value: Option<String>) -> Result<String> {
     match value.map(|v| v.trim().to_string()) {
         Some(v) if !v.is_empty() => Ok(v),
         _ => bail!("[channels.{section}] needs `{key}`"),
@@ -129,7 +130,12 @@ fn required(section: &str, key: &str, value: Option<String>) -> Result<String> {
 }
 
 /// An optional URL key: absent gives `default`; present must be an http(s) URL.
-fn http_url(section: &str, key: &str, value: Option<String>, default: &str) -> Result<String> {
+pub(crate) fn http_url(
+    section: &str,
+    key: &str,
+    value: Option<String>,
+    default: &str,
+) -> Result<String> {
     let Some(text) = value else {
         return Ok(default.to_owned());
     };
@@ -146,7 +152,7 @@ fn http_url(section: &str, key: &str, value: Option<String>, default: &str) -> R
     }
 }
 
-fn group_mode(section: &str, value: Option<&str>) -> Result<GroupMode> {
+pub(crate) fn group_mode(section: &str, value: Option<&str>) -> Result<GroupMode> {
     Ok(match value.unwrap_or("chat") {
         "chat" => GroupMode::Chat,
         "user" => GroupMode::User,
@@ -156,7 +162,7 @@ fn group_mode(section: &str, value: Option<&str>) -> Result<GroupMode> {
     })
 }
 
-fn users(list: &[UserId]) -> BTreeSet<String> {
+pub(crate) fn users(list: &[UserId]) -> BTreeSet<String> {
     list.iter()
         .map(UserId::text)
         .filter(|u| !u.is_empty())
@@ -256,6 +262,7 @@ pub fn resolve(file: Option<ChannelsFile>) -> Result<ChannelsConfig> {
     Ok(ChannelsConfig {
         telegram: f.telegram.map(telegram).transpose()?,
         feishu: f.feishu.map(feishu).transpose()?,
+        slack: f.slack.map(crate::config_slack::slack).transpose()?,
         tuning,
     })
 }

@@ -282,8 +282,8 @@ channels:
     );
     for c in checks {
         let _ = match c.result {
-            Ok(ok) => writeln!(out, "  {:<10} ok: {ok}", c.channel),
-            Err(e) => writeln!(out, "  {:<10} FAILED: {e}", c.channel),
+            Ok(ok) => writeln!(out, "  {}: ok: {ok}", c.channel),
+            Err(e) => writeln!(out, "  {}: ERROR: {e}", c.channel),
         };
     }
     out

@@ -9,6 +9,7 @@
 mod config;
 mod config_channels;
 mod config_server;
+mod config_slack;
 mod daemon_record;
 mod datadir;
 mod doctor;

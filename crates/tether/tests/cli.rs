@@ -451,9 +451,9 @@ async fn doctor_tries_each_channels_credentials_against_its_platform() {
     };
     let home = Home::new("", &tables(tether_testkit::fake_feishu::APP_SECRET));
     let report = text(&home.run(&["doctor"], &[]).await.stdout);
-    assert!(report.contains("telegram   ok: bot @"), "{report}");
+    assert!(report.contains("telegram: ok: bot @"), "{report}");
     assert!(
-        report.contains("feishu     ok: app cli_fake_app has a tenant access token; long connection endpoint answered"),
+        report.contains("feishu: ok: app cli_fake_app has a tenant access token; long connection endpoint answered"),
         "{report}"
     );
     assert_eq!(
@@ -464,6 +464,6 @@ async fn doctor_tries_each_channels_credentials_against_its_platform() {
 
     let home = Home::new("", &tables("wrong-secret"));
     let report = text(&home.run(&["doctor"], &[]).await.stdout);
-    assert!(report.contains("feishu     FAILED: "), "{report}");
+    assert!(report.contains("feishu: ERROR: "), "{report}");
     assert!(report.contains("app secret invalid"), "{report}");
 }

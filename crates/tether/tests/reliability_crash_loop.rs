@@ -1,7 +1,8 @@
-//! Reliability: the crash loop. A workload of 20 conversations (16 on the API, 4 bound to
-//! Telegram chats on the fake Bot API, all on the fake agent): plain messages, messages
-//! queued behind slow turns, approvals answered over the API, streamed replies, and in
-//! the Telegram chats messages from the person there too — while
+//! Reliability: the crash loop. A workload of 21 conversations (16 on the API, 4 bound to
+//! Telegram chats on the fake Bot API, 1 a Slack DM over the fake Socket Mode, all on the
+//! fake agent): plain messages, messages queued behind slow turns, approvals answered
+//! over the API, streamed replies, and in the Telegram and Slack chats messages from the
+//! person there too — while
 //! tether is killed with SIGKILL at random points, 30 times (`TETHER_CRASH_KILLS`; seed
 //! `TETHER_CRASH_SEED`). After every restart: each accepted message has a turn that is
 //! completed or `interrupted` (none left running or queued), every binding is intact, the
@@ -27,11 +28,15 @@ use rand::{Rng, SeedableRng};
 use reliability_util::{assert_healthy, eventually};
 use serde_json::{Value, json};
 use sqlx::Row;
+use tether_testkit::fake_slack::FakeSlack;
 use tether_testkit::fake_telegram::{self, FakeTelegram, private_chat};
 use tether_testkit::{Daemon, DaemonOptions};
 
 const API_CONVERSATIONS: usize = 16;
 const TELEGRAM_USERS: [i64; 4] = [101, 102, 103, 104];
+/// The Slack user of the Slack conversation, and its DM channel.
+const SLACK_USER: &str = "USLACK1";
+const SLACK_DM: &str = "DSLACK1";
 /// A duplicate send is excused when the first one happened this shortly before a kill.
 const IN_FLIGHT: Duration = Duration::from_millis(500);
 
@@ -48,6 +53,8 @@ struct Conv {
     id: String,
     /// The Telegram chat it is bound to, if any.
     chat: Option<i64>,
+    /// The Slack DM it is bound to, if any.
+    slack: Option<&'static str>,
     /// Its one session (bindings never change in this workload).
     session: String,
     /// Index in the needles `m{index}-{seq}`.
@@ -129,6 +136,16 @@ async fn drive(
             tokio::time::sleep(Duration::from_millis(rng.gen_range(30..200))).await;
             continue;
         }
+        if let Some(dm) = conv.slack
+            && roll < 25
+        {
+            let text = next_text(&log, conv.index, "s");
+            let ts = format!("{}.000001", 1_000_000 + log.lock().unwrap().inbound.len());
+            d.sl.push("events_api", d.sl.message(dm, SLACK_USER, &text, &ts, None));
+            log.lock().unwrap().inbound.push((conv.index, text));
+            tokio::time::sleep(Duration::from_millis(rng.gen_range(30..200))).await;
+            continue;
+        }
         let texts: Vec<String> = match roll {
             0..55 => vec![next_text(&log, conv.index, "m")],
             55..70 => {
@@ -194,6 +211,7 @@ struct DaemonHandle {
     base: String,
     token: String,
     tg: Arc<FakeTelegram>,
+    sl: Arc<FakeSlack>,
 }
 
 /// Successful `sendMessage` calls by (chat, needle), in order: every `echo: mNN-NNNN`
@@ -302,7 +320,7 @@ async fn check_after_restart(
                 matches!(
                     status.as_str(),
                     "completed" | "interrupted" | "failed" | "cancelled"
-                ) || (c.chat.is_some() && created >= restarted_ms),
+                ) || ((c.chat.is_some() || c.slack.is_some()) && created >= restarted_ms),
                 "after a restart no turn is left {status}: {t}"
             );
             statuses.insert(t["id"].as_str().unwrap().to_string(), status);
@@ -347,8 +365,9 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
     let mut rng = StdRng::seed_from_u64(seed);
 
     let tg = Arc::new(FakeTelegram::start().await);
+    let sl = Arc::new(FakeSlack::start().await);
     let mut d = Daemon::start(DaemonOptions {
-        extra_config: tg.config(&TELEGRAM_USERS, ""),
+        extra_config: tg.config(&TELEGRAM_USERS, &sl.section("socket", &[SLACK_USER], "")),
         ..Default::default()
     })
     .await;
@@ -361,6 +380,7 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
         convs.push(Conv {
             id,
             chat: None,
+            slack: None,
             session: o["session_id"].as_str().unwrap().to_string(),
             index: i,
         });
@@ -387,8 +407,33 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
         convs.push(Conv {
             id,
             chat: Some(*user),
+            slack: None,
             session: view["binding"]["session_id"].as_str().unwrap().to_string(),
             index: API_CONVERSATIONS + k,
+        });
+    }
+    sl.push(
+        "events_api",
+        sl.message(SLACK_DM, SLACK_USER, "hello from slack", "1.000001", None),
+    );
+    sl.wait_shown(SLACK_DM, "echo: hello from slack").await;
+    {
+        let list = d.get_ok("/api/v1/conversations").await;
+        let c = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["title"].as_str().unwrap_or_default().contains(SLACK_USER))
+            .unwrap_or_else(|| panic!("no conversation for the Slack DM: {list}"))
+            .clone();
+        let id = c["id"].as_str().unwrap().to_string();
+        let view = d.get_ok(&format!("/api/v1/conversations/{id}")).await;
+        convs.push(Conv {
+            id,
+            chat: None,
+            slack: Some(SLACK_DM),
+            session: view["binding"]["session_id"].as_str().unwrap().to_string(),
+            index: API_CONVERSATIONS + TELEGRAM_USERS.len(),
         });
     }
 
@@ -401,6 +446,7 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
             base: d.base.clone(),
             token: d.token.clone(),
             tg: tg.clone(),
+            sl: sl.clone(),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let mut tasks = tokio::task::JoinSet::new();
@@ -443,7 +489,7 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
     let inbound = log.lock().unwrap().inbound.clone();
     eprintln!(
         "crash loop: {} kills in {:.1?} (restarts {in_restart:.1?}, checks {in_checks:.1?}), \
-         {} messages accepted by the API, {} sent in Telegram chats",
+         {} messages accepted by the API, {} sent in the Telegram and Slack chats",
         kills.len(),
         started.elapsed(),
         accepted.len(),
@@ -454,7 +500,10 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
     // Every message people sent in the Telegram chats got exactly one turn (none lost
     // when a kill fell between receiving and handling it, none run twice by a replay).
     let mut inbound_turns: BTreeMap<String, (String, String)> = BTreeMap::new();
-    for c in convs.iter().filter(|c| c.chat.is_some()) {
+    for c in convs
+        .iter()
+        .filter(|c| c.chat.is_some() || c.slack.is_some())
+    {
         let mine: Vec<&String> = inbound
             .iter()
             .filter(|(i, _)| *i == c.index)
@@ -544,8 +593,77 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
          checked in Telegram; {excused} sent again after a kill right after their send"
     );
     assert!(prompts > 0, "approval prompts were recognised");
+    let slack_results = check_slack_results(&d, &sl, &convs, &accepted, &inbound, &kills).await;
+    eprintln!("crash loop: {slack_results} completed results checked in the Slack DM");
+    assert!(slack_results > 0, "some Slack results were checked");
     assert!(completed_results > 0, "some Telegram results were checked");
     assert_healthy(&d, "fake").await;
+}
+
+/// Every completed turn of the Slack conversation (from the API or from the person in
+/// the DM) has its result in the DM, sent once (again only right after a kill). Returns
+/// how many results were checked.
+async fn check_slack_results(
+    d: &Daemon,
+    sl: &FakeSlack,
+    convs: &[Conv],
+    accepted: &[Accepted],
+    inbound: &[(usize, String)],
+    kills: &[Instant],
+) -> usize {
+    let Some(c) = convs.iter().find(|c| c.slack.is_some()) else {
+        return 0;
+    };
+    let dm = c.slack.unwrap();
+    let turns = d
+        .get_ok(&format!("/api/v1/sessions/{}/turns", c.session))
+        .await;
+    let completed: Vec<String> = turns
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["status"] == "completed")
+        .map(|t| t["input"].as_str().unwrap().to_string())
+        .collect();
+    // Plain messages from the API (`m…`) and every message from the person (`s…`).
+    let texts = accepted
+        .iter()
+        .filter(|a| a.conv == c.index && a.text.starts_with('m'))
+        .map(|a| a.text.clone())
+        .chain(
+            inbound
+                .iter()
+                .filter(|(i, _)| *i == c.index)
+                .map(|(_, t)| t.clone()),
+        )
+        .filter(|t| completed.contains(t));
+    let posts: Vec<(Instant, String)> = sl
+        .calls()
+        .into_iter()
+        .filter(|call| call.method == "chat.postMessage" && call.body["channel"] == dm)
+        .map(|call| (call.at, call.body["blocks"].to_string()))
+        .collect();
+    let mut checked = 0;
+    for text in texts {
+        let needle = format!("echo: {text}");
+        let at: Vec<Instant> = posts
+            .iter()
+            .filter(|(_, b)| b.contains(&needle))
+            .map(|(at, _)| *at)
+            .collect();
+        assert!(
+            !at.is_empty(),
+            "the result of {text:?} never reached the Slack DM"
+        );
+        for pair in at.windows(2) {
+            let excused = kills
+                .iter()
+                .any(|k| *k >= pair[0] && *k <= pair[1] && k.duration_since(pair[0]) <= IN_FLIGHT);
+            assert!(excused, "{needle:?} was posted to Slack {} times", at.len());
+        }
+        checked += 1;
+    }
+    checked
 }
 
 /// Regression (was: 4 of 80 messages lost over 10 kills): a Telegram update was recorded
