@@ -1,4 +1,4 @@
-//! tether-channels: Telegram and Feishu (Lark) adapters. Inbound messages are verified,
+//! tether-channels: Telegram, Feishu (Lark) and Discord adapters. Inbound messages are verified,
 //! deduplicated and normalized, then handed to the same router as the web API
 //! ([`tether_runtime::Runtime::send_message`]); what the agents do comes back as events,
 //! which are turned into outbox rows and delivered by a durable, per-chat ordered,
@@ -10,6 +10,7 @@
 
 pub mod channel;
 pub mod config;
+pub mod discord;
 pub mod feishu;
 pub mod format;
 pub mod inbound;
@@ -34,7 +35,10 @@ use std::sync::Arc;
 use tether_runtime::Runtime;
 use tether_store::Store;
 
-pub use config::{ChannelsConfig, FeishuConfig, GroupMode, TelegramConfig, TelegramMode, Tuning};
+pub use config::{
+    ChannelsConfig, DiscordConfig, DiscordMode, FeishuConfig, GroupMode, TelegramConfig,
+    TelegramMode, Tuning,
+};
 pub use error::ChannelError;
 
 use crate::core::{Core, SharedCore};
@@ -109,6 +113,30 @@ impl Channels {
             hooks = hooks.merge(started.hook);
             cores.insert("feishu", core);
             tracing::info!("feishu channel started (webhook mode: POST /hooks/feishu)");
+        }
+        if let Some(dc) = &cfg.discord {
+            let discord = Arc::new(
+                discord::Discord::new(dc).map_err(|e| ChannelError::Platform(e.to_string()))?,
+            );
+            // A thread is the conversation: a group never splits by member.
+            let core = Core::new(
+                discord.clone(),
+                runtime.clone(),
+                store.clone(),
+                dc.allowed_users.clone(),
+                GroupMode::Chat,
+                cfg.tuning,
+                format::chars,
+            )
+            .await?;
+            tasks.extend(spawn_delivery(&core));
+            let started = discord::start(core.clone(), discord, dc);
+            tasks.extend(started.tasks);
+            if let Some(h) = started.hook {
+                hooks = hooks.merge(h);
+            }
+            cores.insert("discord", core);
+            tracing::info!(mode = ?dc.mode, "discord channel started");
         }
         let api = api::pairing_routes(store, Arc::new(cores));
         Ok(Channels { tasks, hooks, api })

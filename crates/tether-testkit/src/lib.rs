@@ -3,6 +3,9 @@
 //! Dev-only: nothing in the product depends on it.
 
 mod daemon;
+pub mod fake_discord;
+mod fake_discord_gateway;
+pub mod fake_discord_interactions;
 pub mod fake_feishu;
 pub mod fake_telegram;
 pub mod mock_model;

@@ -50,6 +50,7 @@ pub async fn run(settings: &Settings) -> String {
     }
     let mut out = render(settings, &reports);
     out.push_str(&pool_report(settings).await);
+    out.push_str(&crate::doctor_discord::report(settings).await);
     out.push_str(&settings_checks(settings));
     out
 }

@@ -1,5 +1,6 @@
-//! Reliability: the crash loop. A workload of 20 conversations (16 on the API, 4 bound to
-//! Telegram chats on the fake Bot API, all on the fake agent): plain messages, messages
+//! Reliability: the crash loop. A workload of 21 conversations (16 on the API, 4 bound to
+//! Telegram chats on the fake Bot API, 1 bound to a Discord DM on the fake Discord, all on
+//! the fake agent): plain messages, messages
 //! queued behind slow turns, approvals answered over the API, streamed replies, and in
 //! the Telegram chats messages from the person there too — while
 //! tether is killed with SIGKILL at random points, 30 times (`TETHER_CRASH_KILLS`; seed
@@ -27,11 +28,15 @@ use rand::{Rng, SeedableRng};
 use reliability_util::{assert_healthy, eventually};
 use serde_json::{Value, json};
 use sqlx::Row;
+use tether_testkit::fake_discord::FakeDiscord;
 use tether_testkit::fake_telegram::{self, FakeTelegram, private_chat};
 use tether_testkit::{Daemon, DaemonOptions};
 
 const API_CONVERSATIONS: usize = 16;
 const TELEGRAM_USERS: [i64; 4] = [101, 102, 103, 104];
+/// The Discord user and DM channel of the Discord conversation.
+const DISCORD_USER: &str = "555";
+const DISCORD_DM: &str = "855";
 /// A duplicate send is excused when the first one happened this shortly before a kill.
 const IN_FLIGHT: Duration = Duration::from_millis(500);
 
@@ -48,6 +53,8 @@ struct Conv {
     id: String,
     /// The Telegram chat it is bound to, if any.
     chat: Option<i64>,
+    /// The Discord DM channel it is bound to, if any.
+    discord: Option<String>,
     /// Its one session (bindings never change in this workload).
     session: String,
     /// Index in the needles `m{index}-{seq}`.
@@ -129,6 +136,16 @@ async fn drive(
             tokio::time::sleep(Duration::from_millis(rng.gen_range(30..200))).await;
             continue;
         }
+        // So do the Discord DM's.
+        if let Some(dm) = &conv.discord
+            && roll < 25
+        {
+            let text = next_text(&log, conv.index, "t");
+            d.dc.message(dm, None, DISCORD_USER, &text);
+            log.lock().unwrap().inbound.push((conv.index, text));
+            tokio::time::sleep(Duration::from_millis(rng.gen_range(30..200))).await;
+            continue;
+        }
         let texts: Vec<String> = match roll {
             0..55 => vec![next_text(&log, conv.index, "m")],
             55..70 => {
@@ -194,6 +211,7 @@ struct DaemonHandle {
     base: String,
     token: String,
     tg: Arc<FakeTelegram>,
+    dc: Arc<FakeDiscord>,
 }
 
 /// Successful `sendMessage` calls by (chat, needle), in order: every `echo: mNN-NNNN`
@@ -302,7 +320,7 @@ async fn check_after_restart(
                 matches!(
                     status.as_str(),
                     "completed" | "interrupted" | "failed" | "cancelled"
-                ) || (c.chat.is_some() && created >= restarted_ms),
+                ) || ((c.chat.is_some() || c.discord.is_some()) && created >= restarted_ms),
                 "after a restart no turn is left {status}: {t}"
             );
             statuses.insert(t["id"].as_str().unwrap().to_string(), status);
@@ -347,13 +365,19 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
     let mut rng = StdRng::seed_from_u64(seed);
 
     let tg = Arc::new(FakeTelegram::start().await);
+    let dc = Arc::new(FakeDiscord::start().await);
     let mut d = Daemon::start(DaemonOptions {
-        extra_config: tg.config(&TELEGRAM_USERS, ""),
+        extra_config: format!(
+            "{}\n{}",
+            tg.config(&TELEGRAM_USERS, ""),
+            dc.section(&[DISCORD_USER], "")
+        ),
         ..Default::default()
     })
     .await;
+    dc.wait_ready().await;
 
-    // The 20 conversations, each with its session.
+    // The 21 conversations, each with its session.
     let mut convs = Vec::new();
     for i in 0..API_CONVERSATIONS {
         let id = d.new_conversation(None).await;
@@ -361,6 +385,7 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
         convs.push(Conv {
             id,
             chat: None,
+            discord: None,
             session: o["session_id"].as_str().unwrap().to_string(),
             index: i,
         });
@@ -387,8 +412,31 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
         convs.push(Conv {
             id,
             chat: Some(*user),
+            discord: None,
             session: view["binding"]["session_id"].as_str().unwrap().to_string(),
             index: API_CONVERSATIONS + k,
+        });
+    }
+
+    {
+        dc.message(DISCORD_DM, None, DISCORD_USER, "hello from discord");
+        dc.wait_shown(DISCORD_DM, "echo: hello from discord").await;
+        let list = d.get_ok("/api/v1/conversations").await;
+        let c = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["title"].as_str().unwrap_or_default().contains("Discord"))
+            .unwrap_or_else(|| panic!("no Discord conversation: {list}"))
+            .clone();
+        let id = c["id"].as_str().unwrap().to_string();
+        let view = d.get_ok(&format!("/api/v1/conversations/{id}")).await;
+        convs.push(Conv {
+            id,
+            chat: None,
+            discord: Some(DISCORD_DM.to_string()),
+            session: view["binding"]["session_id"].as_str().unwrap().to_string(),
+            index: convs.len(),
         });
     }
 
@@ -401,6 +449,7 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
             base: d.base.clone(),
             token: d.token.clone(),
             tg: tg.clone(),
+            dc: dc.clone(),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let mut tasks = tokio::task::JoinSet::new();
@@ -454,13 +503,16 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
     // Every message people sent in the Telegram chats got exactly one turn (none lost
     // when a kill fell between receiving and handling it, none run twice by a replay).
     let mut inbound_turns: BTreeMap<String, (String, String)> = BTreeMap::new();
-    for c in convs.iter().filter(|c| c.chat.is_some()) {
+    for c in convs
+        .iter()
+        .filter(|c| c.chat.is_some() || c.discord.is_some())
+    {
         let mine: Vec<&String> = inbound
             .iter()
             .filter(|(i, _)| *i == c.index)
             .map(|(_, t)| t)
             .collect();
-        let turns = eventually("every Telegram message has its turn", || async {
+        let turns = eventually("every Telegram and Discord message has its turn", || async {
             let turns = d
                 .get_ok(&format!("/api/v1/sessions/{}/turns", c.session))
                 .await;
@@ -544,6 +596,28 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
          checked in Telegram; {excused} sent again after a kill right after their send"
     );
     assert!(prompts > 0, "approval prompts were recognised");
+    // Discord: every completed turn's result reached the DM exactly once (sends carry
+    // a nonce, so even a send repeated after a kill shows once).
+    let mut discord_results = 0;
+    for c in convs.iter().filter(|c| c.discord.is_some()) {
+        let turns = d
+            .get_ok(&format!("/api/v1/sessions/{}/turns", c.session))
+            .await;
+        for t in turns.as_array().unwrap() {
+            let input = t["input"].as_str().unwrap_or_default();
+            let ours = input.starts_with('m') || input.starts_with('t');
+            if t["status"] == "completed" && ours && input.len() == 8 {
+                discord_results += 1;
+                assert_eq!(
+                    dc.count_shown(DISCORD_DM, &format!("echo: {input}")),
+                    1,
+                    "the result of {input:?} in the Discord DM"
+                );
+            }
+        }
+    }
+    eprintln!("crash loop: {discord_results} completed results checked in Discord");
+    assert!(discord_results > 0, "some Discord results were checked");
     assert!(completed_results > 0, "some Telegram results were checked");
     assert_healthy(&d, "fake").await;
 }
