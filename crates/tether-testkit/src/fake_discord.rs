@@ -133,10 +133,19 @@ fn authorized(h: &HeaderMap) -> bool {
 }
 
 /// The rate-limit checks and headers around one call to `bucket`.
-fn limited(s: &Shared, route: &str, bucket: &str, f: impl FnOnce(&mut Inner) -> Response) -> Response {
+fn limited(
+    s: &Shared,
+    route: &str,
+    bucket: &str,
+    f: impl FnOnce(&mut Inner) -> Response,
+) -> Response {
     let now = Instant::now();
     let mut g = lock(s);
-    if let Some(i) = g.failures.iter().position(|(n, _)| route.contains(n.as_str())) {
+    if let Some(i) = g
+        .failures
+        .iter()
+        .position(|(n, _)| route.contains(n.as_str()))
+    {
         let (_, rl) = g.failures.remove(i);
         let until = now + Duration::from_secs_f64(rl.retry_after);
         if rl.global {
@@ -188,7 +197,10 @@ fn too_many(retry_after: f64, global: bool, bucket: &str) -> Response {
     for (k, v) in [
         ("retry-after", format!("{}", retry_after.ceil() as u64)),
         ("x-ratelimit-bucket", bucket.to_string()),
-        ("x-ratelimit-scope", if global { "global" } else { "user" }.to_string()),
+        (
+            "x-ratelimit-scope",
+            if global { "global" } else { "user" }.to_string(),
+        ),
     ] {
         if let Ok(v) = v.parse() {
             h.insert(k, v);
@@ -263,16 +275,27 @@ async fn send(
     } else {
         limited(&s, route, &format!("messages-{ch}"), |g| {
             let Some((body, file)) = parsed else {
-                return error(StatusCode::BAD_REQUEST, 50109, "The request body contains invalid JSON.");
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    50109,
+                    "The request body contains invalid JSON.",
+                );
             };
             let content = body["content"].as_str().unwrap_or_default().to_string();
             if content.chars().count() > 2000 {
-                return error(StatusCode::BAD_REQUEST, 50035, "Invalid Form Body (content: Must be 2000 or fewer in length.)");
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    50035,
+                    "Invalid Form Body (content: Must be 2000 or fewer in length.)",
+                );
             }
             let nonce = body["nonce"].as_str().map(str::to_string);
             if body["enforce_nonce"] == true
                 && let Some(n) = &nonce
-                && let Some(m) = g.shown.iter().find(|m| m.channel_id == ch && m.nonce.as_ref() == Some(n))
+                && let Some(m) = g
+                    .shown
+                    .iter()
+                    .find(|m| m.channel_id == ch && m.nonce.as_ref() == Some(n))
             {
                 return Json(json!({"id": m.id, "channel_id": ch})).into_response();
             }
@@ -289,7 +312,13 @@ async fn send(
             Json(json!({"id": id, "channel_id": ch})).into_response()
         })
     };
-    record(&s, route, format!("/channels/{ch}/messages"), &recorded, resp.status().as_u16());
+    record(
+        &s,
+        route,
+        format!("/channels/{ch}/messages"),
+        &recorded,
+        resp.status().as_u16(),
+    );
     resp
 }
 
@@ -304,7 +333,11 @@ async fn edit(
         error(StatusCode::UNAUTHORIZED, 0, "401: Unauthorized")
     } else {
         limited(&s, route, &format!("messages-{ch}"), |g| {
-            match g.shown.iter_mut().find(|m| m.id == id && m.channel_id == ch) {
+            match g
+                .shown
+                .iter_mut()
+                .find(|m| m.id == id && m.channel_id == ch)
+            {
                 Some(m) => {
                     if let Some(c) = body["content"].as_str() {
                         m.content = c.to_string();
@@ -319,7 +352,13 @@ async fn edit(
             }
         })
     };
-    record(&s, route, format!("/channels/{ch}/messages/{id}"), &body, resp.status().as_u16());
+    record(
+        &s,
+        route,
+        format!("/channels/{ch}/messages/{id}"),
+        &body,
+        resp.status().as_u16(),
+    );
     resp
 }
 
@@ -335,14 +374,25 @@ async fn thread(
     } else {
         limited(&s, route, &format!("threads-{ch}"), |g| {
             if g.threads.contains_key(&mid) {
-                return error(StatusCode::BAD_REQUEST, 160004, "A thread has already been created for this message");
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    160004,
+                    "A thread has already been created for this message",
+                );
             }
             // As on Discord: a thread started from a message has the message's id.
             g.threads.insert(mid.clone(), ch.clone());
-            Json(json!({"id": mid, "type": 11, "parent_id": ch, "name": body["name"]})).into_response()
+            Json(json!({"id": mid, "type": 11, "parent_id": ch, "name": body["name"]}))
+                .into_response()
         })
     };
-    record(&s, route, format!("/channels/{ch}/messages/{mid}/threads"), &body, resp.status().as_u16());
+    record(
+        &s,
+        route,
+        format!("/channels/{ch}/messages/{mid}/threads"),
+        &body,
+        resp.status().as_u16(),
+    );
     resp
 }
 
@@ -352,11 +402,21 @@ async fn callback(
     Json(body): Json<Value>,
 ) -> Response {
     let known = lock(&s).gateway.tokens.get(&id) == Some(&token);
-    let status = if known { StatusCode::NO_CONTENT } else { StatusCode::NOT_FOUND };
+    let status = if known {
+        StatusCode::NO_CONTENT
+    } else {
+        StatusCode::NOT_FOUND
+    };
     if known {
         lock(&s).callbacks.push((id.clone(), body.clone()));
     }
-    record(&s, "POST /interactions/{id}/{token}/callback", format!("/interactions/{id}"), &body, status.as_u16());
+    record(
+        &s,
+        "POST /interactions/{id}/{token}/callback",
+        format!("/interactions/{id}"),
+        &body,
+        status.as_u16(),
+    );
     if known {
         status.into_response()
     } else {
@@ -381,7 +441,9 @@ impl FakeDiscord {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .unwrap_or_else(|e| panic!("bind: {e}"));
-        let addr = listener.local_addr().unwrap_or_else(|e| panic!("addr: {e}"));
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|e| panic!("addr: {e}"));
         {
             let mut g = lock(&inner);
             g.gateway.url = format!("ws://{addr}");

@@ -54,6 +54,9 @@ pub(crate) struct GatewayState {
     pub tokens: HashMap<String, String>,
     /// On resume, also replay this many dispatches the client already had.
     overlap: usize,
+    /// Dispatches sent again on resumes that the client had already acknowledged by
+    /// its `seq`.
+    repeated: usize,
     connections: u64,
 }
 
@@ -162,7 +165,10 @@ fn handle(
             (vec![ready], None)
         }
         6 => {
-            let id = p["d"]["session_id"].as_str().unwrap_or_default().to_string();
+            let id = p["d"]["session_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             let seq = p["d"]["seq"].as_u64().unwrap_or(0) as usize;
             let overlap = g.gateway.overlap;
             if p["d"]["token"] != BOT_TOKEN {
@@ -172,10 +178,12 @@ fn handle(
                 return (vec![json!({"op": 9, "d": false})], None);
             };
             let from = seq.saturating_sub(overlap).min(log.len());
+            let repeated = seq.min(log.len()) - from;
             let mut frames: Vec<Value> = log[from..].to_vec();
             let resumed = json!({"op": 0, "t": "RESUMED", "s": log.len() + 1, "d": {}});
             log.push(resumed.clone());
             frames.push(resumed);
+            g.gateway.repeated += repeated;
             g.gateway.current = Some(id.clone());
             g.gateway.live = Some(Live {
                 conn,
@@ -218,7 +226,13 @@ impl FakeDiscord {
 
     /// A person's message: in a DM channel (`guild_id` None) or a server channel or
     /// thread. `<@BOT_ID>` in the text is a mention of the bot. Returns the message id.
-    pub fn message(&self, channel_id: &str, guild_id: Option<&str>, user_id: &str, text: &str) -> String {
+    pub fn message(
+        &self,
+        channel_id: &str,
+        guild_id: Option<&str>,
+        user_id: &str,
+        text: &str,
+    ) -> String {
         let id = self.lock().snowflake();
         let mentions: Vec<Value> = if text.contains(&format!("<@{BOT_ID}>")) {
             vec![json!({"id": BOT_ID, "username": "tether-bot", "bot": true})]
@@ -311,6 +325,11 @@ impl FakeDiscord {
     /// On the next resumes, also replay `n` dispatches tether already had.
     pub fn set_resume_overlap(&self, n: usize) {
         self.lock().gateway.overlap = n;
+    }
+
+    /// Dispatches replayed on resume although tether's `seq` said it had them.
+    pub fn repeated(&self) -> usize {
+        self.lock().gateway.repeated
     }
 
     /// Everything tether sent over the Gateway.

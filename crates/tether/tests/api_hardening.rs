@@ -401,6 +401,7 @@ async fn openapi_lists_pairings_webhooks_mcp_and_the_page() {
         ("/api/v1/pairings/{code}/approve", "post"),
         ("/hooks/telegram", "post"),
         ("/hooks/feishu", "post"),
+        ("/hooks/discord", "post"),
         ("/mcp", "post"),
         ("/mcp", "get"),
         ("/", "get"),

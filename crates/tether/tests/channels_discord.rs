@@ -64,7 +64,10 @@ async fn session_of(d: &Daemon, needle: &str) -> String {
         .find(|c| c["title"].as_str().unwrap().contains(needle))
         .unwrap_or_else(|| panic!("no conversation titled like {needle:?}: {all:?}"));
     let c = d
-        .get_ok(&format!("/api/v1/conversations/{}", c["id"].as_str().unwrap()))
+        .get_ok(&format!(
+            "/api/v1/conversations/{}",
+            c["id"].as_str().unwrap()
+        ))
         .await;
     c["binding"]["session_id"].as_str().unwrap().to_string()
 }
@@ -102,7 +105,11 @@ async fn discord_dms_and_threads_are_conversations_and_long_results_split_at_200
     let r = dc.wait_shown(&m1, "echo: fix the build").await;
     assert!(r.content.contains("remembers 0"), "{}", r.content);
     assert_eq!(dc.threads().get(&m1).map(String::as_str), Some(GENERAL));
-    assert_eq!(dc.shown(GENERAL).len(), 0, "nothing is posted in the channel itself");
+    assert_eq!(
+        dc.shown(GENERAL).len(),
+        0,
+        "nothing is posted in the channel itself"
+    );
     // In the thread, no mention is needed; it continues the same session.
     dc.message(&m1, Some(GUILD), BOB, "and the tests");
     let r = dc.wait_shown(&m1, "echo: and the tests").await;
@@ -114,13 +121,18 @@ async fn discord_dms_and_threads_are_conversations_and_long_results_split_at_200
     let r = dc.wait_shown(&m2, "echo: write docs").await;
     assert!(r.content.contains("remembers 0"), "{}", r.content);
     assert_eq!(conversations(d).await.len(), 3);
-    assert_ne!(session_of(d, "fix the build").await, session_of(d, "write docs").await);
+    assert_ne!(
+        session_of(d, "fix the build").await,
+        session_of(d, "write docs").await
+    );
 
     // A 6 000-character result arrives in parts of at most 2 000, code blocks intact.
     let mut long = String::new();
     let mut i = 0;
     while long.len() < 6_000 {
-        long.push_str(&format!("Paragraph {i}: the quick brown fox jumps over the lazy dog.\n"));
+        long.push_str(&format!(
+            "Paragraph {i}: the quick brown fox jumps over the lazy dog.\n"
+        ));
         if i % 5 == 4 {
             long.push('\n');
         }
@@ -150,7 +162,10 @@ async fn discord_dms_and_threads_are_conversations_and_long_results_split_at_200
         .filter(|p| p.content.contains("x0 = compute(0)"))
         .collect();
     assert_eq!(code.len(), 1);
-    assert!(code[0].content.contains("x14 = compute(14)"), "code block kept whole");
+    assert!(
+        code[0].content.contains("x14 = compute(14)"),
+        "code block kept whole"
+    );
     // Sends carry a nonce (Discord drops a repeat) and never ping anyone.
     let sends: Vec<_> = dc
         .calls()
@@ -168,7 +183,8 @@ fn count(dc: &FakeDiscord, channel: &str, needle: &str) -> usize {
 }
 
 #[tokio::test]
-async fn discord_gateway_resumes_after_a_drop_op7_op9_and_a_dead_heartbeat_without_loss_or_doubles() {
+async fn discord_gateway_resumes_after_a_drop_op7_op9_and_a_dead_heartbeat_without_loss_or_doubles()
+{
     let s = start("").await;
     let dc = &s.dc;
     let session = dc.wait_ready().await;
@@ -194,12 +210,17 @@ async fn discord_gateway_resumes_after_a_drop_op7_op9_and_a_dead_heartbeat_witho
         .await;
     assert_eq!(resume.d["session_id"], session.as_str());
     assert!(resume.d["seq"].as_i64().unwrap() >= 2, "{:?}", resume.d);
+    assert!(
+        dc.repeated() >= 2,
+        "the resume repeated messages tether had"
+    );
 
     // op 7: reconnect and resume.
     let before = dc.connections();
     dc.send_op(7, Value::Null);
     dc.wait("a new connection after op 7", |f| {
-        (f.connections() > before && f.ops().iter().filter(|o| o.op == 6).count() >= 2).then_some(())
+        (f.connections() > before && f.ops().iter().filter(|o| o.op == 6).count() >= 2)
+            .then_some(())
     })
     .await;
     dc.wait_ready().await;
@@ -239,7 +260,12 @@ async fn discord_gateway_resumes_after_a_drop_op7_op9_and_a_dead_heartbeat_witho
     for n in ["one", "two", "three", "four", "five", "six"] {
         assert_eq!(count(dc, DM_A, &format!("echo: {n}")), 1, "{n}");
     }
-    let turns = s.d.get_ok(&format!("/api/v1/sessions/{}/turns", session_of(&s.d, "DM with").await)).await;
+    let turns =
+        s.d.get_ok(&format!(
+            "/api/v1/sessions/{}/turns",
+            session_of(&s.d, "DM with").await
+        ))
+        .await;
     assert_eq!(turns.as_array().unwrap().len(), 6, "one turn per message");
 }
 
@@ -269,7 +295,14 @@ async fn approval_status(d: &Daemon, title: &str) -> String {
 }
 
 /// Presses over the Gateway; the ephemeral answer of its callback.
-async fn press(dc: &FakeDiscord, channel: &str, guild: Option<&str>, m: &Shown, user: &str, id: &str) -> String {
+async fn press(
+    dc: &FakeDiscord,
+    channel: &str,
+    guild: Option<&str>,
+    m: &Shown,
+    user: &str,
+    id: &str,
+) -> String {
     let ix = dc.press(channel, guild, &m.id, user, id);
     let (_, body) = dc
         .wait("the interaction callback", |f| {
@@ -282,7 +315,8 @@ async fn press(dc: &FakeDiscord, channel: &str, guild: Option<&str>, m: &Shown, 
 }
 
 #[tokio::test]
-async fn discord_buttons_resolve_exactly_their_approval_edit_it_and_stale_ones_get_an_ephemeral_answer() {
+async fn discord_buttons_resolve_exactly_their_approval_edit_it_and_stale_ones_get_an_ephemeral_answer()
+ {
     let s = start("").await;
     let (dc, d) = (&s.dc, &s.d);
     dc.message(DM_A, None, ALICE, "approve deploy prod");
@@ -301,7 +335,11 @@ async fn discord_buttons_resolve_exactly_their_approval_edit_it_and_stale_ones_g
                 .find(|m| m.id == b.id && m.content.contains("denied by"))
         })
         .await;
-    assert!(edited.content.contains("User 222"), "who decided: {}", edited.content);
+    assert!(
+        edited.content.contains("User 222"),
+        "who decided: {}",
+        edited.content
+    );
     assert!(edited.buttons().is_empty(), "buttons removed");
     dc.wait_shown(&thread, "approval: denied").await;
 
@@ -339,10 +377,17 @@ async fn post(d: &Daemon, r: &SignedRequest) -> (u16, Value) {
 #[tokio::test]
 async fn discord_http_interactions_check_signatures_and_refuse_forged_replayed_and_malformed() {
     let keys = Interactions::new();
-    let s = start(&format!("mode = \"http\"\npublic_key = \"{}\"\n", keys.public_key())).await;
+    let s = start(&format!(
+        "mode = \"http\"\npublic_key = \"{}\"\n",
+        keys.public_key()
+    ))
+    .await;
     let (dc, d) = (&s.dc, &s.d);
     // Discord's endpoint check.
-    assert_eq!(post(d, &keys.sign(&Interactions::ping())).await, (200, json!({"type": 1})));
+    assert_eq!(
+        post(d, &keys.sign(&Interactions::ping())).await,
+        (200, json!({"type": 1}))
+    );
     assert_eq!(post(d, &keys.forge(&Interactions::ping())).await.0, 401);
 
     dc.message(DM_A, None, ALICE, "approve ship it");
@@ -352,7 +397,10 @@ async fn discord_http_interactions_check_signatures_and_refuse_forged_replayed_a
     assert_eq!(post(d, &keys.forge(&ix)).await.0, 401);
     assert_eq!(post(d, &keys.tamper(&ix)).await.0, 401);
     assert_eq!(post(d, &keys.sign_at(&ix, 6 * 60)).await.0, 401);
-    let unsigned = SignedRequest { headers: Vec::new(), body: ix.to_string() };
+    let unsigned = SignedRequest {
+        headers: Vec::new(),
+        body: ix.to_string(),
+    };
     assert_eq!(post(d, &unsigned).await.0, 401);
     let mut bad_hex = keys.sign(&ix);
     bad_hex.headers[0].1 = "zz".repeat(64);
@@ -364,10 +412,16 @@ async fn discord_http_interactions_check_signatures_and_refuse_forged_replayed_a
     let started = Instant::now();
     let (status, body) = post(d, &keys.sign(&ix)).await;
     assert_eq!(status, 200, "{body}");
-    assert!(started.elapsed() < Duration::from_secs(3), "within Discord's 3 s");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "within Discord's 3 s"
+    );
     assert_eq!(body["type"], 4);
     assert_eq!(body["data"]["flags"], 64);
-    assert!(body["data"]["content"].as_str().unwrap().contains("Denied"), "{body}");
+    assert!(
+        body["data"]["content"].as_str().unwrap().contains("Denied"),
+        "{body}"
+    );
     assert_eq!(approval_status(d, "ship it").await, "denied");
     // The same request again is a replay.
     assert_eq!(post(d, &keys.sign(&ix)).await.0, 401);
@@ -384,7 +438,13 @@ async fn discord_rate_limits_are_honoured_per_route_and_globally() {
     let s = start("").await;
     let dc = &s.dc;
     // A 429 on the message route: the next try waits at least `retry_after`.
-    dc.rate_limit("POST /channels/{id}/messages", &[RateLimit { retry_after: 1.2, global: false }]);
+    dc.rate_limit(
+        "POST /channels/{id}/messages",
+        &[RateLimit {
+            retry_after: 1.2,
+            global: false,
+        }],
+    );
     dc.message(DM_A, None, ALICE, "limited");
     dc.wait_shown(DM_A, "echo: limited").await;
     let sends: Vec<_> = dc
@@ -393,10 +453,19 @@ async fn discord_rate_limits_are_honoured_per_route_and_globally() {
         .filter(|c| c.route == "POST /channels/{id}/messages")
         .collect();
     assert_eq!(sends[0].status, 429);
-    assert!(sends[1].at - sends[0].at >= Duration::from_millis(1200), "retry_after honoured");
+    assert!(
+        sends[1].at - sends[0].at >= Duration::from_millis(1200),
+        "retry_after honoured"
+    );
 
     // A global 429 holds every route.
-    dc.rate_limit("POST /channels/{id}/messages", &[RateLimit { retry_after: 1.0, global: true }]);
+    dc.rate_limit(
+        "POST /channels/{id}/messages",
+        &[RateLimit {
+            retry_after: 1.0,
+            global: true,
+        }],
+    );
     dc.message(DM_B, None, BOB, "globally");
     dc.wait_shown(DM_B, "echo: globally").await;
 
@@ -404,7 +473,11 @@ async fn discord_rate_limits_are_honoured_per_route_and_globally() {
     dc.exhaust_bucket(DM_A, 1.0);
     dc.message(DM_A, None, ALICE, "bucket");
     dc.wait_shown(DM_A, "echo: bucket").await;
-    assert!(dc.violations().is_empty(), "calls while told to wait: {:?}", dc.violations());
+    assert!(
+        dc.violations().is_empty(),
+        "calls while told to wait: {:?}",
+        dc.violations()
+    );
     for n in ["limited", "bucket"] {
         assert_eq!(count(dc, DM_A, &format!("echo: {n}")), 1);
     }
@@ -419,8 +492,16 @@ async fn discord_unknown_senders_get_a_pairing_code_and_no_thread() {
     let m = dc.wait_shown(GENERAL, "pairing code").await;
     assert!(dc.threads().is_empty(), "no thread for a stranger");
     assert!(conversations(&s.d).await.is_empty());
-    let code = m.content.split("tether pair approve ").nth(1).unwrap().trim().to_string();
-    let p = s.d.post_ok(&format!("/api/v1/pairings/{code}/approve"), json!({})).await;
+    let code = m
+        .content
+        .split("tether pair approve ")
+        .nth(1)
+        .unwrap()
+        .trim()
+        .to_string();
+    let p =
+        s.d.post_ok(&format!("/api/v1/pairings/{code}/approve"), json!({}))
+            .await;
     assert_eq!(p["user_id"], CAROL);
     dc.wait_shown(GENERAL, "You are paired").await;
     let t = dc.message(GENERAL, Some(GUILD), CAROL, &mention("now then"));
@@ -442,7 +523,10 @@ async fn discord_doctor_checks_the_bot_token() {
     .await
     .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(text.contains("[ok] bot token: signed in as tether-bot"), "{text}");
+    assert!(
+        text.contains("[ok] bot token: signed in as tether-bot"),
+        "{text}"
+    );
     assert!(s.dc.calls().iter().any(|c| c.route == "GET /users/@me"));
     // A wrong token is reported, not hidden.
     let cfg = std::fs::read_to_string(s.d.home.path().join("tether.toml")).unwrap();

@@ -512,22 +512,25 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
             .filter(|(i, _)| *i == c.index)
             .map(|(_, t)| t)
             .collect();
-        let turns = eventually("every Telegram and Discord message has its turn", || async {
-            let turns = d
-                .get_ok(&format!("/api/v1/sessions/{}/turns", c.session))
-                .await;
-            let turns = turns.as_array().unwrap().clone();
-            let ended =
-                |t: &&Value| matches!(t["status"].as_str(), Some("completed" | "interrupted"));
-            mine.iter()
-                .all(|text| {
-                    turns
-                        .iter()
-                        .filter(ended)
-                        .any(|t| t["input"] == text.as_str())
-                })
-                .then_some(turns)
-        })
+        let turns = eventually(
+            "every Telegram and Discord message has its turn",
+            || async {
+                let turns = d
+                    .get_ok(&format!("/api/v1/sessions/{}/turns", c.session))
+                    .await;
+                let turns = turns.as_array().unwrap().clone();
+                let ended =
+                    |t: &&Value| matches!(t["status"].as_str(), Some("completed" | "interrupted"));
+                mine.iter()
+                    .all(|text| {
+                        turns
+                            .iter()
+                            .filter(ended)
+                            .any(|t| t["input"] == text.as_str())
+                    })
+                    .then_some(turns)
+            },
+        )
         .await;
         for text in &mine {
             let of_it: Vec<&Value> = turns

@@ -58,8 +58,7 @@ pub(crate) fn start(core: SharedCore, dc: Arc<Discord>, cfg: Arc<DiscordConfig>)
         tokio::spawn(gw),
         tokio::spawn(worker(core.clone(), dc.clone(), rx)),
     ];
-    let hook = (cfg.mode == DiscordMode::Http)
-        .then(|| super::interactions::routes(core, dc, cfg));
+    let hook = (cfg.mode == DiscordMode::Http).then(|| super::interactions::routes(core, dc, cfg));
     Started { tasks, hook }
 }
 
@@ -133,7 +132,11 @@ async fn store_session(core: &SharedCore, session: Option<&Session>) {
     let Ok(v) = serde_json::to_string(s) else {
         return;
     };
-    if let Err(e) = core.store.set_channel_state("discord", SESSION_KEY, &v).await {
+    if let Err(e) = core
+        .store
+        .set_channel_state("discord", SESSION_KEY, &v)
+        .await
+    {
         tracing::warn!(channel = "discord", "cannot store the gateway session: {e}");
     }
 }
@@ -189,9 +192,16 @@ fn files_of(raw: &Value) -> Vec<InFile> {
 
 /// A thread's name from the message that starts it (Discord allows 100 characters).
 fn thread_name(text: &str) -> String {
-    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("tether");
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("tether");
     let name: String = line.trim().chars().take(90).collect();
-    if name.is_empty() { "tether".into() } else { name }
+    if name.is_empty() {
+        "tether".into()
+    } else {
+        name
+    }
 }
 
 /// The message as tether sees it, `None` when it is not for tether (a bot's, or a
@@ -229,7 +239,9 @@ async fn normalize(
             || text.contains(&format!("<@!{b}>"))
     });
     if let Some(b) = &bot {
-        text = text.replace(&format!("<@{b}>"), "").replace(&format!("<@!{b}>"), "");
+        text = text
+            .replace(&format!("<@{b}>"), "")
+            .replace(&format!("<@!{b}>"), "");
     }
     let text = text.trim().to_string();
     let files = files_of(raw);

@@ -30,6 +30,9 @@ use super::{Discord, INTENTS};
 /// How long the connection, Hello, and each write may take.
 const STEP_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// A connection that ends sooner than this after it opened counts as a failure (backoff).
+const QUICK_DEATH: Duration = Duration::from_secs(1);
+
 /// A Gateway session that can be resumed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Session {
@@ -89,11 +92,18 @@ pub(crate) async fn run(
                 }
             },
         };
+        let began = Instant::now();
         let end = connect(&dc, &url, &mut session, &tx).await;
         match end {
             End::Resume(why) => {
                 tracing::info!(channel = "discord", "gateway: {why}; resuming");
-                failures = 0;
+                // A connection that keeps dying at once is not hammered.
+                if began.elapsed() < QUICK_DEATH {
+                    failures += 1;
+                    tokio::time::sleep(backoff(failures).min(Duration::from_secs(10))).await;
+                } else {
+                    failures = 0;
+                }
             }
             End::Fresh(wait, why) => {
                 tracing::info!(channel = "discord", "gateway: {why}; identifying again");
@@ -150,9 +160,8 @@ fn closed(code: u16, session: Option<&Session>) -> End {
     }
 }
 
-type Ws = tokio_tungstenite::WebSocketStream<
-    tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
->;
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 async fn send(ws: &mut futures::stream::SplitSink<Ws, Message>, v: &Value) -> Result<(), String> {
     match tokio::time::timeout(STEP_TIMEOUT, ws.send(Message::text(v.to_string()))).await {
@@ -168,11 +177,8 @@ async fn close_for_resume(ws: &mut futures::stream::SplitSink<Ws, Message>) {
         code: CloseCode::from(4000),
         reason: "resuming".into(),
     };
-    let _ = tokio::time::timeout(
-        Duration::from_secs(2),
-        ws.send(Message::Close(Some(frame))),
-    )
-    .await;
+    let _ =
+        tokio::time::timeout(Duration::from_secs(2), ws.send(Message::Close(Some(frame)))).await;
 }
 
 /// One connection, from Hello until it ends.
@@ -196,7 +202,10 @@ async fn connect(
     let interval = match tokio::time::timeout(STEP_TIMEOUT, stream.next()).await {
         Ok(Some(Ok(Message::Text(t)))) => {
             let hello: Value = serde_json::from_str(&t).unwrap_or_default();
-            match (hello["op"].as_u64(), hello["d"]["heartbeat_interval"].as_u64()) {
+            match (
+                hello["op"].as_u64(),
+                hello["d"]["heartbeat_interval"].as_u64(),
+            ) {
                 (Some(10), Some(ms)) if ms > 0 => Duration::from_millis(ms),
                 _ => return End::Failed(format!("expected Hello, got {t}")),
             }

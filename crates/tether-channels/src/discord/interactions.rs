@@ -43,7 +43,7 @@ pub fn parse_public_key(hex: &str) -> Result<VerifyingKey, String> {
 }
 
 fn decode_hex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len())

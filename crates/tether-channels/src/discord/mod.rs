@@ -58,7 +58,10 @@ impl Discord {
     }
 
     pub(crate) fn bot_id(&self) -> Option<String> {
-        self.bot_id.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.bot_id
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub(crate) fn set_bot_id(&self, id: &str) {

@@ -70,7 +70,12 @@ impl std::fmt::Debug for Rest {
 /// The rate-limit route of a path: major parameters (channel, guild, webhook ids) kept,
 /// other ids and tokens replaced, so one message's edits share the channel's bucket.
 pub(crate) fn route_key(method: &Method, path: &str) -> String {
-    let segs: Vec<&str> = path.split('?').next().unwrap_or_default().split('/').collect();
+    let segs: Vec<&str> = path
+        .split('?')
+        .next()
+        .unwrap_or_default()
+        .split('/')
+        .collect();
     let out: Vec<&str> = segs
         .iter()
         .enumerate()
@@ -169,7 +174,11 @@ impl Rest {
             });
         }
         if !wait.is_zero() {
-            tracing::debug!(channel = "discord", route, "waiting {wait:?} for the rate limit");
+            tracing::debug!(
+                channel = "discord",
+                route,
+                "waiting {wait:?} for the rate limit"
+            );
             tokio::time::sleep(wait).await;
         }
         let req = self
