@@ -179,7 +179,12 @@ fn handle(
             };
             let from = seq.saturating_sub(overlap).min(log.len());
             let repeated = seq.min(log.len()) - from;
-            let mut frames: Vec<Value> = log[from..].to_vec();
+            // What was missed; earlier READY / RESUMED notices are not replayed.
+            let mut frames: Vec<Value> = log[from..]
+                .iter()
+                .filter(|f| !matches!(f["t"].as_str(), Some("READY" | "RESUMED")))
+                .cloned()
+                .collect();
             let resumed = json!({"op": 0, "t": "RESUMED", "s": log.len() + 1, "d": {}});
             log.push(resumed.clone());
             frames.push(resumed);
