@@ -48,7 +48,8 @@ pub struct Shown {
     pub components: Value,
     pub nonce: Option<String>,
     pub edits: u32,
-    pub file: Option<String>,
+    /// A file sent with the message: (name, bytes).
+    pub file: Option<(String, Vec<u8>)>,
 }
 
 impl Shown {
@@ -95,6 +96,8 @@ pub(crate) struct Inner {
     pub violations: Vec<String>,
     /// Interaction callbacks: (interaction id, body).
     pub callbacks: Vec<(String, Value)>,
+    /// Attachments people sent, served at `/cdn/{name}`.
+    cdn: HashMap<String, Vec<u8>>,
     pub gateway: GatewayState,
 }
 
@@ -238,27 +241,61 @@ async fn me(State(s): State<Shared>, headers: HeaderMap) -> Response {
     Json(json!({"id": BOT_ID, "username": "tether-bot", "bot": true})).into_response()
 }
 
-/// The JSON of a send: the body, or a multipart body's `payload_json` (and its file name).
-fn payload(headers: &HeaderMap, body: &Bytes) -> Option<(Value, Option<String>)> {
+/// The JSON of a send: the body, or a multipart body's `payload_json` and its file
+/// (`files[0]`: name and bytes).
+fn payload(headers: &HeaderMap, body: &Bytes) -> Option<(Value, Option<(String, Vec<u8>)>)> {
     let ct = headers
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    if !ct.starts_with("multipart/") {
+    let Some(boundary) = ct.split("boundary=").nth(1) else {
         return serde_json::from_slice(body).ok().map(|v| (v, None));
+    };
+    let delimiter = format!("--{}", boundary.trim_matches('"'));
+    let mut json = None;
+    let mut file = None;
+    for part in split_bytes(body, delimiter.as_bytes()) {
+        let Some(head_end) = find(part, b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&part[..head_end]);
+        let mut data = &part[head_end + 4..];
+        if data.ends_with(b"\r\n") {
+            data = &data[..data.len() - 2];
+        }
+        if head.contains("name=\"payload_json\"") {
+            json = serde_json::from_slice::<Value>(data).ok();
+        } else if let Some(name) = head
+            .split("filename=\"")
+            .nth(1)
+            .and_then(|t| t.split('"').next())
+        {
+            file = Some((name.to_string(), data.to_vec()));
+        }
     }
-    let text = String::from_utf8_lossy(body);
-    let start = text.find("name=\"payload_json\"")?;
-    let rest = &text[start..];
-    let json_start = rest.find("\r\n\r\n")? + 4;
-    let json_end = rest[json_start..].find("\r\n--")? + json_start;
-    let v: Value = serde_json::from_str(&rest[json_start..json_end]).ok()?;
-    let file = text
-        .split("filename=\"")
-        .nth(1)
-        .and_then(|t| t.split('"').next())
-        .map(str::to_string);
-    Some((v, file))
+    json.map(|j| (j, file))
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn split_bytes<'a>(hay: &'a [u8], delimiter: &[u8]) -> Vec<&'a [u8]> {
+    let mut out = Vec::new();
+    let mut rest = hay;
+    while let Some(i) = find(rest, delimiter) {
+        out.push(&rest[..i]);
+        rest = &rest[i + delimiter.len()..];
+    }
+    out.push(rest);
+    out
+}
+
+async fn cdn(State(s): State<Shared>, Path(name): Path<String>) -> Response {
+    match lock(&s).cdn.get(&name).cloned() {
+        Some(bytes) => (StatusCode::OK, bytes).into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
 }
 
 async fn send(
@@ -437,6 +474,7 @@ impl FakeDiscord {
         let app = axum::Router::new()
             .nest("/api/v10", api)
             .route("/", get(gateway::upgrade))
+            .route("/cdn/{name}", get(cdn))
             .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -497,6 +535,12 @@ impl FakeDiscord {
         self.lock()
             .exhaust_next
             .insert(format!("messages-{channel_id}"), reset_after);
+    }
+
+    /// Makes `bytes` downloadable as an attachment; its URL.
+    pub fn add_attachment(&self, name: &str, bytes: &[u8]) -> String {
+        self.lock().cdn.insert(name.to_string(), bytes.to_vec());
+        format!("{}/cdn/{name}", self.base_url.trim_end_matches("/api/v10"))
     }
 
     /// Calls that ignored a bucket or the global limit.

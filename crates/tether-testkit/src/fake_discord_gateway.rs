@@ -256,6 +256,27 @@ impl FakeDiscord {
         id
     }
 
+    /// A person's message with one attachment (`url` from `add_attachment`).
+    pub fn message_with_file(
+        &self,
+        channel_id: &str,
+        user_id: &str,
+        caption: &str,
+        name: &str,
+        url: &str,
+        size: usize,
+    ) -> String {
+        let id = self.lock().snowflake();
+        let d = json!({
+            "id": id, "channel_id": channel_id, "type": 0, "content": caption,
+            "author": {"id": user_id, "username": format!("user{user_id}")},
+            "mentions": [],
+            "attachments": [{"id": "1", "filename": name, "size": size, "url": url, "content_type": "text/plain"}],
+        });
+        self.dispatch("MESSAGE_CREATE", d);
+        id
+    }
+
     /// An interaction payload for a button press (`custom_id`) on `message_id`; the
     /// interaction's id and token are registered for the callback route.
     pub fn button_interaction(

@@ -547,3 +547,36 @@ async fn discord_doctor_checks_the_bot_token() {
     assert!(text.contains("[--] bot token: REFUSED"), "{text}");
     assert!(!text.contains("wrong"), "the token is not printed: {text}");
 }
+
+#[tokio::test]
+async fn discord_files_reach_the_agent_and_file_sends_a_working_directory_file() {
+    let s = start("").await;
+    let (dc, d) = (&s.dc, &s.d);
+    let url = dc.add_attachment("notes.txt", b"remember the milk\n");
+    dc.message_with_file(DM_A, ALICE, "read this", "notes.txt", &url, 18);
+    let shown = dc.wait_shown(DM_A, "echo: read this").await;
+    assert!(
+        shown.content.contains(".tether/attachments/"),
+        "{}",
+        shown.content
+    );
+    let copied = std::fs::read_dir(d.work_dir().join(".tether/attachments"))
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().ends_with("notes.txt"))
+        .expect("the attachment's copy");
+    assert_eq!(
+        std::fs::read(copied.path()).unwrap(),
+        b"remember the milk\n"
+    );
+
+    std::fs::create_dir_all(d.work_dir().join("out")).unwrap();
+    std::fs::write(d.work_dir().join("out/report.txt"), b"all green\n").unwrap();
+    dc.message(DM_A, None, ALICE, "/file out/report.txt");
+    let sent = dc
+        .wait("the file message", |f| {
+            f.shown(DM_A).into_iter().find_map(|m| m.file)
+        })
+        .await;
+    assert_eq!(sent, ("report.txt".to_string(), b"all green\n".to_vec()));
+}

@@ -297,6 +297,9 @@ mod tests {
         let long = "*".repeat(1500);
         let clipped = clip(&escape(&long));
         assert!(clipped.chars().count() <= MAX_TEXT);
-        assert!(clipped.ends_with("*…"), "no lone escape before the ellipsis");
+        assert!(
+            clipped.ends_with("*…"),
+            "no lone escape before the ellipsis"
+        );
     }
 }
