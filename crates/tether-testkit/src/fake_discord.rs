@@ -48,9 +48,12 @@ pub struct Shown {
     pub components: Value,
     pub nonce: Option<String>,
     pub edits: u32,
-    /// A file sent with the message: (name, bytes).
-    pub file: Option<(String, Vec<u8>)>,
+    /// A file sent with the message.
+    pub file: Option<SentFile>,
 }
+
+/// A file sent with a message: (name, bytes).
+pub type SentFile = (String, Vec<u8>);
 
 impl Shown {
     /// `(label, custom_id)` of the message's buttons.
@@ -243,7 +246,7 @@ async fn me(State(s): State<Shared>, headers: HeaderMap) -> Response {
 
 /// The JSON of a send: the body, or a multipart body's `payload_json` and its file
 /// (`files[0]`: name and bytes).
-fn payload(headers: &HeaderMap, body: &Bytes) -> Option<(Value, Option<(String, Vec<u8>)>)> {
+fn payload(headers: &HeaderMap, body: &Bytes) -> Option<(Value, Option<SentFile>)> {
     let ct = headers
         .get("content-type")
         .and_then(|v| v.to_str().ok())
