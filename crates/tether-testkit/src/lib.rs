@@ -6,6 +6,7 @@ mod daemon;
 pub mod fake_discord;
 mod fake_discord_gateway;
 pub mod fake_discord_interactions;
+mod fake_discord_limits;
 pub mod fake_feishu;
 pub mod fake_telegram;
 pub mod mock_model;
