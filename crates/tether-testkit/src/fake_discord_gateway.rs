@@ -363,6 +363,11 @@ impl FakeDiscord {
         self.lock().gateway.ops.clone()
     }
 
+    /// Whether a connection is up (identified or resumed).
+    pub fn connected(&self) -> bool {
+        self.lock().gateway.live.is_some()
+    }
+
     /// Connections opened so far.
     pub fn connections(&self) -> u64 {
         self.lock().gateway.connections

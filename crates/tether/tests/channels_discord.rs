@@ -580,3 +580,51 @@ async fn discord_files_reach_the_agent_and_file_sends_a_working_directory_file()
         .await;
     assert_eq!(sent, ("report.txt".to_string(), b"all green\n".to_vec()));
 }
+
+#[tokio::test]
+async fn discord_a_restart_resumes_the_stored_session_so_messages_sent_meanwhile_arrive_once() {
+    let mut s = start("").await;
+    let session = s.dc.wait_ready().await;
+    s.dc.message(DM_A, None, ALICE, "remember apples");
+    s.dc.wait_shown(DM_A, "echo: remember apples").await;
+    s.dc.message(DM_A, None, ALICE, "approve launch");
+    let card = wait_buttons(&s.dc, DM_A, "launch").await;
+    let before = session_of(&s.d, "DM with").await;
+
+    s.d.kill9().await;
+    s.dc.wait("the fake sees the socket close", |f| {
+        (!f.connected()).then_some(())
+    })
+    .await;
+    // Written while tether is down: Discord keeps it for the session.
+    s.dc.message(DM_A, None, ALICE, "while you were out");
+    s.d.relaunch().await;
+
+    let resume =
+        s.dc.wait("a resume of the stored session", |f| {
+            f.ops().into_iter().rfind(|o| o.op == 6)
+        })
+        .await;
+    assert_eq!(resume.d["session_id"], session.as_str());
+    assert!(
+        !s.dc.ops().iter().any(|o| o.op == 2 && o.conn > resume.conn),
+        "no new identify"
+    );
+    let r = s.dc.wait_shown(DM_A, "echo: while you were out").await;
+    assert!(r.content.contains("remember apples"), "{}", r.content);
+    assert_eq!(session_of(&s.d, "DM with").await, before);
+    s.dc.wait("the approval says expired", |f| {
+        f.shown(DM_A)
+            .into_iter()
+            .find(|m| m.id == card.id && m.content.contains("expired"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for n in [
+        "echo: remember apples",
+        "echo: while you were out",
+        "asks for permission",
+    ] {
+        assert_eq!(count(&s.dc, DM_A, n), 1, "{n}");
+    }
+}
