@@ -85,12 +85,12 @@ async fn approve(
     Ok(Json(p).into_response())
 }
 
-/// The OpenAPI paths of the channels: the pairing API and both webhooks (documented
+/// The OpenAPI paths of the channels: the pairing API and the webhooks (documented
 /// whether or not a channel is configured: a webhook that is off answers 404).
 #[derive(utoipa::OpenApi)]
 #[openapi(
     paths(list, approve, crate::telegram::updates::hook, crate::feishu::webhook::hook,
-        crate::slack::webhook::hook
+        crate::slack::webhook::hook, crate::discord::interactions::hook
     ),
     components(schemas(pairing::PairingView)),
     tags(

@@ -131,6 +131,43 @@ impl std::fmt::Debug for SlackConfig {
     }
 }
 
+/// How Discord button presses (interactions) arrive. Messages always come over the
+/// Gateway.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum DiscordMode {
+    /// `INTERACTION_CREATE` over the Gateway WebSocket (no public URL needed).
+    #[default]
+    Gateway,
+    /// `POST /hooks/discord` (the app's Interactions Endpoint URL), checked with the
+    /// app's Ed25519 public key.
+    Http,
+}
+
+#[derive(Clone)]
+pub struct DiscordConfig {
+    pub bot_token: String,
+    /// The application id (shown by the doctor; interactions carry it).
+    pub application_id: String,
+    /// The app's Ed25519 public key (hex): required in HTTP mode.
+    pub public_key: Option<String>,
+    /// REST base, e.g. `https://discord.com/api/v10`.
+    pub api_base: String,
+    pub mode: DiscordMode,
+    /// Discord user ids (snowflakes) allowed without pairing.
+    pub allowed_users: BTreeSet<String>,
+}
+
+impl std::fmt::Debug for DiscordConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiscordConfig")
+            .field("application_id", &self.application_id)
+            .field("api_base", &self.api_base)
+            .field("mode", &self.mode)
+            .field("allowed_users", &self.allowed_users)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Delivery tuning shared by the channels.
 #[derive(Debug, Clone, Copy)]
 pub struct Tuning {
@@ -163,5 +200,6 @@ pub struct ChannelsConfig {
     pub telegram: Option<TelegramConfig>,
     pub feishu: Option<FeishuConfig>,
     pub slack: Option<SlackConfig>,
+    pub discord: Option<DiscordConfig>,
     pub tuning: Tuning,
 }

@@ -1,7 +1,7 @@
 //! Credential checks for `tether doctor`: one harmless call per configured channel that
 //! proves its credentials work, sending nothing to anyone (Telegram `getMe`; Feishu a
 //! tenant token and, on the long connection, the socket's endpoint; Slack `auth.test` and,
-//! in Socket Mode, `apps.connections.open` for the app-level token).
+//! in Socket Mode, `apps.connections.open` for the app-level token; Discord `GET /users/@me`).
 
 use std::time::Duration;
 
@@ -47,8 +47,24 @@ pub async fn check_credentials(cfg: &ChannelsConfig) -> Vec<CredentialCheck> {
             None => None,
         }
     };
-    let (t, f, s) = tokio::join!(telegram, feishu, slack);
-    [t, f, s].into_iter().flatten().collect()
+    let discord = async {
+        match &cfg.discord {
+            Some(dc) => Some(CredentialCheck {
+                channel: "discord",
+                result: bounded(async {
+                    let me = crate::discord::check_credentials(dc).await?;
+                    Ok(format!(
+                        "signed in as {me} (application {}, {:?} mode)",
+                        dc.application_id, dc.mode
+                    ))
+                })
+                .await,
+            }),
+            None => None,
+        }
+    };
+    let (t, f, s, d) = tokio::join!(telegram, feishu, slack, discord);
+    [t, f, s, d].into_iter().flatten().collect()
 }
 
 async fn bounded(

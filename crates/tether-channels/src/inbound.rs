@@ -104,11 +104,7 @@ pub(crate) async fn handle(
     core: &SharedCore,
     msg: Inbound,
 ) -> Result<Option<String>, ChannelError> {
-    let allowed = core.allowed_users.contains(&msg.sender.id)
-        || core
-            .store
-            .channel_user_allowed(core.name(), &msg.sender.id)
-            .await?;
+    let allowed = allowed(core, &msg.sender.id).await?;
     let chat_key = msg.chat_key(core.group_mode);
     if !allowed {
         tracing::info!(
@@ -163,6 +159,15 @@ pub(crate) async fn handle(
             send(core, &msg, &chat_key, chat, req, &by).await
         }
     }
+}
+
+/// The sender may talk to the agents here: allowed by the config file or by pairing.
+pub(crate) async fn allowed(core: &SharedCore, user_id: &str) -> Result<bool, ChannelError> {
+    Ok(core.allowed_users.contains(user_id)
+        || core
+            .store
+            .channel_user_allowed(core.name(), user_id)
+            .await?)
 }
 
 /// Routes a person's message (once: its turn id comes from the inbound key) and tells
@@ -303,6 +308,7 @@ fn label(channel: &str) -> &str {
         "telegram" => "Telegram",
         "feishu" => "Feishu",
         "slack" => "Slack",
+        "discord" => "Discord",
         other => other,
     }
 }

@@ -1,4 +1,4 @@
-//! tether-channels: Telegram, Feishu (Lark) and Slack adapters. Inbound messages are verified,
+//! tether-channels: Telegram, Feishu (Lark), Slack and Discord adapters. Inbound messages are verified,
 //! deduplicated and normalized, then handed to the same router as the web API
 //! ([`tether_runtime::Runtime::send_message`]); what the agents do comes back as events,
 //! which are turned into outbox rows and delivered by a durable, per-chat ordered,
@@ -10,6 +10,7 @@
 
 pub mod channel;
 pub mod config;
+pub mod discord;
 pub mod doctor;
 pub mod feishu;
 pub mod format;
@@ -37,8 +38,8 @@ use tether_runtime::Runtime;
 use tether_store::Store;
 
 pub use config::{
-    ChannelsConfig, FeishuConfig, FeishuMode, GroupMode, SlackConfig, SlackMode, TelegramConfig,
-    TelegramMode, Tuning,
+    ChannelsConfig, DiscordConfig, DiscordMode, FeishuConfig, FeishuMode, GroupMode, SlackConfig,
+    SlackMode, TelegramConfig, TelegramMode, Tuning,
 };
 pub use error::ChannelError;
 
@@ -145,6 +146,30 @@ impl Channels {
             }
             cores.insert("slack", core);
             tracing::info!(mode = ?sc.mode, "slack channel started");
+        }
+        if let Some(dc) = &cfg.discord {
+            let discord = Arc::new(
+                discord::Discord::new(dc).map_err(|e| ChannelError::Platform(e.to_string()))?,
+            );
+            // A thread is the conversation: a group never splits by member.
+            let core = Core::new(
+                discord.clone(),
+                runtime.clone(),
+                store.clone(),
+                dc.allowed_users.clone(),
+                GroupMode::Chat,
+                cfg.tuning,
+                format::chars,
+            )
+            .await?;
+            tasks.extend(spawn_delivery(&core));
+            let started = discord::start(core.clone(), discord, dc);
+            tasks.extend(started.tasks);
+            if let Some(h) = started.hook {
+                hooks = hooks.merge(h);
+            }
+            cores.insert("discord", core);
+            tracing::info!(mode = ?dc.mode, "discord channel started");
         }
         let api = api::pairing_routes(store, Arc::new(cores));
         Ok(Channels { tasks, hooks, api })

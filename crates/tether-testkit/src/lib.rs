@@ -3,6 +3,10 @@
 //! Dev-only: nothing in the product depends on it.
 
 mod daemon;
+pub mod fake_discord;
+mod fake_discord_gateway;
+pub mod fake_discord_interactions;
+mod fake_discord_limits;
 pub mod fake_feishu;
 pub mod fake_slack;
 pub mod fake_telegram;

@@ -38,7 +38,7 @@ pub struct FileConfig {
     pub delegation: Option<DelegationFile>,
     #[serde(default)]
     pub agents: BTreeMap<String, AgentConfig>,
-    /// `[channels]`: Telegram and Feishu (see `config_channels`).
+    /// `[channels]`: Telegram, Feishu and Discord (see `config_channels`).
     pub channels: Option<crate::config_channels::ChannelsFile>,
     /// `[server]`: HTTP time-outs and allowed host names (see `config_server`).
     pub server: Option<crate::config_server::ServerFile>,

@@ -20,6 +20,13 @@
 //! verification_token = "..."  # required for the webhook
 //! encrypt_key = "..."         # optional: encrypted (and over HTTP signed) events
 //! allowed_users = ["ou_..."]  # open_ids
+//!
+//! [channels.discord]
+//! bot_token = "..."
+//! application_id = "123..."
+//! public_key = "hex..."       # needed for mode = "http"
+//! mode = "gateway"            # or "http": button presses at POST /hooks/discord
+//! allowed_users = ["123..."]  # Discord user ids; others get a pairing code
 //! ```
 
 use std::collections::BTreeSet;
@@ -28,7 +35,8 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use serde::Deserialize;
 use tether_channels::{
-    ChannelsConfig, FeishuConfig, FeishuMode, GroupMode, TelegramConfig, TelegramMode, Tuning,
+    ChannelsConfig, DiscordConfig, DiscordMode, FeishuConfig, FeishuMode, GroupMode,
+    TelegramConfig, TelegramMode, Tuning,
 };
 
 /// `[channels]`: the channels and delivery tuning.
@@ -38,6 +46,7 @@ pub struct ChannelsFile {
     pub telegram: Option<TelegramFile>,
     pub feishu: Option<FeishuFile>,
     pub slack: Option<crate::config_slack::SlackFile>,
+    pub discord: Option<DiscordFile>,
     /// At most one progress edit per turn per this many milliseconds (default 3000).
     pub progress_interval_ms: Option<u64>,
     /// First retry delay of a failed send (default 1000), doubled per attempt.
@@ -120,6 +129,18 @@ pub struct FeishuFile {
     #[serde(default)]
     pub allowed_users: Vec<UserId>,
     pub group_mode: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiscordFile {
+    pub bot_token: Option<String>,
+    pub application_id: Option<UserId>,
+    pub public_key: Option<String>,
+    pub api_base: Option<String>,
+    pub mode: Option<String>,
+    #[serde(default)]
+    pub allowed_users: Vec<UserId>,
 }
 
 pub(crate) fn required(section: &str, key: &str, value: Option<String>) -> Result<String> {
@@ -239,6 +260,43 @@ fn feishu(f: FeishuFile) -> Result<FeishuConfig> {
     })
 }
 
+fn discord(f: DiscordFile) -> Result<DiscordConfig> {
+    let mode = match f.mode.as_deref().unwrap_or("gateway") {
+        "gateway" => DiscordMode::Gateway,
+        "http" => DiscordMode::Http,
+        other => bail!("[channels.discord] mode must be \"gateway\" or \"http\", not {other:?}"),
+    };
+    let public_key = f.public_key.filter(|k| !k.trim().is_empty());
+    match &public_key {
+        Some(k) => {
+            if let Err(e) = tether_channels::discord::parse_public_key(k) {
+                bail!("[channels.discord] public_key: {e}");
+            }
+        }
+        None if mode == DiscordMode::Http => {
+            bail!("[channels.discord] mode = \"http\" needs `public_key` (the app's public key)")
+        }
+        None => {}
+    }
+    Ok(DiscordConfig {
+        bot_token: required("discord", "bot_token", f.bot_token)?,
+        application_id: required(
+            "discord",
+            "application_id",
+            f.application_id.as_ref().map(UserId::text),
+        )?,
+        public_key,
+        api_base: http_url(
+            "discord",
+            "api_base",
+            f.api_base,
+            "https://discord.com/api/v10",
+        )?,
+        mode,
+        allowed_users: users(&f.allowed_users),
+    })
+}
+
 /// Validates `[channels]` (absent: no channel runs).
 pub fn resolve(file: Option<ChannelsFile>) -> Result<ChannelsConfig> {
     let Some(f) = file else {
@@ -263,6 +321,7 @@ pub fn resolve(file: Option<ChannelsFile>) -> Result<ChannelsConfig> {
         telegram: f.telegram.map(telegram).transpose()?,
         feishu: f.feishu.map(feishu).transpose()?,
         slack: f.slack.map(crate::config_slack::slack).transpose()?,
+        discord: f.discord.map(discord).transpose()?,
         tuning,
     })
 }
@@ -333,6 +392,14 @@ mod tests {
         assert!(f.encrypt_key.is_none());
         assert_eq!(f.mode, FeishuMode::Webhook);
         assert_eq!(f.base_url, "https://open.feishu.cn");
+        let dc = "[channels.discord]\nbot_token = \"t\"\napplication_id = 42\n";
+        let d = parse(dc).unwrap().discord.unwrap();
+        assert_eq!(d.mode, DiscordMode::Gateway);
+        assert_eq!(d.application_id, "42");
+        assert_eq!(d.api_base, "https://discord.com/api/v10");
+        assert!(err(&format!("{dc}mode = \"http\"\n")).contains("public_key"));
+        assert!(err(&format!("{dc}public_key = \"zz\"\n")).contains("public_key"));
+        assert!(err("[channels.discord]\napplication_id = 1\n").contains("bot_token"));
     }
 
     #[test]

@@ -402,6 +402,7 @@ async fn openapi_lists_pairings_webhooks_mcp_and_the_page() {
         ("/hooks/telegram", "post"),
         ("/hooks/feishu", "post"),
         ("/hooks/slack", "post"),
+        ("/hooks/discord", "post"),
         ("/mcp", "post"),
         ("/mcp", "get"),
         ("/", "get"),

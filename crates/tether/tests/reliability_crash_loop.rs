@@ -1,8 +1,8 @@
 //! Reliability: the crash loop. A workload of 21 conversations (16 on the API, 4 bound to
-//! Telegram chats on the fake Bot API, 1 a Slack DM over the fake Socket Mode, all on the
-//! fake agent): plain messages, messages queued behind slow turns, approvals answered
-//! over the API, streamed replies, and in the Telegram and Slack chats messages from the
-//! person there too — while
+//! Telegram chats on the fake Bot API, 1 a Slack DM over the fake Socket Mode, 1 a Discord
+//! DM on the fake Discord, all on the fake agent): plain messages, messages queued behind
+//! slow turns, approvals answered over the API, streamed replies, and in the Telegram,
+//! Slack and Discord chats messages from the person there too — while
 //! tether is killed with SIGKILL at random points, 30 times (`TETHER_CRASH_KILLS`; seed
 //! `TETHER_CRASH_SEED`). After every restart: each accepted message has a turn that is
 //! completed or `interrupted` (none left running or queued), every binding is intact, the
@@ -28,6 +28,7 @@ use rand::{Rng, SeedableRng};
 use reliability_util::{assert_healthy, eventually};
 use serde_json::{Value, json};
 use sqlx::Row;
+use tether_testkit::fake_discord::FakeDiscord;
 use tether_testkit::fake_slack::FakeSlack;
 use tether_testkit::fake_telegram::{self, FakeTelegram, private_chat};
 use tether_testkit::{Daemon, DaemonOptions};
@@ -37,6 +38,9 @@ const TELEGRAM_USERS: [i64; 4] = [101, 102, 103, 104];
 /// The Slack user of the Slack conversation, and its DM channel.
 const SLACK_USER: &str = "USLACK1";
 const SLACK_DM: &str = "DSLACK1";
+/// The Discord user and DM channel of the Discord conversation.
+const DISCORD_USER: &str = "555";
+const DISCORD_DM: &str = "855";
 /// A duplicate send is excused when the first one happened this shortly before a kill.
 const IN_FLIGHT: Duration = Duration::from_millis(500);
 
@@ -55,6 +59,8 @@ struct Conv {
     chat: Option<i64>,
     /// The Slack DM it is bound to, if any.
     slack: Option<&'static str>,
+    /// The Discord DM channel it is bound to, if any.
+    discord: Option<String>,
     /// Its one session (bindings never change in this workload).
     session: String,
     /// Index in the needles `m{index}-{seq}`.
@@ -146,6 +152,16 @@ async fn drive(
             tokio::time::sleep(Duration::from_millis(rng.gen_range(30..200))).await;
             continue;
         }
+        // So do the Discord DM's.
+        if let Some(dm) = &conv.discord
+            && roll < 25
+        {
+            let text = next_text(&log, conv.index, "t");
+            d.dc.message(dm, None, DISCORD_USER, &text);
+            log.lock().unwrap().inbound.push((conv.index, text));
+            tokio::time::sleep(Duration::from_millis(rng.gen_range(30..200))).await;
+            continue;
+        }
         let texts: Vec<String> = match roll {
             0..55 => vec![next_text(&log, conv.index, "m")],
             55..70 => {
@@ -212,6 +228,7 @@ struct DaemonHandle {
     token: String,
     tg: Arc<FakeTelegram>,
     sl: Arc<FakeSlack>,
+    dc: Arc<FakeDiscord>,
 }
 
 /// Successful `sendMessage` calls by (chat, needle), in order: every `echo: mNN-NNNN`
@@ -320,7 +337,8 @@ async fn check_after_restart(
                 matches!(
                     status.as_str(),
                     "completed" | "interrupted" | "failed" | "cancelled"
-                ) || ((c.chat.is_some() || c.slack.is_some()) && created >= restarted_ms),
+                ) || ((c.chat.is_some() || c.slack.is_some() || c.discord.is_some())
+                    && created >= restarted_ms),
                 "after a restart no turn is left {status}: {t}"
             );
             statuses.insert(t["id"].as_str().unwrap().to_string(), status);
@@ -366,13 +384,19 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
 
     let tg = Arc::new(FakeTelegram::start().await);
     let sl = Arc::new(FakeSlack::start().await);
+    let dc = Arc::new(FakeDiscord::start().await);
     let mut d = Daemon::start(DaemonOptions {
-        extra_config: tg.config(&TELEGRAM_USERS, &sl.section("socket", &[SLACK_USER], "")),
+        extra_config: format!(
+            "{}\n{}",
+            tg.config(&TELEGRAM_USERS, &sl.section("socket", &[SLACK_USER], "")),
+            dc.section(&[DISCORD_USER], "")
+        ),
         ..Default::default()
     })
     .await;
+    dc.wait_ready().await;
 
-    // The 20 conversations, each with its session.
+    // The 21 conversations, each with its session.
     let mut convs = Vec::new();
     for i in 0..API_CONVERSATIONS {
         let id = d.new_conversation(None).await;
@@ -381,6 +405,7 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
             id,
             chat: None,
             slack: None,
+            discord: None,
             session: o["session_id"].as_str().unwrap().to_string(),
             index: i,
         });
@@ -408,6 +433,7 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
             id,
             chat: Some(*user),
             slack: None,
+            discord: None,
             session: view["binding"]["session_id"].as_str().unwrap().to_string(),
             index: API_CONVERSATIONS + k,
         });
@@ -432,8 +458,32 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
             id,
             chat: None,
             slack: Some(SLACK_DM),
+            discord: None,
             session: view["binding"]["session_id"].as_str().unwrap().to_string(),
             index: API_CONVERSATIONS + TELEGRAM_USERS.len(),
+        });
+    }
+
+    {
+        dc.message(DISCORD_DM, None, DISCORD_USER, "hello from discord");
+        dc.wait_shown(DISCORD_DM, "echo: hello from discord").await;
+        let list = d.get_ok("/api/v1/conversations").await;
+        let c = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["title"].as_str().unwrap_or_default().contains("Discord"))
+            .unwrap_or_else(|| panic!("no Discord conversation: {list}"))
+            .clone();
+        let id = c["id"].as_str().unwrap().to_string();
+        let view = d.get_ok(&format!("/api/v1/conversations/{id}")).await;
+        convs.push(Conv {
+            id,
+            chat: None,
+            slack: None,
+            discord: Some(DISCORD_DM.to_string()),
+            session: view["binding"]["session_id"].as_str().unwrap().to_string(),
+            index: convs.len(),
         });
     }
 
@@ -447,6 +497,7 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
             token: d.token.clone(),
             tg: tg.clone(),
             sl: sl.clone(),
+            dc: dc.clone(),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let mut tasks = tokio::task::JoinSet::new();
@@ -502,29 +553,32 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
     let mut inbound_turns: BTreeMap<String, (String, String)> = BTreeMap::new();
     for c in convs
         .iter()
-        .filter(|c| c.chat.is_some() || c.slack.is_some())
+        .filter(|c| c.chat.is_some() || c.slack.is_some() || c.discord.is_some())
     {
         let mine: Vec<&String> = inbound
             .iter()
             .filter(|(i, _)| *i == c.index)
             .map(|(_, t)| t)
             .collect();
-        let turns = eventually("every Telegram message has its turn", || async {
-            let turns = d
-                .get_ok(&format!("/api/v1/sessions/{}/turns", c.session))
-                .await;
-            let turns = turns.as_array().unwrap().clone();
-            let ended =
-                |t: &&Value| matches!(t["status"].as_str(), Some("completed" | "interrupted"));
-            mine.iter()
-                .all(|text| {
-                    turns
-                        .iter()
-                        .filter(ended)
-                        .any(|t| t["input"] == text.as_str())
-                })
-                .then_some(turns)
-        })
+        let turns = eventually(
+            "every Telegram and Discord message has its turn",
+            || async {
+                let turns = d
+                    .get_ok(&format!("/api/v1/sessions/{}/turns", c.session))
+                    .await;
+                let turns = turns.as_array().unwrap().clone();
+                let ended =
+                    |t: &&Value| matches!(t["status"].as_str(), Some("completed" | "interrupted"));
+                mine.iter()
+                    .all(|text| {
+                        turns
+                            .iter()
+                            .filter(ended)
+                            .any(|t| t["input"] == text.as_str())
+                    })
+                    .then_some(turns)
+            },
+        )
         .await;
         for text in &mine {
             let of_it: Vec<&Value> = turns
@@ -596,6 +650,28 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
     let slack_results = check_slack_results(&d, &sl, &convs, &accepted, &inbound, &kills).await;
     eprintln!("crash loop: {slack_results} completed results checked in the Slack DM");
     assert!(slack_results > 0, "some Slack results were checked");
+    // Discord: every completed turn's result reached the DM exactly once (sends carry
+    // a nonce, so even a send repeated after a kill shows once).
+    let mut discord_results = 0;
+    for c in convs.iter().filter(|c| c.discord.is_some()) {
+        let turns = d
+            .get_ok(&format!("/api/v1/sessions/{}/turns", c.session))
+            .await;
+        for t in turns.as_array().unwrap() {
+            let input = t["input"].as_str().unwrap_or_default();
+            let ours = input.starts_with('m') || input.starts_with('t');
+            if t["status"] == "completed" && ours && input.len() == 8 {
+                discord_results += 1;
+                assert_eq!(
+                    dc.count_shown(DISCORD_DM, &format!("echo: {input}")),
+                    1,
+                    "the result of {input:?} in the Discord DM"
+                );
+            }
+        }
+    }
+    eprintln!("crash loop: {discord_results} completed results checked in Discord");
+    assert!(discord_results > 0, "some Discord results were checked");
     assert!(completed_results > 0, "some Telegram results were checked");
     assert_healthy(&d, "fake").await;
 }

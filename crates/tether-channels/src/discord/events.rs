@@ -1,0 +1,415 @@
+//! Inbound Discord: dispatches from the Gateway, in order. A `MESSAGE_CREATE` is recorded
+//! by message id with its raw payload (a repeat, such as a resume replaying what was
+//! already seen, is dropped before any work) and handled within its channel's lane; the
+//! Gateway session (id, resume URL, sequence number) is stored after each recorded
+//! message, so a restart resumes right after the last message tether has. Messages
+//! recorded but not handled (a crash in between) are handled first at start-up.
+//!
+//! Conversations: a DM channel is one conversation. In a server channel a message that
+//! mentions the bot starts a thread from that message, and the thread is the
+//! conversation (every message in it goes to the agent, no mention needed); other
+//! channel messages are not for tether. A button press (`INTERACTION_CREATE`) is
+//! deduplicated by interaction id and answered through the interaction callback with an
+//! ephemeral message saying what happened.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::Discord;
+use super::gateway::{self, Dispatch, Session};
+use crate::channel::SendError;
+use crate::config::{DiscordConfig, DiscordMode};
+use crate::core::SharedCore;
+use crate::inbound::{self, InChat, InFile, InKind, Inbound, Sender};
+
+const SESSION_KEY: &str = "gateway_session";
+/// How long a button press may wait for its approval to resolve before the answer
+/// (Discord wants the interaction callback within 3 seconds).
+pub(crate) const ACTION_WAIT: Duration = Duration::from_millis(2500);
+/// Discord's error code: a thread was already started from this message.
+const THREAD_EXISTS: &str = "160004";
+
+/// The running adapter's tasks and (HTTP mode) its interactions route.
+pub(crate) struct Started {
+    pub tasks: Vec<tokio::task::JoinHandle<()>>,
+    pub hook: Option<axum::Router>,
+}
+
+pub(crate) fn start(core: SharedCore, dc: Arc<Discord>, cfg: Arc<DiscordConfig>) -> Started {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let gw = {
+        let (core, dc) = (core.clone(), dc.clone());
+        async move {
+            let stored = match core.store.channel_state("discord", SESSION_KEY).await {
+                Ok(v) => v.and_then(|v| serde_json::from_str::<Session>(&v).ok()),
+                Err(e) => {
+                    tracing::warn!(channel = "discord", "cannot read the gateway session: {e}");
+                    None
+                }
+            };
+            gateway::run(dc, stored, tx).await;
+        }
+    };
+    let tasks = vec![
+        tokio::spawn(gw),
+        tokio::spawn(worker(core.clone(), dc.clone(), rx)),
+    ];
+    let hook = (cfg.mode == DiscordMode::Http).then(|| super::interactions::routes(core, dc, cfg));
+    Started { tasks, hook }
+}
+
+async fn worker(core: SharedCore, dc: Arc<Discord>, mut rx: mpsc::UnboundedReceiver<Dispatch>) {
+    let (lanes_tx, lanes_rx) = mpsc::unbounded_channel();
+    let handler = {
+        let (core, dc) = (core.clone(), dc.clone());
+        move |raw: Value| {
+            let (core, dc) = (core.clone(), dc.clone());
+            async move { handle_message(&core, &dc, raw).await }
+        }
+    };
+    tokio::spawn(crate::lanes::run_lanes(lanes_rx, handler));
+    let lane = |raw: &Value| raw["channel_id"].as_str().unwrap_or_default().to_string();
+    match core.store.unhandled_inbound("discord").await {
+        Ok(pending) => {
+            for p in pending {
+                match serde_json::from_str::<Value>(&p.payload) {
+                    Ok(raw) => {
+                        tracing::info!(channel = "discord", key = p.key, "replaying a message");
+                        let _ = lanes_tx.send((lane(&raw), raw));
+                    }
+                    Err(_) => mark_handled(&core, &p.key).await,
+                }
+            }
+        }
+        Err(e) => tracing::warn!(channel = "discord", "cannot read unhandled messages: {e}"),
+    }
+    while let Some(d) = rx.recv().await {
+        match d.kind.as_str() {
+            "READY" => store_session(&core, d.session.as_ref()).await,
+            "MESSAGE_CREATE" => {
+                let Some(id) = d.data["id"].as_str() else {
+                    continue;
+                };
+                let key = format!("m:{id}");
+                match core
+                    .store
+                    .accept_inbound("discord", &key, &d.data.to_string())
+                    .await
+                {
+                    Ok(true) => {
+                        let _ = lanes_tx.send((lane(&d.data), d.data));
+                    }
+                    Ok(false) => {
+                        tracing::info!(channel = "discord", key, "duplicate message ignored");
+                    }
+                    Err(e) => {
+                        // Not recorded: the session is not moved past it.
+                        tracing::warn!(channel = "discord", key, "cannot record message: {e}");
+                        continue;
+                    }
+                }
+                store_session(&core, d.session.as_ref()).await;
+            }
+            "INTERACTION_CREATE" => {
+                let (core, dc) = (core.clone(), dc.clone());
+                tokio::spawn(async move {
+                    if let Some(text) = interaction_answer(&core, &d.data).await {
+                        callback(&dc, &d.data, &text).await;
+                    }
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+async fn store_session(core: &SharedCore, session: Option<&Session>) {
+    let Some(s) = session else { return };
+    let Ok(v) = serde_json::to_string(s) else {
+        return;
+    };
+    if let Err(e) = core
+        .store
+        .set_channel_state("discord", SESSION_KEY, &v)
+        .await
+    {
+        tracing::warn!(channel = "discord", "cannot store the gateway session: {e}");
+    }
+}
+
+async fn mark_handled(core: &SharedCore, key: &str) {
+    if let Err(e) = core.store.mark_inbound_handled("discord", key).await {
+        tracing::warn!(channel = "discord", "cannot mark {key} handled: {e}");
+    }
+}
+
+async fn handle_message(core: &SharedCore, dc: &Discord, raw: Value) {
+    let key = format!("m:{}", raw["id"].as_str().unwrap_or_default());
+    match normalize(core, dc, &raw, &key).await {
+        Ok(Some(msg)) => {
+            if let Err(e) = inbound::handle(core, msg).await {
+                tracing::warn!(channel = "discord", key, "message failed: {e}");
+            }
+        }
+        Ok(None) => {}
+        Err(e) => tracing::warn!(channel = "discord", key, "message not handled: {e}"),
+    }
+    mark_handled(core, &key).await;
+}
+
+/// Who wrote: the display name if set, else the user name.
+fn sender_of(user: &Value) -> Option<Sender> {
+    let id = user["id"].as_str()?;
+    let name = user["global_name"]
+        .as_str()
+        .or(user["username"].as_str())
+        .unwrap_or(id);
+    Some(Sender {
+        id: id.to_string(),
+        name: name.to_string(),
+    })
+}
+
+fn files_of(raw: &Value) -> Vec<InFile> {
+    raw["attachments"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| {
+            Some(InFile {
+                name: a["filename"].as_str()?.to_string(),
+                declared: a["content_type"].as_str().map(str::to_string),
+                size: a["size"].as_u64(),
+                source: a["url"].as_str()?.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// A thread's name from the message that starts it (Discord allows 100 characters).
+fn thread_name(text: &str) -> String {
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("tether");
+    let name: String = line.trim().chars().take(90).collect();
+    if name.is_empty() {
+        "tether".into()
+    } else {
+        name
+    }
+}
+
+/// The message as tether sees it, `None` when it is not for tether (a bot's, or a
+/// channel message that does not mention the bot).
+async fn normalize(
+    core: &SharedCore,
+    dc: &Discord,
+    raw: &Value,
+    key: &str,
+) -> Result<Option<Inbound>, String> {
+    let author = &raw["author"];
+    let bot = dc.bot_id();
+    if author["bot"].as_bool() == Some(true) || author["id"].as_str() == bot.as_deref() {
+        return Ok(None);
+    }
+    // Default messages and replies only (not joins, pins, thread notices).
+    if !matches!(raw["type"].as_u64(), None | Some(0) | Some(19)) {
+        return Ok(None);
+    }
+    let (Some(sender), Some(channel), Some(message_id)) = (
+        sender_of(author),
+        raw["channel_id"].as_str(),
+        raw["id"].as_str(),
+    ) else {
+        return Ok(None);
+    };
+    let mut text = raw["content"].as_str().unwrap_or_default().to_string();
+    let mentioned = bot.as_deref().is_some_and(|b| {
+        raw["mentions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|m| m["id"].as_str() == Some(b))
+            || text.contains(&format!("<@{b}>"))
+            || text.contains(&format!("<@!{b}>"))
+    });
+    if let Some(b) = &bot {
+        text = text
+            .replace(&format!("<@{b}>"), "")
+            .replace(&format!("<@!{b}>"), "");
+    }
+    let text = text.trim().to_string();
+    let files = files_of(raw);
+    let kind = if files.is_empty() {
+        InKind::Text(text.clone())
+    } else {
+        InKind::Files {
+            caption: text.clone(),
+            files,
+        }
+    };
+    let chat = |chat_id: &str, is_group: bool, title: String| InChat {
+        chat_id: chat_id.to_string(),
+        thread_id: None,
+        is_group,
+        title,
+    };
+    let msg = |chat: InChat| Inbound {
+        key: key.to_string(),
+        chat,
+        sender: sender.clone(),
+        kind: kind.clone(),
+    };
+    if raw["guild_id"].as_str().is_none() {
+        let title = format!("DM with {}", sender.name);
+        return Ok(Some(msg(chat(channel, false, title))));
+    }
+    // A thread that is already a conversation: everything in it is for the agent.
+    let known = core
+        .store
+        .channel_chat("discord", channel)
+        .await
+        .map_err(|e| e.to_string())?;
+    if known.is_some() {
+        return Ok(Some(msg(chat(channel, true, String::new()))));
+    }
+    if !mentioned {
+        return Ok(None);
+    }
+    // An unknown sender is answered where they wrote (no thread for them).
+    if !inbound::allowed(core, &sender.id)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        return Ok(Some(msg(chat(channel, true, String::new()))));
+    }
+    let name = thread_name(&text);
+    let thread = start_thread(dc, channel, message_id, &name).await?;
+    Ok(Some(msg(chat(&thread, true, format!("thread {name}")))))
+}
+
+/// Starts a thread from a message (retrying transient failures); its id. A thread
+/// already started from it (a replay after a crash) has the message's id.
+async fn start_thread(
+    dc: &Discord,
+    channel: &str,
+    message_id: &str,
+    name: &str,
+) -> Result<String, String> {
+    let path = format!("/channels/{channel}/messages/{message_id}/threads");
+    let body = json!({"name": name, "auto_archive_duration": 1440});
+    let mut wait = Duration::from_millis(500);
+    for _ in 0..6 {
+        match dc.rest.call(Method::POST, &path, Some(&body)).await {
+            Ok(v) => {
+                return v["id"]
+                    .as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| "no thread id in the reply".to_string());
+            }
+            Err(SendError::Permanent(e)) if e.contains(THREAD_EXISTS) => {
+                return Ok(message_id.to_string());
+            }
+            Err(SendError::Permanent(e)) => return Err(format!("cannot start a thread: {e}")),
+            Err(SendError::Retry { after, reason }) => {
+                tracing::info!(channel = "discord", "start thread: {reason}");
+                tokio::time::sleep(after.unwrap_or(wait).max(wait)).await;
+                wait *= 2;
+            }
+        }
+    }
+    Err("cannot start a thread: Discord kept failing".to_string())
+}
+
+/// What to tell the person who pressed a button (`None`: not a button press, nothing to
+/// answer). The same for Gateway and HTTP interactions; a repeat (same interaction id)
+/// is not handled again.
+pub(crate) async fn interaction_answer(core: &SharedCore, ix: &Value) -> Option<String> {
+    if ix["type"].as_u64() != Some(3) {
+        return None;
+    }
+    let id = ix["id"].as_str()?;
+    match core
+        .store
+        .remember_inbound("discord", &format!("i:{id}"))
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => return None,
+        Err(e) => return Some(format!("⚠️ {e}")),
+    }
+    let user = if ix["member"]["user"].is_object() {
+        &ix["member"]["user"]
+    } else {
+        &ix["user"]
+    };
+    let (Some(sender), Some(channel)) = (sender_of(user), ix["channel_id"].as_str()) else {
+        return Some("This button is not known.".to_string());
+    };
+    let Some((approval_id, decision)) = ix["data"]["custom_id"]
+        .as_str()
+        .and_then(super::parse_custom_id)
+    else {
+        return Some("This button is not known.".to_string());
+    };
+    let msg = Inbound {
+        key: format!("i:{id}"),
+        chat: InChat {
+            chat_id: channel.to_string(),
+            thread_id: None,
+            is_group: ix["guild_id"].is_string(),
+            title: String::new(),
+        },
+        sender,
+        kind: InKind::Decide {
+            approval_id: approval_id.into(),
+            decision,
+        },
+    };
+    let core = core.clone();
+    let job = tokio::spawn(async move { inbound::handle(&core, msg).await });
+    Some(match tokio::time::timeout(ACTION_WAIT, job).await {
+        Ok(Ok(Ok(Some(text)))) => text,
+        Ok(Ok(Err(e))) => format!("⚠️ {e}"),
+        _ => "Received.".to_string(),
+    })
+}
+
+/// The interaction response: an ephemeral message only the presser sees.
+pub(crate) fn ephemeral(text: &str) -> Value {
+    json!({"type": 4, "data": {"content": super::clip(text), "flags": 64, "allowed_mentions": {"parse": []}}})
+}
+
+/// Answers a Gateway interaction through its callback.
+async fn callback(dc: &Discord, ix: &Value, text: &str) {
+    let (Some(id), Some(token)) = (ix["id"].as_str(), ix["token"].as_str()) else {
+        return;
+    };
+    let path = format!("/interactions/{id}/{token}/callback");
+    if let Err(e) = dc
+        .rest
+        .call(Method::POST, &path, Some(&ephemeral(text)))
+        .await
+    {
+        tracing::info!(channel = "discord", "interaction callback failed: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_names_come_from_the_first_line() {
+        assert_eq!(thread_name("\n  fix the build  \nmore"), "fix the build");
+        assert_eq!(thread_name(""), "tether");
+        assert_eq!(thread_name(&"x".repeat(200)).chars().count(), 90);
+        let s = sender_of(&json!({"id": "1", "username": "al", "global_name": "Alice"}));
+        assert_eq!(s.map(|s| s.name), Some("Alice".to_string()));
+    }
+}
