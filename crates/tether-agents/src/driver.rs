@@ -233,6 +233,15 @@ impl AgentError {
     }
 }
 
+/// Which process a live session runs in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProcessRef {
+    /// The shared process's number ([`crate::host::ProcessView::id`]); `None` when the
+    /// session has a process of its own.
+    pub shared: Option<u64>,
+    pub pid: Option<u32>,
+}
+
 /// Starts agent sessions of one protocol.
 #[async_trait]
 pub trait AgentDriver: Send + Sync {
@@ -280,6 +289,12 @@ pub trait AgentSession: Send + Sync {
     /// Whether the process is still running.
     fn is_alive(&self) -> bool;
 
-    /// Ends the process group and reaps it.
+    /// The process the session runs in (for `GET /api/v1/pool`).
+    fn process(&self) -> ProcessRef {
+        ProcessRef::default()
+    }
+
+    /// Ends the session: a process of its own is ended and reaped; on a shared process
+    /// the session only detaches (the process ends after its idle time once empty).
     async fn shutdown(&self);
 }

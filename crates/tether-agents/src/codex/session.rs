@@ -10,15 +10,16 @@ use tokio::sync::{mpsc, oneshot};
 use super::items::str_field;
 use super::state::{Phase, Shared, Turn, spawn_interrupt};
 use crate::driver::{AgentError, AgentEvent, AgentSession, Prompt, StopReason, TurnOutcome};
+use crate::host::Attached;
 use crate::jsonrpc::{Connection, RpcError};
-use crate::process::AgentProcess;
-use crate::turn::{self, OnDrop, PromptLock};
+use crate::turn::{OnDrop, PromptLock};
 
 #[derive(Debug)]
 pub(crate) struct CodexSession {
     pub thread_id: String,
     pub conn: Connection,
-    pub process: AgentProcess,
+    /// Its own `codex app-server`, or a thread on a shared one.
+    pub process: Attached,
     pub shared: Arc<Shared>,
     /// Held while a prompt runs.
     pub prompt_lock: PromptLock,
@@ -171,8 +172,21 @@ impl AgentSession for CodexSession {
         self.process.is_alive()
     }
 
+    fn process(&self) -> crate::driver::ProcessRef {
+        self.process.process_ref()
+    }
+
     async fn shutdown(&self) {
-        turn::shutdown(&self.shared.cancels, self.conn.close(), &self.process).await;
+        // On a shared process the thread is unloaded; the process goes on.
+        let detach = async {
+            let params = json!({"threadId": self.thread_id});
+            if let Err(e) = self.conn.request("thread/unsubscribe", params).await {
+                tracing::debug!("thread/unsubscribe: {}", e.into_agent_error());
+            }
+        };
+        self.process
+            .end(&self.shared.cancels, self.conn.close(), detach)
+            .await;
     }
 }
 
