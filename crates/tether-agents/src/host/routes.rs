@@ -13,11 +13,14 @@ use crate::jsonrpc::{CloseInfo, Connection, Handler, Incoming};
 /// The session id a message names (`threadId` in Codex, `sessionId` in ACP).
 pub(crate) type IdOf = fn(&Incoming) -> Option<String>;
 
+/// Told once when the process's output ends.
+pub(crate) type OnClosed = Box<dyn FnOnce(&CloseInfo) + Send>;
+
 /// What one session is given of its process.
 pub(crate) struct Route {
     pub handler: Handler,
     /// Called when the process's output ends (Codex ends a running turn here).
-    pub on_closed: Option<Box<dyn FnOnce(&CloseInfo) + Send>>,
+    pub on_closed: Option<OnClosed>,
     /// Being resumed: also sees messages of ids nobody owns.
     pub resuming: bool,
 }

@@ -43,7 +43,7 @@ pub struct PoolConfig {
 impl PoolConfig {
     /// The shared-process limits, `None` when every session has a process of its own.
     pub fn host_limits(&self) -> Option<tether_agents::HostLimits> {
-        (self.sessions_per_process > 1).then(|| tether_agents::HostLimits {
+        (self.sessions_per_process > 1).then_some(tether_agents::HostLimits {
             sessions_per_process: self.sessions_per_process,
             max_processes: self.max_processes,
             process_idle: self.process_idle,
