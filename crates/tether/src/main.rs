@@ -12,6 +12,7 @@ mod config_server;
 mod daemon_record;
 mod datadir;
 mod doctor;
+mod doctor_pool;
 mod mcp_cmd;
 mod pair;
 mod paths;

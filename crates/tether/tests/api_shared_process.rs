@@ -244,6 +244,26 @@ async fn a_process_hosts_sessions_up_to_its_limit() {
             .contains("4 agent processes"),
         "{status}"
     );
+    let out = d.cli(&["doctor"]).await;
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("4 agent processes"), "{report}");
+    for dialect in SHARED {
+        let lines: Vec<&str> = report
+            .lines()
+            .filter(|l| {
+                l.trim_start()
+                    .starts_with(&format!("{dialect}-shared pid "))
+            })
+            .collect();
+        assert_eq!(lines.len(), 2, "{report}");
+        assert!(
+            lines
+                .iter()
+                .all(|l| l.contains("(shared)") && l.contains(" MB")),
+            "{report}"
+        );
+        assert!(lines.iter().any(|l| l.contains(": 2 sessions")), "{report}");
+    }
 }
 
 #[tokio::test]

@@ -100,6 +100,7 @@ impl AgentDriver for AcpDriver {
             process: Attached::Own(process),
             shared,
             prompt_lock: PromptLock::default(),
+            unfinished: Default::default(),
         }))
     }
 }
@@ -129,10 +130,10 @@ impl AcpDriver {
         };
         let caps = capabilities(&init)?;
         let shared = Shared::new();
-        let route = |resuming| Route {
+        let route = |strict| Route {
             handler: shared.handler(),
             on_closed: None,
-            resuming,
+            strict,
         };
         if let Some(id) = &req.resume {
             lease.route(id, route(true));
@@ -144,9 +145,8 @@ impl AcpDriver {
         };
         // A failure drops the lease: the slot goes back, the process goes on.
         let (session_id, images) = starter.open(&caps).await?;
-        match &req.resume {
-            Some(id) => host.routes.settled(id),
-            None => lease.route(&session_id, route(false)),
+        if req.resume.is_none() {
+            lease.route(&session_id, route(false));
         }
         // `session/close` is not in the stable schema: read from the raw answer.
         let closable = init
@@ -160,6 +160,7 @@ impl AcpDriver {
             process: Attached::Shared(lease),
             shared,
             prompt_lock: PromptLock::default(),
+            unfinished: Default::default(),
         }))
     }
 }

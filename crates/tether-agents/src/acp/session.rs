@@ -2,6 +2,7 @@
 //! reader task's [`Shared`] state), `session/cancel`, shutdown.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot};
@@ -26,6 +27,9 @@ pub(crate) struct AcpSession {
     pub shared: Arc<Shared>,
     /// Held while a prompt runs.
     pub prompt_lock: PromptLock,
+    /// A prompt was sent and the agent has not answered it (stays set when the prompt is
+    /// given up on).
+    pub unfinished: AtomicBool,
 }
 
 impl AcpSession {
@@ -80,6 +84,7 @@ impl AgentSession for AcpSession {
         }
         // Back to idle when the prompt ends, however it ends.
         let _guard = OnDrop(|| self.shared.lock().phase.leave_turn());
+        self.unfinished.store(true, Ordering::SeqCst);
         let reply = tokio::select! {
             biased;
             Ok(other) = &mut abort_rx => {
@@ -90,6 +95,7 @@ impl AgentSession for AcpSession {
             }
             reply = self.conn.request("session/prompt", params) => reply,
         };
+        self.unfinished.store(false, Ordering::SeqCst);
         // The reply may win the race against a mismatch seen in the same moment: strict
         // resume still holds.
         let mismatch = self.shared.lock().mismatch.clone();
@@ -156,6 +162,9 @@ impl AgentSession for AcpSession {
                 }
             }
         };
-        self.process.end(&self.shared.cancels, close, detach).await;
+        let unfinished = self.unfinished.load(Ordering::SeqCst);
+        self.process
+            .end(&self.shared.cancels, close, detach, unfinished)
+            .await;
     }
 }

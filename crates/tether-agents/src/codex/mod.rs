@@ -137,6 +137,7 @@ impl AgentDriver for CodexDriver {
             process: Attached::Own(process),
             shared,
             prompt_lock: PromptLock::default(),
+            unfinished: Default::default(),
         }))
     }
 }
@@ -164,12 +165,12 @@ impl CodexDriver {
             return Err(e);
         }
         let shared = Shared::new();
-        let route = |resuming| {
+        let route = |strict| {
             let closed = Arc::clone(&shared);
             Route {
                 handler: shared.handler(),
                 on_closed: Some(Box::new(move |info: &CloseInfo| closed.on_closed(info))),
-                resuming,
+                strict,
             }
         };
         if let Some(id) = &req.resume {
@@ -184,9 +185,8 @@ impl CodexDriver {
         };
         // A failure drops the lease: the slot goes back, the process goes on.
         let thread_id = starter.open().await?;
-        match &req.resume {
-            Some(id) => host.routes.settled(id),
-            None => lease.route(&thread_id, route(false)),
+        if req.resume.is_none() {
+            lease.route(&thread_id, route(false));
         }
         Ok(Box::new(CodexSession {
             thread_id,
@@ -194,6 +194,7 @@ impl CodexDriver {
             process: Attached::Shared(lease),
             shared,
             prompt_lock: PromptLock::default(),
+            unfinished: Default::default(),
         }))
     }
 }

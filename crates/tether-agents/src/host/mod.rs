@@ -430,16 +430,28 @@ impl Attached {
 
     /// Ends the session: cancels what waits for a person, then either closes the agent's
     /// stdin (`close`) and stops its own process, or tells the shared process the session
-    /// leaves (`detach`, bounded by [`DETACH_WAIT`]) and gives the slot back.
+    /// leaves (`detach`, bounded by [`DETACH_WAIT`]) and gives the slot back. `unfinished`:
+    /// the agent never ended the session's last prompt (it hung, and the caller gave up);
+    /// a shared process is then retired, so the session's resume starts a fresh process
+    /// instead of meeting its own wedged prompt (the others on it go on).
     pub async fn end(
         &self,
         cancels: &crate::turn::Cancels,
         close: impl Future<Output = ()>,
         detach: impl Future<Output = ()>,
+        unfinished: bool,
     ) {
         match self {
             Attached::Own(p) => crate::turn::shutdown(cancels, close, p).await,
             Attached::Shared(lease) => {
+                if unfinished {
+                    tracing::warn!(
+                        pid = ?lease.host.process.pid(),
+                        "a session left a prompt the agent never ended: no new session \
+                         attaches to this process"
+                    );
+                    lease.retire();
+                }
                 cancels.cancel_all();
                 if lease.is_alive() {
                     let _ = tokio::time::timeout(DETACH_WAIT, detach).await;

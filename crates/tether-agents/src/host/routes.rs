@@ -1,9 +1,10 @@
 //! Routing a shared process's messages to its sessions: each session registers the
 //! handler it would have had on a process of its own under its thread or session id; the
 //! process's one reader hands every notification and request to the handler of the id it
-//! names ([`IdOf`]). A message naming no known id goes to the sessions still being resumed
-//! (their strict checks see an agent that answers as another session); otherwise a
-//! request is refused and a notification dropped, never shown to another session.
+//! names ([`IdOf`]). A message naming no known id goes to the resumed sessions (their
+//! strict checks see an agent that answers as another session, as on a process of their
+//! own); otherwise a request is refused and a notification dropped, never shown to another
+//! session.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -21,14 +22,14 @@ pub(crate) struct Route {
     pub handler: Handler,
     /// Called when the process's output ends (Codex ends a running turn here).
     pub on_closed: Option<OnClosed>,
-    /// Being resumed: also sees messages of ids nobody owns.
-    pub resuming: bool,
+    /// A strictly resumed session: also sees messages of ids nobody owns.
+    pub strict: bool,
 }
 
 impl std::fmt::Debug for Route {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Route")
-            .field("resuming", &self.resuming)
+            .field("strict", &self.strict)
             .finish()
     }
 }
@@ -59,13 +60,6 @@ impl Routes {
         self.lock().remove(id);
     }
 
-    /// The resume of `id` is over: messages of unknown ids no longer reach it.
-    pub fn settled(&self, id: &str) {
-        if let Some(route) = self.lock().get_mut(id) {
-            route.resuming = false;
-        }
-    }
-
     /// The handler for the process's connection.
     pub fn handler(self: &Arc<Self>) -> Handler {
         let routes = Arc::clone(self);
@@ -79,15 +73,15 @@ impl Routes {
             (route.handler)(conn, incoming);
             return;
         }
-        let mut resuming = map.values_mut().filter(|r| r.resuming).peekable();
+        let mut strict = map.values_mut().filter(|r| r.strict).peekable();
         match incoming {
             Incoming::Notification { .. } => {
-                for route in resuming {
+                for route in strict {
                     (route.handler)(conn, incoming.clone());
                 }
             }
-            Incoming::Request { .. } if resuming.peek().is_some() => {
-                if let Some(route) = resuming.next() {
+            Incoming::Request { .. } if strict.peek().is_some() => {
+                if let Some(route) = strict.next() {
                     (route.handler)(conn, incoming);
                 }
             }
