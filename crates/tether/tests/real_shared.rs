@@ -74,19 +74,36 @@ async fn shared_processes(d: &Daemon) -> Vec<Value> {
         .collect()
 }
 
-/// A turn, waited for as long as a slow real CLI needs.
+/// A turn, waited for as long as a slow real CLI needs (gemini's cold start plus a
+/// `session/load` took over 20 s on a loaded 2-core machine).
 async fn turn(d: &Daemon, c: &str, text: &str) -> (Value, Value) {
-    within("a real turn", async {
-        let o = d.say(c, text).await;
-        let t = d
-            .wait_turn(
-                o["session_id"].as_str().unwrap(),
-                o["turn_id"].as_str().unwrap(),
-            )
-            .await;
-        (o, t)
-    })
-    .await
+    let o = d.say(c, text).await;
+    let t = wait_long(d, &o).await;
+    (o, t)
+}
+
+async fn wait_long(d: &Daemon, o: &Value) -> Value {
+    let (sid, tid) = (
+        o["session_id"].as_str().unwrap(),
+        o["turn_id"].as_str().unwrap(),
+    );
+    let wait = async {
+        loop {
+            let turns = d.get_ok(&format!("/api/v1/sessions/{sid}/turns")).await;
+            if let Some(t) = turns.as_array().unwrap().iter().find(|t| t["id"] == tid)
+                && matches!(
+                    t["status"].as_str(),
+                    Some("completed" | "failed" | "cancelled" | "interrupted")
+                )
+            {
+                return t.clone();
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(120), wait)
+        .await
+        .unwrap_or_else(|_| panic!("turn {tid} did not end within 120 s"))
 }
 
 async fn share_and_survive_a_kill(agent: RealAgent, api: Api) {
