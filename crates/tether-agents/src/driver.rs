@@ -52,8 +52,9 @@ pub struct StartRequest {
     pub mcp_servers: Vec<McpServer>,
 }
 
-/// A stdio MCP server the agent should start (ACP `mcpServers`, Codex `mcp_servers`,
-/// Claude `--mcp-config`).
+/// An MCP server for the agent (ACP `mcpServers`, Codex `mcp_servers`, Claude
+/// `--mcp-config`): a stdio program it starts, or, where the agent speaks MCP over HTTP and
+/// `http` is given, that endpoint instead (no companion process per session).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct McpServer {
     pub name: String,
@@ -63,6 +64,25 @@ pub struct McpServer {
     /// Passed in the environment, never in argv (tokens live here).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The same server over streamable HTTP.
+    #[serde(default)]
+    pub http: Option<McpHttp>,
+}
+
+/// An MCP endpoint over streamable HTTP, with the bearer token the agent sends.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpHttp {
+    pub url: String,
+    pub bearer_token: String,
+}
+
+impl std::fmt::Debug for McpHttp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The token stays out of logs.
+        f.debug_struct("McpHttp")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Something the agent said during a turn.

@@ -206,7 +206,7 @@ impl Starter<'_> {
     /// (`promptCapabilities.image`).
     async fn open(&self, caps: &AgentCapabilities) -> Result<(String, bool), AgentError> {
         let (session_id, result) = match &self.req.resume {
-            None => self.new_session().await?,
+            None => self.new_session(caps).await?,
             Some(id) => (id.clone(), self.resume(id, caps).await?),
         };
         self.shared.lock().phase = Phase::Idle;
@@ -217,14 +217,18 @@ impl Starter<'_> {
         Ok((session_id, caps.prompt_capabilities.image))
     }
 
-    fn open_params(&self, open: &Open<'_>) -> Result<Value, AgentError> {
-        open.params(&self.req.cwd, wire::mcp_servers(&self.req.mcp_servers))
+    fn open_params(&self, open: &Open<'_>, caps: &AgentCapabilities) -> Result<Value, AgentError> {
+        let http = caps.mcp_capabilities.http;
+        open.params(
+            &self.req.cwd,
+            wire::mcp_servers(&self.req.mcp_servers, http),
+        )
     }
 
-    async fn new_session(&self) -> Result<(String, Value), AgentError> {
+    async fn new_session(&self, caps: &AgentCapabilities) -> Result<(String, Value), AgentError> {
         let result = self
             .rpc
-            .call("session/new", self.open_params(&Open::New)?)
+            .call("session/new", self.open_params(&Open::New, caps)?)
             .await
             .map_err(|e| self.rpc.start_error("session/new", e))?;
         let reply = wire::read::<NewSessionResponse>("session/new reply", &result)
@@ -260,7 +264,7 @@ impl Starter<'_> {
             state.strict = true;
             state.phase = Phase::Quiet;
         }
-        let params = self.open_params(&open)?;
+        let params = self.open_params(&open, caps)?;
         let result = self.rpc.call(method, params).await.map_err(|e| match e {
             // The agent could not load the session in time: that is not a start-up failure.
             StepError::Timeout(e) => unavailable(e.to_string()),

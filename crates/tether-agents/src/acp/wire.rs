@@ -43,15 +43,22 @@ pub(crate) fn initialize() -> InitializeRequest {
 }
 
 /// The stdio MCP servers to hand to a session.
-pub(crate) fn mcp_servers(specs: &[McpSpec]) -> Vec<McpServer> {
+pub(crate) fn mcp_servers(specs: &[McpSpec], http: bool) -> Vec<McpServer> {
     specs
         .iter()
-        .map(|m| {
-            McpServer::Stdio(
+        .map(|m| match m.http.as_ref().filter(|_| http) {
+            // The agent speaks MCP over HTTP (`mcpCapabilities.http`): no companion.
+            Some(h) => McpServer::Http(McpServerHttp::new(m.name.clone(), h.url.clone()).headers(
+                vec![HttpHeader::new(
+                    "Authorization",
+                    format!("Bearer {}", h.bearer_token),
+                )],
+            )),
+            None => McpServer::Stdio(
                 McpServerStdio::new(m.name.clone(), m.command.clone())
                     .args(m.args.clone())
                     .env(env(&m.env)),
-            )
+            ),
         })
         .collect()
 }

@@ -301,8 +301,15 @@ fn mcp_config(servers: &[McpServer]) -> Option<Value> {
     let config: serde_json::Map<String, Value> = servers
         .iter()
         .map(|s| {
-            let server = json!({"command": s.command, "args": s.args, "env": s.env,
-                                "default_tools_approval_mode": "approve"});
+            // Over HTTP where offered (the per-thread config carries the session's token,
+            // so threads of one shared process each act as their own session).
+            let server = match &s.http {
+                Some(http) => json!({"url": http.url,
+                                     "http_headers": {"Authorization": format!("Bearer {}", http.bearer_token)},
+                                     "default_tools_approval_mode": "approve"}),
+                None => json!({"command": s.command, "args": s.args, "env": s.env,
+                               "default_tools_approval_mode": "approve"}),
+            };
             (format!("mcp_servers.{}", s.name), server)
         })
         .collect();
@@ -351,6 +358,7 @@ mod tests {
             command: "/bin/tether".to_owned(),
             args: vec!["mcp".to_owned()],
             env: BTreeMap::from([("TOKEN".to_owned(), "t".to_owned())]),
+            http: None,
         };
         assert_eq!(
             mcp_config(&[server]),
