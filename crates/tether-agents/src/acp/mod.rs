@@ -128,7 +128,7 @@ impl AcpDriver {
                 return Err(e);
             }
         };
-        let caps = capabilities(&init)?;
+        let caps = capabilities(&init).inspect_err(|_| lease.retire())?;
         let shared = Shared::new();
         let route = |strict| Route {
             handler: shared.handler(),
@@ -143,8 +143,8 @@ impl AcpDriver {
             shared: &shared,
             req,
         };
-        // A failure drops the lease: the slot goes back, the process goes on.
-        let (session_id, images) = starter.open(&caps).await?;
+        // A failure gives the slot back; the process goes on if others use it.
+        let (session_id, images) = starter.open(&caps).await.inspect_err(|_| lease.failed())?;
         if req.resume.is_none() {
             lease.route(&session_id, route(false));
         }

@@ -183,8 +183,8 @@ impl CodexDriver {
             approval,
             sandbox,
         };
-        // A failure drops the lease: the slot goes back, the process goes on.
-        let thread_id = starter.open().await?;
+        // A failure gives the slot back; the process goes on if others use it.
+        let thread_id = starter.open().await.inspect_err(|_| lease.failed())?;
         if req.resume.is_none() {
             lease.route(&thread_id, route(false));
         }

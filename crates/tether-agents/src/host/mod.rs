@@ -354,6 +354,15 @@ impl Lease {
         }
     }
 
+    /// A session could not be opened: when no other session uses the process, it is
+    /// ended with the slot (as a lone session's failed start ends its process), so the
+    /// next start meets a fresh one.
+    pub fn failed(&self) {
+        if self.host.lock().used <= 1 {
+            self.retire();
+        }
+    }
+
     /// Gives the slot back: the route goes, and a process left without sessions ends after
     /// its idle time (at once when retired).
     pub fn release(&self) {
