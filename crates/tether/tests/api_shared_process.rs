@@ -303,3 +303,43 @@ async fn eviction_detaches_a_session_and_an_empty_process_ends_after_its_idle_ti
         .await;
     }
 }
+
+#[tokio::test]
+async fn a_resumed_session_goes_back_to_the_process_it_left() {
+    // Codex keeps an unsubscribed thread's writer, so a thread can only be resumed where
+    // it was while that process runs.
+    let d = daemon("idle_ttl_secs = 1\nsessions_per_process = 2\nprocess_idle_secs = 15\n").await;
+    for dialect in SHARED {
+        let agent = format!("{dialect}-shared");
+        let mut convs = Vec::new();
+        for word in ["one", "two", "three"] {
+            let c = d.new_conversation(Some(&agent)).await;
+            let (o, _) = d.say_and_wait(&c, word).await;
+            convs.push((c, o["session_id"].as_str().unwrap().to_owned()));
+        }
+        let pid_of = |procs: &[Value], sid: &str| {
+            procs
+                .iter()
+                .find(|p| session_ids(p).iter().any(|s| s == sid))
+                .and_then(|p| p["pid"].as_u64())
+        };
+        let procs = processes(&d, &agent).await;
+        let third = pid_of(&procs, &convs[2].1).unwrap();
+        assert_ne!(pid_of(&procs, &convs[0].1), Some(third), "{procs:?}");
+        for (c, _) in &convs {
+            d.wait_conversation(c, "evicted after the TTL", |v| {
+                v["binding"]["status"] == "dormant"
+            })
+            .await;
+        }
+        // Both processes are empty now; the third session resumes first, on its own.
+        let (_, t) = d.say_and_wait(&convs[2].0, "again").await;
+        assert_eq!(t["status"], "completed", "{t}");
+        let procs = processes(&d, &agent).await;
+        assert_eq!(
+            pid_of(&procs, &convs[2].1),
+            Some(third),
+            "{agent}: {procs:?}"
+        );
+    }
+}

@@ -114,7 +114,7 @@ impl AcpDriver {
         spec: &crate::process::ProcessSpec,
         req: &StartRequest,
     ) -> Result<Box<dyn AgentSession>, AgentError> {
-        let lease = hosts.acquire("acp", spec, OPTIONS, session_of)?;
+        let lease = hosts.acquire("acp", spec, OPTIONS, session_of, req.resume.as_deref())?;
         let host = Arc::clone(&lease.host);
         let rpc = Handshake {
             conn: &host.conn,

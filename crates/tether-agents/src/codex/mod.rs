@@ -153,7 +153,7 @@ impl CodexDriver {
         approval: String,
         sandbox: String,
     ) -> Result<Box<dyn AgentSession>, AgentError> {
-        let lease = hosts.acquire("codex", spec, OPTIONS, thread_of)?;
+        let lease = hosts.acquire("codex", spec, OPTIONS, thread_of, req.resume.as_deref())?;
         let host = Arc::clone(&lease.host);
         let rpc = Handshake {
             conn: &host.conn,

@@ -102,6 +102,10 @@ struct HostsInner {
     limits: HostLimits,
     processes: Mutex<Vec<Arc<Host>>>,
     next_id: AtomicU64,
+    /// The process each session left last, by its thread or session id: a resume goes
+    /// back there while it runs, because the agent may still hold the session (codex
+    /// keeps an unsubscribed thread's writer, so another process could not resume it).
+    left: Mutex<std::collections::HashMap<String, Weak<Host>>>,
 }
 
 /// One shared process.
@@ -158,6 +162,7 @@ impl Hosts {
                 limits,
                 processes: Mutex::new(Vec::new()),
                 next_id: AtomicU64::new(1),
+                left: Mutex::new(std::collections::HashMap::new()),
             }),
         }
     }
@@ -169,12 +174,15 @@ impl Hosts {
     /// A slot on a process of `spec` (dialect `dialect`): an existing one with room, else a
     /// new process whose messages `id_of` routes. The slot is the caller's until the
     /// [`Lease`] is released or dropped.
+    /// A resume (`resume`: the session's id) goes back to the process it left while that
+    /// one runs, even when it is full.
     pub(crate) fn acquire(
         &self,
         dialect: &'static str,
         spec: &ProcessSpec,
         options: Options,
         id_of: IdOf,
+        resume: Option<&str>,
     ) -> Result<Lease, AgentError> {
         let key = HostKey::of(dialect, spec);
         let limit = self.inner.limits.sessions_per_process;
@@ -188,9 +196,13 @@ impl Hosts {
                 }
                 keep
             });
-            let room = processes.iter().find(|h| {
-                let slots = h.lock();
-                h.key == key && !slots.retired && slots.used < limit
+            let home = resume.and_then(|id| self.inner.left_lock().remove(id)?.upgrade());
+            let home = home.filter(|h| h.key == key && processes.iter().any(|p| Arc::ptr_eq(p, h)));
+            let room = home.as_ref().or_else(|| {
+                processes.iter().find(|h| {
+                    let slots = h.lock();
+                    h.key == key && !slots.retired && slots.used < limit
+                })
             });
             if let Some(host) = room {
                 let host = Arc::clone(host);
@@ -284,6 +296,12 @@ impl HostsInner {
         self.processes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn left_lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Weak<Host>>> {
+        self.left.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Takes `host` out of the registry if nothing attached since `generation`; under the
     /// registry's lock, so no start can attach meanwhile.
     fn remove_if_idle(&self, host: &Arc<Host>, generation: u64) -> bool {
@@ -371,6 +389,11 @@ impl Lease {
         }
         if let Some(id) = self.route.lock().unwrap_or_else(|e| e.into_inner()).take() {
             self.host.routes.remove(&id);
+            if let Some(hosts) = self.hosts.upgrade() {
+                let mut left = hosts.left_lock();
+                left.retain(|_, h| h.strong_count() > 0);
+                left.insert(id, Arc::downgrade(&self.host));
+            }
         }
         let (empty, generation, retired) = {
             let mut slots = self.host.lock();
