@@ -187,14 +187,32 @@ mod tests {
             command: "/bin/tether".into(),
             args: vec!["mcp".into()],
             env: BTreeMap::from([("TOKEN".to_owned(), "t".to_owned())]),
+            http: Some(crate::driver::McpHttp {
+                url: "http://127.0.0.1:1/mcp".into(),
+                bearer_token: "t".into(),
+            }),
         };
+        // An agent without HTTP MCP gets the companion ...
         let new = Open::New
-            .params(Path::new("/w"), mcp_servers(&[spec]))
+            .params(
+                Path::new("/w"),
+                mcp_servers(std::slice::from_ref(&spec), false),
+            )
             .unwrap();
         assert_eq!(
             new,
             json!({"cwd": "/w", "mcpServers": [{"name": "tether", "command": "/bin/tether",
                 "args": ["mcp"], "env": [{"name": "TOKEN", "value": "t"}]}]})
+        );
+        // ... one with it the endpoint, with the session's token.
+        let new = Open::New
+            .params(Path::new("/w"), mcp_servers(&[spec], true))
+            .unwrap();
+        assert_eq!(
+            new,
+            json!({"cwd": "/w", "mcpServers": [{"type": "http", "name": "tether",
+                "url": "http://127.0.0.1:1/mcp",
+                "headers": [{"name": "Authorization", "value": "Bearer t"}]}]})
         );
         let load = Open::Load("s1").params(Path::new("/w"), vec![]).unwrap();
         assert_eq!(
