@@ -52,8 +52,9 @@ pub struct StartRequest {
     pub mcp_servers: Vec<McpServer>,
 }
 
-/// A stdio MCP server the agent should start (ACP `mcpServers`, Codex `mcp_servers`,
-/// Claude `--mcp-config`).
+/// An MCP server for the agent (ACP `mcpServers`, Codex `mcp_servers`, Claude
+/// `--mcp-config`): a stdio program it starts, or, where the agent speaks MCP over HTTP and
+/// `http` is given, that endpoint instead (no companion process per session).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct McpServer {
     pub name: String,
@@ -63,6 +64,25 @@ pub struct McpServer {
     /// Passed in the environment, never in argv (tokens live here).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The same server over streamable HTTP.
+    #[serde(default)]
+    pub http: Option<McpHttp>,
+}
+
+/// An MCP endpoint over streamable HTTP, with the bearer token the agent sends.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpHttp {
+    pub url: String,
+    pub bearer_token: String,
+}
+
+impl std::fmt::Debug for McpHttp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The token stays out of logs.
+        f.debug_struct("McpHttp")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Something the agent said during a turn.
@@ -233,6 +253,15 @@ impl AgentError {
     }
 }
 
+/// Which process a live session runs in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProcessRef {
+    /// The shared process's number ([`crate::host::ProcessView::id`]); `None` when the
+    /// session has a process of its own.
+    pub shared: Option<u64>,
+    pub pid: Option<u32>,
+}
+
 /// Starts agent sessions of one protocol.
 #[async_trait]
 pub trait AgentDriver: Send + Sync {
@@ -280,6 +309,12 @@ pub trait AgentSession: Send + Sync {
     /// Whether the process is still running.
     fn is_alive(&self) -> bool;
 
-    /// Ends the process group and reaps it.
+    /// The process the session runs in (for `GET /api/v1/pool`).
+    fn process(&self) -> ProcessRef {
+        ProcessRef::default()
+    }
+
+    /// Ends the session: a process of its own is ended and reaped; on a shared process
+    /// the session only detaches (the process ends after its idle time once empty).
     async fn shutdown(&self);
 }

@@ -4,7 +4,7 @@
 //! (parent-death signal, recorded process groups: [`groups`]).
 //!
 //! Must not depend on the store, the channels or the web server: it knows nothing about
-//! conversations, only about one agent session at a time.
+//! conversations, only about agent sessions (several may share one process: [`host`]).
 
 pub mod acp;
 pub mod claude;
@@ -12,6 +12,7 @@ pub mod codex;
 mod driver;
 pub mod env;
 pub mod groups;
+pub mod host;
 pub mod jsonrpc;
 mod launch;
 mod ndjson;
@@ -24,3 +25,4 @@ pub use claude::ClaudeDriver;
 pub use codex::CodexDriver;
 pub use driver::*;
 pub use groups::GroupRecords;
+pub use host::{HostLimits, Hosts, ProcessView};

@@ -221,6 +221,7 @@ async fn start_up_failures() {
     let quick = AcpDriver {
         start_timeout: Duration::from_millis(300),
         records: None,
+        hosts: None,
     };
     let request = |flags: &[&str]| request(dir.path(), flags, None);
     let arg = dir.path().display().to_string();

@@ -269,6 +269,7 @@ async fn driver_start(
             AcpDriver {
                 start_timeout: limit,
                 records: None,
+                hosts: None,
             }
             .start(req)
             .await
@@ -277,6 +278,7 @@ async fn driver_start(
             CodexDriver {
                 start_timeout: limit,
                 records: None,
+                hosts: None,
             }
             .start(req)
             .await

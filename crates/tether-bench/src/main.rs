@@ -20,6 +20,7 @@ mod memory;
 mod overhead;
 mod recovery;
 mod report;
+mod shared;
 mod sse_count;
 mod stats;
 mod throughput;
@@ -54,6 +55,9 @@ enum Figure {
     Browse,
     /// 9: fan-out to 1 000 SSE subscribers of one conversation.
     Fanout,
+    /// 10: live codex and gemini sessions within 4 GB of agent RSS, a process per
+    /// session vs shared processes.
+    Shared,
 }
 
 #[derive(Debug, Parser)]
@@ -105,6 +109,9 @@ struct Args {
     /// Figure 9: deltas per second.
     #[arg(long, default_value_t = 10_000)]
     fanout_rate: u64,
+    /// Figure 10: live sessions of each agent (each way).
+    #[arg(long, default_value_t = 20)]
+    shared_sessions: usize,
     /// Do not run the workspace build (`cargo build --release`) first.
     #[arg(long)]
     no_build: bool,
@@ -155,6 +162,7 @@ async fn run(args: &Args) -> Vec<Row> {
         Figure::Browse,
         Figure::Fanout,
         Figure::Memory,
+        Figure::Shared,
     ];
     let mut rows = Vec::new();
     for fig in all {
@@ -180,6 +188,7 @@ async fn run(args: &Args) -> Vec<Row> {
             Figure::Fanout => {
                 fanout::run(args.subscribers, args.fanout_events, args.fanout_rate).await
             }
+            Figure::Shared => shared::run(args.shared_sessions).await,
         };
         eprintln!("tether-bench: {fig:?} took {}", stats::secs(t.elapsed()));
         match result {

@@ -1,8 +1,9 @@
 //! Figure 5 (also issue 3's comparison): a follow-up turn with the real `codex` and
 //! `claude` CLIs against the mock model server, three ways, in one run:
 //! - **warm**: through tether on a live session (the process kept by the pool);
-//! - **dormant**: through tether after the pool evicted the process (idle TTL 1 s), so
-//!   the turn includes process start + strict resume;
+//! - **dormant**: through tether after the pool evicted the session (idle TTL 1 s): for
+//!   codex a resume request on the shared app-server that still runs (issue 15: an empty
+//!   process is kept for `process_idle_secs`), for claude a process start + strict resume;
 //! - **per-turn process**: the CLI run once for the turn, the way per-message tools do
 //!   (`codex exec resume <id> --json`, `claude -p --resume <id> --output-format json`),
 //!   on the same native session while tether's is dormant.
@@ -124,6 +125,13 @@ async fn measure(d: &BenchDaemon, a: &Agent, rounds: usize, work: &Path) -> Resu
     let session = d.get(&format!("/api/v1/sessions/{sid}")).await?;
     let external = str_field(&session, "external_id")?;
 
+    // Codex's per-turn runs continue a native session of their own: tether's shared
+    // app-server keeps its threads' writers while it runs (issue 15), so `codex exec
+    // resume` could not take tether's thread. Same CLI, same kind of resume.
+    let cli_session = match a.kind {
+        RealAgent::Codex => new_codex_thread(a, work).await?,
+        _ => external.clone(),
+    };
     let (mut warm, mut cold, mut cli) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..rounds {
         let t = Instant::now();
@@ -133,7 +141,7 @@ async fn measure(d: &BenchDaemon, a: &Agent, rounds: usize, work: &Path) -> Resu
 
         wait_dormant(d, &conv).await?;
         let text = format!("per-turn process {r}");
-        cli.push(run_cli(a, &external, &text, work).await?);
+        cli.push(run_cli(a, &cli_session, &text, work).await?);
 
         let t = Instant::now();
         let env = d
@@ -191,6 +199,24 @@ async fn wait_dormant(d: &BenchDaemon, conv: &str) -> Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A new codex thread made by `codex exec --json`; its id (from `thread.started`).
+async fn new_codex_thread(a: &Agent, cwd: &Path) -> Result<String> {
+    let mut cmd = real_agents::cli_command(a.name, &a.env);
+    cmd.args(["exec", "--json", "--skip-git-repo-check", "hello per-turn"])
+        .current_dir(PathBuf::from(cwd))
+        .stdin(std::process::Stdio::null());
+    let out = tokio::time::timeout(CLI_LIMIT, cmd.output())
+        .await
+        .map_err(|_| anyhow!("codex exec did not finish within {CLI_LIMIT:?}"))?
+        .context("running codex exec")?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["type"] == "thread.started")
+        .and_then(|v| v["thread_id"].as_str().map(str::to_owned))
+        .ok_or_else(|| anyhow!("codex exec reported no thread ({})", out.status))
 }
 
 /// Runs the CLI once for one turn on the native session `external`; its wall time.

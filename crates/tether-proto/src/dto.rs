@@ -325,4 +325,35 @@ pub struct PoolStatus {
     pub idle_ttl_secs: Option<u64>,
     /// Evictions since start (cap and TTL).
     pub evictions: u64,
+    /// Agent processes running for live sessions (a shared one may have none for a while:
+    /// it ends after its idle time).
+    #[serde(default)]
+    pub process_count: usize,
+    /// Codex and ACP sessions one process hosts at most (1: a process per session).
+    #[serde(default)]
+    pub sessions_per_process: usize,
+    /// Cap on shared processes (0 = no limit).
+    #[serde(default)]
+    pub max_processes: usize,
+    /// The processes, each with its sessions and resident memory.
+    #[serde(default)]
+    pub processes: Vec<PoolProcess>,
+}
+
+/// One agent process of the live pool.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PoolProcess {
+    /// The configured agent name.
+    pub agent: String,
+    #[serde(default)]
+    pub pid: Option<u32>,
+    /// Hosts sessions of many conversations (Codex app-server, ACP); `false`: one
+    /// session's own process.
+    pub shared: bool,
+    /// The live sessions in it.
+    #[schema(value_type = Vec<String>)]
+    pub sessions: Vec<SessionId>,
+    /// Resident memory of the process and its children, when it can be read.
+    #[serde(default)]
+    pub rss_bytes: Option<u64>,
 }

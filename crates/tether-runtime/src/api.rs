@@ -445,5 +445,8 @@ impl Runtime {
         if all.iter().any(Result::is_err) {
             tracing::warn!("some sessions did not shut down in time");
         }
+        // The sessions left their shared processes: end those now, not after their idle
+        // time.
+        self.ctx().pool.end_processes().await;
     }
 }

@@ -34,10 +34,15 @@ impl Ctx {
         records: Option<GroupRecords>,
         seams: Seams,
     ) -> Arc<Ctx> {
+        // Shared processes only for the real drivers: given drivers start what they like.
+        let hosts = match &seams.drivers {
+            Some(_) => None,
+            None => config.pool.host_limits().map(tether_agents::Hosts::new),
+        };
         let drivers = seams
             .drivers
-            .unwrap_or_else(|| Drivers::real(config.start_timeout, records));
-        let pool = Pool::new(config.pool.clone());
+            .unwrap_or_else(|| Drivers::real(config.start_timeout, records, hosts.clone()));
+        let pool = Pool::new(config.pool.clone(), hosts);
         let delegation = crate::delegation::registry::Registry::new(config.delegation.clone());
         Arc::new(Ctx {
             store,

@@ -10,7 +10,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tether_agents::{AcpDriver, AgentDriver, ClaudeDriver, CodexDriver, DriverKind, GroupRecords};
+use tether_agents::{
+    AcpDriver, AgentDriver, ClaudeDriver, CodexDriver, DriverKind, GroupRecords, Hosts,
+};
 pub use tether_core::clock::{Clock, Wait};
 
 /// The system clock; waits are tokio sleeps for the span left.
@@ -47,16 +49,23 @@ pub struct Drivers {
 }
 
 impl Drivers {
-    /// The real drivers: they spawn the configured agent CLIs.
-    pub fn real(start_timeout: Duration, records: Option<GroupRecords>) -> Drivers {
+    /// The real drivers: they spawn the configured agent CLIs; Codex and ACP sessions
+    /// share processes in `hosts` when given.
+    pub fn real(
+        start_timeout: Duration,
+        records: Option<GroupRecords>,
+        hosts: Option<Hosts>,
+    ) -> Drivers {
         Drivers {
             acp: Arc::new(AcpDriver {
                 start_timeout,
                 records: records.clone(),
+                hosts: hosts.clone(),
             }),
             codex: Arc::new(CodexDriver {
                 start_timeout,
                 records: records.clone(),
+                hosts,
             }),
             claude: Arc::new(ClaudeDriver {
                 start_timeout,

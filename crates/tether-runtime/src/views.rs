@@ -65,7 +65,7 @@ impl Runtime {
             pending_switch: pending_switch(bound.as_ref(), &prefs),
         });
         Ok(format!(
-            "{text}\npool: {} live ({} busy, {} idle) of {}, {} evictions",
+            "{text}\npool: {} live ({} busy, {} idle) of {}, {} evictions; {} agent processes{}",
             pool.live,
             pool.busy,
             pool.idle,
@@ -74,7 +74,9 @@ impl Runtime {
             } else {
                 pool.max_live.to_string()
             },
-            pool.evictions
+            pool.evictions,
+            pool.process_count,
+            process_rss(&pool.processes),
         ))
     }
 
@@ -156,4 +158,14 @@ fn assemble(row: ConversationRow, parts: &ViewParts) -> Conversation {
         created_at_ms: row.created_at_ms,
         updated_at_ms: row.updated_at_ms,
     }
+}
+
+/// ", N MB resident" for the processes whose memory could be read, else nothing.
+fn process_rss(processes: &[tether_proto::PoolProcess]) -> String {
+    let known: Vec<u64> = processes.iter().filter_map(|p| p.rss_bytes).collect();
+    if known.is_empty() {
+        return String::new();
+    }
+    let mb = known.iter().sum::<u64>() / (1024 * 1024);
+    format!(", {mb} MB resident")
 }

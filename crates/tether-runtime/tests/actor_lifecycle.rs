@@ -24,6 +24,7 @@ async fn a_full_pool_evicts_the_idle_session_never_the_busy_one() {
         max_live: 1,
         max_live_per_owner: 0,
         idle_ttl: None,
+        ..PoolConfig::default()
     };
     let rt = runtime(&dir, cfg, &agent, ManualClock::new(now())).await;
     let a = conversation(&rt).await;

@@ -59,6 +59,7 @@ use crate::{AppState, list_sse, sse, web};
         tether_proto::Health,
         agents::AgentInfo,
         tether_proto::PoolStatus,
+        tether_proto::PoolProcess,
         tether_proto::RuntimeFigures,
         tether_proto::CreateConversation,
         tether_proto::UpdateConversation,

@@ -267,6 +267,23 @@ impl Daemon {
         self.token = String::from_utf8_lossy(&out.stdout).trim().to_string();
     }
 
+    /// Runs `tether --config <this daemon's config> <args>` (e.g. `doctor`) with the
+    /// daemon's environment; its output.
+    pub async fn cli(&self, args: &[&str]) -> std::process::Output {
+        within("tether cli", async {
+            Command::new(bin_path("tether"))
+                .envs(self.env.iter().map(|(k, v)| (k, v)))
+                .arg("--config")
+                .arg(&self.config_path)
+                .args(args)
+                .env_remove("TETHER_HOME")
+                .output()
+                .await
+        })
+        .await
+        .unwrap_or_else(|e| panic!("tether {args:?}: {e}"))
+    }
+
     /// Kills the daemon with SIGKILL (no clean-up runs) and waits for it.
     pub async fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {

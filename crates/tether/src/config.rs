@@ -82,6 +82,12 @@ pub struct PoolFile {
     pub max_live_per_owner: Option<usize>,
     /// 0 = never evict for idleness.
     pub idle_ttl_secs: Option<u64>,
+    /// Codex and ACP sessions one agent process hosts (1 = a process per session).
+    pub sessions_per_process: Option<usize>,
+    /// Shared agent processes in all (0 = no limit).
+    pub max_processes: Option<usize>,
+    /// Seconds a shared process without sessions is kept.
+    pub process_idle_secs: Option<u64>,
 }
 
 /// `[delegation]`: how deep delegation may nest (1..=8, default 1) and how many children
@@ -340,6 +346,13 @@ fn pool_config(file: PoolFile) -> PoolConfig {
             Some(secs) => Some(Duration::from_secs(secs)),
             None => default.idle_ttl,
         },
+        sessions_per_process: file
+            .sessions_per_process
+            .unwrap_or(default.sessions_per_process),
+        max_processes: file.max_processes.unwrap_or(default.max_processes),
+        process_idle: file
+            .process_idle_secs
+            .map_or(default.process_idle, Duration::from_secs),
     }
 }
 

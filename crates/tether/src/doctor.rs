@@ -69,19 +69,26 @@ async fn pool_report(settings: &Settings) -> String {
         .idle_ttl
         .map_or("never".to_owned(), |d| format!("{}s", d.as_secs()));
     let mut out = format!(
-        "\npool:\n  limits: {} live, {} per owner, idle TTL {ttl}\n",
+        "\npool:\n  limits: {} live, {} per owner, idle TTL {ttl}; {} sessions per process, \
+         {} shared processes, empty ones kept {}s\n",
         limit(p.max_live),
-        limit(p.max_live_per_owner)
+        limit(p.max_live_per_owner),
+        p.sessions_per_process.max(1),
+        limit(p.max_processes),
+        p.process_idle.as_secs()
     );
     let daemon = find_daemon(settings).await;
     let _ = match &daemon {
         Daemon::Verified { record, token } => match token {
             Some(token) => match daemon_pool(record, token).await {
-                Some(s) => writeln!(
-                    out,
-                    "  daemon: {} live ({} busy, {} idle), {} evictions",
-                    s.live, s.busy, s.idle, s.evictions
-                ),
+                Some(s) => {
+                    let _ = writeln!(
+                        out,
+                        "  daemon: {} live ({} busy, {} idle), {} evictions, {} agent processes",
+                        s.live, s.busy, s.idle, s.evictions, s.process_count
+                    );
+                    crate::doctor_pool::processes(&s.processes, &mut out)
+                }
                 None => writeln!(out, "  daemon: did not answer /api/v1/pool"),
             },
             None => writeln!(

@@ -13,6 +13,7 @@ mod config_slack;
 mod daemon_record;
 mod datadir;
 mod doctor;
+mod doctor_pool;
 mod mcp_cmd;
 mod pair;
 mod paths;

@@ -30,8 +30,13 @@ pub async fn run() -> Result<()> {
 }
 
 /// The runtime config with the MCP companion injected, and the bound socket. Without a
-/// socket (e.g. a data directory path too long for one) agents get no MCP server.
-pub fn runtime_config(settings: &Settings) -> (RuntimeConfig, Option<UnixListener>) {
+/// socket (e.g. a data directory path too long for one) agents get no MCP server. `http`:
+/// the address the API listens on, whose `/mcp` agents that speak MCP over HTTP reach
+/// instead of starting the companion (a wildcard address is reached on loopback).
+pub fn runtime_config(
+    settings: &Settings,
+    http: Option<std::net::SocketAddr>,
+) -> (RuntimeConfig, Option<UnixListener>) {
     let mut config = settings.runtime_config();
     let path = tether_mcp::socket::socket_path(&settings.data_dir);
     let exe = std::env::current_exe().context("cannot locate the tether binary");
@@ -43,6 +48,7 @@ pub fn runtime_config(settings: &Settings) -> (RuntimeConfig, Option<UnixListene
                 command: exe.display().to_string(),
                 args: vec!["mcp".to_string()],
                 socket: path,
+                http_url: http.map(|addr| format!("http://{}/mcp", loopback(addr))),
             });
             (config, Some(listener))
         }
@@ -50,6 +56,16 @@ pub fn runtime_config(settings: &Settings) -> (RuntimeConfig, Option<UnixListene
             tracing::warn!("delegation MCP server disabled: {e:#}");
             (config, None)
         }
+    }
+}
+
+/// `addr`, with a wildcard IP replaced by loopback of the same family.
+fn loopback(addr: std::net::SocketAddr) -> std::net::SocketAddr {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => (Ipv4Addr::LOCALHOST, addr.port()).into(),
+        IpAddr::V6(ip) if ip.is_unspecified() => (Ipv6Addr::LOCALHOST, addr.port()).into(),
+        _ => addr,
     }
 }
 

@@ -34,7 +34,7 @@ pub async fn run(settings: Settings) -> Result<()> {
         .context("cannot read the bound address")?;
 
     let store = datadir::open_store(&settings.data_dir).await?;
-    let (runtime_config, mcp_socket) = crate::mcp_cmd::runtime_config(&settings);
+    let (runtime_config, mcp_socket) = crate::mcp_cmd::runtime_config(&settings, Some(addr));
     let runtime = Runtime::start(runtime_config, store.clone())
         .await
         .context("cannot start the runtime")?;

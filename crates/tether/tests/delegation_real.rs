@@ -1,5 +1,5 @@
 //! Delegation end to end with the REAL CLIs against the mock model server: a real Codex
-//! parent calls tether's MCP tools (through `tether mcp`) to delegate to a real Claude
+//! parent calls tether's MCP tools (over HTTP, with its session's token) to delegate to a real Claude
 //! child, collects the result, continues the same child session, closes it, and a further
 //! continuation is refused with `session_released`. Offline (loopback only).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -60,6 +60,11 @@ async fn codex_parent_delegates_to_a_claude_child() {
     .await;
     assert_eq!(started["status"], "running", "{started}");
     let task = started["task_id"].as_str().unwrap().to_string();
+    // Codex reached tether's MCP over HTTP with its session's token: no `tether mcp`
+    // companion runs for this daemon (issue 15).
+    let socket = d.data_dir().join("run").join("mcp.sock");
+    let companions = real_agents::pids_with_env("TETHER_MCP_SOCKET", &socket.display().to_string());
+    assert!(companions.is_empty(), "companions: {companions:?}");
 
     let status = json!({"task_ids": [task], "wait_ms": 40000});
     let r = call(&d, &parent, "get_delegation_status", status.clone()).await;
@@ -129,6 +134,10 @@ async fn claude_parent_uses_the_tools_without_asking() {
     )
     .await;
     let task = started["task_id"].as_str().unwrap().to_string();
+    // Claude too reaches tether's MCP over HTTP: no companion.
+    let socket = d.data_dir().join("run").join("mcp.sock");
+    let companions = real_agents::pids_with_env("TETHER_MCP_SOCKET", &socket.display().to_string());
+    assert!(companions.is_empty(), "companions: {companions:?}");
     let r = call(
         &d,
         &parent,

@@ -292,10 +292,11 @@ async fn faulty_agent_that_never_answers_initialize_fails_with_start_timeout_aft
         }
     })
     .await;
-    // The mute agents were ended: only live sessions keep a process.
+    // The mute agents were ended: only the live sessions' processes run.
     let pid = d.pid().unwrap();
     reliability_util::eventually("mute agents are reaped", || async {
-        let live = d.get_ok("/api/v1/pool").await["live"].as_u64().unwrap_or(0) as usize;
+        let pool = d.get_ok("/api/v1/pool").await;
+        let live = pool["process_count"].as_u64().unwrap_or(0) as usize;
         (live_children(pid).len() == live).then_some(())
     })
     .await;

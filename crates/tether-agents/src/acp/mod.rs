@@ -15,7 +15,8 @@ use serde_json::{Value, json};
 use wire::{AgentCapabilities, InitializeResponse, NewSessionResponse, Open};
 
 use crate::driver::{AgentDriver, AgentError, AgentSession, StartRequest};
-use crate::jsonrpc::Options;
+use crate::host::{Attached, Route};
+use crate::jsonrpc::{Incoming, Options};
 use crate::launch::{Handshake, StepError, finish_start, request_spec, resume_failure, spawn_rpc};
 use crate::turn::PromptLock;
 use session::AcpSession;
@@ -37,6 +38,10 @@ pub struct AcpDriver {
     pub start_timeout: Duration,
     /// Where agent process groups are recorded (see [`crate::groups`]).
     pub records: Option<crate::GroupRecords>,
+    /// Shared processes: `Some`, a session opens on a running agent of the same
+    /// configuration when one has room (see [`crate::host`]); `None`, every session gets a
+    /// process of its own.
+    pub hosts: Option<crate::Hosts>,
 }
 
 impl Default for AcpDriver {
@@ -44,23 +49,35 @@ impl Default for AcpDriver {
         AcpDriver {
             start_timeout: Duration::from_secs(30),
             records: None,
+            hosts: None,
         }
     }
+}
+
+const OPTIONS: Options = Options {
+    jsonrpc_field: true,
+};
+
+/// The session an ACP message belongs to (`sessionId`).
+fn session_of(incoming: &Incoming) -> Option<String> {
+    let params = match incoming {
+        Incoming::Notification { params, .. } | Incoming::Request { params, .. } => params,
+    };
+    params
+        .get("sessionId")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
 }
 
 #[async_trait]
 impl AgentDriver for AcpDriver {
     async fn start(&self, req: StartRequest) -> Result<Box<dyn AgentSession>, AgentError> {
+        let spec = request_spec(&req, &self.records);
+        if let Some(hosts) = &self.hosts {
+            return self.start_shared(hosts, &spec, &req).await;
+        }
         let shared = Shared::new();
-        let options = Options {
-            jsonrpc_field: true,
-        };
-        let (process, conn) = spawn_rpc(
-            &request_spec(&req, &self.records),
-            options,
-            shared.handler(),
-            |_| {},
-        )?;
+        let (process, conn) = spawn_rpc(&spec, OPTIONS, shared.handler(), |_| {})?;
         let starter = Starter {
             rpc: Handshake {
                 conn: &conn,
@@ -70,20 +87,113 @@ impl AgentDriver for AcpDriver {
             shared: &shared,
             req: &req,
         };
-        let (session_id, images) =
-            finish_start(starter.run().await, conn.close(), &process).await?;
+        let run = async {
+            let init = initialize(&starter.rpc).await?;
+            starter.open(&capabilities(&init)?).await
+        };
+        let (session_id, images) = finish_start(run.await, conn.close(), &process).await?;
         Ok(Box::new(AcpSession {
             session_id,
             images,
+            closable: false,
             conn,
-            process,
+            process: Attached::Own(process),
             shared,
             prompt_lock: PromptLock::default(),
+            unfinished: Default::default(),
         }))
     }
 }
 
-/// One start-up sequence.
+impl AcpDriver {
+    /// A session on a shared process (see [`crate::host`]): `initialize` runs once per
+    /// process; a failed one retires the process.
+    async fn start_shared(
+        &self,
+        hosts: &crate::Hosts,
+        spec: &crate::process::ProcessSpec,
+        req: &StartRequest,
+    ) -> Result<Box<dyn AgentSession>, AgentError> {
+        let lease = hosts.acquire("acp", spec, OPTIONS, session_of, req.resume.as_deref())?;
+        let host = Arc::clone(&lease.host);
+        let rpc = Handshake {
+            conn: &host.conn,
+            process: &host.process,
+            timeout: self.start_timeout,
+        };
+        let init = match host.initialized(|| initialize(&rpc)).await {
+            Ok(init) => init,
+            Err(e) => {
+                lease.retire();
+                return Err(e);
+            }
+        };
+        let caps = capabilities(&init).inspect_err(|_| lease.retire())?;
+        let shared = Shared::new();
+        let route = |strict| Route {
+            handler: shared.handler(),
+            on_closed: None,
+            strict,
+        };
+        if let Some(id) = &req.resume {
+            lease.route(id, route(true));
+        }
+        let starter = Starter {
+            rpc,
+            shared: &shared,
+            req,
+        };
+        // A failure gives the slot back; the process goes on if others use it.
+        let (session_id, images) = starter.open(&caps).await.inspect_err(|_| lease.failed())?;
+        if req.resume.is_none() {
+            lease.route(&session_id, route(false));
+        }
+        // `session/close` is not in the stable schema: read from the raw answer.
+        let closable = init
+            .pointer("/agentCapabilities/sessionCapabilities/close")
+            .is_some_and(|c| !c.is_null());
+        Ok(Box::new(AcpSession {
+            session_id,
+            images,
+            closable,
+            conn: host.conn.clone(),
+            process: Attached::Shared(lease),
+            shared,
+            prompt_lock: PromptLock::default(),
+            unfinished: Default::default(),
+        }))
+    }
+}
+
+/// `initialize`: once per process; the raw answer.
+async fn initialize(rpc: &Handshake<'_>) -> Result<Value, AgentError> {
+    rpc.call("initialize", wire::to_json(&wire::initialize())?)
+        .await
+        .map_err(|e| rpc.start_error("initialize", e))
+}
+
+/// The agent's capabilities from its `initialize` answer; another protocol version is
+/// refused.
+fn capabilities(init: &Value) -> Result<AgentCapabilities, AgentError> {
+    match wire::read::<InitializeResponse>("initialize reply", init) {
+        Ok(reply) if u64::from(reply.protocol_version.as_u16()) == PROTOCOL_VERSION => {
+            Ok(reply.agent_capabilities)
+        }
+        Ok(reply) => Err(AgentError::Protocol {
+            message: format!(
+                "agent speaks ACP version {}, tether speaks 1",
+                reply.protocol_version
+            ),
+        }),
+        // Unreadable (no protocolVersion, say): go on with no optional capabilities.
+        Err(e) => {
+            tracing::warn!("{e}; assuming ACP 1 without optional capabilities");
+            Ok(AgentCapabilities::default())
+        }
+    }
+}
+
+/// Opening one session.
 struct Starter<'a> {
     rpc: Handshake<'a>,
     shared: &'a Arc<Shared>,
@@ -91,35 +201,13 @@ struct Starter<'a> {
 }
 
 impl Starter<'_> {
-    /// Runs the whole sequence; the session id, and whether the agent takes image
-    /// content blocks in prompts (`promptCapabilities.image`).
-    async fn run(&self) -> Result<(String, bool), AgentError> {
-        let init = self
-            .rpc
-            .call("initialize", wire::to_json(&wire::initialize())?)
-            .await
-            .map_err(|e| self.rpc.start_error("initialize", e))?;
-        let caps = match wire::read::<InitializeResponse>("initialize reply", &init) {
-            Ok(reply) if u64::from(reply.protocol_version.as_u16()) == PROTOCOL_VERSION => {
-                reply.agent_capabilities
-            }
-            Ok(reply) => {
-                return Err(AgentError::Protocol {
-                    message: format!(
-                        "agent speaks ACP version {}, tether speaks 1",
-                        reply.protocol_version
-                    ),
-                });
-            }
-            // Unreadable (no protocolVersion, say): go on with no optional capabilities.
-            Err(e) => {
-                tracing::warn!("{e}; assuming ACP 1 without optional capabilities");
-                AgentCapabilities::default()
-            }
-        };
+    /// A new session, or the strict resume of the requested one; the session id, and
+    /// whether the agent takes image content blocks in prompts
+    /// (`promptCapabilities.image`).
+    async fn open(&self, caps: &AgentCapabilities) -> Result<(String, bool), AgentError> {
         let (session_id, result) = match &self.req.resume {
-            None => self.new_session().await?,
-            Some(id) => (id.clone(), self.resume(id, &caps).await?),
+            None => self.new_session(caps).await?,
+            Some(id) => (id.clone(), self.resume(id, caps).await?),
         };
         self.shared.lock().phase = Phase::Idle;
         if let Some(model) = &self.req.model {
@@ -129,14 +217,18 @@ impl Starter<'_> {
         Ok((session_id, caps.prompt_capabilities.image))
     }
 
-    fn open_params(&self, open: &Open<'_>) -> Result<Value, AgentError> {
-        open.params(&self.req.cwd, wire::mcp_servers(&self.req.mcp_servers))
+    fn open_params(&self, open: &Open<'_>, caps: &AgentCapabilities) -> Result<Value, AgentError> {
+        let http = caps.mcp_capabilities.http;
+        open.params(
+            &self.req.cwd,
+            wire::mcp_servers(&self.req.mcp_servers, http),
+        )
     }
 
-    async fn new_session(&self) -> Result<(String, Value), AgentError> {
+    async fn new_session(&self, caps: &AgentCapabilities) -> Result<(String, Value), AgentError> {
         let result = self
             .rpc
-            .call("session/new", self.open_params(&Open::New)?)
+            .call("session/new", self.open_params(&Open::New, caps)?)
             .await
             .map_err(|e| self.rpc.start_error("session/new", e))?;
         let reply = wire::read::<NewSessionResponse>("session/new reply", &result)
@@ -172,7 +264,7 @@ impl Starter<'_> {
             state.strict = true;
             state.phase = Phase::Quiet;
         }
-        let params = self.open_params(&open)?;
+        let params = self.open_params(&open, caps)?;
         let result = self.rpc.call(method, params).await.map_err(|e| match e {
             // The agent could not load the session in time: that is not a start-up failure.
             StepError::Timeout(e) => unavailable(e.to_string()),

@@ -2,6 +2,7 @@
 //! reader task's [`Shared`] state), `session/cancel`, shutdown.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot};
@@ -9,9 +10,9 @@ use tokio::sync::{mpsc, oneshot};
 use super::state::{Phase, Shared, Turn};
 use super::wire;
 use crate::driver::{AgentError, AgentEvent, AgentSession, Prompt, TurnOutcome};
+use crate::host::Attached;
 use crate::jsonrpc::Connection;
-use crate::process::AgentProcess;
-use crate::turn::{self, OnDrop, PromptLock};
+use crate::turn::{OnDrop, PromptLock};
 
 #[derive(Debug)]
 pub(crate) struct AcpSession {
@@ -19,10 +20,16 @@ pub(crate) struct AcpSession {
     /// The agent takes image content blocks (`promptCapabilities.image`).
     pub images: bool,
     pub conn: Connection,
-    pub process: AgentProcess,
+    /// The shared agent offers `session/close` (sent when the session leaves it).
+    pub closable: bool,
+    /// Its own agent process, or a session on a shared one.
+    pub process: Attached,
     pub shared: Arc<Shared>,
     /// Held while a prompt runs.
     pub prompt_lock: PromptLock,
+    /// A prompt was sent and the agent has not answered it (stays set when the prompt is
+    /// given up on).
+    pub unfinished: AtomicBool,
 }
 
 impl AcpSession {
@@ -77,6 +84,7 @@ impl AgentSession for AcpSession {
         }
         // Back to idle when the prompt ends, however it ends.
         let _guard = OnDrop(|| self.shared.lock().phase.leave_turn());
+        self.unfinished.store(true, Ordering::SeqCst);
         let reply = tokio::select! {
             biased;
             Ok(other) = &mut abort_rx => {
@@ -87,6 +95,7 @@ impl AgentSession for AcpSession {
             }
             reply = self.conn.request("session/prompt", params) => reply,
         };
+        self.unfinished.store(false, Ordering::SeqCst);
         // The reply may win the race against a mismatch seen in the same moment: strict
         // resume still holds.
         let mismatch = self.shared.lock().mismatch.clone();
@@ -128,12 +137,34 @@ impl AgentSession for AcpSession {
         self.process.is_alive()
     }
 
+    fn process(&self) -> crate::driver::ProcessRef {
+        self.process.process_ref()
+    }
+
     async fn shutdown(&self) {
         // A hung agent that does not read stdin must not keep the process alive.
         let close = async {
             let _ =
                 tokio::time::timeout(std::time::Duration::from_secs(2), self.conn.close()).await;
         };
-        turn::shutdown(&self.shared.cancels, close, &self.process).await;
+        // On a shared process: a running prompt is cancelled, the session closed where the
+        // agent offers it; the process goes on.
+        let detach = async {
+            if self.shared.lock().phase.is_turn()
+                && let Ok(cancel) = wire::cancel(&self.session_id)
+            {
+                let _ = self.conn.notify("session/cancel", cancel).await;
+            }
+            if self.closable {
+                let params = serde_json::json!({"sessionId": self.session_id});
+                if let Err(e) = self.conn.request("session/close", params).await {
+                    tracing::debug!("session/close: {}", e.into_agent_error());
+                }
+            }
+        };
+        let unfinished = self.unfinished.load(Ordering::SeqCst);
+        self.process
+            .end(&self.shared.cancels, close, detach, unfinished)
+            .await;
     }
 }

@@ -43,15 +43,22 @@ pub(crate) fn initialize() -> InitializeRequest {
 }
 
 /// The stdio MCP servers to hand to a session.
-pub(crate) fn mcp_servers(specs: &[McpSpec]) -> Vec<McpServer> {
+pub(crate) fn mcp_servers(specs: &[McpSpec], http: bool) -> Vec<McpServer> {
     specs
         .iter()
-        .map(|m| {
-            McpServer::Stdio(
+        .map(|m| match m.http.as_ref().filter(|_| http) {
+            // The agent speaks MCP over HTTP (`mcpCapabilities.http`): no companion.
+            Some(h) => McpServer::Http(McpServerHttp::new(m.name.clone(), h.url.clone()).headers(
+                vec![HttpHeader::new(
+                    "Authorization",
+                    format!("Bearer {}", h.bearer_token),
+                )],
+            )),
+            None => McpServer::Stdio(
                 McpServerStdio::new(m.name.clone(), m.command.clone())
                     .args(m.args.clone())
                     .env(env(&m.env)),
-            )
+            ),
         })
         .collect()
 }
@@ -180,14 +187,32 @@ mod tests {
             command: "/bin/tether".into(),
             args: vec!["mcp".into()],
             env: BTreeMap::from([("TOKEN".to_owned(), "t".to_owned())]),
+            http: Some(crate::driver::McpHttp {
+                url: "http://127.0.0.1:1/mcp".into(),
+                bearer_token: "t".into(),
+            }),
         };
+        // An agent without HTTP MCP gets the companion ...
         let new = Open::New
-            .params(Path::new("/w"), mcp_servers(&[spec]))
+            .params(
+                Path::new("/w"),
+                mcp_servers(std::slice::from_ref(&spec), false),
+            )
             .unwrap();
         assert_eq!(
             new,
             json!({"cwd": "/w", "mcpServers": [{"name": "tether", "command": "/bin/tether",
                 "args": ["mcp"], "env": [{"name": "TOKEN", "value": "t"}]}]})
+        );
+        // ... one with it the endpoint, with the session's token.
+        let new = Open::New
+            .params(Path::new("/w"), mcp_servers(&[spec], true))
+            .unwrap();
+        assert_eq!(
+            new,
+            json!({"cwd": "/w", "mcpServers": [{"type": "http", "name": "tether",
+                "url": "http://127.0.0.1:1/mcp",
+                "headers": [{"name": "Authorization", "value": "Bearer t"}]}]})
         );
         let load = Open::Load("s1").params(Path::new("/w"), vec![]).unwrap();
         assert_eq!(

@@ -100,6 +100,18 @@ fn mcp_config(servers: &[McpServer]) -> Option<(Value, BTreeMap<String, String>)
     let mut secrets = BTreeMap::new();
     let mut config = Map::new();
     for (n, server) in servers.iter().enumerate() {
+        if let Some(http) = &server.http {
+            // Over HTTP: no companion process; claude expands the token's variable in
+            // `headers` too.
+            let var = format!("TETHER_MCP_{n}_BEARER");
+            secrets.insert(var.clone(), http.bearer_token.clone());
+            config.insert(
+                server.name.clone(),
+                json!({"type": "http", "url": http.url,
+                       "headers": {"Authorization": format!("Bearer ${{{var}}}")}}),
+            );
+            continue;
+        }
         let mut env = Map::new();
         for (key, value) in &server.env {
             let clean: String = key
@@ -280,6 +292,7 @@ mod tests {
             command: "/bin/tether".to_owned(),
             args: vec!["mcp".to_owned()],
             env: BTreeMap::from([("TETHER_TOKEN".to_owned(), "s3cret".to_owned())]),
+            http: None,
         });
         let spec = process_spec(&req, "id2", &None);
         assert_eq!(spec.args[..3], ["-p", "--resume", "id2"]);

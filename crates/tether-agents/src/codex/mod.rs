@@ -23,7 +23,8 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::driver::{AgentDriver, AgentError, AgentSession, McpServer, StartRequest};
-use crate::jsonrpc::Options;
+use crate::host::{Attached, Route};
+use crate::jsonrpc::{CloseInfo, Incoming, Options};
 use crate::launch::{Handshake, StepError, finish_start, request_spec, resume_failure, spawn_rpc};
 use crate::process::ProcessSpec;
 use crate::turn::PromptLock;
@@ -45,6 +46,10 @@ pub struct CodexDriver {
     pub start_timeout: Duration,
     /// Where agent process groups are recorded (see [`crate::groups`]).
     pub records: Option<crate::GroupRecords>,
+    /// Shared processes: `Some`, a thread starts on a running `codex app-server` of the
+    /// same configuration when one has room (see [`crate::host`]); `None`, every session
+    /// gets a process of its own.
+    pub hosts: Option<crate::Hosts>,
 }
 
 impl Default for CodexDriver {
@@ -52,6 +57,7 @@ impl Default for CodexDriver {
         CodexDriver {
             start_timeout: Duration::from_secs(30),
             records: None,
+            hosts: None,
         }
     }
 }
@@ -68,45 +74,148 @@ fn settings(env: &BTreeMap<String, String>) -> (String, String, BTreeMap<String,
     (approval, sandbox, env)
 }
 
+const OPTIONS: Options = Options {
+    jsonrpc_field: false,
+};
+
+/// The thread a message of `codex app-server` belongs to (`threadId`, or the `thread`
+/// object of `thread/started`).
+fn thread_of(incoming: &Incoming) -> Option<String> {
+    let params = match incoming {
+        Incoming::Notification { params, .. } | Incoming::Request { params, .. } => params,
+    };
+    params
+        .get("threadId")
+        .and_then(Value::as_str)
+        .or_else(|| {
+            params
+                .get("thread")
+                .and_then(|t| t.get("id"))
+                .and_then(Value::as_str)
+        })
+        .map(str::to_owned)
+}
+
 #[async_trait]
 impl AgentDriver for CodexDriver {
     async fn start(&self, req: StartRequest) -> Result<Box<dyn AgentSession>, AgentError> {
         let (approval, sandbox, env) = settings(&req.spec.env);
-        let shared = Shared::new();
-        let closed = Arc::clone(&shared);
         let spec = ProcessSpec {
             env,
             ..request_spec(&req, &self.records)
         };
-        let options = Options {
-            jsonrpc_field: false,
-        };
-        let (process, conn) = spawn_rpc(&spec, options, shared.handler(), move |info| {
+        if let Some(hosts) = &self.hosts {
+            return self
+                .start_shared(hosts, &spec, &req, approval, sandbox)
+                .await;
+        }
+        let shared = Shared::new();
+        let closed = Arc::clone(&shared);
+        let (process, conn) = spawn_rpc(&spec, OPTIONS, shared.handler(), move |info| {
             closed.on_closed(info)
         })?;
+        let rpc = Handshake {
+            conn: &conn,
+            process: &process,
+            timeout: self.start_timeout,
+        };
         let starter = Starter {
-            rpc: Handshake {
-                conn: &conn,
-                process: &process,
-                timeout: self.start_timeout,
-            },
+            rpc,
             shared: &shared,
             req: &req,
             approval,
             sandbox,
         };
-        let thread_id = finish_start(starter.run().await, conn.close(), &process).await?;
+        let run = async {
+            handshake(&starter.rpc).await?;
+            starter.open().await
+        };
+        let thread_id = finish_start(run.await, conn.close(), &process).await?;
         Ok(Box::new(CodexSession {
             thread_id,
             conn,
-            process,
+            process: Attached::Own(process),
             shared,
             prompt_lock: PromptLock::default(),
+            unfinished: Default::default(),
         }))
     }
 }
 
-/// One start-up sequence.
+impl CodexDriver {
+    /// A thread on a shared process (see [`crate::host`]): the handshake runs once per
+    /// process; a failed one retires the process.
+    async fn start_shared(
+        &self,
+        hosts: &crate::Hosts,
+        spec: &ProcessSpec,
+        req: &StartRequest,
+        approval: String,
+        sandbox: String,
+    ) -> Result<Box<dyn AgentSession>, AgentError> {
+        let lease = hosts.acquire("codex", spec, OPTIONS, thread_of, req.resume.as_deref())?;
+        let host = Arc::clone(&lease.host);
+        let rpc = Handshake {
+            conn: &host.conn,
+            process: &host.process,
+            timeout: self.start_timeout,
+        };
+        if let Err(e) = host.initialized(|| handshake(&rpc)).await {
+            lease.retire();
+            return Err(e);
+        }
+        let shared = Shared::new();
+        let route = |strict| {
+            let closed = Arc::clone(&shared);
+            Route {
+                handler: shared.handler(),
+                on_closed: Some(Box::new(move |info: &CloseInfo| closed.on_closed(info))),
+                strict,
+            }
+        };
+        if let Some(id) = &req.resume {
+            lease.route(id, route(true));
+        }
+        let starter = Starter {
+            rpc,
+            shared: &shared,
+            req,
+            approval,
+            sandbox,
+        };
+        // A failure gives the slot back; the process goes on if others use it.
+        let thread_id = starter.open().await.inspect_err(|_| lease.failed())?;
+        if req.resume.is_none() {
+            lease.route(&thread_id, route(false));
+        }
+        Ok(Box::new(CodexSession {
+            thread_id,
+            conn: host.conn.clone(),
+            process: Attached::Shared(lease),
+            shared,
+            prompt_lock: PromptLock::default(),
+            unfinished: Default::default(),
+        }))
+    }
+}
+
+/// `initialize`, then the `initialized` notification: once per process.
+async fn handshake(rpc: &Handshake<'_>) -> Result<Value, AgentError> {
+    let params = json!({
+        "clientInfo": {"name": "tether", "title": "tether", "version": env!("CARGO_PKG_VERSION")},
+    });
+    let init = rpc
+        .call("initialize", params)
+        .await
+        .map_err(|e| rpc.start_error("initialize", e))?;
+    rpc.conn
+        .notify("initialized", Value::Null)
+        .await
+        .map_err(|e| rpc.start_error("initialized", StepError::Rpc(e)))?;
+    Ok(init)
+}
+
+/// Opening one thread.
 struct Starter<'a> {
     rpc: Handshake<'a>,
     shared: &'a Arc<Shared>,
@@ -116,20 +225,8 @@ struct Starter<'a> {
 }
 
 impl Starter<'_> {
-    /// Runs the whole sequence; the thread id.
-    async fn run(&self) -> Result<String, AgentError> {
-        let params = json!({
-            "clientInfo": {"name": "tether", "title": "tether", "version": env!("CARGO_PKG_VERSION")},
-        });
-        self.rpc
-            .call("initialize", params)
-            .await
-            .map_err(|e| self.rpc.start_error("initialize", e))?;
-        self.rpc
-            .conn
-            .notify("initialized", Value::Null)
-            .await
-            .map_err(|e| self.rpc.start_error("initialized", StepError::Rpc(e)))?;
+    /// A new thread, or the strict resume of the requested one; the thread id.
+    async fn open(&self) -> Result<String, AgentError> {
         let thread_id = match &self.req.resume {
             None => self.new_thread().await?,
             Some(id) => self.resume(id).await?,
@@ -204,8 +301,15 @@ fn mcp_config(servers: &[McpServer]) -> Option<Value> {
     let config: serde_json::Map<String, Value> = servers
         .iter()
         .map(|s| {
-            let server = json!({"command": s.command, "args": s.args, "env": s.env,
-                                "default_tools_approval_mode": "approve"});
+            // Over HTTP where offered (the per-thread config carries the session's token,
+            // so threads of one shared process each act as their own session).
+            let server = match &s.http {
+                Some(http) => json!({"url": http.url,
+                                     "http_headers": {"Authorization": format!("Bearer {}", http.bearer_token)},
+                                     "default_tools_approval_mode": "approve"}),
+                None => json!({"command": s.command, "args": s.args, "env": s.env,
+                               "default_tools_approval_mode": "approve"}),
+            };
             (format!("mcp_servers.{}", s.name), server)
         })
         .collect();
@@ -254,6 +358,7 @@ mod tests {
             command: "/bin/tether".to_owned(),
             args: vec!["mcp".to_owned()],
             env: BTreeMap::from([("TOKEN".to_owned(), "t".to_owned())]),
+            http: None,
         };
         assert_eq!(
             mcp_config(&[server]),

@@ -2,6 +2,7 @@
 //! `turn/completed`), `turn/interrupt`, shutdown.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -10,18 +11,22 @@ use tokio::sync::{mpsc, oneshot};
 use super::items::str_field;
 use super::state::{Phase, Shared, Turn, spawn_interrupt};
 use crate::driver::{AgentError, AgentEvent, AgentSession, Prompt, StopReason, TurnOutcome};
+use crate::host::Attached;
 use crate::jsonrpc::{Connection, RpcError};
-use crate::process::AgentProcess;
-use crate::turn::{self, OnDrop, PromptLock};
+use crate::turn::{OnDrop, PromptLock};
 
 #[derive(Debug)]
 pub(crate) struct CodexSession {
     pub thread_id: String,
     pub conn: Connection,
-    pub process: AgentProcess,
+    /// Its own `codex app-server`, or a thread on a shared one.
+    pub process: Attached,
     pub shared: Arc<Shared>,
     /// Held while a prompt runs.
     pub prompt_lock: PromptLock,
+    /// A turn was started and the agent has not ended it (stays set when the prompt is
+    /// given up on).
+    pub unfinished: AtomicBool,
 }
 
 /// `turn/start`'s input: the text, then each image as a `data:` URL image item (Codex
@@ -104,11 +109,12 @@ impl AgentSession for CodexSession {
             "threadId": self.thread_id,
             "input": input_items(prompt),
         });
-        let started = self
-            .conn
-            .request("turn/start", params)
-            .await
-            .map_err(|e| e.into_agent_error())?;
+        self.unfinished.store(true, Ordering::SeqCst);
+        let started = self.conn.request("turn/start", params).await.map_err(|e| {
+            // Refused: no turn runs.
+            self.unfinished.store(false, Ordering::SeqCst);
+            e.into_agent_error()
+        })?;
         if let Some(id) = started.get("turn").and_then(|t| str_field(t, "id")) {
             let mut state = self.shared.lock();
             if let Phase::Turn(turn) = &mut state.phase
@@ -120,7 +126,9 @@ impl AgentSession for CodexSession {
                 }
             }
         }
-        let end = match end_rx.await {
+        let end = end_rx.await;
+        self.unfinished.store(false, Ordering::SeqCst);
+        let end = match end {
             Ok(end) => end,
             // The sender went away without an answer: only when the phase was replaced.
             Err(_) => {
@@ -171,8 +179,22 @@ impl AgentSession for CodexSession {
         self.process.is_alive()
     }
 
+    fn process(&self) -> crate::driver::ProcessRef {
+        self.process.process_ref()
+    }
+
     async fn shutdown(&self) {
-        turn::shutdown(&self.shared.cancels, self.conn.close(), &self.process).await;
+        // On a shared process the thread is unloaded; the process goes on.
+        let detach = async {
+            let params = json!({"threadId": self.thread_id});
+            if let Err(e) = self.conn.request("thread/unsubscribe", params).await {
+                tracing::debug!("thread/unsubscribe: {}", e.into_agent_error());
+            }
+        };
+        let unfinished = self.unfinished.load(Ordering::SeqCst);
+        self.process
+            .end(&self.shared.cancels, self.conn.close(), detach, unfinished)
+            .await;
     }
 }
 

@@ -48,6 +48,9 @@ pub struct McpLaunch {
     pub args: Vec<String>,
     /// The daemon's local socket (in a 0700 directory).
     pub socket: PathBuf,
+    /// The daemon's own `/mcp` endpoint (`http://127.0.0.1:PORT/mcp`), given to agents
+    /// that speak MCP over HTTP instead of the companion; `None`: the companion for all.
+    pub http_url: Option<String>,
 }
 
 /// Environment variable naming the daemon's MCP socket (for `tether mcp`).
@@ -214,11 +217,16 @@ impl Registry {
             ),
             (MCP_TOKEN_ENV.to_string(), token),
         ]);
+        let http = launch.http_url.as_ref().map(|url| tether_agents::McpHttp {
+            url: url.clone(),
+            bearer_token: env.get(MCP_TOKEN_ENV).cloned().unwrap_or_default(),
+        });
         vec![McpServer {
             name: MCP_SERVER_NAME.to_string(),
             command: launch.command.clone(),
             args: launch.args.clone(),
             env,
+            http,
         }]
     }
 

@@ -5,6 +5,11 @@
 //! owner of a delegated child is its parent conversation, and the per-owner cap counts
 //! those children only: a session with no owner (a conversation's own session) counts
 //! towards the global cap alone, so a parent's own session never takes a child's slot.
+//!
+//! Sessions and processes are counted apart (issue 15): Codex and ACP sessions share
+//! processes (`tether_agents::Hosts`, up to `sessions_per_process` each, `max_processes`
+//! in all, an empty process ending after `process_idle`); eviction detaches a session
+//! from its process. [`Pool::status`] lists the processes with their sessions and memory.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -15,7 +20,7 @@ use tokio::time::Instant;
 
 use crate::session::command::ActorCmd;
 use crate::session::mailbox::ActorHandle;
-pub use tether_proto::PoolStatus;
+pub use tether_proto::{PoolProcess, PoolStatus};
 
 /// Pool limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +31,31 @@ pub struct PoolConfig {
     pub max_live_per_owner: usize,
     /// An idle live session longer than this is evicted (`None`: never).
     pub idle_ttl: Option<Duration>,
+    /// Codex and ACP sessions one agent process hosts at most (1 = a process per session,
+    /// as Claude always has).
+    pub sessions_per_process: usize,
+    /// Shared agent processes in all (0 = no limit).
+    pub max_processes: usize,
+    /// A shared process without sessions ends after this.
+    pub process_idle: Duration,
+}
+
+impl PoolConfig {
+    /// The shared-process limits, `None` when every session has a process of its own.
+    pub fn host_limits(&self) -> Option<tether_agents::HostLimits> {
+        (self.sessions_per_process > 1).then_some(tether_agents::HostLimits {
+            sessions_per_process: self.sessions_per_process,
+            max_processes: self.max_processes,
+            process_idle: self.process_idle,
+        })
+    }
+}
+
+/// The process a live session runs in, as the pool reports it.
+#[derive(Debug, Clone)]
+pub(crate) struct LiveProcess {
+    pub agent: String,
+    pub process: tether_agents::ProcessRef,
 }
 
 impl Default for PoolConfig {
@@ -34,6 +64,9 @@ impl Default for PoolConfig {
             max_live: 16,
             max_live_per_owner: 8,
             idle_ttl: Some(Duration::from_secs(1800)),
+            sessions_per_process: 32,
+            max_processes: 16,
+            process_idle: Duration::from_secs(60),
         }
     }
 }
@@ -44,6 +77,8 @@ struct Entry {
     /// `Some(since)` when idle.
     idle_since: Option<Instant>,
     actor: tokio::sync::mpsc::WeakSender<ActorCmd>,
+    /// `None` while the session is being made live.
+    process: Option<LiveProcess>,
 }
 
 #[derive(Default)]
@@ -55,13 +90,23 @@ struct State {
 pub(crate) struct Pool {
     config: PoolConfig,
     state: Mutex<State>,
+    /// The shared processes (none when every session has its own).
+    hosts: Option<tether_agents::Hosts>,
 }
 
 impl Pool {
-    pub fn new(config: PoolConfig) -> Pool {
+    pub fn new(config: PoolConfig, hosts: Option<tether_agents::Hosts>) -> Pool {
         Pool {
             config,
             state: Mutex::new(State::default()),
+            hosts,
+        }
+    }
+
+    /// Ends the shared processes (daemon shutdown, after the sessions left them).
+    pub async fn end_processes(&self) {
+        if let Some(hosts) = &self.hosts {
+            hosts.shutdown().await;
         }
     }
 
@@ -140,6 +185,7 @@ impl Pool {
         session_id: &SessionId,
         owner: Option<&ConversationId>,
         actor: tokio::sync::mpsc::WeakSender<ActorCmd>,
+        process: Option<LiveProcess>,
     ) {
         let mut st = self.lock();
         st.entries.insert(
@@ -148,6 +194,7 @@ impl Pool {
                 owner: owner.cloned(),
                 idle_since: None,
                 actor,
+                process,
             },
         );
     }
@@ -196,7 +243,12 @@ impl Pool {
             .values()
             .filter(|e| e.idle_since.is_some())
             .count();
+        let processes = self.processes(&st);
         PoolStatus {
+            process_count: processes.len(),
+            processes,
+            sessions_per_process: self.config.sessions_per_process.max(1),
+            max_processes: self.config.max_processes,
             live: st.entries.len(),
             busy: st.entries.len() - idle,
             idle,
@@ -205,5 +257,56 @@ impl Pool {
             idle_ttl_secs: self.config.idle_ttl.map(|d| d.as_secs()),
             evictions: st.evictions,
         }
+    }
+}
+
+impl Pool {
+    /// Every agent process of a live session, and the shared ones without sessions (they
+    /// end after their idle time): own processes one per session, shared ones with all of
+    /// theirs.
+    fn processes(&self, st: &State) -> Vec<PoolProcess> {
+        let mut out: Vec<PoolProcess> = Vec::new();
+        let shared = self
+            .hosts
+            .as_ref()
+            .map(tether_agents::Hosts::processes)
+            .unwrap_or_default();
+        for view in shared {
+            let mut sessions: Vec<SessionId> = st
+                .entries
+                .iter()
+                .filter(|(_, e)| {
+                    e.process
+                        .as_ref()
+                        .is_some_and(|p| p.process.shared == Some(view.id))
+                })
+                .map(|(id, _)| id.clone())
+                .collect();
+            sessions.sort();
+            out.push(PoolProcess {
+                agent: view.agent,
+                pid: view.pid,
+                shared: true,
+                sessions,
+                rss_bytes: view.rss_bytes,
+            });
+        }
+        let mut own: Vec<PoolProcess> = st
+            .entries
+            .iter()
+            .filter_map(|(id, e)| {
+                let p = e.process.as_ref().filter(|p| p.process.shared.is_none())?;
+                Some(PoolProcess {
+                    agent: p.agent.clone(),
+                    pid: p.process.pid,
+                    shared: false,
+                    sessions: vec![id.clone()],
+                    rss_bytes: p.process.pid.and_then(tether_agents::host::group_rss_bytes),
+                })
+            })
+            .collect();
+        own.sort_by(|a, b| a.sessions.cmp(&b.sessions));
+        out.extend(own);
+        out
     }
 }

@@ -10,6 +10,7 @@ use tether_agents::{AgentError, AgentSession, StartRequest};
 use tether_proto::{ErrorCode, EventPayload, SessionStatus};
 
 use super::Actor;
+use crate::session::pool::LiveProcess;
 
 impl Actor {
     /// Before a start: a process that died while idle is recorded as gone, and the live
@@ -81,10 +82,23 @@ impl Actor {
         self.session.external_id = Some(external_id);
         self.session.status = SessionStatus::Live;
         self.live = Some(agent);
-        self.ctx
-            .pool
-            .busy(&self.session.id, self.pool_owner(), self.me.clone());
+        self.pool_busy();
         Ok(())
+    }
+
+    /// The live session runs a turn (or is being made live): the pool counts it busy, in
+    /// its process.
+    pub(super) fn pool_busy(&self) {
+        let process = self.live.as_ref().map(|l| LiveProcess {
+            agent: self.spec.name.clone(),
+            process: l.process(),
+        });
+        self.ctx.pool.busy(
+            &self.session.id,
+            self.pool_owner(),
+            self.me.clone(),
+            process,
+        );
     }
 
     /// A turn's start ended: prompt the agent, or end the turn if it was stopped

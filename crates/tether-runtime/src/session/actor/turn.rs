@@ -52,9 +52,7 @@ impl Actor {
             self.deadline = Some((Instant::now() + t, DeadlineKind::TurnTimeout));
         }
         if self.live.as_ref().is_some_and(|l| l.is_alive()) {
-            self.ctx
-                .pool
-                .busy(&self.session.id, self.pool_owner(), self.me.clone());
+            self.pool_busy();
             self.spawn_prompt()
         } else {
             // In a task, so that a stop can abandon the start.

@@ -1,7 +1,8 @@
 //! `codex app-server` dialect: JSON-RPC without the `"jsonrpc"` field, one object per line.
 //! initialize (+ `initialized` notification), thread/start, thread/resume, turn/start,
-//! turn/interrupt; turn progress as notifications (see `codex_io.rs` for the items and
-//! the server→client approval / user-input requests).
+//! turn/interrupt, thread/unsubscribe; one process hosts many threads. Turn progress as
+//! notifications (see `codex_io.rs` for the items and the server→client approval /
+//! user-input requests).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -179,6 +180,18 @@ impl Codex {
                 peer.respond(&id, result).await
             }
             "turn/start" => self.start_turn(id, params).await,
+            "thread/unsubscribe" => {
+                // The client leaves the thread: it is unloaded (a later thread/resume
+                // loads it again from the store).
+                let client = params.get("threadId").and_then(Value::as_str);
+                let gone = client.and_then(|t| lock(&self.threads).remove(t));
+                let status = if gone.is_some() {
+                    "unsubscribed"
+                } else {
+                    "notLoaded"
+                };
+                peer.respond(&id, json!({"status": status})).await
+            }
             "turn/interrupt" => {
                 let thread = params.get("threadId").and_then(Value::as_str);
                 let turn = params.get("turnId").and_then(Value::as_str);
