@@ -6,6 +6,7 @@ mod daemon;
 pub mod fake_feishu;
 pub mod fake_telegram;
 pub mod mock_model;
+pub mod postgres;
 pub mod real_agents;
 mod sse;
 pub mod uploads;

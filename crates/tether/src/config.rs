@@ -2,7 +2,8 @@
 //! validation, resolved into [`Settings`].
 //!
 //! Precedence, highest first: command-line flag, environment (`TETHER_LISTEN`,
-//! `TETHER_HOME`, `TETHER_DEFAULT_AGENT`, `TETHER_TOKEN`), config file, defaults.
+//! `TETHER_HOME`, `TETHER_DEFAULT_AGENT`, `TETHER_TOKEN`, `TETHER_DATABASE_URL`), config
+//! file, defaults.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -44,6 +45,8 @@ pub struct FileConfig {
     pub server: Option<crate::config_server::ServerFile>,
     /// `[attachments]`: size limits of files sent with messages.
     pub attachments: Option<AttachmentsFile>,
+    /// `[store]`: the database (see `config_store`).
+    pub store: Option<crate::config_store::StoreFile>,
 }
 
 /// `[attachments]`: the largest file and the largest sum of one message's files, in
@@ -132,6 +135,8 @@ pub struct Settings {
     pub server: crate::config_server::ServerSettings,
     /// `[attachments]`: size limits.
     pub attachments: tether_runtime::AttachmentLimits,
+    /// The database URL (`None`: SQLite in the data dir; see `config_store`).
+    pub database_url: Option<String>,
 }
 
 impl Settings {
@@ -271,6 +276,7 @@ impl Settings {
             channels: crate::config_channels::resolve(file.channels)?,
             server: crate::config_server::resolve(file.server)?,
             attachments: attachment_limits(file.attachments.unwrap_or_default())?,
+            database_url: crate::config_store::resolve(env("TETHER_DATABASE_URL"), file.store)?,
         })
     }
 

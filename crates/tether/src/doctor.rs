@@ -236,6 +236,11 @@ fn render(settings: &Settings, reports: &[AgentReport]) -> String {
     let _ = writeln!(out, "tether {}", env!("CARGO_PKG_VERSION"));
     let _ = writeln!(out, "config:          {config}");
     let _ = writeln!(out, "data dir:        {}", settings.data_dir.display());
+    let store = match &settings.database_url {
+        Some(url) => format!("postgres {}", crate::config_store::redacted(url)),
+        None => format!("sqlite {}", settings.data_dir.join("tether.db").display()),
+    };
+    let _ = writeln!(out, "store:           {store}");
     let _ = writeln!(out, "listen:          http://{}", settings.listen);
     let _ = writeln!(out, "default agent:   {}", settings.default_agent);
     let _ = writeln!(out, "workspace roots: {}", roots.join(", "));

@@ -33,7 +33,7 @@ pub async fn run(settings: Settings) -> Result<()> {
         .local_addr()
         .context("cannot read the bound address")?;
 
-    let store = datadir::open_store(&settings.data_dir).await?;
+    let store = datadir::open_configured_store(&settings).await?;
     let (runtime_config, mcp_socket) = crate::mcp_cmd::runtime_config(&settings);
     let runtime = Runtime::start(runtime_config, store.clone())
         .await
