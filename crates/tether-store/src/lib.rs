@@ -20,11 +20,16 @@ mod delegation;
 mod delegation_ledger;
 mod dispatch;
 mod feed;
+mod nodes;
 mod pages;
+// Both backends include the same `sql/` files as their own modules, on purpose (the
+// SQL is written once, compiled once per backend).
+#[allow(clippy::duplicate_mod)]
 mod pg;
 mod recovery;
 mod rows;
 mod rules;
+#[allow(clippy::duplicate_mod)]
 mod sqlite;
 mod view_parts;
 
@@ -42,6 +47,7 @@ pub use delegation::{
 };
 pub use delegation_ledger::LedgerEntry;
 pub use feed::{Batch, Follower, Scope};
+pub use nodes::NodeRow;
 pub use pages::ListCursor;
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use rows::*;

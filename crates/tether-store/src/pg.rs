@@ -49,6 +49,8 @@ mod delegation_ledger;
 mod events;
 #[path = "sql/feed.rs"]
 mod feed;
+#[path = "sql/nodes.rs"]
+mod nodes;
 #[path = "sql/pages.rs"]
 mod pages;
 #[path = "sql/recovery.rs"]

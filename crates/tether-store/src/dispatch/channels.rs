@@ -1,4 +1,4 @@
-//! The store's channel, delegation and attachment methods, each run by the backend the
+//! The store's channel, delegation, attachment and node methods, each run by the backend the
 //! store opened (see `dispatch`).
 
 use tether_proto::*;
@@ -291,4 +291,23 @@ forward! {
 
     /// Whether any row names this content (a blob without one may be deleted).
     pub async fn attachment_blob_used(&self, sha256: &str) -> Result<bool>;
+
+    // nodes
+    /// Registers `n` (or replaces an earlier row of the same id).
+    pub async fn register_node(&self, n: &NodeRow) -> Result<()>;
+
+    /// A heartbeat: the node's lease now runs until `lease_until_ms`. `false` when the
+    /// node has no row (it was removed: it must register again).
+    pub async fn renew_node_lease(
+        &self,
+        id: &str,
+        now_ms: i64,
+        lease_until_ms: i64,
+    ) -> Result<bool>;
+
+    /// Every registered node, oldest first (alive or not: see [`NodeRow::alive`]).
+    pub async fn nodes(&self) -> Result<Vec<NodeRow>>;
+
+    /// Removes a node's row (it stopped).
+    pub async fn remove_node(&self, id: &str) -> Result<()>;
 }

@@ -40,7 +40,6 @@ pub async fn reopen(guard: &Guard) -> Store {
 
 /// `contract!(name, …)` (or `contract!(multi_thread; name, …)`): one test per backend of
 /// each `async fn name(backend: Backend)`.
-
 macro_rules! contract {
     (multi_thread; $($name:ident),* $(,)?) => {
         $(mod $name {
