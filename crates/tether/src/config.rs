@@ -47,6 +47,8 @@ pub struct FileConfig {
     pub attachments: Option<AttachmentsFile>,
     /// `[store]`: the database (see `config_store`).
     pub store: Option<crate::config_store::StoreFile>,
+    /// `[cluster]`: this node's lease (see `cluster`).
+    pub cluster: Option<crate::cluster::ClusterFile>,
 }
 
 /// `[attachments]`: the largest file and the largest sum of one message's files, in
@@ -137,6 +139,8 @@ pub struct Settings {
     pub attachments: tether_runtime::AttachmentLimits,
     /// The database URL (`None`: SQLite in the data dir; see `config_store`).
     pub database_url: Option<String>,
+    /// How long this node's lease in the node registry lasts without a heartbeat.
+    pub lease_ttl: Duration,
 }
 
 impl Settings {
@@ -277,6 +281,7 @@ impl Settings {
             server: crate::config_server::resolve(file.server)?,
             attachments: attachment_limits(file.attachments.unwrap_or_default())?,
             database_url: crate::config_store::resolve(env("TETHER_DATABASE_URL"), file.store)?,
+            lease_ttl: crate::cluster::lease_ttl(file.cluster)?,
         })
     }
 

@@ -75,14 +75,18 @@ async fn pool_report(settings: &Settings) -> String {
     let daemon = find_daemon(settings).await;
     let _ = match &daemon {
         Daemon::Verified { record, token } => match token {
-            Some(token) => match daemon_pool(record, token).await {
-                Some(s) => writeln!(
-                    out,
-                    "  daemon: {} live ({} busy, {} idle), {} evictions",
-                    s.live, s.busy, s.idle, s.evictions
-                ),
-                None => writeln!(out, "  daemon: did not answer /api/v1/pool"),
-            },
+            Some(token) => {
+                let pool = match daemon_pool(record, token).await {
+                    Some(s) => writeln!(
+                        out,
+                        "  daemon: {} live ({} busy, {} idle), {} evictions",
+                        s.live, s.busy, s.idle, s.evictions
+                    ),
+                    None => writeln!(out, "  daemon: did not answer /api/v1/pool"),
+                };
+                out.push_str(&crate::cluster::doctor_report(&record.base_url(), token).await);
+                pool
+            }
             None => writeln!(
                 out,
                 "  daemon: not queried (it uses a token from its environment; run doctor \

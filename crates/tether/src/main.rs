@@ -6,6 +6,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod cluster;
 mod config;
 mod config_channels;
 mod config_server;
