@@ -4,6 +4,7 @@
 //! I/O crate; logic over these types lives in `tether-core`.
 
 mod attachment;
+mod cluster;
 mod delegation;
 mod dto;
 mod error;
@@ -14,6 +15,7 @@ mod params;
 mod status;
 
 pub use attachment::*;
+pub use cluster::*;
 pub use delegation::*;
 pub use dto::*;
 pub use error::*;

@@ -22,33 +22,25 @@
 //! that holds its events. The commit runs in a task of its own, so a leader whose caller
 //! goes away mid-commit still stores (or refuses) everyone's batches.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use sqlx::{QueryBuilder, Sqlite};
 use tether_proto::{EventEnvelope, EventPayload, SessionId, TurnId};
 use tokio::sync::oneshot;
 
-use crate::conns::{Conn, Tx};
-use crate::events::append;
-use crate::{Result, Store, StoreError, now_ms};
+use crate::Result;
 
 /// Most events one group commit takes (the rest wait for the next one): bounds how long
 /// the writer is held and how big one transaction gets.
-const MAX_GROUP_EVENTS: usize = 4096;
-/// Largest multi-row `INSERT`; bigger groups are split into power-of-two chunks up to
-/// this size, so only a handful of statement shapes are ever prepared.
-const MAX_INSERT_ROWS: usize = 128;
-/// Largest number of sessions in one counter `UPDATE` (padded to a power of two).
-const MAX_UPDATE_SESSIONS: usize = 64;
+pub(crate) const MAX_GROUP_EVENTS: usize = 4096;
 
 /// One caller's batch, waiting for a group commit.
-struct Pending {
-    session_id: SessionId,
-    turn_id: Option<TurnId>,
-    payloads: Vec<EventPayload>,
-    reply: oneshot::Sender<Result<Vec<EventEnvelope>>>,
+pub(crate) struct Pending {
+    pub(crate) session_id: SessionId,
+    pub(crate) turn_id: Option<TurnId>,
+    pub(crate) payloads: Vec<EventPayload>,
+    pub(crate) reply: oneshot::Sender<Result<Vec<EventEnvelope>>>,
 }
 
 /// The batches waiting for the writer.
@@ -69,17 +61,25 @@ pub struct AppendStats {
 }
 
 impl Appends {
+    /// How appends were grouped so far.
+    pub(crate) fn stats(&self) -> AppendStats {
+        AppendStats {
+            commits: self.commits.load(Ordering::Relaxed),
+            batches: self.batches.load(Ordering::Relaxed),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, VecDeque<Pending>> {
         // A panic while holding this lock leaves a consistent queue (push and drain).
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn push(&self, p: Pending) {
+    pub(crate) fn push(&self, p: Pending) {
         self.lock().push_back(p);
     }
 
     /// The oldest batches, up to [`MAX_GROUP_EVENTS`] events (at least one batch).
-    fn take(&self) -> Vec<Pending> {
+    pub(crate) fn take(&self) -> Vec<Pending> {
         let mut q = self.lock();
         let mut n = 0;
         let mut group = Vec::new();
@@ -94,282 +94,5 @@ impl Appends {
         self.batches
             .fetch_add(group.len() as u64, Ordering::Relaxed);
         group
-    }
-}
-
-impl Store {
-    /// How appends were grouped so far (group commits taken, batches in them).
-    pub fn append_stats(&self) -> AppendStats {
-        AppendStats {
-            commits: self.appends.commits.load(Ordering::Relaxed),
-            batches: self.appends.batches.load(Ordering::Relaxed),
-        }
-    }
-
-    /// Appends events of one session atomically (all or none, gap-free `seq`s in this
-    /// order) and publishes them at commit; possibly in one transaction with other
-    /// sessions' appends (see the module header).
-    pub async fn append_events(
-        &self,
-        session_id: &SessionId,
-        turn_id: Option<&TurnId>,
-        payloads: &[EventPayload],
-    ) -> Result<Vec<EventEnvelope>> {
-        if payloads.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (reply, mut answer) = oneshot::channel();
-        self.appends.push(Pending {
-            session_id: session_id.clone(),
-            turn_id: turn_id.cloned(),
-            payloads: payloads.to_vec(),
-            reply,
-        });
-        loop {
-            let conn = self.writer.acquire().await?;
-            match answer.try_recv() {
-                Ok(result) => return result,
-                // Its group's commit ended without answering (it panicked).
-                Err(oneshot::error::TryRecvError::Closed) => {
-                    return Err(StoreError::AppendAbandoned);
-                }
-                Err(oneshot::error::TryRecvError::Empty) => {}
-            }
-            // Ours is queued and unanswered, so the queue is not empty; if the group
-            // stops before ours, the next round takes it.
-            let group = self.appends.take();
-            // In a task of its own: the group holds other callers' batches, which must
-            // be stored (or refused) even if this caller goes away mid-commit.
-            let store = self.clone();
-            let commit = tokio::spawn(async move { store.commit_group(conn, group).await });
-            if let Err(e) = commit.await {
-                // A panic inside the commit: its waiters see their answers dropped.
-                tracing::error!(error = %e, "a group commit of events failed");
-            }
-        }
-    }
-
-    /// Stores `group` in one transaction on the writer `conn` and answers every batch.
-    async fn commit_group(&self, conn: Conn, mut group: Vec<Pending>) {
-        if group.len() == 1
-            && let Some(one) = group.pop()
-        {
-            let result = self.append_one(conn, &one).await;
-            // The caller may have given up; its events are stored all the same.
-            let _ = one.reply.send(result);
-            return;
-        }
-        let stored = async {
-            let mut tx = Tx::begin_on(conn).await?;
-            let events = store_group(&mut tx, &group).await?;
-            self.commit_events(tx, &events).await?;
-            Ok::<_, StoreError>(events)
-        }
-        .await;
-        match stored {
-            Ok(events) => {
-                let mut events = events.into_iter();
-                for p in group {
-                    let mine = events.by_ref().take(p.payloads.len()).collect();
-                    let _ = p.reply.send(Ok(mine));
-                }
-            }
-            Err(e) => {
-                // Rolled back: each batch on its own, so only a bad one fails.
-                tracing::debug!(error = %e, batches = group.len(), "group commit failed; storing its batches one by one");
-                for p in group {
-                    let result = match self.writer.acquire().await {
-                        Ok(conn) => self.append_one(conn, &p).await,
-                        Err(e) => Err(e.into()),
-                    };
-                    let _ = p.reply.send(result);
-                }
-            }
-        }
-    }
-
-    /// One batch in a transaction of its own on the writer `conn` (one event: one
-    /// autocommit statement).
-    async fn append_one(&self, conn: Conn, p: &Pending) -> Result<Vec<EventEnvelope>> {
-        if let [payload] = p.payloads.as_slice() {
-            let mut tx = Tx::autocommit_on(conn);
-            let ev = append(&mut tx, &p.session_id, p.turn_id.as_ref(), payload).await?;
-            let evs = vec![ev];
-            self.commit_events(tx, &evs).await?;
-            return Ok(evs);
-        }
-        let mut tx = Tx::begin_on(conn).await?;
-        let events = store_group(&mut tx, std::slice::from_ref(p)).await?;
-        self.commit_events(tx, &events).await?;
-        Ok(events)
-    }
-}
-
-/// Appends every batch of `group` in the open transaction `tx`, in queue order: moves the
-/// sessions' counters on (one `UPDATE` per [`MAX_UPDATE_SESSIONS`] sessions), then inserts
-/// every event with its `seq` (multi-row `INSERT`s across sessions). The envelopes, in
-/// queue order.
-async fn store_group(tx: &mut Tx, group: &[Pending]) -> Result<Vec<EventEnvelope>> {
-    let at = now_ms();
-    // Each session's events in the group, in first-seen order.
-    let mut sessions: Vec<(&str, i64)> = Vec::new();
-    for p in group {
-        match sessions.iter_mut().find(|(s, _)| *s == p.session_id) {
-            Some((_, n)) => *n += p.payloads.len() as i64,
-            None => sessions.push((p.session_id.as_str(), p.payloads.len() as i64)),
-        }
-    }
-    // Per session: the next `seq` to hand out, and its conversation.
-    let mut next: HashMap<&str, i64> = HashMap::with_capacity(sessions.len());
-    let mut convs: HashMap<&str, String> = HashMap::with_capacity(sessions.len());
-    for chunk in sessions.chunks(MAX_UPDATE_SESSIONS) {
-        for (id, last, conversation_id) in bump_counters(tx, chunk, at).await? {
-            let Some((sid, n)) = chunk.iter().find(|(s, _)| *s == id) else {
-                return Err(corrupt(format!("counter of unknown session {id} moved")));
-            };
-            next.insert(sid, last - n + 1);
-            convs.insert(sid, conversation_id);
-        }
-    }
-    if next.len() != sessions.len() {
-        // A session of the group does not exist: nothing of the group may be stored.
-        return Err(sqlx::Error::RowNotFound.into());
-    }
-    // The rows to insert, in queue order.
-    let mut rows = Vec::with_capacity(group.iter().map(|p| p.payloads.len()).sum());
-    for p in group {
-        let (Some(seq), Some(conversation_id)) = (
-            next.get_mut(p.session_id.as_str()),
-            convs.get(p.session_id.as_str()),
-        ) else {
-            return Err(sqlx::Error::RowNotFound.into());
-        };
-        for payload in &p.payloads {
-            let json = serde_json::to_string(payload).map_err(|e| corrupt(e.to_string()))?;
-            rows.push(Row {
-                pending: p,
-                conversation_id: conversation_id.as_str(),
-                seq: *seq,
-                payload,
-                json,
-            });
-            *seq += 1;
-        }
-    }
-    let mut out = Vec::with_capacity(rows.len());
-    let mut rest = rows.as_slice();
-    while !rest.is_empty() {
-        let size = if rest.len() >= MAX_INSERT_ROWS {
-            MAX_INSERT_ROWS
-        } else {
-            1 << rest.len().ilog2()
-        };
-        let (chunk, tail) = rest.split_at(size);
-        rest = tail;
-        insert_rows(tx, chunk, at, &mut out).await?;
-    }
-    tx.note_appended(out.len());
-    Ok(out)
-}
-
-/// One event to insert.
-struct Row<'a> {
-    pending: &'a Pending,
-    conversation_id: &'a str,
-    seq: i64,
-    payload: &'a EventPayload,
-    json: String,
-}
-
-/// Moves each session's `last_seq` on by its count in one statement; `(id, new last_seq,
-/// conversation id)` of each session found. The list is padded to a power of two with its
-/// last entry (a repeated `WHEN` never matches, a repeated `IN` item changes nothing), so
-/// few statement shapes exist.
-async fn bump_counters(
-    tx: &mut Tx,
-    sessions: &[(&str, i64)],
-    at: i64,
-) -> Result<Vec<(String, i64, String)>> {
-    let Some(last) = sessions.last() else {
-        return Ok(Vec::new());
-    };
-    let padded = sessions.len().next_power_of_two();
-    let entries = || {
-        sessions
-            .iter()
-            .chain(std::iter::repeat_n(last, padded - sessions.len()))
-    };
-    let mut q = QueryBuilder::<Sqlite>::new("UPDATE sessions SET last_seq = last_seq + CASE id");
-    for (id, n) in entries() {
-        q.push(" WHEN ").push_bind(*id).push(" THEN ").push_bind(*n);
-    }
-    q.push(" END, updated_at = ")
-        .push_bind(at)
-        .push(" WHERE id IN (");
-    let mut ids = q.separated(", ");
-    for (id, _) in entries() {
-        ids.push_bind(*id);
-    }
-    q.push(") RETURNING id, last_seq, conversation_id");
-    Ok(q.build_query_as().fetch_all(&mut **tx).await?)
-}
-
-/// Inserts `chunk` in one statement; pushes their envelopes (in `chunk`'s order) to `out`.
-async fn insert_rows(
-    tx: &mut Tx,
-    chunk: &[Row<'_>],
-    at: i64,
-    out: &mut Vec<EventEnvelope>,
-) -> Result<()> {
-    let mut q = QueryBuilder::<Sqlite>::new(
-        "INSERT INTO events (session_id, conversation_id, seq, turn_id, at, kind, payload) ",
-    );
-    q.push_values(chunk, |mut b, r| {
-        b.push_bind(r.pending.session_id.as_str())
-            .push_bind(r.conversation_id)
-            .push_bind(r.seq)
-            .push_bind(r.pending.turn_id.as_ref().map(TurnId::as_str))
-            .push_bind(at)
-            .push_bind(r.payload.kind())
-            .push_bind(r.json.as_str());
-    });
-    // RETURNING does not promise an order: rows are matched by (session, seq).
-    q.push(" RETURNING id, session_id, seq");
-    let returned: Vec<(i64, String, i64)> = q.build_query_as().fetch_all(&mut **tx).await?;
-    if returned.len() != chunk.len() {
-        return Err(corrupt(format!(
-            "inserted {} events, expected {}",
-            returned.len(),
-            chunk.len()
-        )));
-    }
-    let ids: HashMap<(&str, i64), i64> = returned
-        .iter()
-        .map(|(id, session, seq)| ((session.as_str(), *seq), *id))
-        .collect();
-    for r in chunk {
-        let Some(id) = ids.get(&(r.pending.session_id.as_str(), r.seq)) else {
-            return Err(corrupt(format!(
-                "event {} of session {} not returned",
-                r.seq, r.pending.session_id
-            )));
-        };
-        out.push(EventEnvelope {
-            id: *id,
-            session_id: r.pending.session_id.clone(),
-            conversation_id: r.conversation_id.into(),
-            seq: r.seq,
-            turn_id: r.pending.turn_id.clone(),
-            at_ms: at,
-            payload: r.payload.clone(),
-        });
-    }
-    Ok(())
-}
-
-fn corrupt(detail: String) -> StoreError {
-    StoreError::Corrupt {
-        table: "events",
-        detail,
     }
 }

@@ -29,7 +29,7 @@ use bytes::Bytes;
 use tether_proto::{ConversationId, EventEnvelope, EventPayload, SessionId};
 use tokio::sync::broadcast::{self, error::RecvError};
 
-use crate::{Result, Store, StoreError, rows};
+use crate::{Result, Store, StoreError};
 
 /// Batches buffered per followed conversation before a slow follower lags (and then
 /// re-reads the store). A batch is one commit (up to the actor's coalescing size).
@@ -123,7 +123,7 @@ impl Hub {
     /// conversations whose list view may have changed (a commit with more than streamed
     /// output). Runs under the writer connection, so it must stay cheap: one look-up per
     /// conversation in the commit, and a copy of the events only for followed ones.
-    fn publish(&self, events: &[EventEnvelope]) -> Vec<ConversationId> {
+    pub(crate) fn publish(&self, events: &[EventEnvelope]) -> Vec<ConversationId> {
         let mut changed: Vec<ConversationId> = Vec::new();
         let mut sends = Vec::new();
         {
@@ -199,7 +199,7 @@ impl std::fmt::Debug for Follower {
 impl Drop for Follower {
     fn drop(&mut self) {
         drop(self.rx.take());
-        self.store.feed.leave(&self.conversation_id);
+        self.store.shared().feed.leave(&self.conversation_id);
     }
 }
 
@@ -294,33 +294,15 @@ impl Follower {
 
     /// The next page of the scope's stored events after `last`, up to id `until`.
     async fn read_store(&self, until: i64) -> Result<Vec<EventEnvelope>> {
-        let rows = match &self.session_id {
-            Some(sid) => {
-                sqlx::query(
-                    "SELECT * FROM events WHERE session_id = ? AND id > ? AND id <= ? \
-                         ORDER BY seq LIMIT ?",
-                )
-                .bind(sid.as_str())
-                .bind(self.last)
-                .bind(until)
-                .bind(FILL_PAGE)
-                .fetch_all(&self.store.reader)
-                .await?
-            }
-            None => {
-                sqlx::query(
-                    "SELECT * FROM events WHERE conversation_id = ? AND id > ? AND id <= ? \
-                     ORDER BY id LIMIT ?",
-                )
-                .bind(self.conversation_id.as_str())
-                .bind(self.last)
-                .bind(until)
-                .bind(FILL_PAGE)
-                .fetch_all(&self.store.reader)
-                .await?
-            }
-        };
-        rows.iter().map(rows::event).collect()
+        self.store
+            .events_window(
+                &self.conversation_id,
+                self.session_id.as_ref(),
+                self.last,
+                until,
+                FILL_PAGE,
+            )
+            .await
     }
 }
 
@@ -332,20 +314,15 @@ impl Store {
         let (conversation_id, session_id) = match scope {
             Scope::Conversation(id) => (id, None),
             Scope::Session(sid) => {
-                let conv: Option<(String,)> =
-                    sqlx::query_as("SELECT conversation_id FROM sessions WHERE id = ?")
-                        .bind(sid.as_str())
-                        .fetch_optional(&self.reader)
-                        .await?;
-                let Some((conv,)) = conv else {
+                let Some(conv) = self.session_conversation(&sid).await? else {
                     return Err(sqlx::Error::RowNotFound.into());
                 };
-                (ConversationId::from(conv), Some(sid))
+                (conv, Some(sid))
             }
         };
         // Join before reading the store: whatever commits from now on is in the channel,
         // whatever committed before is in the store.
-        let rx = self.feed.join(&conversation_id);
+        let rx = self.shared().feed.join(&conversation_id);
         Ok(Follower {
             store: self.clone(),
             conversation_id,
@@ -366,38 +343,8 @@ impl Store {
         Ok(f)
     }
 
-    /// The id of the conversation's newest stored event (0: none).
-    async fn newest_event_id(&self, conversation_id: &ConversationId) -> Result<i64> {
-        let (last,): (Option<i64>,) =
-            sqlx::query_as("SELECT MAX(id) FROM events WHERE conversation_id = ?")
-                .bind(conversation_id.as_str())
-                .fetch_one(&self.reader)
-                .await?;
-        Ok(last.unwrap_or(0))
-    }
-
     /// Conversations that have at least one follower.
     pub fn followed_conversations(&self) -> usize {
-        self.feed.followed()
-    }
-
-    /// Commits `tx`, which appended exactly `events`, and publishes them before the writer
-    /// connection is free again (see the module header). Every transaction that appends
-    /// events commits through here.
-    pub(crate) async fn commit_events(
-        &self,
-        tx: crate::conns::Tx,
-        events: &[EventEnvelope],
-    ) -> Result<()> {
-        debug_assert_eq!(
-            tx.appended(),
-            events.len(),
-            "a transaction must publish every event it appended"
-        );
-        let changed = tx.commit_then(|| self.feed.publish(events)).await?;
-        for id in changed {
-            self.changed(&id);
-        }
-        Ok(())
+        self.shared().feed.followed()
     }
 }

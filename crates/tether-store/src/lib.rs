@@ -1,48 +1,53 @@
-//! tether-store: durable state on sqlx + SQLite (WAL): conversations, runtime sessions,
-//! turns, per-session events with a gap-free `seq`, approvals, questions, message history
-//! and inbound dedupe keys. Writes that belong together run in one transaction.
+//! tether-store: durable state on sqlx, on SQLite (WAL; the embedded default) or
+//! PostgreSQL: conversations, runtime sessions, turns, per-session events with a gap-free
+//! `seq`, approvals, questions, message history and inbound dedupe keys. Writes that
+//! belong together run in one transaction. One contract for both backends: the SQL is
+//! written once (portable SQL, `$n` parameters) and compiled once per backend
+//! (`sqlite`, `pg`; see `sql/`), and [`Store`] runs the backend it was opened on
+//! (`dispatch`).
 //!
 //! Must not depend on the agents, the channels or the web server. Writes go through one
-//! writer connection (SQLite has one writer anyway; this avoids busy errors); reads use
-//! four read-only connections; a third kind checkpoints the WAL in the background
-//! (commits never do, see `checkpoint`). The connections are held directly, not in an
-//! sqlx pool (see `conns`). Committed events are published to their followers by the
-//! store itself, in commit order (see `feed`).
+//! writer connection per store (SQLite has one writer anyway; on PostgreSQL it keeps
+//! event ids in commit order, which the feed needs); reads use four connections of their
+//! own; on SQLite a third kind checkpoints the WAL in the background (commits never do,
+//! see `checkpoint`). The connections are held directly, not in an sqlx pool (see
+//! `sql/conns.rs`). Committed events are published to their followers by the store
+//! itself, in commit order (see `feed`).
 
 mod append;
-mod approvals;
-mod attachments;
 mod channels;
-mod checkpoint;
-mod conns;
-mod conversations;
 mod delegation;
 mod delegation_ledger;
-mod events;
+mod dispatch;
 mod feed;
+mod nodes;
 mod pages;
+// Both backends include the same `sql/` files as their own modules, on purpose (the
+// SQL is written once, compiled once per backend).
+#[allow(clippy::duplicate_mod)]
+mod pg;
 mod recovery;
 mod rows;
 mod rules;
-mod turns;
+#[allow(clippy::duplicate_mod)]
+mod sqlite;
 mod view_parts;
 
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
-use std::time::Duration;
+use std::sync::Arc;
 
-use sqlx::ConnectOptions;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+use tether_proto::ConversationId;
 
-use crate::conns::Conns;
+use crate::dispatch::Backend;
 
 pub use append::AppendStats;
-pub use channels::{ChannelChat, NewOutbox, OutboxRow, OutboxStatus, Pairing};
+pub use channels::{ChannelChat, NewOutbox, OutboxRow, OutboxStatus, Pairing, PendingInbound};
 pub use delegation::{
     DelegationRow, DelegationTurnRow, EXTERNAL_SCOPE, NewDelegation, NewDelegationTurn,
 };
 pub use delegation_ledger::LedgerEntry;
 pub use feed::{Batch, Follower, Scope};
+pub use nodes::NodeRow;
 pub use pages::ListCursor;
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use rows::*;
@@ -60,6 +65,9 @@ pub enum StoreError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A database URL that is neither `postgres://` / `postgresql://` nor `sqlite:`.
+    #[error("unsupported database URL {0:?} (expected postgres://… or sqlite:…)")]
+    UnsupportedUrl(String),
     #[error("corrupt row in {table}: {detail}")]
     Corrupt { table: &'static str, detail: String },
     /// A follower's topic closed (only when the store itself goes away).
@@ -83,20 +91,42 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 /// The database handle. Cheap to clone.
 #[derive(Clone)]
 pub struct Store {
-    writer: Conns,
-    reader: Conns,
-    checkpointer: std::sync::Arc<checkpoint::Checkpointer>,
-    /// Ids of conversations whose row changed (see `pages`).
-    changes: tokio::sync::broadcast::Sender<tether_proto::ConversationId>,
-    /// Followers of live events (see `feed`).
-    feed: std::sync::Arc<feed::Hub>,
-    /// Event batches waiting for a group commit (see `append`).
-    appends: std::sync::Arc<append::Appends>,
+    backend: Backend,
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").finish_non_exhaustive()
+        f.debug_struct("Store")
+            .field("backend", &self.backend_name())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What every backend shares: the live parts that are not rows.
+pub(crate) struct Shared {
+    /// Ids of conversations whose row changed (see `pages`).
+    pub(crate) changes: tokio::sync::broadcast::Sender<ConversationId>,
+    /// Followers of live events (see `feed`).
+    pub(crate) feed: feed::Hub,
+    /// Event batches waiting for a group commit (see `append`).
+    pub(crate) appends: append::Appends,
+}
+
+impl Shared {
+    fn new() -> Arc<Shared> {
+        Arc::new(Shared {
+            changes: tokio::sync::broadcast::channel(pages::CHANGES_BUFFER).0,
+            feed: feed::Hub::default(),
+            appends: append::Appends::default(),
+        })
+    }
+
+    /// Tells the followers that conversation `id` changed (after the write committed).
+    pub(crate) fn changed(&self, id: &ConversationId) {
+        // No follower is not an error (and costs no copy of the id).
+        if self.changes.receiver_count() > 0 {
+            let _ = self.changes.send(id.clone());
+        }
     }
 }
 
@@ -106,6 +136,11 @@ pub fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// Whether `url` names a PostgreSQL database (`postgres://` or `postgresql://`).
+pub fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
 impl Store {
@@ -118,69 +153,64 @@ impl Store {
         Self::open_file(&data_dir.join("tether.db")).await
     }
 
-    /// Opens a database file directly.
+    /// Opens a SQLite database file directly.
     pub async fn open_file(path: &Path) -> Result<Store> {
-        let opts = SqliteConnectOptions::from_str("sqlite://")?
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(10))
-            // Commits never checkpoint; a background task does (see `checkpoint`).
-            .pragma("wal_autocheckpoint", "0")
-            // After a checkpoint lets the WAL restart, a file grown by a burst shrinks.
-            .pragma("journal_size_limit", "67108864")
-            // Statement journals (a multi-row INSERT with a UNIQUE index inside a
-            // transaction keeps one) in memory, not in temp files.
-            .pragma("temp_store", "MEMORY");
-        // The writer's page cache holds a group commit's dirty pages (16 MiB instead of
-        // SQLite's 2 MiB: a full group spilled pages to the WAL mid-transaction).
-        let mut first = opts
-            .clone()
-            .pragma("cache_size", "-16384")
-            .connect()
-            .await?;
-        sqlx::migrate!("./migrations").run(&mut first).await?;
-        let writer = Conns::from_connection(first);
-        let reader = Conns::open(&opts.clone().read_only(true), 4).await?;
-        let checkpointer = std::sync::Arc::new(checkpoint::Checkpointer::start(
-            Conns::open(&opts, 1).await?,
-        ));
         Ok(Store {
-            writer,
-            reader,
-            checkpointer,
-            changes: tokio::sync::broadcast::channel(pages::CHANGES_BUFFER).0,
-            feed: std::sync::Arc::default(),
-            appends: std::sync::Arc::default(),
+            backend: Backend::Sqlite(sqlite::Db::open(path, Shared::new()).await?),
         })
     }
 
-    /// `PRAGMA integrity_check` → `true` when the database is sound.
-    pub async fn integrity_check(&self) -> Result<bool> {
-        let row: (String,) = sqlx::query_as("PRAGMA integrity_check")
-            .fetch_one(&self.reader)
-            .await?;
-        Ok(row.0 == "ok")
+    /// Connects to the database named by `url` and runs its migrations:
+    /// `postgres://…` (PostgreSQL) or `sqlite:<path>` (a SQLite file).
+    pub async fn connect(url: &str) -> Result<Store> {
+        if is_postgres_url(url) {
+            return Ok(Store {
+                backend: Backend::Postgres(pg::Db::connect(url, Shared::new()).await?),
+            });
+        }
+        match url
+            .strip_prefix("sqlite://")
+            .or(url.strip_prefix("sqlite:"))
+        {
+            Some(path) if !path.is_empty() => Self::open_file(Path::new(path)).await,
+            _ => Err(StoreError::UnsupportedUrl(url.to_string())),
+        }
     }
 
-    /// Records an inbound dedupe key; `false` when it was seen before.
-    pub async fn remember_inbound(&self, source: &str, key: &str) -> Result<bool> {
-        let res =
-            sqlx::query("INSERT OR IGNORE INTO inbound_dedupe (source, key, at) VALUES (?, ?, ?)")
-                .bind(source)
-                .bind(key)
-                .bind(now_ms())
-                .execute(&self.writer)
-                .await?;
-        Ok(res.rows_affected() == 1)
+    /// `"sqlite"` or `"postgres"`.
+    pub fn backend_name(&self) -> &'static str {
+        match &self.backend {
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Postgres(_) => "postgres",
+        }
+    }
+
+    pub(crate) fn shared(&self) -> &Shared {
+        match &self.backend {
+            Backend::Sqlite(db) => db.shared(),
+            Backend::Postgres(db) => db.shared(),
+        }
+    }
+
+    /// How appends were grouped so far (group commits taken, batches in them).
+    pub fn append_stats(&self) -> AppendStats {
+        self.shared().appends.stats()
+    }
+
+    /// Whether the database is sound: SQLite's `PRAGMA integrity_check`; on PostgreSQL,
+    /// which checks its pages itself, that the server answers.
+    pub async fn integrity_check(&self) -> Result<bool> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.integrity_check().await,
+            Backend::Postgres(db) => db.integrity_check().await,
+        }
     }
 
     /// Closes every connection.
     pub async fn close(&self) {
-        self.checkpointer.close().await;
-        self.writer.close().await;
-        self.reader.close().await;
+        match &self.backend {
+            Backend::Sqlite(db) => db.close().await,
+            Backend::Postgres(db) => db.close().await,
+        }
     }
 }

@@ -6,9 +6,12 @@
 use tether_proto::*;
 use tether_store::*;
 
-async fn store_with_session() -> (tempfile::TempDir, Store) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).await.unwrap();
+#[macro_use]
+mod support;
+use support::Backend;
+
+async fn store_with_session(b: Backend) -> (support::Guard, Store) {
+    let (dir, store) = support::open(b).await;
     store
         .create_conversation(
             &"c1".into(),
@@ -43,9 +46,8 @@ fn deltas(from: usize, n: usize) -> Vec<EventPayload> {
         .collect()
 }
 
-#[tokio::test]
-async fn batches_of_any_size_keep_seq_gap_free_and_order() {
-    let (_d, store) = store_with_session().await;
+async fn batches_of_any_size_keep_seq_gap_free_and_order(b: Backend) {
+    let (_d, store) = store_with_session(b).await;
     let mut sent = 0;
     let mut returned = Vec::new();
     // 0, 1, 2, 3 (2+1), 127, 128, 129 (128+1), 300 (128+128+32+8+4): every chunking path.
@@ -93,9 +95,8 @@ async fn batches_of_any_size_keep_seq_gap_free_and_order() {
     assert!(store.integrity_check().await.unwrap());
 }
 
-#[tokio::test]
-async fn a_batch_for_an_unknown_session_fails_and_stores_nothing() {
-    let (_d, store) = store_with_session().await;
+async fn a_batch_for_an_unknown_session_fails_and_stores_nothing(b: Backend) {
+    let (_d, store) = store_with_session(b).await;
     assert!(
         store
             .append_events(&"nope".into(), None, &deltas(0, 5))
@@ -112,9 +113,8 @@ async fn a_batch_for_an_unknown_session_fails_and_stores_nothing() {
     );
 }
 
-#[tokio::test]
-async fn a_single_event_for_an_unknown_session_fails_and_stores_nothing() {
-    let (_d, store) = store_with_session().await;
+async fn a_single_event_for_an_unknown_session_fails_and_stores_nothing(b: Backend) {
+    let (_d, store) = store_with_session(b).await;
     assert!(
         store
             .append_events(&"nope".into(), None, &deltas(0, 1))
@@ -137,9 +137,8 @@ async fn a_single_event_for_an_unknown_session_fails_and_stores_nothing() {
     assert_eq!(evs[0].seq, 2);
 }
 
-#[tokio::test]
-async fn a_history_entry_touches_its_conversation() {
-    let (_d, store) = store_with_session().await;
+async fn a_history_entry_touches_its_conversation(b: Backend) {
+    let (_d, store) = store_with_session(b).await;
     let before = store.get_conversation(&"c1".into()).await.unwrap().unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     let ev = store
@@ -161,9 +160,8 @@ async fn a_history_entry_touches_its_conversation() {
     assert_eq!(hist[0].text, "note");
 }
 
-#[tokio::test]
-async fn single_batched_and_in_transaction_appends_interleave_gap_free() {
-    let (_d, store) = store_with_session().await;
+async fn single_batched_and_in_transaction_appends_interleave_gap_free(b: Backend) {
+    let (_d, store) = store_with_session(b).await;
     for round in 0..3 {
         store
             .append_events(&"s1".into(), None, &deltas(round, 1))
@@ -199,3 +197,11 @@ async fn single_batched_and_in_transaction_appends_interleave_gap_free() {
         .unwrap();
     assert_eq!(next[0].seq, 17);
 }
+
+contract!(
+    batches_of_any_size_keep_seq_gap_free_and_order,
+    a_batch_for_an_unknown_session_fails_and_stores_nothing,
+    a_single_event_for_an_unknown_session_fails_and_stores_nothing,
+    a_history_entry_touches_its_conversation,
+    single_batched_and_in_transaction_appends_interleave_gap_free,
+);

@@ -6,10 +6,12 @@ use serde_json::json;
 use tether_proto::*;
 use tether_store::*;
 
-#[tokio::test]
-async fn task_lifecycle_rows() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).await.unwrap();
+#[macro_use]
+mod support;
+use support::Backend;
+
+async fn task_lifecycle_rows(b: Backend) {
+    let (_dir, store) = support::open(b).await;
     store
         .create_conversation(
             &"p".into(),
@@ -154,3 +156,5 @@ async fn task_lifecycle_rows() {
     let s = store.get_session(&"cs".into()).await.unwrap().unwrap();
     assert_eq!(s.status, SessionStatus::Closed);
 }
+
+contract!(task_lifecycle_rows,);

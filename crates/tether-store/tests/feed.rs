@@ -7,10 +7,12 @@ use std::time::Duration;
 use tether_proto::*;
 use tether_store::*;
 
-async fn open() -> (tempfile::TempDir, Store) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).await.unwrap();
-    (dir, store)
+#[macro_use]
+mod support;
+use support::Backend;
+
+async fn open(b: Backend) -> (support::Guard, Store) {
+    support::open(b).await
 }
 
 async fn conversation(store: &Store, id: &str) {
@@ -73,9 +75,8 @@ async fn stored(store: &Store, conv: &str) -> Vec<EventEnvelope> {
         .unwrap()
 }
 
-#[tokio::test]
-async fn two_sessions_of_one_conversation_arrive_in_commit_order() {
-    let (_d, store) = open().await;
+async fn two_sessions_of_one_conversation_arrive_in_commit_order(b: Backend) {
+    let (_d, store) = open(b).await;
     conversation(&store, "c").await;
     session(&store, "c", "s1").await;
     session(&store, "c", "s2").await;
@@ -143,9 +144,8 @@ async fn two_sessions_of_one_conversation_arrive_in_commit_order() {
     assert_eq!(take(&mut now, 400).await, live);
 }
 
-#[tokio::test]
-async fn a_session_scope_delivers_only_that_sessions_events() {
-    let (_d, store) = open().await;
+async fn a_session_scope_delivers_only_that_sessions_events(b: Backend) {
+    let (_d, store) = open(b).await;
     conversation(&store, "c").await;
     session(&store, "c", "s1").await;
     session(&store, "c", "s2").await;
@@ -182,9 +182,8 @@ async fn a_session_scope_delivers_only_that_sessions_events() {
     assert!(unknown.is_err(), "an unknown session cannot be followed");
 }
 
-#[tokio::test]
-async fn resuming_after_an_event_replays_exactly_the_rest() {
-    let (_d, store) = open().await;
+async fn resuming_after_an_event_replays_exactly_the_rest(b: Backend) {
+    let (_d, store) = open(b).await;
     conversation(&store, "c").await;
     conversation(&store, "other").await;
     session(&store, "c", "s1").await;
@@ -222,9 +221,8 @@ async fn resuming_after_an_event_replays_exactly_the_rest() {
     quiet(&mut f).await;
 }
 
-#[tokio::test]
-async fn a_lagging_follower_recovers_from_the_store_without_gaps_or_duplicates() {
-    let (_d, store) = open().await;
+async fn a_lagging_follower_recovers_from_the_store_without_gaps_or_duplicates(b: Backend) {
+    let (_d, store) = open(b).await;
     conversation(&store, "c").await;
     session(&store, "c", "s1").await;
     let mut slow = store
@@ -264,9 +262,8 @@ async fn a_lagging_follower_recovers_from_the_store_without_gaps_or_duplicates()
     quiet(&mut slow).await;
 }
 
-#[tokio::test]
-async fn a_conversations_topic_goes_with_its_last_follower() {
-    let (_d, store) = open().await;
+async fn a_conversations_topic_goes_with_its_last_follower(b: Backend) {
+    let (_d, store) = open(b).await;
     conversation(&store, "c").await;
     conversation(&store, "d").await;
     session(&store, "c", "s1").await;
@@ -316,9 +313,8 @@ async fn a_conversations_topic_goes_with_its_last_follower() {
     assert_eq!(take(&mut again, all.len()).await, all);
 }
 
-#[tokio::test]
-async fn one_batch_is_shared_by_every_follower() {
-    let (_d, store) = open().await;
+async fn one_batch_is_shared_by_every_follower(b: Backend) {
+    let (_d, store) = open(b).await;
     conversation(&store, "c").await;
     session(&store, "c", "s1").await;
     let mut followers = Vec::new();
@@ -349,3 +345,12 @@ async fn one_batch_is_shared_by_every_follower() {
         assert_eq!(b.encoded(|_| bytes::Bytes::from_static(b"other")), first);
     }
 }
+
+contract!(
+    two_sessions_of_one_conversation_arrive_in_commit_order,
+    a_session_scope_delivers_only_that_sessions_events,
+    resuming_after_an_event_replays_exactly_the_rest,
+    a_lagging_follower_recovers_from_the_store_without_gaps_or_duplicates,
+    a_conversations_topic_goes_with_its_last_follower,
+    one_batch_is_shared_by_every_follower,
+);

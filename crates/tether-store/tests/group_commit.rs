@@ -11,6 +11,10 @@ use std::time::Duration;
 use tether_proto::*;
 use tether_store::*;
 
+#[macro_use]
+mod support;
+use support::Backend;
+
 const SESSIONS: usize = 40;
 const ROUNDS: usize = 25;
 
@@ -22,9 +26,8 @@ fn cid(i: usize) -> ConversationId {
     format!("c{i}").into()
 }
 
-async fn store_with_sessions(n: usize) -> (tempfile::TempDir, Store) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).await.unwrap();
+async fn store_with_sessions(b: Backend, n: usize) -> (support::Guard, Store) {
+    let (dir, store) = support::open(b).await;
     for i in 0..n {
         let c = cid(i);
         store
@@ -60,9 +63,8 @@ async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
         .expect("timed out")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn concurrent_sessions_append_as_if_one_by_one() {
-    let (_d, store) = store_with_sessions(SESSIONS).await;
+async fn concurrent_sessions_append_as_if_one_by_one(b: Backend) {
+    let (_d, store) = store_with_sessions(b, SESSIONS).await;
     // One follower per conversation, from the start.
     let mut followers = Vec::new();
     for i in 0..SESSIONS {
@@ -141,9 +143,8 @@ async fn concurrent_sessions_append_as_if_one_by_one() {
     assert!(store.integrity_check().await.unwrap());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_missing_session_in_a_group_fails_alone() {
-    let (_d, store) = store_with_sessions(8).await;
+async fn a_missing_session_in_a_group_fails_alone(b: Backend) {
+    let (_d, store) = store_with_sessions(b, 8).await;
     let mut tasks = Vec::new();
     for round in 0..20 {
         for i in 0..8 {
@@ -194,10 +195,9 @@ async fn a_missing_session_in_a_group_fails_alone() {
 
 /// A caller that goes away while its append waits or leads a group commit does not take
 /// the other callers' batches with it: every caller that stays gets its events stored.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn callers_that_go_away_do_not_lose_the_others_batches() {
+async fn callers_that_go_away_do_not_lose_the_others_batches(b: Backend) {
     const N: usize = 8;
-    let (_d, store) = store_with_sessions(N).await;
+    let (_d, store) = store_with_sessions(b, N).await;
     let mut kept = [0usize; N];
     for round in 0..40 {
         let tasks: Vec<_> = (0..N)
@@ -239,3 +239,10 @@ async fn callers_that_go_away_do_not_lose_the_others_batches() {
         }
     }
 }
+
+contract!(
+    multi_thread;
+    concurrent_sessions_append_as_if_one_by_one,
+    a_missing_session_in_a_group_fails_alone,
+    callers_that_go_away_do_not_lose_the_others_batches,
+);

@@ -1,13 +1,15 @@
-//! Store tests on a real SQLite file.
+//! Store tests, on both backends (see `support`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use tether_proto::*;
 use tether_store::*;
 
-async fn open() -> (tempfile::TempDir, Store) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).await.unwrap();
-    (dir, store)
+#[macro_use]
+mod support;
+use support::Backend;
+
+async fn open(b: Backend) -> (support::Guard, Store) {
+    support::open(b).await
 }
 
 async fn conv_with_session(store: &Store) -> (ConversationId, SessionId) {
@@ -37,9 +39,8 @@ async fn conv_with_session(store: &Store) -> (ConversationId, SessionId) {
     ("c1".into(), "s1".into())
 }
 
-#[tokio::test]
-async fn seq_is_gap_free_and_binding_set() {
-    let (_d, store) = open().await;
+async fn seq_is_gap_free_and_binding_set(b: Backend) {
+    let (_d, store) = open(b).await;
     let (c, s) = conv_with_session(&store).await;
     let conv = store.get_conversation(&c).await.unwrap().unwrap();
     assert_eq!(conv.bound_session_id.as_deref(), Some("s1"));
@@ -59,9 +60,8 @@ async fn seq_is_gap_free_and_binding_set() {
     assert_eq!(hist[0].role, MessageRole::Status);
 }
 
-#[tokio::test]
-async fn approval_first_answer_wins_and_recovery_expires() {
-    let (_d, store) = open().await;
+async fn approval_first_answer_wins_and_recovery_expires(b: Backend) {
+    let (_d, store) = open(b).await;
     let (c, s) = conv_with_session(&store).await;
     let t = NewTurn {
         id: "t1".into(),
@@ -161,9 +161,8 @@ async fn approval_first_answer_wins_and_recovery_expires() {
     assert!(report.conversations.is_empty());
 }
 
-#[tokio::test]
-async fn view_parts_reads_only_the_conversations_asked_for() {
-    let (_d, store) = open().await;
+async fn view_parts_reads_only_the_conversations_asked_for(b: Backend) {
+    let (_d, store) = open(b).await;
     let (c, s) = conv_with_session(&store).await;
     store
         .create_conversation(
@@ -215,3 +214,9 @@ async fn view_parts_reads_only_the_conversations_asked_for() {
     let none = store.view_parts(&[], &[]).await.unwrap();
     assert!(none.open_turns.is_empty());
 }
+
+contract!(
+    seq_is_gap_free_and_binding_set,
+    approval_first_answer_wins_and_recovery_expires,
+    view_parts_reads_only_the_conversations_asked_for,
+);

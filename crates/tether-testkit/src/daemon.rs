@@ -64,6 +64,9 @@ pub struct Daemon {
     data_dir: PathBuf,
     /// Wall clock (ms since the epoch) when the current daemon process was launched.
     started_at_ms: i64,
+    /// The PostgreSQL database of the store (`TETHER_TEST_STORE=postgres`), kept for the
+    /// daemon's life (restarts included) and dropped with it.
+    database: Option<crate::postgres::TestDatabase>,
 }
 
 fn toml_str(p: &Path) -> String {
@@ -108,6 +111,25 @@ impl Daemon {
             agent("fake-other", ", \"--resume-other-id\""),
             opts.extra_config,
         );
+        // `TETHER_TEST_STORE=postgres` runs the daemon on a database of its own.
+        let database = match crate::postgres::Backend::from_env() {
+            crate::postgres::Backend::Sqlite => None,
+            crate::postgres::Backend::Postgres => Some(
+                // Longer than `within`: without TETHER_TEST_DATABASE_URL this starts a
+                // cluster first (initdb).
+                tokio::time::timeout(
+                    Duration::from_secs(120),
+                    crate::postgres::TestDatabase::create(),
+                )
+                .await
+                .unwrap_or_else(|_| panic!("timed out creating a test database"))
+                .unwrap_or_else(|e| panic!("test database: {e:#}")),
+            ),
+        };
+        let config = match &database {
+            Some(db) => format!("{config}\n[store]\nurl = {:?}\n", db.url),
+            None => config,
+        };
         let config_path = home.path().join("tether.toml");
         std::fs::write(&config_path, config).unwrap_or_else(|e| panic!("write config: {e}"));
         let mut d = Daemon {
@@ -122,6 +144,7 @@ impl Daemon {
             env: opts.env,
             data_dir,
             started_at_ms: 0,
+            database,
         };
         d.launch().await;
         d
@@ -170,6 +193,11 @@ impl Daemon {
     /// The daemon's data directory.
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
+    }
+
+    /// The PostgreSQL URL of the daemon's store (`None`: SQLite, [`Daemon::db_path`]).
+    pub fn database_url(&self) -> Option<&str> {
+        self.database.as_ref().map(|d| d.url.as_str())
     }
 
     /// The SQLite database of the daemon.

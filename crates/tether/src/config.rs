@@ -2,7 +2,8 @@
 //! validation, resolved into [`Settings`].
 //!
 //! Precedence, highest first: command-line flag, environment (`TETHER_LISTEN`,
-//! `TETHER_HOME`, `TETHER_DEFAULT_AGENT`, `TETHER_TOKEN`), config file, defaults.
+//! `TETHER_HOME`, `TETHER_DEFAULT_AGENT`, `TETHER_TOKEN`, `TETHER_DATABASE_URL`), config
+//! file, defaults.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -44,6 +45,10 @@ pub struct FileConfig {
     pub server: Option<crate::config_server::ServerFile>,
     /// `[attachments]`: size limits of files sent with messages.
     pub attachments: Option<AttachmentsFile>,
+    /// `[store]`: the database (see `config_store`).
+    pub store: Option<crate::config_store::StoreFile>,
+    /// `[cluster]`: this node's lease (see `cluster`).
+    pub cluster: Option<crate::cluster::ClusterFile>,
 }
 
 /// `[attachments]`: the largest file and the largest sum of one message's files, in
@@ -138,6 +143,10 @@ pub struct Settings {
     pub server: crate::config_server::ServerSettings,
     /// `[attachments]`: size limits.
     pub attachments: tether_runtime::AttachmentLimits,
+    /// The database URL (`None`: SQLite in the data dir; see `config_store`).
+    pub database_url: Option<String>,
+    /// How long this node's lease in the node registry lasts without a heartbeat.
+    pub lease_ttl: Duration,
 }
 
 impl Settings {
@@ -277,6 +286,8 @@ impl Settings {
             channels: crate::config_channels::resolve(file.channels)?,
             server: crate::config_server::resolve(file.server)?,
             attachments: attachment_limits(file.attachments.unwrap_or_default())?,
+            database_url: crate::config_store::resolve(env("TETHER_DATABASE_URL"), file.store)?,
+            lease_ttl: crate::cluster::lease_ttl(file.cluster)?,
         })
     }
 

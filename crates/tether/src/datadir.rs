@@ -84,6 +84,26 @@ pub async fn open_store(data_dir: &Path) -> Result<tether_store::Store> {
     Ok(store)
 }
 
+/// Opens the store the settings name: the PostgreSQL database of `database_url`, else
+/// the SQLite file in the data dir. The data dir is prepared either way (it holds the
+/// token, the lock and the attachments).
+pub async fn open_configured_store(
+    settings: &crate::config::Settings,
+) -> Result<tether_store::Store> {
+    match &settings.database_url {
+        Some(url) => {
+            prepare(&settings.data_dir)?;
+            tether_store::Store::connect(url).await.with_context(|| {
+                format!(
+                    "cannot open the store at {}",
+                    crate::config_store::redacted(url)
+                )
+            })
+        }
+        None => open_store(&settings.data_dir).await,
+    }
+}
+
 /// The exclusive hold on a data dir; released when dropped (or when the process dies:
 /// the kernel drops `flock` locks with the last descriptor, so a crash leaves none).
 #[derive(Debug)]

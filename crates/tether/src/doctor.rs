@@ -80,17 +80,21 @@ async fn pool_report(settings: &Settings) -> String {
     let daemon = find_daemon(settings).await;
     let _ = match &daemon {
         Daemon::Verified { record, token } => match token {
-            Some(token) => match daemon_pool(record, token).await {
-                Some(s) => {
-                    let _ = writeln!(
-                        out,
-                        "  daemon: {} live ({} busy, {} idle), {} evictions, {} agent processes",
-                        s.live, s.busy, s.idle, s.evictions, s.process_count
-                    );
-                    crate::doctor_pool::processes(&s.processes, &mut out)
-                }
-                None => writeln!(out, "  daemon: did not answer /api/v1/pool"),
-            },
+            Some(token) => {
+                let pool = match daemon_pool(record, token).await {
+                    Some(s) => {
+                        let _ = writeln!(
+                            out,
+                            "  daemon: {} live ({} busy, {} idle), {} evictions, {} agent processes",
+                            s.live, s.busy, s.idle, s.evictions, s.process_count
+                        );
+                        crate::doctor_pool::processes(&s.processes, &mut out)
+                    }
+                    None => writeln!(out, "  daemon: did not answer /api/v1/pool"),
+                };
+                out.push_str(&crate::cluster::doctor_report(&record.base_url(), token).await);
+                pool
+            }
             None => writeln!(
                 out,
                 "  daemon: not queried (it uses a token from its environment; run doctor \
@@ -244,6 +248,11 @@ fn render(settings: &Settings, reports: &[AgentReport]) -> String {
     let _ = writeln!(out, "tether {}", env!("CARGO_PKG_VERSION"));
     let _ = writeln!(out, "config:          {config}");
     let _ = writeln!(out, "data dir:        {}", settings.data_dir.display());
+    let store = match &settings.database_url {
+        Some(url) => format!("postgres {}", crate::config_store::redacted(url)),
+        None => format!("sqlite {}", settings.data_dir.join("tether.db").display()),
+    };
+    let _ = writeln!(out, "store:           {store}");
     let _ = writeln!(out, "listen:          http://{}", settings.listen);
     let _ = writeln!(out, "default agent:   {}", settings.default_agent);
     let _ = writeln!(out, "workspace roots: {}", roots.join(", "));

@@ -6,10 +6,12 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod cluster;
 mod config;
 mod config_channels;
 mod config_server;
 mod config_slack;
+mod config_store;
 mod daemon_record;
 mod datadir;
 mod doctor;
@@ -52,6 +54,10 @@ enum Command {
         /// Address to listen on, e.g. 127.0.0.1:7878 (port 0: any free port).
         #[arg(long, value_name = "ADDR:PORT")]
         listen: Option<String>,
+        /// The database: postgres://… (PostgreSQL) instead of the SQLite file in the data
+        /// dir. Default: $TETHER_DATABASE_URL, else `[store] url`.
+        #[arg(long, value_name = "URL")]
+        database: Option<String>,
     },
     /// Print the API token (creating it if missing).
     Token,
@@ -99,10 +105,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         return mcp_cmd::run().await;
     }
     let listen = match &cli.command {
-        Command::Serve { listen } => listen.as_deref(),
+        Command::Serve { listen, .. } => listen.as_deref(),
         _ => None,
     };
-    let settings = Settings::load(cli.config.as_deref(), listen, &paths::process_env)?;
+    let mut settings = Settings::load(cli.config.as_deref(), listen, &paths::process_env)?;
+    if let Command::Serve {
+        database: Some(url),
+        ..
+    } = &cli.command
+    {
+        settings.database_url = Some(config_store::check(url.clone(), "--database")?);
+    }
     match cli.command {
         Command::Serve { .. } => serve::run(settings).await,
         Command::Token => {
@@ -168,7 +181,7 @@ mod tests {
         Cli::command().debug_assert();
         let cli = Cli::try_parse_from(["tether", "serve", "--listen", "127.0.0.1:0"]).unwrap();
         assert!(
-            matches!(cli.command, Command::Serve { listen: Some(ref l) } if l == "127.0.0.1:0")
+            matches!(cli.command, Command::Serve { listen: Some(ref l), .. } if l == "127.0.0.1:0")
         );
         let cli = Cli::try_parse_from(["tether", "token", "--config", "/x.toml"]).unwrap();
         assert_eq!(cli.config, Some(PathBuf::from("/x.toml")));

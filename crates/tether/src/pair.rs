@@ -11,7 +11,7 @@ use tether_store::Store;
 use crate::config::Settings;
 
 async fn open(settings: &Settings) -> Result<Store> {
-    crate::datadir::open_store(&settings.data_dir).await
+    crate::datadir::open_configured_store(settings).await
 }
 
 fn line(p: &PairingView) -> String {

@@ -33,20 +33,39 @@ pub async fn run(settings: Settings) -> Result<()> {
         .local_addr()
         .context("cannot read the bound address")?;
 
-    let store = datadir::open_store(&settings.data_dir).await?;
+    let store = datadir::open_configured_store(&settings).await?;
     let (runtime_config, mcp_socket) = crate::mcp_cmd::runtime_config(&settings, Some(addr));
     let runtime = Runtime::start(runtime_config, store.clone())
         .await
         .context("cannot start the runtime")?;
     let mcp_stop = crate::mcp_cmd::serve_socket(mcp_socket, &runtime);
     let channels =
-        tether_channels::Channels::start(runtime.clone(), store, settings.channels.clone())
+        tether_channels::Channels::start(runtime.clone(), store.clone(), settings.channels.clone())
             .await
             .context("cannot start the channels")?;
+    let token_source = match settings.token_override {
+        Some(_) => TokenSource::Environment,
+        None => TokenSource::File,
+    };
+    let record = DaemonRecord::new(addr, token_source);
+    // This node in the store's node registry, under the daemon's instance id.
+    let membership = crate::cluster::Membership::join(
+        store.clone(),
+        record.instance_id.clone(),
+        addr.to_string(),
+        settings.lease_ttl,
+    )
+    .await?;
+    let mut openapi = tether_channels::openapi();
+    openapi.merge(crate::cluster::openapi());
     let extra = tether_server::ExtraRoutes {
-        protected: Some(channels.api_routes()),
+        protected: Some(channels.api_routes().merge(crate::cluster::routes(
+            store.clone(),
+            record.instance_id.clone(),
+            settings.lease_ttl,
+        ))),
         public: Some(channels.hook_routes()),
-        openapi: Some(tether_channels::openapi()),
+        openapi: Some(openapi),
     };
     // A sign-in link for the web page; with the token only on an interactive terminal, so
     // captured output (service logs) never holds the secret.
@@ -55,11 +74,6 @@ pub async fn run(settings: Settings) -> Result<()> {
     } else {
         format!("http://{addr}/ (sign in with the API token)")
     };
-    let token_source = match settings.token_override {
-        Some(_) => TokenSource::Environment,
-        None => TokenSource::File,
-    };
-    let record = DaemonRecord::new(addr, token_source);
     let hosts = HostPolicy {
         listen: Some(addr),
         allowed_hosts: settings.server.allowed_hosts.clone(),
@@ -104,6 +118,7 @@ pub async fn run(settings: Settings) -> Result<()> {
     {
         tracing::warn!("agent sessions did not stop within {RUNTIME_SHUTDOWN_TIMEOUT:?}");
     }
+    membership.leave().await;
     served.context("the HTTP server failed")?;
     tracing::info!("stopped");
     Ok(())

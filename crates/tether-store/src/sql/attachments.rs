@@ -1,12 +1,15 @@
 //! Attachment rows (migration 0007). The bytes are not here: the runtime keeps them in
 //! the data dir under their SHA-256 and asks this module which blobs are still named.
 
+use super::{Sql, SqlRow};
 use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
+
 use tether_proto::{Attachment, AttachmentId, AttachmentKind, ConversationId, TurnId};
 
-use crate::rows::{id, opt_id};
-use crate::{Result, Store, StoreError, now_ms};
+use super::rows::{id, opt_id};
+
+use super::Db;
+use crate::{Result, StoreError, now_ms};
 
 fn kind_str(kind: AttachmentKind) -> &'static str {
     match kind {
@@ -15,7 +18,7 @@ fn kind_str(kind: AttachmentKind) -> &'static str {
     }
 }
 
-fn attachment(row: &SqliteRow) -> Result<Attachment> {
+fn attachment(row: &SqlRow) -> Result<Attachment> {
     let kind: String = row.try_get("kind")?;
     let kind = match kind.as_str() {
         "image" => AttachmentKind::Image,
@@ -41,13 +44,13 @@ fn attachment(row: &SqliteRow) -> Result<Attachment> {
     })
 }
 
-impl Store {
+impl Db {
     /// Records an attachment whose bytes are stored already; `created_at_ms` is set here.
     pub async fn insert_attachment(&self, a: &Attachment) -> Result<Attachment> {
         let row = sqlx::query(
             "INSERT INTO attachments \
              (id, conversation_id, name, mime, kind, size, sha256, turn_id, created_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *",
         )
         .bind(a.id.as_str())
         .bind(a.conversation_id.as_str())
@@ -64,7 +67,7 @@ impl Store {
     }
 
     pub async fn get_attachment(&self, attachment_id: &AttachmentId) -> Result<Option<Attachment>> {
-        let row = sqlx::query("SELECT * FROM attachments WHERE id = ?")
+        let row = sqlx::query("SELECT * FROM attachments WHERE id = $1")
             .bind(attachment_id.as_str())
             .fetch_optional(&self.reader)
             .await?;
@@ -83,8 +86,8 @@ impl Store {
         let mut claimed = 0;
         for a in ids {
             claimed += sqlx::query(
-                "UPDATE attachments SET turn_id = ? \
-                 WHERE id = ? AND conversation_id = ? AND turn_id IS NULL",
+                "UPDATE attachments SET turn_id = $1 \
+                 WHERE id = $2 AND conversation_id = $3 AND turn_id IS NULL",
             )
             .bind(turn_id.as_str())
             .bind(a.as_str())
@@ -109,11 +112,11 @@ impl Store {
     ) -> Result<i64> {
         let mut tx = self.writer.begin().await?;
         let message_id =
-            crate::events::add_message(&mut tx, conversation_id, role, text, None, None).await?;
+            super::events::add_message(&mut tx, conversation_id, role, text, None, None).await?;
         for a in ids {
             sqlx::query(
-                "UPDATE attachments SET message_id = ? \
-                 WHERE id = ? AND conversation_id = ? AND turn_id IS NULL AND message_id IS NULL",
+                "UPDATE attachments SET message_id = $1 \
+                 WHERE id = $2 AND conversation_id = $3 AND turn_id IS NULL AND message_id IS NULL",
             )
             .bind(message_id)
             .bind(a.as_str())
@@ -134,9 +137,8 @@ impl Store {
         if message_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-            "SELECT * FROM attachments WHERE message_id IN (",
-        );
+        let mut q =
+            sqlx::QueryBuilder::<Sql>::new("SELECT * FROM attachments WHERE message_id IN (");
         let mut list = q.separated(", ");
         for id in message_ids {
             list.push_bind(*id);
@@ -150,7 +152,7 @@ impl Store {
 
     /// Frees the attachments given to a turn that was never stored.
     pub async fn release_attachments(&self, turn_id: &TurnId) -> Result<()> {
-        sqlx::query("UPDATE attachments SET turn_id = NULL WHERE turn_id = ?")
+        sqlx::query("UPDATE attachments SET turn_id = NULL WHERE turn_id = $1")
             .bind(turn_id.as_str())
             .execute(&self.writer)
             .await?;
@@ -160,7 +162,7 @@ impl Store {
     /// The attachments a turn's message carried, in upload order.
     pub async fn turn_attachments(&self, turn_id: &TurnId) -> Result<Vec<Attachment>> {
         let rows =
-            sqlx::query("SELECT * FROM attachments WHERE turn_id = ? ORDER BY created_at, rowid")
+            sqlx::query("SELECT * FROM attachments WHERE turn_id = $1 ORDER BY created_at, rowid")
                 .bind(turn_id.as_str())
                 .fetch_all(&self.reader)
                 .await?;
@@ -172,7 +174,10 @@ impl Store {
         if turn_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let marks = vec!["?"; turn_ids.len()].join(", ");
+        let marks = (1..=turn_ids.len())
+            .map(|i| format!("${i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
         let sql = format!(
             "SELECT * FROM attachments WHERE turn_id IN ({marks}) ORDER BY created_at, rowid"
         );
@@ -192,14 +197,14 @@ impl Store {
     ) -> Result<Vec<String>> {
         let mut tx = self.writer.begin().await?;
         let hashes: Vec<(String,)> =
-            sqlx::query_as("DELETE FROM attachments WHERE conversation_id = ? RETURNING sha256")
+            sqlx::query_as("DELETE FROM attachments WHERE conversation_id = $1 RETURNING sha256")
                 .bind(conversation_id.as_str())
                 .fetch_all(&mut *tx)
                 .await?;
         let mut unused = Vec::new();
         for (sha,) in hashes {
             let (left,): (i64,) =
-                sqlx::query_as("SELECT COUNT(*) FROM attachments WHERE sha256 = ?")
+                sqlx::query_as("SELECT COUNT(*) FROM attachments WHERE sha256 = $1")
                     .bind(&sha)
                     .fetch_one(&mut *tx)
                     .await?;
@@ -219,7 +224,7 @@ impl Store {
         turn_id: &TurnId,
     ) -> Result<Vec<serde_json::Value>> {
         let rows: Vec<(String,)> = sqlx::query_as(
-            "SELECT payload FROM events WHERE conversation_id = ? AND turn_id = ? \
+            "SELECT payload FROM events WHERE conversation_id = $1 AND turn_id = $2 \
              AND kind = 'tool_call' ORDER BY id",
         )
         .bind(conversation_id.as_str())
@@ -242,7 +247,7 @@ impl Store {
 
     /// Whether any row names this content (a blob without one may be deleted).
     pub async fn attachment_blob_used(&self, sha256: &str) -> Result<bool> {
-        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM attachments WHERE sha256 = ?")
+        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM attachments WHERE sha256 = $1")
             .bind(sha256)
             .fetch_one(&self.writer)
             .await?;

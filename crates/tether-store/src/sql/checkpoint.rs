@@ -10,12 +10,12 @@
 
 use std::time::Duration;
 
-use crate::conns::Conns;
+use super::conns::Conns;
 
 /// How often the WAL is copied into the database.
 pub(crate) const EVERY: Duration = Duration::from_secs(1);
 
-/// Stops the checkpoint task when the last [`crate::Store`] clone is dropped.
+/// Stops the checkpoint task when the last store clone is dropped.
 pub(crate) struct Checkpointer {
     pool: Conns,
     task: tokio::task::AbortHandle,

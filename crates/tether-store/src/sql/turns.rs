@@ -4,19 +4,21 @@ use tether_proto::{
     ConversationId, EventEnvelope, EventPayload, MessageRole, SessionId, Turn, TurnId, TurnStatus,
 };
 
-use crate::events::{add_message, append};
-use crate::{NewMessage, NewTurn, Result, Store, TurnEnd, now_ms, rows, rules};
+use super::events::{add_message, append};
+
+use super::{Db, rows};
+use crate::{NewMessage, NewTurn, Result, TurnEnd, now_ms, rules};
 
 const OPEN: &str = "('queued', 'running', 'waiting_approval', 'waiting_user')";
 
-impl Store {
+impl Db {
     /// Inserts a turn (queued or about to run) with the person's message in the history.
     pub async fn insert_turn(&self, t: &NewTurn, by_message: bool) -> Result<Turn> {
         let now = now_ms();
         let mut tx = self.writer.begin().await?;
         sqlx::query(
             "INSERT INTO turns (id, session_id, conversation_id, input, status, created_at) \
-             VALUES (?, ?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(t.id.as_str())
         .bind(t.session_id.as_str())
@@ -61,7 +63,7 @@ impl Store {
     pub async fn start_turn(&self, turn_id: &TurnId) -> Result<Option<EventEnvelope>> {
         let mut tx = self.writer.begin().await?;
         let row: Option<(String, String)> = sqlx::query_as(
-            "UPDATE turns SET status = 'running', started_at = ? WHERE id = ? \
+            "UPDATE turns SET status = 'running', started_at = $1 WHERE id = $2 \
              AND status = 'queued' RETURNING session_id, input",
         )
         .bind(now_ms())
@@ -95,8 +97,8 @@ impl Store {
     ) -> Result<Option<EventEnvelope>> {
         let mut tx = self.writer.begin().await?;
         let row: Option<(String, String)> = sqlx::query_as(&format!(
-            "UPDATE turns SET status = ?, result_text = ?, stop_reason = ?, error_code = ?, \
-             error_message = ?, usage = ?, ended_at = ? WHERE id = ? AND status IN {} \
+            "UPDATE turns SET status = $1, result_text = $2, stop_reason = $3, error_code = $4, \
+             error_message = $5, usage = $6, ended_at = $7 WHERE id = $8 AND status IN {} \
              RETURNING session_id, conversation_id",
             rules::turns_that_can_become(end.status)
         ))
@@ -134,7 +136,7 @@ impl Store {
     }
 
     pub async fn get_turn(&self, id: &TurnId) -> Result<Option<Turn>> {
-        let row = sqlx::query("SELECT * FROM turns WHERE id = ?")
+        let row = sqlx::query("SELECT * FROM turns WHERE id = $1")
             .bind(id.as_str())
             .fetch_optional(&self.reader)
             .await?;
@@ -144,7 +146,7 @@ impl Store {
     /// A session's turns, oldest first.
     pub async fn session_turns(&self, session_id: &SessionId) -> Result<Vec<Turn>> {
         let rows =
-            sqlx::query("SELECT * FROM turns WHERE session_id = ? ORDER BY created_at, rowid")
+            sqlx::query("SELECT * FROM turns WHERE session_id = $1 ORDER BY created_at, rowid")
                 .bind(session_id.as_str())
                 .fetch_all(&self.reader)
                 .await?;
@@ -154,7 +156,7 @@ impl Store {
     /// The conversation's turns that have not ended, oldest first.
     pub async fn open_turns(&self, conversation_id: &ConversationId) -> Result<Vec<Turn>> {
         let rows = sqlx::query(&format!(
-            "SELECT * FROM turns WHERE conversation_id = ? AND status IN {OPEN} \
+            "SELECT * FROM turns WHERE conversation_id = $1 AND status IN {OPEN} \
              ORDER BY created_at, rowid"
         ))
         .bind(conversation_id.as_str())
@@ -166,7 +168,7 @@ impl Store {
     /// Sets a non-terminal status (running ↔ waiting); terminal turns are left alone.
     pub async fn set_turn_waiting(&self, turn_id: &TurnId, status: TurnStatus) -> Result<()> {
         sqlx::query(&format!(
-            "UPDATE turns SET status = ? WHERE id = ? AND status IN {OPEN}"
+            "UPDATE turns SET status = $1 WHERE id = $2 AND status IN {OPEN}"
         ))
         .bind(status.as_str())
         .bind(turn_id.as_str())

@@ -5,10 +5,12 @@ use tether_proto::{
     Session, SessionId, SessionStatus,
 };
 
-use crate::events::{add_message, append};
-use crate::{ConversationRow, NewSession, Result, Store, now_ms, rows};
+use super::events::{add_message, append};
 
-impl Store {
+use super::{Db, rows};
+use crate::{ConversationRow, NewSession, Result, now_ms};
+
+impl Db {
     /// Inserts a conversation.
     #[allow(clippy::too_many_arguments)]
     pub async fn create_conversation(
@@ -25,7 +27,7 @@ impl Store {
         sqlx::query(
             "INSERT INTO conversations (id, kind, title, agent, model, cwd, archived, \
              bound_session_id, parent_conversation_id, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, 0, NULL, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6, 0, NULL, $7, $8, $9)",
         )
         .bind(id.as_str())
         .bind(kind.as_str())
@@ -56,7 +58,7 @@ impl Store {
     }
 
     pub async fn get_conversation(&self, id: &ConversationId) -> Result<Option<ConversationRow>> {
-        let row = sqlx::query("SELECT * FROM conversations WHERE id = ?")
+        let row = sqlx::query("SELECT * FROM conversations WHERE id = $1")
             .bind(id.as_str())
             .fetch_optional(&self.reader)
             .await?;
@@ -66,7 +68,7 @@ impl Store {
     /// Conversations, most recently active first.
     pub async fn list_conversations(&self, include_archived: bool) -> Result<Vec<ConversationRow>> {
         let rows = sqlx::query(
-            "SELECT * FROM conversations WHERE (? OR archived = 0) ORDER BY updated_at DESC, id",
+            "SELECT * FROM conversations WHERE ($1 OR archived = 0) ORDER BY updated_at DESC, id",
         )
         .bind(include_archived)
         .fetch_all(&self.reader)
@@ -82,11 +84,11 @@ impl Store {
         archived: Option<bool>,
     ) -> Result<()> {
         sqlx::query(
-            "UPDATE conversations SET title = COALESCE(?, title), \
-             archived = COALESCE(?, archived), updated_at = ? WHERE id = ?",
+            "UPDATE conversations SET title = COALESCE($1, title), \
+             archived = COALESCE($2, archived), updated_at = $3 WHERE id = $4",
         )
         .bind(title)
-        .bind(archived)
+        .bind(archived.map(i64::from))
         .bind(now_ms())
         .bind(id.as_str())
         .execute(&self.writer)
@@ -102,13 +104,15 @@ impl Store {
         agent: &str,
         model: Option<&str>,
     ) -> Result<()> {
-        sqlx::query("UPDATE conversations SET agent = ?, model = ?, updated_at = ? WHERE id = ?")
-            .bind(agent)
-            .bind(model)
-            .bind(now_ms())
-            .bind(id.as_str())
-            .execute(&self.writer)
-            .await?;
+        sqlx::query(
+            "UPDATE conversations SET agent = $1, model = $2, updated_at = $3 WHERE id = $4",
+        )
+        .bind(agent)
+        .bind(model)
+        .bind(now_ms())
+        .bind(id.as_str())
+        .execute(&self.writer)
+        .await?;
         self.changed(id);
         Ok(())
     }
@@ -124,13 +128,13 @@ impl Store {
     ) -> Result<Option<SessionId>> {
         let mut tx = self.writer.begin().await?;
         let (prev,): (Option<String>,) =
-            sqlx::query_as("SELECT bound_session_id FROM conversations WHERE id = ?")
+            sqlx::query_as("SELECT bound_session_id FROM conversations WHERE id = $1")
                 .bind(id.as_str())
                 .fetch_one(&mut *tx)
                 .await?;
         sqlx::query(
-            "UPDATE conversations SET bound_session_id = NULL, next_session_reason = ?, \
-             updated_at = ? WHERE id = ?",
+            "UPDATE conversations SET bound_session_id = NULL, next_session_reason = $1, \
+             updated_at = $2 WHERE id = $3",
         )
         .bind(next_reason.map(|r| r.as_str()))
         .bind(now_ms())
@@ -155,7 +159,7 @@ impl Store {
         let mut tx = self.writer.begin().await?;
         sqlx::query(
             "INSERT INTO sessions (id, conversation_id, agent, model, cwd, status, external_id, \
-             last_seq, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, NULL, 0, ?, ?)",
+             last_seq, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, NULL, 0, $7, $8)",
         )
         .bind(s.id.as_str())
         .bind(s.conversation_id.as_str())
@@ -168,8 +172,8 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         sqlx::query(
-            "UPDATE conversations SET bound_session_id = ?, next_session_reason = NULL, \
-             updated_at = ? WHERE id = ?",
+            "UPDATE conversations SET bound_session_id = $1, next_session_reason = NULL, \
+             updated_at = $2 WHERE id = $3",
         )
         .bind(s.id.as_str())
         .bind(now)
@@ -227,7 +231,7 @@ impl Store {
     }
 
     pub async fn get_session(&self, id: &SessionId) -> Result<Option<Session>> {
-        let row = sqlx::query("SELECT * FROM sessions WHERE id = ?")
+        let row = sqlx::query("SELECT * FROM sessions WHERE id = $1")
             .bind(id.as_str())
             .fetch_optional(&self.reader)
             .await?;
@@ -236,11 +240,12 @@ impl Store {
 
     /// A conversation's sessions, oldest first.
     pub async fn list_sessions(&self, conversation_id: &ConversationId) -> Result<Vec<Session>> {
-        let rows =
-            sqlx::query("SELECT * FROM sessions WHERE conversation_id = ? ORDER BY created_at, id")
-                .bind(conversation_id.as_str())
-                .fetch_all(&self.reader)
-                .await?;
+        let rows = sqlx::query(
+            "SELECT * FROM sessions WHERE conversation_id = $1 ORDER BY created_at, id",
+        )
+        .bind(conversation_id.as_str())
+        .fetch_all(&self.reader)
+        .await?;
         rows.iter().map(rows::session).collect()
     }
 
@@ -254,8 +259,8 @@ impl Store {
     ) -> Result<Option<EventEnvelope>> {
         let mut tx = self.writer.begin().await?;
         sqlx::query(
-            "UPDATE sessions SET status = ?, external_id = COALESCE(?, external_id), \
-             updated_at = ? WHERE id = ?",
+            "UPDATE sessions SET status = $1, external_id = COALESCE($2, external_id), \
+             updated_at = $3 WHERE id = $4",
         )
         .bind(status.as_str())
         .bind(external_id)

@@ -1,13 +1,16 @@
 //! Approvals and questions: created with their event; resolved at most once (the
 //! conditional update makes the first answer win).
 
+use super::SqlConnection;
 use tether_proto::{
     Approval, ApprovalId, ApprovalStatus, ConversationId, EventEnvelope, EventPayload, Question,
     QuestionId, QuestionStatus, TurnId,
 };
 
-use crate::events::append;
-use crate::{NewApproval, NewQuestion, Result, Store, StoreError, now_ms, rows};
+use super::events::append;
+
+use super::{Db, rows};
+use crate::{NewApproval, NewQuestion, Result, StoreError, now_ms};
 
 fn to_json(v: &impl serde::Serialize) -> Result<String> {
     serde_json::to_string(v).map_err(|e| StoreError::Corrupt {
@@ -19,17 +22,17 @@ fn to_json(v: &impl serde::Serialize) -> Result<String> {
 /// Sets an open turn's status from its pending requests: approvals first, then
 /// questions, else running.
 pub(crate) async fn recompute_turn_status(
-    conn: &mut sqlx::SqliteConnection,
+    conn: &mut SqlConnection,
     turn_id: &TurnId,
 ) -> Result<()> {
     sqlx::query(
         "UPDATE turns SET status = CASE \
-           WHEN EXISTS (SELECT 1 FROM approvals WHERE turn_id = ?1 AND status = 'pending') \
+           WHEN EXISTS (SELECT 1 FROM approvals WHERE turn_id = $1 AND status = 'pending') \
              THEN 'waiting_approval' \
-           WHEN EXISTS (SELECT 1 FROM questions WHERE turn_id = ?1 AND status = 'pending') \
+           WHEN EXISTS (SELECT 1 FROM questions WHERE turn_id = $1 AND status = 'pending') \
              THEN 'waiting_user' \
            ELSE 'running' END \
-         WHERE id = ?1 AND status IN ('running', 'waiting_approval', 'waiting_user')",
+         WHERE id = $1 AND status IN ('running', 'waiting_approval', 'waiting_user')",
     )
     .bind(turn_id.as_str())
     .execute(&mut *conn)
@@ -37,13 +40,13 @@ pub(crate) async fn recompute_turn_status(
     Ok(())
 }
 
-impl Store {
+impl Db {
     /// Inserts a pending approval, marks its turn waiting, records `approval_requested`.
     pub async fn create_approval(&self, a: &NewApproval) -> Result<EventEnvelope> {
         let mut tx = self.writer.begin().await?;
         sqlx::query(
             "INSERT INTO approvals (id, conversation_id, session_id, turn_id, title, kind, detail, \
-             options, status, created_at, deadline) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
+             options, status, created_at, deadline) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10)",
         )
         .bind(a.id.as_str())
         .bind(a.conversation_id.as_str())
@@ -86,8 +89,8 @@ impl Store {
     ) -> Result<Option<(Approval, EventEnvelope)>> {
         let mut tx = self.writer.begin().await?;
         let row = sqlx::query(
-            "UPDATE approvals SET status = ?, decided_by = ?, resolved_at = ? \
-             WHERE id = ? AND status = 'pending' RETURNING *",
+            "UPDATE approvals SET status = $1, decided_by = $2, resolved_at = $3 \
+             WHERE id = $4 AND status = 'pending' RETURNING *",
         )
         .bind(status.as_str())
         .bind(decided_by)
@@ -116,7 +119,7 @@ impl Store {
     }
 
     pub async fn get_approval(&self, id: &ApprovalId) -> Result<Option<Approval>> {
-        let row = sqlx::query("SELECT * FROM approvals WHERE id = ?")
+        let row = sqlx::query("SELECT * FROM approvals WHERE id = $1")
             .bind(id.as_str())
             .fetch_optional(&self.reader)
             .await?;
@@ -130,8 +133,8 @@ impl Store {
         conversation_id: Option<&ConversationId>,
     ) -> Result<Vec<Approval>> {
         let rows = sqlx::query(
-            "SELECT * FROM approvals WHERE (? IS NULL OR status = ?) \
-             AND (? IS NULL OR conversation_id = ?) ORDER BY created_at DESC, id LIMIT 500",
+            "SELECT * FROM approvals WHERE ($1 IS NULL OR status = $2) \
+             AND ($3 IS NULL OR conversation_id = $4) ORDER BY created_at DESC, id LIMIT 500",
         )
         .bind(status.map(|s| s.as_str()))
         .bind(status.map(|s| s.as_str()))
@@ -147,7 +150,7 @@ impl Store {
         let mut tx = self.writer.begin().await?;
         sqlx::query(
             "INSERT INTO questions (id, conversation_id, session_id, turn_id, prompt, status, \
-             created_at, deadline) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
+             created_at, deadline) VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7)",
         )
         .bind(q.id.as_str())
         .bind(q.conversation_id.as_str())
@@ -184,8 +187,8 @@ impl Store {
     ) -> Result<Option<(Question, EventEnvelope)>> {
         let mut tx = self.writer.begin().await?;
         let row = sqlx::query(
-            "UPDATE questions SET status = ?, answer = ?, answered_by = ?, resolved_at = ? \
-             WHERE id = ? AND status = 'pending' RETURNING *",
+            "UPDATE questions SET status = $1, answer = $2, answered_by = $3, resolved_at = $4 \
+             WHERE id = $5 AND status = 'pending' RETURNING *",
         )
         .bind(status.as_str())
         .bind(answer)
@@ -215,7 +218,7 @@ impl Store {
     }
 
     pub async fn get_question(&self, id: &QuestionId) -> Result<Option<Question>> {
-        let row = sqlx::query("SELECT * FROM questions WHERE id = ?")
+        let row = sqlx::query("SELECT * FROM questions WHERE id = $1")
             .bind(id.as_str())
             .fetch_optional(&self.reader)
             .await?;
@@ -229,8 +232,8 @@ impl Store {
         conversation_id: Option<&ConversationId>,
     ) -> Result<Vec<Question>> {
         let rows = sqlx::query(
-            "SELECT * FROM questions WHERE (? IS NULL OR status = ?) \
-             AND (? IS NULL OR conversation_id = ?) ORDER BY created_at DESC, id LIMIT 500",
+            "SELECT * FROM questions WHERE ($1 IS NULL OR status = $2) \
+             AND ($3 IS NULL OR conversation_id = $4) ORDER BY created_at DESC, id LIMIT 500",
         )
         .bind(status.map(|s| s.as_str()))
         .bind(status.map(|s| s.as_str()))

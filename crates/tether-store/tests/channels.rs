@@ -1,13 +1,15 @@
-//! Tests of the channel rows.
+//! Tests of the channel rows, on both backends.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use super::*;
 use tether_proto::ConversationKind;
+use tether_store::*;
 
-async fn store() -> (tempfile::TempDir, Store) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).await.unwrap();
-    (dir, store)
+#[macro_use]
+mod support;
+use support::Backend;
+
+async fn store(b: Backend) -> (support::Guard, Store) {
+    support::open(b).await
 }
 
 fn item(lane: &str, key: &str, body: &str) -> NewOutbox {
@@ -30,9 +32,8 @@ fn coalesced(lane: &str, key: &str, body: &str) -> NewOutbox {
     }
 }
 
-#[tokio::test]
-async fn outbox_rows_are_deduplicated_and_lanes_are_ordered() {
-    let (_d, s) = store().await;
+async fn outbox_rows_are_deduplicated_and_lanes_are_ordered(b: Backend) {
+    let (_d, s) = store(b).await;
     assert_eq!(
         s.enqueue_outbox(&[
             item("a", "k1", "1"),
@@ -75,9 +76,8 @@ async fn outbox_rows_are_deduplicated_and_lanes_are_ordered() {
     assert_eq!(row.last_error.as_deref(), Some("429"));
 }
 
-#[tokio::test]
-async fn an_upsert_replaces_the_body_and_a_stale_send_does_not_mark_it_sent() {
-    let (_d, s) = store().await;
+async fn an_upsert_replaces_the_body_and_a_stale_send_does_not_mark_it_sent(b: Backend) {
+    let (_d, s) = store(b).await;
     s.enqueue_outbox(&[coalesced("a", "p", "v1")])
         .await
         .unwrap();
@@ -109,9 +109,8 @@ async fn an_upsert_replaces_the_body_and_a_stale_send_does_not_mark_it_sent() {
     assert_eq!((r4.id, r4.status), (r1.id, OutboxStatus::Pending));
 }
 
-#[tokio::test]
-async fn chats_map_to_conversations_and_the_cursor_only_moves_forward() {
-    let (_d, s) = store().await;
+async fn chats_map_to_conversations_and_the_cursor_only_moves_forward(b: Backend) {
+    let (_d, s) = store(b).await;
     let c1 = tether_proto::ConversationId::from("c1");
     s.create_conversation(&c1, ConversationKind::Chat, "t", "fake", None, "/tmp", None)
         .await
@@ -138,9 +137,8 @@ async fn chats_map_to_conversations_and_the_cursor_only_moves_forward() {
     assert!(s.channel_chats("feishu").await.unwrap().is_empty());
 }
 
-#[tokio::test]
-async fn approving_a_pairing_allows_the_user_once_and_queues_the_notice() {
-    let (_d, s) = store().await;
+async fn approving_a_pairing_allows_the_user_once_and_queues_the_notice(b: Backend) {
+    let (_d, s) = store(b).await;
     let p = Pairing {
         code: "ABCD2345".into(),
         channel: "telegram".into(),
@@ -207,9 +205,8 @@ async fn approving_a_pairing_allows_the_user_once_and_queues_the_notice() {
     );
 }
 
-#[tokio::test]
-async fn pending_pairings_are_capped_and_expired_ones_pruned() {
-    let (_d, s) = store().await;
+async fn pending_pairings_are_capped_and_expired_ones_pruned(b: Backend) {
+    let (_d, s) = store(b).await;
     let now = now_ms();
     let pairing = |code: &str, user: &str, at: i64| Pairing {
         code: code.into(),
@@ -251,9 +248,8 @@ async fn pending_pairings_are_capped_and_expired_ones_pruned() {
     assert_eq!(s.list_pairings(None).await.unwrap().len(), 3);
 }
 
-#[tokio::test]
-async fn handled_inbound_rows_go_and_old_dedupe_keys_are_pruned() {
-    let (_d, s) = store().await;
+async fn handled_inbound_rows_go_and_old_dedupe_keys_are_pruned(b: Backend) {
+    let (_d, s) = store(b).await;
     assert!(s.accept_inbound("telegram", "1", "{}").await.unwrap());
     s.mark_inbound_handled("telegram", "1").await.unwrap();
     assert!(s.unhandled_inbound("telegram").await.unwrap().is_empty());
@@ -269,3 +265,35 @@ async fn handled_inbound_rows_go_and_old_dedupe_keys_are_pruned() {
     // ...and new again once it is forgotten.
     assert!(s.accept_inbound("telegram", "1", "{}").await.unwrap());
 }
+
+async fn accepted_updates_are_kept_until_handled_and_deduplicated(b: Backend) {
+    let (_d, store) = store(b).await;
+    let run = async {
+        assert!(store.accept_inbound("telegram", "1", "{\"a\":1}").await?);
+        assert!(store.accept_inbound("telegram", "2", "{\"a\":2}").await?);
+        assert!(!store.accept_inbound("telegram", "1", "{\"a\":1}").await?);
+        let keys = |v: Vec<PendingInbound>| v.into_iter().map(|p| p.key).collect::<Vec<_>>();
+        assert_eq!(keys(store.unhandled_inbound("telegram").await?), ["1", "2"]);
+        assert!(store.unhandled_inbound("feishu").await?.is_empty());
+        store.mark_inbound_handled("telegram", "1").await?;
+        let left = store.unhandled_inbound("telegram").await?;
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].payload, "{\"a\":2}");
+        store.close().await;
+        Ok::<_, StoreError>(())
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), run)
+        .await
+        .unwrap_or_else(|_| panic!("timed out"))
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+contract!(
+    outbox_rows_are_deduplicated_and_lanes_are_ordered,
+    an_upsert_replaces_the_body_and_a_stale_send_does_not_mark_it_sent,
+    chats_map_to_conversations_and_the_cursor_only_moves_forward,
+    approving_a_pairing_allows_the_user_once_and_queues_the_notice,
+    pending_pairings_are_capped_and_expired_ones_pruned,
+    handled_inbound_rows_go_and_old_dedupe_keys_are_pruned,
+    accepted_updates_are_kept_until_handled_and_deduplicated,
+);

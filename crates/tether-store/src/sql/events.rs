@@ -1,12 +1,15 @@
 //! Events (gap-free `seq` per session) and the conversation history.
 
-use sqlx::SqliteConnection;
+use super::SqlConnection;
+
 use tether_proto::{
     ConversationId, EventEnvelope, EventPayload, HistoryMessage, MessageRole, SessionId, TurnId,
 };
 
-use crate::conns::Tx;
-use crate::{Result, Store, StoreError, now_ms, rows};
+use super::conns::Tx;
+
+use super::{Db, rows};
+use crate::{Result, StoreError, now_ms};
 
 /// Appends one event: `seq` = the session's `last_seq` + 1, read by the `INSERT` itself;
 /// the trigger `events_keep_session_seq` (migration 0005) moves `last_seq` on, so `seq`
@@ -27,7 +30,7 @@ pub(crate) async fn append(
     // `fetch_all`: the statement runs to its end (and commits, outside a transaction).
     let rows: Vec<(i64, i64, String)> = sqlx::query_as(
         "INSERT INTO events (session_id, conversation_id, seq, turn_id, at, kind, payload) \
-         SELECT id, conversation_id, last_seq + 1, ?, ?, ?, ? FROM sessions WHERE id = ? \
+         SELECT id, conversation_id, last_seq + 1, $1, $2, $3, $4 FROM sessions WHERE id = $5 \
          RETURNING id, seq, conversation_id",
     )
     .bind(turn_id.map(TurnId::as_str))
@@ -56,7 +59,7 @@ pub(crate) async fn append(
 /// Appends a history entry inside an open transaction (and touches the conversation's
 /// `updated_at`), in one query.
 pub(crate) async fn add_message(
-    conn: &mut SqliteConnection,
+    conn: &mut SqlConnection,
     conversation_id: &ConversationId,
     role: MessageRole,
     text: &str,
@@ -65,26 +68,22 @@ pub(crate) async fn add_message(
 ) -> Result<i64> {
     // `fetch_all`, never `fetch_one`: with a row limit sqlx stops after the first row
     // and the second statement would not run.
-    let rows: Vec<(i64,)> = sqlx::query_as(
-        "INSERT INTO messages (conversation_id, role, text, session_id, turn_id, at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id; \
-         UPDATE conversations SET updated_at = ?6 WHERE id = ?1",
-    )
-    .bind(conversation_id.as_str())
-    .bind(role.as_str())
-    .bind(text)
-    .bind(session_id.map(SessionId::as_str))
-    .bind(turn_id.map(TurnId::as_str))
-    .bind(now_ms())
-    .fetch_all(&mut *conn)
-    .await?;
+    let rows: Vec<(i64,)> = sqlx::query_as(super::dialect::ADD_MESSAGE)
+        .bind(conversation_id.as_str())
+        .bind(role.as_str())
+        .bind(text)
+        .bind(session_id.map(SessionId::as_str))
+        .bind(turn_id.map(TurnId::as_str))
+        .bind(now_ms())
+        .fetch_all(&mut *conn)
+        .await?;
     let [(id,)] = rows.as_slice() else {
         return Err(sqlx::Error::RowNotFound.into());
     };
     Ok(*id)
 }
 
-impl Store {
+impl Db {
     /// Appends a history entry, optionally with a `status` event on a session, together.
     pub async fn add_message(
         &self,
@@ -122,11 +121,11 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<EventEnvelope>> {
         let rows = sqlx::query(
-            "SELECT * FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            "SELECT * FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
         )
         .bind(session_id.as_str())
         .bind(after_seq)
-        .bind(limit)
+        .bind(i64::from(limit))
         .fetch_all(&self.reader)
         .await?;
         rows.iter().map(rows::event).collect()
@@ -140,11 +139,11 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<EventEnvelope>> {
         let rows = sqlx::query(
-            "SELECT * FROM events WHERE conversation_id = ? AND id > ? ORDER BY id LIMIT ?",
+            "SELECT * FROM events WHERE conversation_id = $1 AND id > $2 ORDER BY id LIMIT $3",
         )
         .bind(conversation_id.as_str())
         .bind(after_id)
-        .bind(limit)
+        .bind(i64::from(limit))
         .fetch_all(&self.reader)
         .await?;
         rows.iter().map(rows::event).collect()
@@ -158,11 +157,11 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<HistoryMessage>> {
         let rows = sqlx::query(
-            "SELECT * FROM messages WHERE conversation_id = ? AND id > ? ORDER BY id LIMIT ?",
+            "SELECT * FROM messages WHERE conversation_id = $1 AND id > $2 ORDER BY id LIMIT $3",
         )
         .bind(conversation_id.as_str())
         .bind(after_id)
-        .bind(limit)
+        .bind(i64::from(limit))
         .fetch_all(&self.reader)
         .await?;
         rows.iter().map(rows::message).collect()

@@ -1,0 +1,37 @@
+//! The cluster view (`GET /api/v1/cluster`): the nodes serving one store and their
+//! leases.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// One node: a `tether serve` process registered in the store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct NodeView {
+    pub id: String,
+    /// The host it runs on.
+    pub name: String,
+    /// The address its HTTP API listens on.
+    pub addr: String,
+    pub started_at_ms: i64,
+    /// Its last heartbeat.
+    pub heartbeat_at_ms: i64,
+    /// Until when its lease holds.
+    pub lease_until_ms: i64,
+    /// Whether the lease still holds (the node is up).
+    pub alive: bool,
+    /// Whether this is the node that answered.
+    #[serde(default)]
+    pub this_node: bool,
+}
+
+/// The nodes of the store, oldest first (gone ones too, with `alive: false`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ClusterView {
+    /// The node that answered.
+    pub node_id: String,
+    /// `sqlite` or `postgres`.
+    pub store: String,
+    /// How long a lease lasts without a heartbeat.
+    pub lease_ttl_ms: u64,
+    pub nodes: Vec<NodeView>,
+}

@@ -1,0 +1,106 @@
+//! The PostgreSQL backend: one writer connection (so event ids are handed out in commit
+//! order, as the feed needs) and four readers, migrations of its own
+//! (`migrations/postgres/`). The SQL is `sql/`, compiled here with PostgreSQL's types.
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use sqlx::ConnectOptions;
+use sqlx::postgres::PgConnectOptions;
+
+use crate::{Result, Shared};
+
+pub(crate) type Sql = sqlx::Postgres;
+pub(crate) type SqlConnection = sqlx::PgConnection;
+pub(crate) type SqlRow = sqlx::postgres::PgRow;
+pub(crate) type SqlQueryResult = sqlx::postgres::PgQueryResult;
+pub(crate) type SqlStatement<'q> = sqlx::postgres::PgStatement<'q>;
+pub(crate) type SqlConnectOptions = PgConnectOptions;
+
+/// The SQL that differs between the backends.
+pub(crate) mod dialect {
+    /// The larger of two values.
+    pub const GREATEST: &str = "GREATEST";
+    /// Appends a history entry and touches its conversation's `updated_at`; returns the
+    /// entry's id. One statement (a prepared statement holds one): the update is a
+    /// data-modifying `WITH`.
+    pub const ADD_MESSAGE: &str = "WITH m AS (INSERT INTO messages (conversation_id, role, \
+         text, session_id, turn_id, at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id), \
+         u AS (UPDATE conversations SET updated_at = $6 WHERE id = $1) SELECT id FROM m";
+}
+
+#[path = "sql/append.rs"]
+mod append;
+#[path = "sql/approvals.rs"]
+mod approvals;
+#[path = "sql/attachments.rs"]
+mod attachments;
+#[path = "sql/channels.rs"]
+mod channels;
+#[path = "sql/conns.rs"]
+mod conns;
+#[path = "sql/conversations.rs"]
+mod conversations;
+#[path = "sql/delegation.rs"]
+mod delegation;
+#[path = "sql/delegation_ledger.rs"]
+mod delegation_ledger;
+#[path = "sql/events.rs"]
+mod events;
+#[path = "sql/feed.rs"]
+mod feed;
+#[path = "sql/nodes.rs"]
+mod nodes;
+#[path = "sql/pages.rs"]
+mod pages;
+#[path = "sql/recovery.rs"]
+mod recovery;
+#[path = "sql/rows.rs"]
+mod rows;
+#[path = "sql/turns.rs"]
+mod turns;
+#[path = "sql/view_parts.rs"]
+mod view_parts;
+
+use conns::Conns;
+
+/// A PostgreSQL store's connections.
+#[derive(Clone)]
+pub(crate) struct Db {
+    writer: Conns,
+    reader: Conns,
+    shared: Arc<Shared>,
+}
+
+impl Db {
+    /// Connects to `url` (`postgres://…`) and runs the migrations.
+    pub(crate) async fn connect(url: &str, shared: Arc<Shared>) -> Result<Db> {
+        let opts = PgConnectOptions::from_str(url)?;
+        let mut first = opts.connect().await?;
+        // sqlx holds an advisory lock while migrating: nodes starting together take turns.
+        sqlx::migrate!("./migrations/postgres")
+            .run(&mut first)
+            .await?;
+        Ok(Db {
+            writer: Conns::from_connection(first),
+            reader: Conns::open(&opts, 4).await?,
+            shared,
+        })
+    }
+
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
+    /// PostgreSQL checks its own pages (and has no `integrity_check`): `true` when the
+    /// server answers.
+    pub(crate) async fn integrity_check(&self) -> Result<bool> {
+        let (one,): (i32,) = sqlx::query_as("SELECT 1").fetch_one(&self.reader).await?;
+        Ok(one == 1)
+    }
+
+    pub(crate) async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+    }
+}

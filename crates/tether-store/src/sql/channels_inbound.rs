@@ -1,0 +1,97 @@
+//! Inbound updates kept until handled: recorded together with their dedupe key, marked
+//! handled by the channel once the runtime has stored the message's turn, and replayed at
+//! start-up while unhandled (so an accepted message survives a crash).
+
+use sqlx::Row;
+
+use super::Db;
+use crate::{PendingInbound, Result, now_ms};
+
+impl Db {
+    /// Records an inbound dedupe key; `false` when it was seen before.
+    pub async fn remember_inbound(&self, source: &str, key: &str) -> Result<bool> {
+        let res = sqlx::query(
+            "INSERT INTO inbound_dedupe (source, key, at) VALUES ($1, $2, $3) \
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(source)
+        .bind(key)
+        .bind(now_ms())
+        .execute(&self.writer)
+        .await?;
+        Ok(res.rows_affected() == 1)
+    }
+
+    /// Records the dedupe key and keeps the raw update, in one transaction; `true` when
+    /// the key is new (the caller then handles the update and later calls
+    /// [`Store::mark_inbound_handled`]).
+    pub async fn accept_inbound(&self, channel: &str, key: &str, payload: &str) -> Result<bool> {
+        let now = now_ms();
+        let mut tx = self.writer.begin().await?;
+        let res = sqlx::query(
+            "INSERT INTO inbound_dedupe (source, key, at) VALUES ($1, $2, $3) \
+                 ON CONFLICT DO NOTHING",
+        )
+        .bind(channel)
+        .bind(key)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        if res.rows_affected() != 1 {
+            return Ok(false);
+        }
+        sqlx::query(
+            "INSERT INTO channel_inbound (channel, key, payload, created_at) \
+             VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+        )
+        .bind(channel)
+        .bind(key)
+        .bind(payload)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Marks an accepted update handled: it will not be replayed, and its row goes (the
+    /// dedupe key stays in `inbound_dedupe` until [`Store::prune_inbound`]).
+    pub async fn mark_inbound_handled(&self, channel: &str, key: &str) -> Result<()> {
+        sqlx::query("DELETE FROM channel_inbound WHERE channel = $1 AND key = $2")
+            .bind(channel)
+            .bind(key)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    /// Forgets the dedupe keys of `source` recorded before `before_ms` (a platform that
+    /// redelivers later than that is no longer recognised); returns how many went.
+    pub async fn prune_inbound(&self, source: &str, before_ms: i64) -> Result<u64> {
+        let res = sqlx::query("DELETE FROM inbound_dedupe WHERE source = $1 AND at < $2")
+            .bind(source)
+            .bind(before_ms)
+            .execute(&self.writer)
+            .await?;
+        Ok(res.rows_affected())
+    }
+
+    /// The accepted updates not yet handled, in arrival order.
+    pub async fn unhandled_inbound(&self, channel: &str) -> Result<Vec<PendingInbound>> {
+        let rows = sqlx::query(
+            "SELECT key, payload FROM channel_inbound WHERE channel = $1 AND handled = 0 \
+             ORDER BY id",
+        )
+        .bind(channel)
+        .fetch_all(&self.writer)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(PendingInbound {
+                    key: r.try_get("key")?,
+                    payload: r.try_get("payload")?,
+                })
+            })
+            .collect()
+    }
+}

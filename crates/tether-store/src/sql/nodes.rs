@@ -1,0 +1,73 @@
+//! Node registry rows: a node registers itself, renews its lease with each heartbeat and
+//! removes its row when it stops; readers judge liveness by `lease_until`.
+
+use sqlx::Row;
+
+use super::{Db, SqlRow};
+use crate::{NodeRow, Result};
+
+fn node(row: &SqlRow) -> Result<NodeRow> {
+    Ok(NodeRow {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        addr: row.try_get("addr")?,
+        started_at_ms: row.try_get("started_at")?,
+        heartbeat_at_ms: row.try_get("heartbeat_at")?,
+        lease_until_ms: row.try_get("lease_until")?,
+    })
+}
+
+impl Db {
+    /// Registers `n` (or replaces an earlier row of the same id).
+    pub async fn register_node(&self, n: &NodeRow) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO nodes (id, name, addr, started_at, heartbeat_at, lease_until) \
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO UPDATE SET \
+             name = excluded.name, addr = excluded.addr, started_at = excluded.started_at, \
+             heartbeat_at = excluded.heartbeat_at, lease_until = excluded.lease_until",
+        )
+        .bind(&n.id)
+        .bind(&n.name)
+        .bind(&n.addr)
+        .bind(n.started_at_ms)
+        .bind(n.heartbeat_at_ms)
+        .bind(n.lease_until_ms)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    /// A heartbeat: the node's lease now runs until `lease_until_ms`. `false` when the
+    /// node has no row (it was removed: it must register again).
+    pub async fn renew_node_lease(
+        &self,
+        id: &str,
+        now_ms: i64,
+        lease_until_ms: i64,
+    ) -> Result<bool> {
+        let res = sqlx::query("UPDATE nodes SET heartbeat_at = $1, lease_until = $2 WHERE id = $3")
+            .bind(now_ms)
+            .bind(lease_until_ms)
+            .bind(id)
+            .execute(&self.writer)
+            .await?;
+        Ok(res.rows_affected() == 1)
+    }
+
+    /// Every registered node, oldest first (alive or not: see [`NodeRow::alive`]).
+    pub async fn nodes(&self) -> Result<Vec<NodeRow>> {
+        let rows = sqlx::query("SELECT * FROM nodes ORDER BY started_at, id")
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter().map(node).collect()
+    }
+
+    /// Removes a node's row (it stopped).
+    pub async fn remove_node(&self, id: &str) -> Result<()> {
+        sqlx::query("DELETE FROM nodes WHERE id = $1")
+            .bind(id)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,136 @@
+//! The SQLite backend (the embedded default): one database file in WAL mode, one writer
+//! connection, four read-only ones and a background checkpointer. The SQL is `sql/`,
+//! compiled here with SQLite's types.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::ConnectOptions;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+
+use crate::{Result, Shared};
+
+pub(crate) type Sql = sqlx::Sqlite;
+pub(crate) type SqlConnection = sqlx::SqliteConnection;
+pub(crate) type SqlRow = sqlx::sqlite::SqliteRow;
+pub(crate) type SqlQueryResult = sqlx::sqlite::SqliteQueryResult;
+pub(crate) type SqlStatement<'q> = sqlx::sqlite::SqliteStatement<'q>;
+pub(crate) type SqlConnectOptions = SqliteConnectOptions;
+
+/// The SQL that differs between the backends.
+pub(crate) mod dialect {
+    /// The larger of two values.
+    pub const GREATEST: &str = "MAX";
+    /// Appends a history entry and touches its conversation's `updated_at`; returns the
+    /// entry's id. Two statements in one query (SQLite runs them in turn).
+    pub const ADD_MESSAGE: &str = "INSERT INTO messages (conversation_id, role, text, \
+         session_id, turn_id, at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id; \
+         UPDATE conversations SET updated_at = $6 WHERE id = $1";
+}
+
+#[path = "sql/append.rs"]
+mod append;
+#[path = "sql/approvals.rs"]
+mod approvals;
+#[path = "sql/attachments.rs"]
+mod attachments;
+#[path = "sql/channels.rs"]
+mod channels;
+#[path = "sql/checkpoint.rs"]
+mod checkpoint;
+#[path = "sql/conns.rs"]
+mod conns;
+#[cfg(test)]
+#[path = "sql/conns_tests.rs"]
+mod conns_tests;
+#[path = "sql/conversations.rs"]
+mod conversations;
+#[path = "sql/delegation.rs"]
+mod delegation;
+#[path = "sql/delegation_ledger.rs"]
+mod delegation_ledger;
+#[path = "sql/events.rs"]
+mod events;
+#[path = "sql/feed.rs"]
+mod feed;
+#[path = "sql/nodes.rs"]
+mod nodes;
+#[path = "sql/pages.rs"]
+mod pages;
+#[path = "sql/recovery.rs"]
+mod recovery;
+#[path = "sql/rows.rs"]
+mod rows;
+#[path = "sql/turns.rs"]
+mod turns;
+#[path = "sql/view_parts.rs"]
+mod view_parts;
+
+use conns::Conns;
+
+/// A SQLite store's connections.
+#[derive(Clone)]
+pub(crate) struct Db {
+    writer: Conns,
+    reader: Conns,
+    checkpointer: Arc<checkpoint::Checkpointer>,
+    shared: Arc<Shared>,
+}
+
+impl Db {
+    /// Opens a database file (creating it if needed) and runs the migrations.
+    pub(crate) async fn open(path: &std::path::Path, shared: Arc<Shared>) -> Result<Db> {
+        let opts = SqliteConnectOptions::from_str("sqlite://")?
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(10))
+            // Commits never checkpoint; a background task does (see `checkpoint`).
+            .pragma("wal_autocheckpoint", "0")
+            // After a checkpoint lets the WAL restart, a file grown by a burst shrinks.
+            .pragma("journal_size_limit", "67108864")
+            // Statement journals (a multi-row INSERT with a UNIQUE index inside a
+            // transaction keeps one) in memory, not in temp files.
+            .pragma("temp_store", "MEMORY");
+        // The writer's page cache holds a group commit's dirty pages (16 MiB instead of
+        // SQLite's 2 MiB: a full group spilled pages to the WAL mid-transaction).
+        let mut first = opts
+            .clone()
+            .pragma("cache_size", "-16384")
+            .connect()
+            .await?;
+        sqlx::migrate!("./migrations").run(&mut first).await?;
+        let writer = Conns::from_connection(first);
+        let reader = Conns::open(&opts.clone().read_only(true), 4).await?;
+        let checkpointer = Arc::new(checkpoint::Checkpointer::start(
+            Conns::open(&opts, 1).await?,
+        ));
+        Ok(Db {
+            writer,
+            reader,
+            checkpointer,
+            shared,
+        })
+    }
+
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
+    /// `PRAGMA integrity_check` → `true` when the database is sound.
+    pub(crate) async fn integrity_check(&self) -> Result<bool> {
+        let row: (String,) = sqlx::query_as("PRAGMA integrity_check")
+            .fetch_one(&self.reader)
+            .await?;
+        Ok(row.0 == "ok")
+    }
+
+    pub(crate) async fn close(&self) {
+        self.checkpointer.close().await;
+        self.writer.close().await;
+        self.reader.close().await;
+    }
+}

@@ -1,0 +1,68 @@
+//! The store contract runs on both backends: every test is written once, as an `async fn`
+//! taking the [`Backend`], and [`contract!`] makes one test per backend of it
+//! (`<name>::sqlite`, `<name>::postgres`). PostgreSQL tests get a database of their own
+//! (`tether_testkit::postgres`).
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use tether_store::Store;
+pub use tether_testkit::postgres::Backend;
+use tether_testkit::postgres::TestDatabase;
+
+/// What keeps a test's store alive: its SQLite directory or its PostgreSQL database.
+#[derive(Debug)]
+pub enum Guard {
+    Dir(tempfile::TempDir),
+    Database(TestDatabase),
+}
+
+/// A fresh, empty store on `backend`.
+pub async fn open(backend: Backend) -> (Guard, Store) {
+    let guard = match backend {
+        Backend::Sqlite => Guard::Dir(tempfile::tempdir().unwrap()),
+        Backend::Postgres => Guard::Database(
+            tokio::time::timeout(std::time::Duration::from_secs(120), TestDatabase::create())
+                .await
+                .expect("timed out creating a test database")
+                .unwrap_or_else(|e| panic!("test database: {e:#}")),
+        ),
+    };
+    let store = reopen(&guard).await;
+    (guard, store)
+}
+
+/// Opens the same store again (as a restarted daemon does).
+pub async fn reopen(guard: &Guard) -> Store {
+    match guard {
+        Guard::Dir(dir) => Store::open(dir.path()).await.unwrap(),
+        Guard::Database(db) => Store::connect(&db.url).await.unwrap(),
+    }
+}
+
+/// `contract!(name, …)` (or `contract!(multi_thread; name, …)`): one test per backend of
+/// each `async fn name(backend: Backend)`.
+macro_rules! contract {
+    (multi_thread; $($name:ident),* $(,)?) => {
+        $(mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn sqlite() {
+                super::$name(super::support::Backend::Sqlite).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn postgres() {
+                super::$name(super::support::Backend::Postgres).await
+            }
+        })*
+    };
+    ($($name:ident),* $(,)?) => {
+        $(mod $name {
+            #[tokio::test]
+            async fn sqlite() {
+                super::$name(super::support::Backend::Sqlite).await
+            }
+            #[tokio::test]
+            async fn postgres() {
+                super::$name(super::support::Backend::Postgres).await
+            }
+        })*
+    };
+}

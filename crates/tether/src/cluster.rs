@@ -1,0 +1,229 @@
+//! This node in the store's node registry (issue 12): `serve` registers the node (its id
+//! is the daemon's instance id), renews its lease every third of `[cluster]
+//! lease_ttl_secs` and removes its row when it stops; a node that dies without a goodbye
+//! is gone once its lease runs out. `GET /api/v1/cluster` lists the nodes and their
+//! leases. On SQLite the registry holds this node only; on PostgreSQL, every node of the
+//! cluster.
+//!
+//! ```toml
+//! [cluster]
+//! lease_ttl_secs = 10   # a node without a heartbeat for this long counts as gone
+//! ```
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use axum::extract::State;
+use axum::{Json, Router, routing::get};
+use serde::Deserialize;
+use tether_proto::{ClusterView, NodeView};
+use tether_store::{NodeRow, Store, now_ms};
+use tokio_util::sync::CancellationToken;
+
+/// The lease of a node that stops heart-beating (the issue's default).
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
+
+/// `[cluster]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterFile {
+    pub lease_ttl_secs: Option<u64>,
+}
+
+/// `[cluster]` → the lease TTL.
+pub fn lease_ttl(file: Option<ClusterFile>) -> Result<Duration> {
+    match file.and_then(|f| f.lease_ttl_secs) {
+        None => Ok(DEFAULT_LEASE_TTL),
+        Some(0) => bail!("[cluster] lease_ttl_secs must be greater than 0"),
+        Some(secs) => Ok(Duration::from_secs(secs)),
+    }
+}
+
+/// The running heartbeat of this node; [`Membership::leave`] removes it.
+pub struct Membership {
+    store: Store,
+    id: String,
+    stop: CancellationToken,
+    beats: tokio::task::JoinHandle<()>,
+}
+
+impl Membership {
+    /// Registers this node and starts its heartbeat.
+    pub async fn join(store: Store, id: String, addr: String, ttl: Duration) -> Result<Self> {
+        let now = now_ms();
+        let node = NodeRow {
+            id: id.clone(),
+            name: host_name(),
+            addr,
+            started_at_ms: now,
+            heartbeat_at_ms: now,
+            lease_until_ms: now + ttl_ms(ttl),
+        };
+        store
+            .register_node(&node)
+            .await
+            .context("cannot register this node in the store")?;
+        let stop = CancellationToken::new();
+        let beats = tokio::spawn(heartbeat(store.clone(), node, ttl, stop.clone()));
+        Ok(Membership {
+            store,
+            id,
+            stop,
+            beats,
+        })
+    }
+
+    /// Stops the heartbeat and removes this node's row.
+    pub async fn leave(self) {
+        self.stop.cancel();
+        let _ = self.beats.await;
+        if let Err(e) = self.store.remove_node(&self.id).await {
+            tracing::warn!(error = %e, "cannot remove this node from the registry");
+        }
+    }
+}
+
+/// Renews the lease every third of its length (so two missed beats still hold it); a
+/// node whose row was removed registers again.
+async fn heartbeat(store: Store, node: NodeRow, ttl: Duration, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(ttl / 3);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let now = now_ms();
+        let until = now + ttl_ms(ttl);
+        let renewed = match store.renew_node_lease(&node.id, now, until).await {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                let again = NodeRow {
+                    heartbeat_at_ms: now,
+                    lease_until_ms: until,
+                    ..node.clone()
+                };
+                store.register_node(&again).await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = renewed {
+            tracing::warn!(error = %e, "cannot renew this node's lease; retrying");
+        }
+    }
+}
+
+fn ttl_ms(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2)
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+#[derive(Clone)]
+struct ClusterState {
+    store: Store,
+    node_id: String,
+    ttl: Duration,
+}
+
+/// `GET /api/v1/cluster` (behind the token).
+pub fn routes(store: Store, node_id: String, ttl: Duration) -> Router {
+    Router::new()
+        .route("/api/v1/cluster", get(cluster))
+        .with_state(ClusterState {
+            store,
+            node_id,
+            ttl,
+        })
+}
+
+/// The nodes serving this store and their leases.
+#[utoipa::path(
+    get,
+    path = "/api/v1/cluster",
+    tag = "meta",
+    responses((status = 200, description = "The nodes and their leases", body = ClusterView)),
+    security(("bearer" = []))
+)]
+async fn cluster(
+    State(s): State<ClusterState>,
+) -> Result<Json<ClusterView>, tether_server::ApiError> {
+    let now = now_ms();
+    let nodes = s.store.nodes().await.map_err(|e| {
+        tether_server::ApiError::new(tether_proto::ErrorCode::Internal, e.to_string())
+    })?;
+    Ok(Json(ClusterView {
+        node_id: s.node_id.clone(),
+        store: s.store.backend_name().to_owned(),
+        lease_ttl_ms: u64::try_from(s.ttl.as_millis()).unwrap_or(u64::MAX),
+        nodes: nodes
+            .into_iter()
+            .map(|n| NodeView {
+                alive: n.alive(now),
+                this_node: n.id == s.node_id,
+                id: n.id,
+                name: n.name,
+                addr: n.addr,
+                started_at_ms: n.started_at_ms,
+                heartbeat_at_ms: n.heartbeat_at_ms,
+                lease_until_ms: n.lease_until_ms,
+            })
+            .collect(),
+    }))
+}
+
+/// `doctor`'s view of the nodes, as the running daemon at `base` lists them.
+pub async fn doctor_report(base: &str, token: &str) -> String {
+    let listed = async {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()
+            .ok()?;
+        let resp = client
+            .get(format!("{base}/api/v1/cluster"))
+            .bearer_auth(token)
+            .send()
+            .await
+            .ok()?;
+        resp.json::<ClusterView>().await.ok()
+    };
+    let Some(view) = listed.await else {
+        return "\ncluster:\n  daemon did not answer /api/v1/cluster\n".to_owned();
+    };
+    let now = now_ms();
+    let mut out = format!(
+        "\ncluster ({} store, lease {} ms):\n",
+        view.store, view.lease_ttl_ms
+    );
+    for n in &view.nodes {
+        let state = if n.alive {
+            format!("up, lease {} ms left", n.lease_until_ms - now)
+        } else {
+            format!("gone {} s ago", (now - n.lease_until_ms) / 1000)
+        };
+        let this = if n.this_node { " (this daemon)" } else { "" };
+        out.push_str(&format!(
+            "  {} {} at {}: {state}{this}\n",
+            n.id, n.name, n.addr
+        ));
+    }
+    out
+}
+
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(cluster), components(schemas(ClusterView, NodeView)))]
+struct ClusterDoc;
+
+/// The route's part of the OpenAPI document.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    use utoipa::OpenApi as _;
+    ClusterDoc::openapi()
+}

@@ -1,0 +1,127 @@
+//! End to end: the node registry (issue 12). Two `tether serve` on one PostgreSQL
+//! database register as two nodes with leases; each lists both in `GET /api/v1/cluster`
+//! (itself marked), a SIGKILLed node is gone once its lease runs out while the other
+//! keeps renewing, and `tether doctor` shows the nodes. A lone daemon (SQLite by default)
+//! is the only node.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use serde_json::Value;
+use tether_testkit::postgres::TestDatabase;
+use tether_testkit::{Daemon, DaemonOptions, bin_path, within};
+
+fn options(url: &str) -> DaemonOptions {
+    DaemonOptions {
+        env: vec![("TETHER_DATABASE_URL".to_string(), url.to_string())],
+        extra_config: "\n[cluster]\nlease_ttl_secs = 2\n".to_string(),
+        ..DaemonOptions::default()
+    }
+}
+
+fn nodes(view: &Value) -> Vec<Value> {
+    view["nodes"].as_array().unwrap().clone()
+}
+
+/// Polls `GET /api/v1/cluster` on `d` until `done` holds (or the test's limit).
+async fn wait_cluster(d: &Daemon, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    within(what, async {
+        loop {
+            let view = d.get_ok("/api/v1/cluster").await;
+            if done(&view) {
+                return view;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn nodes_on_one_database_see_each_other_and_a_killed_one_goes_when_its_lease_ends() {
+    let db = tokio::time::timeout(Duration::from_secs(120), TestDatabase::create())
+        .await
+        .expect("timed out creating a test database")
+        .unwrap();
+    let a = Daemon::start(options(&db.url)).await;
+    let mut b = Daemon::start(options(&db.url)).await;
+
+    let both_up = |v: &Value| {
+        let n = nodes(v);
+        n.len() == 2 && n.iter().all(|n| n["alive"] == true)
+    };
+    let from_a = wait_cluster(&a, "a sees both nodes", both_up).await;
+    let from_b = wait_cluster(&b, "b sees both nodes", both_up).await;
+    assert_eq!(from_a["store"], "postgres");
+    assert_eq!(from_a["lease_ttl_ms"], 2000);
+    let a_id = from_a["node_id"].as_str().unwrap().to_string();
+    let b_id = from_b["node_id"].as_str().unwrap().to_string();
+    assert_ne!(a_id, b_id);
+    for (view, me) in [(&from_a, &a_id), (&from_b, &b_id)] {
+        for n in nodes(view) {
+            assert_eq!(n["this_node"], n["id"] == me.as_str(), "{view}");
+            assert!(n["addr"].as_str().unwrap().starts_with("127.0.0.1:"));
+        }
+    }
+
+    // b dies without a goodbye: a sees its lease run out, and keeps its own.
+    b.kill9().await;
+    let after = wait_cluster(&a, "b's lease runs out", |v| {
+        nodes(v)
+            .iter()
+            .any(|n| n["id"] == b_id.as_str() && n["alive"] == false)
+    })
+    .await;
+    let mine = nodes(&after)
+        .into_iter()
+        .find(|n| n["id"] == a_id.as_str())
+        .unwrap();
+    assert_eq!(mine["alive"], true, "{after}");
+    // Still alive more than a lease later: a renews.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let later = a.get_ok("/api/v1/cluster").await;
+    let mine = nodes(&later)
+        .into_iter()
+        .find(|n| n["id"] == a_id.as_str())
+        .unwrap();
+    assert_eq!(mine["alive"], true, "{later}");
+
+    // doctor lists the nodes the running daemon sees.
+    let out = within(
+        "tether doctor",
+        tokio::process::Command::new(bin_path("tether"))
+            .arg("--config")
+            .arg(a.home.path().join("tether.toml"))
+            .arg("doctor")
+            .env("TETHER_DATABASE_URL", &db.url)
+            .env_remove("TETHER_HOME")
+            .output(),
+    )
+    .await
+    .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("cluster (postgres store"), "{report}");
+    assert!(
+        report
+            .lines()
+            .any(|l| l.contains(&a_id) && l.contains("up") && l.contains("(this daemon)")),
+        "{report}"
+    );
+    assert!(
+        report
+            .lines()
+            .any(|l| l.contains(&b_id) && l.contains("gone")),
+        "{report}"
+    );
+}
+
+#[tokio::test]
+async fn a_lone_daemon_is_the_only_node() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let view = d.get_ok("/api/v1/cluster").await;
+    let n = nodes(&view);
+    assert_eq!(n.len(), 1, "{view}");
+    assert_eq!(n[0]["this_node"], true);
+    assert_eq!(n[0]["alive"], true);
+    assert_eq!(n[0]["id"], view["node_id"]);
+}
