@@ -110,30 +110,3 @@ pub(crate) fn pairing_routes(
         .route("/api/v1/pairings/{code}/approve", post(approve))
         .with_state(PairingState { store, cores })
 }
-
-/// Reads a webhook body of at most `limit` bytes (the webhooks have a small limit of
-/// their own): 413 when `Content-Length` says it is larger (nothing is read) or the body
-/// grows past it, 400 when it cannot be read (the client stopped sending: the server's
-/// body time-out).
-pub(crate) async fn read_body(
-    headers: &axum::http::HeaderMap,
-    body: axum::body::Body,
-    limit: usize,
-) -> Result<axum::body::Bytes, StatusCode> {
-    let declared = headers
-        .get(axum::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return Err(StatusCode::PAYLOAD_TOO_LARGE);
-    }
-    let stream = http_body_util::Limited::new(body, limit);
-    match http_body_util::BodyExt::collect(stream).await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(StatusCode::PAYLOAD_TOO_LARGE),
-        Err(e) => {
-            tracing::info!("webhook body could not be read: {e}");
-            Err(StatusCode::BAD_REQUEST)
-        }
-    }
-}

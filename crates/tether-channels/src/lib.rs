@@ -22,6 +22,7 @@ pub mod slack;
 pub mod telegram;
 
 mod api;
+mod body;
 mod core;
 mod error;
 mod inbound_files;

@@ -113,7 +113,7 @@ pub(crate) async fn hook(
     else {
         return unauthorized("the signature is not 64 hex bytes");
     };
-    let body = match crate::api::read_body(&headers, body, MAX_BODY_BYTES).await {
+    let body = match crate::body::read_body(&headers, body, MAX_BODY_BYTES).await {
         Ok(b) => b,
         Err(status) => return status.into_response(),
     };

@@ -128,7 +128,7 @@ pub(crate) async fn hook(
     {
         return unauthorized(&why);
     }
-    let body = match crate::api::read_body(&headers, body, MAX_EVENT_BYTES).await {
+    let body = match crate::body::read_body(&headers, body, MAX_EVENT_BYTES).await {
         Ok(b) => b,
         Err(status) => return status.into_response(),
     };

@@ -105,7 +105,7 @@ pub(crate) async fn hook(
     let Some(sig) = header(&headers, "x-slack-signature").map(str::trim) else {
         return refuse(StatusCode::UNAUTHORIZED, "no signature");
     };
-    let body = match crate::api::read_body(&headers, body, MAX_BODY_BYTES).await {
+    let body = match crate::body::read_body(&headers, body, MAX_BODY_BYTES).await {
         Ok(b) => b,
         Err(status) => return status.into_response(),
     };

@@ -381,7 +381,7 @@ pub(crate) async fn hook(
         );
         return StatusCode::UNAUTHORIZED;
     }
-    let body = match crate::api::read_body(&headers, body, MAX_UPDATE_BYTES).await {
+    let body = match crate::body::read_body(&headers, body, MAX_UPDATE_BYTES).await {
         Ok(b) => b,
         Err(status) => return status,
     };
