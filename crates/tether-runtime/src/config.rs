@@ -35,6 +35,33 @@ pub struct RuntimeConfig {
     pub coalesce: CoalesceConfig,
     /// Size limits of attachments.
     pub attachments: crate::AttachmentLimits,
+    /// This node and the cluster it belongs to (issue 12).
+    pub cluster: ClusterConfig,
+}
+
+/// This node in a cluster of nodes sharing one PostgreSQL store (issue 12; on SQLite the
+/// cluster is this node alone).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// This node's id in the store's `nodes` and `owners` tables: stable across restarts
+    /// of the same data directory (`<data_dir>/node_id`).
+    pub node_id: String,
+    /// A node without a heartbeat for this long counts as gone; its conversations are
+    /// taken over.
+    pub lease_ttl: Duration,
+    /// Live conversations this node takes on before a new one goes to the least-loaded
+    /// node (0 = no limit).
+    pub max_live_per_node: usize,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            node_id: "local".to_string(),
+            lease_ttl: Duration::from_secs(10),
+            max_live_per_node: 0,
+        }
+    }
 }
 
 /// Coalesced writes: a session actor stores streamed agent events (message and thought

@@ -86,6 +86,7 @@ mod tests {
             delegation: crate::DelegationConfig::default(),
             coalesce: crate::CoalesceConfig::default(),
             attachments: crate::AttachmentLimits::default(),
+            cluster: crate::ClusterConfig::default(),
         }
     }
 

@@ -23,7 +23,7 @@ pub use api::Runtime;
 pub use attachments::prompt::ATTACHMENTS_DIR;
 pub use attachments::rules::{AttachmentError, AttachmentLimits, sanitize_name};
 pub use attachments::{AttachmentName, NewAttachment};
-pub use config::{CoalesceConfig, RuntimeConfig};
+pub use config::{ClusterConfig, CoalesceConfig, RuntimeConfig};
 pub use delegation::registry::{
     Caller, DelegationConfig, MAX_WAITS_PER_CALLER, MCP_SERVER_NAME, MCP_SOCKET_ENV, MCP_TOKEN_ENV,
     McpLaunch,

@@ -21,6 +21,7 @@ mod delegation_ledger;
 mod dispatch;
 mod feed;
 mod nodes;
+mod owners;
 mod pages;
 // Both backends include the same `sql/` files as their own modules, on purpose (the
 // SQL is written once, compiled once per backend).
@@ -48,6 +49,7 @@ pub use delegation::{
 pub use delegation_ledger::LedgerEntry;
 pub use feed::{Batch, Follower, Scope};
 pub use nodes::NodeRow;
+pub use owners::{Claim, OwnerRow};
 pub use pages::ListCursor;
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use rows::*;
@@ -110,6 +112,8 @@ pub(crate) struct Shared {
     pub(crate) feed: feed::Hub,
     /// Event batches waiting for a group commit (see `append`).
     pub(crate) appends: append::Appends,
+    /// The conversation epochs this node holds (see `owners`).
+    pub(crate) held: owners::Held,
 }
 
 impl Shared {
@@ -118,6 +122,7 @@ impl Shared {
             changes: tokio::sync::broadcast::channel(pages::CHANGES_BUFFER).0,
             feed: feed::Hub::default(),
             appends: append::Appends::default(),
+            held: owners::Held::default(),
         })
     }
 
@@ -190,6 +195,12 @@ impl Store {
             Backend::Sqlite(db) => db.shared(),
             Backend::Postgres(db) => db.shared(),
         }
+    }
+
+    /// The epoch this node holds for conversation `id` (what its last claim, take-over
+    /// or release through this store left; the database is the truth).
+    pub fn held_epoch(&self, id: &ConversationId) -> Option<i64> {
+        self.shared().held.get(id)
     }
 
     /// How appends were grouped so far (group commits taken, batches in them).

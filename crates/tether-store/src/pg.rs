@@ -51,6 +51,8 @@ mod events;
 mod feed;
 #[path = "sql/nodes.rs"]
 mod nodes;
+#[path = "sql/owners.rs"]
+mod owners;
 #[path = "sql/pages.rs"]
 mod pages;
 #[path = "sql/recovery.rs"]

@@ -41,3 +41,73 @@ async fn nodes_register_renew_and_go(b: Backend) {
 }
 
 contract!(nodes_register_renew_and_go);
+
+async fn owners_claim_fence_take_over_and_release(b: Backend) {
+    let (_d, store) = support::open(b).await;
+    let c = tether_proto::ConversationId::from("c-1");
+    store.register_node(&node("a", 1_000)).await.unwrap();
+    store.register_node(&node("bb", 1_000)).await.unwrap();
+    assert_eq!(store.conversation_owner(&c).await.unwrap(), None);
+
+    // The first claim wins with epoch 1; its node keeps it; another live node does not.
+    assert_eq!(
+        store.claim_conversation(&c, "a", 2_000).await.unwrap(),
+        Claim::Claimed { epoch: 1 }
+    );
+    assert_eq!(store.held_epoch(&c), Some(1));
+    assert_eq!(
+        store.claim_conversation(&c, "a", 2_500).await.unwrap(),
+        Claim::Held { epoch: 1 }
+    );
+    let Claim::Owned(o) = store.claim_conversation(&c, "bb", 3_000).await.unwrap() else {
+        panic!("a live owner keeps its conversation");
+    };
+    assert_eq!((o.node_id.as_str(), o.epoch), ("a", 1));
+    assert!(o.alive(3_000));
+    assert_eq!(store.owner_counts().await.unwrap(), vec![("a".into(), 1)]);
+    assert!(
+        store
+            .orphaned_conversations(3_000)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Once a's lease ended, its conversation is orphaned and the claim raises the epoch.
+    assert_eq!(store.orphaned_conversations(11_000).await.unwrap().len(), 1);
+    assert_eq!(
+        store.claim_conversation(&c, "bb", 11_000).await.unwrap(),
+        Claim::Claimed { epoch: 2 }
+    );
+    assert_eq!(store.owned_conversations("bb").await.unwrap().len(), 1);
+    assert!(store.owned_conversations("a").await.unwrap().is_empty());
+
+    // Take-over is compare-and-set on the epoch: of two survivors only one wins.
+    assert_eq!(
+        store
+            .take_over_conversation(&c, "a", 2, 12_000)
+            .await
+            .unwrap(),
+        Some(3)
+    );
+    assert_eq!(
+        store
+            .take_over_conversation(&c, "bb", 2, 12_000)
+            .await
+            .unwrap(),
+        None
+    );
+
+    // A release by a stale epoch does nothing; the owner's own release leaves no owner,
+    // and the next claim still raises the epoch (a stale epoch never comes back).
+    assert!(!store.release_conversation(&c, "a", 2).await.unwrap());
+    assert!(store.release_conversation(&c, "a", 3).await.unwrap());
+    assert_eq!(store.conversation_owner(&c).await.unwrap(), None);
+    assert_eq!(store.held_epoch(&c), None);
+    assert_eq!(
+        store.claim_conversation(&c, "bb", 13_000).await.unwrap(),
+        Claim::Claimed { epoch: 4 }
+    );
+}
+
+contract!(owners_claim_fence_take_over_and_release);

@@ -32,6 +32,12 @@ pub struct DaemonOptions {
     /// Put the data directory inside the workspace root (`work/.tether`) instead of
     /// beside it.
     pub data_dir_inside_workspace: bool,
+    /// Run on this PostgreSQL database instead of the daemon's own store (a cluster's
+    /// nodes share one; see [`crate::Cluster`]).
+    pub database_url: Option<String>,
+    /// The fake agents' state directory (their session files), instead of one in the
+    /// daemon's home: a shared agent home when nodes of a cluster share it.
+    pub fake_state_dir: Option<PathBuf>,
 }
 
 impl Default for DaemonOptions {
@@ -46,6 +52,8 @@ impl Default for DaemonOptions {
             log_filter: "info".to_string(),
             env: Vec::new(),
             data_dir_inside_workspace: false,
+            database_url: None,
+            fake_state_dir: None,
         }
     }
 }
@@ -81,7 +89,10 @@ impl Daemon {
         let home = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         let work = home.path().join("work");
         std::fs::create_dir_all(&work).unwrap_or_else(|e| panic!("mkdir: {e}"));
-        let state = home.path().join("fake-state");
+        let state = opts
+            .fake_state_dir
+            .clone()
+            .unwrap_or_else(|| home.path().join("fake-state"));
         let data_dir = if opts.data_dir_inside_workspace {
             work.join(".tether")
         } else {
@@ -113,6 +124,7 @@ impl Daemon {
         );
         // `TETHER_TEST_STORE=postgres` runs the daemon on a database of its own.
         let database = match crate::postgres::Backend::from_env() {
+            _ if opts.database_url.is_some() => None,
             crate::postgres::Backend::Sqlite => None,
             crate::postgres::Backend::Postgres => Some(
                 // Longer than `within`: without TETHER_TEST_DATABASE_URL this starts a
@@ -126,8 +138,12 @@ impl Daemon {
                 .unwrap_or_else(|e| panic!("test database: {e:#}")),
             ),
         };
-        let config = match &database {
-            Some(db) => format!("{config}\n[store]\nurl = {:?}\n", db.url),
+        let url = opts
+            .database_url
+            .clone()
+            .or_else(|| database.as_ref().map(|db| db.url.clone()));
+        let config = match url {
+            Some(url) => format!("{config}\n[store]\nurl = {url:?}\n"),
             None => config,
         };
         let config_path = home.path().join("tether.toml");
@@ -323,6 +339,31 @@ impl Daemon {
             }
             let _ = within("killed daemon exits", child.wait()).await;
         }
+    }
+
+    /// Pauses the daemon with SIGSTOP (it keeps its sockets and its agents, and does
+    /// nothing: a node that lost its lease without knowing it).
+    pub fn sigstop(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Resumes a daemon paused with [`Daemon::sigstop`].
+    pub fn sigcont(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        if let Some(pid) = self.pid() {
+            let _ = std::process::Command::new("kill")
+                .arg(sig)
+                .arg(pid.to_string())
+                .status();
+        }
+    }
+
+    /// Whether the daemon process runs (it was neither killed nor stopped by a test).
+    pub fn running(&self) -> bool {
+        self.child.is_some()
     }
 
     /// Starts the daemon again on the same home after [`Daemon::kill9`] (to change its

@@ -2,6 +2,7 @@
 //! running a real `tether serve` against the fake agent, an HTTP + SSE client.
 //! Dev-only: nothing in the product depends on it.
 
+mod cluster;
 mod daemon;
 pub mod fake_discord;
 mod fake_discord_gateway;
@@ -19,6 +20,7 @@ pub mod uploads;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use cluster::Cluster;
 pub use daemon::{Daemon, DaemonOptions};
 pub use mock_model::{Api, MockModel, RecordedRequest, Reply};
 pub use sse::{SseEvent, SseStream};

@@ -7,7 +7,8 @@
 //!
 //! ```toml
 //! [cluster]
-//! lease_ttl_secs = 10   # a node without a heartbeat for this long counts as gone
+//! lease_ttl_secs = 10       # a node without a heartbeat for this long counts as gone
+//! max_live_per_node = 0     # live conversations before new ones go elsewhere (0: no limit)
 //! ```
 
 use std::time::Duration;
@@ -28,15 +29,28 @@ pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
 #[serde(deny_unknown_fields)]
 pub struct ClusterFile {
     pub lease_ttl_secs: Option<u64>,
+    pub max_live_per_node: Option<usize>,
 }
 
-/// `[cluster]` → the lease TTL.
-pub fn lease_ttl(file: Option<ClusterFile>) -> Result<Duration> {
-    match file.and_then(|f| f.lease_ttl_secs) {
-        None => Ok(DEFAULT_LEASE_TTL),
+/// `[cluster]` as the daemon uses it (the node id comes from the data directory).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterSettings {
+    pub lease_ttl: Duration,
+    pub max_live_per_node: usize,
+}
+
+/// `[cluster]` → its settings.
+pub fn settings(file: Option<ClusterFile>) -> Result<ClusterSettings> {
+    let file = file.unwrap_or_default();
+    let lease_ttl = match file.lease_ttl_secs {
+        None => DEFAULT_LEASE_TTL,
         Some(0) => bail!("[cluster] lease_ttl_secs must be greater than 0"),
-        Some(secs) => Ok(Duration::from_secs(secs)),
-    }
+        Some(secs) => Duration::from_secs(secs),
+    };
+    Ok(ClusterSettings {
+        lease_ttl,
+        max_live_per_node: file.max_live_per_node.unwrap_or(0),
+    })
 }
 
 /// The running heartbeat of this node; [`Membership::leave`] removes it.

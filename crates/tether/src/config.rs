@@ -147,6 +147,8 @@ pub struct Settings {
     pub database_url: Option<String>,
     /// How long this node's lease in the node registry lasts without a heartbeat.
     pub lease_ttl: Duration,
+    /// `[cluster] max_live_per_node` (0: no limit).
+    pub max_live_per_node: usize,
 }
 
 impl Settings {
@@ -267,6 +269,7 @@ impl Settings {
         };
 
         let delegation = delegation_config(file.delegation.unwrap_or_default())?;
+        let cluster = crate::cluster::settings(file.cluster)?;
 
         Ok(Settings {
             config_path,
@@ -287,7 +290,8 @@ impl Settings {
             server: crate::config_server::resolve(file.server)?,
             attachments: attachment_limits(file.attachments.unwrap_or_default())?,
             database_url: crate::config_store::resolve(env("TETHER_DATABASE_URL"), file.store)?,
-            lease_ttl: crate::cluster::lease_ttl(file.cluster)?,
+            lease_ttl: cluster.lease_ttl,
+            max_live_per_node: cluster.max_live_per_node,
         })
     }
 
@@ -311,7 +315,8 @@ impl Settings {
         Ok(())
     }
 
-    pub fn runtime_config(&self) -> RuntimeConfig {
+    /// The runtime's configuration, for node `node_id` (see `datadir::node_id`).
+    pub fn runtime_config(&self, node_id: &str) -> RuntimeConfig {
         RuntimeConfig {
             agents: self.agents.clone(),
             default_agent: self.default_agent.clone(),
@@ -326,6 +331,11 @@ impl Settings {
             delegation: self.delegation.clone(),
             coalesce: tether_runtime::CoalesceConfig::default(),
             attachments: self.attachments,
+            cluster: tether_runtime::ClusterConfig {
+                node_id: node_id.to_owned(),
+                lease_ttl: self.lease_ttl,
+                max_live_per_node: self.max_live_per_node,
+            },
         }
     }
 }

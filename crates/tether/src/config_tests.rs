@@ -95,7 +95,7 @@ fn full_config_is_read() {
     );
     assert_eq!(codex.args, ["app-server"]);
 
-    let rc = s.runtime_config();
+    let rc = s.runtime_config("n1");
     assert_eq!(rc.default_agent, "fake");
     assert_eq!(rc.queue_cap, 4);
     assert_eq!(rc.agents.len(), 4);
@@ -298,7 +298,7 @@ fn attachment_limits_default_to_the_platforms_and_can_be_set() {
     .unwrap();
     assert_eq!(s.attachments.max_file_bytes, 5 * 1024 * 1024);
     assert_eq!(
-        s.runtime_config().attachments.max_message_bytes,
+        s.runtime_config("n1").attachments.max_message_bytes,
         8 * 1024 * 1024
     );
     assert!(resolve("[attachments]\nmax_file_mb = 0\n", &home_env()).is_err());

@@ -170,6 +170,23 @@ pub fn process_alive(pid: u32) -> bool {
     }
 }
 
+/// This node's id in a cluster (issue 12): made once per data directory and kept in
+/// `<data_dir>/node_id`, so a restarted node knows the conversations it owned.
+pub fn node_id(data_dir: &Path) -> Result<String> {
+    let path = data_dir.join("node_id");
+    match fs::read_to_string(&path) {
+        Ok(id) if !id.trim().is_empty() => return Ok(id.trim().to_owned()),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+    let mut bytes = [0u8; 8];
+    rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut bytes);
+    let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    write_private(&path, id.as_bytes())?;
+    Ok(id)
+}
+
 /// A private file written in one step: a 0600 temp file renamed into place.
 pub fn write_private(path: &Path, contents: &[u8]) -> Result<()> {
     let dir = path

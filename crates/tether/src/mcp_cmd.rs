@@ -35,9 +35,10 @@ pub async fn run() -> Result<()> {
 /// instead of starting the companion (a wildcard address is reached on loopback).
 pub fn runtime_config(
     settings: &Settings,
+    node_id: &str,
     http: Option<std::net::SocketAddr>,
 ) -> (RuntimeConfig, Option<UnixListener>) {
-    let mut config = settings.runtime_config();
+    let mut config = settings.runtime_config(node_id);
     let path = tether_mcp::socket::socket_path(&settings.data_dir);
     let exe = std::env::current_exe().context("cannot locate the tether binary");
     let bound = tether_mcp::socket::bind(&path)

@@ -34,7 +34,10 @@ pub async fn run(settings: Settings) -> Result<()> {
         .context("cannot read the bound address")?;
 
     let store = datadir::open_configured_store(&settings).await?;
-    let (runtime_config, mcp_socket) = crate::mcp_cmd::runtime_config(&settings, Some(addr));
+    // Stable across restarts of this data directory: the node's id in the cluster.
+    let node_id = datadir::node_id(&settings.data_dir)?;
+    let (runtime_config, mcp_socket) =
+        crate::mcp_cmd::runtime_config(&settings, &node_id, Some(addr));
     let runtime = Runtime::start(runtime_config, store.clone())
         .await
         .context("cannot start the runtime")?;
@@ -48,10 +51,10 @@ pub async fn run(settings: Settings) -> Result<()> {
         None => TokenSource::File,
     };
     let record = DaemonRecord::new(addr, token_source);
-    // This node in the store's node registry, under the daemon's instance id.
+    // This node in the store's node registry, under its stable id.
     let membership = crate::cluster::Membership::join(
         store.clone(),
-        record.instance_id.clone(),
+        node_id.clone(),
         addr.to_string(),
         settings.lease_ttl,
     )
@@ -61,7 +64,7 @@ pub async fn run(settings: Settings) -> Result<()> {
     let extra = tether_server::ExtraRoutes {
         protected: Some(channels.api_routes().merge(crate::cluster::routes(
             store.clone(),
-            record.instance_id.clone(),
+            node_id.clone(),
             settings.lease_ttl,
         ))),
         public: Some(channels.hook_routes()),

@@ -125,3 +125,27 @@ async fn a_lone_daemon_is_the_only_node() {
     assert_eq!(n[0]["alive"], true);
     assert_eq!(n[0]["id"], view["node_id"]);
 }
+
+#[tokio::test]
+async fn three_nodes_form_one_cluster_and_a_restarted_node_keeps_its_id() {
+    let mut cluster = tether_testkit::Cluster::start(
+        3,
+        DaemonOptions {
+            extra_config: "\n[cluster]\nlease_ttl_secs = 2\n".to_string(),
+            ..DaemonOptions::default()
+        },
+    )
+    .await;
+    let all_up = |v: &Value| {
+        let n = nodes(v);
+        n.len() == 3 && n.iter().all(|n| n["alive"] == true)
+    };
+    let view = wait_cluster(cluster.node(2), "the third node sees all three", all_up).await;
+    assert_eq!(view["store"], "postgres");
+    let first = cluster.node(0).get_ok("/api/v1/cluster").await["node_id"].clone();
+
+    // The node id lives in the data directory: a restart is the same node, not a fourth.
+    cluster.node_mut(0).restart().await;
+    let again = wait_cluster(cluster.node(0), "the restarted node is back", all_up).await;
+    assert_eq!(again["node_id"], first);
+}

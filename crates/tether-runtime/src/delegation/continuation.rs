@@ -254,6 +254,7 @@ mod tests {
             delegation: DelegationConfig::default(),
             coalesce: crate::CoalesceConfig::default(),
             attachments: crate::AttachmentLimits::default(),
+            cluster: crate::ClusterConfig::default(),
         };
         let rt = Runtime::start(config, store).await.unwrap();
         tokio::time::timeout(Duration::from_secs(10), async {

@@ -328,6 +328,7 @@ pub fn config(dir: &Path) -> RuntimeConfig {
         delegation: DelegationConfig::default(),
         coalesce: CoalesceConfig::default(),
         attachments: tether_runtime::AttachmentLimits::default(),
+        cluster: tether_runtime::ClusterConfig::default(),
     }
 }
 

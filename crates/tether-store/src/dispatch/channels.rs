@@ -310,4 +310,48 @@ forward! {
 
     /// Removes a node's row (it stopped).
     pub async fn remove_node(&self, id: &str) -> Result<()>;
+
+    // owners (issue 12; `sql/owners.rs`)
+    /// Claims conversation `id` for node `node_id` at `now_ms`: it becomes this node's
+    /// under a new epoch when it had no owner or its owner's lease ended; a node that owns
+    /// it already keeps its epoch; another live owner keeps it.
+    pub async fn claim_conversation(
+        &self,
+        id: &ConversationId,
+        node_id: &str,
+        now_ms: i64,
+    ) -> Result<Claim>;
+
+    /// Takes conversation `id` over for `node_id` if its epoch is still `from_epoch`
+    /// (failover, or a node restarting under its own id): the new epoch, or `None` when
+    /// someone claimed it in between.
+    pub async fn take_over_conversation(
+        &self,
+        id: &ConversationId,
+        node_id: &str,
+        from_epoch: i64,
+        now_ms: i64,
+    ) -> Result<Option<i64>>;
+
+    /// The owner of conversation `id`, if it has one (released: none).
+    pub async fn conversation_owner(&self, id: &ConversationId) -> Result<Option<OwnerRow>>;
+
+    /// The conversations node `node_id` owns.
+    pub async fn owned_conversations(&self, node_id: &str) -> Result<Vec<OwnerRow>>;
+
+    /// Conversations whose owner's lease ended before `now_ms` (or whose owner has no
+    /// row): what survivors take over.
+    pub async fn orphaned_conversations(&self, now_ms: i64) -> Result<Vec<OwnerRow>>;
+
+    /// How many conversations each node owns (nodes owning none are not listed).
+    pub async fn owner_counts(&self) -> Result<Vec<(String, i64)>>;
+
+    /// Gives conversation `id` up if `node_id` still owns it under `epoch`: `false` when
+    /// it was not. The row stays with no node, so the next claim still raises the epoch.
+    pub async fn release_conversation(
+        &self,
+        id: &ConversationId,
+        node_id: &str,
+        epoch: i64,
+    ) -> Result<bool>;
 }
