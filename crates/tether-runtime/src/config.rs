@@ -52,6 +52,9 @@ pub struct ClusterConfig {
     /// Live conversations this node takes on before a new one goes to the least-loaded
     /// node (0 = no limit).
     pub max_live_per_node: usize,
+    /// Where attachment files live when not in `<data_dir>/attachments`: a directory every
+    /// node of a cluster mounts, so a file uploaded to one node reaches an agent on another.
+    pub attachments_dir: Option<PathBuf>,
 }
 
 impl Default for ClusterConfig {
@@ -60,6 +63,7 @@ impl Default for ClusterConfig {
             node_id: "local".to_string(),
             lease_ttl: Duration::from_secs(10),
             max_live_per_node: 0,
+            attachments_dir: None,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! A tether cluster for tests (issue 12): several real `tether serve` nodes on one
 //! PostgreSQL database of their own, sharing one fake agent state directory (the shared
-//! agent home), each with its own data directory, token and address.
+//! agent home) and one workspace root (as nodes share a file system), each with its own
+//! data directory, token and address.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -14,14 +15,17 @@ pub struct Cluster {
     pub nodes: Vec<Daemon>,
     /// The fake agents' shared state directory.
     pub agent_home: PathBuf,
+    /// The shared workspace root (every node's default cwd).
+    pub work_dir: PathBuf,
     /// The shared database (kept for the cluster's life).
     pub database: TestDatabase,
     _home: tempfile::TempDir,
 }
 
 impl Cluster {
-    /// Starts `n` nodes with `opts` (its `database_url` and `fake_state_dir` are the
-    /// cluster's) one after the other, so each finds the schema migrated.
+    /// Starts `n` nodes with `opts` one after the other, so each finds the schema migrated.
+    /// Its `database_url` is the cluster's; `fake_state_dir` and `work_dir` are the
+    /// cluster's shared ones unless `opts` names its own.
     pub async fn start(n: usize, opts: DaemonOptions) -> Cluster {
         let database = tokio::time::timeout(Duration::from_secs(120), TestDatabase::create())
             .await
@@ -29,12 +33,16 @@ impl Cluster {
             .unwrap_or_else(|e| panic!("cluster database: {e:#}"));
         let home = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         let agent_home = home.path().join("agent-home");
-        std::fs::create_dir_all(&agent_home).unwrap_or_else(|e| panic!("mkdir: {e}"));
+        let work_dir = home.path().join("work");
+        for dir in [&agent_home, &work_dir] {
+            std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("mkdir: {e}"));
+        }
         let mut nodes = Vec::with_capacity(n);
         for _ in 0..n {
             let node_opts = DaemonOptions {
                 database_url: Some(database.url.clone()),
-                fake_state_dir: Some(agent_home.clone()),
+                fake_state_dir: opts.fake_state_dir.clone().or(Some(agent_home.clone())),
+                work_dir: opts.work_dir.clone().or(Some(work_dir.clone())),
                 ..opts.clone()
             };
             nodes.push(Daemon::start(node_opts).await);
@@ -42,6 +50,7 @@ impl Cluster {
         Cluster {
             nodes,
             agent_home,
+            work_dir,
             database,
             _home: home,
         }

@@ -9,6 +9,7 @@
 //! [cluster]
 //! lease_ttl_secs = 10       # a node without a heartbeat for this long counts as gone
 //! max_live_per_node = 0     # live conversations before new ones go elsewhere (0: no limit)
+//! attachments_dir = "/shared/tether-attachments"  # attachment files, on storage every node mounts
 //! ```
 
 use std::time::Duration;
@@ -30,6 +31,7 @@ pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
 pub struct ClusterFile {
     pub lease_ttl_secs: Option<u64>,
     pub max_live_per_node: Option<usize>,
+    pub attachments_dir: Option<std::path::PathBuf>,
 }
 
 /// `[cluster]` as the daemon uses it (the node id comes from the data directory).
@@ -37,6 +39,8 @@ pub struct ClusterFile {
 pub struct ClusterSettings {
     pub lease_ttl: Duration,
     pub max_live_per_node: usize,
+    /// Attachment files outside the data directory (`None`: in it).
+    pub attachments_dir: Option<std::path::PathBuf>,
 }
 
 /// `[cluster]` → its settings.
@@ -47,9 +51,18 @@ pub fn settings(file: Option<ClusterFile>) -> Result<ClusterSettings> {
         Some(0) => bail!("[cluster] lease_ttl_secs must be greater than 0"),
         Some(secs) => Duration::from_secs(secs),
     };
+    if let Some(dir) = &file.attachments_dir
+        && !dir.is_absolute()
+    {
+        bail!(
+            "[cluster] attachments_dir must be an absolute path (got {})",
+            dir.display()
+        );
+    }
     Ok(ClusterSettings {
         lease_ttl,
         max_live_per_node: file.max_live_per_node.unwrap_or(0),
+        attachments_dir: file.attachments_dir,
     })
 }
 

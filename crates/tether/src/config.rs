@@ -149,6 +149,8 @@ pub struct Settings {
     pub lease_ttl: Duration,
     /// `[cluster] max_live_per_node` (0: no limit).
     pub max_live_per_node: usize,
+    /// `[cluster] attachments_dir`: attachment files on storage the nodes share.
+    pub attachments_dir: Option<PathBuf>,
 }
 
 impl Settings {
@@ -292,6 +294,7 @@ impl Settings {
             database_url: crate::config_store::resolve(env("TETHER_DATABASE_URL"), file.store)?,
             lease_ttl: cluster.lease_ttl,
             max_live_per_node: cluster.max_live_per_node,
+            attachments_dir: cluster.attachments_dir,
         })
     }
 
@@ -335,6 +338,7 @@ impl Settings {
                 node_id: node_id.to_owned(),
                 lease_ttl: self.lease_ttl,
                 max_live_per_node: self.max_live_per_node,
+                attachments_dir: self.attachments_dir.clone(),
             },
         }
     }

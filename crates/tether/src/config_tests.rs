@@ -305,3 +305,35 @@ fn attachment_limits_default_to_the_platforms_and_can_be_set() {
     assert!(resolve("[attachments]\nmax_file_mb = 5000\n", &home_env()).is_err());
     assert!(resolve("[attachments]\nmax_mb = 5\n", &home_env()).is_err());
 }
+
+#[test]
+fn cluster_settings_are_read_and_checked() {
+    let s = resolve("", &home_env()).unwrap();
+    let rc = s.runtime_config("n1");
+    assert_eq!(rc.cluster.node_id, "n1");
+    assert_eq!(rc.cluster.lease_ttl, Duration::from_secs(10));
+    assert_eq!(rc.cluster.max_live_per_node, 0);
+    assert_eq!(rc.cluster.attachments_dir, None);
+
+    let s = resolve(
+        "[cluster]\nlease_ttl_secs = 3\nmax_live_per_node = 40\nattachments_dir = \"/srv/shared/att\"\n",
+        &home_env(),
+    )
+    .unwrap();
+    let rc = s.runtime_config("n2");
+    assert_eq!(rc.cluster.lease_ttl, Duration::from_secs(3));
+    assert_eq!(rc.cluster.max_live_per_node, 40);
+    assert_eq!(
+        rc.cluster.attachments_dir,
+        Some(PathBuf::from("/srv/shared/att"))
+    );
+
+    let err = resolve("[cluster]\nattachments_dir = \"rel/dir\"\n", &home_env()).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("attachments_dir must be an absolute path"),
+        "{err}"
+    );
+    let err = resolve("[cluster]\nlease_ttl_secs = 0\n", &home_env()).unwrap_err();
+    assert!(err.to_string().contains("lease_ttl_secs"), "{err}");
+}

@@ -149,3 +149,57 @@ async fn three_nodes_form_one_cluster_and_a_restarted_node_keeps_its_id() {
     let again = wait_cluster(cluster.node(0), "the restarted node is back", all_up).await;
     assert_eq!(again["node_id"], first);
 }
+
+#[tokio::test]
+async fn a_file_uploaded_to_one_node_reaches_the_agent_through_another() {
+    let shared = tempfile::tempdir().unwrap();
+    let cluster = tether_testkit::Cluster::start(
+        2,
+        DaemonOptions {
+            extra_config: format!(
+                "\n[cluster]\nlease_ttl_secs = 2\nattachments_dir = {:?}\n",
+                shared.path().display().to_string()
+            ),
+            ..DaemonOptions::default()
+        },
+    )
+    .await;
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    let c = a.new_conversation(None).await;
+    let log = b"error: node b reads this\n";
+    let ids = a
+        .upload_ok(
+            &c,
+            &[tether_testkit::uploads::Part {
+                name: "app.log",
+                content_type: Some("text/plain"),
+                bytes: log,
+            }],
+        )
+        .await;
+
+    // The message goes to the other node; the file is in the shared directory.
+    let (status, out) = b
+        .post(
+            &format!("/api/v1/conversations/{c}/messages"),
+            serde_json::json!({ "text": "read it", "attachments": ids }),
+        )
+        .await;
+    assert_eq!(status, 200, "{out}");
+    let turn = b
+        .wait_turn(
+            out["session_id"].as_str().unwrap(),
+            out["turn_id"].as_str().unwrap(),
+        )
+        .await;
+    assert_eq!(turn["status"], "completed", "{turn}");
+    let dir = cluster.work_dir.join(".tether/attachments");
+    let copied: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert_eq!(copied.len(), 1, "{copied:?}");
+    assert_eq!(std::fs::read(copied[0].path()).unwrap(), log);
+    // And it is downloadable from either node.
+    let (status, _, bytes) = b
+        .get_bytes(&format!("/api/v1/attachments/{}", ids[0]))
+        .await;
+    assert_eq!((status, bytes.as_slice()), (200, &log[..]));
+}

@@ -1,4 +1,5 @@
-//! The content-addressed blob store: `<data_dir>/attachments/<2 hex>/<sha256>`, each
+//! The content-addressed blob store: `<data_dir>/attachments/<2 hex>/<sha256>` (or in
+//! `[cluster] attachments_dir`), each
 //! content once. Written through a temporary file in the same file system and renamed,
 //! so a crash never leaves a half-written blob under a real name.
 
@@ -28,6 +29,15 @@ impl Blobs {
     pub fn new(data_dir: &Path) -> Blobs {
         Blobs {
             root: data_dir.join("attachments"),
+        }
+    }
+
+    /// The blobs of a runtime: in `[cluster] attachments_dir` (a directory the nodes of a
+    /// cluster share) when set, else in the data directory.
+    pub fn of(config: &crate::RuntimeConfig) -> Blobs {
+        match &config.cluster.attachments_dir {
+            Some(dir) => Blobs { root: dir.clone() },
+            None => Blobs::new(&config.data_dir),
         }
     }
 

@@ -40,7 +40,7 @@ impl Runtime {
     }
 
     pub(crate) fn blobs(&self) -> Blobs {
-        Blobs::new(&self.ctx().config.data_dir)
+        Blobs::of(&self.ctx().config)
     }
 
     /// Stores files for a later message of the conversation: checks every one (size,

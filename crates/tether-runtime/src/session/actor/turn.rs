@@ -82,7 +82,7 @@ impl Actor {
         let session = self.session.clone();
         self.task = Some(tokio::spawn(async move {
             let prepared = crate::attachments::prompt::prepare(
-                &crate::attachments::blobs::Blobs::new(&ctx.config.data_dir),
+                &crate::attachments::blobs::Blobs::of(&ctx.config),
                 std::path::Path::new(&session.cwd),
                 &input,
                 &attachments,
