@@ -302,8 +302,9 @@ async fn cluster_crash_loop_30_kills_over_three_nodes_loses_and_doubles_nothing(
                         "completed" | "interrupted" | "failed" | "cancelled"
                     ) {
                         let mut last = stuck.lock().unwrap();
-                        if *last != t.to_string() {
-                            *last = t.to_string();
+                        let now = t.to_string();
+                        if *last != now {
+                            *last = now;
                             eprintln!("cluster crash loop: waiting for {last}");
                         }
                         return None;
