@@ -63,6 +63,9 @@ mod rows;
 mod turns;
 #[path = "sql/view_parts.rs"]
 mod view_parts;
+// PostgreSQL only: the tail of other nodes' commits (see `crate::tail`).
+#[path = "pg_tail.rs"]
+mod tail;
 
 use conns::Conns;
 
@@ -72,6 +75,8 @@ pub(crate) struct Db {
     writer: Conns,
     reader: Conns,
     shared: Arc<Shared>,
+    /// For the tail's own connections (listener, notifier).
+    opts: PgConnectOptions,
 }
 
 impl Db {
@@ -87,6 +92,7 @@ impl Db {
             writer: Conns::from_connection(first),
             reader: Conns::open(&opts, 4).await?,
             shared,
+            opts,
         })
     }
 
