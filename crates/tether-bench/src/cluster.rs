@@ -82,10 +82,16 @@ impl Nodes {
             let home = Home::new()?;
             configs.push(write_config(home.path(), &spec)?);
             if i > 0 {
-                let shared = homes_first(&homes).join("fake-state");
+                let first = homes_first(&homes);
+                let shared = first.join("fake-state");
                 std::fs::create_dir_all(&shared).context("creating the agent home")?;
                 std::os::unix::fs::symlink(&shared, home.path().join("fake-state"))
                     .context("sharing the agent home")?;
+                // One workspace for all nodes (a conversation's cwd is valid on each).
+                let own = home.path().join("work").display().to_string();
+                let text = std::fs::read_to_string(&configs[i])?
+                    .replace(&own, &first.join("work").display().to_string());
+                std::fs::write(&configs[i], text).context("writing the config")?;
             }
             nodes.push(Some(BenchDaemon::launch(home.path(), &configs[i]).await?));
             homes.push(home);
@@ -323,6 +329,7 @@ pub async fn run(c: Counts) -> Result<Vec<Row>> {
     }
     let is_routed = routed(&nodes).await?;
     let not_cross = "not a cross-node figure on this build: a message sent to a non-owner ran there (needs ownership and routing)";
+    let not_failover = "not a failover on this build: the other node ran the message at once, without taking the conversation over (needs ownership and routing)";
     let (local, cross) = cross_node(&nodes, c.cross).await?;
     let over = cross.minus(local.p50());
     rows.push(Row::new(
@@ -355,7 +362,7 @@ pub async fn run(c: Counts) -> Result<Vec<Row>> {
             secs(fail.p50()),
             secs(fail.p99()),
             fail.len(),
-            if is_routed { String::new() } else { format!("; {not_cross}") }
+            if is_routed { String::new() } else { format!("; {not_failover}") }
         ),
         "p99 ≤ 10 s",
         if is_routed {

@@ -3,7 +3,10 @@
 //! **Order.** Events are published by the store itself, at commit, while the writer
 //! connection is still held ([`Store::commit_events`]). There is one writer, so publication
 //! order is commit order is `id` order, for every conversation: two sessions of one
-//! conversation can never be published out of order.
+//! conversation can never be published out of order. On PostgreSQL, events another node
+//! committed come from this node's tail of the store (`tail`), in `id` order per
+//! conversation (only its owner appends them); each topic keeps the id it was fed to
+//! and takes only newer ones, whichever way they come.
 //!
 //! **Fan-out.** The feed keeps one topic per *followed* conversation: a broadcast channel
 //! of [`Batch`]es (one commit's events of that conversation, shared behind an `Arc`). A

@@ -75,8 +75,9 @@ pub(crate) struct Db {
     writer: Conns,
     reader: Conns,
     shared: Arc<Shared>,
-    /// For the tail's own connections (listener, notifier).
-    opts: PgConnectOptions,
+    /// For the tail's own connections (listener, notifier); boxed, as it is large and
+    /// the SQLite side of `Store` is not.
+    opts: Arc<PgConnectOptions>,
 }
 
 impl Db {
@@ -92,7 +93,7 @@ impl Db {
             writer: Conns::from_connection(first),
             reader: Conns::open(&opts, 4).await?,
             shared,
-            opts,
+            opts: Arc::new(opts),
         })
     }
 

@@ -31,14 +31,14 @@ impl Db {
         let mut listener = None;
         if options.notify {
             if let Some(rx) = self.shared.outbound.open(origin()) {
-                tasks.push(tokio::spawn(notifier(self.opts.clone(), self.clone(), rx)));
+                tasks.push(tokio::spawn(notifier(self.clone(), rx)));
             }
             // A pool of one: sqlx's listener reconnects through it after a lost connection.
             let pool = PgPoolOptions::new()
                 .max_connections(1)
                 .max_lifetime(None)
                 .idle_timeout(None)
-                .connect_with(self.opts.clone())
+                .connect_with((*self.opts).clone())
                 .await?;
             let mut l = PgListener::connect_with(&pool).await?;
             l.listen(CHANNEL).await?;
@@ -211,11 +211,7 @@ fn origin() -> u64 {
 
 /// Sends what the commit path queued, merged per conversation, in one statement per
 /// wake-up, on a connection of its own (reconnecting after an error).
-async fn notifier(
-    opts: sqlx::postgres::PgConnectOptions,
-    db: Db,
-    mut rx: mpsc::UnboundedReceiver<Committed>,
-) {
+async fn notifier(db: Db, mut rx: mpsc::UnboundedReceiver<Committed>) {
     let origin = db.shared.outbound.origin();
     let mut conn: Option<PgConnection> = None;
     while let Some(first) = rx.recv().await {
@@ -245,7 +241,7 @@ async fn notifier(
             .collect();
         for chunk in payloads.chunks(NOTICES_PER_SEND) {
             if conn.is_none() {
-                conn = opts.connect().await.ok();
+                conn = db.opts.connect().await.ok();
             }
             let Some(c) = conn.as_mut() else {
                 tracing::debug!("tail: no connection to send notices on; the poll delivers");

@@ -9,7 +9,8 @@ use std::time::Duration;
 use tether_proto::*;
 use tether_store::*;
 
-#[macro_use]
+// PostgreSQL only: the contract macro (one test per backend) is not used here.
+#[allow(unused_macros)]
 mod support;
 use support::Backend;
 
@@ -79,7 +80,10 @@ fn texts(events: &[EventEnvelope]) -> Vec<String> {
         .collect()
 }
 
-async fn two_nodes(notify: bool, poll: Duration) -> (support::Guard, Store, Store, [TailHandle; 2]) {
+async fn two_nodes(
+    notify: bool,
+    poll: Duration,
+) -> (support::Guard, Store, Store, [TailHandle; 2]) {
     let (guard, a) = support::open(Backend::Postgres).await;
     let b = support::reopen(&guard).await;
     let options = TailOptions { poll, notify };

@@ -116,9 +116,7 @@ async fn a_turn_on_one_node_is_followed_live_on_the_others(notify: bool) {
     let live = within("C's stream delivers while the turn runs", on_c.next())
         .await
         .expect("C's stream ended");
-    let running = a
-        .get_ok(&format!("/api/v1/conversations/{conv}"))
-        .await;
+    let running = a.get_ok(&format!("/api/v1/conversations/{conv}")).await;
     assert_eq!(
         running["state"], "bound/running",
         "the first event reached C during the turn: {live:?}"
@@ -127,7 +125,10 @@ async fn a_turn_on_one_node_is_followed_live_on_the_others(notify: bool) {
         .wait_turn(&session, first["turn_id"].as_str().unwrap())
         .await;
     assert_eq!(turn["status"], "completed", "{turn}");
-    next_change(&mut list, &conv, |m| m["conversation"]["state"] == "bound/idle").await;
+    next_change(&mut list, &conv, |m| {
+        m["conversation"]["state"] == "bound/idle"
+    })
+    .await;
 
     let stored = stored_ids(a, &session).await;
     assert!(stored.len() > 60, "{} events", stored.len());
@@ -155,7 +156,10 @@ async fn a_turn_on_one_node_is_followed_live_on_the_others(notify: bool) {
         .copied()
         .filter(|id| id > stored.last().unwrap())
         .collect();
-    assert_eq!(ids_until(&mut on_c, *all.last().unwrap()).await, second_part);
+    assert_eq!(
+        ids_until(&mut on_c, *all.last().unwrap()).await,
+        second_part
+    );
 
     // What reached B and C came from A's commits through their tails.
     for (name, d) in [("b", b), ("c", c)] {
