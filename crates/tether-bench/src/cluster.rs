@@ -170,20 +170,41 @@ async fn turns_per_sec(nodes: &Nodes, c: &Counts) -> Result<(f64, usize)> {
 }
 
 /// Sequential turns of one conversation: messages to node 0, SSE on node 1 (node 0 when
-/// alone); the total of each.
-async fn turn_times(nodes: &Nodes, turns: usize) -> Result<Samples> {
+/// alone); the total of each, and with more than one node how much later each turn's end
+/// reached node 1's stream than a stream on node 0 (the tail's delay).
+async fn turn_times(nodes: &Nodes, turns: usize) -> Result<(Samples, Option<Samples>)> {
     let conv = nodes.node(0)?.new_conversation(None).await?;
     let mut sse = nodes.node(1)?.events(&conv).await?;
-    for i in 0..WARMUP {
-        turn_via(nodes.node(0)?, &conv, &mut sse, &format!("warm-up {i}")).await?;
-    }
+    let mut home = if nodes.len() > 1 {
+        Some(nodes.node(0)?.events(&conv).await?)
+    } else {
+        None
+    };
     let mut totals = Vec::with_capacity(turns);
-    for i in 0..turns {
+    let mut later = Vec::with_capacity(turns);
+    for i in 0..WARMUP + turns {
+        let text = format!("ping {i}");
         let t = Instant::now();
-        turn_via(nodes.node(0)?, &conv, &mut sse, &format!("ping {i}")).await?;
-        totals.push(t.elapsed());
+        let out = nodes.node(0)?.say(&conv, &text).await?;
+        let turn_id = str_field(&out, "turn_id")?;
+        let remote = async {
+            wait_turn_end(&mut sse, &turn_id).await?;
+            anyhow::Ok(Instant::now())
+        };
+        let local = async {
+            if let Some(h) = home.as_mut() {
+                wait_turn_end(h, &turn_id).await?;
+            }
+            anyhow::Ok(Instant::now())
+        };
+        let (remote, local) = tokio::join!(remote, local);
+        let (remote, local) = (remote?, local?);
+        if i >= WARMUP {
+            totals.push(remote - t);
+            later.push(remote.saturating_duration_since(local));
+        }
     }
-    Ok(Samples::new(totals))
+    Ok((Samples::new(totals), home.map(|_| Samples::new(later))))
 }
 
 /// The fake agent's own time per turn, driven over ACP without tether.
@@ -274,6 +295,7 @@ pub async fn run(c: Counts) -> Result<Vec<Row>> {
     let mut rates = Vec::new();
     let mut shares = Vec::new();
     let mut three = None;
+    let mut tail_delay = None;
     for (name, n, pg) in [
         ("SQLite", 1, false),
         ("PostgreSQL, 1 node", 1, true),
@@ -281,7 +303,10 @@ pub async fn run(c: Counts) -> Result<Vec<Row>> {
     ] {
         eprintln!("tether-bench: cluster: {name} ...");
         let nodes = Nodes::start(n, pg).await?;
-        let times = turn_times(&nodes, c.turns).await?;
+        let (times, later) = turn_times(&nodes, c.turns).await?;
+        if later.is_some() {
+            tail_delay = later;
+        }
         let (rate, done) = turns_per_sec(&nodes, &c).await?;
         let share = times.minus(agent);
         shares.push(format!(
@@ -321,6 +346,20 @@ pub async fn run(c: Counts) -> Result<Vec<Row>> {
             Verdict::Info,
         ),
     ];
+    if let Some(later) = &tail_delay {
+        rows.push(Row::new(
+            "C5",
+            "cluster: how much later a turn's end reaches an SSE stream on another node than one on the node that ran it (the tail: NOTIFY, then a read of the store)",
+            format!(
+                "p50 {} · p99 {} ({} turns)",
+                ms(later.p50()),
+                ms(later.p99()),
+                later.len()
+            ),
+            "—",
+            Verdict::Info,
+        ));
+    }
     let Some(mut nodes) = three else {
         return Ok(rows);
     };
