@@ -228,14 +228,20 @@ async fn agent_alone(turns: usize) -> Result<Duration> {
 }
 
 /// Whether a message sent to node 1 for a conversation node 0 runs went to node 0 (node
-/// 1's pool stays empty) rather than running on node 1.
+/// 1's pool gains no live session) rather than running on node 1.
 async fn routed(nodes: &Nodes) -> Result<bool> {
+    let live = async |i: usize| -> Result<u64> {
+        let pool = nodes.node(i)?.get("/api/v1/pool").await?;
+        pool["live"]
+            .as_u64()
+            .with_context(|| format!("no live count in {pool}"))
+    };
     let conv = nodes.node(0)?.new_conversation(None).await?;
     let mut sse = nodes.node(0)?.events(&conv).await?;
     turn_via(nodes.node(0)?, &conv, &mut sse, "owner first").await?;
+    let before = live(1).await?;
     turn_via(nodes.node(1)?, &conv, &mut sse, "then via another node").await?;
-    let pool = nodes.node(1)?.get("/api/v1/pool").await?;
-    Ok(pool["live"].as_u64() == Some(0))
+    Ok(live(1).await? == before)
 }
 
 /// Reply times of messages sent to the owner and to another node, alternating.
