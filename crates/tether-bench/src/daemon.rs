@@ -290,6 +290,12 @@ impl BenchDaemon {
         Ok(())
     }
 
+    /// SIGKILL (no goodbye: its agents die with it, its leases run out), then reaps it.
+    pub async fn kill9(mut self) -> Result<()> {
+        self.child.kill().await.context("killing tether serve")?;
+        Ok(())
+    }
+
     pub fn mem(&self) -> Result<Mem> {
         mem_of(self.pid)
     }

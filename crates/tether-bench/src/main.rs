@@ -12,6 +12,7 @@
 
 mod acp_client;
 mod browse;
+mod cluster;
 mod daemon;
 mod fanout;
 mod generate;
@@ -58,6 +59,9 @@ enum Figure {
     /// 10: live codex and gemini sessions within 4 GB of agent RSS, a process per
     /// session vs shared processes.
     Shared,
+    /// Issue 12: turns/s and tether's share of a turn on SQLite, PostgreSQL with one node
+    /// and three nodes; cross-node command latency; failover time.
+    Cluster,
 }
 
 #[derive(Debug, Parser)]
@@ -112,6 +116,21 @@ struct Args {
     /// Figure 10: live sessions of each agent (each way).
     #[arg(long, default_value_t = 20)]
     shared_sessions: usize,
+    /// Cluster: sequential turns for the share of a turn (each store setup).
+    #[arg(long, default_value_t = 200)]
+    cluster_turns: usize,
+    /// Cluster: conversations at once for turns/s.
+    #[arg(long, default_value_t = 30)]
+    cluster_conversations: usize,
+    /// Cluster: turns per conversation for turns/s.
+    #[arg(long, default_value_t = 20)]
+    cluster_per_conversation: usize,
+    /// Cluster: failovers (each SIGKILLs a node and waits out its lease, 10 s).
+    #[arg(long, default_value_t = 5)]
+    cluster_failovers: usize,
+    /// Cluster: messages each way (owner, another node) for the cross-node latency.
+    #[arg(long, default_value_t = 100)]
+    cluster_cross: usize,
     /// Do not run the workspace build (`cargo build --release`) first.
     #[arg(long)]
     no_build: bool,
@@ -163,6 +182,7 @@ async fn run(args: &Args) -> Vec<Row> {
         Figure::Fanout,
         Figure::Memory,
         Figure::Shared,
+        Figure::Cluster,
     ];
     let mut rows = Vec::new();
     for fig in all {
@@ -189,6 +209,16 @@ async fn run(args: &Args) -> Vec<Row> {
                 fanout::run(args.subscribers, args.fanout_events, args.fanout_rate).await
             }
             Figure::Shared => shared::run(args.shared_sessions).await,
+            Figure::Cluster => {
+                cluster::run(cluster::Counts {
+                    turns: args.cluster_turns,
+                    conversations: args.cluster_conversations,
+                    per_conversation: args.cluster_per_conversation,
+                    failovers: args.cluster_failovers,
+                    cross: args.cluster_cross,
+                })
+                .await
+            }
         };
         eprintln!("tether-bench: {fig:?} took {}", stats::secs(t.elapsed()));
         match result {

@@ -305,6 +305,13 @@ pub struct RuntimeFigures {
     /// share one transaction, so under load far fewer than `streamed_batches`.
     #[serde(default)]
     pub event_commits: u64,
+    /// Events other nodes committed that this node handed to its followers (PostgreSQL
+    /// clusters; 0 on SQLite).
+    #[serde(default)]
+    pub tailed_events: u64,
+    /// Commit notices received from other nodes (`LISTEN`; the poll delivers without).
+    #[serde(default)]
+    pub tail_notices: u64,
 }
 
 /// The live pool: agent processes kept between turns (`GET /api/v1/pool`).

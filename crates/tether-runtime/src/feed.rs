@@ -53,6 +53,13 @@ impl Runtime {
         self.ctx().store.followed_conversations()
     }
 
+    /// Other nodes' events handed to this node's followers, and the commit notices
+    /// received (`GET /api/v1/runtime`; see `tether_store::TailStats`).
+    pub fn tail_figures(&self) -> (u64, u64) {
+        let t = self.ctx().store.tail_stats();
+        (t.events_tailed, t.notices_received)
+    }
+
     /// Group commits of streamed batches so far (`GET /api/v1/runtime`).
     pub fn event_commits(&self) -> u64 {
         self.ctx().store.append_stats().commits

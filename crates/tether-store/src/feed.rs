@@ -3,7 +3,10 @@
 //! **Order.** Events are published by the store itself, at commit, while the writer
 //! connection is still held ([`Store::commit_events`]). There is one writer, so publication
 //! order is commit order is `id` order, for every conversation: two sessions of one
-//! conversation can never be published out of order.
+//! conversation can never be published out of order. On PostgreSQL, events another node
+//! committed come from this node's tail of the store (`tail`), in `id` order per
+//! conversation (only its owner appends them); each topic keeps the id it was fed to
+//! and takes only newer ones, whichever way they come.
 //!
 //! **Fan-out.** The feed keeps one topic per *followed* conversation: a broadcast channel
 //! of [`Batch`]es (one commit's events of that conversation, shared behind an `Arc`). A
@@ -78,26 +81,34 @@ impl Batch {
     }
 }
 
+/// One followed conversation's topic.
+struct Topic {
+    tx: broadcast::Sender<Arc<Batch>>,
+    /// The newest event id handed to the topic or covered by a follower's fill: what a
+    /// tail of other nodes' commits (`tail`) reads after. `None` until the first
+    /// follower's fill has read where the store ends (the tail waits for that: before,
+    /// it could skip events that fill does not read).
+    cursor: Option<i64>,
+}
+
 /// The topics of followed conversations.
 #[derive(Default)]
 pub(crate) struct Hub {
-    topics: Mutex<HashMap<ConversationId, broadcast::Sender<Arc<Batch>>>>,
+    topics: Mutex<HashMap<ConversationId, Topic>>,
 }
 
 impl Hub {
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<ConversationId, broadcast::Sender<Arc<Batch>>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ConversationId, Topic>> {
         self.topics.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn join(&self, conversation_id: &ConversationId) -> broadcast::Receiver<Arc<Batch>> {
         let mut topics = self.lock();
         match topics.get(conversation_id) {
-            Some(tx) => tx.subscribe(),
+            Some(topic) => topic.tx.subscribe(),
             None => {
                 let (tx, rx) = broadcast::channel(TOPIC_CAPACITY);
-                topics.insert(conversation_id.clone(), tx);
+                topics.insert(conversation_id.clone(), Topic { tx, cursor: None });
                 rx
             }
         }
@@ -108,15 +119,59 @@ impl Hub {
         let mut topics = self.lock();
         if topics
             .get(conversation_id)
-            .is_some_and(|tx| tx.receiver_count() == 0)
+            .is_some_and(|topic| topic.tx.receiver_count() == 0)
         {
             topics.remove(conversation_id);
+        }
+    }
+
+    /// A follower's fill reads the store up to `until`: from there on the topic must be
+    /// fed (by this node's commits, or by the tail of other nodes' commits).
+    fn cover(&self, conversation_id: &ConversationId, until: i64) {
+        if let Some(topic) = self.lock().get_mut(conversation_id) {
+            topic.cursor.get_or_insert(until);
         }
     }
 
     /// Conversations with a topic (for tests and figures).
     pub(crate) fn followed(&self) -> usize {
         self.lock().len()
+    }
+
+    /// Each followed conversation whose fill has begun, with the id its topic is fed to.
+    pub(crate) fn cursors(&self) -> Vec<(ConversationId, i64)> {
+        self.lock()
+            .iter()
+            .filter_map(|(id, topic)| topic.cursor.map(|c| (id.clone(), c)))
+            .collect()
+    }
+
+    /// The id conversation `id`'s topic is fed to (`None`: not followed, or its fill has
+    /// not begun).
+    pub(crate) fn cursor(&self, id: &ConversationId) -> Option<i64> {
+        self.lock().get(id).and_then(|topic| topic.cursor)
+    }
+
+    /// Hands events another node committed (read from the store, one conversation's, in
+    /// `id` order) to the conversation's followers: only those after the topic's cursor,
+    /// so an event reaches a topic once whichever way it came. Sent under the map's lock,
+    /// so two tails of one conversation cannot cross.
+    pub(crate) fn publish_remote(&self, id: &ConversationId, events: Vec<EventEnvelope>) -> usize {
+        let mut topics = self.lock();
+        let Some(topic) = topics.get_mut(id) else {
+            return 0;
+        };
+        let Some(cursor) = topic.cursor else {
+            return 0;
+        };
+        let fresh: Vec<EventEnvelope> = events.into_iter().filter(|e| e.id > cursor).collect();
+        let Some(last) = fresh.last().map(|e| e.id) else {
+            return 0;
+        };
+        topic.cursor = Some(last);
+        let n = fresh.len();
+        let _ = topic.tx.send(Arc::new(Batch::new(fresh)));
+        n
     }
 
     /// Hands committed events to their conversations' followers; returns the
@@ -127,7 +182,7 @@ impl Hub {
         let mut changed: Vec<ConversationId> = Vec::new();
         let mut sends = Vec::new();
         {
-            let topics = self.lock();
+            let mut topics = self.lock();
             let mut rest = events;
             while let Some(first) = rest.first() {
                 // A commit is nearly always one conversation's; split it where it changes.
@@ -143,8 +198,10 @@ impl Hub {
                 {
                     changed.push(conv.clone());
                 }
-                if let Some(tx) = topics.get(conv) {
-                    sends.push((tx.clone(), group));
+                if let Some(topic) = topics.get_mut(conv) {
+                    let last = group.last().map_or(0, |e| e.id);
+                    topic.cursor = Some(topic.cursor.map_or(last, |c| c.max(last)));
+                    sends.push((topic.tx.clone(), group));
                 }
             }
         }
@@ -227,6 +284,7 @@ impl Follower {
                     Some(until) => until,
                     None => {
                         let until = self.store.newest_event_id(&self.conversation_id).await?;
+                        self.store.shared().feed.cover(&self.conversation_id, until);
                         self.fill_until = Some(until);
                         until
                     }
@@ -339,6 +397,7 @@ impl Store {
         let mut f = self.follow(scope, 0).await?;
         // Joined first, so whatever commits after this read is in the channel.
         f.last = self.newest_event_id(&f.conversation_id).await?;
+        self.shared().feed.cover(&f.conversation_id, f.last);
         f.filling = false;
         Ok(f)
     }

@@ -32,6 +32,7 @@ mod rows;
 mod rules;
 #[allow(clippy::duplicate_mod)]
 mod sqlite;
+mod tail;
 mod view_parts;
 
 use std::path::{Path, PathBuf};
@@ -53,6 +54,7 @@ pub use owners::{Claim, OwnerRow};
 pub use pages::ListCursor;
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use rows::*;
+pub use tail::{TailHandle, TailOptions, TailStats};
 pub use view_parts::ViewParts;
 
 /// Errors from the store.
@@ -114,6 +116,8 @@ pub(crate) struct Shared {
     pub(crate) appends: append::Appends,
     /// The conversation epochs this node holds (see `owners`).
     pub(crate) held: owners::Held,
+    /// Notices of this node's commits for the other nodes (see `tail`).
+    pub(crate) outbound: tail::Outbound,
 }
 
 impl Shared {
@@ -123,11 +127,18 @@ impl Shared {
             feed: feed::Hub::default(),
             appends: append::Appends::default(),
             held: owners::Held::default(),
+            outbound: tail::Outbound::default(),
         })
     }
 
     /// Tells the followers that conversation `id` changed (after the write committed).
     pub(crate) fn changed(&self, id: &ConversationId) {
+        self.changed_here(id);
+        self.outbound.changed(id);
+    }
+
+    /// Tells this node's followers only (a change another node committed, see `tail`).
+    pub(crate) fn changed_here(&self, id: &ConversationId) {
         // No follower is not an error (and costs no copy of the id).
         if self.changes.receiver_count() > 0 {
             let _ = self.changes.send(id.clone());

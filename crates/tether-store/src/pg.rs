@@ -63,6 +63,9 @@ mod rows;
 mod turns;
 #[path = "sql/view_parts.rs"]
 mod view_parts;
+// PostgreSQL only: the tail of other nodes' commits (see `crate::tail`).
+#[path = "pg_tail.rs"]
+mod tail;
 
 use conns::Conns;
 
@@ -72,6 +75,9 @@ pub(crate) struct Db {
     writer: Conns,
     reader: Conns,
     shared: Arc<Shared>,
+    /// For the tail's own connections (listener, notifier); boxed, as it is large and
+    /// the SQLite side of `Store` is not.
+    opts: Arc<PgConnectOptions>,
 }
 
 impl Db {
@@ -87,6 +93,7 @@ impl Db {
             writer: Conns::from_connection(first),
             reader: Conns::open(&opts, 4).await?,
             shared,
+            opts: Arc::new(opts),
         })
     }
 

@@ -19,7 +19,7 @@ use axum::extract::State;
 use axum::{Json, Router, routing::get};
 use serde::Deserialize;
 use tether_proto::{ClusterView, NodeView};
-use tether_store::{NodeRow, Store, now_ms};
+use tether_store::{NodeRow, Store, TailHandle, TailOptions, now_ms};
 use tokio_util::sync::CancellationToken;
 
 /// The lease of a node that stops heart-beating (the default).
@@ -64,6 +64,22 @@ pub fn settings(file: Option<ClusterFile>) -> Result<ClusterSettings> {
         max_live_per_node: file.max_live_per_node.unwrap_or(0),
         attachments_dir: file.attachments_dir,
     })
+}
+
+/// Turns the commit notices off when set to `1` (tests: the poll alone must deliver).
+pub const NO_NOTIFY_ENV: &str = "TETHER_TEST_NO_NOTIFY";
+
+/// Starts following the other nodes' commits (events and list changes; see
+/// `tether_store::TailOptions`): `None` on SQLite, which is one node.
+pub async fn follow_other_nodes(store: &Store) -> Result<Option<TailHandle>> {
+    let options = TailOptions {
+        notify: std::env::var(NO_NOTIFY_ENV).as_deref() != Ok("1"),
+        ..TailOptions::default()
+    };
+    store
+        .start_tail(options)
+        .await
+        .context("cannot follow the other nodes' commits")
 }
 
 /// The running heartbeat of this node; [`Membership::leave`] removes it.

@@ -34,6 +34,8 @@ pub async fn run(settings: Settings) -> Result<()> {
         .context("cannot read the bound address")?;
 
     let store = datadir::open_configured_store(&settings).await?;
+    // Other nodes' commits reach this node's followers (PostgreSQL; none on SQLite).
+    let _tail = crate::cluster::follow_other_nodes(&store).await?;
     // Stable across restarts of this data directory: the node's id in the cluster.
     let node_id = datadir::node_id(&settings.data_dir)?;
     let (runtime_config, mcp_socket) =

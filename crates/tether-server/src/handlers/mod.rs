@@ -61,6 +61,7 @@ pub(crate) async fn pool(State(s): State<AppState>) -> Json<PoolStatus> {
 )]
 pub(crate) async fn runtime(State(s): State<AppState>) -> Json<RuntimeFigures> {
     let (streamed_events, streamed_batches) = s.runtime.streamed_figures();
+    let (tailed_events, tail_notices) = s.runtime.tail_figures();
     Json(RuntimeFigures {
         routing_locks: s.runtime.routing_locks(),
         streamed_events,
@@ -68,5 +69,7 @@ pub(crate) async fn runtime(State(s): State<AppState>) -> Json<RuntimeFigures> {
         actors: s.runtime.actors(),
         followed_conversations: s.runtime.followed_conversations(),
         event_commits: s.runtime.event_commits(),
+        tailed_events,
+        tail_notices,
     })
 }

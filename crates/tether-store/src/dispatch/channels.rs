@@ -311,28 +311,8 @@ forward! {
     /// Removes a node's row (it stopped).
     pub async fn remove_node(&self, id: &str) -> Result<()>;
 
-    // owners (issue 12; `sql/owners.rs`)
-    /// Claims conversation `id` for node `node_id` at `now_ms`: it becomes this node's
-    /// under a new epoch when it had no owner or its owner's lease ended; a node that owns
-    /// it already keeps its epoch; another live owner keeps it.
-    pub async fn claim_conversation(
-        &self,
-        id: &ConversationId,
-        node_id: &str,
-        now_ms: i64,
-    ) -> Result<Claim>;
-
-    /// Takes conversation `id` over for `node_id` if its epoch is still `from_epoch`
-    /// (failover, or a node restarting under its own id): the new epoch, or `None` when
-    /// someone claimed it in between.
-    pub async fn take_over_conversation(
-        &self,
-        id: &ConversationId,
-        node_id: &str,
-        from_epoch: i64,
-        now_ms: i64,
-    ) -> Result<Option<i64>>;
-
+    // owners (issue 12; `sql/owners.rs`; the claims are in `tail`: they sync the
+    // tail of other nodes' commits)
     /// The owner of conversation `id`, if it has one (released: none).
     pub async fn conversation_owner(&self, id: &ConversationId) -> Result<Option<OwnerRow>>;
 

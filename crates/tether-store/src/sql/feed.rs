@@ -83,6 +83,8 @@ impl Db {
         for id in changed {
             self.changed(&id);
         }
+        // For the other nodes' tails (PostgreSQL; on SQLite an empty look-up).
+        self.shared.outbound.events(events);
         Ok(())
     }
 }
