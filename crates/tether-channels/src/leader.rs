@@ -72,7 +72,10 @@ async fn hold(store: Store, node: ClusterNode, name: String, start: Start) {
         // Not confirmed for a whole lease (this process was paused, or the database was
         // out of reach): another node may lead by now, so stop before anything else runs.
         if term.is_some() && confirmed.elapsed() >= ttl {
-            tracing::warn!(lease = name, "leadership not confirmed for a lease; stopping");
+            tracing::warn!(
+                lease = name,
+                "leadership not confirmed for a lease; stopping"
+            );
             term = None;
         }
         match store.claim_leader(&name, &node.id, now_ms()).await {

@@ -192,7 +192,9 @@ impl Channels {
             let hook = discord::interaction_routes(core.clone(), discord.clone(), dc);
             let gateway = {
                 let core = core.clone();
-                Inbound::Led(Arc::new(move || discord::start(core.clone(), discord.clone())))
+                Inbound::Led(Arc::new(move || {
+                    discord::start(core.clone(), discord.clone())
+                }))
             };
             run_channel(&core, &node, gateway, &mut tasks, &mut hooks);
             if let Some(h) = hook {

@@ -23,8 +23,15 @@ const CLAIM_BATCH: u32 = 16;
 pub(crate) async fn run(core: SharedCore, node_id: String) {
     // Claims this node left in an earlier run (crash, restart, an earlier term as the
     // leader) are void: nothing of it is sending now.
-    if let Err(e) = core.store.release_outbox_claims(core.name(), &node_id).await {
-        tracing::warn!(channel = core.name(), "cannot drop earlier outbox claims: {e}");
+    if let Err(e) = core
+        .store
+        .release_outbox_claims(core.name(), &node_id)
+        .await
+    {
+        tracing::warn!(
+            channel = core.name(),
+            "cannot drop earlier outbox claims: {e}"
+        );
     }
     let claim_ms = i64::try_from(CLAIM_FOR.as_millis()).unwrap_or(i64::MAX / 2);
     loop {

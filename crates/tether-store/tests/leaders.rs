@@ -62,7 +62,10 @@ async fn leader_leases_are_claimed_held_taken_over_and_released(b: Backend) {
     };
     assert_eq!((row.node_id.as_str(), row.epoch), ("bb", 2));
     let all = store.leaders().await.unwrap();
-    let names: Vec<_> = all.iter().map(|l| (l.name.as_str(), l.node_id.as_str())).collect();
+    let names: Vec<_> = all
+        .iter()
+        .map(|l| (l.name.as_str(), l.node_id.as_str()))
+        .collect();
     assert_eq!(names, vec![(TELEGRAM, "bb"), ("sweeps", "bb")]);
     assert_eq!(all[0].lease_until_ms, Some(30_000));
 
@@ -110,45 +113,85 @@ async fn outbox_claims_give_each_row_to_one_sender_in_lane_order(b: Backend) {
     // Rows are enqueued at the wall clock's now: claim after it.
     let t = now_ms() + 1_000;
     let until = t + 100_000;
-    a.register_node(&node("a", t + 1_000_000_000)).await.unwrap();
-    a.register_node(&node("b", t + 5_000)).await.unwrap();
-    a.enqueue_outbox(&[item("x", "k1"), item("x", "k2"), item("x", "k3"), item("y", "k4")])
+    a.register_node(&node("a", t + 1_000_000_000))
         .await
         .unwrap();
+    a.register_node(&node("b", t + 5_000)).await.unwrap();
+    a.enqueue_outbox(&[
+        item("x", "k1"),
+        item("x", "k2"),
+        item("x", "k3"),
+        item("y", "k4"),
+    ])
+    .await
+    .unwrap();
 
     let first = a.claim_outbox("telegram", "a", t, until, 10).await.unwrap();
-    assert_eq!(keys(&first), vec!["k1", "k4"], "lane heads only, oldest first");
-    assert!(bb.claim_outbox("telegram", "b", t, until, 10).await.unwrap().is_empty());
+    assert_eq!(
+        keys(&first),
+        vec!["k1", "k4"],
+        "lane heads only, oldest first"
+    );
+    assert!(
+        bb.claim_outbox("telegram", "b", t, until, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     // A claimed head is due again when its claim runs out, at the latest.
     assert_eq!(bb.next_outbox_due("telegram").await.unwrap(), Some(until));
 
     // Marked sent: the claim ends with it, and the next row of the lane is the other
     // sender's; the first cannot get it too.
-    a.mark_outbox_sent(first[0].id, first[0].version, Some("m1")).await.unwrap();
-    let second = bb.claim_outbox("telegram", "b", t, until, 10).await.unwrap();
+    a.mark_outbox_sent(first[0].id, first[0].version, Some("m1"))
+        .await
+        .unwrap();
+    let second = bb
+        .claim_outbox("telegram", "b", t, until, 10)
+        .await
+        .unwrap();
     assert_eq!(keys(&second), vec!["k2"]);
-    assert!(a.claim_outbox("telegram", "a", t, until, 10).await.unwrap().is_empty());
+    assert!(
+        a.claim_outbox("telegram", "a", t, until, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     // b's node lease ends (it crashed mid-send): its claim ends with it.
     let later = t + 5_001;
-    let taken = a.claim_outbox("telegram", "a", later, until, 10).await.unwrap();
+    let taken = a
+        .claim_outbox("telegram", "a", later, until, 10)
+        .await
+        .unwrap();
     assert_eq!(keys(&taken), vec!["k2"]);
 
     // A live sender's claim ends at its deadline.
     let past = until + 1;
-    let expired = bb.claim_outbox("telegram", "b", past, past + 100_000, 10).await.unwrap();
+    let expired = bb
+        .claim_outbox("telegram", "b", past, past + 100_000, 10)
+        .await
+        .unwrap();
     assert_eq!(keys(&expired), vec!["k2", "k4"]);
 
     // A sender starting again drops the claims of its previous life.
     assert_eq!(bb.release_outbox_claims("telegram", "b").await.unwrap(), 2);
-    let again = a.claim_outbox("telegram", "a", past, past + 100_000, 1).await.unwrap();
+    let again = a
+        .claim_outbox("telegram", "a", past, past + 100_000, 1)
+        .await
+        .unwrap();
     assert_eq!(keys(&again), vec!["k2"], "the limit holds");
 
     // A retry and a give-up end the claim too.
     a.mark_outbox_retry(again[0].id, past, "429").await.unwrap();
-    let retried = bb.claim_outbox("telegram", "b", past, past + 100_000, 10).await.unwrap();
+    let retried = bb
+        .claim_outbox("telegram", "b", past, past + 100_000, 10)
+        .await
+        .unwrap();
     assert_eq!(keys(&retried), vec!["k2", "k4"]);
-    bb.mark_outbox_done(retried[1].id, OutboxStatus::Failed, "gone").await.unwrap();
+    bb.mark_outbox_done(retried[1].id, OutboxStatus::Failed, "gone")
+        .await
+        .unwrap();
 
     // A body replaced while it was being sent stays pending, unclaimed, for the new body.
     let k2 = &retried[0];
@@ -159,8 +202,13 @@ async fn outbox_claims_give_each_row_to_one_sender_in_lane_order(b: Backend) {
     }])
     .await
     .unwrap();
-    bb.mark_outbox_sent(k2.id, k2.version, Some("m2")).await.unwrap();
-    let newer = a.claim_outbox("telegram", "a", past, past + 100_000, 10).await.unwrap();
+    bb.mark_outbox_sent(k2.id, k2.version, Some("m2"))
+        .await
+        .unwrap();
+    let newer = a
+        .claim_outbox("telegram", "a", past, past + 100_000, 10)
+        .await
+        .unwrap();
     assert_eq!(keys(&newer), vec!["k2"]);
     assert_eq!(newer[0].body, "newer");
     assert_eq!(newer[0].status, OutboxStatus::Pending);
@@ -184,7 +232,10 @@ async fn two_senders_draining_together_send_every_row_once(b: Backend) {
         let mut idle = 0;
         while idle < 20 {
             let now = now_ms() + 1_000;
-            let got = store.claim_outbox("telegram", me, now, now + 600_000, 3).await.unwrap();
+            let got = store
+                .claim_outbox("telegram", me, now, now + 600_000, 3)
+                .await
+                .unwrap();
             if got.is_empty() {
                 idle += 1;
                 tokio::task::yield_now().await;
@@ -193,7 +244,10 @@ async fn two_senders_draining_together_send_every_row_once(b: Backend) {
             idle = 0;
             for r in got {
                 sent.push(r.dedupe_key.clone());
-                store.mark_outbox_sent(r.id, r.version, Some(me)).await.unwrap();
+                store
+                    .mark_outbox_sent(r.id, r.version, Some(me))
+                    .await
+                    .unwrap();
             }
         }
         sent

@@ -243,7 +243,11 @@ pub async fn doctor_report(base: &str, token: &str) -> String {
         ));
     }
     for l in &view.leaders {
-        let state = if l.alive { "" } else { " (gone: the next node takes it)" };
+        let state = if l.alive {
+            ""
+        } else {
+            " (gone: the next node takes it)"
+        };
         out.push_str(&format!("  {} led by {}{state}\n", l.name, l.node_id));
     }
     out

@@ -24,7 +24,12 @@ fn leader(row: &SqlRow) -> Result<LeaderRow> {
 
 impl Db {
     /// Claims the lease `name` for node `node_id` at `now_ms` (see [`LeaderClaim`]).
-    pub async fn claim_leader(&self, name: &str, node_id: &str, now_ms: i64) -> Result<LeaderClaim> {
+    pub async fn claim_leader(
+        &self,
+        name: &str,
+        node_id: &str,
+        now_ms: i64,
+    ) -> Result<LeaderClaim> {
         let claimed: Option<(i64,)> = sqlx::query_as(
             "INSERT INTO leaders (name, node_id, epoch, claimed_at) VALUES ($1, $2, 1, $3) \
              ON CONFLICT (name) DO UPDATE SET node_id = excluded.node_id, \
