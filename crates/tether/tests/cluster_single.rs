@@ -5,7 +5,9 @@
 //! reply once. SIGKILL of the polling node: another node takes the lease and polls within a
 //! few seconds, and a DM sent meanwhile is answered once (nothing lost, nothing doubled).
 //! A leader paused past its lease (SIGSTOP) is replaced, and once it runs again (SIGCONT)
-//! it stops polling instead of polling beside its successor.
+//! it stops polling instead of polling beside its successor. In webhook mode every node
+//! takes the webhook, and a reply written on a node that does not lead goes out once,
+//! through the leader's outbox.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -197,4 +199,58 @@ async fn a_paused_leader_is_replaced_and_stops_polling_when_it_wakes() {
         .cloned()
         .unwrap();
     assert!(lease["epoch"].as_i64().unwrap() >= 2, "{lease}");
+}
+
+#[tokio::test]
+async fn every_node_takes_telegram_webhooks_and_the_leader_sends_their_replies_once() {
+    let tg = FakeTelegram::start().await;
+    let webhook = "mode = \"webhook\"\nwebhook_secret = \"s3cret-token\"\n\
+                   webhook_url = \"https://bot.example.org/hooks/telegram\"\n";
+    let config = format!(
+        "{}\n[cluster]\nlease_ttl_secs = 2\n",
+        tg.config(&[ANN.0, BOB.0], webhook)
+    );
+    let cluster = Cluster::start(
+        2,
+        DaemonOptions {
+            extra_config: config,
+            ..DaemonOptions::default()
+        },
+    )
+    .await;
+    let lead = leader(cluster.node(0), None).await;
+    let i = index_of(&cluster, &lead).await;
+    let (leading, other) = (cluster.node(i), cluster.node(1 - i));
+    let post = |d: &Daemon, body: &Value| {
+        let req = d
+            .client
+            .post(d.url("/hooks/telegram"))
+            .header("X-Telegram-Bot-Api-Secret-Token", "s3cret-token")
+            .json(body);
+        async move {
+            within("webhook POST", req.send())
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+
+    // The node that does not lead takes the update; its answer goes out through the
+    // leader's outbox, once.
+    let status = tg.text_update(&private_chat(ANN.0), ANN, "/status");
+    assert_eq!(post(other, &status).await, 200);
+    tg.wait_shown(ANN.0, "queue:").await;
+    // Telegram delivers it again, this time to the leader: acknowledged, not handled twice.
+    assert_eq!(post(leading, &status).await, 200);
+    let again = tg.text_update(&private_chat(BOB.0), BOB, "/status");
+    assert_eq!(post(leading, &again).await, 200);
+    tg.wait_shown(BOB.0, "queue:").await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(tg.count_shown(ANN.0, "queue:"), 1);
+    assert_eq!(tg.count_shown(BOB.0, "queue:"), 1);
+    assert!(
+        tg.calls("getUpdates").is_empty(),
+        "no polling in webhook mode"
+    );
 }
