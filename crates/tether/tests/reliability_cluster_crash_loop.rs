@@ -7,6 +7,9 @@
 //! and it ended; every Telegram DM has exactly one turn, and its reply reached the chat
 //! once (a second send is excused only right before a kill: the Bot API has no
 //! idempotency key).
+//!
+//! A turn running on a killed node ends by the failover of the other nodes (or, before
+//! conversation ownership, by the killed node's start-up recovery when it restarts).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod reliability_util;
@@ -64,9 +67,6 @@ fn ended(status: &str) -> bool {
 }
 
 #[tokio::test]
-#[ignore = "needs the owner lane's failover (conversation ownership, take-over of a dead \
-            node's turns, start-up recovery scoped to this node): without it a turn running \
-            on a killed node stays running, and a restarted node interrupts the others' turns"]
 async fn a_cluster_killed_thirty_times_loses_and_doubles_nothing() {
     let kills = env_or("TETHER_CRASH_KILLS", 30) as usize;
     let seed = env_or("TETHER_CRASH_SEED", 12);
