@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tether_testkit::fake_telegram::{self, FakeTelegram, private_chat};
-use tether_testkit::{Cluster, Daemon, DaemonOptions, within};
+use tether_testkit::{Cluster, Daemon, DaemonOptions, bin_path, within};
 
 const ANN: (i64, &str) = (111, "Ann");
 const BOB: (i64, &str) = (222, "Bob");
@@ -252,5 +252,26 @@ async fn every_node_takes_telegram_webhooks_and_the_leader_sends_their_replies_o
     assert!(
         tg.calls("getUpdates").is_empty(),
         "no polling in webhook mode"
+    );
+
+    // doctor names the leader.
+    let out = within(
+        "tether doctor",
+        tokio::process::Command::new(bin_path("tether"))
+            .arg("--config")
+            .arg(other.home.path().join("tether.toml"))
+            .arg("doctor")
+            .env("TETHER_DATABASE_URL", &cluster.database.url)
+            .env_remove("TETHER_HOME")
+            .output(),
+    )
+    .await
+    .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        report
+            .lines()
+            .any(|l| l.contains(LEASE) && l.contains(&format!("led by {lead}"))),
+        "{report}"
     );
 }
