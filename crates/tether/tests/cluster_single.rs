@@ -7,7 +7,7 @@
 //! A leader paused past its lease (SIGSTOP) is replaced, and once it runs again (SIGCONT)
 //! it stops polling instead of polling beside its successor. In webhook mode every node
 //! takes the webhook, and a reply written on a node that does not lead goes out once,
-//! through the leader's outbox.
+//! through the leader's outbox. The same lease keeps Slack Socket Mode to one node.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -274,4 +274,64 @@ async fn every_node_takes_telegram_webhooks_and_the_leader_sends_their_replies_o
             .any(|l| l.contains(LEASE) && l.contains(&format!("led by {lead}"))),
         "{report}"
     );
+}
+
+/// The same lease keeps every channel's long-lived connection single: Slack Socket Mode
+/// is opened by one node, and by another once it dies.
+#[tokio::test]
+async fn one_node_holds_the_slack_socket_and_another_opens_it_when_it_dies() {
+    let sl = tether_testkit::fake_slack::FakeSlack::start().await;
+    let config = format!(
+        "{}\n[cluster]\nlease_ttl_secs = 2\n",
+        sl.config("socket", &["UALICE"], "")
+    );
+    let mut cluster = Cluster::start(
+        2,
+        DaemonOptions {
+            extra_config: config,
+            ..DaemonOptions::default()
+        },
+    )
+    .await;
+    let lease = "channel:slack";
+    let held = |view: &Value| {
+        view["leaders"].as_array().and_then(|all| {
+            all.iter()
+                .find(|l| l["name"] == lease && l["alive"] == true)
+                .map(|l| l["node_id"].as_str().unwrap().to_string())
+        })
+    };
+    let first = within("a node leads slack", async {
+        loop {
+            if let Some(id) = held(&cluster.node(1).get_ok("/api/v1/cluster").await) {
+                return id;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    sl.wait_connections(1).await;
+    // Both nodes run; a second connection would show within a claim interval or two.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(sl.connections(), 1, "one node holds the socket");
+    sl.push(
+        "events_api",
+        sl.message("D1", "UALICE", "one", "700.000001", None),
+    );
+    sl.wait_shown("D1", "echo: one").await;
+
+    let i = index_of(&cluster, &first).await;
+    cluster.node_mut(i).kill9().await;
+    sl.push(
+        "events_api",
+        sl.message("D2", "UALICE", "two", "700.000002", None),
+    );
+    sl.wait_connections(2).await;
+    sl.wait_shown("D2", "echo: two").await;
+    let next = held(&cluster.node(1 - i).get_ok("/api/v1/cluster").await);
+    assert!(next.is_some_and(|n| n != first));
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(sl.connections(), 2);
+    assert_eq!(sl.count_shown("D1", "echo: one"), 1);
+    assert_eq!(sl.count_shown("D2", "echo: two"), 1);
 }
