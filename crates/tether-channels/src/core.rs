@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tether_proto::ConversationId;
 use tether_runtime::Runtime;
@@ -93,6 +94,35 @@ impl Core {
         self.chats_changed.notify_one();
     }
 
+    /// Takes the store's chat mapping (chats mapped by other nodes' webhooks, or while
+    /// another node led); a known chat keeps the furthest cursor. Tells the pump when
+    /// the set of chats changed.
+    pub async fn reload_chats(&self) -> Result<(), ChannelError> {
+        let stored = self.store.channel_chats(self.name()).await?;
+        let changed = {
+            let mut chats = self.lock();
+            let mut fresh: HashMap<ConversationId, ChannelChat> = HashMap::new();
+            for mut c in stored {
+                if let Some(known) = chats.get(&c.conversation_id) {
+                    c.event_cursor = c.event_cursor.max(known.event_cursor);
+                }
+                fresh.insert(c.conversation_id.clone(), c);
+            }
+            let changed = fresh.len() != chats.len()
+                || fresh.iter().any(|(k, c)| {
+                    chats
+                        .get(k)
+                        .is_none_or(|old| old.chat_key != c.chat_key || old.address != c.address)
+                });
+            *chats = fresh;
+            changed
+        };
+        if changed {
+            self.chats_changed.notify_one();
+        }
+        Ok(())
+    }
+
     pub fn set_cursor(&self, conversation_id: &ConversationId, cursor: i64) {
         if let Some(c) = self.lock().get_mut(conversation_id) {
             c.event_cursor = c.event_cursor.max(cursor);
@@ -141,5 +171,22 @@ impl Core {
         self.store.enqueue_outbox(&[row]).await?;
         self.wake.notify_one();
         Ok(())
+    }
+}
+
+/// How often a channel's leader on a cluster looks for chats mapped on other nodes.
+const CHATS_REFRESH: Duration = Duration::from_secs(2);
+
+/// On a cluster, the leader's pump must follow chats that other nodes mapped (a webhook
+/// taken by any node, or a chat first seen while another node led): re-read the mapping
+/// at the start of every leadership term and then every [`CHATS_REFRESH`].
+pub(crate) async fn refresh_chats(core: SharedCore) {
+    let mut tick = tokio::time::interval(CHATS_REFRESH);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if let Err(e) = core.reload_chats().await {
+            tracing::warn!(channel = core.name(), "cannot re-read the chats: {e}");
+        }
     }
 }

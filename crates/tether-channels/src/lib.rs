@@ -27,6 +27,7 @@ mod core;
 mod error;
 mod inbound_files;
 mod lanes;
+mod leader;
 mod multipart;
 mod outbox;
 mod pump;
@@ -43,6 +44,7 @@ pub use config::{
     SlackMode, TelegramConfig, TelegramMode, Tuning,
 };
 pub use error::ChannelError;
+pub use leader::ClusterNode;
 
 use crate::core::{Core, SharedCore};
 
@@ -62,13 +64,16 @@ impl std::fmt::Debug for Channels {
 }
 
 impl Channels {
-    /// Starts every configured channel: its outbox dispatcher (resuming rows left by
-    /// an earlier run), its event pump (catching up from each chat's cursor) and its
-    /// inbound side (poller or webhook).
+    /// Starts every configured channel. On every node: its webhook route and the workers
+    /// behind it. On the channel's leader only (see `leader`): its long-lived connection
+    /// (poller, long connection, socket, gateway), its outbox dispatcher (resuming rows
+    /// left by an earlier run), its event pump (catching up from each chat's cursor) and
+    /// its sweep.
     pub async fn start(
         runtime: Runtime,
         store: Store,
         cfg: ChannelsConfig,
+        node: ClusterNode,
     ) -> Result<Channels, ChannelError> {
         let mut tasks = Vec::new();
         let mut hooks = axum::Router::new();
@@ -87,12 +92,19 @@ impl Channels {
                 format::utf16,
             )
             .await?;
-            tasks.extend(spawn_delivery(&core));
-            let started = telegram::start(core.clone(), tg, tc);
-            tasks.extend(started.tasks);
-            if let Some(h) = started.hook {
-                hooks = hooks.merge(h);
-            }
+            let inbound = match tc.mode {
+                TelegramMode::Polling => {
+                    let (core, tc) = (core.clone(), Arc::new(tc.clone()));
+                    Inbound::Led(Arc::new(move || {
+                        telegram::start(core.clone(), tg.clone(), &tc).tasks
+                    }))
+                }
+                TelegramMode::Webhook => {
+                    let started = telegram::start(core.clone(), tg, tc);
+                    Inbound::EveryNode(started.tasks, started.hook)
+                }
+            };
+            run_channel(&core, &node, inbound, &mut tasks, &mut hooks);
             cores.insert("telegram", core);
             tracing::info!(mode = ?tc.mode, "telegram channel started");
         }
@@ -110,12 +122,17 @@ impl Channels {
                 format::chars,
             )
             .await?;
-            tasks.extend(spawn_delivery(&core));
-            let started = feishu::start(core.clone(), fc);
-            tasks.extend(started.tasks);
-            if let Some(h) = started.hook {
-                hooks = hooks.merge(h);
-            }
+            let inbound = match fc.mode {
+                FeishuMode::LongConnection => {
+                    let (core, fc) = (core.clone(), Arc::new(fc.clone()));
+                    Inbound::Led(Arc::new(move || feishu::start(core.clone(), &fc).tasks))
+                }
+                FeishuMode::Webhook => {
+                    let started = feishu::start(core.clone(), fc);
+                    Inbound::EveryNode(started.tasks, started.hook)
+                }
+            };
+            run_channel(&core, &node, inbound, &mut tasks, &mut hooks);
             cores.insert("feishu", core);
             match fc.mode {
                 FeishuMode::Webhook => {
@@ -139,12 +156,19 @@ impl Channels {
                 slack::blocks::units,
             )
             .await?;
-            tasks.extend(spawn_delivery(&core));
-            let started = slack::start(core.clone(), sl, sc);
-            tasks.extend(started.tasks);
-            if let Some(h) = started.hook {
-                hooks = hooks.merge(h);
-            }
+            let inbound = match sc.mode {
+                SlackMode::Socket => {
+                    let (core, sc) = (core.clone(), Arc::new(sc.clone()));
+                    Inbound::Led(Arc::new(move || {
+                        slack::start(core.clone(), sl.clone(), &sc).tasks
+                    }))
+                }
+                SlackMode::Events => {
+                    let started = slack::start(core.clone(), sl, sc);
+                    Inbound::EveryNode(started.tasks, started.hook)
+                }
+            };
+            run_channel(&core, &node, inbound, &mut tasks, &mut hooks);
             cores.insert("slack", core);
             tracing::info!(mode = ?sc.mode, "slack channel started");
         }
@@ -163,10 +187,17 @@ impl Channels {
                 format::chars,
             )
             .await?;
-            tasks.extend(spawn_delivery(&core));
-            let started = discord::start(core.clone(), discord, dc);
-            tasks.extend(started.tasks);
-            if let Some(h) = started.hook {
+            // Messages always come over the Gateway (one per bot: the leader's); button
+            // presses in HTTP mode are webhooks every node takes.
+            let hook = discord::interaction_routes(core.clone(), discord.clone(), dc);
+            let gateway = {
+                let core = core.clone();
+                Inbound::Led(Arc::new(move || {
+                    discord::start(core.clone(), discord.clone())
+                }))
+            };
+            run_channel(&core, &node, gateway, &mut tasks, &mut hooks);
+            if let Some(h) = hook {
                 hooks = hooks.merge(h);
             }
             cores.insert("discord", core);
@@ -194,13 +225,57 @@ impl Channels {
     }
 }
 
-/// The outbox dispatcher, the event pump and the hourly clean-up of one channel.
-fn spawn_delivery(core: &SharedCore) -> Vec<tokio::task::JoinHandle<()>> {
-    vec![
-        tokio::spawn(outbox::run(core.clone())),
+/// Where a channel's inbound side runs.
+enum Inbound {
+    /// A connection the platform allows once per bot (polling, long connection, socket,
+    /// gateway): started on the channel's leader, again for each leadership term.
+    Led(leader::Start),
+    /// Webhooks (their route and the workers behind it): on every node.
+    EveryNode(Vec<tokio::task::JoinHandle<()>>, Option<axum::Router>),
+}
+
+/// Starts a channel's every-node part now and its leader's part under its lease.
+fn run_channel(
+    core: &SharedCore,
+    node: &ClusterNode,
+    inbound: Inbound,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+    hooks: &mut axum::Router,
+) {
+    let led_inbound = match inbound {
+        Inbound::Led(start) => Some(start),
+        Inbound::EveryNode(every, hook) => {
+            tasks.extend(every);
+            if let Some(h) = hook {
+                *hooks = std::mem::take(hooks).merge(h);
+            }
+            None
+        }
+    };
+    let (term_core, node_id) = (core.clone(), node.id.clone());
+    let term: leader::Start = Arc::new(move || {
+        let mut t = spawn_delivery(&term_core, &node_id);
+        if let Some(start) = &led_inbound {
+            t.extend(start());
+        }
+        t
+    });
+    let lease = format!("channel:{}", core.name());
+    tasks.push(leader::lead(core.store.clone(), node.clone(), lease, term));
+}
+
+/// The outbox dispatcher, the event pump and the hourly clean-up of one channel; on a
+/// cluster also the pick-up of chats mapped on other nodes (webhooks).
+fn spawn_delivery(core: &SharedCore, node_id: &str) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = vec![
+        tokio::spawn(outbox::run(core.clone(), node_id.to_owned())),
         tokio::spawn(pump::run(core.clone())),
         tokio::spawn(sweep::run(core.clone())),
-    ]
+    ];
+    if core.store.backend_name() != "sqlite" {
+        tasks.push(tokio::spawn(core::refresh_chats(core.clone())));
+    }
+    tasks
 }
 
 /// The OpenAPI paths the channels add: the pairing API and the webhooks.

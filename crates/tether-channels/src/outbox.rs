@@ -2,6 +2,8 @@
 //! (per-chat order), marks each sent with the platform's message id, and retries failures
 //! with exponential backoff (never sooner than the platform's `retry_after`). Rows
 //! survive restarts, so a dispatcher started later picks up where the last one stopped.
+//! Each row is claimed before it is sent (`claim_outbox`): with two dispatchers on two
+//! nodes, each row still goes out once.
 
 use std::time::Duration;
 
@@ -10,10 +12,35 @@ use tether_store::{OutboxRow, OutboxStatus, now_ms};
 use crate::channel::{Address, OutMessage, SendError};
 use crate::core::SharedCore;
 
-/// Runs until the task is aborted.
-pub(crate) async fn run(core: SharedCore) {
+/// How long a sender's claim on the rows it is about to send holds (a claim also ends
+/// with its node's lease, so this bounds only a live sender that hangs).
+const CLAIM_FOR: Duration = Duration::from_secs(300);
+/// Rows claimed at a time (sent one after the other).
+const CLAIM_BATCH: u32 = 16;
+
+/// Runs until the task is aborted. Rows are claimed for node `node_id` before they are
+/// sent, so a second sender on another node never sends the same row.
+pub(crate) async fn run(core: SharedCore, node_id: String) {
+    // Claims this node left in an earlier run (crash, restart, an earlier term as the
+    // leader) are void: nothing of it is sending now.
+    if let Err(e) = core
+        .store
+        .release_outbox_claims(core.name(), &node_id)
+        .await
+    {
+        tracing::warn!(
+            channel = core.name(),
+            "cannot drop earlier outbox claims: {e}"
+        );
+    }
+    let claim_ms = i64::try_from(CLAIM_FOR.as_millis()).unwrap_or(i64::MAX / 2);
     loop {
-        let delivered = match core.store.due_outbox(core.name(), now_ms(), 50).await {
+        let now = now_ms();
+        let claimed = core
+            .store
+            .claim_outbox(core.name(), &node_id, now, now + claim_ms, CLAIM_BATCH)
+            .await;
+        let delivered = match claimed {
             Ok(rows) => {
                 let n = rows.len();
                 for row in rows {

@@ -34,4 +34,22 @@ pub struct ClusterView {
     /// How long a lease lasts without a heartbeat.
     pub lease_ttl_ms: u64,
     pub nodes: Vec<NodeView>,
+    /// Work that runs once per cluster and the node doing it (issue 12).
+    #[serde(default)]
+    pub leaders: Vec<LeaderView>,
+}
+
+/// A leader lease: the work it names (`channel:telegram`: that channel's poller or long
+/// connection, pump, outbox and sweep) runs on `node_id`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LeaderView {
+    pub name: String,
+    /// The leading node (`""` once released).
+    pub node_id: String,
+    /// Rises with every change of leader.
+    pub epoch: i64,
+    pub claimed_at_ms: i64,
+    /// Whether the leader's node lease still holds (if not, the next node to look takes
+    /// the work over).
+    pub alive: bool,
 }

@@ -20,6 +20,7 @@ mod delegation;
 mod delegation_ledger;
 mod dispatch;
 mod feed;
+mod leaders;
 mod nodes;
 mod owners;
 mod pages;
@@ -49,6 +50,7 @@ pub use delegation::{
 };
 pub use delegation_ledger::LedgerEntry;
 pub use feed::{Batch, Follower, Scope};
+pub use leaders::{LeaderClaim, LeaderRow};
 pub use nodes::NodeRow;
 pub use owners::{Claim, OwnerRow};
 pub use pages::ListCursor;

@@ -19,6 +19,8 @@ pub(crate) type SqlConnectOptions = PgConnectOptions;
 
 /// The SQL that differs between the backends.
 pub(crate) mod dialect {
+    /// How an outbox claim picks its rows: Rows another node is claiming at the same moment are passed over (outbox claims).
+    pub const SKIP_LOCKED: &str = " FOR UPDATE SKIP LOCKED";
     /// The larger of two values.
     pub const GREATEST: &str = "GREATEST";
     /// Appends a history entry and touches its conversation's `updated_at`; returns the
@@ -49,8 +51,12 @@ mod delegation_ledger;
 mod events;
 #[path = "sql/feed.rs"]
 mod feed;
+#[path = "sql/leaders.rs"]
+mod leaders;
 #[path = "sql/nodes.rs"]
 mod nodes;
+#[path = "sql/outbox_claims.rs"]
+mod outbox_claims;
 #[path = "sql/owners.rs"]
 mod owners;
 #[path = "sql/pages.rs"]

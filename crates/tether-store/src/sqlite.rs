@@ -20,6 +20,8 @@ pub(crate) type SqlConnectOptions = SqliteConnectOptions;
 
 /// The SQL that differs between the backends.
 pub(crate) mod dialect {
+    /// How an outbox claim picks its rows: SQLite has one writer: a claim is one write transaction, nothing to skip.
+    pub const SKIP_LOCKED: &str = "";
     /// The larger of two values.
     pub const GREATEST: &str = "MAX";
     /// Appends a history entry and touches its conversation's `updated_at`; returns the
@@ -54,8 +56,12 @@ mod delegation_ledger;
 mod events;
 #[path = "sql/feed.rs"]
 mod feed;
+#[path = "sql/leaders.rs"]
+mod leaders;
 #[path = "sql/nodes.rs"]
 mod nodes;
+#[path = "sql/outbox_claims.rs"]
+mod outbox_claims;
 #[path = "sql/owners.rs"]
 mod owners;
 #[path = "sql/pages.rs"]

@@ -28,7 +28,10 @@ pub struct Call {
     pub body: Value,
     /// The HTTP status the fake answered with.
     pub status: u16,
+    /// When the answer went out.
     pub at: Instant,
+    /// When the call came in (a long poll waits in between).
+    pub started: Instant,
 }
 
 /// An injected failure.
@@ -183,6 +186,7 @@ async fn api(
         body,
         status: status.as_u16(),
         at: Instant::now(),
+        started: Instant::now(),
     });
     (status, reply)
 }
@@ -330,6 +334,7 @@ async fn send_file(
         body: json!({"chat_id": chat_id}),
         status: 200,
         at: Instant::now(),
+        started: Instant::now(),
     });
     ok(json!({"message_id": id, "date": 0, "chat": {"id": chat_id, "type": "private"}}))
 }
@@ -352,7 +357,8 @@ async fn download(
 async fn get_updates(inner: Arc<Mutex<Inner>>, body: Value) -> (StatusCode, Json<Value>) {
     let offset = body["offset"].as_i64().unwrap_or(0);
     let timeout = Duration::from_secs(body["timeout"].as_u64().unwrap_or(0).min(30));
-    let deadline = Instant::now() + timeout;
+    let started = Instant::now();
+    let deadline = started + timeout;
     loop {
         {
             let mut s = inner.lock().unwrap_or_else(|e| e.into_inner());
@@ -366,6 +372,7 @@ async fn get_updates(inner: Arc<Mutex<Inner>>, body: Value) -> (StatusCode, Json
                     body: body.clone(),
                     status: 200,
                     at: Instant::now(),
+                    started,
                 });
                 return ok(Value::Array(result));
             }
@@ -519,6 +526,27 @@ impl FakeTelegram {
     }
 
     /// Messages in a chat (all topics), in send order, as they look now.
+    /// How many answered `getUpdates` calls that came in after `since` overlapped an
+    /// earlier one (two pollers at once; Telegram itself refuses the second with 409).
+    pub fn overlapping_polls(&self, since: Instant) -> usize {
+        let mut polls: Vec<(Instant, Instant)> = self
+            .calls("getUpdates")
+            .iter()
+            .filter(|c| c.started >= since)
+            .map(|c| (c.started, c.at))
+            .collect();
+        polls.sort();
+        let mut busy_until: Option<Instant> = None;
+        let mut overlaps = 0;
+        for (start, end) in polls {
+            if busy_until.is_some_and(|b| start < b) {
+                overlaps += 1;
+            }
+            busy_until = Some(busy_until.map_or(end, |b| b.max(end)));
+        }
+        overlaps
+    }
+
     pub fn shown(&self, chat_id: i64) -> Vec<Shown> {
         self.lock()
             .shown

@@ -18,7 +18,7 @@ use anyhow::{Context, Result, bail};
 use axum::extract::State;
 use axum::{Json, Router, routing::get};
 use serde::Deserialize;
-use tether_proto::{ClusterView, NodeView};
+use tether_proto::{ClusterView, LeaderView, NodeView};
 use tether_store::{NodeRow, Store, TailHandle, TailOptions, now_ms};
 use tokio_util::sync::CancellationToken;
 
@@ -203,6 +203,9 @@ async fn cluster(
     let nodes = s.store.nodes().await.map_err(|e| {
         tether_server::ApiError::new(tether_proto::ErrorCode::Internal, e.to_string())
     })?;
+    let leaders = s.store.leaders().await.map_err(|e| {
+        tether_server::ApiError::new(tether_proto::ErrorCode::Internal, e.to_string())
+    })?;
     Ok(Json(ClusterView {
         node_id: s.node_id.clone(),
         store: s.store.backend_name().to_owned(),
@@ -218,6 +221,16 @@ async fn cluster(
                 started_at_ms: n.started_at_ms,
                 heartbeat_at_ms: n.heartbeat_at_ms,
                 lease_until_ms: n.lease_until_ms,
+            })
+            .collect(),
+        leaders: leaders
+            .into_iter()
+            .map(|l| LeaderView {
+                alive: l.alive(now),
+                name: l.name,
+                node_id: l.node_id,
+                epoch: l.epoch,
+                claimed_at_ms: l.claimed_at_ms,
             })
             .collect(),
     }))
@@ -258,11 +271,19 @@ pub async fn doctor_report(base: &str, token: &str) -> String {
             n.id, n.name, n.addr
         ));
     }
+    for l in &view.leaders {
+        let state = if l.alive {
+            ""
+        } else {
+            " (gone: the next node takes it)"
+        };
+        out.push_str(&format!("  {} led by {}{state}\n", l.name, l.node_id));
+    }
     out
 }
 
 #[derive(utoipa::OpenApi)]
-#[openapi(paths(cluster), components(schemas(ClusterView, NodeView)))]
+#[openapi(paths(cluster), components(schemas(ClusterView, NodeView, LeaderView)))]
 struct ClusterDoc;
 
 /// The route's part of the OpenAPI document.

@@ -44,16 +44,8 @@ pub async fn run(settings: Settings) -> Result<()> {
         .await
         .context("cannot start the runtime")?;
     let mcp_stop = crate::mcp_cmd::serve_socket(mcp_socket, &runtime);
-    let channels =
-        tether_channels::Channels::start(runtime.clone(), store.clone(), settings.channels.clone())
-            .await
-            .context("cannot start the channels")?;
-    let token_source = match settings.token_override {
-        Some(_) => TokenSource::Environment,
-        None => TokenSource::File,
-    };
-    let record = DaemonRecord::new(addr, token_source);
-    // This node in the store's node registry, under its stable id.
+    // This node in the store's node registry, under its stable id. Before the channels:
+    // their leader leases hold only while this node's lease does.
     let membership = crate::cluster::Membership::join(
         store.clone(),
         node_id.clone(),
@@ -61,6 +53,23 @@ pub async fn run(settings: Settings) -> Result<()> {
         settings.lease_ttl,
     )
     .await?;
+    let cluster_node = tether_channels::ClusterNode {
+        id: node_id.clone(),
+        lease_ttl: settings.lease_ttl,
+    };
+    let channels = tether_channels::Channels::start(
+        runtime.clone(),
+        store.clone(),
+        settings.channels.clone(),
+        cluster_node,
+    )
+    .await
+    .context("cannot start the channels")?;
+    let token_source = match settings.token_override {
+        Some(_) => TokenSource::Environment,
+        None => TokenSource::File,
+    };
+    let record = DaemonRecord::new(addr, token_source);
     let mut openapi = tether_channels::openapi();
     openapi.merge(crate::cluster::openapi());
     let extra = tether_server::ExtraRoutes {

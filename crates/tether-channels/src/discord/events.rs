@@ -22,7 +22,6 @@ use tokio::sync::mpsc;
 use super::Discord;
 use super::gateway::{self, Dispatch, Session};
 use crate::channel::SendError;
-use crate::config::{DiscordConfig, DiscordMode};
 use crate::core::SharedCore;
 use crate::inbound::{self, InChat, InFile, InKind, Inbound, Sender};
 
@@ -33,13 +32,8 @@ pub(crate) const ACTION_WAIT: Duration = Duration::from_millis(2500);
 /// Discord's error code: a thread was already started from this message.
 const THREAD_EXISTS: &str = "160004";
 
-/// The running adapter's tasks and (HTTP mode) its interactions route.
-pub(crate) struct Started {
-    pub tasks: Vec<tokio::task::JoinHandle<()>>,
-    pub hook: Option<axum::Router>,
-}
-
-pub(crate) fn start(core: SharedCore, dc: Arc<Discord>, cfg: Arc<DiscordConfig>) -> Started {
+/// The Gateway and its worker (the interactions route is `interaction_routes`).
+pub(crate) fn start(core: SharedCore, dc: Arc<Discord>) -> Vec<tokio::task::JoinHandle<()>> {
     let (tx, rx) = mpsc::unbounded_channel();
     let gw = {
         let (core, dc) = (core.clone(), dc.clone());
@@ -54,12 +48,7 @@ pub(crate) fn start(core: SharedCore, dc: Arc<Discord>, cfg: Arc<DiscordConfig>)
             gateway::run(dc, stored, tx).await;
         }
     };
-    let tasks = vec![
-        tokio::spawn(gw),
-        tokio::spawn(worker(core.clone(), dc.clone(), rx)),
-    ];
-    let hook = (cfg.mode == DiscordMode::Http).then(|| super::interactions::routes(core, dc, cfg));
-    Started { tasks, hook }
+    vec![tokio::spawn(gw), tokio::spawn(worker(core, dc, rx))]
 }
 
 async fn worker(core: SharedCore, dc: Arc<Discord>, mut rx: mpsc::UnboundedReceiver<Dispatch>) {

@@ -18,11 +18,10 @@ use sha2::{Digest, Sha256};
 use tether_proto::Decision;
 
 use crate::channel::{Address, Capabilities, Channel, FetchError, OutMessage, SendError, TextKind};
-use crate::config::DiscordConfig;
+use crate::config::{DiscordConfig, DiscordMode};
 use crate::core::SharedCore;
 use crate::inbound::InFile;
 
-pub(crate) use events::Started;
 pub use interactions::parse_public_key;
 
 /// Discord's limit on a message's content (characters).
@@ -258,9 +257,18 @@ pub async fn check_credentials(cfg: &DiscordConfig) -> Result<String, String> {
     ))
 }
 
-/// Starts the Gateway, its worker, and (HTTP mode) the interactions route.
-pub(crate) fn start(core: SharedCore, dc: Arc<Discord>, cfg: &DiscordConfig) -> Started {
-    events::start(core, dc, Arc::new(cfg.clone()))
+/// Starts the Gateway and its worker (on the channel's leader).
+pub(crate) fn start(core: SharedCore, dc: Arc<Discord>) -> Vec<tokio::task::JoinHandle<()>> {
+    events::start(core, dc)
+}
+
+/// The interactions route in HTTP mode (on every node).
+pub(crate) fn interaction_routes(
+    core: SharedCore,
+    dc: Arc<Discord>,
+    cfg: &DiscordConfig,
+) -> Option<axum::Router> {
+    (cfg.mode == DiscordMode::Http).then(|| interactions::routes(core, dc, Arc::new(cfg.clone())))
 }
 
 #[cfg(test)]

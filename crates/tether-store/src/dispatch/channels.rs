@@ -334,4 +334,33 @@ forward! {
         node_id: &str,
         epoch: i64,
     ) -> Result<bool>;
+
+    // leader leases (issue 12; `sql/leaders.rs`)
+    /// Claims the lease `name` for node `node_id` at `now_ms`: this node leads under a
+    /// new epoch when nobody led or the leader's node lease ended; a leader keeps its
+    /// epoch; another live leader keeps the lease.
+    pub async fn claim_leader(&self, name: &str, node_id: &str, now_ms: i64) -> Result<LeaderClaim>;
+
+    /// Every lease, by name (see [`LeaderRow::alive`]).
+    pub async fn leaders(&self) -> Result<Vec<LeaderRow>>;
+
+    /// Gives the lease `name` up if `node_id` still holds it under `epoch`: `false` when
+    /// it did not.
+    pub async fn release_leader(&self, name: &str, node_id: &str, epoch: i64) -> Result<bool>;
+
+    // outbox claims (issue 12; `sql/outbox_claims.rs`)
+    /// Claims up to `limit` due lane heads of `channel` (the oldest pending row of each
+    /// chat) for node `node_id` until `claim_until`: rows nobody else holds a live claim
+    /// on. Oldest first. Marking a row (sent, retry, done) ends its claim.
+    pub async fn claim_outbox(
+        &self,
+        channel: &str,
+        node_id: &str,
+        now: i64,
+        claim_until: i64,
+        limit: u32,
+    ) -> Result<Vec<OutboxRow>>;
+
+    /// Drops every claim `node_id` holds on `channel`'s rows (left by its previous life).
+    pub async fn release_outbox_claims(&self, channel: &str, node_id: &str) -> Result<u64>;
 }

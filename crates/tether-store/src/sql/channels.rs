@@ -24,7 +24,7 @@ fn chat(row: &SqlRow) -> Result<ChannelChat> {
     })
 }
 
-fn outbox(row: &SqlRow) -> Result<OutboxRow> {
+pub(super) fn outbox(row: &SqlRow) -> Result<OutboxRow> {
     let status: String = row.try_get("status")?;
     Ok(OutboxRow {
         id: row.try_get("id")?,
@@ -219,11 +219,15 @@ impl Db {
 
     /// When the next lane head of the channel is due, if any.
     pub async fn next_outbox_due(&self, channel: &str) -> Result<Option<i64>> {
-        let (at,): (Option<i64>,) = sqlx::query_as(
-            "SELECT MIN(o.next_attempt_at) FROM channel_outbox o WHERE o.channel = $1 \
-             AND o.status = 'pending' AND o.id = (SELECT MIN(i.id) FROM channel_outbox i \
-             WHERE i.channel = o.channel AND i.chat_key = o.chat_key AND i.status = 'pending')",
-        )
+        // A head claimed by another sender is due when its claim runs out at the latest
+        // (see `outbox_claims`).
+        let (at,): (Option<i64>,) = sqlx::query_as(&format!(
+            "SELECT MIN({greatest}(o.next_attempt_at, o.claim_until)) FROM channel_outbox o \
+             WHERE o.channel = $1 AND o.status = 'pending' AND o.id = (SELECT MIN(i.id) \
+             FROM channel_outbox i WHERE i.channel = o.channel AND i.chat_key = o.chat_key \
+             AND i.status = 'pending')",
+            greatest = super::dialect::GREATEST
+        ))
         .bind(channel)
         .fetch_one(&self.writer)
         .await?;
@@ -259,9 +263,14 @@ impl Db {
         remote_id: Option<&str>,
     ) -> Result<()> {
         sqlx::query(
-            "UPDATE channel_outbox SET status = 'sent', remote_id = COALESCE($1, remote_id), \
-             attempts = attempts + 1, last_error = NULL, updated_at = $2 \
-             WHERE id = $3 AND version = $4",
+            // A body replaced meanwhile keeps the row pending, but the claim ends either
+            // way (or the new body would wait for the claim's deadline).
+            "UPDATE channel_outbox SET \
+             status = CASE WHEN version = $4 THEN 'sent' ELSE status END, \
+             remote_id = CASE WHEN version = $4 THEN COALESCE($1, remote_id) ELSE remote_id END, \
+             attempts = CASE WHEN version = $4 THEN attempts + 1 ELSE attempts END, \
+             last_error = CASE WHEN version = $4 THEN NULL ELSE last_error END, \
+             updated_at = $2, claimed_by = NULL, claim_until = 0 WHERE id = $3",
         )
         .bind(remote_id)
         .bind(now_ms())
@@ -281,7 +290,8 @@ impl Db {
     ) -> Result<()> {
         sqlx::query(
             "UPDATE channel_outbox SET attempts = attempts + 1, next_attempt_at = $1, \
-             last_error = $2, updated_at = $3 WHERE id = $4 AND status = 'pending'",
+             last_error = $2, updated_at = $3, claimed_by = NULL, claim_until = 0 \
+             WHERE id = $4 AND status = 'pending'",
         )
         .bind(next_attempt_at)
         .bind(error)
@@ -295,7 +305,8 @@ impl Db {
     /// Ends a row without delivery (`failed` or `skipped`).
     pub async fn mark_outbox_done(&self, id: i64, status: OutboxStatus, error: &str) -> Result<()> {
         sqlx::query(
-            "UPDATE channel_outbox SET status = $1, last_error = $2, updated_at = $3 WHERE id = $4",
+            "UPDATE channel_outbox SET status = $1, last_error = $2, updated_at = $3, \
+             claimed_by = NULL, claim_until = 0 WHERE id = $4",
         )
         .bind(status.as_str())
         .bind(error)

@@ -1,0 +1,101 @@
+//! Work that runs once per cluster (issue 12): a channel's long-lived connection
+//! (Telegram polling, the Feishu long connection, Slack Socket Mode, the Discord
+//! Gateway), its event pump, its outbox and its sweep run on the node that holds the
+//! channel's leader lease (`channel:<name>` in the store's `leaders` table). Every node
+//! runs [`lead`] for every channel; the one that leads starts the work, the others wait
+//! and take over within about a lease once the leader's node lease ends. Webhooks need
+//! none of this: every node accepts them.
+//!
+//! On SQLite the store has one node: the work starts at once, with no lease and no
+//! timer (a single node pays nothing for the cluster).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tether_store::{LeaderClaim, Store, now_ms};
+use tokio::task::JoinHandle;
+
+/// This node, as the leader leases know it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterNode {
+    /// The node's id in the store's `nodes` table (its lease is the leader's lease).
+    pub id: String,
+    /// How long a node lease lasts without a heartbeat.
+    pub lease_ttl: Duration,
+}
+
+impl Default for ClusterNode {
+    fn default() -> Self {
+        ClusterNode {
+            id: "local".to_owned(),
+            lease_ttl: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Starts the work of one leadership term (called again for every term).
+pub(crate) type Start = Arc<dyn Fn() -> Vec<JoinHandle<()>> + Send + Sync>;
+
+/// A term's tasks: dropping it ends them.
+struct Term(Vec<JoinHandle<()>>);
+
+impl Drop for Term {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
+}
+
+/// Runs `start`'s work while this node leads `name`; aborting the returned task ends it.
+pub(crate) fn lead(store: Store, node: ClusterNode, name: String, start: Start) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        // SQLite: one store, one node; nobody to share the work with.
+        if store.backend_name() == "sqlite" {
+            let _term = Term(start());
+            std::future::pending::<()>().await;
+        }
+        hold(store, node, name, start).await;
+    })
+}
+
+/// Claims the lease every third of a lease (the heartbeat's pace), starts the work when
+/// the lease is won and stops it when another node leads.
+async fn hold(store: Store, node: ClusterNode, name: String, start: Start) {
+    let ttl = node.lease_ttl;
+    let mut tick = tokio::time::interval(ttl / 3);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut term: Option<Term> = None;
+    let mut confirmed = Instant::now();
+    loop {
+        tick.tick().await;
+        // Not confirmed for a whole lease (this process was paused, or the database was
+        // out of reach): another node may lead by now, so stop before anything else runs.
+        if term.is_some() && confirmed.elapsed() >= ttl {
+            tracing::warn!(
+                lease = name,
+                "leadership not confirmed for a lease; stopping"
+            );
+            term = None;
+        }
+        match store.claim_leader(&name, &node.id, now_ms()).await {
+            Ok(LeaderClaim::Claimed { epoch } | LeaderClaim::Held { epoch }) => {
+                confirmed = Instant::now();
+                if term.is_none() {
+                    tracing::info!(lease = name, epoch, "this node leads; starting");
+                    term = Some(Term(start()));
+                }
+            }
+            Ok(LeaderClaim::Led(leader)) => {
+                if term.take().is_some() {
+                    tracing::warn!(
+                        lease = name,
+                        leader = leader.node_id,
+                        "another node leads now; stopped"
+                    );
+                }
+            }
+            Err(e) => tracing::warn!(lease = name, "cannot claim the leader lease: {e}"),
+        }
+    }
+}
