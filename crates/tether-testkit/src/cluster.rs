@@ -1,6 +1,6 @@
 //! A tether cluster for tests (issue 12): several real `tether serve` nodes on one
 //! PostgreSQL database of their own, sharing one fake agent state directory (the shared
-//! agent home), each with its own data directory, token and address.
+//! agent home) and one workspace, each with its own data directory, token and address.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -30,11 +30,15 @@ impl Cluster {
         let home = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         let agent_home = home.path().join("agent-home");
         std::fs::create_dir_all(&agent_home).unwrap_or_else(|e| panic!("mkdir: {e}"));
+        // One workspace for all: a conversation's working directory holds on any node.
+        let work_dir = home.path().join("work");
+        std::fs::create_dir_all(&work_dir).unwrap_or_else(|e| panic!("mkdir: {e}"));
         let mut nodes = Vec::with_capacity(n);
         for _ in 0..n {
             let node_opts = DaemonOptions {
                 database_url: Some(database.url.clone()),
                 fake_state_dir: Some(agent_home.clone()),
+                work_dir: Some(work_dir.clone()),
                 ..opts.clone()
             };
             nodes.push(Daemon::start(node_opts).await);

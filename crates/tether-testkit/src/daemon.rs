@@ -38,6 +38,10 @@ pub struct DaemonOptions {
     /// The fake agents' state directory (their session files), instead of one in the
     /// daemon's home: a shared agent home when nodes of a cluster share it.
     pub fake_state_dir: Option<PathBuf>,
+    /// The workspace root and default working directory (by default `work/` in the
+    /// daemon's home): the nodes of a cluster share one, so a conversation's working
+    /// directory is allowed on every node that may run it.
+    pub work_dir: Option<PathBuf>,
 }
 
 impl Default for DaemonOptions {
@@ -54,6 +58,7 @@ impl Default for DaemonOptions {
             data_dir_inside_workspace: false,
             database_url: None,
             fake_state_dir: None,
+            work_dir: None,
         }
     }
 }
@@ -66,6 +71,8 @@ pub struct Daemon {
     pub token: String,
     pub client: reqwest::Client,
     config_path: PathBuf,
+    /// The workspace root (see [`DaemonOptions::work_dir`]).
+    work: PathBuf,
     capture_stderr: bool,
     log_filter: String,
     env: Vec<(String, String)>,
@@ -87,7 +94,10 @@ impl Daemon {
     /// agent state directory.
     pub async fn start(opts: DaemonOptions) -> Daemon {
         let home = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-        let work = home.path().join("work");
+        let work = opts
+            .work_dir
+            .clone()
+            .unwrap_or_else(|| home.path().join("work"));
         std::fs::create_dir_all(&work).unwrap_or_else(|e| panic!("mkdir: {e}"));
         let state = opts
             .fake_state_dir
@@ -155,6 +165,7 @@ impl Daemon {
             token: String::new(),
             client: reqwest::Client::new(),
             config_path,
+            work: work.clone(),
             capture_stderr: opts.capture_stderr,
             log_filter: opts.log_filter,
             env: opts.env,
@@ -178,7 +189,7 @@ impl Daemon {
 
     /// The workspace root configured for the daemon.
     pub fn work_dir(&self) -> PathBuf {
-        self.home.path().join("work")
+        self.work.clone()
     }
 
     /// Where the daemon's stderr goes with [`DaemonOptions::capture_stderr`] (every run

@@ -49,9 +49,16 @@ async fn a_message_sent_to_another_node_runs_on_the_owner_and_gets_its_answer() 
     let cluster = Cluster::start(3, options("")).await;
     let (a, b, c) = (cluster.node(0), cluster.node(1), cluster.node(2));
     let conv = b.new_conversation(None).await;
-    let (first, _) = a.say_and_wait(&conv, "alpha one").await;
+    let (first, t1) = a.say_and_wait(&conv, "alpha one").await;
     let session = first["session_id"].as_str().unwrap().to_owned();
-    assert!(pool_sessions(a).await.contains(&session));
+    assert_eq!(t1["status"], "completed", "{t1}");
+    assert!(
+        pool_sessions(a).await.contains(&session),
+        "{} {} {} {first}",
+        a.get_ok("/api/v1/pool").await,
+        b.get_ok("/api/v1/pool").await,
+        c.get_ok("/api/v1/pool").await,
+    );
 
     // Sent to b: it runs in a's session (the owner's actor), and the outcome is a's.
     let (status, out) = say_on(b, &conv, json!({"text": "sleep 1500"})).await;
