@@ -143,7 +143,7 @@ async fn stop_new_session_and_detach_work_from_any_node() {
 }
 
 #[tokio::test]
-async fn an_approval_answered_on_a_third_node_resolves_it_and_a_second_answer_is_refused() {
+async fn approvals_and_questions_are_answered_on_any_node_and_the_first_answer_wins() {
     let cluster = Cluster::start(3, options("")).await;
     let (a, b, c) = (cluster.node(0), cluster.node(1), cluster.node(2));
     let conv = a.new_conversation(None).await;
@@ -185,6 +185,77 @@ async fn an_approval_answered_on_a_third_node_resolves_it_and_a_second_answer_is
     assert_eq!(
         again["error"]["code"], "approval_already_resolved",
         "{again}"
+    );
+
+    // A question the same way: answered from b, the second answer from c refused, and a
+    // plain message sent to c answers the next one on the owner.
+    let asked = a.say(&conv, "ask which branch?").await;
+    let question = within("a question is pending", async {
+        loop {
+            let list = b.get_ok("/api/v1/questions?status=pending").await;
+            if let Some(q) = list.as_array().unwrap().first() {
+                return q.clone();
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let qid = question["id"].as_str().unwrap();
+    let (status, answered) = b
+        .post(
+            &format!("/api/v1/questions/{qid}"),
+            json!({"answer": "main"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answered}");
+    let (status, again) = c
+        .post(
+            &format!("/api/v1/questions/{qid}"),
+            json!({"answer": "dev"}),
+        )
+        .await;
+    assert_eq!(status, 409, "{again}");
+    assert_eq!(
+        again["error"]["code"], "question_already_resolved",
+        "{again}"
+    );
+    let session = asked["session_id"].as_str().unwrap();
+    let turn = c
+        .wait_turn(session, asked["turn_id"].as_str().unwrap())
+        .await;
+    assert!(
+        turn["result_text"]
+            .as_str()
+            .unwrap()
+            .starts_with("answer: main"),
+        "{turn}"
+    );
+
+    let asked = a.say(&conv, "ask which color?").await;
+    c.wait_conversation(&conv, "waiting for the person", |v| {
+        v["state"] == "bound/waiting_user"
+    })
+    .await;
+    let (status, reply) = c
+        .post(
+            &format!("/api/v1/conversations/{conv}/messages"),
+            json!({"text": "blue"}),
+        )
+        .await;
+    assert_eq!(
+        (status, reply["outcome"].as_str()),
+        (200, Some("answered")),
+        "{reply}"
+    );
+    let turn = b
+        .wait_turn(session, asked["turn_id"].as_str().unwrap())
+        .await;
+    assert!(
+        turn["result_text"]
+            .as_str()
+            .unwrap()
+            .starts_with("answer: blue"),
+        "{turn}"
     );
 }
 
@@ -306,7 +377,14 @@ async fn a_node_at_its_cap_hands_a_new_conversation_to_the_least_loaded_node() {
 
 #[tokio::test]
 async fn a_command_whose_owner_dies_before_taking_it_is_routed_again() {
-    let cluster = Cluster::start(2, options("")).await;
+    let cluster = Cluster::start(
+        2,
+        DaemonOptions {
+            capture_stderr: true,
+            ..options("")
+        },
+    )
+    .await;
     let (a, b) = (cluster.node(0), cluster.node(1));
     let conv = a.new_conversation(None).await;
     let (first, _) = a.say_and_wait(&conv, "epsilon one").await;
@@ -334,4 +412,9 @@ async fn a_command_whose_owner_dies_before_taking_it_is_routed_again() {
         "{turn}"
     );
     assert!(pool_sessions(b).await.contains(&session));
+    // It went to a first, and came back when a's lease ended.
+    assert!(
+        b.stderr_log().contains("routing it again"),
+        "b never forwarded the command"
+    );
 }
