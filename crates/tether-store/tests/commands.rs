@@ -72,6 +72,31 @@ async fn commands_are_taken_once_answered_and_abandoned_only_when_pending(b: Bac
         CommandStatus::Abandoned
     );
 
+    // Taken in one go: only the pending ones of that node, oldest first, once.
+    store.submit_command(&cmd("k5", "a", 6_000)).await.unwrap();
+    store.submit_command(&cmd("k4", "a", 5_500)).await.unwrap();
+    let taken: Vec<String> = store
+        .take_pending_commands("a", 7_000, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(taken, ["k4", "k5"]);
+    assert!(
+        store
+            .take_pending_commands("a", 7_001, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store.get_command("k4").await.unwrap().unwrap().status,
+        CommandStatus::Taken
+    );
+    store.remove_command("k4").await.unwrap();
+    store.remove_command("k5").await.unwrap();
+
     // Old rows of senders that went away are pruned.
     assert_eq!(store.prune_commands(2_001).await.unwrap(), 2);
     assert!(store.get_command("k3").await.unwrap().is_none());

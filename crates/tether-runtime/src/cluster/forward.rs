@@ -65,7 +65,13 @@ impl Runtime {
             };
             match row.status {
                 CommandStatus::Answered => {
-                    self.forget_command(&id).await;
+                    // Removed behind the caller's back: the answer does not wait for it.
+                    let store = store.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = store.remove_command(&id).await {
+                            tracing::warn!(command = %id, error = %e, "cannot remove a forwarded command");
+                        }
+                    });
                     let reply = row.reply.unwrap_or_default();
                     let reply = serde_json::from_str(&reply).map_err(|e| {
                         RuntimeError::Internal(format!("unreadable reply of node {to}: {e}"))
@@ -180,25 +186,19 @@ async fn worker(weak: Weak<Inner>) {
         }
         let store = &rt.ctx().store;
         let me = rt.cluster().node_id().to_owned();
-        let pending = match store.pending_commands(&me, TAKE_BATCH).await {
-            Ok(p) => p,
+        let taken = match store.take_pending_commands(&me, now_ms(), TAKE_BATCH).await {
+            Ok(t) => t,
             Err(e) => {
-                tracing::warn!(error = %e, "cannot read forwarded commands; retrying");
+                tracing::warn!(error = %e, "cannot take forwarded commands; retrying");
                 continue;
             }
         };
-        if pending.len() == TAKE_BATCH as usize {
+        if taken.len() == TAKE_BATCH as usize {
             // More wait: look again at once.
             rt.cluster().work.notify_one();
         }
-        for row in pending {
-            match store.take_command(&row.id, &me, now_ms()).await {
-                Ok(true) => {
-                    tokio::spawn(rt.clone().run_taken(row));
-                }
-                Ok(false) => {}
-                Err(e) => tracing::warn!(error = %e, "cannot take a forwarded command"),
-            }
+        for row in taken {
+            tokio::spawn(rt.clone().run_taken(row));
         }
         let now = now_ms();
         if now - last_prune > 60_000 {

@@ -11,6 +11,15 @@ forward! {
     /// Node `node_id`'s commands not taken yet, oldest first (at most `limit`).
     pub async fn pending_commands(&self, node_id: &str, limit: u32) -> Result<Vec<CommandRow>>;
 
+    /// Takes node `node_id`'s pending commands at `now_ms` in one statement, oldest first
+    /// (at most `limit`): each is taken once (a command abandoned meanwhile is not).
+    pub async fn take_pending_commands(
+        &self,
+        node_id: &str,
+        now_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<CommandRow>>;
+
     /// Takes pending command `id` for node `node_id` at `now_ms`: `false` when it is not
     /// pending for that node any more (taken, abandoned, gone).
     pub async fn take_command(&self, id: &str, node_id: &str, now_ms: i64) -> Result<bool>;

@@ -73,6 +73,31 @@ impl Db {
         rows.iter().map(command).collect()
     }
 
+    /// Takes node `node_id`'s pending commands at `now_ms` in one statement, oldest first
+    /// (at most `limit`): each is taken once (a command abandoned meanwhile is not).
+    pub async fn take_pending_commands(
+        &self,
+        node_id: &str,
+        now_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<CommandRow>> {
+        let rows = sqlx::query(
+            "UPDATE commands SET status = 'taken', taken_at = $2 \
+             WHERE status = 'pending' AND id IN (SELECT id FROM commands \
+             WHERE to_node = $1 AND status = 'pending' ORDER BY created_at, id LIMIT $3) \
+             RETURNING *",
+        )
+        .bind(node_id)
+        .bind(now_ms)
+        .bind(i64::from(limit))
+        .fetch_all(&self.writer)
+        .await?;
+        let mut taken = rows.iter().map(command).collect::<Result<Vec<_>>>()?;
+        // RETURNING keeps no order.
+        taken.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
+        Ok(taken)
+    }
+
     /// Takes pending command `id` for node `node_id` at `now_ms`: `false` when it is not
     /// pending for that node any more (taken, abandoned, gone).
     pub async fn take_command(&self, id: &str, node_id: &str, now_ms: i64) -> Result<bool> {
