@@ -113,6 +113,9 @@ pub enum ErrorCode {
     /// An attachment could not be fetched from its channel (a Telegram file that cannot
     /// be downloaded, a Feishu resource that 404s).
     AttachmentUnavailable,
+    /// Cluster: the node that owns the conversation took the command and died before it
+    /// answered; whether it ran is unknown (look at the conversation, then retry).
+    OwnerLost,
 }
 
 impl ErrorCode {
@@ -168,6 +171,7 @@ impl ErrorCode {
             ErrorCode::AttachmentTypeMismatch => "attachment_type_mismatch",
             ErrorCode::AttachmentBadName => "attachment_bad_name",
             ErrorCode::AttachmentUnavailable => "attachment_unavailable",
+            ErrorCode::OwnerLost => "owner_lost",
         }
     }
 
@@ -218,7 +222,7 @@ impl ErrorCode {
             | ErrorCode::ChildEmpty
             | ErrorCode::ChildUnknown
             | ErrorCode::AttachmentUnavailable => 502,
-            ErrorCode::Rebuilding => 503,
+            ErrorCode::Rebuilding | ErrorCode::OwnerLost => 503,
             ErrorCode::StartTimeout => 504,
             ErrorCode::Internal => 500,
         }

@@ -10,6 +10,7 @@ use tether_proto::{
 };
 use tether_store::Store;
 
+use crate::cluster::Forwarded;
 use crate::ctx::Ctx;
 use crate::error::Result;
 use crate::ids::new_id;
@@ -33,6 +34,8 @@ pub(crate) struct Inner {
     actors: Arc<Actors>,
     /// One routing lock per conversation: binding decisions never interleave.
     routing: RoutingLocks,
+    /// Where commands run when other nodes share the store (issue 12).
+    pub cluster: crate::cluster::Cluster,
 }
 
 impl Runtime {
@@ -67,6 +70,7 @@ impl Runtime {
                 "recovered after restart"
             );
         }
+        let cluster = crate::cluster::Cluster::new(config.cluster.clone(), &store);
         let ctx = Ctx::new(store, config, records, seams);
         if let Some(every) = ctx.pool.sweep_interval() {
             let weak = Arc::downgrade(&ctx);
@@ -86,9 +90,11 @@ impl Runtime {
                 ctx,
                 actors: Arc::new(Actors::new(Actor::spawn)),
                 routing: RoutingLocks::default(),
+                cluster,
             }),
         };
         rt.start_delegation_watch();
+        rt.start_cluster();
         Ok(rt)
     }
 
@@ -234,6 +240,19 @@ impl Runtime {
         id: &ConversationId,
         req: UpdateConversation,
     ) -> Result<Conversation> {
+        let command = || Forwarded::UpdateConversation {
+            conversation_id: id.clone(),
+            update: req.clone(),
+        };
+        self.routed(Some(id), command, || self.update_here(id, req.clone()))
+            .await
+    }
+
+    async fn update_here(
+        &self,
+        id: &ConversationId,
+        req: UpdateConversation,
+    ) -> Result<Conversation> {
         self.conversation_row(id).await?;
         let title = req.title.map(|t| t.trim().to_string());
         if title.as_deref() == Some("") {
@@ -273,8 +292,17 @@ impl Runtime {
         req: SendMessage,
         by: &str,
     ) -> Result<MessageOutcome> {
-        let _guard = self.lock_existing(id).await?;
-        self.route_message(id, req, by, None).await
+        let command = || Forwarded::SendMessage {
+            conversation_id: id.clone(),
+            message: req.clone(),
+            by: by.to_owned(),
+            turn_id: None,
+        };
+        self.routed(Some(id), command, || async {
+            let _guard = self.lock_existing(id).await?;
+            self.route_message(id, req.clone(), by, None).await
+        })
+        .await
     }
 
     /// [`Runtime::send_message`] for a message that may be delivered again (a channel
@@ -283,6 +311,25 @@ impl Runtime {
     /// again (outcome `started`, no reply). Commands and answers to questions are routed
     /// as usual.
     pub async fn send_message_once(
+        &self,
+        id: &ConversationId,
+        req: SendMessage,
+        by: &str,
+        turn_id: &TurnId,
+    ) -> Result<MessageOutcome> {
+        let command = || Forwarded::SendMessage {
+            conversation_id: id.clone(),
+            message: req.clone(),
+            by: by.to_owned(),
+            turn_id: Some(turn_id.clone()),
+        };
+        self.routed(Some(id), command, || {
+            self.send_once_here(id, req.clone(), by, turn_id)
+        })
+        .await
+    }
+
+    async fn send_once_here(
         &self,
         id: &ConversationId,
         req: SendMessage,
@@ -322,27 +369,45 @@ impl Runtime {
 
     /// Unbinds; the next message starts a new session (reason `explicit`).
     pub async fn new_session(&self, id: &ConversationId) -> Result<MessageOutcome> {
-        let req = SendMessage {
-            text: "/new".to_string(),
-            ..SendMessage::default()
+        let command = || Forwarded::NewSession {
+            conversation_id: id.clone(),
         };
-        self.send_message(id, req, "api").await
+        self.routed(Some(id), command, || async {
+            let req = SendMessage {
+                text: "/new".to_string(),
+                ..SendMessage::default()
+            };
+            self.send_message(id, req, "api").await
+        })
+        .await
     }
 
     /// Unbinds only.
     pub async fn detach(&self, id: &ConversationId) -> Result<MessageOutcome> {
-        let req = SendMessage {
-            text: "/detach".to_string(),
-            ..SendMessage::default()
+        let command = || Forwarded::Detach {
+            conversation_id: id.clone(),
         };
-        self.send_message(id, req, "api").await
+        self.routed(Some(id), command, || async {
+            let req = SendMessage {
+                text: "/detach".to_string(),
+                ..SendMessage::default()
+            };
+            self.send_message(id, req, "api").await
+        })
+        .await
     }
 
     /// Cancels the running turn (exactly one `turn_cancelled` event); `nothing_running`
     /// when no turn runs.
     pub async fn stop(&self, id: &ConversationId) -> Result<MessageOutcome> {
-        let _guard = self.lock_existing(id).await?;
-        self.stop_running(id).await
+        let command = || Forwarded::Stop {
+            conversation_id: id.clone(),
+        };
+        self.routed(Some(id), command, || async {
+            let _guard = self.lock_existing(id).await?;
+            self.stop_running(id).await
+        })
+        .await
     }
 
     /// The conversation's events with global id `> after_id`, oldest first.
@@ -406,14 +471,19 @@ impl Runtime {
         decision: Decision,
         by: &str,
     ) -> Result<Approval> {
-        let session_id = self
-            .ctx()
-            .store
-            .get_approval(id)
-            .await?
-            .map(|a| a.session_id);
-        let actor = session_id.and_then(|s| self.existing_actor(&s));
-        answers::answer_approval(self.ctx(), actor.as_ref(), id, decision, by).await
+        let approval = self.ctx().store.get_approval(id).await?;
+        let conv = approval.as_ref().map(|a| a.conversation_id.clone());
+        let command = || Forwarded::AnswerApproval {
+            approval_id: id.clone(),
+            decision,
+            by: by.to_owned(),
+        };
+        self.routed(conv.as_ref(), command, || async {
+            // The actor that waits for it runs here (this node owns the conversation).
+            let actor = approval.and_then(|a| self.existing_actor(&a.session_id));
+            answers::answer_approval(self.ctx(), actor.as_ref(), id, decision, by).await
+        })
+        .await
     }
 
     pub async fn list_questions(&self, status: Option<QuestionStatus>) -> Result<Vec<Question>> {
@@ -426,14 +496,18 @@ impl Runtime {
         answer: &str,
         by: &str,
     ) -> Result<Question> {
-        let session_id = self
-            .ctx()
-            .store
-            .get_question(id)
-            .await?
-            .map(|q| q.session_id);
-        let actor = session_id.and_then(|s| self.existing_actor(&s));
-        answers::answer_question(self.ctx(), actor.as_ref(), id, answer, by).await
+        let question = self.ctx().store.get_question(id).await?;
+        let conv = question.as_ref().map(|q| q.conversation_id.clone());
+        let command = || Forwarded::AnswerQuestion {
+            question_id: id.clone(),
+            answer: answer.to_owned(),
+            by: by.to_owned(),
+        };
+        self.routed(conv.as_ref(), command, || async {
+            let actor = question.and_then(|q| self.existing_actor(&q.session_id));
+            answers::answer_question(self.ctx(), actor.as_ref(), id, answer, by).await
+        })
+        .await
     }
 
     /// Stops every live session (processes ended and reaped); running turns end as

@@ -33,6 +33,15 @@ pub enum RuntimeError {
     /// A delegation rule (its own stable code: depth_limit, session_released, ...).
     #[error("{message}")]
     Delegation { code: ErrorCode, message: String },
+    /// Cluster: the owner node's answer to a forwarded command, with the code it had
+    /// there (rebuilt as its own variant where one exists, see `cluster::wire`).
+    #[error("{message}")]
+    Remote { code: ErrorCode, message: String },
+    /// Cluster: the owner node took a forwarded command and died before it answered.
+    #[error(
+        "node {node} took the command and stopped before it answered; it may or may not have run"
+    )]
+    OwnerLost { node: String },
 }
 
 impl RuntimeError {
@@ -55,6 +64,8 @@ impl RuntimeError {
             RuntimeError::Store(_) | RuntimeError::Internal(_) => ErrorCode::Internal,
             RuntimeError::Delegation { code, .. } => *code,
             RuntimeError::Attachment(e) => e.code(),
+            RuntimeError::Remote { code, .. } => *code,
+            RuntimeError::OwnerLost { .. } => ErrorCode::OwnerLost,
         }
     }
 }

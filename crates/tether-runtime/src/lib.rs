@@ -6,6 +6,7 @@
 
 mod api;
 mod attachments;
+mod cluster;
 mod commands;
 mod config;
 mod ctx;

@@ -16,6 +16,7 @@
 
 mod append;
 mod channels;
+mod commands;
 mod delegation;
 mod delegation_ledger;
 mod dispatch;
@@ -24,6 +25,7 @@ mod leaders;
 mod nodes;
 mod owners;
 mod pages;
+mod pg_listen;
 // Both backends include the same `sql/` files as their own modules, on purpose (the
 // SQL is written once, compiled once per backend).
 #[allow(clippy::duplicate_mod)]
@@ -45,6 +47,9 @@ use crate::dispatch::Backend;
 
 pub use append::AppendStats;
 pub use channels::{ChannelChat, NewOutbox, OutboxRow, OutboxStatus, Pairing, PendingInbound};
+pub use commands::{
+    COMMANDS_CHANNEL, CommandRow, CommandStatus, NewCommand, REPLIES_CHANNEL, Wakeup,
+};
 pub use delegation::{
     DelegationRow, DelegationTurnRow, EXTERNAL_SCOPE, NewDelegation, NewDelegationTurn,
 };
@@ -54,6 +59,7 @@ pub use leaders::{LeaderClaim, LeaderRow};
 pub use nodes::NodeRow;
 pub use owners::{Claim, OwnerRow};
 pub use pages::ListCursor;
+pub use pg_listen::Wakeups;
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use rows::*;
 pub use tail::{TailHandle, TailOptions, TailStats};
@@ -214,6 +220,15 @@ impl Store {
     /// or release through this store left; the database is the truth).
     pub fn held_epoch(&self, id: &ConversationId) -> Option<i64> {
         self.shared().held.get(id)
+    }
+
+    /// A `LISTEN` connection for forwarded commands' wake-ups (issue 12): `None` on
+    /// SQLite, which has no notices and no other node.
+    pub async fn command_wakeups(&self) -> Result<Option<Wakeups>> {
+        match &self.backend {
+            Backend::Sqlite(_) => Ok(None),
+            Backend::Postgres(db) => db.wakeups().await.map(Some),
+        }
     }
 
     /// How appends were grouped so far (group commits taken, batches in them).

@@ -29,6 +29,8 @@ pub(crate) mod dialect {
     pub const ADD_MESSAGE: &str = "WITH m AS (INSERT INTO messages (conversation_id, role, \
          text, session_id, turn_id, at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id), \
          u AS (UPDATE conversations SET updated_at = $6 WHERE id = $1) SELECT id FROM m";
+    /// Sends a notice on channel `$1` with payload `$2` when the transaction commits.
+    pub const NOTIFY: Option<&str> = Some("SELECT pg_notify($1, $2)");
 }
 
 #[path = "sql/append.rs"]
@@ -39,6 +41,8 @@ mod approvals;
 mod attachments;
 #[path = "sql/channels.rs"]
 mod channels;
+#[path = "sql/commands.rs"]
+mod commands;
 #[path = "sql/conns.rs"]
 mod conns;
 #[path = "sql/conversations.rs"]
@@ -84,6 +88,8 @@ pub(crate) struct Db {
     /// For the tail's own connections (listener, notifier); boxed, as it is large and
     /// the SQLite side of `Store` is not.
     opts: Arc<PgConnectOptions>,
+    /// Where it connected (a node's `LISTEN` connection opens its own, see `pg_listen`).
+    url: Arc<str>,
 }
 
 impl Db {
@@ -100,7 +106,13 @@ impl Db {
             reader: Conns::open(&opts, 4).await?,
             shared,
             opts: Arc::new(opts),
+            url: Arc::from(url),
         })
+    }
+
+    /// A `LISTEN` connection for forwarded commands' wake-ups.
+    pub(crate) async fn wakeups(&self) -> Result<crate::pg_listen::Wakeups> {
+        crate::pg_listen::Wakeups::connect(&self.url).await
     }
 
     pub(crate) fn shared(&self) -> &Shared {

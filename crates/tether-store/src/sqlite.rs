@@ -29,6 +29,8 @@ pub(crate) mod dialect {
     pub const ADD_MESSAGE: &str = "INSERT INTO messages (conversation_id, role, text, \
          session_id, turn_id, at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id; \
          UPDATE conversations SET updated_at = $6 WHERE id = $1";
+    /// SQLite has no notices (and is one node: nobody to wake).
+    pub const NOTIFY: Option<&str> = None;
 }
 
 #[path = "sql/append.rs"]
@@ -41,6 +43,8 @@ mod attachments;
 mod channels;
 #[path = "sql/checkpoint.rs"]
 mod checkpoint;
+#[path = "sql/commands.rs"]
+mod commands;
 #[path = "sql/conns.rs"]
 mod conns;
 #[cfg(test)]

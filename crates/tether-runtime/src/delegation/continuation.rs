@@ -23,6 +23,27 @@ impl Runtime {
         message: &str,
         continuation_id: &str,
     ) -> Result<TaskStarted> {
+        // On the child's owner node (issue 12): its actor and routing lock are there.
+        let command = || crate::cluster::Forwarded::ContinueTask {
+            caller: caller.into(),
+            task_id: task_id.clone(),
+            message: message.to_owned(),
+            continuation_id: continuation_id.to_owned(),
+        };
+        let conv = task_id.conversation_id();
+        self.routed(Some(&conv), command, || {
+            self.continue_here(caller, task_id, message, continuation_id)
+        })
+        .await
+    }
+
+    async fn continue_here(
+        &self,
+        caller: &Caller,
+        task_id: &TaskId,
+        message: &str,
+        continuation_id: &str,
+    ) -> Result<TaskStarted> {
         self.caller_gate(caller).await?;
         check_continuation_id(continuation_id)?;
         let row = self.task_or_not_found(caller, task_id).await?;

@@ -200,6 +200,8 @@ impl Runtime {
             turn_id: new_id(),
         };
         let (session, _) = self.ctx().store.create_delegation(&d).await?;
+        // Its actor runs here: so do its commands (issue 12).
+        self.claim_here(&d.task_id.conversation_id()).await?;
         // Followed before its turn can run, so its end is reported.
         self.watch_task(&d.task_id).await?;
         let owner = parent_id.unwrap_or_else(|| d.task_id.conversation_id());

@@ -3,6 +3,7 @@
 //! for each, see `crate::sql`). A `match` per call is all the SQLite path pays for it.
 
 mod channels;
+mod commands;
 mod sessions;
 
 use crate::{Store, pg, sqlite};

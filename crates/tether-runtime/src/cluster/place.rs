@@ -1,0 +1,115 @@
+//! Where a command runs: on SQLite here; the owner's when its lease holds (here if it is
+//! this node); an unowned conversation is claimed here unless this node owns
+//! `max_live_per_node` conversations already, then it goes to the least-loaded live
+//! node, which claims it. A command forwarded here claims whatever the cap says (the
+//! sender decided), so a conversation never bounces between full nodes.
+//!
+//! A conversation whose owner died is left to failover (a survivor takes it over,
+//! recovers its turns and releases it) for up to a lease before it is claimed here.
+
+use std::time::Duration;
+
+use tether_proto::ConversationId;
+use tether_store::{Claim, now_ms};
+
+use crate::Runtime;
+use crate::error::Result;
+
+/// Where a command runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// Here; `claimed`: this command made this node the owner.
+    Here { claimed: bool },
+    /// On that node.
+    There(String),
+}
+
+/// How often a dead owner's conversation is looked at while failover runs.
+const FAILOVER_LOOK: Duration = Duration::from_millis(100);
+
+impl Runtime {
+    /// Decides where a command of conversation `id` runs. `forwarded`: it was sent here
+    /// by another node (no cap: this node was chosen).
+    pub(crate) async fn place(&self, id: &ConversationId, forwarded: bool) -> Result<Place> {
+        let cluster = self.cluster();
+        let me = cluster.node_id();
+        let store = &self.ctx().store;
+        let failover_until = now_ms() + ttl_ms(cluster.config.lease_ttl);
+        loop {
+            let now = now_ms();
+            match store.conversation_owner(id).await? {
+                // Ours (even if our own lease lapsed: fencing refuses stale writes).
+                Some(o) if o.node_id == me => return Ok(Place::Here { claimed: false }),
+                Some(o) if o.alive(now) => return Ok(Place::There(o.node_id)),
+                Some(o) if now < failover_until => {
+                    tracing::debug!(conversation = %id, owner = %o.node_id,
+                        "the owner is gone: waiting for failover");
+                    tokio::time::sleep(FAILOVER_LOOK).await;
+                    continue;
+                }
+                Some(_) | None => {}
+            }
+            if !forwarded && let Some(node) = self.elsewhere_at_cap().await? {
+                return Ok(Place::There(node));
+            }
+            return Ok(match store.claim_conversation(id, me, now).await? {
+                Claim::Claimed { .. } => Place::Here { claimed: true },
+                Claim::Held { .. } => Place::Here { claimed: false },
+                // Another node claimed it a moment ago.
+                Claim::Owned(o) => Place::There(o.node_id),
+            });
+        }
+    }
+
+    /// Makes this node the owner of conversation `id`, which it is about to run (a new
+    /// delegated child: its actor is here).
+    pub(crate) async fn claim_here(&self, id: &ConversationId) -> Result<()> {
+        let cluster = self.cluster();
+        if cluster.enabled() {
+            let claim = self
+                .ctx()
+                .store
+                .claim_conversation(id, cluster.node_id(), now_ms())
+                .await?;
+            if let Claim::Owned(o) = claim {
+                tracing::warn!(conversation = %id, owner = %o.node_id, "a new conversation is owned elsewhere");
+            }
+        }
+        Ok(())
+    }
+
+    /// When this node owns `max_live_per_node` conversations or more: the live node that
+    /// owns the fewest (`None`: no cap, not at it, or this node is the least loaded).
+    async fn elsewhere_at_cap(&self) -> Result<Option<String>> {
+        let cluster = self.cluster();
+        let cap = cluster.config.max_live_per_node;
+        if cap == 0 {
+            return Ok(None);
+        }
+        let store = &self.ctx().store;
+        let counts = store.owner_counts().await?;
+        let owned = |node: &str| {
+            counts
+                .iter()
+                .find(|(n, _)| n == node)
+                .map_or(0, |(_, c)| *c)
+        };
+        let mine = owned(cluster.node_id());
+        if usize::try_from(mine).unwrap_or(usize::MAX) < cap {
+            return Ok(None);
+        }
+        let now = now_ms();
+        let least = store
+            .nodes()
+            .await?
+            .into_iter()
+            .filter(|n| n.alive(now) && n.id != cluster.node_id())
+            .map(|n| (owned(&n.id), n.id))
+            .min();
+        Ok(least.filter(|(count, _)| *count < mine).map(|(_, id)| id))
+    }
+}
+
+pub(crate) fn ttl_ms(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2)
+}

@@ -1,0 +1,113 @@
+//! End to end: delegated tasks across nodes (issue 12, design point 4). A parent on node
+//! a delegates; its child's continue and close sent to other nodes run on a, where the
+//! child's session lives; a close a took and never answered because a died is
+//! `owner_lost` on the node that forwarded it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod delegation_util;
+
+use std::time::Duration;
+
+use delegation_util::{delegate, wait_child_session, wait_task};
+use serde_json::json;
+use tether_testkit::{Cluster, Daemon, DaemonOptions, within};
+
+fn options() -> DaemonOptions {
+    DaemonOptions {
+        extra_config: "\n[cluster]\nlease_ttl_secs = 2\n".to_owned(),
+        ..DaemonOptions::default()
+    }
+}
+
+async fn pool_sessions(d: &Daemon) -> Vec<String> {
+    let pool = d.get_ok("/api/v1/pool").await;
+    pool["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["sessions"].as_array().unwrap().clone())
+        .map(|s| s.as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_task_is_continued_and_closed_from_other_nodes_on_its_owner() {
+    let cluster = Cluster::start(3, options()).await;
+    let (a, b, c) = (cluster.node(0), cluster.node(1), cluster.node(2));
+    let parent = a.new_conversation(None).await;
+    let task = delegate(a, &parent, "fake", "first part").await;
+    assert_eq!(wait_task(a, &parent, &task).await["status"], "completed");
+    let child = a.get_ok(&format!("/api/v1/conversations/{task}")).await["binding"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let (status, started) = b
+        .post(
+            &format!("/api/v1/conversations/{task}/continue"),
+            json!({"message": "second part", "continuation_id": "k-1"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{started}");
+    assert_eq!(started["turn_version"], 2, "{started}");
+    let turn = b
+        .wait_turn(&child, started["turn_id"].as_str().unwrap())
+        .await;
+    assert!(
+        turn["result_text"]
+            .as_str()
+            .unwrap()
+            .contains(r#"remembers 1: ["first part"]"#),
+        "{turn}"
+    );
+    assert!(pool_sessions(a).await.contains(&child));
+    assert!(!pool_sessions(b).await.contains(&child));
+
+    // The same continuation id from c: the first result, not a second turn.
+    let (status, again) = c
+        .post(
+            &format!("/api/v1/conversations/{task}/continue"),
+            json!({"message": "second part", "continuation_id": "k-1"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["turn_id"], started["turn_id"], "{again}");
+
+    let (status, closed) = c
+        .post(
+            &format!("/api/v1/conversations/{task}/close"),
+            json!({"continuation_id": "k-2"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{closed}");
+    assert_eq!(closed["availability"], "released", "{closed}");
+    within("the child's process ends on its owner", async {
+        while pool_sessions(a).await.contains(&child) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_command_its_owner_took_and_never_answered_is_owner_lost() {
+    let mut cluster = Cluster::start(2, options()).await;
+    let parent = cluster.node(0).new_conversation(None).await;
+    // A turn that ignores cancelling: a's close waits for it while holding the command.
+    let task = delegate(cluster.node(0), &parent, "fake", "freeze").await;
+    wait_child_session(cluster.node(0), &task).await;
+
+    let (first, rest) = cluster.nodes.split_at_mut(1);
+    let (a, b) = (&mut first[0], &rest[0]);
+    let path = format!("/api/v1/conversations/{task}/close");
+    let close = b.post(&path, json!({"continuation_id": "k-1"}));
+    let killer = async {
+        // a has taken the close by then (on its notice, or its next look 500 ms on) and
+        // waits for the frozen turn to end: it dies before it answers.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        a.kill9().await;
+    };
+    let ((status, lost), ()) = tokio::join!(close, killer);
+    assert_eq!(status, 503, "{lost}");
+    assert_eq!(lost["error"]["code"], "owner_lost", "{lost}");
+}
