@@ -21,6 +21,9 @@ pub(crate) type SqlConnectOptions = PgConnectOptions;
 pub(crate) mod dialect {
     /// The larger of two values.
     pub const GREATEST: &str = "GREATEST";
+    /// How a fencing check locks the owners rows it reads: a take-over (an `UPDATE` of
+    /// the row) waits for the checking transaction to commit.
+    pub const FOR_SHARE: &str = " FOR SHARE";
     /// Appends a history entry and touches its conversation's `updated_at`; returns the
     /// entry's id. One statement (a prepared statement holds one): the update is a
     /// data-modifying `WITH`.
@@ -49,6 +52,8 @@ mod delegation_ledger;
 mod events;
 #[path = "sql/feed.rs"]
 mod feed;
+#[path = "sql/fence.rs"]
+mod fence;
 #[path = "sql/nodes.rs"]
 mod nodes;
 #[path = "sql/owners.rs"]

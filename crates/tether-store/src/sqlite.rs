@@ -22,6 +22,9 @@ pub(crate) type SqlConnectOptions = SqliteConnectOptions;
 pub(crate) mod dialect {
     /// The larger of two values.
     pub const GREATEST: &str = "MAX";
+    /// How a fencing check locks the owners rows it reads: SQLite's one writer already
+    /// serialises every write.
+    pub const FOR_SHARE: &str = "";
     /// Appends a history entry and touches its conversation's `updated_at`; returns the
     /// entry's id. Two statements in one query (SQLite runs them in turn).
     pub const ADD_MESSAGE: &str = "INSERT INTO messages (conversation_id, role, text, \
@@ -54,6 +57,8 @@ mod delegation_ledger;
 mod events;
 #[path = "sql/feed.rs"]
 mod feed;
+#[path = "sql/fence.rs"]
+mod fence;
 #[path = "sql/nodes.rs"]
 mod nodes;
 #[path = "sql/owners.rs"]
