@@ -305,6 +305,10 @@ pub struct RuntimeFigures {
     /// share one transaction, so under load far fewer than `streamed_batches`.
     #[serde(default)]
     pub event_commits: u64,
+    /// Writes on behalf of a conversation refused since start-up because another node
+    /// took it over (fencing, issue 12; always 0 on SQLite).
+    #[serde(default)]
+    pub fenced_writes: u64,
 }
 
 /// The live pool: agent processes kept between turns (`GET /api/v1/pool`).

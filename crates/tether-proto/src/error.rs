@@ -113,6 +113,9 @@ pub enum ErrorCode {
     /// An attachment could not be fetched from its channel (a Telegram file that cannot
     /// be downloaded, a Feishu resource that 404s).
     AttachmentUnavailable,
+    /// Issue 12: another node of the cluster owns the conversation (its live session
+    /// runs there), or this node lost it to another one (fenced).
+    OwnedElsewhere,
 }
 
 impl ErrorCode {
@@ -168,6 +171,7 @@ impl ErrorCode {
             ErrorCode::AttachmentTypeMismatch => "attachment_type_mismatch",
             ErrorCode::AttachmentBadName => "attachment_bad_name",
             ErrorCode::AttachmentUnavailable => "attachment_unavailable",
+            ErrorCode::OwnedElsewhere => "owned_elsewhere",
         }
     }
 
@@ -199,7 +203,8 @@ impl ErrorCode {
             | ErrorCode::SessionStillRunning
             | ErrorCode::SessionReleased
             | ErrorCode::NotContinuable
-            | ErrorCode::ContinuationConflict => 409,
+            | ErrorCode::ContinuationConflict
+            | ErrorCode::OwnedElsewhere => 409,
             ErrorCode::PayloadTooLarge | ErrorCode::AttachmentTooLarge => 413,
             ErrorCode::AttachmentTypeMismatch => 415,
             ErrorCode::QueueFull | ErrorCode::ConcurrencyLimit => 429,

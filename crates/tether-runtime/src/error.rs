@@ -33,6 +33,12 @@ pub enum RuntimeError {
     /// A delegation rule (its own stable code: depth_limit, session_released, ...).
     #[error("{message}")]
     Delegation { code: ErrorCode, message: String },
+    /// Issue 12: another live node owns the conversation (its live session runs there).
+    #[error("conversation {conversation_id} is owned by node {node_id}")]
+    OwnedElsewhere {
+        conversation_id: tether_proto::ConversationId,
+        node_id: String,
+    },
 }
 
 impl RuntimeError {
@@ -52,9 +58,15 @@ impl RuntimeError {
             RuntimeError::Store(tether_store::StoreError::LedgerTaken { .. }) => {
                 ErrorCode::ContinuationConflict
             }
+            // This node lost the conversation to another one (fenced): the same answer
+            // as a claim that finds it owned.
+            RuntimeError::Store(tether_store::StoreError::Fenced { .. }) => {
+                ErrorCode::OwnedElsewhere
+            }
             RuntimeError::Store(_) | RuntimeError::Internal(_) => ErrorCode::Internal,
             RuntimeError::Delegation { code, .. } => *code,
             RuntimeError::Attachment(e) => e.code(),
+            RuntimeError::OwnedElsewhere { .. } => ErrorCode::OwnedElsewhere,
         }
     }
 }

@@ -15,6 +15,7 @@ mod error;
 mod feed;
 mod ids;
 mod listing;
+mod ownership;
 mod seams;
 mod session;
 mod views;

@@ -25,7 +25,15 @@ fn node(id: &str, now: i64) -> NodeRow {
 async fn conversation(store: &Store, c: &str) -> (ConversationId, SessionId) {
     let (cid, sid): (ConversationId, SessionId) = (c.into(), format!("{c}-s").into());
     store
-        .create_conversation(&cid, ConversationKind::Chat, "t", "fake", None, "/tmp", None)
+        .create_conversation(
+            &cid,
+            ConversationKind::Chat,
+            "t",
+            "fake",
+            None,
+            "/tmp",
+            None,
+        )
         .await
         .unwrap();
     let s = NewSession {
@@ -99,7 +107,14 @@ async fn a_stale_owner_writes_nothing_after_a_take_over(b: Backend) {
     assert_eq!(a.fenced_writes(), 0);
     assert!(!a.is_fenced(&c));
     fenced(a.append_events(&s, Some(&turn), &delta("two")).await);
-    fenced(a.append_events(&s, Some(&turn), &[delta("x")[0].clone(), delta("y")[0].clone()]).await);
+    fenced(
+        a.append_events(
+            &s,
+            Some(&turn),
+            &[delta("x")[0].clone(), delta("y")[0].clone()],
+        )
+        .await,
+    );
     fenced(
         a.add_message(&c, MessageRole::Status, "late", Some(&s), None)
             .await,
@@ -120,8 +135,16 @@ async fn a_stale_owner_writes_nothing_after_a_take_over(b: Backend) {
         usage: None,
     };
     fenced(
-        a.finish_turn(&turn, &end, &EventPayload::TurnCompleted { stop_reason: None, text: "late".into() }, None)
-            .await,
+        a.finish_turn(
+            &turn,
+            &end,
+            &EventPayload::TurnCompleted {
+                stop_reason: None,
+                text: "late".into(),
+            },
+            None,
+        )
+        .await,
     );
     let next = NewTurn {
         id: "t3".into(),
@@ -151,8 +174,15 @@ async fn a_stale_owner_writes_nothing_after_a_take_over(b: Backend) {
     for i in 0..24 {
         let (store, s, other_s) = (a.clone(), s.clone(), other_s.clone());
         tasks.push(tokio::spawn(async move {
-            let (session, text) = if i % 3 == 0 { (s, "three") } else { (other_s, "mine") };
-            (i % 3 == 0, store.append_events(&session, None, &delta(text)).await)
+            let (session, text) = if i % 3 == 0 {
+                (s, "three")
+            } else {
+                (other_s, "mine")
+            };
+            (
+                i % 3 == 0,
+                store.append_events(&session, None, &delta(text)).await,
+            )
         }));
     }
     for t in tasks {

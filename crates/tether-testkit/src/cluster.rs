@@ -30,11 +30,14 @@ impl Cluster {
         let home = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         let agent_home = home.path().join("agent-home");
         std::fs::create_dir_all(&agent_home).unwrap_or_else(|e| panic!("mkdir: {e}"));
+        // One workspace too: a conversation's working directory exists on every node.
+        let workspace = home.path().join("work");
         let mut nodes = Vec::with_capacity(n);
         for _ in 0..n {
             let node_opts = DaemonOptions {
                 database_url: Some(database.url.clone()),
                 fake_state_dir: Some(agent_home.clone()),
+                workspace_dir: Some(opts.workspace_dir.clone().unwrap_or(workspace.clone())),
                 ..opts.clone()
             };
             nodes.push(Daemon::start(node_opts).await);

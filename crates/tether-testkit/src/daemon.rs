@@ -38,6 +38,10 @@ pub struct DaemonOptions {
     /// The fake agents' state directory (their session files), instead of one in the
     /// daemon's home: a shared agent home when nodes of a cluster share it.
     pub fake_state_dir: Option<PathBuf>,
+    /// The workspace root (and default working directory) instead of one in the daemon's
+    /// home: nodes of a cluster share one, so a conversation's working directory is
+    /// valid on whichever node runs it.
+    pub workspace_dir: Option<PathBuf>,
 }
 
 impl Default for DaemonOptions {
@@ -54,6 +58,7 @@ impl Default for DaemonOptions {
             data_dir_inside_workspace: false,
             database_url: None,
             fake_state_dir: None,
+            workspace_dir: None,
         }
     }
 }
@@ -70,6 +75,8 @@ pub struct Daemon {
     log_filter: String,
     env: Vec<(String, String)>,
     data_dir: PathBuf,
+    /// The workspace root (see [`DaemonOptions::workspace_dir`]).
+    work: PathBuf,
     /// Wall clock (ms since the epoch) when the current daemon process was launched.
     started_at_ms: i64,
     /// The PostgreSQL database of the store (`TETHER_TEST_STORE=postgres`), kept for the
@@ -87,7 +94,10 @@ impl Daemon {
     /// agent state directory.
     pub async fn start(opts: DaemonOptions) -> Daemon {
         let home = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-        let work = home.path().join("work");
+        let work = opts
+            .workspace_dir
+            .clone()
+            .unwrap_or_else(|| home.path().join("work"));
         std::fs::create_dir_all(&work).unwrap_or_else(|e| panic!("mkdir: {e}"));
         let state = opts
             .fake_state_dir
@@ -159,6 +169,7 @@ impl Daemon {
             log_filter: opts.log_filter,
             env: opts.env,
             data_dir,
+            work,
             started_at_ms: 0,
             database,
         };
@@ -178,7 +189,7 @@ impl Daemon {
 
     /// The workspace root configured for the daemon.
     pub fn work_dir(&self) -> PathBuf {
-        self.home.path().join("work")
+        self.work.clone()
     }
 
     /// Where the daemon's stderr goes with [`DaemonOptions::capture_stderr`] (every run

@@ -68,5 +68,6 @@ pub(crate) async fn runtime(State(s): State<AppState>) -> Json<RuntimeFigures> {
         actors: s.runtime.actors(),
         followed_conversations: s.runtime.followed_conversations(),
         event_commits: s.runtime.event_commits(),
+        fenced_writes: s.runtime.fenced_writes(),
     })
 }
