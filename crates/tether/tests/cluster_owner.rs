@@ -294,3 +294,48 @@ async fn a_stale_owner_paused_past_its_lease_writes_nothing_after_the_take_over(
     let t = turn(b, &sid, &tid).await;
     assert_eq!(t["status"], "interrupted", "{t}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_gone_dormant_releases_its_conversation_and_the_next_node_claims_it() {
+    let cluster = Cluster::start(
+        2,
+        DaemonOptions {
+            extra_config: format!("{LEASE}\n[pool]\nidle_ttl_secs = 1\n"),
+            ..options()
+        },
+    )
+    .await;
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    let a_id = str_of(&a.get_ok("/api/v1/cluster").await, "node_id");
+    let b_id = str_of(&b.get_ok("/api/v1/cluster").await, "node_id");
+    let c = a.new_conversation(None).await;
+    let (o1, _) = a.say_and_wait(&c, "remember pears").await;
+    // Live and idle in a's pool: a owns it.
+    assert_eq!(live_of(&a.get_ok("/api/v1/cluster").await, &a_id), 1);
+    // Evicted after its idle time, the session goes dormant and a lets it go.
+    within("a releases the conversation", async {
+        loop {
+            let view = b.get_ok("/api/v1/cluster").await;
+            if live_of(&view, &a_id) == 0 && a.get_ok("/api/v1/runtime").await["actors"] == 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    // The next message, to b, is claimed and run by b, in the same session.
+    let (o2, t2) = b.say_and_wait(&c, "what now?").await;
+    assert_eq!(o2["session_id"], o1["session_id"], "{o2}");
+    assert!(
+        t2["result_text"]
+            .as_str()
+            .unwrap()
+            .contains(r#"remembers 1: ["remember pears"]"#),
+        "{t2}"
+    );
+    let view = a.get_ok("/api/v1/cluster").await;
+    assert_eq!(live_of(&view, &b_id), 1, "{view}");
+    assert_eq!(live_of(&view, &a_id), 0, "{view}");
+    assert_eq!(b.get_ok("/api/v1/pool").await["live"], 1);
+    assert_eq!(a.get_ok("/api/v1/pool").await["live"], 0);
+}
