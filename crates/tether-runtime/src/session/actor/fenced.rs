@@ -1,13 +1,17 @@
 //! A fenced actor (issue 12): another node took its conversation over while this one was
 //! paused past its lease, so its writes are refused. It ends its agent (killed and
-//! reaped), stores nothing more and leaves; its commands are dropped, so their senders
-//! get an error rather than a successor here (the conversation is the other node's). A
-//! child module of `actor`.
+//! reaped), stores nothing more and leaves. Commands not yet run (`left` and what is in
+//! its mailbox) go to a successor, which claims the conversation again (or answers that
+//! another node owns it) and resumes the session strictly. A child module of `actor`.
+
+use tether_proto::SessionStatus;
 
 use super::Actor;
+use crate::session::actors::Actors;
+use crate::session::command::ActorCmd;
 
 impl Actor {
-    pub(super) async fn end_fenced(&mut self) {
+    pub(super) async fn end_fenced(&mut self, mut left: Vec<ActorCmd>) {
         tracing::warn!(session = %self.session.id, conversation = %self.session.conversation_id,
             "another node owns this conversation now: ending its agent here without writing");
         if let Some(task) = self.task.take() {
@@ -30,12 +34,21 @@ impl Actor {
         if let Some(claim) = self.claim.take() {
             claim.keep();
         }
+        // The survivor's recovery made it dormant in the store.
+        self.session.status = SessionStatus::Dormant;
         match self.actors.upgrade() {
             Some(actors) => actors.leave(&mut self.rx, &self.session.id),
             None => self.rx.close(),
         }
-        while let Ok(cmd) = self.rx.try_recv() {
-            drop(cmd);
+        while let Some(cmd) = self.rx.recv().await {
+            left.push(cmd);
         }
+        Actors::hand_over(
+            &self.actors,
+            &self.ctx,
+            self.session.clone(),
+            self.owner.clone(),
+            left,
+        );
     }
 }

@@ -127,7 +127,7 @@ impl Actor {
         loop {
             if self.claim.as_ref().is_some_and(OwnerGuard::lost) {
                 // Another node took the conversation over: stop here, writing nothing.
-                self.end_fenced().await;
+                self.end_fenced(Vec::new()).await;
                 return;
             }
             if self.current.is_none() && !self.closing.is_empty() {
@@ -159,6 +159,13 @@ impl Actor {
                     Some(ActorCmd::Shutdown { done }) => {
                         self.shutdown().await;
                         let _ = done.send(());
+                        return;
+                    }
+                    // Lost while idle (a newer claim of this node, after a take-over,
+                    // replaced the epoch): this process may lack what ran elsewhere, so
+                    // a successor resumes strictly and runs the command.
+                    Some(cmd) if self.claim.as_ref().is_some_and(OwnerGuard::lost) => {
+                        self.end_fenced(vec![cmd]).await;
                         return;
                     }
                     Some(cmd) => self.on_cmd(cmd).await,
