@@ -339,3 +339,39 @@ async fn a_session_gone_dormant_releases_its_conversation_and_the_next_node_clai
     assert_eq!(b.get_ok("/api/v1/pool").await["live"], 1);
     assert_eq!(a.get_ok("/api/v1/pool").await["live"], 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_stale_owner_resumes_strictly_instead_of_reusing_its_old_process() {
+    let cluster = Cluster::start(2, options()).await;
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    let c = a.new_conversation(None).await;
+    let (o1, _) = a.say_and_wait(&c, "remember figs").await;
+    // a pauses past its lease with the session live and idle; b takes it over.
+    a.sigstop();
+    b.wait_conversation(&c, "b recovers the session dormant", |v| {
+        v["binding"]["status"] == "dormant"
+    })
+    .await;
+    // A turn runs on b meanwhile; its agent ends (so b lets the conversation go).
+    let (_, crashed) = b.say_and_wait(&c, "crash").await;
+    assert_eq!(crashed["error_code"], "agent_crashed", "{crashed}");
+    let b_id = str_of(&b.get_ok("/api/v1/cluster").await, "node_id");
+    within("b releases the conversation", async {
+        while live_of(&b.get_ok("/api/v1/cluster").await, &b_id) != 0 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    a.sigcont();
+    // a's old process never saw b's turn: the message must resume from the shared home.
+    let (o2, t2) = a.say_and_wait(&c, "and now?").await;
+    assert_eq!(o2["session_id"], o1["session_id"], "{o2}");
+    assert_eq!(t2["status"], "completed", "{t2}");
+    assert!(
+        t2["result_text"]
+            .as_str()
+            .unwrap()
+            .contains(r#"remembers 2: ["remember figs","crash"]"#),
+        "{t2}"
+    );
+}
