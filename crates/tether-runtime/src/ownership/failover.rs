@@ -65,11 +65,9 @@ async fn take_over(
     else {
         return Ok(None);
     };
-    let report = store.recover_conversation(id, notice).await;
-    // Released even if the recovery failed: the next claim (or sweep) tries again.
-    let released = store.release_conversation(id, node_id, epoch).await;
-    let report = report?;
-    released?;
+    // Kept (ours) if the recovery fails: the sweep tries it again (see `retry`).
+    let report = store.recover_conversation(id, notice).await?;
+    store.release_conversation(id, node_id, epoch).await?;
     tracing::info!(conversation = %id, from = %row.node_id, epoch,
         turns = report.conversations.iter().map(|c| c.interrupted_turns).sum::<usize>(),
         "took over a conversation whose owner is gone");
@@ -87,22 +85,48 @@ pub(crate) fn start_sweep(ctx: Weak<Ctx>, node_id: String, lease_ttl: Duration) 
     tokio::spawn(async move {
         let mut tick = tokio::time::interval((lease_ttl / 3).max(Duration::from_millis(100)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Taken over, not yet recovered (a lock of a paused node held the recovery).
+        let mut retry: Vec<OwnerRow> = Vec::new();
         loop {
             tick.tick().await;
             let Some(ctx) = ctx.upgrade() else { return };
-            if let Err(e) = sweep(&ctx.store, &node_id).await {
+            if let Err(e) = sweep(&ctx.store, &node_id, &mut retry).await {
                 tracing::warn!(error = %e, "the failover sweep failed; retrying");
             }
         }
     });
 }
 
-async fn sweep(store: &Store, node_id: &str) -> tether_store::Result<()> {
+async fn sweep(
+    store: &Store,
+    node_id: &str,
+    retry: &mut Vec<OwnerRow>,
+) -> tether_store::Result<()> {
+    // Taken over earlier: recover under the epoch this node holds (unless it lost it).
+    for row in std::mem::take(retry) {
+        let id = &row.conversation_id;
+        let Some(epoch) = store.held_epoch(id).filter(|_| !store.is_fenced(id)) else {
+            continue;
+        };
+        match store.recover_conversation(id, notice).await {
+            Ok(_) => {
+                store.release_conversation(id, node_id, epoch).await?;
+            }
+            Err(e) => {
+                tracing::debug!(conversation = %id, error = %e, "recovery after a take-over waits");
+                retry.push(row);
+            }
+        }
+    }
     // Our own rows are never orphans to us: a node whose lease lapsed (paused) and came
     // back renews it; if a survivor took them over meanwhile, fencing stops our writes.
     let orphans = store.orphaned_conversations(now_ms()).await?;
-    for row in orphans.iter().filter(|r| r.node_id != node_id) {
-        take_over(store, node_id, row).await?;
+    for row in orphans.into_iter().filter(|r| r.node_id != node_id) {
+        if let Err(e) = take_over(store, node_id, &row).await {
+            tracing::debug!(conversation = %row.conversation_id, error = %e,
+                "recovery after a take-over failed; retrying");
+            retry.push(row);
+        }
     }
     Ok(())
 }

@@ -48,6 +48,9 @@ impl Db {
         if let Some(id) = scope {
             // Fenced even if nothing needs recovering: a stale take-over writes nothing.
             tx.note_on_behalf(id);
+            if let Some(set) = super::dialect::RECOVERY_LOCK_TIMEOUT {
+                sqlx::query(set).execute(&mut *tx).await?;
+            }
         }
         let mut report = RecoveryReport::default();
         let mut per: BTreeMap<ConversationId, RecoveredConversation> = BTreeMap::new();
