@@ -22,6 +22,10 @@ pub struct NodeView {
     /// Whether this is the node that answered.
     #[serde(default)]
     pub this_node: bool,
+    /// Conversations it owns now (their live sessions run there; issue 12). Always 0 on
+    /// SQLite, whose one node owns everything without claiming.
+    #[serde(default)]
+    pub live_conversations: i64,
 }
 
 /// The nodes of the store, oldest first (gone ones too, with `alive: false`).

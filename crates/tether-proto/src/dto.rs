@@ -312,6 +312,10 @@ pub struct RuntimeFigures {
     /// Commit notices received from other nodes (`LISTEN`; the poll delivers without).
     #[serde(default)]
     pub tail_notices: u64,
+    /// Writes on behalf of a conversation refused since start-up because another node
+    /// took it over (fencing, issue 12; always 0 on SQLite).
+    #[serde(default)]
+    pub fenced_writes: u64,
 }
 
 /// The live pool: agent processes kept between turns (`GET /api/v1/pool`).

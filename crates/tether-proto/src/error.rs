@@ -116,6 +116,9 @@ pub enum ErrorCode {
     /// Cluster: the node that owns the conversation took the command and died before it
     /// answered; whether it ran is unknown (look at the conversation, then retry).
     OwnerLost,
+    /// Issue 12: another node of the cluster owns the conversation (its live session
+    /// runs there), or this node lost it to another one (fenced).
+    OwnedElsewhere,
 }
 
 impl ErrorCode {
@@ -172,6 +175,7 @@ impl ErrorCode {
             ErrorCode::AttachmentBadName => "attachment_bad_name",
             ErrorCode::AttachmentUnavailable => "attachment_unavailable",
             ErrorCode::OwnerLost => "owner_lost",
+            ErrorCode::OwnedElsewhere => "owned_elsewhere",
         }
     }
 
@@ -203,7 +207,8 @@ impl ErrorCode {
             | ErrorCode::SessionStillRunning
             | ErrorCode::SessionReleased
             | ErrorCode::NotContinuable
-            | ErrorCode::ContinuationConflict => 409,
+            | ErrorCode::ContinuationConflict
+            | ErrorCode::OwnedElsewhere => 409,
             ErrorCode::PayloadTooLarge | ErrorCode::AttachmentTooLarge => 413,
             ErrorCode::AttachmentTypeMismatch => 415,
             ErrorCode::QueueFull | ErrorCode::ConcurrencyLimit => 429,

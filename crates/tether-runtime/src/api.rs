@@ -54,15 +54,9 @@ impl Runtime {
         seams: crate::Seams,
     ) -> Result<Runtime> {
         let records = crate::ctx::end_leftover_agents(&config);
-        let report = store
-            .recover(|rc| {
-                tether_core::restart_notice(
-                    rc.interrupted_turns,
-                    rc.expired_approvals,
-                    rc.expired_questions,
-                )
-            })
-            .await?;
+        // SQLite: the whole store; PostgreSQL: only what this node owned and orphans.
+        let report =
+            crate::ownership::failover::recover_at_start(&store, &config.cluster.node_id).await?;
         if !report.conversations.is_empty() || report.sessions_made_dormant > 0 {
             tracing::info!(
                 conversations = report.conversations.len(),
@@ -72,6 +66,13 @@ impl Runtime {
         }
         let cluster = crate::cluster::Cluster::new(config.cluster.clone(), &store);
         let ctx = Ctx::new(store, config, records, seams);
+        if ctx.ownership.clustered() {
+            crate::ownership::failover::start_sweep(
+                Arc::downgrade(&ctx),
+                ctx.config.cluster.node_id.clone(),
+                ctx.config.cluster.lease_ttl,
+            );
+        }
         if let Some(every) = ctx.pool.sweep_interval() {
             let weak = Arc::downgrade(&ctx);
             tokio::spawn(async move {
@@ -125,6 +126,12 @@ impl Runtime {
             .routing
             .lock(RoutingScope::Delegations(parent.clone()))
             .await
+    }
+
+    /// Writes on behalf of a conversation refused because another node took it over
+    /// (fencing, issue 12) since start-up.
+    pub fn fenced_writes(&self) -> u64 {
+        self.ctx().store.fenced_writes()
     }
 
     /// Streamed agent events stored since start-up and the store transactions they took.

@@ -24,6 +24,8 @@ pub(crate) struct Ctx {
     pub streamed: StreamedFigures,
     /// The wall clock: approval and question deadlines and their expiry.
     pub clock: Arc<dyn Clock>,
+    /// The conversations this node owns (issue 12; on SQLite: all, unclaimed).
+    pub ownership: crate::ownership::Ownership,
     drivers: Drivers,
 }
 
@@ -44,8 +46,11 @@ impl Ctx {
             .unwrap_or_else(|| Drivers::real(config.start_timeout, records, hosts.clone()));
         let pool = Pool::new(config.pool.clone(), hosts);
         let delegation = crate::delegation::registry::Registry::new(config.delegation.clone());
+        let ownership =
+            crate::ownership::Ownership::new(store.clone(), config.cluster.node_id.clone());
         Arc::new(Ctx {
             store,
+            ownership,
             delegation,
             delegation_watch: crate::delegation::watch_list::WatchList::new(),
             streamed: StreamedFigures::default(),

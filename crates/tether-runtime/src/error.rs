@@ -42,6 +42,12 @@ pub enum RuntimeError {
         "node {node} took the command and stopped before it answered; it may or may not have run"
     )]
     OwnerLost { node: String },
+    /// Issue 12: another live node owns the conversation (its live session runs there).
+    #[error("conversation {conversation_id} is owned by node {node_id}")]
+    OwnedElsewhere {
+        conversation_id: tether_proto::ConversationId,
+        node_id: String,
+    },
 }
 
 impl RuntimeError {
@@ -61,11 +67,17 @@ impl RuntimeError {
             RuntimeError::Store(tether_store::StoreError::LedgerTaken { .. }) => {
                 ErrorCode::ContinuationConflict
             }
+            // This node lost the conversation to another one (fenced): the same answer
+            // as a claim that finds it owned.
+            RuntimeError::Store(tether_store::StoreError::Fenced { .. }) => {
+                ErrorCode::OwnedElsewhere
+            }
             RuntimeError::Store(_) | RuntimeError::Internal(_) => ErrorCode::Internal,
             RuntimeError::Delegation { code, .. } => *code,
             RuntimeError::Attachment(e) => e.code(),
             RuntimeError::Remote { code, .. } => *code,
             RuntimeError::OwnerLost { .. } => ErrorCode::OwnerLost,
+            RuntimeError::OwnedElsewhere { .. } => ErrorCode::OwnedElsewhere,
         }
     }
 }

@@ -16,6 +16,7 @@ mod error;
 mod feed;
 mod ids;
 mod listing;
+mod ownership;
 mod seams;
 mod session;
 mod views;

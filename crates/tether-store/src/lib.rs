@@ -96,6 +96,13 @@ pub enum StoreError {
         scope: String,
         continuation_id: String,
     },
+    /// Fencing (issue 12): this node's epoch for the conversation is no longer the
+    /// owner row's (another node took it over); nothing of the write was stored.
+    #[error("conversation {conversation_id} is owned by another node now (epoch {epoch} is stale)")]
+    Fenced {
+        conversation_id: ConversationId,
+        epoch: i64,
+    },
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -229,6 +236,17 @@ impl Store {
             Backend::Sqlite(_) => Ok(None),
             Backend::Postgres(db) => db.wakeups().await.map(Some),
         }
+    }
+
+    /// Whether a write on behalf of conversation `id` was refused because the epoch this
+    /// node holds for it is stale (another node took it over).
+    pub fn is_fenced(&self, id: &ConversationId) -> bool {
+        self.shared().held.is_stale(id)
+    }
+
+    /// Writes refused by fencing since the store opened.
+    pub fn fenced_writes(&self) -> u64 {
+        self.shared().held.refusals()
     }
 
     /// How appends were grouped so far (group commits taken, batches in them).

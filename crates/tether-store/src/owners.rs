@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tether_proto::ConversationId;
 
@@ -50,24 +51,65 @@ impl Claim {
 }
 
 /// The epochs of the conversations this store's node holds (in memory; the database is
-/// the truth, this is what the node believes).
+/// the truth, this is what the node believes), and the writes refused because one was
+/// stale.
 #[derive(Default)]
-pub(crate) struct Held(Mutex<HashMap<ConversationId, i64>>);
+pub(crate) struct Held {
+    /// Per conversation: the epoch, and whether a write under it was refused (stale).
+    epochs: Mutex<HashMap<ConversationId, (i64, bool)>>,
+    /// Whether any epoch is held: while none is, nothing is fenced and a write needs no
+    /// transaction of its own for the check (SQLite's single node never claims).
+    any: AtomicBool,
+    /// Writes refused with `StoreError::Fenced` since the store opened.
+    fenced: AtomicU64,
+}
 
 impl Held {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ConversationId, (i64, bool)>> {
+        // A panic while holding this lock leaves a consistent map (insert and remove).
+        self.epochs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     pub(crate) fn set(&self, id: &ConversationId, epoch: i64) {
-        if let Ok(mut m) = self.0.lock() {
-            m.insert(id.clone(), epoch);
-        }
+        let mut m = self.lock();
+        m.insert(id.clone(), (epoch, false));
+        self.any.store(true, Ordering::Relaxed);
     }
 
     pub(crate) fn get(&self, id: &ConversationId) -> Option<i64> {
-        self.0.lock().ok().and_then(|m| m.get(id).copied())
+        if !self.any() {
+            return None;
+        }
+        self.lock().get(id).map(|(epoch, _)| *epoch)
     }
 
     pub(crate) fn forget(&self, id: &ConversationId) {
-        if let Ok(mut m) = self.0.lock() {
-            m.remove(id);
+        let mut m = self.lock();
+        m.remove(id);
+        self.any.store(!m.is_empty(), Ordering::Relaxed);
+    }
+
+    /// Whether this node holds any epoch at all (one atomic load).
+    pub(crate) fn any(&self) -> bool {
+        self.any.load(Ordering::Relaxed)
+    }
+
+    /// A write for conversation `id` was refused: its epoch is stale (kept, so every
+    /// later write under it is refused too, until a new claim).
+    pub(crate) fn refused(&self, id: &ConversationId) {
+        self.fenced.fetch_add(1, Ordering::Relaxed);
+        if let Some(entry) = self.lock().get_mut(id) {
+            entry.1 = true;
         }
+    }
+
+    /// Whether a write under the epoch held for `id` was refused.
+    pub(crate) fn is_stale(&self, id: &ConversationId) -> bool {
+        self.any() && self.lock().get(id).is_some_and(|(_, stale)| *stale)
+    }
+
+    /// Writes refused so far.
+    pub(crate) fn refusals(&self) -> u64 {
+        self.fenced.load(Ordering::Relaxed)
     }
 }

@@ -23,6 +23,13 @@ pub(crate) mod dialect {
     pub const SKIP_LOCKED: &str = " FOR UPDATE SKIP LOCKED";
     /// The larger of two values.
     pub const GREATEST: &str = "GREATEST";
+    /// How a fencing check locks the owners rows it reads: a take-over (an `UPDATE` of
+    /// the row) waits for the checking transaction to commit.
+    pub const FOR_SHARE: &str = " FOR SHARE";
+    /// How long a take-over's recovery waits for a row lock: a node paused inside a
+    /// transaction holds its locks until it resumes, and a survivor waiting on them would
+    /// hold its only writer connection (its own heartbeat too). It gives up and retries.
+    pub const RECOVERY_LOCK_TIMEOUT: Option<&str> = Some("SET LOCAL lock_timeout = '500ms'");
     /// Appends a history entry and touches its conversation's `updated_at`; returns the
     /// entry's id. One statement (a prepared statement holds one): the update is a
     /// data-modifying `WITH`.
@@ -57,6 +64,8 @@ mod events;
 mod feed;
 #[path = "sql/leaders.rs"]
 mod leaders;
+#[path = "sql/fence.rs"]
+mod fence;
 #[path = "sql/nodes.rs"]
 mod nodes;
 #[path = "sql/outbox_claims.rs"]

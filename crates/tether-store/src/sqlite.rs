@@ -24,6 +24,11 @@ pub(crate) mod dialect {
     pub const SKIP_LOCKED: &str = "";
     /// The larger of two values.
     pub const GREATEST: &str = "MAX";
+    /// How a fencing check locks the owners rows it reads: SQLite's one writer already
+    /// serialises every write.
+    pub const FOR_SHARE: &str = "";
+    /// How long a take-over's recovery waits for a row lock (SQLite: no row locks).
+    pub const RECOVERY_LOCK_TIMEOUT: Option<&str> = None;
     /// Appends a history entry and touches its conversation's `updated_at`; returns the
     /// entry's id. Two statements in one query (SQLite runs them in turn).
     pub const ADD_MESSAGE: &str = "INSERT INTO messages (conversation_id, role, text, \
@@ -62,6 +67,8 @@ mod events;
 mod feed;
 #[path = "sql/leaders.rs"]
 mod leaders;
+#[path = "sql/fence.rs"]
+mod fence;
 #[path = "sql/nodes.rs"]
 mod nodes;
 #[path = "sql/outbox_claims.rs"]

@@ -200,12 +200,12 @@ async fn cluster(
     State(s): State<ClusterState>,
 ) -> Result<Json<ClusterView>, tether_server::ApiError> {
     let now = now_ms();
-    let nodes = s.store.nodes().await.map_err(|e| {
+    let failed = |e: tether_store::StoreError| {
         tether_server::ApiError::new(tether_proto::ErrorCode::Internal, e.to_string())
-    })?;
-    let leaders = s.store.leaders().await.map_err(|e| {
-        tether_server::ApiError::new(tether_proto::ErrorCode::Internal, e.to_string())
-    })?;
+    };
+    let nodes = s.store.nodes().await.map_err(failed)?;
+    let owned = s.store.owner_counts().await.map_err(failed)?;
+    let leaders = s.store.leaders().await.map_err(failed)?;
     Ok(Json(ClusterView {
         node_id: s.node_id.clone(),
         store: s.store.backend_name().to_owned(),
@@ -213,6 +213,10 @@ async fn cluster(
         nodes: nodes
             .into_iter()
             .map(|n| NodeView {
+                live_conversations: owned
+                    .iter()
+                    .find(|(id, _)| *id == n.id)
+                    .map_or(0, |(_, count)| *count),
                 alive: n.alive(now),
                 this_node: n.id == s.node_id,
                 id: n.id,
@@ -267,8 +271,8 @@ pub async fn doctor_report(base: &str, token: &str) -> String {
         };
         let this = if n.this_node { " (this daemon)" } else { "" };
         out.push_str(&format!(
-            "  {} {} at {}: {state}{this}\n",
-            n.id, n.name, n.addr
+            "  {} {} at {}: {state}, {} live conversations{this}\n",
+            n.id, n.name, n.addr, n.live_conversations
         ));
     }
     for l in &view.leaders {

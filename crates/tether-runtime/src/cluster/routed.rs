@@ -131,6 +131,10 @@ impl Runtime {
         let _guard = self.lock_conversation(conv).await;
         let store = &self.ctx().store;
         let busy = async {
+            // A session actor or a routing message holds it (see `ownership`).
+            if self.ctx().ownership.in_use(conv) {
+                return Ok::<bool, tether_store::StoreError>(true);
+            }
             let row = store.get_conversation(conv).await?;
             let bound = row.and_then(|r| r.bound_session_id);
             if bound.is_some_and(|s| self.existing_actor(&s).is_some()) {

@@ -160,6 +160,7 @@ pub(crate) fn rebuild(code: ErrorCode, message: String, known: Known<'_>) -> Run
             }
         }
         ErrorCode::OwnerLost
+        | ErrorCode::OwnedElsewhere
         | ErrorCode::BadRequest
         | ErrorCode::InvalidJson
         | ErrorCode::InvalidParams

@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::RuntimeError;
 use crate::ctx::Ctx;
+use crate::ownership::OwnerGuard;
 use crate::session::command::ActorCmd;
 use crate::session::mailbox::{ActorHandle, Undelivered, busy, reply_within};
 
@@ -26,9 +27,16 @@ use crate::session::mailbox::{ActorHandle, Undelivered, busy, reply_within};
 const RESPAWN_TRIES: usize = 4;
 
 /// Starts the actor of a session and returns its handle (`Actor::spawn`; passed in, so
-/// that the registry and the actor it starts do not import each other).
-pub(crate) type Spawn =
-    fn(Arc<Ctx>, Weak<Actors>, Session, AgentSpec, ConversationId) -> ActorHandle;
+/// that the registry and the actor it starts do not import each other). The guard keeps
+/// the session's conversation this node's while the actor runs (issue 12).
+pub(crate) type Spawn = fn(
+    Arc<Ctx>,
+    Weak<Actors>,
+    Session,
+    AgentSpec,
+    ConversationId,
+    Option<OwnerGuard>,
+) -> ActorHandle;
 
 /// Who receives a command.
 #[derive(Clone, Copy)]
@@ -106,8 +114,18 @@ impl Actors {
         to: To<'_>,
         mut cmd: ActorCmd,
     ) -> Result<bool, RuntimeError> {
+        // The claim of the conversation an actor spawned here runs under (issue 12).
+        let mut claim: Option<OwnerGuard> = None;
         for _ in 0..RESPAWN_TRIES {
-            match self.try_send(ctx, to, cmd)? {
+            if let To::Session { session, .. } = to
+                && claim.is_none()
+                && ctx.ownership.clustered()
+                && self.running(&session.id).is_none()
+            {
+                // Before an actor starts: the session runs on its conversation's owner.
+                claim = ctx.ownership.claim(&session.conversation_id).await?;
+            }
+            match self.try_send(ctx, to, cmd, &mut claim)? {
                 Attempt::Sent => return Ok(true),
                 Attempt::NoActor => return Ok(false),
                 Attempt::Retry(c) => cmd = c,
@@ -131,6 +149,7 @@ impl Actors {
         ctx: &Arc<Ctx>,
         to: To<'_>,
         cmd: ActorCmd,
+        claim: &mut Option<OwnerGuard>,
     ) -> Result<Attempt, RuntimeError> {
         let id = to.session_id();
         let mut map = self.lock();
@@ -160,12 +179,18 @@ impl Actors {
                             .collect::<Vec<_>>()
                             .join(", "),
                     })?;
+                if ctx.ownership.clustered() && claim.is_none() {
+                    // An actor appeared and left between the claim's check and now: the
+                    // next try claims.
+                    return Ok(Attempt::Retry(cmd));
+                }
                 let h = (self.spawn)(
                     ctx.clone(),
                     Arc::downgrade(self),
                     session.clone(),
                     spec,
                     owner.clone(),
+                    claim.take(),
                 );
                 map.insert(id.clone(), h.clone());
                 h

@@ -197,6 +197,9 @@ impl Runtime {
         turn_id: Option<&TurnId>,
     ) -> Result<MessageOutcome> {
         let store = &self.ctx().store;
+        // Issue 12: this node claims the conversation before it writes for it, and
+        // keeps it while the turn is handed over (the actor holds its own claim).
+        let _owner = self.ctx().ownership.claim(&conv.id).await?;
         let prefs = Preferences {
             agent: conv.agent.clone(),
             model: conv.model.clone(),

@@ -71,5 +71,6 @@ pub(crate) async fn runtime(State(s): State<AppState>) -> Json<RuntimeFigures> {
         event_commits: s.runtime.event_commits(),
         tailed_events,
         tail_notices,
+        fenced_writes: s.runtime.fenced_writes(),
     })
 }

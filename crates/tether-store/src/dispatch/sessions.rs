@@ -190,6 +190,15 @@ forward! {
         notice: impl Fn(&RecoveredConversation) -> String,
     ) -> Result<RecoveryReport>;
 
+    /// Recovery of conversation `id` alone (issue 12: a conversation taken over from a
+    /// node that died or restarted), in one transaction fenced by the epoch this node
+    /// holds for it.
+    pub async fn recover_conversation(
+        &self,
+        id: &ConversationId,
+        notice: impl Fn(&RecoveredConversation) -> String,
+    ) -> Result<RecoveryReport>;
+
     // pages
     /// One page of conversations, most recently updated first (ties by id), after
     /// `cursor`.

@@ -76,6 +76,8 @@ impl Db {
         }
         let stored = async {
             let mut tx = Tx::begin_on(conn).await?;
+            // Refused (fenced), its batches are tried one by one, and counted then.
+            tx.mark_trial();
             let events = store_group(&mut tx, &group).await?;
             self.commit_events(tx, &events).await?;
             Ok::<_, StoreError>(events)
@@ -106,7 +108,11 @@ impl Db {
     /// One batch in a transaction of its own on the writer `conn` (one event: one
     /// autocommit statement).
     async fn append_one(&self, conn: Conn, p: &Pending) -> Result<Vec<EventEnvelope>> {
-        if let [payload] = p.payloads.as_slice() {
+        // While this node holds an epoch, even one event is a transaction: its fence is
+        // checked before it commits (see `fence`).
+        if let [payload] = p.payloads.as_slice()
+            && !self.shared.held.any()
+        {
             let mut tx = Tx::autocommit_on(conn);
             let ev = append(&mut tx, &p.session_id, p.turn_id.as_ref(), payload).await?;
             let evs = vec![ev];
@@ -143,6 +149,7 @@ async fn store_group(tx: &mut Tx, group: &[Pending]) -> Result<Vec<EventEnvelope
                 return Err(corrupt(format!("counter of unknown session {id} moved")));
             };
             next.insert(sid, last - n + 1);
+            tx.note_on_behalf(&conversation_id.as_str().into());
             convs.insert(sid, conversation_id);
         }
     }

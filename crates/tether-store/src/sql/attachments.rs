@@ -124,7 +124,7 @@ impl Db {
             .execute(&mut *tx)
             .await?;
         }
-        tx.commit().await?;
+        self.commit_fenced(tx).await?;
         Ok(message_id)
     }
 

@@ -155,6 +155,12 @@ pub(crate) struct Tx {
     open: bool,
     /// Events appended in it (they must be published at commit, see `feed`).
     appended: usize,
+    /// The conversations it writes on behalf of (their fencing epochs are checked before
+    /// it commits, see `fence`).
+    on_behalf: Vec<tether_proto::ConversationId>,
+    /// A group commit's first try: if refused, its batches are tried again one by one,
+    /// so a refusal is counted then, not now.
+    trial: bool,
 }
 
 impl Tx {
@@ -165,6 +171,8 @@ impl Tx {
             conn,
             open: true,
             appended: 0,
+            on_behalf: Vec::new(),
+            trial: false,
         })
     }
 
@@ -176,11 +184,28 @@ impl Tx {
             conn,
             open: false,
             appended: 0,
+            on_behalf: Vec::new(),
+            trial: false,
         }
     }
 
-    /// Commits a transaction that appended no event.
+    /// Commits a transaction that appended no event and wrote on behalf of no
+    /// conversation.
     pub async fn commit(self) -> Result<(), sqlx::Error> {
+        debug_assert_eq!(
+            self.appended, 0,
+            "a transaction that appends events commits with Store::commit_events"
+        );
+        debug_assert!(
+            self.on_behalf.is_empty(),
+            "a transaction that writes for a conversation commits through its fence"
+        );
+        self.commit_then(|| ()).await
+    }
+
+    /// Commits a transaction that appended no event, its fence checked already (see
+    /// `Db::commit_fenced`).
+    pub async fn commit_unchecked(self) -> Result<(), sqlx::Error> {
         debug_assert_eq!(
             self.appended, 0,
             "a transaction that appends events commits with Store::commit_events"
@@ -205,6 +230,34 @@ impl Tx {
 
     pub fn appended(&self) -> usize {
         self.appended
+    }
+
+    /// Records that this transaction writes on behalf of conversation `id` (an event, a
+    /// history line, a turn or a session of it).
+    pub fn note_on_behalf(&mut self, id: &tether_proto::ConversationId) {
+        if !self.on_behalf.contains(id) {
+            self.on_behalf.push(id.clone());
+        }
+    }
+
+    /// The conversations it writes on behalf of.
+    pub fn on_behalf(&self) -> &[tether_proto::ConversationId] {
+        &self.on_behalf
+    }
+
+    /// Marks a group commit's first try (see `trial`).
+    pub fn mark_trial(&mut self) {
+        self.trial = true;
+    }
+
+    pub fn is_trial(&self) -> bool {
+        self.trial
+    }
+
+    /// Whether statements commit on their own (no `BEGIN`): nothing can be refused
+    /// after the fact then.
+    pub fn is_autocommit(&self) -> bool {
+        !self.open
     }
 }
 

@@ -142,7 +142,7 @@ impl Db {
         .execute(&mut *tx)
         .await?;
         add_message(&mut tx, id, MessageRole::Command, status_text, None, None).await?;
-        tx.commit().await?;
+        self.commit_fenced(tx).await?;
         self.changed(id);
         Ok(prev.map(SessionId::from))
     }
@@ -258,16 +258,19 @@ impl Db {
         event: Option<&EventPayload>,
     ) -> Result<Option<EventEnvelope>> {
         let mut tx = self.writer.begin().await?;
-        sqlx::query(
+        let conversation: Option<(String,)> = sqlx::query_as(
             "UPDATE sessions SET status = $1, external_id = COALESCE($2, external_id), \
-             updated_at = $3 WHERE id = $4",
+             updated_at = $3 WHERE id = $4 RETURNING conversation_id",
         )
         .bind(status.as_str())
         .bind(external_id)
         .bind(now_ms())
         .bind(id.as_str())
-        .execute(&mut *tx)
+        .fetch_optional(&mut *tx)
         .await?;
+        if let Some((c,)) = conversation {
+            tx.note_on_behalf(&ConversationId::from(c));
+        }
         let ev = match event {
             Some(p) => Some(append(&mut tx, id, None, p).await?),
             None => None,

@@ -327,7 +327,7 @@ impl Db {
             }
             put_ledger(&mut tx, &e).await?;
         }
-        tx.commit().await?;
+        self.commit_fenced(tx).await?;
         Ok(version)
     }
 }

@@ -1,7 +1,5 @@
 //! Events (gap-free `seq` per session) and the conversation history.
 
-use super::SqlConnection;
-
 use tether_proto::{
     ConversationId, EventEnvelope, EventPayload, HistoryMessage, MessageRole, SessionId, TurnId,
 };
@@ -45,10 +43,12 @@ pub(crate) async fn append(
         return Err(sqlx::Error::RowNotFound.into());
     };
     conn.note_appended(1);
+    let conversation_id = ConversationId::from(conversation_id);
+    conn.note_on_behalf(&conversation_id);
     Ok(EventEnvelope {
         id,
         session_id: session_id.clone(),
-        conversation_id: conversation_id.into(),
+        conversation_id,
         seq,
         turn_id: turn_id.cloned(),
         at_ms: at,
@@ -57,9 +57,9 @@ pub(crate) async fn append(
 }
 
 /// Appends a history entry inside an open transaction (and touches the conversation's
-/// `updated_at`), in one query.
+/// `updated_at`), in one query; the transaction writes on behalf of the conversation.
 pub(crate) async fn add_message(
-    conn: &mut SqlConnection,
+    conn: &mut Tx,
     conversation_id: &ConversationId,
     role: MessageRole,
     text: &str,
@@ -75,11 +75,12 @@ pub(crate) async fn add_message(
         .bind(session_id.map(SessionId::as_str))
         .bind(turn_id.map(TurnId::as_str))
         .bind(now_ms())
-        .fetch_all(&mut *conn)
+        .fetch_all(&mut **conn)
         .await?;
     let [(id,)] = rows.as_slice() else {
         return Err(sqlx::Error::RowNotFound.into());
     };
+    conn.note_on_behalf(conversation_id);
     Ok(*id)
 }
 

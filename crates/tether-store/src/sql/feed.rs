@@ -72,8 +72,9 @@ impl Db {
 
     /// Commits `tx`, which appended exactly `events`, and publishes them before the writer
     /// connection is free again (see the module header). Every transaction that appends
-    /// events commits through here.
-    pub(crate) async fn commit_events(&self, tx: Tx, events: &[EventEnvelope]) -> Result<()> {
+    /// events commits through here, after its fence (see `fence`: refused, it rolls back).
+    pub(crate) async fn commit_events(&self, mut tx: Tx, events: &[EventEnvelope]) -> Result<()> {
+        self.check_fence(&mut tx).await?;
         debug_assert_eq!(
             tx.appended(),
             events.len(),

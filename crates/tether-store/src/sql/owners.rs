@@ -77,6 +77,12 @@ impl Db {
         from_epoch: i64,
         now_ms: i64,
     ) -> Result<Option<i64>> {
+        let mut tx = self.writer.begin().await?;
+        // The old owner may be paused holding the row (a fenced write's `FOR SHARE`):
+        // give up after a moment rather than hold this node's writer; the sweep retries.
+        if let Some(set) = super::dialect::RECOVERY_LOCK_TIMEOUT {
+            sqlx::query(set).execute(&mut *tx).await?;
+        }
         let taken: Option<(i64,)> = sqlx::query_as(
             "UPDATE owners SET node_id = $2, epoch = epoch + 1, claimed_at = $4 \
              WHERE conversation_id = $1 AND epoch = $3 RETURNING epoch",
@@ -85,8 +91,9 @@ impl Db {
         .bind(node_id)
         .bind(from_epoch)
         .bind(now_ms)
-        .fetch_optional(&self.writer)
+        .fetch_optional(&mut *tx)
         .await?;
+        tx.commit().await?;
         match taken {
             Some((epoch,)) => {
                 self.shared.held.set(id, epoch);

@@ -14,12 +14,44 @@ use super::Db;
 use crate::{RecoveredConversation, RecoveryReport, Result, rules};
 
 impl Db {
-    /// Runs recovery; `notice` writes the status message for one conversation.
+    /// Runs recovery over the whole store (one node: a restart); `notice` writes the
+    /// status message for one conversation.
     pub async fn recover(
         &self,
         notice: impl Fn(&RecoveredConversation) -> String,
     ) -> Result<RecoveryReport> {
+        self.recover_scoped(None, &notice).await
+    }
+
+    /// Runs recovery for conversation `id` only (a cluster: a conversation whose owner
+    /// died or restarted, taken over by this node, whose epoch fences the transaction).
+    pub async fn recover_conversation(
+        &self,
+        id: &ConversationId,
+        notice: impl Fn(&RecoveredConversation) -> String,
+    ) -> Result<RecoveryReport> {
+        self.recover_scoped(Some(id), &notice).await
+    }
+
+    async fn recover_scoped(
+        &self,
+        scope: Option<&ConversationId>,
+        notice: &impl Fn(&RecoveredConversation) -> String,
+    ) -> Result<RecoveryReport> {
+        // One conversation: every step is limited to it (`$2`).
+        let only = if scope.is_some() {
+            " AND conversation_id = $2"
+        } else {
+            ""
+        };
         let mut tx = self.writer.begin().await?;
+        if let Some(id) = scope {
+            // Fenced even if nothing needs recovering: a stale take-over writes nothing.
+            tx.note_on_behalf(id);
+            if let Some(set) = super::dialect::RECOVERY_LOCK_TIMEOUT {
+                sqlx::query(set).execute(&mut *tx).await?;
+            }
+        }
         let mut report = RecoveryReport::default();
         let mut per: BTreeMap<ConversationId, RecoveredConversation> = BTreeMap::new();
 
@@ -32,14 +64,14 @@ impl Db {
                     "UPDATE turns SET status = 'interrupted', ended_at = $1, \
                      error_code = 'interrupted', \
                      error_message = 'tether restarted while the turn was running' \
-                     WHERE status IN {} RETURNING id, session_id, conversation_id, id",
+                     WHERE status IN {}{only} RETURNING id, session_id, conversation_id, id",
                     rules::turns_recovery_interrupts()
                 ),
                 Kind::Turn,
             ),
             (
                 format!(
-                    "UPDATE approvals SET status = 'expired', resolved_at = $1 WHERE status IN {} \
+                    "UPDATE approvals SET status = 'expired', resolved_at = $1 WHERE status IN {}{only} \
                      RETURNING id, session_id, conversation_id, turn_id",
                     rules::approvals_recovery_expires()
                 ),
@@ -47,7 +79,7 @@ impl Db {
             ),
             (
                 format!(
-                    "UPDATE questions SET status = 'expired', resolved_at = $1 WHERE status IN {} \
+                    "UPDATE questions SET status = 'expired', resolved_at = $1 WHERE status IN {}{only} \
                      RETURNING id, session_id, conversation_id, turn_id",
                     rules::questions_recovery_expires()
                 ),
@@ -55,10 +87,11 @@ impl Db {
             ),
         ];
         for (sql, kind) in steps {
-            let rows: Vec<(String, String, String, String)> = sqlx::query_as(&sql)
-                .bind(crate::now_ms())
-                .fetch_all(&mut *tx)
-                .await?;
+            let mut q = sqlx::query_as(&sql).bind(crate::now_ms());
+            if let Some(id) = scope {
+                q = q.bind(id.as_str());
+            }
+            let rows: Vec<(String, String, String, String)> = q.fetch_all(&mut *tx).await?;
             for (id, session_id, conversation_id, turn_id) in rows {
                 let (session_id, conversation_id, turn_id) = (
                     SessionId::from(session_id),
@@ -84,12 +117,20 @@ impl Db {
             }
         }
 
-        let res = sqlx::query(&format!(
-            "UPDATE sessions SET status = 'dormant' WHERE status IN {}",
+        let only = if scope.is_some() {
+            " AND conversation_id = $1"
+        } else {
+            ""
+        };
+        let sql = format!(
+            "UPDATE sessions SET status = 'dormant' WHERE status IN {}{only}",
             rules::sessions_recovery_makes_dormant()
-        ))
-        .execute(&mut *tx)
-        .await?;
+        );
+        let mut q = sqlx::query(&sql);
+        if let Some(id) = scope {
+            q = q.bind(id.as_str());
+        }
+        let res = q.execute(&mut *tx).await?;
         report.sessions_made_dormant = res.rows_affected() as usize;
 
         for rc in per.into_values() {

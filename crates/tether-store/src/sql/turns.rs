@@ -39,7 +39,9 @@ impl Db {
             )
             .await?;
         }
-        tx.commit().await?;
+        // The turn is written for its conversation even without a history line.
+        tx.note_on_behalf(&t.conversation_id);
+        self.commit_fenced(tx).await?;
         self.changed(&t.conversation_id);
         Ok(Turn {
             id: t.id.clone(),

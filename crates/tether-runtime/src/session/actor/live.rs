@@ -174,5 +174,10 @@ impl Actor {
         self.questions.clear();
         self.current = None;
         self.go_dormant("tether shut down").await;
+        // Kept: the open turns wait for recovery (this node's after a restart, or a
+        // survivor's once its lease ends), which needs the owner row.
+        if let Some(claim) = self.claim.take() {
+            claim.keep();
+        }
     }
 }

@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::ctx::Ctx;
+use crate::ownership::OwnerGuard;
 use crate::session::actors::Actors;
 use crate::session::command::{ActorCmd, Delivery, Enqueued, MAILBOX_CAP};
 use crate::session::mailbox::ActorHandle;
@@ -30,6 +31,7 @@ const CANCEL_REPEAT: std::time::Duration = std::time::Duration::from_millis(250)
 
 mod delegation;
 mod events;
+mod fenced;
 mod live;
 mod requests;
 mod turn;
@@ -74,6 +76,9 @@ pub(crate) struct Actor {
     parked: bool,
     /// Delegation: `Close` requests waiting for the running turn to end.
     closing: Vec<oneshot::Sender<()>>,
+    /// Keeps the conversation this node's while the actor runs (issue 12; `None` on
+    /// SQLite, where it always is).
+    claim: Option<OwnerGuard>,
 }
 impl Actor {
     /// Spawns the actor for `session` and returns its handle.
@@ -83,6 +88,7 @@ impl Actor {
         session: Session,
         spec: AgentSpec,
         owner: ConversationId,
+        claim: Option<OwnerGuard>,
     ) -> ActorHandle {
         let (tx, rx) = mpsc::channel(MAILBOX_CAP);
         let queue = TurnQueue::new(ctx.config.queue_cap);
@@ -105,6 +111,7 @@ impl Actor {
             questions: HashMap::new(),
             parked: false,
             closing: Vec::new(),
+            claim,
         };
         tokio::spawn(actor.run());
         ActorHandle { tx }
@@ -118,6 +125,11 @@ impl Actor {
 
     async fn run(mut self) {
         loop {
+            if self.claim.as_ref().is_some_and(OwnerGuard::lost) {
+                // Another node took the conversation over: stop here, writing nothing.
+                self.end_fenced(Vec::new()).await;
+                return;
+            }
             if self.current.is_none() && !self.closing.is_empty() {
                 self.finish_close().await;
                 match self.actors.upgrade() {
@@ -147,6 +159,13 @@ impl Actor {
                     Some(ActorCmd::Shutdown { done }) => {
                         self.shutdown().await;
                         let _ = done.send(());
+                        return;
+                    }
+                    // Lost while idle (a newer claim of this node, after a take-over,
+                    // replaced the epoch): this process may lack what ran elsewhere, so
+                    // a successor resumes strictly and runs the command.
+                    Some(cmd) if self.claim.as_ref().is_some_and(OwnerGuard::lost) => {
+                        self.end_fenced(vec![cmd]).await;
                         return;
                     }
                     Some(cmd) => self.on_cmd(cmd).await,

@@ -1,0 +1,132 @@
+//! Failover (issue 12, design point 3): conversations whose owner died are taken over by
+//! a survivor (compare and set on the epoch: of two survivors one wins), recovered in one
+//! transaction under the new epoch — exactly start-up recovery, scoped to that
+//! conversation: running turns `interrupted`, pending approvals and questions `expired`,
+//! sessions dormant, one status line — and released, so the next message is claimed by
+//! whichever node receives it.
+//!
+//! Start-up recovery is scoped the same way on PostgreSQL: the conversations this node
+//! owned before it restarted (same node id) and the orphaned ones, never those of another
+//! live node. SQLite recovers the whole store, as a lone daemon always did.
+
+use std::sync::Weak;
+use std::time::Duration;
+
+use tether_store::{OwnerRow, RecoveryReport, Store, now_ms};
+
+use crate::ctx::Ctx;
+
+/// What a recovery tells a conversation (the same words after a restart and a failover).
+fn notice(rc: &tether_store::RecoveredConversation) -> String {
+    tether_core::restart_notice(
+        rc.interrupted_turns,
+        rc.expired_approvals,
+        rc.expired_questions,
+    )
+}
+
+/// Start-up recovery: store-wide on SQLite; on PostgreSQL this node's own conversations
+/// and the orphaned ones.
+pub(crate) async fn recover_at_start(
+    store: &Store,
+    node_id: &str,
+) -> tether_store::Result<RecoveryReport> {
+    if store.backend_name() != "postgres" {
+        return store.recover(notice).await;
+    }
+    let mut report = RecoveryReport::default();
+    let mut rows = store.owned_conversations(node_id).await?;
+    rows.extend(
+        store
+            .orphaned_conversations(now_ms())
+            .await?
+            .into_iter()
+            .filter(|r| r.node_id != node_id),
+    );
+    for row in rows {
+        if let Some(one) = take_over(store, node_id, &row).await? {
+            merge(&mut report, one);
+        }
+    }
+    Ok(report)
+}
+
+/// Takes conversation `row` over from its epoch, recovers it and releases it: `None` when
+/// another node claimed it first.
+async fn take_over(
+    store: &Store,
+    node_id: &str,
+    row: &OwnerRow,
+) -> tether_store::Result<Option<RecoveryReport>> {
+    let id = &row.conversation_id;
+    let Some(epoch) = store
+        .take_over_conversation(id, node_id, row.epoch, now_ms())
+        .await?
+    else {
+        return Ok(None);
+    };
+    // Kept (ours) if the recovery fails: the sweep tries it again (see `retry`).
+    let report = store.recover_conversation(id, notice).await?;
+    store.release_conversation(id, node_id, epoch).await?;
+    tracing::info!(conversation = %id, from = %row.node_id, epoch,
+        turns = report.conversations.iter().map(|c| c.interrupted_turns).sum::<usize>(),
+        "took over a conversation whose owner is gone");
+    Ok(Some(report))
+}
+
+fn merge(into: &mut RecoveryReport, one: RecoveryReport) {
+    into.conversations.extend(one.conversations);
+    into.sessions_made_dormant += one.sessions_made_dormant;
+    into.events.extend(one.events);
+}
+
+/// Every `lease_ttl / 3` on PostgreSQL: takes over the conversations of dead nodes.
+pub(crate) fn start_sweep(ctx: Weak<Ctx>, node_id: String, lease_ttl: Duration) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval((lease_ttl / 3).max(Duration::from_millis(100)));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Taken over, not yet recovered (a lock of a paused node held the recovery).
+        let mut retry: Vec<OwnerRow> = Vec::new();
+        loop {
+            tick.tick().await;
+            let Some(ctx) = ctx.upgrade() else { return };
+            if let Err(e) = sweep(&ctx.store, &node_id, &mut retry).await {
+                tracing::warn!(error = %e, "the failover sweep failed; retrying");
+            }
+        }
+    });
+}
+
+async fn sweep(
+    store: &Store,
+    node_id: &str,
+    retry: &mut Vec<OwnerRow>,
+) -> tether_store::Result<()> {
+    // Taken over earlier: recover under the epoch this node holds (unless it lost it).
+    for row in std::mem::take(retry) {
+        let id = &row.conversation_id;
+        let Some(epoch) = store.held_epoch(id).filter(|_| !store.is_fenced(id)) else {
+            continue;
+        };
+        match store.recover_conversation(id, notice).await {
+            Ok(_) => {
+                store.release_conversation(id, node_id, epoch).await?;
+            }
+            Err(e) => {
+                tracing::debug!(conversation = %id, error = %e, "recovery after a take-over waits");
+                retry.push(row);
+            }
+        }
+    }
+    // Our own rows are never orphans to us: a node whose lease lapsed (paused) and came
+    // back renews it; if a survivor took them over meanwhile, fencing stops our writes.
+    let orphans = store.orphaned_conversations(now_ms()).await?;
+    for row in orphans.into_iter().filter(|r| r.node_id != node_id) {
+        if let Err(e) = take_over(store, node_id, &row).await {
+            tracing::debug!(conversation = %row.conversation_id, error = %e,
+                "recovery after a take-over failed; retrying");
+            retry.push(row);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,204 @@
+//! Which conversations this node owns (issue 12, design points 1–3): a conversation's
+//! live session runs on its owner only. Before this node runs anything for a
+//! conversation (a turn, making its session live) it claims it in the store
+//! ([`Ownership::claim`]); the store remembers the epoch, and every write on the
+//! conversation's behalf is fenced by it (`tether_store`'s `fence`). Each session actor
+//! holds an [`OwnerGuard`]; when the last guard of a conversation goes (its actors
+//! retired dormant), the conversation is released, so the next message is claimed by
+//! whichever node receives it. A fenced actor and a daemon shutting down keep the row:
+//! the first lost it already, the second leaves open turns for recovery (its own after a
+//! restart, or a survivor's once its lease ends).
+//!
+//! On SQLite the node is alone and owns everything: nothing is claimed, guards are
+//! `None` and nothing here touches the store.
+
+pub(crate) mod failover;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tether_proto::ConversationId;
+use tether_store::{Claim, Store, now_ms};
+
+use crate::RuntimeError;
+
+/// This node's claims on conversations.
+#[derive(Clone)]
+pub(crate) struct Ownership(Arc<State>);
+
+struct State {
+    store: Store,
+    node_id: String,
+    /// PostgreSQL: a cluster of nodes may share the store. SQLite: this node alone.
+    clustered: bool,
+    /// Per conversation: the guards alive and the gate that orders claims and releases.
+    users: Mutex<HashMap<ConversationId, Users>>,
+}
+
+struct Users {
+    count: usize,
+    gate: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Ownership {
+    pub fn new(store: Store, node_id: String) -> Ownership {
+        let clustered = store.backend_name() == "postgres";
+        Ownership(Arc::new(State {
+            store,
+            node_id,
+            clustered,
+            users: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// Whether other nodes may share the store (PostgreSQL).
+    pub fn clustered(&self) -> bool {
+        self.0.clustered
+    }
+
+    /// Whether something on this node holds conversation `id` (a guard lives).
+    pub fn in_use(&self, id: &ConversationId) -> bool {
+        self.0.lock().get(id).is_some_and(|u| u.count > 0)
+    }
+
+    /// Claims conversation `id` for this node before it runs something for it: a guard
+    /// while it is this node's (`None` on SQLite, where it always is), or
+    /// `owned_elsewhere` when another live node owns it.
+    pub async fn claim(&self, id: &ConversationId) -> Result<Option<OwnerGuard>, RuntimeError> {
+        if !self.0.clustered {
+            return Ok(None);
+        }
+        // Counted before the gate: a release that runs meanwhile sees this claim coming
+        // and leaves the row alone.
+        let gate = {
+            let mut users = self.0.lock();
+            let u = users.entry(id.clone()).or_insert_with(|| Users {
+                count: 0,
+                gate: Arc::default(),
+            });
+            u.count += 1;
+            u.gate.clone()
+        };
+        let mut guard = OwnerGuard {
+            state: self.0.clone(),
+            conversation_id: id.clone(),
+            epoch: 0,
+            keep: false,
+        };
+        let _gate = gate.lock().await;
+        match self
+            .0
+            .store
+            .claim_conversation(id, &self.0.node_id, now_ms())
+            .await?
+        {
+            Claim::Claimed { epoch } | Claim::Held { epoch } => {
+                guard.epoch = epoch;
+                Ok(Some(guard))
+            }
+            Claim::Owned(row) => Err(RuntimeError::OwnedElsewhere {
+                conversation_id: id.clone(),
+                node_id: row.node_id,
+            }),
+        }
+    }
+}
+
+impl State {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ConversationId, Users>> {
+        // A panic while holding this lock leaves a consistent map.
+        self.users.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The last guard of `id` went: give the conversation up, unless a claim came
+    /// meanwhile or this node's epoch is stale (fenced: nothing of ours to release).
+    async fn release(self: Arc<Self>, id: ConversationId) {
+        let Some(gate) = self.lock().get(&id).map(|u| u.gate.clone()) else {
+            return;
+        };
+        let _gate = gate.lock().await;
+        {
+            let mut users = self.lock();
+            match users.get(&id) {
+                Some(u) if u.count == 0 => {
+                    users.remove(&id);
+                }
+                _ => return,
+            }
+        }
+        if self.store.is_fenced(&id) {
+            return;
+        }
+        let Some(epoch) = self.store.held_epoch(&id) else {
+            return;
+        };
+        match self
+            .store
+            .release_conversation(&id, &self.node_id, epoch)
+            .await
+        {
+            Ok(_) => {}
+            Err(e) => tracing::warn!(conversation = %id, error = %e,
+                "cannot release the conversation; it is taken over once this node's lease ends"),
+        }
+    }
+}
+
+/// This node runs something for a conversation (held by its session actor, or by the
+/// router while it routes a message): while any guard of a conversation lives, it stays
+/// this node's.
+pub(crate) struct OwnerGuard {
+    state: Arc<State>,
+    conversation_id: ConversationId,
+    /// The epoch the claim returned.
+    epoch: i64,
+    /// Do not release when dropped (fenced, or the daemon stops).
+    keep: bool,
+}
+
+impl OwnerGuard {
+    /// Whether this node lost the conversation since the claim: a write under its epoch
+    /// was refused, or a newer claim replaced the epoch (this guard's holder is stale).
+    pub fn lost(&self) -> bool {
+        let store = &self.state.store;
+        store.is_fenced(&self.conversation_id)
+            || store.held_epoch(&self.conversation_id) != Some(self.epoch)
+    }
+
+    /// Drops the guard without giving the conversation up.
+    pub fn keep(mut self) {
+        self.keep = true;
+    }
+}
+
+impl Drop for OwnerGuard {
+    fn drop(&mut self) {
+        let last = {
+            let mut users = self.state.lock();
+            match users.get_mut(&self.conversation_id) {
+                Some(u) => {
+                    u.count = u.count.saturating_sub(1);
+                    u.count == 0
+                }
+                None => false,
+            }
+        };
+        if !last {
+            return;
+        }
+        if self.keep {
+            // Nothing to release: forget the entry (a later claim makes a new one).
+            let mut users = self.state.lock();
+            if users
+                .get(&self.conversation_id)
+                .is_some_and(|u| u.count == 0)
+            {
+                users.remove(&self.conversation_id);
+            }
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(self.state.clone().release(self.conversation_id.clone()));
+        }
+    }
+}
