@@ -62,10 +62,10 @@ mod delegation_ledger;
 mod events;
 #[path = "sql/feed.rs"]
 mod feed;
-#[path = "sql/leaders.rs"]
-mod leaders;
 #[path = "sql/fence.rs"]
 mod fence;
+#[path = "sql/leaders.rs"]
+mod leaders;
 #[path = "sql/nodes.rs"]
 mod nodes;
 #[path = "sql/outbox_claims.rs"]
