@@ -89,6 +89,7 @@ impl Runtime {
             }),
         };
         rt.start_delegation_watch();
+        rt.ctx().spares.fill();
         Ok(rt)
     }
 
@@ -98,7 +99,9 @@ impl Runtime {
 
     /// The live pool's state.
     pub fn pool_status(&self) -> crate::PoolStatus {
-        self.ctx().pool.status()
+        let mut status = self.ctx().pool.status();
+        status.spares = self.ctx().spares.views();
+        status
     }
 
     /// Names of the configured agents.
@@ -448,5 +451,6 @@ impl Runtime {
         // The sessions left their shared processes: end those now, not after their idle
         // time.
         self.ctx().pool.end_processes().await;
+        self.ctx().spares.shutdown().await;
     }
 }

@@ -17,7 +17,9 @@ pub(crate) struct Ctx {
     pub config: RuntimeConfig,
     pub pool: Pool,
     /// Delegation: MCP tokens of launched sessions, the readiness gate.
-    pub delegation: crate::delegation::registry::Registry,
+    pub delegation: Arc<crate::delegation::registry::Registry>,
+    /// The Claude warm spares (`[pool] claude_spare`).
+    pub spares: crate::spare::Spares,
     /// The delegation outcome watcher's list of tasks to follow.
     pub delegation_watch: crate::delegation::watch_list::WatchList,
     /// Streamed agent events stored, and the store transactions they took.
@@ -43,10 +45,14 @@ impl Ctx {
             .drivers
             .unwrap_or_else(|| Drivers::real(config.start_timeout, records, hosts.clone()));
         let pool = Pool::new(config.pool.clone(), hosts);
-        let delegation = crate::delegation::registry::Registry::new(config.delegation.clone());
+        let delegation = Arc::new(crate::delegation::registry::Registry::new(
+            config.delegation.clone(),
+        ));
+        let spares = crate::spare::Spares::new(drivers.claude.clone(), delegation.clone(), &config);
         Arc::new(Ctx {
             store,
             delegation,
+            spares,
             delegation_watch: crate::delegation::watch_list::WatchList::new(),
             streamed: StreamedFigures::default(),
             config,
@@ -63,6 +69,9 @@ impl Ctx {
         mut req: StartRequest,
     ) -> Result<Box<dyn AgentSession>, AgentError> {
         req.cwd = crate::cwd::recheck(&req.cwd, &self.config)?;
+        if let Some(spare) = self.spares.take(&req) {
+            return Ok(spare);
+        }
         self.drivers.get(req.spec.driver).start(req).await
     }
 }

@@ -17,6 +17,7 @@ mod ids;
 mod listing;
 mod seams;
 mod session;
+mod spare;
 mod views;
 
 pub use api::Runtime;

@@ -305,3 +305,18 @@ fn attachment_limits_default_to_the_platforms_and_can_be_set() {
     assert!(resolve("[attachments]\nmax_file_mb = 5000\n", &home_env()).is_err());
     assert!(resolve("[attachments]\nmax_mb = 5\n", &home_env()).is_err());
 }
+
+#[test]
+fn claude_spare_defaults_to_a_claude_default_agent() {
+    let env = home_env();
+    assert!(
+        !resolve("", &env).unwrap().pool.claude_spare,
+        "codex by default"
+    );
+    let claude = "default_agent = \"claude\"";
+    assert!(resolve(claude, &env).unwrap().pool.claude_spare);
+    let off = format!("{claude}\n[pool]\nclaude_spare = false");
+    assert!(!resolve(&off, &env).unwrap().pool.claude_spare);
+    let on = "[pool]\nclaude_spare = true";
+    assert!(resolve(on, &env).unwrap().pool.claude_spare);
+}

@@ -38,6 +38,9 @@ pub struct PoolConfig {
     pub max_processes: usize,
     /// A shared process without sessions ends after this.
     pub process_idle: Duration,
+    /// Keep one warm spare process per Claude agent, so a new Claude session attaches
+    /// to it instead of a cold start (see `crate::spare`).
+    pub claude_spare: bool,
 }
 
 impl PoolConfig {
@@ -67,6 +70,7 @@ impl Default for PoolConfig {
             sessions_per_process: 32,
             max_processes: 16,
             process_idle: Duration::from_secs(60),
+            claude_spare: false,
         }
     }
 }
@@ -256,6 +260,7 @@ impl Pool {
             max_live_per_owner: self.config.max_live_per_owner,
             idle_ttl_secs: self.config.idle_ttl.map(|d| d.as_secs()),
             evictions: st.evictions,
+            spares: Vec::new(),
         }
     }
 }
