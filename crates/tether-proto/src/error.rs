@@ -113,6 +113,9 @@ pub enum ErrorCode {
     /// An attachment could not be fetched from its channel (a Telegram file that cannot
     /// be downloaded, a Feishu resource that 404s).
     AttachmentUnavailable,
+    /// Every agent process is at its session limit, the process cap (`[pool]
+    /// max_processes`) is reached and no idle session could be evicted to make room.
+    ProcessLimit,
 }
 
 impl ErrorCode {
@@ -168,6 +171,7 @@ impl ErrorCode {
             ErrorCode::AttachmentTypeMismatch => "attachment_type_mismatch",
             ErrorCode::AttachmentBadName => "attachment_bad_name",
             ErrorCode::AttachmentUnavailable => "attachment_unavailable",
+            ErrorCode::ProcessLimit => "process_limit",
         }
     }
 
@@ -202,7 +206,7 @@ impl ErrorCode {
             | ErrorCode::ContinuationConflict => 409,
             ErrorCode::PayloadTooLarge | ErrorCode::AttachmentTooLarge => 413,
             ErrorCode::AttachmentTypeMismatch => 415,
-            ErrorCode::QueueFull | ErrorCode::ConcurrencyLimit => 429,
+            ErrorCode::QueueFull | ErrorCode::ConcurrencyLimit | ErrorCode::ProcessLimit => 429,
             ErrorCode::ResumeUnavailable
             | ErrorCode::SpawnFailed
             | ErrorCode::AgentCrashed

@@ -3,7 +3,9 @@
 //! and the clock (the last two given, see `seams`).
 
 use std::sync::Arc;
+
 use std::sync::atomic::{AtomicU64, Ordering};
+use tokio::time::Instant;
 
 use tether_agents::{AgentError, AgentSession, GroupRecords, StartRequest};
 use tether_store::Store;
@@ -72,9 +74,44 @@ impl Ctx {
         if let Some(spare) = self.spares.take(&req) {
             return Ok(spare);
         }
-        self.drivers.get(req.spec.driver).start(req).await
+        let driver = self.drivers.get(req.spec.driver);
+        let Some(hosts) = self.pool.hosts() else {
+            return driver.start(req).await;
+        };
+        // The process cap is hard: at it, idle sessions are evicted to make room (their
+        // slots given back) and the start is tried again as they leave; with none idle it
+        // fails.
+        let mut deadline = None;
+        loop {
+            let mut released = hosts.released();
+            match driver.start(req.clone()).await {
+                Err(e @ AgentError::ProcessLimit { .. }) => {
+                    // Evict once per start (then wait for those to leave), so a start never
+                    // evicts more than the room it needs.
+                    let until = match deadline {
+                        Some(until) => until,
+                        None if self.pool.evict_for_process(&req.spec.name) => {
+                            *deadline.insert(Instant::now() + MAKE_ROOM_WAIT)
+                        }
+                        None => return Err(e),
+                    };
+                    // The evicted sessions detach first (each bounded by the agent's ack).
+                    if tokio::time::timeout_at(until, released.changed())
+                        .await
+                        .is_err()
+                    {
+                        return Err(e);
+                    }
+                }
+                other => return other,
+            }
+        }
     }
 }
+
+/// How long a start at the process cap waits for the sessions it evicted to give their
+/// slots back.
+const MAKE_ROOM_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Counters of the session actors' coalesced writes, for `GET /api/v1/runtime`.
 #[derive(Default)]
