@@ -21,6 +21,7 @@ mod overhead;
 mod recovery;
 mod report;
 mod shared;
+mod spare;
 mod sse_count;
 mod stats;
 mod throughput;
@@ -58,6 +59,8 @@ enum Figure {
     /// 10: live codex and gemini sessions within 4 GB of agent RSS, a process per
     /// session vs shared processes.
     Shared,
+    /// 11: a new Claude session's time to its first event, the warm spare vs a cold start.
+    Spare,
 }
 
 #[derive(Debug, Parser)]
@@ -91,7 +94,7 @@ struct Args {
     /// Figures 4, 6, 7: events in the generated store.
     #[arg(long, default_value_t = 1_000_000)]
     big_events: usize,
-    /// Figure 5: rounds (warm, per-turn process, dormant) per agent.
+    /// Figures 5 and 11: rounds (warm, per-turn process, dormant) per agent; (spare, cold).
     #[arg(long, default_value_t = 5)]
     rounds: usize,
     /// Figure 6: conversations that each run a turn and go dormant in the daemon.
@@ -163,6 +166,7 @@ async fn run(args: &Args) -> Vec<Row> {
         Figure::Fanout,
         Figure::Memory,
         Figure::Shared,
+        Figure::Spare,
     ];
     let mut rows = Vec::new();
     for fig in all {
@@ -189,6 +193,7 @@ async fn run(args: &Args) -> Vec<Row> {
                 fanout::run(args.subscribers, args.fanout_events, args.fanout_rate).await
             }
             Figure::Shared => shared::run(args.shared_sessions).await,
+            Figure::Spare => spare::run(args.rounds).await,
         };
         eprintln!("tether-bench: {fig:?} took {}", stats::secs(t.elapsed()));
         match result {
