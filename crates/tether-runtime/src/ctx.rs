@@ -70,10 +70,20 @@ impl Ctx {
         &self,
         mut req: StartRequest,
     ) -> Result<Box<dyn AgentSession>, AgentError> {
+        let asked = Instant::now();
         req.cwd = crate::cwd::recheck(&req.cwd, &self.config)?;
         if let Some(spare) = self.spares.take(&req) {
             return Ok(spare);
         }
+        let (agent, resume) = (req.spec.name.clone(), req.resume.is_some());
+        let started = self.start_cold(req).await;
+        tracing::debug!(%agent, resume, took_us = asked.elapsed().as_micros() as u64,
+            ok = started.is_ok(), "agent session start");
+        started
+    }
+
+    /// [`Ctx::start_agent`] without a spare.
+    async fn start_cold(&self, req: StartRequest) -> Result<Box<dyn AgentSession>, AgentError> {
         let driver = self.drivers.get(req.spec.driver);
         let Some(hosts) = self.pool.hosts() else {
             return driver.start(req).await;
