@@ -152,6 +152,13 @@ async fn a_new_claude_session_takes_the_spare_which_is_replaced_and_a_resume_doe
         second
     );
     let third = ready_spare(&d, &[first, second]).await;
+    let out = d.cli(&["doctor"]).await;
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        report.contains(&format!("{AGENT} pid {third} (warm spare, ready)"))
+            && report.contains("Claude warm spare on"),
+        "{report}"
+    );
 
     // The spare ends with the daemon.
     let daemon_pid = rustix::process::Pid::from_raw(d.pid().unwrap() as i32).unwrap();
