@@ -228,6 +228,16 @@ pub enum AgentError {
         secs: u64,
         stderr_tail: String,
     },
+    /// Every shared process of the agent is at its session limit and the process cap is
+    /// reached (the runtime first makes room by evicting an idle session).
+    #[error(
+        "every agent process is at its session limit ({sessions_per_process} each) and the \
+         process cap ({max_processes}) is reached"
+    )]
+    ProcessLimit {
+        sessions_per_process: usize,
+        max_processes: usize,
+    },
 }
 
 fn tail(stderr_tail: &str) -> String {
@@ -249,6 +259,7 @@ impl AgentError {
             AgentError::Agent { .. } => ErrorCode::AgentError,
             AgentError::Protocol { .. } => ErrorCode::ProtocolError,
             AgentError::Timeout { .. } => ErrorCode::StartTimeout,
+            AgentError::ProcessLimit { .. } => ErrorCode::ProcessLimit,
         }
     }
 }

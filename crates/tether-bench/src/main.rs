@@ -22,6 +22,7 @@ mod overhead;
 mod recovery;
 mod report;
 mod shared;
+mod spare;
 mod sse_count;
 mod stats;
 mod throughput;
@@ -62,6 +63,8 @@ enum Figure {
     /// Issue 12: turns/s and tether's share of a turn on SQLite, PostgreSQL with one node
     /// and three nodes; cross-node command latency; failover time.
     Cluster,
+    /// 11: a new Claude session's time to its first event, the warm spare vs a cold start.
+    Spare,
 }
 
 #[derive(Debug, Parser)]
@@ -95,7 +98,7 @@ struct Args {
     /// Figures 4, 6, 7: events in the generated store.
     #[arg(long, default_value_t = 1_000_000)]
     big_events: usize,
-    /// Figure 5: rounds (warm, per-turn process, dormant) per agent.
+    /// Figures 5 and 11: rounds (warm, per-turn process, dormant) per agent; (spare, cold).
     #[arg(long, default_value_t = 5)]
     rounds: usize,
     /// Figure 6: conversations that each run a turn and go dormant in the daemon.
@@ -183,6 +186,7 @@ async fn run(args: &Args) -> Vec<Row> {
         Figure::Memory,
         Figure::Shared,
         Figure::Cluster,
+        Figure::Spare,
     ];
     let mut rows = Vec::new();
     for fig in all {
@@ -219,6 +223,7 @@ async fn run(args: &Args) -> Vec<Row> {
                 })
                 .await
             }
+            Figure::Spare => spare::run(args.rounds).await,
         };
         eprintln!("tether-bench: {fig:?} took {}", stats::secs(t.elapsed()));
         match result {

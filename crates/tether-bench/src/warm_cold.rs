@@ -27,7 +27,7 @@ const CLI_LIMIT: Duration = Duration::from_secs(120);
 
 /// Whether the real CLI is installed (`tools/agents/install`), without the testkit's
 /// panic message.
-fn cli_installed(name: &str) -> bool {
+pub(crate) fn cli_installed(name: &str) -> bool {
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
     let found = std::panic::catch_unwind(|| tether_testkit::agent_cli(name)).is_ok();

@@ -65,8 +65,8 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
-/// Whether `headers` carry a token the `/mcp` route admits: the API token or a live
-/// session's MCP token.
+/// Whether `headers` carry a token the `/mcp` route admits: the API token, a live
+/// session's MCP token or one reserved for a spare agent process.
 pub fn admits(runtime: &Runtime, api_token: &str, headers: &http::HeaderMap) -> bool {
     match bearer(headers) {
         Some(t)
@@ -74,7 +74,7 @@ pub fn admits(runtime: &Runtime, api_token: &str, headers: &http::HeaderMap) -> 
         {
             true
         }
-        Some(t) => runtime.mcp_caller(t).is_some(),
+        Some(t) => runtime.mcp_admits(t),
         None => false,
     }
 }

@@ -89,7 +89,7 @@ async fn connection(
     )
     .await??;
     let token = match serde_json::from_str::<Hello>(line.trim()) {
-        Ok(h) if n > 0 && runtime.mcp_caller(&h.token).is_some() => Some(h.token),
+        Ok(h) if n > 0 && runtime.mcp_admits(&h.token) => Some(h.token),
         _ => None,
     };
     let reply = HelloReply {

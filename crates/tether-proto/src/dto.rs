@@ -349,6 +349,26 @@ pub struct PoolStatus {
     /// The processes, each with its sessions and resident memory.
     #[serde(default)]
     pub processes: Vec<PoolProcess>,
+    /// Warm spare processes started ahead of need (`[pool] claude_spare`): a new session
+    /// of their agent in the default working directory and model attaches to one
+    /// instead of a cold start. Not in `processes` (they host no session yet).
+    #[serde(default)]
+    pub spares: Vec<PoolSpare>,
+}
+
+/// A warm spare agent process (`GET /api/v1/pool`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PoolSpare {
+    /// The configured agent name.
+    pub agent: String,
+    /// `None` while it is starting (or when its last start failed).
+    #[serde(default)]
+    pub pid: Option<u32>,
+    /// Started and initialised: the next new session of its agent takes it.
+    pub ready: bool,
+    /// Resident memory of the process and its children, when it can be read.
+    #[serde(default)]
+    pub rss_bytes: Option<u64>,
 }
 
 /// One agent process of the live pool.

@@ -119,6 +119,9 @@ pub enum ErrorCode {
     /// Issue 12: another node of the cluster owns the conversation (its live session
     /// runs there), or this node lost it to another one (fenced).
     OwnedElsewhere,
+    /// Every agent process is at its session limit, the process cap (`[pool]
+    /// max_processes`) is reached and no idle session could be evicted to make room.
+    ProcessLimit,
 }
 
 impl ErrorCode {
@@ -176,6 +179,7 @@ impl ErrorCode {
             ErrorCode::AttachmentUnavailable => "attachment_unavailable",
             ErrorCode::OwnerLost => "owner_lost",
             ErrorCode::OwnedElsewhere => "owned_elsewhere",
+            ErrorCode::ProcessLimit => "process_limit",
         }
     }
 
@@ -211,7 +215,7 @@ impl ErrorCode {
             | ErrorCode::OwnedElsewhere => 409,
             ErrorCode::PayloadTooLarge | ErrorCode::AttachmentTooLarge => 413,
             ErrorCode::AttachmentTypeMismatch => 415,
-            ErrorCode::QueueFull | ErrorCode::ConcurrencyLimit => 429,
+            ErrorCode::QueueFull | ErrorCode::ConcurrencyLimit | ErrorCode::ProcessLimit => 429,
             ErrorCode::ResumeUnavailable
             | ErrorCode::SpawnFailed
             | ErrorCode::AgentCrashed

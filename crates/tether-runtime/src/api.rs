@@ -96,6 +96,7 @@ impl Runtime {
         };
         rt.start_delegation_watch();
         rt.start_cluster();
+        rt.ctx().spares.fill();
         Ok(rt)
     }
 
@@ -105,7 +106,9 @@ impl Runtime {
 
     /// The live pool's state.
     pub fn pool_status(&self) -> crate::PoolStatus {
-        self.ctx().pool.status()
+        let mut status = self.ctx().pool.status();
+        status.spares = self.ctx().spares.views();
+        status
     }
 
     /// Names of the configured agents.
@@ -529,5 +532,6 @@ impl Runtime {
         // The sessions left their shared processes: end those now, not after their idle
         // time.
         self.ctx().pool.end_processes().await;
+        self.ctx().spares.shutdown().await;
     }
 }

@@ -3,7 +3,9 @@
 //! and the clock (the last two given, see `seams`).
 
 use std::sync::Arc;
+
 use std::sync::atomic::{AtomicU64, Ordering};
+use tokio::time::Instant;
 
 use tether_agents::{AgentError, AgentSession, GroupRecords, StartRequest};
 use tether_store::Store;
@@ -17,7 +19,9 @@ pub(crate) struct Ctx {
     pub config: RuntimeConfig,
     pub pool: Pool,
     /// Delegation: MCP tokens of launched sessions, the readiness gate.
-    pub delegation: crate::delegation::registry::Registry,
+    pub delegation: Arc<crate::delegation::registry::Registry>,
+    /// The Claude warm spares (`[pool] claude_spare`).
+    pub spares: crate::spare::Spares,
     /// The delegation outcome watcher's list of tasks to follow.
     pub delegation_watch: crate::delegation::watch_list::WatchList,
     /// Streamed agent events stored, and the store transactions they took.
@@ -45,13 +49,17 @@ impl Ctx {
             .drivers
             .unwrap_or_else(|| Drivers::real(config.start_timeout, records, hosts.clone()));
         let pool = Pool::new(config.pool.clone(), hosts);
-        let delegation = crate::delegation::registry::Registry::new(config.delegation.clone());
+        let delegation = Arc::new(crate::delegation::registry::Registry::new(
+            config.delegation.clone(),
+        ));
+        let spares = crate::spare::Spares::new(drivers.claude.clone(), delegation.clone(), &config);
         let ownership =
             crate::ownership::Ownership::new(store.clone(), config.cluster.node_id.clone());
         Arc::new(Ctx {
             store,
             ownership,
             delegation,
+            spares,
             delegation_watch: crate::delegation::watch_list::WatchList::new(),
             streamed: StreamedFigures::default(),
             config,
@@ -67,10 +75,58 @@ impl Ctx {
         &self,
         mut req: StartRequest,
     ) -> Result<Box<dyn AgentSession>, AgentError> {
+        let asked = Instant::now();
         req.cwd = crate::cwd::recheck(&req.cwd, &self.config)?;
-        self.drivers.get(req.spec.driver).start(req).await
+        if let Some(spare) = self.spares.take(&req) {
+            return Ok(spare);
+        }
+        let (agent, resume) = (req.spec.name.clone(), req.resume.is_some());
+        let started = self.start_cold(req).await;
+        tracing::debug!(%agent, resume, took_us = asked.elapsed().as_micros() as u64,
+            ok = started.is_ok(), "agent session start");
+        started
+    }
+
+    /// [`Ctx::start_agent`] without a spare.
+    async fn start_cold(&self, req: StartRequest) -> Result<Box<dyn AgentSession>, AgentError> {
+        let driver = self.drivers.get(req.spec.driver);
+        let Some(hosts) = self.pool.hosts() else {
+            return driver.start(req).await;
+        };
+        // The process cap is hard: at it, idle sessions are evicted to make room (their
+        // slots given back) and the start is tried again as they leave; with none idle it
+        // fails.
+        let mut deadline = None;
+        loop {
+            let mut released = hosts.released();
+            match driver.start(req.clone()).await {
+                Err(e @ AgentError::ProcessLimit { .. }) => {
+                    // Evict once per start (then wait for those to leave), so a start never
+                    // evicts more than the room it needs.
+                    let until = match deadline {
+                        Some(until) => until,
+                        None if self.pool.evict_for_process(&req.spec.name) => {
+                            *deadline.insert(Instant::now() + MAKE_ROOM_WAIT)
+                        }
+                        None => return Err(e),
+                    };
+                    // The evicted sessions detach first (each bounded by the agent's ack).
+                    if tokio::time::timeout_at(until, released.changed())
+                        .await
+                        .is_err()
+                    {
+                        return Err(e);
+                    }
+                }
+                other => return other,
+            }
+        }
     }
 }
+
+/// How long a start at the process cap waits for the sessions it evicted to give their
+/// slots back.
+const MAKE_ROOM_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Counters of the session actors' coalesced writes, for `GET /api/v1/runtime`.
 #[derive(Default)]

@@ -19,6 +19,7 @@ mod listing;
 mod ownership;
 mod seams;
 mod session;
+mod spare;
 mod views;
 
 pub use api::Runtime;

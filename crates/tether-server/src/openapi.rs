@@ -60,6 +60,7 @@ use crate::{AppState, list_sse, sse, web};
         agents::AgentInfo,
         tether_proto::PoolStatus,
         tether_proto::PoolProcess,
+        tether_proto::PoolSpare,
         tether_proto::RuntimeFigures,
         tether_proto::CreateConversation,
         tether_proto::UpdateConversation,

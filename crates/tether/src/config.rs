@@ -93,6 +93,9 @@ pub struct PoolFile {
     pub max_processes: Option<usize>,
     /// Seconds a shared process without sessions is kept.
     pub process_idle_secs: Option<u64>,
+    /// Keep one warm spare process per Claude agent for new sessions (default: when the
+    /// default agent is a Claude agent).
+    pub claude_spare: Option<bool>,
 }
 
 /// `[delegation]`: how deep delegation may nest (1..=8, default 1) and how many children
@@ -270,6 +273,9 @@ impl Settings {
             secs => Some(Duration::from_secs(secs)),
         };
 
+        let claude_default = agents
+            .get(&default_agent)
+            .is_some_and(|a| a.driver == DriverKind::Claude);
         let delegation = delegation_config(file.delegation.unwrap_or_default())?;
         let cluster = crate::cluster::settings(file.cluster)?;
 
@@ -285,7 +291,7 @@ impl Settings {
             queue_cap: file.queue_cap.unwrap_or(16),
             start_timeout: Duration::from_secs(start_timeout_secs),
             turn_timeout,
-            pool: pool_config(file.pool.unwrap_or_default()),
+            pool: pool_config(file.pool.unwrap_or_default(), claude_default),
             delegation,
             token_override,
             channels: crate::config_channels::resolve(file.channels)?,
@@ -359,7 +365,9 @@ fn delegation_config(file: DelegationFile) -> Result<DelegationConfig> {
     })
 }
 
-fn pool_config(file: PoolFile) -> PoolConfig {
+/// `[pool]`; `claude_default`: the default agent is a Claude agent (then a warm spare
+/// is kept unless `claude_spare = false`: a new conversation is most likely Claude's).
+fn pool_config(file: PoolFile, claude_default: bool) -> PoolConfig {
     let default = PoolConfig::default();
     PoolConfig {
         max_live: file.max_live.unwrap_or(default.max_live),
@@ -378,6 +386,7 @@ fn pool_config(file: PoolFile) -> PoolConfig {
         process_idle: file
             .process_idle_secs
             .map_or(default.process_idle, Duration::from_secs),
+        claude_spare: file.claude_spare.unwrap_or(claude_default),
     }
 }
 

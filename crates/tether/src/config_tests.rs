@@ -337,3 +337,18 @@ fn cluster_settings_are_read_and_checked() {
     let err = resolve("[cluster]\nlease_ttl_secs = 0\n", &home_env()).unwrap_err();
     assert!(err.to_string().contains("lease_ttl_secs"), "{err}");
 }
+
+#[test]
+fn claude_spare_defaults_to_a_claude_default_agent() {
+    let env = home_env();
+    assert!(
+        !resolve("", &env).unwrap().pool.claude_spare,
+        "codex by default"
+    );
+    let claude = "default_agent = \"claude\"";
+    assert!(resolve(claude, &env).unwrap().pool.claude_spare);
+    let off = format!("{claude}\n[pool]\nclaude_spare = false");
+    assert!(!resolve(&off, &env).unwrap().pool.claude_spare);
+    let on = "[pool]\nclaude_spare = true";
+    assert!(resolve(on, &env).unwrap().pool.claude_spare);
+}

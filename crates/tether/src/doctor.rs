@@ -70,12 +70,13 @@ async fn pool_report(settings: &Settings) -> String {
         .map_or("never".to_owned(), |d| format!("{}s", d.as_secs()));
     let mut out = format!(
         "\npool:\n  limits: {} live, {} per owner, idle TTL {ttl}; {} sessions per process, \
-         {} shared processes, empty ones kept {}s\n",
+         {} shared processes, empty ones kept {}s; Claude warm spare {}\n",
         limit(p.max_live),
         limit(p.max_live_per_owner),
         p.sessions_per_process.max(1),
         limit(p.max_processes),
-        p.process_idle.as_secs()
+        p.process_idle.as_secs(),
+        if p.claude_spare { "on" } else { "off" }
     );
     let daemon = find_daemon(settings).await;
     let _ = match &daemon {
@@ -89,6 +90,7 @@ async fn pool_report(settings: &Settings) -> String {
                             s.live, s.busy, s.idle, s.evictions, s.process_count
                         );
                         crate::doctor_pool::processes(&s.processes, &mut out)
+                            .and_then(|()| crate::doctor_pool::spares(&s.spares, &mut out))
                     }
                     None => writeln!(out, "  daemon: did not answer /api/v1/pool"),
                 };

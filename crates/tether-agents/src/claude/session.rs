@@ -169,6 +169,13 @@ impl AgentSession for ClaudeSession {
         self.process.is_alive()
     }
 
+    fn process(&self) -> crate::driver::ProcessRef {
+        crate::driver::ProcessRef {
+            shared: None,
+            pid: self.process.pid(),
+        }
+    }
+
     async fn shutdown(&self) {
         turn::shutdown(&self.shared.cancels, self.link.close(), &self.process).await;
     }

@@ -273,10 +273,18 @@ impl Starter<'_> {
         };
         let mut params = self.thread_params();
         params["threadId"] = json!(id);
+        let asked = std::time::Instant::now();
         let result = self
             .rpc
             .call("thread/resume", params)
             .await
+            .inspect(|_| {
+                // Where a dormant follow-up's time goes (issue 15's figure 5).
+                tracing::debug!(
+                    took_us = asked.elapsed().as_micros() as u64,
+                    "codex answered thread/resume"
+                );
+            })
             .map_err(|e| match e {
                 StepError::Timeout(e) => e,
                 StepError::Rpc(e) => unavailable(resume_failure("thread/resume", e)),

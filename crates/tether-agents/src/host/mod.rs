@@ -33,9 +33,11 @@ pub use rss::group_rss_bytes;
 pub struct HostLimits {
     /// Sessions one process hosts at most (at least 1).
     pub sessions_per_process: usize,
-    /// Shared processes in all (0 = no limit). At the cap a start first ends a process
-    /// without sessions; when every process has sessions it exceeds the cap (as the live
-    /// pool does when every session is busy) rather than fail.
+    /// Shared processes in all (0 = no limit), a hard cap: at the cap a start first ends
+    /// a process without sessions; when every process has sessions and none of its
+    /// agent has room, the start fails with [`AgentError::ProcessLimit`] (the runtime
+    /// then evicts an idle session and tries again; [`Hosts::released`] says when a slot
+    /// was given back).
     pub max_processes: usize,
     /// A process without sessions ends after this.
     pub process_idle: Duration,
@@ -106,6 +108,8 @@ struct HostsInner {
     /// back there while it runs, because the agent may still hold the session (codex
     /// keeps an unsubscribed thread's writer, so another process could not resume it).
     left: Mutex<std::collections::HashMap<String, Weak<Host>>>,
+    /// Bumped whenever a slot is given back.
+    released: tokio::sync::watch::Sender<u64>,
 }
 
 /// One shared process.
@@ -163,6 +167,7 @@ impl Hosts {
                 processes: Mutex::new(Vec::new()),
                 next_id: AtomicU64::new(1),
                 left: Mutex::new(std::collections::HashMap::new()),
+                released: tokio::sync::watch::Sender::new(0),
             }),
         }
     }
@@ -216,16 +221,15 @@ impl Hosts {
             let cap = self.inner.limits.max_processes;
             if cap > 0 && processes.len() >= cap {
                 // Make room by ending a process without sessions, if there is one.
-                if let Some(i) = processes.iter().position(|h| h.lock().used == 0) {
-                    let host = processes.remove(i);
-                    host.lock().retired = true;
-                    retire.push(host);
-                } else {
-                    tracing::warn!(
-                        cap,
-                        "every shared agent process has sessions: starting one more than the cap"
-                    );
-                }
+                let Some(i) = processes.iter().position(|h| h.lock().used == 0) else {
+                    return Err(AgentError::ProcessLimit {
+                        sessions_per_process: limit,
+                        max_processes: cap,
+                    });
+                };
+                let host = processes.remove(i);
+                host.lock().retired = true;
+                retire.push(host);
             }
         }
         for host in retire {
@@ -261,6 +265,12 @@ impl Hosts {
             route: Mutex::new(None),
             released: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Changes whenever a session gives its slot back (subscribe before making room, then
+    /// wait for a change).
+    pub fn released(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.released.subscribe()
     }
 
     /// The shared processes now, with their sessions and memory.
@@ -400,6 +410,9 @@ impl Lease {
             slots.used = slots.used.saturating_sub(1);
             (slots.used == 0, slots.generation, slots.retired)
         };
+        if let Some(hosts) = self.hosts.upgrade() {
+            hosts.released.send_modify(|n| *n = n.wrapping_add(1));
+        }
         if !empty {
             return;
         }

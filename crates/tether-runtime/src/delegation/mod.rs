@@ -79,6 +79,13 @@ impl Runtime {
         self.ctx().delegation.caller_for_token(token)
     }
 
+    /// Whether the MCP endpoints let a connection with `token` in: a live session's token,
+    /// or one reserved for a spare agent process that has no session yet (it may list the
+    /// tools; its calls are refused until a session adopts it).
+    pub fn mcp_admits(&self, token: &str) -> bool {
+        self.ctx().delegation.admits(token)
+    }
+
     /// The daemon begins to shut down: waits of `get_delegation_status` end now (with
     /// the snapshots as they are), so they never hold the shutdown up. Idempotent.
     pub fn begin_shutdown(&self) {

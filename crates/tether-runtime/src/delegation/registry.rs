@@ -112,6 +112,40 @@ pub(crate) struct Registry {
     reported_blocks: Mutex<HashMap<(String, TaskId), String>>,
     /// (ledger scope, continuation id) → a lock held by the one request using it.
     ledger_locks: LockMap,
+    /// Tokens of spare agent processes started before their session exists (see
+    /// [`Registry::reserved_servers`]).
+    reserved: Mutex<std::collections::HashSet<String>>,
+}
+
+/// A new per-session MCP token (two random ids).
+fn new_token() -> String {
+    format!("{}{}", new_id::<String>(), new_id::<String>())
+}
+
+/// The token in MCP servers built by [`Registry::mcp_servers`] or
+/// [`Registry::reserved_servers`].
+pub(crate) fn token_in(servers: &[McpServer]) -> Option<&str> {
+    servers
+        .iter()
+        .find_map(|s| s.env.get(MCP_TOKEN_ENV))
+        .map(String::as_str)
+}
+
+/// The servers with their token blanked: what two starts must share to use one spare.
+pub(crate) fn without_token(servers: &[McpServer]) -> Vec<McpServer> {
+    servers
+        .iter()
+        .cloned()
+        .map(|mut s| {
+            if let Some(t) = s.env.get_mut(MCP_TOKEN_ENV) {
+                t.clear();
+            }
+            if let Some(h) = s.http.as_mut() {
+                h.bearer_token.clear();
+            }
+            s
+        })
+        .collect()
 }
 
 type LockMap = Arc<Mutex<HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>>>;
@@ -166,6 +200,7 @@ impl Registry {
             waits: Arc::new(Mutex::new(HashMap::new())),
             reported_blocks: Mutex::new(HashMap::new()),
             ledger_locks: Arc::new(Mutex::new(HashMap::new())),
+            reserved: Mutex::new(std::collections::HashSet::new()),
         }
     }
 
@@ -193,15 +228,15 @@ impl Registry {
     /// this session's token in its environment (never in argv). A session keeps its
     /// token while its process lives; a revoked token is never issued again.
     pub fn mcp_servers(&self, session: &Session) -> Vec<McpServer> {
-        let Some(launch) = &self.config.mcp else {
+        if self.config.mcp.is_none() {
             return Vec::new();
-        };
+        }
         let token = {
             let mut by_session = self.by_session.lock().unwrap_or_else(|e| e.into_inner());
             let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
             let token = by_session
                 .entry(session.id.clone())
-                .or_insert_with(|| format!("{}{}", new_id::<String>(), new_id::<String>()))
+                .or_insert_with(new_token)
                 .clone();
             tokens.entry(token.clone()).or_insert_with(|| TokenEntry {
                 conversation_id: session.conversation_id.clone(),
@@ -210,16 +245,23 @@ impl Registry {
             });
             token
         };
+        self.servers_with(token)
+    }
+
+    fn servers_with(&self, token: String) -> Vec<McpServer> {
+        let Some(launch) = &self.config.mcp else {
+            return Vec::new();
+        };
         let env = BTreeMap::from([
             (
                 MCP_SOCKET_ENV.to_string(),
                 launch.socket.display().to_string(),
             ),
-            (MCP_TOKEN_ENV.to_string(), token),
+            (MCP_TOKEN_ENV.to_string(), token.clone()),
         ]);
         let http = launch.http_url.as_ref().map(|url| tether_agents::McpHttp {
             url: url.clone(),
-            bearer_token: env.get(MCP_TOKEN_ENV).cloned().unwrap_or_default(),
+            bearer_token: token,
         });
         vec![McpServer {
             name: MCP_SERVER_NAME.to_string(),
@@ -228,6 +270,63 @@ impl Registry {
             env,
             http,
         }]
+    }
+
+    /// The MCP servers for a spare agent process, started before its session exists
+    /// (the Claude warm spare): a fresh token the MCP endpoints admit, so the agent's
+    /// start-up connects and lists the tools, but which stands for no caller (every tool
+    /// call is refused) until [`Registry::adopt`] hands it a session.
+    pub fn reserved_servers(&self) -> Vec<McpServer> {
+        if self.config.mcp.is_none() {
+            return Vec::new();
+        }
+        let token = new_token();
+        self.reserved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(token.clone());
+        self.servers_with(token)
+    }
+
+    /// A reserved token that will not be adopted (its spare ended).
+    pub fn unreserve(&self, token: &str) {
+        self.reserved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(token);
+    }
+
+    /// The session whose token is `session_token` takes over the reserved token of the
+    /// spare process it was given (that process holds the reserved one in its
+    /// environment); its own, never used, is dropped. False when either is unknown.
+    pub fn adopt(&self, session_token: &str, reserved: &str) -> bool {
+        let mut by_session = self.by_session.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        let mut reserved_set = self.reserved.lock().unwrap_or_else(|e| e.into_inner());
+        if !reserved_set.contains(reserved) {
+            return false;
+        }
+        let Some(entry) = tokens.remove(session_token) else {
+            return false;
+        };
+        reserved_set.remove(reserved);
+        by_session.insert(entry.session_id.clone(), reserved.to_string());
+        tokens.insert(reserved.to_string(), entry);
+        true
+    }
+
+    /// Whether the MCP endpoints let a connection with `token` in: a live session's
+    /// token or a reserved one.
+    pub fn admits(&self, token: &str) -> bool {
+        self.tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(token)
+            || self
+                .reserved
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(token)
     }
 
     /// The caller a per-session MCP token stands for.

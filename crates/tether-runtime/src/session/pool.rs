@@ -38,6 +38,9 @@ pub struct PoolConfig {
     pub max_processes: usize,
     /// A shared process without sessions ends after this.
     pub process_idle: Duration,
+    /// Keep one warm spare process per Claude agent, so a new Claude session attaches
+    /// to it instead of a cold start (see `crate::spare`).
+    pub claude_spare: bool,
 }
 
 impl PoolConfig {
@@ -67,6 +70,7 @@ impl Default for PoolConfig {
             sessions_per_process: 32,
             max_processes: 16,
             process_idle: Duration::from_secs(60),
+            claude_spare: false,
         }
     }
 }
@@ -179,6 +183,63 @@ impl Pool {
         }
     }
 
+    /// The shared processes, when sessions share them.
+    pub fn hosts(&self) -> Option<&tether_agents::Hosts> {
+        self.hosts.as_ref()
+    }
+
+    /// A start of `agent` met the hard process cap (every shared process at its session
+    /// limit): evicts the least recently used idle session on a process of `agent` (its
+    /// slot is then free), else, when there is none, every session of the shared process
+    /// whose sessions are all idle and least recently used (the process then empties and
+    /// the start ends it). False when no session could be evicted: every one is busy.
+    pub fn evict_for_process(&self, agent: &str) -> bool {
+        let mut st = self.lock();
+        let idle_shared = |e: &Entry| -> Option<(u64, Instant, bool)> {
+            let p = e.process.as_ref()?;
+            Some((p.process.shared?, e.idle_since?, p.agent == agent))
+        };
+        let same_agent = st
+            .entries
+            .iter()
+            .filter_map(|(id, e)| {
+                idle_shared(e)
+                    .filter(|(_, _, same)| *same)
+                    .map(|(_, t, _)| (id, t))
+            })
+            .min_by_key(|(_, t)| *t)
+            .map(|(id, _)| vec![id.clone()]);
+        let victims = same_agent.or_else(|| {
+            // Per shared process: its sessions, and the latest idle time if all are idle.
+            let mut by_process: HashMap<u64, (Vec<SessionId>, Option<Instant>)> = HashMap::new();
+            for (id, e) in &st.entries {
+                let Some(shared) = e.process.as_ref().and_then(|p| p.process.shared) else {
+                    continue;
+                };
+                let slot = by_process
+                    .entry(shared)
+                    .or_insert_with(|| (Vec::new(), e.idle_since));
+                slot.0.push(id.clone());
+                slot.1 = match (slot.1, e.idle_since) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    _ => None,
+                };
+            }
+            by_process
+                .into_values()
+                .filter_map(|(ids, last)| last.map(|t| (ids, t)))
+                .min_by_key(|(_, t)| *t)
+                .map(|(ids, _)| ids)
+        });
+        let Some(victims) = victims else {
+            return false;
+        };
+        for id in victims {
+            Self::evict_locked(&mut st, &id, "the agent processes are full");
+        }
+        true
+    }
+
     /// The session has a live process and runs a turn.
     pub fn busy(
         &self,
@@ -256,6 +317,7 @@ impl Pool {
             max_live_per_owner: self.config.max_live_per_owner,
             idle_ttl_secs: self.config.idle_ttl.map(|d| d.as_secs()),
             evictions: st.evictions,
+            spares: Vec::new(),
         }
     }
 }

@@ -65,7 +65,8 @@ impl Actor {
             external_id: external_id.clone(),
             resumed,
         };
-        match self
+        let asked = std::time::Instant::now();
+        let recorded = self
             .ctx
             .store
             .set_session_status(
@@ -74,10 +75,14 @@ impl Actor {
                 Some(&external_id),
                 Some(&ev),
             )
-            .await
-        {
-            Ok(_) => {}
-            Err(e) => tracing::error!(error = %e, "cannot record live session"),
+            .await;
+        tracing::debug!(
+            took_us = asked.elapsed().as_micros() as u64,
+            resumed,
+            "session live recorded"
+        );
+        if let Err(e) = recorded {
+            tracing::error!(error = %e, "cannot record live session");
         }
         self.session.external_id = Some(external_id);
         self.session.status = SessionStatus::Live;
