@@ -300,7 +300,6 @@ async fn cluster_crash_loop_30_kills_over_three_nodes_loses_and_doubles_nothing(
                         status.as_str(),
                         "completed" | "interrupted" | "failed" | "cancelled"
                     ) {
-                        let mut last = stuck.lock().unwrap();
                         // The drivers stopped: answer what still waits for a person.
                         if status == "waiting_approval" {
                             let view = d.get_ok(&format!("/api/v1/conversations/{id}")).await;
@@ -313,6 +312,7 @@ async fn cluster_crash_loop_30_kills_over_three_nodes_loses_and_doubles_nothing(
                                     .await;
                             }
                         }
+                        let mut last = stuck.lock().unwrap();
                         let now = t.to_string();
                         if *last != now {
                             *last = now;
