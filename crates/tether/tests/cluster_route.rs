@@ -130,8 +130,13 @@ async fn stop_new_session_and_detach_work_from_any_node() {
     assert_ne!(second, session);
     a.wait_turn(&second, next["turn_id"].as_str().unwrap())
         .await;
-    assert!(pool_sessions(a).await.contains(&second));
-    assert!(!pool_sessions(b).await.contains(&second));
+    // The new session runs on one node: the owner still (a), or b when the conversation
+    // was released once the old session's actor retired (the next node then claims it).
+    let (on_a, on_b) = (
+        pool_sessions(a).await.contains(&second),
+        pool_sessions(b).await.contains(&second),
+    );
+    assert!(on_a != on_b, "on a: {on_a}, on b: {on_b}");
 
     // Detached from b: unbound everywhere.
     let (status, detached) = b
