@@ -4,6 +4,7 @@
 //!
 //! Must not depend on a web framework or a channel: adapters call [`Runtime`].
 
+mod answering;
 mod api;
 mod attachments;
 mod cluster;
