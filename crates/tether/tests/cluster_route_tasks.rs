@@ -1,14 +1,16 @@
 //! End to end: delegated tasks across nodes (issue 12, design point 4). A parent on node
 //! a delegates; its child's continue and close sent to other nodes run on a, where the
 //! child's session lives; a close a took and never answered because a died is
-//! `owner_lost` on the node that forwarded it.
+//! `owner_lost` on the node that forwarded it; a parent whose node is at its
+//! `max_live_per_node` gets a child on another node, whose result it waits for and
+//! continues from where it is, reported to it once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod delegation_util;
 
 use std::time::Duration;
 
-use delegation_util::{delegate, wait_child_session, wait_task};
+use delegation_util::{delegate, parent_events, wait_child_session, wait_task};
 use serde_json::json;
 use tether_testkit::{Cluster, Daemon, DaemonOptions, within};
 
@@ -110,4 +112,86 @@ async fn a_command_its_owner_took_and_never_answered_is_owner_lost() {
     let ((status, lost), ()) = tokio::join!(close, killer);
     assert_eq!(status, 503, "{lost}");
     assert_eq!(lost["error"]["code"], "owner_lost", "{lost}");
+}
+
+#[tokio::test]
+async fn a_parent_at_its_nodes_cap_gets_a_child_on_another_node() {
+    let cluster = Cluster::start(
+        2,
+        DaemonOptions {
+            extra_config: "\n[cluster]\nlease_ttl_secs = 2\nmax_live_per_node = 1\n".to_owned(),
+            ..DaemonOptions::default()
+        },
+    )
+    .await;
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    // The parent's session lives on a, which owns one conversation: its cap.
+    let parent = a.new_conversation(None).await;
+    let task = delegate(a, &parent, "fake", "first part").await;
+    let done = wait_task(a, &parent, &task).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let child = a.get_ok(&format!("/api/v1/conversations/{task}")).await["binding"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        pool_sessions(b).await.contains(&child),
+        "the child runs on b"
+    );
+    assert!(!pool_sessions(a).await.contains(&child), "not on a");
+
+    // Both nodes follow the task; its end is reported to the parent once.
+    within("the parent is told", async {
+        while parent_events(a, &parent, "delegation_completed")
+            .await
+            .is_empty()
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        parent_events(a, &parent, "delegation_completed")
+            .await
+            .len(),
+        1,
+        "reported once"
+    );
+
+    // The parent continues it from a: the turn runs on b, in the same child session.
+    let r = delegation_util::mcp(
+        a,
+        &parent,
+        "continue_with_session",
+        json!({"task_id": task, "message": "second part", "continuation_id": "k-1"}),
+    )
+    .await;
+    assert_eq!(r["turn_version"], 2, "{r}");
+    let turn = a.wait_turn(&child, r["turn_id"].as_str().unwrap()).await;
+    assert!(
+        turn["result_text"]
+            .as_str()
+            .unwrap()
+            .contains(r#"remembers 1: ["first part"]"#),
+        "{turn}"
+    );
+    assert!(pool_sessions(b).await.contains(&child));
+    assert!(!pool_sessions(a).await.contains(&child));
+    within("the second turn is reported once", async {
+        while parent_events(a, &parent, "delegation_session_update")
+            .await
+            .is_empty()
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(
+        parent_events(a, &parent, "delegation_session_update")
+            .await
+            .len(),
+        1
+    );
 }

@@ -61,23 +61,6 @@ impl Runtime {
         }
     }
 
-    /// Makes this node the owner of conversation `id`, which it is about to run (a new
-    /// delegated child: its actor is here).
-    pub(crate) async fn claim_here(&self, id: &ConversationId) -> Result<()> {
-        let cluster = self.cluster();
-        if cluster.enabled() {
-            let claim = self
-                .ctx()
-                .store
-                .claim_conversation(id, cluster.node_id(), now_ms())
-                .await?;
-            if let Claim::Owned(o) = claim {
-                tracing::warn!(conversation = %id, owner = %o.node_id, "a new conversation is owned elsewhere");
-            }
-        }
-        Ok(())
-    }
-
     /// When this node owns `max_live_per_node` conversations or more: the live node that
     /// owns the fewest (`None`: no cap, not at it, or this node is the least loaded).
     async fn elsewhere_at_cap(&self) -> Result<Option<String>> {

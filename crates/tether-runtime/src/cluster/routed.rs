@@ -222,6 +222,9 @@ impl Runtime {
             Forwarded::CancelTask { caller, task_id } => {
                 json(self.cancel_task(&caller.into(), &task_id).await?)
             }
+            Forwarded::StartTask { task_id, turn_id } => {
+                json(self.start_forwarded_task(&task_id, &turn_id).await?)
+            }
         }
     }
 }
@@ -245,7 +248,8 @@ impl Forwarded {
             } => Some(conversation_id.clone()),
             Forwarded::ContinueTask { task_id, .. }
             | Forwarded::CloseTask { task_id, .. }
-            | Forwarded::CancelTask { task_id, .. } => Some(task_id.conversation_id()),
+            | Forwarded::CancelTask { task_id, .. }
+            | Forwarded::StartTask { task_id, .. } => Some(task_id.conversation_id()),
             Forwarded::AnswerApproval { .. } | Forwarded::AnswerQuestion { .. } => None,
         }
     }

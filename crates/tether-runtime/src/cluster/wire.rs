@@ -62,6 +62,11 @@ pub(crate) enum Forwarded {
         caller: WireCaller,
         task_id: TaskId,
     },
+    /// A new task's first turn (the sender is at its cap).
+    StartTask {
+        task_id: TaskId,
+        turn_id: TurnId,
+    },
 }
 
 /// What is stored in a command row: the command and how many nodes passed it on.

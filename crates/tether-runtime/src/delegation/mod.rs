@@ -9,6 +9,7 @@
 pub(crate) mod close;
 pub(crate) mod continuation;
 pub(crate) mod registry;
+pub(crate) mod start;
 pub(crate) mod status;
 pub(crate) mod watch;
 pub(crate) mod watch_list;
@@ -195,7 +196,7 @@ impl Runtime {
         let d = NewDelegation {
             task_id,
             title: title_of(&task),
-            parent_conversation_id: parent_id.clone(),
+            parent_conversation_id: parent_id,
             parent_session_id: parent_session,
             parent_turn_id,
             parent_tool_call_id: tool_call_id.map(str::to_string),
@@ -206,14 +207,11 @@ impl Runtime {
             session_id: new_id(),
             turn_id: new_id(),
         };
-        let (session, _) = self.ctx().store.create_delegation(&d).await?;
-        // Its actor runs here: so do its commands (issue 12).
-        self.claim_here(&d.task_id.conversation_id()).await?;
+        self.ctx().store.create_delegation(&d).await?;
         // Followed before its turn can run, so its end is reported.
         self.watch_task(&d.task_id).await?;
-        let owner = parent_id.unwrap_or_else(|| d.task_id.conversation_id());
-        self.enqueue_task_turn(&session, &owner, &d.turn_id, &task)
-            .await?;
+        // Here, or on another node when this one is at its cap (issue 12).
+        self.start_task(&d.task_id, &d.turn_id).await?;
         Ok(TaskStarted {
             task_id: d.task_id,
             status: TaskStatus::Running,
