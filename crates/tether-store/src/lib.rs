@@ -26,6 +26,7 @@ mod nodes;
 mod owners;
 mod pages;
 mod pg_listen;
+mod pg_presence;
 // Both backends include the same `sql/` files as their own modules, on purpose (the
 // SQL is written once, compiled once per backend).
 #[allow(clippy::duplicate_mod)]
@@ -60,6 +61,7 @@ pub use nodes::NodeRow;
 pub use owners::{Claim, OwnerRow};
 pub use pages::ListCursor;
 pub use pg_listen::Wakeups;
+pub use pg_presence::Presence;
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use rows::*;
 pub use tail::{TailHandle, TailOptions, TailStats};
@@ -235,6 +237,24 @@ impl Store {
         match &self.backend {
             Backend::Sqlite(_) => Ok(None),
             Backend::Postgres(db) => db.wakeups().await.map(Some),
+        }
+    }
+
+    /// Holds node `id`'s presence lock on a connection of its own while the returned
+    /// value lives (see `pg_presence`): `None` on SQLite, which has one node.
+    pub async fn hold_presence(&self, id: &str) -> Result<Option<Presence>> {
+        match &self.backend {
+            Backend::Sqlite(_) => Ok(None),
+            Backend::Postgres(db) => db.presence(id).await.map(Some),
+        }
+    }
+
+    /// Whether node `id` is present: its presence lock is held (on SQLite: always). A
+    /// node whose process died is not, at once; a paused one still is.
+    pub async fn node_present(&self, id: &str) -> Result<bool> {
+        match &self.backend {
+            Backend::Sqlite(_) => Ok(true),
+            Backend::Postgres(db) => db.node_present(id).await,
         }
     }
 

@@ -124,6 +124,16 @@ impl Db {
         crate::pg_listen::Wakeups::connect(&self.url).await
     }
 
+    /// This node's presence connection (see `pg_presence`).
+    pub(crate) async fn presence(&self, id: &str) -> Result<crate::pg_presence::Presence> {
+        crate::pg_presence::Presence::hold(&self.opts, id).await
+    }
+
+    /// Whether node `id` holds its presence lock.
+    pub(crate) async fn node_present(&self, id: &str) -> Result<bool> {
+        crate::pg_presence::present(&self.reader, id).await
+    }
+
     pub(crate) fn shared(&self) -> &Shared {
         &self.shared
     }

@@ -1,7 +1,9 @@
 //! This node in the store's node registry (issue 12): `serve` registers the node (its id
 //! is the daemon's instance id), renews its lease every third of `[cluster]
 //! lease_ttl_secs` and removes its row when it stops; a node that dies without a goodbye
-//! is gone once its lease runs out. `GET /api/v1/cluster` lists the nodes and their
+//! is gone once its lease runs out — or at once when its process died, on PostgreSQL: the
+//! node holds its presence lock (`tether_store::Presence`) for as long as it runs, and the
+//! server frees it when the process's socket closes. `GET /api/v1/cluster` lists the nodes and their
 //! leases. On SQLite the registry holds this node only; on PostgreSQL, every node of the
 //! cluster.
 //!
@@ -88,6 +90,7 @@ pub struct Membership {
     id: String,
     stop: CancellationToken,
     beats: tokio::task::JoinHandle<()>,
+    presence: tokio::task::JoinHandle<()>,
 }
 
 impl Membership {
@@ -102,17 +105,32 @@ impl Membership {
             heartbeat_at_ms: now,
             lease_until_ms: now + ttl_ms(ttl),
         };
+        // Present before registered: the node never looks registered and dead.
+        let presence = match store.hold_presence(&id).await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot hold this node's presence lock yet; retrying");
+                None
+            }
+        };
         store
             .register_node(&node)
             .await
             .context("cannot register this node in the store")?;
         let stop = CancellationToken::new();
+        let presence = tokio::spawn(keep_presence(
+            store.clone(),
+            id.clone(),
+            presence,
+            stop.clone(),
+        ));
         let beats = tokio::spawn(heartbeat(store.clone(), node, ttl, stop.clone()));
         Ok(Membership {
             store,
             id,
             stop,
             beats,
+            presence,
         })
     }
 
@@ -120,6 +138,7 @@ impl Membership {
     pub async fn leave(self) {
         self.stop.cancel();
         let _ = self.beats.await;
+        let _ = self.presence.await;
         if let Err(e) = self.store.remove_node(&self.id).await {
             tracing::warn!(error = %e, "cannot remove this node from the registry");
         }
@@ -153,6 +172,39 @@ async fn heartbeat(store: Store, node: NodeRow, ttl: Duration, stop: Cancellatio
         };
         if let Err(e) = renewed {
             tracing::warn!(error = %e, "cannot renew this node's lease; retrying");
+        }
+    }
+}
+
+/// How often the presence connection is checked (and the lock taken, while a restarted
+/// node's previous session still holds it).
+const PRESENCE_CHECK: Duration = Duration::from_millis(500);
+
+/// Keeps this node's presence lock held: checks its connection, and connects again when
+/// it broke (on SQLite there is none to keep). Dropped at the end, which frees the lock.
+async fn keep_presence(
+    store: Store,
+    id: String,
+    mut presence: Option<tether_store::Presence>,
+    stop: CancellationToken,
+) {
+    if store.backend_name() != "postgres" {
+        return;
+    }
+    let mut tick = tokio::time::interval(PRESENCE_CHECK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let checked = match presence.as_mut() {
+            Some(p) => p.renew().await.map(|_| ()),
+            None => store.hold_presence(&id).await.map(|p| presence = p),
+        };
+        if let Err(e) = checked {
+            tracing::warn!(error = %e, "this node's presence connection failed; connecting again");
+            presence = None;
         }
     }
 }

@@ -111,7 +111,11 @@ impl Runtime {
         }
     }
 
+    /// Whether node `id`'s lease holds and it is not seen gone by its presence.
     async fn node_alive(&self, id: &str) -> Result<bool> {
+        if self.ctx().ownership.seen_gone(id) {
+            return Ok(false);
+        }
         let now = now_ms();
         Ok(self
             .ctx()

@@ -40,7 +40,9 @@ impl Runtime {
             match store.conversation_owner(id).await? {
                 // Ours (even if our own lease lapsed: fencing refuses stale writes).
                 Some(o) if o.node_id == me => return Ok(Place::Here { claimed: false }),
-                Some(o) if o.alive(now) => return Ok(Place::There(o.node_id)),
+                Some(o) if o.alive(now) && !self.ctx().ownership.seen_gone(&o.node_id) => {
+                    return Ok(Place::There(o.node_id));
+                }
                 Some(o) if now < failover_until => {
                     tracing::debug!(conversation = %id, owner = %o.node_id,
                         "the owner is gone: waiting for failover");
@@ -86,7 +88,9 @@ impl Runtime {
             .nodes()
             .await?
             .into_iter()
-            .filter(|n| n.alive(now) && n.id != cluster.node_id())
+            .filter(|n| {
+                n.alive(now) && n.id != cluster.node_id() && !self.ctx().ownership.seen_gone(&n.id)
+            })
             .map(|n| (owned(&n.id), n.id))
             .min();
         Ok(least.filter(|(count, _)| *count < mine).map(|(_, id)| id))

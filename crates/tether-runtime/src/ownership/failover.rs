@@ -80,28 +80,32 @@ fn merge(into: &mut RecoveryReport, one: RecoveryReport) {
     into.events.extend(one.events);
 }
 
-/// Every `lease_ttl / 3` on PostgreSQL: takes over the conversations of dead nodes.
+/// Most time between two sweeps (a node seen gone by its presence is taken over within
+/// a few of them).
+const SWEEP_MAX: Duration = Duration::from_millis(500);
+
+/// Every `lease_ttl / 3` (at most [`SWEEP_MAX`]) on PostgreSQL: takes over the
+/// conversations of dead nodes — those whose lease ended, and those seen gone by their
+/// presence lock (`super::presence`).
 pub(crate) fn start_sweep(ctx: Weak<Ctx>, node_id: String, lease_ttl: Duration) {
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval((lease_ttl / 3).max(Duration::from_millis(100)));
+        let every = (lease_ttl / 3).clamp(Duration::from_millis(100), SWEEP_MAX);
+        let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Taken over, not yet recovered (a lock of a paused node held the recovery).
         let mut retry: Vec<OwnerRow> = Vec::new();
         loop {
             tick.tick().await;
             let Some(ctx) = ctx.upgrade() else { return };
-            if let Err(e) = sweep(&ctx.store, &node_id, &mut retry).await {
+            if let Err(e) = sweep(&ctx, &node_id, &mut retry).await {
                 tracing::warn!(error = %e, "the failover sweep failed; retrying");
             }
         }
     });
 }
 
-async fn sweep(
-    store: &Store,
-    node_id: &str,
-    retry: &mut Vec<OwnerRow>,
-) -> tether_store::Result<()> {
+async fn sweep(ctx: &Ctx, node_id: &str, retry: &mut Vec<OwnerRow>) -> tether_store::Result<()> {
+    let store = &ctx.store;
     // Taken over earlier: recover under the epoch this node holds (unless it lost it).
     for row in std::mem::take(retry) {
         let id = &row.conversation_id;
@@ -120,7 +124,10 @@ async fn sweep(
     }
     // Our own rows are never orphans to us: a node whose lease lapsed (paused) and came
     // back renews it; if a survivor took them over meanwhile, fencing stops our writes.
-    let orphans = store.orphaned_conversations(now_ms()).await?;
+    let mut orphans = store.orphaned_conversations(now_ms()).await?;
+    for gone in ctx.ownership.look_at_nodes().await? {
+        orphans.extend(store.owned_conversations(&gone).await?);
+    }
     for row in orphans.into_iter().filter(|r| r.node_id != node_id) {
         if let Err(e) = take_over(store, node_id, &row).await {
             tracing::debug!(conversation = %row.conversation_id, error = %e,

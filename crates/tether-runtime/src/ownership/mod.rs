@@ -13,6 +13,7 @@
 //! `None` and nothing here touches the store.
 
 pub(crate) mod failover;
+pub(crate) mod presence;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -33,6 +34,9 @@ struct State {
     clustered: bool,
     /// Per conversation: the guards alive and the gate that orders claims and releases.
     users: Mutex<HashMap<ConversationId, Users>>,
+    /// Other nodes whose presence lock was free, and how many looks in a row (see
+    /// `presence`).
+    absent: Mutex<HashMap<String, u32>>,
 }
 
 struct Users {
@@ -48,6 +52,7 @@ impl Ownership {
             node_id,
             clustered,
             users: Mutex::new(HashMap::new()),
+            absent: Mutex::new(HashMap::new()),
         }))
     }
 
