@@ -29,7 +29,7 @@ pub use binding::{
 pub use clock::Clock;
 pub use command::{Command, CommandError, Input, help_text, parse_input};
 pub use queue::{DEFAULT_QUEUE_CAP, QueueFull, TurnQueue};
-pub use recovery::restart_notice;
+pub use recovery::{failover_notice, restart_notice};
 pub use state::{StateInputs, derive_state};
 pub use status::{SessionRow, StatusView, sessions_text, short_id, status_text};
 pub use turn::{TransitionError, transition};

@@ -45,6 +45,35 @@ pub fn restart_notice(
     expired_approvals: usize,
     expired_questions: usize,
 ) -> String {
+    notice(
+        "tether restarted",
+        interrupted_turns,
+        expired_approvals,
+        expired_questions,
+    )
+}
+
+/// The same notice when another node of a cluster took the conversation over because
+/// the node running it went away (issue 12).
+pub fn failover_notice(
+    interrupted_turns: usize,
+    expired_approvals: usize,
+    expired_questions: usize,
+) -> String {
+    notice(
+        "the tether node running this conversation went away and another took over",
+        interrupted_turns,
+        expired_approvals,
+        expired_questions,
+    )
+}
+
+fn notice(
+    what_happened: &str,
+    interrupted_turns: usize,
+    expired_approvals: usize,
+    expired_questions: usize,
+) -> String {
     let turns = match interrupted_turns {
         0 => None,
         1 => Some("the running turn was interrupted".to_string()),
@@ -76,7 +105,7 @@ pub fn restart_notice(
         (Some(t), Some(e)) => format!(": {t} and {e}"),
     };
     format!(
-        "tether restarted{what}. Send a message to continue in the same session, \
+        "{what_happened}{what}. Send a message to continue in the same session, \
          or /new to start over."
     )
 }

@@ -19,6 +19,9 @@ pub struct OwnerRow {
     pub claimed_at_ms: i64,
     /// The owning node's lease (`None`: the node has no row any more, it is gone).
     pub lease_until_ms: Option<i64>,
+    /// When the owning node (this run of it) started: a restarted node is a new one to
+    /// presence verdicts.
+    pub node_started_at_ms: Option<i64>,
 }
 
 impl OwnerRow {

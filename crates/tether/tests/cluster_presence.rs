@@ -53,6 +53,26 @@ async fn a_killed_owner_is_taken_over_long_before_its_lease_ends() {
     let b = cluster.node(1);
     let t = b.wait_turn(&sid, &tid).await;
     assert_eq!(t["status"], "interrupted", "{t}");
+    // One status line, saying what happened.
+    let hist = b
+        .get_ok(&format!("/api/v1/conversations/{c}/messages"))
+        .await;
+    let lines: Vec<&str> = hist
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "status")
+        .filter_map(|m| m["text"].as_str())
+        .collect();
+    assert_eq!(
+        lines,
+        vec![
+            "the tether node running this conversation went away and another took over: the \
+             running turn was interrupted. Send a message to continue in the same session, or \
+             /new to start over."
+        ],
+        "{hist}"
+    );
     let (o, t) = b.say_and_wait(&c, "after the kill").await;
     assert_eq!(o["session_id"], sid.as_str(), "the same session: {o}");
     assert_eq!(t["status"], "completed", "{t}");

@@ -113,17 +113,11 @@ impl Runtime {
 
     /// Whether node `id`'s lease holds and it is not seen gone by its presence.
     async fn node_alive(&self, id: &str) -> Result<bool> {
-        if self.ctx().ownership.seen_gone(id) {
-            return Ok(false);
-        }
         let now = now_ms();
-        Ok(self
-            .ctx()
-            .store
-            .nodes()
-            .await?
-            .iter()
-            .any(|n| n.id == id && n.alive(now)))
+        let ownership = &self.ctx().ownership;
+        Ok(self.ctx().store.nodes().await?.iter().any(|n| {
+            n.id == id && n.alive(now) && !ownership.seen_gone(&n.id, Some(n.started_at_ms))
+        }))
     }
 
     /// Starts this node's worker (and its listener unless notices are off). Only on

@@ -40,7 +40,13 @@ impl Runtime {
             match store.conversation_owner(id).await? {
                 // Ours (even if our own lease lapsed: fencing refuses stale writes).
                 Some(o) if o.node_id == me => return Ok(Place::Here { claimed: false }),
-                Some(o) if o.alive(now) && !self.ctx().ownership.seen_gone(&o.node_id) => {
+                Some(o)
+                    if o.alive(now)
+                        && !self
+                            .ctx()
+                            .ownership
+                            .seen_gone(&o.node_id, o.node_started_at_ms) =>
+                {
                     return Ok(Place::There(o.node_id));
                 }
                 Some(o) if now < failover_until => {
@@ -89,7 +95,9 @@ impl Runtime {
             .await?
             .into_iter()
             .filter(|n| {
-                n.alive(now) && n.id != cluster.node_id() && !self.ctx().ownership.seen_gone(&n.id)
+                n.alive(now)
+                    && n.id != cluster.node_id()
+                    && !self.ctx().ownership.seen_gone(&n.id, Some(n.started_at_ms))
             })
             .map(|n| (owned(&n.id), n.id))
             .min();

@@ -16,9 +16,18 @@ use tether_store::{OwnerRow, RecoveryReport, Store, now_ms};
 
 use crate::ctx::Ctx;
 
-/// What a recovery tells a conversation (the same words after a restart and a failover).
+/// What a recovery tells a conversation after this node restarted.
 fn notice(rc: &tether_store::RecoveredConversation) -> String {
     tether_core::restart_notice(
+        rc.interrupted_turns,
+        rc.expired_approvals,
+        rc.expired_questions,
+    )
+}
+
+/// What it tells a conversation taken over from another node.
+fn failover_notice(rc: &tether_store::RecoveredConversation) -> String {
+    tether_core::failover_notice(
         rc.interrupted_turns,
         rc.expired_approvals,
         rc.expired_questions,
@@ -66,7 +75,12 @@ async fn take_over(
         return Ok(None);
     };
     // Kept (ours) if the recovery fails: the sweep tries it again (see `retry`).
-    let report = store.recover_conversation(id, notice).await?;
+    let words: fn(&tether_store::RecoveredConversation) -> String = if row.node_id == node_id {
+        notice
+    } else {
+        failover_notice
+    };
+    let report = store.recover_conversation(id, words).await?;
     store.release_conversation(id, node_id, epoch).await?;
     tracing::info!(conversation = %id, from = %row.node_id, epoch,
         turns = report.conversations.iter().map(|c| c.interrupted_turns).sum::<usize>(),
@@ -112,7 +126,7 @@ async fn sweep(ctx: &Ctx, node_id: &str, retry: &mut Vec<OwnerRow>) -> tether_st
         let Some(epoch) = store.held_epoch(id).filter(|_| !store.is_fenced(id)) else {
             continue;
         };
-        match store.recover_conversation(id, notice).await {
+        match store.recover_conversation(id, failover_notice).await {
             Ok(_) => {
                 store.release_conversation(id, node_id, epoch).await?;
             }

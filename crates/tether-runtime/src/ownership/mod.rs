@@ -36,7 +36,8 @@ struct State {
     users: Mutex<HashMap<ConversationId, Users>>,
     /// Other nodes whose presence lock was free, and how many looks in a row (see
     /// `presence`).
-    absent: Mutex<HashMap<String, u32>>,
+    /// By node id: the run's `started_at` and the looks.
+    absent: Mutex<HashMap<String, (i64, u32)>>,
 }
 
 struct Users {

@@ -2,7 +2,8 @@
 //! lock while it runs (`tether_store::Presence`), and the server frees it the moment the
 //! node's process dies. The failover sweep looks at every other live node's lock; one
 //! found free [`LOOKS`] looks in a row (about a second: a reconnecting node holds it
-//! again well within that) counts as gone — its conversations are taken over then, and
+//! again well within that) counts as gone — that run of it: a node restarted under the
+//! same id (a new `started_at`) starts with a clean slate — — its conversations are taken over then, and
 //! commands stop going to it — without waiting for its lease. A paused or cut-off node
 //! keeps its lock, so for those the lease decides; fencing keeps either verdict safe.
 
@@ -25,32 +26,41 @@ impl Ownership {
                 continue;
             }
             let present = state.store.node_present(&node.id).await?;
-            seen.push((node.id, present));
+            seen.push((node.id, node.started_at_ms, present));
         }
         let mut absent = lock(&state.absent);
         // Nodes no longer listed (or whose lease ended) are the lease's business.
-        absent.retain(|id, _| seen.iter().any(|(n, _)| n == id));
+        absent.retain(|id, _| seen.iter().any(|(n, _, _)| n == id));
         let mut gone = Vec::new();
-        for (id, present) in seen {
+        for (id, started, present) in seen {
             if present {
                 absent.remove(&id);
                 continue;
             }
-            let looks = absent.entry(id.clone()).or_insert(0);
-            *looks += 1;
-            if *looks == LOOKS {
+            let entry = absent.entry(id.clone()).or_insert((started, 0));
+            if entry.0 != started {
+                *entry = (started, 0);
+            }
+            entry.1 += 1;
+            if entry.1 == LOOKS {
                 tracing::info!(node = %id, "a node's presence lock is free: it is gone");
             }
-            if *looks >= LOOKS {
+            if entry.1 >= LOOKS {
                 gone.push(id);
             }
         }
         Ok(gone)
     }
 
-    /// Whether node `id` counts as gone by its presence (its lease may still hold).
-    pub fn seen_gone(&self, id: &str) -> bool {
-        lock(&self.0.absent).get(id).is_some_and(|n| *n >= LOOKS)
+    /// Whether node `id`'s run that started at `started_at_ms` counts as gone by its
+    /// presence (its lease may still hold). `None`: the node has no row (the lease says).
+    pub fn seen_gone(&self, id: &str, started_at_ms: Option<i64>) -> bool {
+        let Some(started) = started_at_ms else {
+            return false;
+        };
+        lock(&self.0.absent)
+            .get(id)
+            .is_some_and(|(s, looks)| *s == started && *looks >= LOOKS)
     }
 }
 

@@ -10,7 +10,7 @@ use super::{Db, SqlRow};
 use crate::{Claim, OwnerRow, Result};
 
 const OWNER: &str = "SELECT o.conversation_id, o.node_id, o.epoch, o.claimed_at, \
-     n.lease_until FROM owners o LEFT JOIN nodes n ON n.id = o.node_id";
+     n.lease_until, n.started_at AS node_started_at FROM owners o LEFT JOIN nodes n ON n.id = o.node_id";
 
 fn owner(row: &SqlRow) -> Result<OwnerRow> {
     Ok(OwnerRow {
@@ -19,6 +19,7 @@ fn owner(row: &SqlRow) -> Result<OwnerRow> {
         epoch: row.try_get("epoch")?,
         claimed_at_ms: row.try_get("claimed_at")?,
         lease_until_ms: row.try_get("lease_until")?,
+        node_started_at_ms: row.try_get("node_started_at")?,
     })
 }
 
