@@ -141,23 +141,7 @@ async fn a_parent_at_its_nodes_cap_gets_a_child_on_another_node() {
     assert!(!pool_sessions(a).await.contains(&child), "not on a");
 
     // Both nodes follow the task; its end is reported to the parent once.
-    within("the parent is told", async {
-        while parent_events(a, &parent, "delegation_completed")
-            .await
-            .is_empty()
-        {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(
-        parent_events(a, &parent, "delegation_completed")
-            .await
-            .len(),
-        1,
-        "reported once"
-    );
+    reported_once(a, &parent, "delegation_completed").await;
 
     // The parent continues it from a: the turn runs on b, in the same child session.
     let r = delegation_util::mcp(
@@ -178,20 +162,18 @@ async fn a_parent_at_its_nodes_cap_gets_a_child_on_another_node() {
     );
     assert!(pool_sessions(b).await.contains(&child));
     assert!(!pool_sessions(a).await.contains(&child));
-    within("the second turn is reported once", async {
-        while parent_events(a, &parent, "delegation_session_update")
-            .await
-            .is_empty()
-        {
+    reported_once(a, &parent, "delegation_session_update").await;
+}
+
+/// Waits for the parent's first `kind` event, then checks no second one follows (both
+/// nodes' watchers have seen the turn end by then).
+async fn reported_once(d: &Daemon, parent: &str, kind: &str) {
+    within(&format!("the parent gets {kind}"), async {
+        while parent_events(d, parent, kind).await.is_empty() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-    assert_eq!(
-        parent_events(a, &parent, "delegation_session_update")
-            .await
-            .len(),
-        1
-    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(parent_events(d, parent, kind).await.len(), 1, "{kind} once");
 }

@@ -246,13 +246,18 @@ impl Runtime {
             .enqueue_task_turn_inner(session, owner, turn_id, input)
             .await;
         if let Err(e) = &res {
-            // Never leave a stored turn that will not run.
-            let ending = TurnEnding::unstarted(e.code(), e.to_string());
-            if let Err(e) = ending.record(self.ctx(), turn_id).await {
-                tracing::error!(%turn_id, error = %e, "cannot fail an unstarted task turn");
-            }
+            self.fail_unstarted_task(turn_id, e).await;
         }
         res
+    }
+
+    /// Never leaves a stored turn that will not run: fails it with `e` (nothing changes
+    /// when it ended already).
+    pub(crate) async fn fail_unstarted_task(&self, turn_id: &TurnId, e: &RuntimeError) {
+        let ending = TurnEnding::unstarted(e.code(), e.to_string());
+        if let Err(e) = ending.record(self.ctx(), turn_id).await {
+            tracing::error!(%turn_id, error = %e, "cannot fail an unstarted task turn");
+        }
     }
 
     async fn enqueue_task_turn_inner(

@@ -10,7 +10,6 @@ use tether_proto::{ConversationId, TaskId, TurnId, TurnStatus};
 
 use crate::cluster::Forwarded;
 use crate::error::Result;
-use crate::session::ending::TurnEnding;
 use crate::{Runtime, RuntimeError};
 
 impl Runtime {
@@ -30,10 +29,7 @@ impl Runtime {
             .await;
         if let Err(e) = &res {
             // Recorded already when the owner's enqueue failed: then this changes nothing.
-            let ending = TurnEnding::unstarted(e.code(), e.to_string());
-            if let Err(e) = ending.record(self.ctx(), turn_id).await {
-                tracing::error!(%turn_id, error = %e, "cannot fail an unstarted task turn");
-            }
+            self.fail_unstarted_task(turn_id, e).await;
         }
         res
     }
