@@ -122,6 +122,11 @@ pub enum ErrorCode {
     /// Every agent process is at its session limit, the process cap (`[pool]
     /// max_processes`) is reached and no idle session could be evicted to make room.
     ProcessLimit,
+    /// File-out (`/file`, a turn's file content): the path leaves the working directory,
+    /// lies in a place tether never hands out (its data directory, config, the agents'
+    /// credentials), is a link out or not a regular file, or the working directory was
+    /// swapped since it was chosen.
+    FileRefused,
 }
 
 impl ErrorCode {
@@ -180,6 +185,7 @@ impl ErrorCode {
             ErrorCode::OwnerLost => "owner_lost",
             ErrorCode::OwnedElsewhere => "owned_elsewhere",
             ErrorCode::ProcessLimit => "process_limit",
+            ErrorCode::FileRefused => "file_refused",
         }
     }
 
@@ -199,7 +205,7 @@ impl ErrorCode {
             | ErrorCode::InvalidWorkingDir
             | ErrorCode::AttachmentBadName => 400,
             ErrorCode::Unauthorized => 401,
-            ErrorCode::HostNotAllowed => 403,
+            ErrorCode::HostNotAllowed | ErrorCode::FileRefused => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::ApprovalAlreadyResolved

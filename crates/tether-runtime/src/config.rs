@@ -19,6 +19,10 @@ pub struct RuntimeConfig {
     /// tether's data directory: never an agent's working directory; agents' process
     /// groups are recorded in `run/agents` inside it.
     pub data_dir: PathBuf,
+    /// Files and directories file-out (`/file`, a turn's file content) never reads,
+    /// besides the data directory and the attachment store: the config file, the agents'
+    /// credentials, key stores ([`crate::home_secrets`]).
+    pub private_paths: Vec<PathBuf>,
     /// How long an approval or question waits for a person.
     pub approval_timeout: Duration,
     /// Messages that may wait behind a running turn, per conversation.

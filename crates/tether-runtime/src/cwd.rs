@@ -78,6 +78,7 @@ mod tests {
             workspace_roots: vec![root.to_path_buf()],
             default_cwd: root.to_path_buf(),
             data_dir: root.join("data"),
+            private_paths: Vec::new(),
             approval_timeout: std::time::Duration::from_secs(60),
             queue_cap: 4,
             start_timeout: std::time::Duration::from_secs(5),

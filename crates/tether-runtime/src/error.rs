@@ -30,6 +30,9 @@ pub enum RuntimeError {
     Internal(String),
     #[error(transparent)]
     Attachment(#[from] crate::AttachmentError),
+    /// File-out refused or failed (issue 24 S1).
+    #[error(transparent)]
+    FileOut(#[from] crate::attachments::file_out::FileOutError),
     /// A delegation rule (its own stable code: depth_limit, session_released, ...).
     #[error("{message}")]
     Delegation { code: ErrorCode, message: String },
@@ -75,6 +78,7 @@ impl RuntimeError {
             RuntimeError::Store(_) | RuntimeError::Internal(_) => ErrorCode::Internal,
             RuntimeError::Delegation { code, .. } => *code,
             RuntimeError::Attachment(e) => e.code(),
+            RuntimeError::FileOut(e) => e.code(),
             RuntimeError::Remote { code, .. } => *code,
             RuntimeError::OwnerLost { .. } => ErrorCode::OwnerLost,
             RuntimeError::OwnedElsewhere { .. } => ErrorCode::OwnedElsewhere,

@@ -29,9 +29,10 @@ pub struct DaemonOptions {
     pub log_filter: String,
     /// Extra environment of `tether serve` (what agents may or may not get passed).
     pub env: Vec<(String, String)>,
-    /// Put the data directory inside the workspace root (`work/.tether`) instead of
-    /// beside it.
-    pub data_dir_inside_workspace: bool,
+    /// Put the data directory at this path inside the workspace root (`.tether`, or
+    /// `.local/share/tether` as in the default layout where the root is the home
+    /// directory) instead of beside it.
+    pub data_dir_inside_workspace: Option<&'static str>,
     /// Run on this PostgreSQL database instead of the daemon's own store (a cluster's
     /// nodes share one; see [`crate::Cluster`]).
     pub database_url: Option<String>,
@@ -54,7 +55,7 @@ impl Default for DaemonOptions {
             capture_stderr: false,
             log_filter: "info".to_string(),
             env: Vec::new(),
-            data_dir_inside_workspace: false,
+            data_dir_inside_workspace: None,
             database_url: None,
             fake_state_dir: None,
             work_dir: None,
@@ -102,10 +103,9 @@ impl Daemon {
             .fake_state_dir
             .clone()
             .unwrap_or_else(|| home.path().join("fake-state"));
-        let data_dir = if opts.data_dir_inside_workspace {
-            work.join(".tether")
-        } else {
-            home.path().join("data")
+        let data_dir = match opts.data_dir_inside_workspace {
+            Some(rel) => work.join(rel),
+            None => home.path().join("data"),
         };
         let fake = bin_path("fake-agent");
         let agent = |name: &str, extra: &str| {

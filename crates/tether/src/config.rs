@@ -154,6 +154,23 @@ pub struct Settings {
     pub max_live_per_node: usize,
     /// `[cluster] attachments_dir`: attachment files on storage the nodes share.
     pub attachments_dir: Option<PathBuf>,
+    /// What file-out never reads besides the data directory and the attachment store
+    /// (issue 24 S1): the config file, the default config directory, the credentials
+    /// under the home directory.
+    pub private_paths: Vec<PathBuf>,
+}
+
+/// The config file that was read, the default config directory (it holds bot tokens
+/// whichever file was read) and the home directory's credential stores.
+fn private_paths(config_path: Option<&Path>, env: &Env) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = config_path.map(Path::to_path_buf).into_iter().collect();
+    if let Some(dir) = paths::default_config_file(env).as_deref().and_then(Path::parent) {
+        out.push(dir.to_path_buf());
+    }
+    if let Some(home) = paths::home_dir(env) {
+        out.extend(tether_runtime::home_secrets(&home));
+    }
+    out
 }
 
 impl Settings {
@@ -278,8 +295,10 @@ impl Settings {
             .is_some_and(|a| a.driver == DriverKind::Claude);
         let delegation = delegation_config(file.delegation.unwrap_or_default())?;
         let cluster = crate::cluster::settings(file.cluster)?;
+        let private_paths = private_paths(config_path.as_deref(), env);
 
         Ok(Settings {
+            private_paths,
             config_path,
             listen,
             data_dir,
@@ -332,6 +351,7 @@ impl Settings {
             workspace_roots: self.workspace_roots.clone(),
             default_cwd: self.default_cwd.clone(),
             data_dir: self.data_dir.clone(),
+            private_paths: self.private_paths.clone(),
             approval_timeout: self.approval_timeout,
             queue_cap: self.queue_cap,
             start_timeout: self.start_timeout,

@@ -105,7 +105,7 @@ async fn a_working_directory_swapped_for_a_symlink_is_refused_at_the_next_start(
 #[tokio::test]
 async fn the_data_directory_is_never_a_working_directory() {
     let d = Daemon::start(DaemonOptions {
-        data_dir_inside_workspace: true,
+        data_dir_inside_workspace: Some(".tether"),
         ..DaemonOptions::default()
     })
     .await;

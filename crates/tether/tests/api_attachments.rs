@@ -336,3 +336,81 @@ async fn a_file_sent_with_file_stays_with_its_reply_in_the_history() {
         .count();
     assert_eq!(with_files, 1, "{page}");
 }
+
+/// Issue 24 S1: in the default layout (the workspace root and the working directory are
+/// the home directory, the data directory lies inside it) `/file` and a turn's file
+/// content never hand out tether's token or database, nor anything through a working
+/// directory swapped for a link or a hard link planted in it.
+#[tokio::test]
+async fn file_out_never_reads_the_data_directory_or_leaves_through_links() {
+    let d = Daemon::start(DaemonOptions {
+        data_dir_inside_workspace: Some(".local/share/tether"),
+        ..DaemonOptions::default()
+    })
+    .await;
+    let home = d.work_dir();
+    let c = d.new_conversation(None).await;
+    let refused = |status: u16, body: &Value| {
+        assert_eq!(
+            (status, &body["error"]["code"]),
+            (403, &json!("file_refused")),
+            "{body}"
+        );
+        assert!(!body.to_string().contains(&d.token), "{body}");
+    };
+    for path in [
+        ".local/share/tether/token",
+        ".local/share/tether/tether.db",
+        "./.local/share/tether/token",
+    ] {
+        let (status, body) = send(&d, &c, &format!("/file {path}"), &[]).await;
+        refused(status, &body);
+    }
+    let token_abs = d.data_dir().join("token").display().to_string();
+    let (status, body) = send(&d, &c, &format!("/file {token_abs}"), &[]).await;
+    refused(status, &body);
+
+    // The same through the API's turn file content.
+    let (out, _turn) = d.say_and_wait(&c, "hello").await;
+    let tid = out["turn_id"].as_str().unwrap();
+    let (status, _ct, bytes) = d
+        .get_bytes(&format!(
+            "/api/v1/turns/{tid}/files/content?path=.local/share/tether/token"
+        ))
+        .await;
+    assert_eq!(status, 403, "{}", String::from_utf8_lossy(&bytes));
+    assert!(!String::from_utf8_lossy(&bytes).contains(&d.token));
+
+    // A `..` is a bad path, not a missing file.
+    let (status, body) = send(&d, &c, "/file ../etc/passwd", &[]).await;
+    assert_eq!((status, &body["error"]["code"]), (400, &json!("bad_request")));
+
+    // A hard link planted in the working directory names a file outside it.
+    let proj = home.join("proj");
+    std::fs::create_dir(&proj).unwrap();
+    let outside = d.home.path().join("outside-secret.txt");
+    std::fs::write(&outside, b"not yours").unwrap();
+    std::fs::hard_link(&outside, proj.join("innocent.txt")).unwrap();
+    std::fs::write(proj.join("fine.txt"), b"yours").unwrap();
+    let p = d
+        .post_ok(
+            "/api/v1/conversations",
+            json!({ "cwd": proj.display().to_string() }),
+        )
+        .await;
+    let pc = p["id"].as_str().unwrap().to_owned();
+    let (status, body) = send(&d, &pc, "/file innocent.txt", &[]).await;
+    refused(status, &body);
+    assert!(!body.to_string().contains("not yours"), "{body}");
+    let (status, body) = send(&d, &pc, "/file fine.txt", &[]).await;
+    assert_eq!(status, 200, "{body}");
+
+    // The working directory swapped for a symlink to `/` after it was chosen.
+    std::fs::rename(&proj, home.join("proj.old")).unwrap();
+    std::os::unix::fs::symlink("/", &proj).unwrap();
+    let (status, body) = send(&d, &pc, "/file etc/passwd", &[]).await;
+    refused(status, &body);
+    assert!(!body.to_string().contains("root:"), "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("replaced by a link"), "{message}");
+}

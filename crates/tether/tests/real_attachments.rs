@@ -148,10 +148,14 @@ async fn a_file_codex_writes_in_a_turn_is_listed_and_downloadable_inside_the_cwd
     let secret = d.home.path().join("secret.txt");
     std::fs::write(&secret, "not for agents").unwrap();
     std::os::unix::fs::symlink(&secret, d.work_dir().join("link.txt")).unwrap();
-    for path in ["../secret.txt", "link.txt", secret.to_str().unwrap()] {
+    for (path, want) in [
+        ("../secret.txt", 400),
+        ("link.txt", 403),
+        (secret.to_str().unwrap(), 403),
+    ] {
         let (status, _, bytes) = d
             .get_bytes(&format!("/api/v1/turns/{tid}/files/content?path={path}"))
             .await;
-        assert_eq!(status, 404, "{path}: {}", String::from_utf8_lossy(&bytes));
+        assert_eq!(status, want, "{path}: {}", String::from_utf8_lossy(&bytes));
     }
 }

@@ -41,6 +41,11 @@ impl Blobs {
         }
     }
 
+    /// The directory the blobs live in.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     /// Where a content lives; `None` for anything that is not a lowercase SHA-256 (a
     /// stored hash is never a path).
     pub fn path(&self, sha256: &str) -> Option<PathBuf> {

@@ -4,6 +4,7 @@
 //! agent in its own form when the turn runs (`prompt`).
 
 pub(crate) mod blobs;
+pub mod file_out;
 pub(crate) mod prompt;
 pub mod rules;
 pub(crate) mod turn_files;

@@ -1,15 +1,16 @@
 //! Files out (issue 13): the files an agent created or changed in a turn, read from its
 //! edit tool calls (Codex `fileChange` paths, Claude `Write`/`Edit` inputs, ACP
 //! locations and diffs), and reading one of them, confined to the session's working
-//! directory: no `..`, no absolute path outside it, no symlink out of it.
+//! directory by [`super::file_out`].
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use tether_proto::{TurnFile, TurnFiles, TurnId};
 
+use super::file_out::Confinement;
 use crate::error::Result;
-use crate::{AttachmentError, Runtime, RuntimeError};
+use crate::{Runtime, RuntimeError};
 
 /// The paths an edit tool call's `detail` names, in the order given.
 pub(crate) fn edited_paths(detail: &Value) -> Vec<String> {
@@ -38,27 +39,6 @@ pub(crate) fn edited_paths(detail: &Value) -> Vec<String> {
         }
     }
     out
-}
-
-/// `path` (relative to `cwd`, or absolute) as a path inside the canonical `cwd`, or why
-/// not. Refuses `..` outright, and anything whose real path (symlinks resolved) leaves
-/// the working directory.
-pub(crate) fn confined(cwd: &Path, path: &str) -> std::result::Result<PathBuf, String> {
-    let p = Path::new(path);
-    if p.components().any(|c| matches!(c, Component::ParentDir)) {
-        return Err("the path contains `..`".to_owned());
-    }
-    let root = std::fs::canonicalize(cwd).map_err(|e| format!("working directory: {e}"))?;
-    let joined = if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        root.join(p)
-    };
-    let real = std::fs::canonicalize(&joined).map_err(|e| format!("{path}: {e}"))?;
-    if !real.starts_with(&root) {
-        return Err(format!("{path} is outside the working directory"));
-    }
-    Ok(real)
 }
 
 /// A listed path, relative to `cwd` when it lies inside it.
@@ -91,10 +71,12 @@ impl Runtime {
                 }
             }
         }
+        let confinement = self.file_confinement();
         let files = paths
             .into_iter()
             .map(|path| {
-                let meta = confined(&cwd, &path)
+                let meta = confinement
+                    .resolve(&cwd, &path)
                     .ok()
                     .and_then(|real| std::fs::metadata(real).ok())
                     .filter(std::fs::Metadata::is_file);
@@ -119,35 +101,28 @@ impl Runtime {
         self.read_confined(&cwd, path).await
     }
 
-    /// The bytes of `path` inside `cwd` (confined, within the per-file limit).
+    /// What file-out keeps away from.
+    fn file_confinement(&self) -> Confinement {
+        Confinement::of(&self.ctx().config, self.blobs().root())
+    }
+
+    /// The bytes of `path` inside `cwd` (confined, within the per-file limit) and the
+    /// file's name. Every check runs again at every read.
     pub(crate) async fn read_confined(&self, cwd: &Path, path: &str) -> Result<(String, Vec<u8>)> {
-        let real = confined(cwd, path).map_err(|reason| RuntimeError::NotFound {
-            what: "file in the working directory",
-            id: reason,
-        })?;
-        let meta = tokio::fs::metadata(&real)
-            .await
-            .map_err(AttachmentError::Io)?;
-        if !meta.is_file() {
-            return Err(RuntimeError::NotFound {
-                what: "file in the working directory",
-                id: format!("{path} is not a file"),
-            });
-        }
+        let confinement = self.file_confinement();
         let limit = self.attachment_limits().max_file_bytes;
-        if meta.len() > limit {
-            return Err(AttachmentError::FileTooLarge {
-                name: path.to_owned(),
-                size: meta.len(),
-                limit,
-            }
-            .into());
-        }
-        let bytes = tokio::fs::read(&real).await.map_err(AttachmentError::Io)?;
-        let name = real
-            .file_name()
-            .map_or_else(|| "file".to_owned(), |n| n.to_string_lossy().into_owned());
-        Ok((name, bytes))
+        let (cwd, path) = (cwd.to_path_buf(), path.to_owned());
+        let read = tokio::task::spawn_blocking(move || {
+            let real = confinement.resolve(&cwd, &path)?;
+            let bytes = confinement.read(&cwd, &path, &real, limit)?;
+            let name = real
+                .file_name()
+                .map_or_else(|| "file".to_owned(), |n| n.to_string_lossy().into_owned());
+            Ok::<_, super::file_out::FileOutError>((name, bytes))
+        })
+        .await
+        .map_err(|e| RuntimeError::Internal(format!("file-out task: {e}")))?;
+        Ok(read?)
     }
 
     /// `/file <path>`: the file from the conversation's working directory (its bound
@@ -201,7 +176,7 @@ impl Runtime {
 mod tests {
     use serde_json::json;
 
-    use crate::attachments::turn_files::{confined, edited_paths};
+    use crate::attachments::turn_files::edited_paths;
 
     #[test]
     fn paths_come_from_every_dialects_edit_detail() {
@@ -213,19 +188,5 @@ mod tests {
         let acp = json!({"locations": [{"path": "c.txt"}],
             "content": [{"type": "diff", "path": "c.txt"}, {"type": "diff", "path": "d.txt"}]});
         assert_eq!(edited_paths(&acp), ["c.txt", "d.txt"]);
-    }
-
-    #[test]
-    fn paths_stay_inside_the_working_directory() {
-        let dir = tempfile::tempdir().unwrap();
-        let outside = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("in.txt"), "x").unwrap();
-        std::fs::write(outside.path().join("secret"), "s").unwrap();
-        std::os::unix::fs::symlink(outside.path().join("secret"), dir.path().join("link")).unwrap();
-        assert!(confined(dir.path(), "in.txt").is_ok());
-        assert!(confined(dir.path(), "../in.txt").is_err());
-        assert!(confined(dir.path(), "link").is_err());
-        let abs = outside.path().join("secret");
-        assert!(confined(dir.path(), &abs.display().to_string()).is_err());
     }
 }

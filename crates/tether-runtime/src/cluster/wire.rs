@@ -167,6 +167,7 @@ pub(crate) fn rebuild(code: ErrorCode, message: String, known: Known<'_>) -> Run
         ErrorCode::OwnerLost
         | ErrorCode::OwnedElsewhere
         | ErrorCode::ProcessLimit
+        | ErrorCode::FileRefused
         | ErrorCode::BadRequest
         | ErrorCode::InvalidJson
         | ErrorCode::InvalidParams

@@ -267,6 +267,7 @@ mod tests {
             workspace_roots: vec![dir.path().to_path_buf()],
             default_cwd: dir.path().to_path_buf(),
             data_dir: dir.path().to_path_buf(),
+            private_paths: Vec::new(),
             approval_timeout: Duration::from_secs(60),
             queue_cap: 4,
             start_timeout: Duration::from_secs(5),

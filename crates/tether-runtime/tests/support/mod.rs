@@ -320,6 +320,7 @@ pub fn config(dir: &Path) -> RuntimeConfig {
         workspace_roots: vec![work.clone()],
         default_cwd: work,
         data_dir: dir.join("data"),
+        private_paths: Vec::new(),
         approval_timeout: Duration::from_secs(60),
         queue_cap: 4,
         start_timeout: Duration::from_secs(5),

@@ -210,8 +210,12 @@ pub(crate) struct FileQuery {
         (status = 200, description = "The file's bytes (a download)",
             content_type = "application/octet-stream"),
         (status = 401, description = "Missing or wrong token (header or `?token=`)", body = ErrorBody),
-        (status = 404, description = "No such turn, or the path is not a file inside the \
-            working directory (`..`, a symlink out, absolute elsewhere)", body = ErrorBody),
+        (status = 400, description = "`bad_request`: the path is empty or contains `..`", body = ErrorBody),
+        (status = 403, description = "`file_refused`: the file is outside the working \
+            directory (a symlink or hard link out, absolute elsewhere), in tether's data \
+            directory, config or the agents' credentials, not a regular file, or the working \
+            directory was swapped for a link", body = ErrorBody),
+        (status = 404, description = "No such turn, or no such file in the working directory", body = ErrorBody),
         (status = 413, description = "`attachment_too_large`: over the per-file limit", body = ErrorBody),
     ),
     security(("bearer" = []))
