@@ -19,6 +19,18 @@ pub struct Health {
     pub instance_id: Option<String>,
 }
 
+/// `GET /api/v1/ready` (issue 25): whether this node can serve requests now.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Readiness {
+    /// `ready`, or `unavailable` (served with 503).
+    pub status: String,
+    /// The store: `ok`, or `unavailable`.
+    pub store: String,
+    /// Why not, when not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateConversation {

@@ -127,6 +127,10 @@ pub enum ErrorCode {
     /// credentials), is a link out or not a regular file, or the working directory was
     /// swapped since it was chosen.
     FileRefused,
+    /// The store (the database) cannot be reached right now, or (SQLite) its disk is full
+    /// or read-only; tether reconnects by itself. Retry after a moment: nothing of the
+    /// request was stored.
+    StoreUnavailable,
 }
 
 impl ErrorCode {
@@ -186,6 +190,7 @@ impl ErrorCode {
             ErrorCode::OwnedElsewhere => "owned_elsewhere",
             ErrorCode::ProcessLimit => "process_limit",
             ErrorCode::FileRefused => "file_refused",
+            ErrorCode::StoreUnavailable => "store_unavailable",
         }
     }
 
@@ -237,7 +242,7 @@ impl ErrorCode {
             | ErrorCode::ChildEmpty
             | ErrorCode::ChildUnknown
             | ErrorCode::AttachmentUnavailable => 502,
-            ErrorCode::Rebuilding | ErrorCode::OwnerLost => 503,
+            ErrorCode::Rebuilding | ErrorCode::OwnerLost | ErrorCode::StoreUnavailable => 503,
             ErrorCode::StartTimeout => 504,
             ErrorCode::Internal => 500,
         }

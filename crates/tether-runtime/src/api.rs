@@ -109,6 +109,11 @@ impl Runtime {
         status
     }
 
+    /// Whether this node can serve now: its store answers (issue 25).
+    pub async fn ready(&self) -> Result<()> {
+        Ok(self.ctx().store.ready().await?)
+    }
+
     /// Names of the configured agents.
     pub fn agent_names(&self) -> Vec<String> {
         self.ctx().config.agents.keys().cloned().collect()

@@ -75,6 +75,8 @@ impl RuntimeError {
             RuntimeError::Store(tether_store::StoreError::Fenced { .. }) => {
                 ErrorCode::OwnedElsewhere
             }
+            // The database is unreachable (or SQLite's disk full): retryable.
+            RuntimeError::Store(e) if e.is_unavailable() => ErrorCode::StoreUnavailable,
             RuntimeError::Store(_) | RuntimeError::Internal(_) => ErrorCode::Internal,
             RuntimeError::Delegation { code, .. } => *code,
             RuntimeError::Attachment(e) => e.code(),

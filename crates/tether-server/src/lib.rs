@@ -263,6 +263,7 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
 
     let public = Router::new()
         .route("/api/v1/health", get(handlers::health))
+        .route("/api/v1/ready", get(handlers::ready))
         .route("/api/openapi.json", get(openapi::serve_openapi))
         .merge(web::routes());
 

@@ -21,6 +21,7 @@ use crate::{AppState, list_sse, sse, web};
     ),
     paths(
         handlers::health,
+        handlers::ready,
         agents::list,
         conversations::create,
         conversations::list,
@@ -57,6 +58,7 @@ use crate::{AppState, list_sse, sse, web};
     ),
     components(schemas(
         tether_proto::Health,
+        tether_proto::Readiness,
         agents::AgentInfo,
         tether_proto::PoolStatus,
         tether_proto::PoolProcess,

@@ -21,6 +21,7 @@ mod delegation;
 mod delegation_ledger;
 mod dispatch;
 mod feed;
+mod health;
 mod leaders;
 mod nodes;
 mod owners;
@@ -105,6 +106,26 @@ pub enum StoreError {
         conversation_id: ConversationId,
         epoch: i64,
     },
+}
+
+impl StoreError {
+    /// Whether the store cannot serve now but will by itself once the database is back
+    /// (issue 25): unreachable, restarting, or (SQLite) out of space or read-only. Served
+    /// as `store_unavailable` (503, retryable).
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            StoreError::Db(e) => health::unavailable(e),
+            StoreError::Migrate(sqlx::migrate::MigrateError::Execute(e)) => health::unavailable(e),
+            StoreError::Migrate(_)
+            | StoreError::DataDir { .. }
+            | StoreError::UnsupportedUrl(_)
+            | StoreError::Corrupt { .. }
+            | StoreError::FeedClosed
+            | StoreError::AppendAbandoned
+            | StoreError::LedgerTaken { .. }
+            | StoreError::Fenced { .. } => false,
+        }
+    }
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -280,6 +301,22 @@ impl Store {
         match &self.backend {
             Backend::Sqlite(db) => db.integrity_check().await,
             Backend::Postgres(db) => db.integrity_check().await,
+        }
+    }
+
+    /// Whether the store serves now (issue 25, `GET /api/v1/ready`): a read answers within
+    /// about two seconds and no connection is waiting to reconnect. The error says why
+    /// not.
+    pub async fn ready(&self) -> Result<()> {
+        let check = async {
+            match &self.backend {
+                Backend::Sqlite(db) => db.ready().await,
+                Backend::Postgres(db) => db.ready().await,
+            }
+        };
+        match tokio::time::timeout(std::time::Duration::from_secs(3), check).await {
+            Ok(r) => r,
+            Err(_) => Err(health::unreachable_error("no answer within 3 s").into()),
         }
     }
 

@@ -88,6 +88,10 @@ mod tail;
 
 use conns::Conns;
 
+/// A connection unused this long is checked before its next use: a server restarted
+/// meanwhile has closed it (issue 25).
+const IDLE_CHECK: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A PostgreSQL store's connections.
 #[derive(Clone)]
 pub(crate) struct Db {
@@ -111,8 +115,8 @@ impl Db {
             .run(&mut first)
             .await?;
         Ok(Db {
-            writer: Conns::from_connection(first),
-            reader: Conns::open(&opts, 4).await?,
+            writer: Conns::from_connection(first, &opts, Some(IDLE_CHECK)),
+            reader: Conns::open(&opts, 4, Some(IDLE_CHECK)).await?,
             shared,
             opts: Arc::new(opts),
             url: Arc::from(url),
@@ -143,6 +147,16 @@ impl Db {
     pub(crate) async fn integrity_check(&self) -> Result<bool> {
         let (one,): (i32,) = sqlx::query_as("SELECT 1").fetch_one(&self.reader).await?;
         Ok(one == 1)
+    }
+
+    /// Whether the store serves now: a reader answers and neither set is reconnecting
+    /// (see `Store::ready`).
+    pub(crate) async fn ready(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.reader).await?;
+        if self.writer.degraded() {
+            return Err(crate::health::unreachable_error("the writer is reconnecting").into());
+        }
+        Ok(())
     }
 
     pub(crate) async fn close(&self) {

@@ -122,10 +122,13 @@ impl Db {
             .connect()
             .await?;
         sqlx::migrate!("./migrations").run(&mut first).await?;
-        let writer = Conns::from_connection(first);
-        let reader = Conns::open(&opts.clone().read_only(true), 4).await?;
+        // A SQLite connection does not die with a server; one is only checked again
+        // after its user met an error (never for idling).
+        let writer_opts = opts.clone().pragma("cache_size", "-16384");
+        let writer = Conns::from_connection(first, &writer_opts, None);
+        let reader = Conns::open(&opts.clone().read_only(true), 4, None).await?;
         let checkpointer = Arc::new(checkpoint::Checkpointer::start(
-            Conns::open(&opts, 1).await?,
+            Conns::open(&opts, 1, None).await?,
         ));
         Ok(Db {
             writer,
@@ -145,6 +148,12 @@ impl Db {
             .fetch_one(&self.reader)
             .await?;
         Ok(row.0 == "ok")
+    }
+
+    /// Whether the store serves now (see `Store::ready`).
+    pub(crate) async fn ready(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.reader).await?;
+        Ok(())
     }
 
     pub(crate) async fn close(&self) {

@@ -48,16 +48,39 @@ pub struct PgServer {
     _tmp: Option<tempfile::TempDir>,
     /// Whether dropping stops it (a server started for a whole test run outlives us).
     stop_on_drop: bool,
+    /// The server's options (`pg_ctl -o`), to start it again on the same port.
+    options: String,
+    as_postgres: bool,
+}
+
+/// How [`PgServer::stop`] shuts the server down (`pg_ctl -m`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopMode {
+    /// Ends every session and shuts down cleanly (a routine restart).
+    Fast,
+    /// Kills every process without a checkpoint (a crash; recovery at the next start).
+    Immediate,
 }
 
 impl PgServer {
     /// Starts a cluster in a fresh temporary directory.
     pub fn start() -> Result<PgServer> {
+        PgServer::start_tmp(false)
+    }
+
+    /// Like [`PgServer::start`], but every commit is durable against a crash of the
+    /// server itself (`synchronous_commit` on), for tests that stop it with
+    /// [`StopMode::Immediate`] and count what was stored.
+    pub fn start_durable() -> Result<PgServer> {
+        PgServer::start_tmp(true)
+    }
+
+    fn start_tmp(durable: bool) -> Result<PgServer> {
         let tmp = tempfile::Builder::new()
             .prefix("tether-pg-")
             .tempdir()
             .context("tempdir")?;
-        let mut server = PgServer::start_in(tmp.path())?;
+        let mut server = PgServer::start_in_with(tmp.path(), durable)?;
         server._tmp = Some(tmp);
         server.stop_on_drop = true;
         Ok(server)
@@ -66,6 +89,10 @@ impl PgServer {
     /// Starts a cluster in `dir` (created, must be empty) that keeps running after this
     /// value is dropped; [`PgServer::stop_in`] stops it.
     pub fn start_in(dir: &Path) -> Result<PgServer> {
+        PgServer::start_in_with(dir, false)
+    }
+
+    fn start_in_with(dir: &Path, durable: bool) -> Result<PgServer> {
         let bin = bin_dir()?;
         std::fs::create_dir_all(dir).with_context(|| format!("mkdir {}", dir.display()))?;
         let as_postgres = is_root();
@@ -83,32 +110,59 @@ impl PgServer {
         )
         .context("initdb")?;
         let port = free_port()?;
-        // Tests need durability only against tether's crashes, not the server's.
+        // Tests need durability only against tether's crashes, not the server's (a
+        // durable server keeps every commit across its own crash; none survives the
+        // machine's).
         let options = format!(
             "-c listen_addresses=127.0.0.1 -p {port} -k {} -c max_connections=500 \
-             -c fsync=off -c synchronous_commit=off -c full_page_writes=off",
-            dir.display()
+             -c fsync=off -c synchronous_commit={} -c full_page_writes=off",
+            dir.display(),
+            if durable { "on" } else { "off" }
         );
-        run(
-            as_postgres,
-            Command::new(bin.join("pg_ctl"))
-                .arg("-D")
-                .arg(&data)
-                .arg("-l")
-                .arg(dir.join("server.log"))
-                .args(["-w", "-t", "60", "-o", &options, "start"]),
-        )
-        .with_context(|| {
-            let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
-            format!("pg_ctl start; server log:\n{log}")
-        })?;
-        Ok(PgServer {
+        let server = PgServer {
             dir: dir.to_path_buf(),
             bin,
             port,
             _tmp: None,
             stop_on_drop: false,
+            options,
+            as_postgres,
+        };
+        server.start_again()?;
+        Ok(server)
+    }
+
+    /// Starts the (stopped) server again, on the same port with the same options.
+    pub fn start_again(&self) -> Result<()> {
+        run(
+            self.as_postgres,
+            Command::new(self.bin.join("pg_ctl"))
+                .arg("-D")
+                .arg(self.dir.join("data"))
+                .arg("-l")
+                .arg(self.dir.join("server.log"))
+                .args(["-w", "-t", "60", "-o", &self.options, "start"]),
+        )
+        .with_context(|| {
+            let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+            format!("pg_ctl start; server log:\n{log}")
         })
+    }
+
+    /// Stops the server (a database restart or crash, when [`PgServer::start_again`]
+    /// follows).
+    pub fn stop(&self, mode: StopMode) -> Result<()> {
+        let mode = match mode {
+            StopMode::Fast => "fast",
+            StopMode::Immediate => "immediate",
+        };
+        run(
+            self.as_postgres,
+            Command::new(self.bin.join("pg_ctl"))
+                .arg("-D")
+                .arg(self.dir.join("data"))
+                .args(["-m", mode, "-w", "stop"]),
+        )
     }
 
     /// Stops the cluster started in `dir` by [`PgServer::start_in`].

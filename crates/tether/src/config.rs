@@ -164,7 +164,10 @@ pub struct Settings {
 /// whichever file was read) and the home directory's credential stores.
 fn private_paths(config_path: Option<&Path>, env: &Env) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = config_path.map(Path::to_path_buf).into_iter().collect();
-    if let Some(dir) = paths::default_config_file(env).as_deref().and_then(Path::parent) {
+    if let Some(dir) = paths::default_config_file(env)
+        .as_deref()
+        .and_then(Path::parent)
+    {
         out.push(dir.to_path_buf());
     }
     if let Some(home) = paths::home_dir(env) {

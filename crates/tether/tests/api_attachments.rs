@@ -383,7 +383,10 @@ async fn file_out_never_reads_the_data_directory_or_leaves_through_links() {
 
     // A `..` is a bad path, not a missing file.
     let (status, body) = send(&d, &c, "/file ../etc/passwd", &[]).await;
-    assert_eq!((status, &body["error"]["code"]), (400, &json!("bad_request")));
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (400, &json!("bad_request"))
+    );
 
     // A hard link planted in the working directory names a file outside it.
     let proj = home.join("proj");

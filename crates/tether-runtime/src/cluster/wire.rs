@@ -168,6 +168,7 @@ pub(crate) fn rebuild(code: ErrorCode, message: String, known: Known<'_>) -> Run
         | ErrorCode::OwnedElsewhere
         | ErrorCode::ProcessLimit
         | ErrorCode::FileRefused
+        | ErrorCode::StoreUnavailable
         | ErrorCode::BadRequest
         | ErrorCode::InvalidJson
         | ErrorCode::InvalidParams

@@ -10,7 +10,7 @@ pub(crate) mod sessions;
 
 use axum::extract::State;
 use axum::{Extension, Json};
-use tether_proto::{Health, PoolStatus, RuntimeFigures};
+use tether_proto::{Health, PoolStatus, Readiness, RuntimeFigures};
 
 use crate::AppState;
 
@@ -36,6 +36,38 @@ pub(crate) async fn health(instance: Option<Extension<crate::InstanceId>>) -> Js
         version: env!("CARGO_PKG_VERSION").to_owned(),
         instance_id: instance.map(|Extension(id)| id.0),
     })
+}
+
+/// Readiness (issue 25): 200 when this node can serve, 503 naming the store while the
+/// database is unreachable (`health` stays "the process is alive"); needs no token.
+#[utoipa::path(
+    get,
+    path = "/api/v1/ready",
+    tag = "meta",
+    responses(
+        (status = 200, description = "The node serves", body = Readiness),
+        (status = 503, description = "The store is unreachable; tether reconnects by itself", body = Readiness),
+    )
+)]
+pub(crate) async fn ready(State(s): State<AppState>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match s.runtime.ready().await {
+        Ok(()) => Json(Readiness {
+            status: "ready".to_owned(),
+            store: "ok".to_owned(),
+            message: None,
+        })
+        .into_response(),
+        Err(e) => (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            Json(Readiness {
+                status: "unavailable".to_owned(),
+                store: "unavailable".to_owned(),
+                message: Some(e.to_string()),
+            }),
+        )
+            .into_response(),
+    }
 }
 
 /// The live pool: how many agent processes are kept, busy and idle, and evictions.

@@ -11,7 +11,8 @@
 
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -21,10 +22,22 @@ use sqlx::{
 };
 use tokio::sync::{Mutex, OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
 
-type Slot = Arc<Mutex<Option<SqlConnection>>>;
+type Slot = Arc<Mutex<SlotState>>;
 type Tm = <Sql as Database>::TransactionManager;
 
 use super::{Sql, SqlConnectOptions, SqlConnection, SqlQueryResult, SqlRow, SqlStatement};
+use crate::health::{self, Backoff};
+
+/// One connection's place: the connection (none while it is being replaced), whether it
+/// must be checked before its next use, and since when it idles.
+pub(crate) struct SlotState {
+    conn: Option<SqlConnection>,
+    /// Checked (pinged) before its next use: its last user saw an error, or another
+    /// connection of the set saw the server go away (`checked < Inner::generation`).
+    suspect: bool,
+    checked: u64,
+    last_used: Instant,
+}
 
 /// A fixed set of connections to one database. Cheap to clone (shared).
 #[derive(Clone)]
@@ -34,6 +47,18 @@ struct Inner {
     slots: Vec<Slot>,
     free: Arc<Semaphore>,
     closed: AtomicBool,
+    /// How to open a replacement.
+    opts: SqlConnectOptions,
+    /// A connection unused for this long is checked before use (PostgreSQL: a server
+    /// restarted meanwhile closed it; SQLite: never).
+    idle_check: Option<Duration>,
+    /// Moved on when any connection of the set sees the server go away: every other one
+    /// is checked before its next use.
+    generation: AtomicU64,
+    /// When a replacement may be tried again after failed ones (back-off with jitter).
+    backoff: Backoff,
+    /// Failed replacements in a row (0: the database answers).
+    failures: AtomicU32,
 }
 
 impl std::fmt::Debug for Conns {
@@ -47,60 +72,195 @@ impl std::fmt::Debug for Conns {
 /// One connection, exclusively held until dropped.
 pub(crate) struct Conn {
     // Dropped before the permit: a permit holder always finds a free slot.
-    guard: OwnedMutexGuard<Option<SqlConnection>>,
+    guard: OwnedMutexGuard<SlotState>,
     _permit: OwnedSemaphorePermit,
+    set: Arc<Inner>,
 }
 
-impl Conns {
-    /// Opens `size` connections with `opts`.
-    pub async fn open(opts: &SqlConnectOptions, size: usize) -> Result<Conns, sqlx::Error> {
-        let mut slots = Vec::with_capacity(size);
-        for _ in 0..size.max(1) {
-            slots.push(Arc::new(Mutex::new(Some(opts.connect().await?))));
+impl Conn {
+    /// Its user saw an error: check the connection before its next use; when the error
+    /// shows the server gone, every connection of the set is checked.
+    pub fn saw_error(&mut self, e: &sqlx::Error) {
+        self.guard.suspect = true;
+        if health::connection_lost(e) {
+            self.set.generation.fetch_add(1, Ordering::SeqCst);
         }
-        Ok(Conns::from_slots(slots))
     }
 
-    /// Wraps an open connection.
-    pub fn from_connection(conn: SqlConnection) -> Conns {
-        Conns::from_slots(vec![Arc::new(Mutex::new(Some(conn)))])
+    fn mark_suspect(&mut self) {
+        self.guard.suspect = true;
+    }
+}
+
+/// How long to wait for a replacement connection (or a check of one) before failing.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a caller waits for a free connection while the database is unreachable
+/// (never while it answers: then a caller waits its turn).
+const DEGRADED_WAIT: Duration = Duration::from_secs(2);
+
+impl Conns {
+    /// Opens `size` connections with `opts`; `idle_check`: see [`Inner::idle_check`].
+    pub async fn open(
+        opts: &SqlConnectOptions,
+        size: usize,
+        idle_check: Option<Duration>,
+    ) -> Result<Conns, sqlx::Error> {
+        let mut conns = Vec::with_capacity(size);
+        for _ in 0..size.max(1) {
+            conns.push(opts.connect().await?);
+        }
+        Ok(Conns::from_connections(conns, opts, idle_check))
     }
 
-    fn from_slots(slots: Vec<Slot>) -> Conns {
+    /// Wraps an open connection (replacements are opened with `opts`).
+    pub fn from_connection(
+        conn: SqlConnection,
+        opts: &SqlConnectOptions,
+        idle_check: Option<Duration>,
+    ) -> Conns {
+        Conns::from_connections(vec![conn], opts, idle_check)
+    }
+
+    fn from_connections(
+        conns: Vec<SqlConnection>,
+        opts: &SqlConnectOptions,
+        idle_check: Option<Duration>,
+    ) -> Conns {
+        let now = Instant::now();
+        let slots: Vec<Slot> = conns
+            .into_iter()
+            .map(|c| {
+                Arc::new(Mutex::new(SlotState {
+                    conn: Some(c),
+                    suspect: false,
+                    checked: 0,
+                    last_used: now,
+                }))
+            })
+            .collect();
         Conns(Arc::new(Inner {
             free: Arc::new(Semaphore::new(slots.len())),
             slots,
             closed: AtomicBool::new(false),
+            opts: opts.clone(),
+            idle_check,
+            generation: AtomicU64::new(0),
+            backoff: Backoff::default(),
+            failures: AtomicU32::new(0),
         }))
     }
 
-    /// Waits for a free connection.
+    /// Whether the last attempt to reach the database failed (and none has succeeded
+    /// since).
+    pub fn degraded(&self) -> bool {
+        self.0.failures.load(Ordering::SeqCst) > 0
+    }
+
+    /// Waits for a free connection, checked (and replaced) first when it may have died.
+    /// While the database is unreachable it fails within about two seconds, never hangs.
     pub async fn acquire(&self) -> Result<Conn, sqlx::Error> {
-        let permit = Arc::clone(&self.0.free)
-            .acquire_owned()
-            .await
-            .map_err(|_| sqlx::Error::PoolClosed)?;
+        let permit = self.permit().await?;
         // Holding a permit, at least one slot is unlocked.
+        let mut guard = None;
         for slot in &self.0.slots {
-            if let Ok(guard) = Arc::clone(slot).try_lock_owned() {
-                if guard.is_none() {
-                    return Err(sqlx::Error::PoolClosed);
-                }
-                return Ok(Conn {
-                    guard,
-                    _permit: permit,
-                });
+            if let Ok(g) = Arc::clone(slot).try_lock_owned() {
+                guard = Some(g);
+                break;
             }
         }
-        // Only reachable if a slot guard outlived its permit; wait for the first slot.
-        let guard = Arc::clone(&self.0.slots[0]).lock_owned().await;
-        if guard.is_none() {
+        let guard = match guard {
+            Some(g) => g,
+            // Only reachable if a slot guard outlived its permit; wait for the first slot.
+            None => Arc::clone(&self.0.slots[0]).lock_owned().await,
+        };
+        if self.0.closed.load(Ordering::SeqCst) {
             return Err(sqlx::Error::PoolClosed);
         }
-        Ok(Conn {
+        let mut conn = Conn {
             guard,
             _permit: permit,
-        })
+            set: Arc::clone(&self.0),
+        };
+        self.make_ready(&mut conn).await?;
+        conn.guard.last_used = Instant::now();
+        Ok(conn)
+    }
+
+    async fn permit(&self) -> Result<OwnedSemaphorePermit, sqlx::Error> {
+        let start = Instant::now();
+        loop {
+            let wait = Arc::clone(&self.0.free).acquire_owned();
+            match tokio::time::timeout(Duration::from_millis(250), wait).await {
+                Ok(Ok(p)) => return Ok(p),
+                Ok(Err(_)) => return Err(sqlx::Error::PoolClosed),
+                Err(_) if self.degraded() && start.elapsed() >= DEGRADED_WAIT => {
+                    return Err(health::unreachable_error(
+                        "every connection is busy reconnecting",
+                    ));
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// Checks a held slot's connection when it may have died, and opens a replacement
+    /// when it has (or has none), subject to the back-off.
+    async fn make_ready(&self, conn: &mut Conn) -> Result<(), sqlx::Error> {
+        let generation = self.0.generation.load(Ordering::SeqCst);
+        let g = &mut conn.guard;
+        let idle = self
+            .0
+            .idle_check
+            .is_some_and(|limit| g.last_used.elapsed() >= limit);
+        if g.conn.is_some() && !g.suspect && g.checked >= generation && !idle {
+            return Ok(());
+        }
+        if let Some(c) = g.conn.as_mut() {
+            match tokio::time::timeout(CONNECT_TIMEOUT, c.ping()).await {
+                Ok(Ok(())) => {
+                    g.suspect = false;
+                    g.checked = generation;
+                    return Ok(());
+                }
+                Ok(Err(e)) => tracing::debug!(error = %e, "a store connection died; replacing it"),
+                Err(_) => tracing::debug!("a store connection did not answer; replacing it"),
+            }
+            // Dropped, not closed: the server is gone or not answering.
+            g.conn = None;
+            self.0.generation.fetch_add(1, Ordering::SeqCst);
+        }
+        if let Some(wait) = self.0.backoff.wait_left() {
+            return Err(health::unreachable_error(&format!(
+                "the database is unreachable; the next try is in {} ms",
+                wait.as_millis()
+            )));
+        }
+        match tokio::time::timeout(CONNECT_TIMEOUT, self.0.opts.connect()).await {
+            Ok(Ok(c)) => {
+                let was = self.0.failures.swap(0, Ordering::SeqCst);
+                if was > 0 {
+                    tracing::info!(failures = was, "the database answers again");
+                }
+                self.0.backoff.reset();
+                g.conn = Some(c);
+                g.suspect = false;
+                g.checked = self.0.generation.load(Ordering::SeqCst);
+                Ok(())
+            }
+            Ok(Err(e)) => Err(self.failed(e)),
+            Err(_) => Err(self.failed(health::unreachable_error(
+                "the database did not answer within 2 s",
+            ))),
+        }
+    }
+
+    fn failed(&self, e: sqlx::Error) -> sqlx::Error {
+        let n = self.0.failures.fetch_add(1, Ordering::SeqCst) + 1;
+        self.0.backoff.failed(n);
+        if n == 1 {
+            tracing::warn!(error = %e, "the database is unreachable; reconnecting with back-off");
+        }
+        e
     }
 
     /// Begins a transaction on a connection of its own.
@@ -119,7 +279,7 @@ impl Conns {
         self.0.closed.store(true, Ordering::SeqCst);
         self.0.free.close();
         for slot in &self.0.slots {
-            if let Some(conn) = slot.lock().await.take() {
+            if let Some(conn) = slot.lock().await.conn.take() {
                 let _ = conn.close().await;
             }
         }
@@ -130,7 +290,7 @@ impl Deref for Conn {
     type Target = SqlConnection;
 
     fn deref(&self) -> &SqlConnection {
-        match self.guard.as_ref() {
+        match self.guard.conn.as_ref() {
             Some(c) => c,
             // `acquire` never hands out an empty slot, and `close` needs the lock to
             // empty one.
@@ -141,7 +301,7 @@ impl Deref for Conn {
 
 impl DerefMut for Conn {
     fn deref_mut(&mut self) -> &mut SqlConnection {
-        match self.guard.as_mut() {
+        match self.guard.conn.as_mut() {
             Some(c) => c,
             None => unreachable!("a held connection slot is never empty"),
         }
@@ -161,18 +321,25 @@ pub(crate) struct Tx {
     /// A group commit's first try: if refused, its batches are tried again one by one,
     /// so a refusal is counted then, not now.
     trial: bool,
+    /// Committed (or, without `BEGIN`, finished): dropped otherwise, its user met an
+    /// error, so the connection is checked before its next use.
+    done: bool,
 }
 
 impl Tx {
     /// Begins a transaction on a connection already held.
     pub async fn begin_on(mut conn: Conn) -> Result<Tx, sqlx::Error> {
-        Tm::begin(&mut conn, None).await?;
+        if let Err(e) = Tm::begin(&mut conn, None).await {
+            conn.saw_error(&e);
+            return Err(e);
+        }
         Ok(Tx {
             conn,
             open: true,
             appended: 0,
             on_behalf: Vec::new(),
             trial: false,
+            done: false,
         })
     }
 
@@ -186,6 +353,7 @@ impl Tx {
             appended: 0,
             on_behalf: Vec::new(),
             trial: false,
+            done: false,
         }
     }
 
@@ -217,9 +385,13 @@ impl Tx {
     /// connection, whatever `after` does happens in commit order.
     pub async fn commit_then<R>(mut self, after: impl FnOnce() -> R) -> Result<R, sqlx::Error> {
         if self.open {
-            Tm::commit(&mut self.conn).await?;
+            if let Err(e) = Tm::commit(&mut self.conn).await {
+                self.conn.saw_error(&e);
+                return Err(e);
+            }
             self.open = false;
         }
+        self.done = true;
         Ok(after())
     }
 
@@ -266,6 +438,9 @@ impl Drop for Tx {
         if self.open {
             Tm::start_rollback(&mut self.conn);
         }
+        if !self.done {
+            self.conn.mark_suspect();
+        }
     }
 }
 
@@ -298,7 +473,13 @@ impl<'c> Executor<'c> for &'c Conns {
         // to its end anyway), then handed out.
         futures::stream::once(async move {
             let mut conn = self.acquire().await?;
-            let items: Vec<_> = conn.fetch_many(query).try_collect().await?;
+            let items: Vec<_> = match conn.fetch_many(query).try_collect().await {
+                Ok(items) => items,
+                Err(e) => {
+                    conn.saw_error(&e);
+                    return Err(e);
+                }
+            };
             Ok::<_, sqlx::Error>(futures::stream::iter(items.into_iter().map(Ok)))
         })
         .try_flatten()
@@ -313,7 +494,14 @@ impl<'c> Executor<'c> for &'c Conns {
         'c: 'e,
         E: 'q + Execute<'q, Sql>,
     {
-        Box::pin(async move { self.acquire().await?.fetch_optional(query).await })
+        Box::pin(async move {
+            let mut conn = self.acquire().await?;
+            let out = conn.fetch_optional(query).await;
+            if let Err(e) = &out {
+                conn.saw_error(e);
+            }
+            out
+        })
     }
 
     fn prepare_with<'e, 'q: 'e>(

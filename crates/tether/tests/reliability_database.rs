@@ -1,0 +1,139 @@
+//! Issue 25: a database restart must not take tether down. A node on a PostgreSQL server
+//! of its own, which the test stops (fast: a routine restart; immediate: a crash) and
+//! starts again on the same port: while it is down, requests fail fast with the
+//! retryable `store_unavailable` (503) and `/ready` says so; once it is back the node
+//! serves again by itself, and nothing accepted is lost or doubled.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tether_testkit::postgres::{PgServer, StopMode};
+use tether_testkit::{Daemon, DaemonOptions};
+
+/// A message, bounded: an answer must come (never a hang).
+async fn post_message(d: &Daemon, conv: &str, text: &str) -> (u16, Value) {
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        d.post(
+            &format!("/api/v1/conversations/{conv}/messages"),
+            json!({ "text": text }),
+        ),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("no answer to {text:?} within 10 s"))
+}
+
+async fn ready(d: &Daemon) -> (u16, Value) {
+    tokio::time::timeout(Duration::from_secs(10), d.get("/api/v1/ready"))
+        .await
+        .expect("/ready answers")
+}
+
+/// Sends `text` until it is accepted (the node serves again); how long that took.
+async fn send_until_accepted(d: &Daemon, conv: &str, text: &str) -> (Duration, Value) {
+    let start = Instant::now();
+    loop {
+        let (status, body) = post_message(d, conv, text).await;
+        match status {
+            200 => return (start.elapsed(), body),
+            503 => assert_eq!(body["error"]["code"], "store_unavailable", "{body}"),
+            other => panic!("{other} while the database came back: {body}"),
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the node did not serve again within 30 s of the database's return"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_node_serves_again_after_the_database_restarts_and_nothing_is_lost_or_doubled() {
+    let pg = PgServer::start_durable().expect("a private PostgreSQL server");
+    let d = Daemon::start(DaemonOptions {
+        database_url: Some(pg.url()),
+        ..DaemonOptions::default()
+    })
+    .await;
+    let c = d.new_conversation(None).await;
+    let (_, turn) = d.say_and_wait(&c, "before").await;
+    assert_eq!(turn["status"], "completed", "{turn}");
+    assert_eq!(ready(&d).await.0, 200);
+
+    let mut accepted = vec!["before".to_owned()];
+    for (round, mode) in [StopMode::Fast, StopMode::Immediate]
+        .into_iter()
+        .enumerate()
+    {
+        pg.stop(mode).expect("stop PostgreSQL");
+
+        // While it is down: health is the process, ready is the store; requests fail
+        // fast with the retryable code, never 500, never a hang.
+        assert_eq!(d.get("/api/v1/health").await.0, 200);
+        let (status, body) = ready(&d).await;
+        assert_eq!(
+            (status, body["store"].as_str()),
+            (503, Some("unavailable")),
+            "{body}"
+        );
+        for _ in 0..3 {
+            let (status, body) = post_message(&d, &c, "while down").await;
+            assert_eq!(
+                (status, &body["error"]["code"]),
+                (503, &json!("store_unavailable")),
+                "{body}"
+            );
+            let (status, body) = tokio::time::timeout(
+                Duration::from_secs(10),
+                d.get(&format!("/api/v1/conversations/{c}")),
+            )
+            .await
+            .unwrap();
+            assert_eq!(
+                (status, &body["error"]["code"]),
+                (503, &json!("store_unavailable")),
+                "{body}"
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+
+        pg.start_again().expect("start PostgreSQL again");
+        let text = format!("after restart {round}");
+        let (took, out) = send_until_accepted(&d, &c, &text).await;
+        eprintln!("{mode:?}: served again {took:?} after the database's return");
+        assert!(
+            took < Duration::from_secs(10),
+            "served again only after {took:?}"
+        );
+        let turn = d
+            .wait_turn(
+                out["session_id"].as_str().unwrap(),
+                out["turn_id"].as_str().unwrap(),
+            )
+            .await;
+        assert_eq!(turn["status"], "completed", "{turn}");
+        assert!(
+            turn["result_text"]
+                .as_str()
+                .unwrap()
+                .contains(text.as_str()),
+            "{turn}"
+        );
+        accepted.push(text);
+        assert_eq!(ready(&d).await.0, 200);
+    }
+
+    // The history holds every accepted message once, and none of the refused ones.
+    let page = d
+        .get_ok(&format!("/api/v1/conversations/{c}/messages"))
+        .await;
+    let users: Vec<&str> = page
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(users, accepted, "{page}");
+}
