@@ -125,8 +125,9 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             match serde_json::from_str::<Value>(line) {
                 Ok(Value::Object(message)) => return Some(message),
                 _ => {
+                    // Escaped: an agent's control characters never reach the log raw.
                     let cut: String = line.chars().take(200).collect();
-                    tracing::warn!(line = %cut, "skipping non-JSON line from {peer}");
+                    tracing::warn!(line = %cut.escape_debug(), "skipping non-JSON line from {peer}");
                 }
             }
         }

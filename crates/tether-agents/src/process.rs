@@ -100,7 +100,9 @@ impl TailBuf {
         let line = String::from_utf8_lossy(raw)
             .trim_end_matches(['\r', '\n'])
             .to_owned();
-        tracing::debug!(target: "tether_agents::stderr", "{line}");
+        // Escaped: a CR or an escape sequence from an agent must not forge or hide log
+        // lines (issue 24 S10).
+        tracing::debug!(target: "tether_agents::stderr", "{}", line.escape_debug());
         self.bytes += line.len() + 1;
         self.lines.push_back(line);
         while self.lines.len() > TAIL_MAX_LINES || self.bytes > TAIL_MAX_BYTES {

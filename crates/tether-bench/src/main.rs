@@ -14,6 +14,7 @@ mod acp_client;
 mod browse;
 mod cluster;
 mod daemon;
+mod db_restart;
 mod fanout;
 mod generate;
 mod ingest;
@@ -65,6 +66,8 @@ enum Figure {
     Cluster,
     /// 11: a new Claude session's time to its first event, the warm spare vs a cold start.
     Spare,
+    /// Issue 25: a node's time from a PostgreSQL restart to the first answered message.
+    DbRestart,
 }
 
 #[derive(Debug, Parser)]
@@ -134,6 +137,9 @@ struct Args {
     /// Cluster: messages each way (owner, another node) for the cross-node latency.
     #[arg(long, default_value_t = 100)]
     cluster_cross: usize,
+    /// Issue 25: database restarts (each 2 s down).
+    #[arg(long, default_value_t = 10)]
+    db_restarts: usize,
     /// Do not run the workspace build (`cargo build --release`) first.
     #[arg(long)]
     no_build: bool,
@@ -187,6 +193,7 @@ async fn run(args: &Args) -> Vec<Row> {
         Figure::Shared,
         Figure::Cluster,
         Figure::Spare,
+        Figure::DbRestart,
     ];
     let mut rows = Vec::new();
     for fig in all {
@@ -224,6 +231,7 @@ async fn run(args: &Args) -> Vec<Row> {
                 .await
             }
             Figure::Spare => spare::run(args.rounds).await,
+            Figure::DbRestart => db_restart::run(args.db_restarts).await,
         };
         eprintln!("tether-bench: {fig:?} took {}", stats::secs(t.elapsed()));
         match result {

@@ -21,6 +21,7 @@ pub enum ChannelError {
 impl ChannelError {
     pub fn code(&self) -> ErrorCode {
         match self {
+            ChannelError::Store(e) if e.is_unavailable() => ErrorCode::StoreUnavailable,
             ChannelError::Store(_) | ChannelError::Json(_) | ChannelError::Platform(_) => {
                 ErrorCode::Internal
             }

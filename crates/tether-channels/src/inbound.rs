@@ -104,6 +104,28 @@ pub(crate) async fn handle(
     core: &SharedCore,
     msg: Inbound,
 ) -> Result<Option<String>, ChannelError> {
+    // While the database is unreachable the message waits (its chat's lane with it, so
+    // the chat keeps its order) and is handed over once the store answers again: the
+    // runtime keys it by the platform's id, so a try that got through is not run twice
+    // (issue 25).
+    let mut wait = std::time::Duration::from_millis(250);
+    loop {
+        match handle_once(core, msg.clone()).await {
+            Err(e) if e.code() == tether_proto::ErrorCode::StoreUnavailable => {
+                tracing::debug!(
+                    channel = core.name(),
+                    key = msg.key,
+                    "the store is unreachable; the message waits: {e}"
+                );
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(std::time::Duration::from_secs(5));
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn handle_once(core: &SharedCore, msg: Inbound) -> Result<Option<String>, ChannelError> {
     let allowed = allowed(core, &msg.sender.id).await?;
     let chat_key = msg.chat_key(core.group_mode);
     if !allowed {
@@ -324,12 +346,18 @@ async fn decide(
     let Some(approval) = core.store.get_approval(approval_id).await? else {
         return Ok("This approval is unknown here.".to_string());
     };
-    let here = core
-        .chat_of(&approval.conversation_id)
+    // The approval's conversation must be the one this message's lane maps to: the
+    // same chat, and with `group_mode = "user"` the same member (issue 24 S4).
+    let chat = core.chat_of(&approval.conversation_id);
+    let here = chat
+        .as_ref()
         .and_then(|c| serde_json::from_str::<Address>(&c.address).ok())
         .is_some_and(|a| a == msg.address());
     if !here {
         return Ok("This approval belongs to another chat.".to_string());
+    }
+    if chat.is_some_and(|c| c.chat_key != msg.chat_key(core.group_mode)) {
+        return Ok("This approval belongs to another member's conversation.".to_string());
     }
     match core
         .runtime

@@ -34,6 +34,7 @@ pub(crate) async fn run(core: SharedCore, node_id: String) {
         );
     }
     let claim_ms = i64::try_from(CLAIM_FOR.as_millis()).unwrap_or(i64::MAX / 2);
+    let mut trouble = tether_core::FailureRun::default();
     loop {
         let now = now_ms();
         let claimed = core
@@ -42,6 +43,10 @@ pub(crate) async fn run(core: SharedCore, node_id: String) {
             .await;
         let delivered = match claimed {
             Ok(rows) => {
+                let failures = trouble.recover();
+                if failures > 0 {
+                    tracing::info!(channel = core.name(), failures, "the outbox reads again");
+                }
                 let n = rows.len();
                 for row in rows {
                     deliver(&core, row).await;
@@ -49,7 +54,14 @@ pub(crate) async fn run(core: SharedCore, node_id: String) {
                 n
             }
             Err(e) => {
-                tracing::warn!(channel = core.name(), "outbox read failed: {e}");
+                if trouble.fail() {
+                    tracing::warn!(
+                        channel = core.name(),
+                        "outbox read failed (retrying quietly): {e}"
+                    );
+                } else {
+                    tracing::debug!(channel = core.name(), "outbox read failed: {e}");
+                }
                 0
             }
         };

@@ -16,6 +16,7 @@ pub mod queue;
 pub mod recovery;
 pub mod state;
 pub mod status;
+pub mod title;
 pub mod turn;
 
 pub use approval::{
@@ -33,3 +34,40 @@ pub use recovery::{failover_notice, restart_notice};
 pub use state::{StateInputs, derive_state};
 pub use status::{SessionRow, StatusView, sessions_text, short_id, status_text};
 pub use turn::{TransitionError, transition};
+
+/// A run of failures of one repeated task (a poll, a reconnect), so that a loop logs the
+/// first failure and the recovery, not every retry (issue 24 S10: an outage must not
+/// flood the log).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct FailureRun {
+    failures: u64,
+}
+
+impl FailureRun {
+    /// Counts a failure; `true` for the first of a run (log it loudly then).
+    pub fn fail(&mut self) -> bool {
+        self.failures += 1;
+        self.failures == 1
+    }
+
+    /// Ends the run; how many failures it had (`0`: there was none to report).
+    pub fn recover(&mut self) -> u64 {
+        std::mem::take(&mut self.failures)
+    }
+}
+
+#[cfg(test)]
+mod failure_run_tests {
+    use super::FailureRun;
+
+    #[test]
+    fn only_the_first_failure_of_a_run_and_its_end_are_reported() {
+        let mut r = FailureRun::default();
+        assert_eq!(r.recover(), 0);
+        assert!(r.fail());
+        assert!(!r.fail());
+        assert!(!r.fail());
+        assert_eq!(r.recover(), 3);
+        assert!(r.fail());
+    }
+}

@@ -101,7 +101,8 @@ pub struct Conversation {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendMessage {
-    /// May be empty when the message carries attachments.
+    /// May be empty or absent when the message carries attachments.
+    #[serde(default)]
     pub text: String,
     /// Agent chosen in the UI; differs from the bound session's → new session (drift).
     #[serde(default)]

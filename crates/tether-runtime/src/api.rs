@@ -202,7 +202,7 @@ impl Runtime {
             .title
             .map(|t| t.trim().to_string())
             .filter(|t| !t.is_empty())
-            .unwrap_or_else(|| "New conversation".to_string());
+            .unwrap_or_else(|| tether_core::title::UNTITLED.to_string());
         let id: ConversationId = new_id();
         let row = self
             .ctx()

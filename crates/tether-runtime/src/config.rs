@@ -31,6 +31,9 @@ pub struct RuntimeConfig {
     pub start_timeout: Duration,
     /// A turn running longer than this fails with `turn_timeout` (`None`: no limit).
     pub turn_timeout: Option<Duration>,
+    /// How long a running turn's streamed events may wait for an unreachable store
+    /// before the turn is stopped and ends `interrupted` (issue 25).
+    pub store_outage_limit: Duration,
     /// Live pool limits.
     pub pool: crate::PoolConfig,
     /// Delegation limits and the MCP server given to agents.

@@ -83,6 +83,7 @@ mod tests {
             queue_cap: 4,
             start_timeout: std::time::Duration::from_secs(5),
             turn_timeout: None,
+            store_outage_limit: std::time::Duration::from_secs(300),
             pool: crate::PoolConfig::default(),
             delegation: crate::DelegationConfig::default(),
             coalesce: crate::CoalesceConfig::default(),

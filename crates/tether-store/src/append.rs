@@ -37,6 +37,8 @@ pub(crate) const MAX_GROUP_EVENTS: usize = 4096;
 
 /// One caller's batch, waiting for a group commit.
 pub(crate) struct Pending {
+    /// Tells it from the others (see [`Appends::withdraw`]).
+    pub(crate) id: u64,
     pub(crate) session_id: SessionId,
     pub(crate) turn_id: Option<TurnId>,
     pub(crate) payloads: Vec<EventPayload>,
@@ -49,6 +51,7 @@ pub(crate) struct Appends {
     queue: Mutex<VecDeque<Pending>>,
     commits: AtomicU64,
     batches: AtomicU64,
+    next_id: AtomicU64,
 }
 
 /// How appends were grouped since the store opened.
@@ -74,8 +77,27 @@ impl Appends {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// A fresh id for a [`Pending`].
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
     pub(crate) fn push(&self, p: Pending) {
         self.lock().push_back(p);
+    }
+
+    /// Takes batch `id` back out of the queue if no group has taken it yet (its caller
+    /// gives up without a writer: the store is unreachable); `false` when a group holds
+    /// it already (then it is answered as usual).
+    pub(crate) fn withdraw(&self, id: u64) -> bool {
+        let mut q = self.lock();
+        match q.iter().position(|p| p.id == id) {
+            Some(i) => {
+                q.remove(i);
+                true
+            }
+            None => false,
+        }
     }
 
     /// The oldest batches, up to [`MAX_GROUP_EVENTS`] events (at least one batch).

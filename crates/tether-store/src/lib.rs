@@ -320,6 +320,16 @@ impl Store {
         }
     }
 
+    /// Whether the store lost the database (or could not reach it) within the last
+    /// `within`: the failover sweep takes nobody over for a lease after an outage, since
+    /// every node's heartbeat and presence lapsed with it (issue 25).
+    pub fn troubled_within(&self, within: std::time::Duration) -> bool {
+        match &self.backend {
+            Backend::Sqlite(db) => db.troubled_within(within),
+            Backend::Postgres(db) => db.troubled_within(within),
+        }
+    }
+
     /// Closes every connection.
     pub async fn close(&self) {
         match &self.backend {

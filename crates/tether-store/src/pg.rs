@@ -149,6 +149,11 @@ impl Db {
         Ok(one == 1)
     }
 
+    /// Whether any connection saw the server go away within the last `within`.
+    pub(crate) fn troubled_within(&self, within: std::time::Duration) -> bool {
+        self.writer.troubled_within(within) || self.reader.troubled_within(within)
+    }
+
     /// Whether the store serves now: a reader answers and neither set is reconnecting
     /// (see `Store::ready`).
     pub(crate) async fn ready(&self) -> Result<()> {

@@ -150,6 +150,12 @@ impl Db {
         Ok(row.0 == "ok")
     }
 
+    /// Whether any connection met trouble within the last `within` (SQLite connections
+    /// do not lose a server; only a failed check counts).
+    pub(crate) fn troubled_within(&self, within: Duration) -> bool {
+        self.writer.troubled_within(within) || self.reader.troubled_within(within)
+    }
+
     /// Whether the store serves now (see `Store::ready`).
     pub(crate) async fn ready(&self) -> Result<()> {
         sqlx::query("SELECT 1").execute(&self.reader).await?;

@@ -193,6 +193,7 @@ async fn keep_presence(
     }
     let mut tick = tokio::time::interval(PRESENCE_CHECK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut trouble = tether_core::FailureRun::default();
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
@@ -202,9 +203,22 @@ async fn keep_presence(
             Some(p) => p.renew().await.map(|_| ()),
             None => store.hold_presence(&id).await.map(|p| presence = p),
         };
-        if let Err(e) = checked {
-            tracing::warn!(error = %e, "this node's presence connection failed; connecting again");
-            presence = None;
+        match checked {
+            Ok(()) if presence.is_some() => {
+                let failures = trouble.recover();
+                if failures > 0 {
+                    tracing::info!(failures, "this node's presence connection is back");
+                }
+            }
+            Ok(()) => {}
+            Err(e) => {
+                if trouble.fail() {
+                    tracing::warn!(error = %e, "this node's presence connection failed; connecting again");
+                } else {
+                    tracing::debug!(error = %e, "this node's presence connection failed again");
+                }
+                presence = None;
+            }
         }
     }
 }

@@ -33,6 +33,9 @@ pub struct FileConfig {
     pub queue_cap: Option<usize>,
     pub start_timeout_secs: Option<u64>,
     pub turn_timeout_secs: Option<u64>,
+    /// How long a running turn waits for an unreachable database before it ends
+    /// `interrupted` (default 300).
+    pub store_outage_limit_secs: Option<u64>,
     /// `[pool]`: live pool limits.
     pub pool: Option<PoolFile>,
     /// `[delegation]`: agent-to-agent delegation limits.
@@ -135,6 +138,7 @@ pub struct Settings {
     pub queue_cap: usize,
     pub start_timeout: Duration,
     pub turn_timeout: Option<Duration>,
+    pub store_outage_limit: Duration,
     pub pool: PoolConfig,
     /// Delegation limits (the MCP launch is filled in by `serve`).
     pub delegation: DelegationConfig,
@@ -313,6 +317,9 @@ impl Settings {
             queue_cap: file.queue_cap.unwrap_or(16),
             start_timeout: Duration::from_secs(start_timeout_secs),
             turn_timeout,
+            store_outage_limit: Duration::from_secs(
+                file.store_outage_limit_secs.unwrap_or(300).max(1),
+            ),
             pool: pool_config(file.pool.unwrap_or_default(), claude_default),
             delegation,
             token_override,
@@ -359,6 +366,7 @@ impl Settings {
             queue_cap: self.queue_cap,
             start_timeout: self.start_timeout,
             turn_timeout: self.turn_timeout,
+            store_outage_limit: self.store_outage_limit,
             pool: self.pool.clone(),
             delegation: self.delegation.clone(),
             coalesce: tether_runtime::CoalesceConfig::default(),

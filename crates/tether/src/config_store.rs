@@ -42,8 +42,36 @@ pub fn check(url: String, named_by: &str) -> Result<String> {
     )
 }
 
-/// The URL with any password replaced by `***` (for doctor and logs).
+/// The URL with any password replaced by `***` (for doctor and logs): the one in the
+/// user info and the `password` / `sslpassword` query parameters (issue 24 S9).
 pub fn redacted(url: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let mut out = redacted_userinfo(base);
+    if let Some(q) = query {
+        let params: Vec<String> = q
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if is_secret_param(k) => format!("{k}=***"),
+                _ => kv.to_owned(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&params.join("&"));
+    }
+    out
+}
+
+fn is_secret_param(key: &str) -> bool {
+    matches!(
+        key.to_ascii_lowercase().as_str(),
+        "password" | "sslpassword" | "pass" | "pwd"
+    )
+}
+
+fn redacted_userinfo(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
@@ -70,6 +98,14 @@ mod tests {
         );
         assert_eq!(redacted("postgres://me@db/t"), "postgres://me@db/t");
         assert_eq!(redacted("sqlite:/x/y.db"), "sqlite:/x/y.db");
+        assert_eq!(
+            redacted("postgres://me@db/t?sslmode=require&password=secret&PassWord=x"),
+            "postgres://me@db/t?sslmode=require&password=***&PassWord=***"
+        );
+        assert_eq!(
+            redacted("postgres://me:s@db/t?application_name=a"),
+            "postgres://me:***@db/t?application_name=a"
+        );
     }
 
     #[test]

@@ -146,17 +146,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-/// Logs go to stderr; `TETHER_LOG` (else `RUST_LOG`) filters, default `info`.
+/// The default log filter: `info`, without rmcp's per-request "Service initialized"
+/// dumps and PostgreSQL's notices (a migrations notice on every cluster start) below
+/// warnings (issue 24 S10, first use 6).
+const DEFAULT_LOG: &str = "info,rmcp=warn,sqlx::postgres::notice=warn";
+
+/// Logs go to stderr; `TETHER_LOG` (else `RUST_LOG`) filters, default [`DEFAULT_LOG`].
 fn init_logging() {
     use std::io::IsTerminal;
 
     use tracing_subscriber::EnvFilter;
     let spec = paths::process_env("TETHER_LOG")
         .or_else(|| paths::process_env("RUST_LOG"))
-        .unwrap_or_else(|| "info".to_owned());
+        .unwrap_or_else(|| DEFAULT_LOG.to_owned());
     let filter = EnvFilter::try_new(&spec).unwrap_or_else(|e| {
         eprintln!("warning: ignoring invalid log filter {spec:?}: {e}");
-        EnvFilter::new("info")
+        EnvFilter::new(DEFAULT_LOG)
     });
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)

@@ -251,3 +251,36 @@ async fn a_conversations_events_and_history_read_backwards_from_the_end() {
         "{names:?}"
     );
 }
+
+/// Issue 24, first use 4: an untitled conversation is named by its first message; a
+/// later message or a named conversation keeps its title.
+#[tokio::test]
+async fn an_untitled_conversation_is_named_by_its_first_message() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let c = d.new_conversation(None).await;
+    let title = |v: Value| v["title"].as_str().unwrap().to_owned();
+    assert_eq!(
+        title(d.get_ok(&format!("/api/v1/conversations/{c}")).await),
+        "New conversation"
+    );
+    d.say_and_wait(&c, "fix the   login bug\nand add a test")
+        .await;
+    assert_eq!(
+        title(d.get_ok(&format!("/api/v1/conversations/{c}")).await),
+        "fix the login bug"
+    );
+    d.say_and_wait(&c, "something else").await;
+    assert_eq!(
+        title(d.get_ok(&format!("/api/v1/conversations/{c}")).await),
+        "fix the login bug"
+    );
+    let named = d
+        .post_ok("/api/v1/conversations", json!({"title": "Mine"}))
+        .await;
+    let n = named["id"].as_str().unwrap().to_owned();
+    d.say_and_wait(&n, "hello").await;
+    assert_eq!(
+        title(d.get_ok(&format!("/api/v1/conversations/{n}")).await),
+        "Mine"
+    );
+}

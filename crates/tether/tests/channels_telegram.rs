@@ -703,3 +703,24 @@ async fn telegram_a_flood_of_unknown_senders_leaves_bounded_rows() {
     tg.say(&private_chat(ANN.0), ANN, "/new codex still here");
     tg.wait_shown(ANN.0, "echo: still here").await;
 }
+
+/// Issue 24 S4: with `group_mode = "user"` each member of a group has a conversation of
+/// their own; another member pressing a member's approval button is refused, and the
+/// member's own press decides it.
+#[tokio::test]
+async fn in_user_mode_a_member_cannot_answer_another_members_approval() {
+    let Setup { tg, d, .. } = start("group_mode = \"user\"\n").await;
+    let group = -100_600;
+    let topic = forum_topic(group, "Team", 9);
+    tg.say(&topic, ANN, "approve deploy prod");
+    let a = wait_buttons(&tg, group, 9, "deploy prod").await;
+
+    tg.press(BOB, &a, button(&a, "Allow"));
+    let answer = callback_answer(&tg, a.message_id).await;
+    assert!(answer.contains("another member's conversation"), "{answer}");
+    assert_eq!(approval_status(&d, "deploy prod").await, "pending");
+
+    tg.press(ANN, &a, button(&a, "Allow"));
+    tg.wait_shown(group, "approval: allowed").await;
+    assert_eq!(approval_status(&d, "deploy prod").await, "allowed");
+}

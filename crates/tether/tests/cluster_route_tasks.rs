@@ -177,3 +177,47 @@ async fn reported_once(d: &Daemon, parent: &str, kind: &str) {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(parent_events(d, parent, kind).await.len(), 1, "{kind} once");
 }
+
+/// Issue 26, item 1: parent and child on node a, a killed mid-child-turn. A survivor
+/// (which started before the task existed) follows the task: the parent, now on b or c,
+/// gets exactly one report of the interrupted turn, and a continue from the parent runs
+/// and is reported exactly once.
+#[tokio::test]
+async fn a_task_whose_node_dies_is_followed_and_reported_once_by_a_survivor() {
+    let mut cluster = Cluster::start(3, options()).await;
+    let parent = cluster.node(0).new_conversation(None).await;
+    let task = delegate(cluster.node(0), &parent, "fake", "sleep 60000").await;
+    wait_child_session(cluster.node(0), &task).await;
+    cluster.nodes[0].kill9().await;
+
+    let b = cluster.node(1);
+    let done = within("the parent is told of the interrupted turn", async {
+        loop {
+            let got = parent_events(b, &parent, "delegation_completed").await;
+            if let Some(first) = got.first() {
+                return first.clone();
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    // Reported as the child's failure with the interruption's reason.
+    let outcome = &done["payload"]["outcome"];
+    assert_eq!(outcome["status"], "failed", "{done}");
+    assert!(
+        outcome["message"].as_str().unwrap().contains("interrupted"),
+        "{done}"
+    );
+    reported_once(b, &parent, "delegation_completed").await;
+
+    let r = delegation_util::mcp(
+        b,
+        &parent,
+        "continue_with_session",
+        json!({"task_id": task, "message": "second part", "continuation_id": "k-1"}),
+    )
+    .await;
+    assert_eq!(r["turn_version"], 2, "{r}");
+    reported_once(b, &parent, "delegation_session_update").await;
+    reported_once(cluster.node(2), &parent, "delegation_session_update").await;
+}

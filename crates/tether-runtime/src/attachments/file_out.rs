@@ -19,8 +19,6 @@ use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 
-use crate::RuntimeConfig;
-
 /// Why a file may not be handed out.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FileOutError {
@@ -34,7 +32,7 @@ pub enum FileOutError {
     #[error("{path} cannot be sent: {reason}")]
     Refused { path: String, reason: String },
     /// Larger than the per-file limit (`size` is what was seen).
-    #[error("{path} is too large to send ({size} bytes; the limit is {limit} bytes)")]
+    #[error("{path} is too large to send ({}; the limit is {})", crate::attachments::rules::size_text(*size), crate::attachments::rules::size_text(*limit))]
     TooLarge { path: String, size: u64, limit: u64 },
     /// Reading failed.
     #[error("{path}: {reason}")]
@@ -100,18 +98,21 @@ fn canonical_or_given(p: &Path) -> PathBuf {
 }
 
 impl Confinement {
-    pub(crate) fn of(config: &RuntimeConfig, blob_root: &Path) -> Confinement {
-        let mut private: Vec<PathBuf> = vec![canonical_or_given(&config.data_dir)];
-        private.push(canonical_or_given(blob_root));
-        private.extend(config.private_paths.iter().map(|p| canonical_or_given(p)));
+    /// The rules for the workspace `roots`, tether's `data_dir`, the attachment store at
+    /// `blob_root` and the other `private` places.
+    pub(crate) fn new(
+        roots: &[PathBuf],
+        data_dir: &Path,
+        blob_root: &Path,
+        private: &[PathBuf],
+    ) -> Confinement {
+        let mut all: Vec<PathBuf> =
+            vec![canonical_or_given(data_dir), canonical_or_given(blob_root)];
+        all.extend(private.iter().map(|p| canonical_or_given(p)));
         Confinement {
-            roots: config
-                .workspace_roots
-                .iter()
-                .filter_map(|r| r.canonicalize().ok())
-                .collect(),
-            data_dir: canonical_or_given(&config.data_dir),
-            private,
+            roots: roots.iter().filter_map(|r| r.canonicalize().ok()).collect(),
+            data_dir: canonical_or_given(data_dir),
+            private: all,
         }
     }
 
@@ -293,7 +294,9 @@ fn file_fd(file: &std::fs::File) -> i32 {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::path::{Path, PathBuf};
+
+    use crate::attachments::file_out::{Confinement, FileOutError, home_secrets};
 
     struct Layout {
         _dir: tempfile::TempDir,

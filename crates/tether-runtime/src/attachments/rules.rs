@@ -26,12 +26,30 @@ impl Default for AttachmentLimits {
 /// Longest file name kept, in bytes (the usual file-system limit).
 pub const MAX_NAME_BYTES: usize = 255;
 
+/// A size as people read it: `512 bytes`, `20 MB`, `1.5 MB` (binary units, as the
+/// limits are configured in `max_file_mb`).
+pub fn size_text(bytes: u64) -> String {
+    const KB: u64 = 1024;
+    const MB: u64 = 1024 * 1024;
+    let (unit, name) = match bytes {
+        b if b >= MB => (MB, "MB"),
+        b if b >= KB => (KB, "KB"),
+        _ => return format!("{bytes} bytes"),
+    };
+    let tenths = (bytes * 10 + unit / 2) / unit;
+    if tenths.is_multiple_of(10) {
+        format!("{} {name}", tenths / 10)
+    } else {
+        format!("{}.{} {name}", tenths / 10, tenths % 10)
+    }
+}
+
 /// Why an attachment is refused.
 #[derive(Debug, thiserror::Error)]
 pub enum AttachmentError {
-    #[error("{name}: {size} bytes is over the limit of {limit} bytes per file")]
+    #[error("{name}: {} is over the limit of {} per file", size_text(*size), size_text(*limit))]
     FileTooLarge { name: String, size: u64, limit: u64 },
-    #[error("the attachments of one message are {size} bytes, over the limit of {limit}")]
+    #[error("the attachments of one message are {}, over the limit of {}", size_text(*size), size_text(*limit))]
     MessageTooLarge { size: u64, limit: u64 },
     #[error("{name}: the bytes are {actual}, not the {claimed} its {by} claims")]
     TypeMismatch {
@@ -221,8 +239,16 @@ pub fn check_claims(
 #[cfg(test)]
 mod tests {
     use crate::attachments::rules::{
-        AttachmentKind, check_claims, check_name, sanitize_name, sniff,
+        AttachmentKind, check_claims, check_name, sanitize_name, size_text, sniff,
     };
+
+    #[test]
+    fn sizes_read_as_people_read_them() {
+        assert_eq!(size_text(512), "512 bytes");
+        assert_eq!(size_text(2048), "2 KB");
+        assert_eq!(size_text(20 * 1024 * 1024), "20 MB");
+        assert_eq!(size_text(1024 * 1024 * 3 / 2), "1.5 MB");
+    }
 
     const PNG: &[u8] = &[
         0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0x0d, b'I', b'H', b'D', b'R',

@@ -103,7 +103,13 @@ impl Runtime {
 
     /// What file-out keeps away from.
     fn file_confinement(&self) -> Confinement {
-        Confinement::of(&self.ctx().config, self.blobs().root())
+        let config = &self.ctx().config;
+        Confinement::new(
+            &config.workspace_roots,
+            &config.data_dir,
+            self.blobs().root(),
+            &config.private_paths,
+        )
     }
 
     /// The bytes of `path` inside `cwd` (confined, within the per-file limit) and the

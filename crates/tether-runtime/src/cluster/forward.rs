@@ -172,6 +172,7 @@ fn upgrade(weak: &Weak<Inner>) -> Option<Runtime> {
 /// runs each in a task of its own; prunes what senders left behind now and then.
 async fn worker(weak: Weak<Inner>) {
     let mut last_prune = 0;
+    let mut trouble = tether_core::FailureRun::default();
     loop {
         let Some(rt) = upgrade(&weak) else { return };
         let stopping = rt.ctx().delegation.stopping().clone();
@@ -185,9 +186,18 @@ async fn worker(weak: Weak<Inner>) {
         let store = &rt.ctx().store;
         let me = rt.cluster().node_id().to_owned();
         let taken = match store.take_pending_commands(&me, now_ms(), TAKE_BATCH).await {
-            Ok(t) => t,
+            Ok(t) => {
+                if trouble.recover() > 0 {
+                    tracing::info!("forwarded commands are taken again");
+                }
+                t
+            }
             Err(e) => {
-                tracing::warn!(error = %e, "cannot take forwarded commands; retrying");
+                if trouble.fail() {
+                    tracing::warn!(error = %e, "cannot take forwarded commands; retrying quietly");
+                } else {
+                    tracing::debug!(error = %e, "cannot take forwarded commands");
+                }
                 continue;
             }
         };

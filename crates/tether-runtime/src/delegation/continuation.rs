@@ -272,6 +272,7 @@ mod tests {
             queue_cap: 4,
             start_timeout: Duration::from_secs(5),
             turn_timeout: None,
+            store_outage_limit: std::time::Duration::from_secs(300),
             pool: PoolConfig::default(),
             delegation: DelegationConfig::default(),
             coalesce: crate::CoalesceConfig::default(),

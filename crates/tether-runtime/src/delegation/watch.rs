@@ -6,6 +6,14 @@
 //! interrupted by recovery) — until then delegation requests get `rebuilding`. Each row
 //! is handled on its own: one that keeps failing is retried a few times, then recorded
 //! as unreportable, and never holds up the others.
+//!
+//! In a cluster (issue 26, item 1) following tasks is every live node's duty, not only
+//! the creating node's: each node looks every [`CLUSTER_LOOK`] for unreleased tasks it
+//! does not follow yet (created on another node since it started) and follows them, and
+//! reports any ended turn nobody reported yet (a turn a dead node's recovery interrupted,
+//! a continuation that ran on a node that died before its watcher saw the end). A report
+//! is claimed in the store (`reported_at`) in the same transaction that writes it, so
+//! however many nodes see an end, the parent gets it once.
 
 use std::pin::Pin;
 use std::sync::{Arc, Weak};
@@ -49,8 +57,15 @@ impl Runtime {
                 rt.report_pending_delegation_turns().await;
                 rt.ctx().delegation.set_ready();
             }
+            let clustered = upgrade(&weak).is_some_and(|rt| rt.ctx().ownership.clustered());
+            let mut look = tokio::time::interval(CLUSTER_LOOK);
+            look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tokio::select! {
+                    _ = look.tick(), if clustered => {
+                        let Some(rt) = upgrade(&weak) else { return };
+                        rt.look_at_cluster_tasks(&mut feeds).await;
+                    }
                     cmd = cmds.recv() => match cmd {
                         Some(WatchCmd::Follow(task_id, f)) => {
                             feeds.insert(task_id, Box::pin(f.into_stream()));
@@ -74,6 +89,39 @@ impl Runtime {
                 }
             }
         });
+    }
+
+    /// A cluster's look (see the module header): follows the unreleased tasks it does not
+    /// follow yet, and reports every ended turn nobody reported. Failures wait for the
+    /// next look.
+    async fn look_at_cluster_tasks(&self, feeds: &mut StreamMap<TaskId, TaskFeed>) {
+        let store = &self.ctx().store;
+        match store.unreleased_delegation_ids().await {
+            Ok(ids) => {
+                for task_id in ids {
+                    if feeds.contains_key(&task_id) {
+                        continue;
+                    }
+                    match self.task_feed(&task_id).await {
+                        Ok(f) => {
+                            feeds.insert(task_id, f);
+                        }
+                        Err(e) => tracing::debug!(%task_id, error = %e, "cannot follow a task yet"),
+                    }
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "cannot list delegated tasks yet"),
+        }
+        match store.unreported_delegation_turn_ids().await {
+            Ok(ids) => {
+                for turn_id in ids {
+                    if let Err(e) = self.report_delegation_turn(&turn_id).await {
+                        tracing::debug!(%turn_id, error = %e, "cannot report a delegated turn yet");
+                    }
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "cannot list unreported delegated turns yet"),
+        }
     }
 
     /// Follows a new task from its first event (call right after it is stored).
@@ -221,6 +269,9 @@ impl Runtime {
         Ok(())
     }
 }
+
+/// How often a node of a cluster looks for tasks to follow and ends to report.
+const CLUSTER_LOOK: Duration = Duration::from_secs(1);
 
 /// Attempts at reporting one turn before it is recorded as unreportable.
 const REPORT_ATTEMPTS: u32 = 4;

@@ -136,6 +136,12 @@ async fn sweep(ctx: &Ctx, node_id: &str, retry: &mut Vec<OwnerRow>) -> tether_st
             }
         }
     }
+    // After a database outage every node's heartbeat and presence lock lapsed with it:
+    // nobody is taken over until a whole lease has passed with the database answering,
+    // so live nodes renew first and only a node that really is gone loses its work.
+    if store.troubled_within(ctx.config.cluster.lease_ttl) {
+        return Ok(());
+    }
     // Our own rows are never orphans to us: a node whose lease lapsed (paused) and came
     // back renews it; if a survivor took them over meanwhile, fencing stops our writes.
     let mut orphans = store.orphaned_conversations(now_ms()).await?;

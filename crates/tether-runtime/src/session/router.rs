@@ -58,6 +58,7 @@ impl Runtime {
                 self.run_command(conv, cmd, by).await
             }
             Input::Prompt(text) => {
+                self.name_from_first_message(&conv, &text).await;
                 let overrides = req.agent.is_some() || req.model.is_some();
                 if let Some(agent) = req.agent.as_deref().map(str::trim)
                     && !agent.is_empty()
@@ -96,6 +97,25 @@ impl Runtime {
                 )
                 .await
             }
+        }
+    }
+
+    /// An untitled conversation is named by its first prompt (issue 24, first use 4).
+    /// Cosmetic: a failure is logged, never the message's.
+    async fn name_from_first_message(&self, conv: &ConversationRow, text: &str) {
+        if conv.title != tether_core::title::UNTITLED {
+            return;
+        }
+        let Some(title) = tether_core::title::from_message(text) else {
+            return;
+        };
+        let named = self
+            .ctx()
+            .store
+            .name_untitled(&conv.id, tether_core::title::UNTITLED, &title)
+            .await;
+        if let Err(e) = named {
+            tracing::debug!(conversation = %conv.id, error = %e, "cannot title the conversation");
         }
     }
 

@@ -88,7 +88,7 @@ pub(crate) async fn list(
         .list_conversations_page(
             q.include_archived.unwrap_or(false),
             q.cursor.as_deref(),
-            page_limit(q.limit),
+            page_limit(q.limit)?,
         )
         .await?;
     let mut resp = Json(page.conversations).into_response();
@@ -184,7 +184,7 @@ pub(crate) async fn history(
     ApiPath(id): ApiPath<ConversationId>,
     ApiQuery(q): ApiQuery<HistoryQuery>,
 ) -> Result<Json<Vec<HistoryMessage>>, ApiError> {
-    let limit = page_limit(q.limit);
+    let limit = page_limit(q.limit)?;
     Ok(Json(match q.before_id {
         Some(before) => s.runtime.history_before(&id, before, limit).await?,
         None => s.runtime.history(&id, q.after_id, limit).await?,

@@ -42,7 +42,7 @@ pub(crate) async fn events_page(
 ) -> Result<Json<ConversationEventPage>, ApiError> {
     Ok(Json(
         s.runtime
-            .conversation_events_before(&id, q.before_id, page_limit(q.limit))
+            .conversation_events_before(&id, q.before_id, page_limit(q.limit)?)
             .await?,
     ))
 }

@@ -18,9 +18,16 @@ use crate::AppState;
 pub(crate) const DEFAULT_LIMIT: u32 = 100;
 pub(crate) const MAX_LIMIT: u32 = 1000;
 
-/// `limit` query parameter → page size within `1..=MAX_LIMIT`.
-pub(crate) fn page_limit(limit: Option<u32>) -> u32 {
-    limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT)
+/// `limit` query parameter → page size, at most `MAX_LIMIT`; `0` is refused (it would
+/// ask for an empty page, issue 24 first use 9).
+pub(crate) fn page_limit(limit: Option<u32>) -> Result<u32, crate::error::ApiError> {
+    match limit {
+        Some(0) => Err(crate::error::ApiError::bad_request(format!(
+            "limit must be between 1 and {MAX_LIMIT}"
+        ))),
+        Some(n) => Ok(n.min(MAX_LIMIT)),
+        None => Ok(DEFAULT_LIMIT),
+    }
 }
 
 /// Liveness; needs no token.

@@ -78,7 +78,7 @@ pub(crate) async fn events(
 ) -> Result<Json<EventPage>, ApiError> {
     let page = s
         .runtime
-        .session_events(&id, q.after_seq.unwrap_or(0), page_limit(q.limit))
+        .session_events(&id, q.after_seq.unwrap_or(0), page_limit(q.limit)?)
         .await?;
     Ok(Json(page))
 }

@@ -34,6 +34,9 @@ forward! {
         archived: Option<bool>,
     ) -> Result<()>;
 
+    /// Names a conversation still titled `untitled`; `false` when it has a title.
+    pub async fn name_untitled(&self, id: &ConversationId, untitled: &str, title: &str) -> Result<bool>;
+
     /// Sets the agent and model the next new session will use.
     pub async fn set_preferences(
         &self,

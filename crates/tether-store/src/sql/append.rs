@@ -34,14 +34,28 @@ impl Db {
             return Ok(Vec::new());
         }
         let (reply, mut answer) = oneshot::channel();
+        let id = self.shared.appends.next_id();
         self.shared.appends.push(Pending {
+            id,
             session_id: session_id.clone(),
             turn_id: turn_id.cloned(),
             payloads: payloads.to_vec(),
             reply,
         });
         loop {
-            let conn = self.writer.acquire().await?;
+            let conn = match self.writer.acquire().await {
+                Ok(conn) => conn,
+                // No writer (the store is unreachable): ours must not stay queued for a
+                // later group while the caller tries again; if a group holds it
+                // already, its answer comes.
+                Err(e) if self.shared.appends.withdraw(id) => return Err(e.into()),
+                Err(_) => {
+                    return match answer.await {
+                        Ok(result) => result,
+                        Err(_) => Err(StoreError::AppendAbandoned),
+                    };
+                }
+            };
             match answer.try_recv() {
                 Ok(result) => return result,
                 // Its group's commit ended without answering (it panicked).
@@ -79,16 +93,24 @@ impl Db {
             // Refused (fenced), its batches are tried one by one, and counted then.
             tx.mark_trial();
             let events = store_group(&mut tx, &group).await?;
-            self.commit_events(tx, &events).await?;
-            Ok::<_, StoreError>(events)
+            let committed = self.commit_events(tx, &events).await;
+            Ok::<_, StoreError>(self.settle(committed, events).await)
         }
-        .await;
+        .await
+        .and_then(|settled| settled);
         match stored {
             Ok(events) => {
                 let mut events = events.into_iter();
                 for p in group {
                     let mine = events.by_ref().take(p.payloads.len()).collect();
                     let _ = p.reply.send(Ok(mine));
+                }
+            }
+            // The database is unreachable: nothing of the group was stored (an unknown
+            // commit was resolved first, see `settle`); every caller may try again.
+            Err(e) if e.is_unavailable() => {
+                for p in group {
+                    let _ = p.reply.send(Err(unavailable_again(&e)));
                 }
             }
             Err(e) => {
@@ -113,17 +135,159 @@ impl Db {
         if let [payload] = p.payloads.as_slice()
             && !self.shared.held.any()
         {
+            let started = now_ms();
             let mut tx = Tx::autocommit_on(conn);
-            let ev = append(&mut tx, &p.session_id, p.turn_id.as_ref(), payload).await?;
+            let ev = match append(&mut tx, &p.session_id, p.turn_id.as_ref(), payload).await {
+                Ok(ev) => ev,
+                // The statement commits on its own: lost on the way, it may have.
+                Err(e) if e.is_unavailable() => {
+                    drop(tx);
+                    return self.settle_one(e, p, payload, started).await;
+                }
+                Err(e) => return Err(e),
+            };
             let evs = vec![ev];
-            self.commit_events(tx, &evs).await?;
-            return Ok(evs);
+            let committed = self.commit_events(tx, &evs).await;
+            return self.settle(committed, evs).await;
         }
         let mut tx = Tx::begin_on(conn).await?;
         let events = store_group(&mut tx, std::slice::from_ref(p)).await?;
-        self.commit_events(tx, &events).await?;
+        let committed = self.commit_events(tx, &events).await;
+        self.settle(committed, events).await
+    }
+
+    /// The outcome of a commit of `events`. When the connection was lost while it
+    /// committed (issue 25), whether it did is unknown: read back (once the database
+    /// answers again) before anyone is answered, so a caller that retries never stores
+    /// the events twice and a stored group is never reported lost.
+    async fn settle(
+        &self,
+        committed: Result<()>,
+        events: Vec<EventEnvelope>,
+    ) -> Result<Vec<EventEnvelope>> {
+        let e = match committed {
+            Ok(()) => return Ok(events),
+            Err(e) if e.is_unavailable() => e,
+            Err(e) => return Err(e),
+        };
+        // Each session's counter after the group, had it committed.
+        let mut expect: Vec<(&SessionId, i64)> = Vec::new();
+        for ev in &events {
+            match expect.iter_mut().find(|(s, _)| *s == &ev.session_id) {
+                Some((_, seq)) => *seq = (*seq).max(ev.seq),
+                None => expect.push((&ev.session_id, ev.seq)),
+            }
+        }
+        let stored = self
+            .read_back("a group commit", || async {
+                let mut all = true;
+                for (session, seq) in &expect {
+                    let (last,): (i64,) =
+                        sqlx::query_as("SELECT last_seq FROM sessions WHERE id = $1")
+                            .bind(session.as_str())
+                            .fetch_one(&self.reader)
+                            .await?;
+                    all &= last >= *seq;
+                }
+                Ok(all)
+            })
+            .await?;
+        if !stored {
+            return Err(e);
+        }
+        tracing::info!(
+            events = events.len(),
+            "a commit whose answer was lost had committed; publishing it"
+        );
+        self.publish_late(&events);
         Ok(events)
     }
+
+    /// [`Self::settle`] for one event appended without a transaction, whose statement's
+    /// answer was lost: it committed if the session's last event is this one (its payload
+    /// and turn, stored since `started`).
+    async fn settle_one(
+        &self,
+        e: StoreError,
+        p: &Pending,
+        payload: &EventPayload,
+        started: i64,
+    ) -> Result<Vec<EventEnvelope>> {
+        let json = serde_json::to_string(payload).map_err(|e| corrupt(e.to_string()))?;
+        let found = self
+            .read_back("an event", || async {
+                let row: Option<(i64, i64, String, Option<String>, i64, String)> = sqlx::query_as(
+                    "SELECT id, seq, conversation_id, turn_id, at, payload FROM events \
+                     WHERE session_id = $1 ORDER BY seq DESC LIMIT 1",
+                )
+                .bind(p.session_id.as_str())
+                .fetch_optional(&self.reader)
+                .await?;
+                Ok(row.filter(|(_, _, _, turn, at, stored)| {
+                    *at >= started
+                        && *stored == json
+                        && turn.as_deref() == p.turn_id.as_ref().map(TurnId::as_str)
+                }))
+            })
+            .await?;
+        let Some((id, seq, conversation_id, _, at, _)) = found else {
+            return Err(e);
+        };
+        let evs = vec![EventEnvelope {
+            id,
+            session_id: p.session_id.clone(),
+            conversation_id: conversation_id.into(),
+            seq,
+            turn_id: p.turn_id.clone(),
+            at_ms: at,
+            payload: payload.clone(),
+        }];
+        tracing::info!("an event whose answer was lost had been stored; publishing it");
+        self.publish_late(&evs);
+        Ok(evs)
+    }
+
+    /// Runs a read until the database answers it (at most [`READ_BACK_LIMIT`]): how a
+    /// write whose answer was lost with the connection learns whether it committed.
+    pub(crate) async fn read_back<T, F, Fut>(&self, what: &str, mut read: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let start = std::time::Instant::now();
+        let mut wait = std::time::Duration::from_millis(100);
+        loop {
+            match read().await {
+                Err(e) if e.is_unavailable() && start.elapsed() < READ_BACK_LIMIT => {
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(std::time::Duration::from_secs(2));
+                }
+                Err(e) if e.is_unavailable() => {
+                    tracing::error!(error = %e, "cannot tell whether {what} was stored");
+                    return Err(StoreError::AppendAbandoned);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Publishes events whose commit was confirmed only by reading them back.
+    fn publish_late(&self, events: &[EventEnvelope]) {
+        for id in self.shared.feed.publish(events) {
+            self.changed(&id);
+        }
+        self.shared.outbound.events(events);
+    }
+}
+
+/// How long an append whose commit's answer was lost waits for the database to tell
+/// whether it was stored; after that it is reported abandoned (neither retried nor
+/// published).
+const READ_BACK_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// An unreachable store's error again, for each caller of a group.
+fn unavailable_again(e: &StoreError) -> StoreError {
+    StoreError::Db(crate::health::unreachable_error(&e.to_string()))
 }
 
 /// Appends every batch of `group` in the open transaction `tx`, in queue order: moves the

@@ -25,8 +25,48 @@ impl Db {
     /// Records the dedupe key and keeps the raw update, in one transaction; `true` when
     /// the key is new (the caller then handles the update and later calls
     /// [`Store::mark_inbound_handled`]).
+    ///
+    /// When the database goes away on the way (issue 25), whether the transaction
+    /// committed is read back (the key's row carries this call's time) before answering:
+    /// a caller told "not recorded" fetches the update again, and one recorded must not
+    /// then be dropped as a duplicate.
     pub async fn accept_inbound(&self, channel: &str, key: &str, payload: &str) -> Result<bool> {
         let now = now_ms();
+        match self.try_accept_inbound(channel, key, payload, now).await {
+            Err(e) if e.is_unavailable() => {
+                let at: Option<i64> = self
+                    .read_back("an inbound update", || async {
+                        Ok(sqlx::query_scalar(
+                            "SELECT at FROM inbound_dedupe WHERE source = $1 AND key = $2",
+                        )
+                        .bind(channel)
+                        .bind(key)
+                        .fetch_optional(&self.reader)
+                        .await?)
+                    })
+                    .await?;
+                if at == Some(now) {
+                    tracing::info!(
+                        channel,
+                        key,
+                        "an update whose answer was lost had been recorded"
+                    );
+                    Ok(true)
+                } else {
+                    Err(e)
+                }
+            }
+            other => other,
+        }
+    }
+
+    async fn try_accept_inbound(
+        &self,
+        channel: &str,
+        key: &str,
+        payload: &str,
+        now: i64,
+    ) -> Result<bool> {
         let mut tx = self.writer.begin().await?;
         let res = sqlx::query(
             "INSERT INTO inbound_dedupe (source, key, at) VALUES ($1, $2, $3) \

@@ -59,6 +59,15 @@ struct Inner {
     backoff: Backoff,
     /// Failed replacements in a row (0: the database answers).
     failures: AtomicU32,
+    /// When a connection of the set last saw the server go away or failed to reach it.
+    last_trouble: std::sync::Mutex<Option<Instant>>,
+}
+
+impl Inner {
+    fn trouble(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        *self.last_trouble.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+    }
 }
 
 impl std::fmt::Debug for Conns {
@@ -83,7 +92,7 @@ impl Conn {
     pub fn saw_error(&mut self, e: &sqlx::Error) {
         self.guard.suspect = true;
         if health::connection_lost(e) {
-            self.set.generation.fetch_add(1, Ordering::SeqCst);
+            self.set.trouble();
         }
     }
 
@@ -147,7 +156,18 @@ impl Conns {
             generation: AtomicU64::new(0),
             backoff: Backoff::default(),
             failures: AtomicU32::new(0),
+            last_trouble: std::sync::Mutex::new(None),
         }))
+    }
+
+    /// Whether a connection of the set saw the server go away (or could not reach it)
+    /// within the last `within`.
+    pub fn troubled_within(&self, within: Duration) -> bool {
+        self.0
+            .last_trouble
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some_and(|t| t.elapsed() < within)
     }
 
     /// Whether the last attempt to reach the database failed (and none has succeeded
@@ -227,7 +247,7 @@ impl Conns {
             }
             // Dropped, not closed: the server is gone or not answering.
             g.conn = None;
-            self.0.generation.fetch_add(1, Ordering::SeqCst);
+            self.0.trouble();
         }
         if let Some(wait) = self.0.backoff.wait_left() {
             return Err(health::unreachable_error(&format!(
@@ -255,6 +275,7 @@ impl Conns {
     }
 
     fn failed(&self, e: sqlx::Error) -> sqlx::Error {
+        self.0.trouble();
         let n = self.0.failures.fetch_add(1, Ordering::SeqCst) + 1;
         self.0.backoff.failed(n);
         if n == 1 {

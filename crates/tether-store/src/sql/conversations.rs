@@ -97,6 +97,30 @@ impl Db {
         Ok(())
     }
 
+    /// Names a conversation still titled `untitled` (nobody named it yet); `false` when
+    /// it has a title already.
+    pub async fn name_untitled(
+        &self,
+        id: &ConversationId,
+        untitled: &str,
+        title: &str,
+    ) -> Result<bool> {
+        let res = sqlx::query(
+            "UPDATE conversations SET title = $1, updated_at = $2 WHERE id = $3 AND title = $4",
+        )
+        .bind(title)
+        .bind(now_ms())
+        .bind(id.as_str())
+        .bind(untitled)
+        .execute(&self.writer)
+        .await?;
+        let named = res.rows_affected() == 1;
+        if named {
+            self.changed(id);
+        }
+        Ok(named)
+    }
+
     /// Sets the agent and model the next new session will use.
     pub async fn set_preferences(
         &self,

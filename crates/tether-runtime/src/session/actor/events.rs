@@ -122,23 +122,13 @@ impl Actor {
         }
     }
 
-    /// Stores the batch in one transaction (the store publishes it at commit).
+    /// Stores the batch in one transaction (the store publishes it at commit), after
+    /// any events still waiting for an unreachable store (see `outage`).
     async fn flush(&mut self, batch: &mut Vec<EventPayload>) {
         if batch.is_empty() {
             return;
         }
-        let turn_id = self.current.as_ref().map(|c| c.turn_id.clone());
-        match self
-            .ctx
-            .store
-            .append_events(&self.session.id, turn_id.as_ref(), batch)
-            .await
-        {
-            Ok(evs) => {
-                self.ctx.streamed.batch(evs.len());
-            }
-            Err(e) => tracing::error!(error = %e, "cannot store agent events"),
-        }
+        self.store_batch(batch).await;
         batch.clear();
     }
 }

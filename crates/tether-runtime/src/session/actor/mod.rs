@@ -33,6 +33,7 @@ mod delegation;
 mod events;
 mod fenced;
 mod live;
+mod outage;
 mod requests;
 mod turn;
 
@@ -49,6 +50,8 @@ struct Current {
     attachments: Vec<tether_proto::Attachment>,
     cancel_requested: bool,
     timed_out: bool,
+    /// Stopped because the store stayed unreachable (see `outage`): ends `interrupted`.
+    store_lost: bool,
     text: String,
 }
 
@@ -79,6 +82,8 @@ pub(crate) struct Actor {
     /// Keeps the conversation this node's while the actor runs (issue 12; `None` on
     /// SQLite, where it always is).
     claim: Option<OwnerGuard>,
+    /// Streamed events waiting for an unreachable store (see `outage`).
+    held: outage::Held,
 }
 impl Actor {
     /// Spawns the actor for `session` and returns its handle.
@@ -112,6 +117,7 @@ impl Actor {
             parked: false,
             closing: Vec::new(),
             claim,
+            held: outage::Held::default(),
         };
         tokio::spawn(actor.run());
         ActorHandle { tx }

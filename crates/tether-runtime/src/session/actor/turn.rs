@@ -14,7 +14,9 @@ use crate::session::turn_step::Step;
 impl Actor {
     /// Starts the next turn: mark it running, then make the session live, then prompt.
     pub(super) async fn begin(&mut self, turn_id: TurnId, input: String) {
-        match self.ctx.store.start_turn(&turn_id).await {
+        // A turn accepted while the store answered waits for it to answer again.
+        let store = self.ctx.store.clone();
+        match super::outage::patiently("a turn's start", || store.start_turn(&turn_id)).await {
             Ok(Some(_)) => {}
             Ok(None) => {
                 tracing::warn!(%turn_id, "turn is no longer queued; skipped");
@@ -46,6 +48,7 @@ impl Actor {
             attachments,
             cancel_requested: false,
             timed_out: false,
+            store_lost: false,
             text: String::new(),
         });
         if let Some(t) = self.ctx.config.turn_timeout {
@@ -124,11 +127,11 @@ impl Actor {
     }
 
     pub(super) async fn on_prompted(&mut self, result: Result<TurnOutcome, AgentError>) {
-        let (cancel_requested, timed_out) = match &self.current {
-            Some(c) => (c.cancel_requested, c.timed_out),
+        let (cancel_requested, stopped_by_tether) = match &self.current {
+            Some(c) => (c.cancel_requested, c.timed_out || c.store_lost),
             None => return,
         };
-        if timed_out {
+        if stopped_by_tether {
             self.end_stopped().await;
         } else {
             match result {
@@ -211,7 +214,10 @@ impl Actor {
 
     /// Ends a stopped turn: `turn_timeout` when the timeout stopped it, else `cancelled`.
     pub(super) async fn end_stopped(&mut self) {
-        if self.current.as_ref().is_some_and(|c| c.timed_out) {
+        if self.current.as_ref().is_some_and(|c| c.store_lost) {
+            let message = self.store_lost_message();
+            self.fail(ErrorCode::Interrupted, message).await;
+        } else if self.current.as_ref().is_some_and(|c| c.timed_out) {
             let secs = self
                 .ctx
                 .config
@@ -270,7 +276,11 @@ impl Actor {
         if self.live.is_some() {
             self.ctx.pool.idle(&self.session.id);
         }
-        match ending.record(&self.ctx, &cur.turn_id).await {
+        // The events that waited for the store go first; the end waits for the store as
+        // long as it takes (a turn never stays running once the database is back).
+        self.store_held().await;
+        let ctx = self.ctx.clone();
+        match super::outage::patiently("a turn's end", || ending.record(&ctx, &cur.turn_id)).await {
             Ok(true) => {}
             Ok(false) => tracing::warn!(turn_id = %cur.turn_id, "turn had already ended"),
             Err(e) => tracing::error!(error = %e, "cannot finish turn"),

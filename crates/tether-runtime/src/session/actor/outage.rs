@@ -1,0 +1,173 @@
+//! A running turn while the store is unreachable (issue 25; a child module of `actor`).
+//!
+//! The turn keeps its agent. Streamed events the store refuses as unavailable wait here,
+//! in order, and go first with the next batch once it answers again. At most
+//! [`MAX_HELD_EVENTS`] wait; past that bound, or when the outage lasts longer than
+//! `store_outage_limit`, the turn is stopped and ends `interrupted` (the session stays
+//! bound, for a follow-up to resume). A turn's start and its end wait for the store as
+//! long as it takes (with back-off), so a turn never stays "running" in the store once
+//! the database is back.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::time::Duration;
+
+use tether_proto::{EventPayload, TurnId};
+use tether_store::StoreError;
+use tokio::time::Instant;
+
+use super::Actor;
+
+/// Most streamed events of a turn that wait in memory for the store (about a few MB of
+/// deltas); beyond, the turn is stopped and ends `interrupted`.
+pub(crate) const MAX_HELD_EVENTS: usize = 10_000;
+
+/// Events the store could not take yet, and since when it has refused.
+#[derive(Default)]
+pub(super) struct Held {
+    events: VecDeque<EventPayload>,
+    turn_id: Option<TurnId>,
+    since: Option<Instant>,
+    /// Events dropped past the bound (the turn is being stopped).
+    dropped: usize,
+}
+
+impl Held {
+    pub(super) fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+}
+
+/// Runs `op` until it succeeds or fails for another reason than an unreachable store,
+/// waiting 250 ms doubling to 2 s between tries.
+pub(super) async fn patiently<T, F, Fut>(what: &str, mut op: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, StoreError>>,
+{
+    let mut wait = Duration::from_millis(250);
+    let mut warned = false;
+    loop {
+        match op().await {
+            Err(e) if e.is_unavailable() => {
+                if !warned {
+                    tracing::warn!(error = %e, "the store is unreachable; {what} waits for it");
+                    warned = true;
+                }
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(2));
+            }
+            other => return other,
+        }
+    }
+}
+
+impl Actor {
+    /// Stores `batch` after whatever waits already, in order. When the store is
+    /// unreachable the events wait (see the module header); `true` when they were stored.
+    pub(super) async fn store_batch(&mut self, batch: &mut Vec<EventPayload>) -> bool {
+        let turn_id = self.current.as_ref().map(|c| c.turn_id.clone());
+        if !self.held.is_empty() && self.held.turn_id != turn_id {
+            // A previous turn's events never wait past its end (see `store_held`).
+            self.held = Held::default();
+        }
+        self.held.turn_id = turn_id;
+        let room = MAX_HELD_EVENTS.saturating_sub(self.held.events.len());
+        if batch.len() > room {
+            self.held.dropped += batch.len() - room;
+            batch.truncate(room);
+        }
+        self.held.events.extend(batch.drain(..));
+        self.try_store_held().await
+    }
+
+    /// One try at storing the waiting events. On an unreachable store they keep waiting;
+    /// past the bound or the limit the turn is stopped.
+    async fn try_store_held(&mut self) -> bool {
+        if self.held.events.is_empty() {
+            return true;
+        }
+        let events: Vec<EventPayload> = self.held.events.iter().cloned().collect();
+        let turn_id = self.held.turn_id.clone();
+        match self
+            .ctx
+            .store
+            .append_events(&self.session.id, turn_id.as_ref(), &events)
+            .await
+        {
+            Ok(evs) => {
+                self.ctx.streamed.batch(evs.len());
+                if let Some(since) = self.held.since.take() {
+                    tracing::info!(
+                        events = evs.len(),
+                        waited_ms = since.elapsed().as_millis() as u64,
+                        "the store is back; stored the events that waited"
+                    );
+                }
+                self.held.events.clear();
+                true
+            }
+            Err(e) if e.is_unavailable() => {
+                let since = *self.held.since.get_or_insert_with(Instant::now);
+                let limit = self.ctx.config.store_outage_limit;
+                if self.held.dropped > 0 || since.elapsed() >= limit {
+                    self.give_up_on_store().await;
+                }
+                false
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot store agent events");
+                self.held.events.clear();
+                false
+            }
+        }
+    }
+
+    /// Stops the running turn because the store stayed away: it ends `interrupted`.
+    async fn give_up_on_store(&mut self) {
+        let Some(cur) = self.current.as_mut() else {
+            return;
+        };
+        if cur.store_lost {
+            return;
+        }
+        tracing::warn!(
+            turn_id = %cur.turn_id,
+            held = self.held.events.len(),
+            dropped = self.held.dropped,
+            "the store stayed unreachable; stopping the turn"
+        );
+        cur.store_lost = true;
+        self.stop().await;
+    }
+
+    /// Before a turn's end is recorded: the events that wait are stored first (waiting
+    /// for the store as long as it takes).
+    pub(super) async fn store_held(&mut self) {
+        if self.held.events.is_empty() {
+            return;
+        }
+        let events: Vec<EventPayload> = self.held.events.drain(..).collect();
+        let turn_id = self.held.turn_id.take();
+        let store = self.ctx.store.clone();
+        let session_id = self.session.id.clone();
+        match patiently("a turn's events", || {
+            store.append_events(&session_id, turn_id.as_ref(), &events)
+        })
+        .await
+        {
+            Ok(evs) => self.ctx.streamed.batch(evs.len()),
+            Err(e) => tracing::error!(error = %e, "cannot store agent events"),
+        }
+        self.held = Held::default();
+    }
+
+    /// Why a turn stopped for the store ends `interrupted`.
+    pub(super) fn store_lost_message(&self) -> String {
+        let limit = self.ctx.config.store_outage_limit.as_secs();
+        format!(
+            "the database was unreachable for too long (more than {limit} s, or more than \
+             {MAX_HELD_EVENTS} events waited); the session is kept: send a message to continue"
+        )
+    }
+}
