@@ -52,6 +52,7 @@ impl Runtime {
         seams: crate::Seams,
     ) -> Result<Runtime> {
         let records = crate::ctx::end_leftover_agents(&config);
+        crate::attachments::blobs::Blobs::of(&config).tighten();
         // SQLite: the whole store; PostgreSQL: only what this node owned and orphans.
         let report =
             crate::ownership::failover::recover_at_start(&store, &config.cluster.node_id).await?;

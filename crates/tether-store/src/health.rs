@@ -5,7 +5,7 @@
 //! A database restart closes every connection; the next use of each fails with an I/O
 //! error (or PostgreSQL's `57P01 admin_shutdown`). The connection set (`sql/conns.rs`)
 //! then checks its other connections before their next use, replaces dead ones, and
-//! while the server refuses tries again only after a back-off (100 ms doubling to 5 s,
+//! while the server refuses tries again only after a back-off (100 ms doubling to 2 s,
 //! ±50 % jitter so nodes do not reconnect in step). Callers meanwhile fail fast with an
 //! error [`crate::StoreError::is_unavailable`] recognises (`store_unavailable`, 503).
 
@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 /// First wait after a failed reconnection.
 const FIRST_WAIT: Duration = Duration::from_millis(100);
 /// Longest wait between two reconnection attempts.
-const MAX_WAIT: Duration = Duration::from_secs(5);
+const MAX_WAIT: Duration = Duration::from_secs(2);
 
 /// Whether `e` says the connection (or the server behind it) is gone, so the
 /// connection must be replaced.
@@ -109,7 +109,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_wait_doubles_to_five_seconds_and_is_jittered() {
+    fn the_wait_doubles_to_two_seconds_and_is_jittered() {
         assert_eq!(delay(1, 1.0), Duration::from_millis(100));
         assert_eq!(delay(2, 1.0), Duration::from_millis(200));
         assert_eq!(delay(4, 1.0), Duration::from_millis(800));

@@ -417,3 +417,45 @@ async fn file_out_never_reads_the_data_directory_or_leaves_through_links() {
     let message = body["error"]["message"].as_str().unwrap();
     assert!(message.contains("replaced by a link"), "{message}");
 }
+
+/// Issue 24 S3 and first use 7: the copies made for the agent are private (0700
+/// directories, 0600 files) and stay out of the repository's `git status`.
+#[tokio::test]
+async fn attachment_copies_are_private_and_out_of_git_status() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let work = d.work_dir();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&work)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    git(&["init", "-q"]);
+    let c = d.new_conversation(None).await;
+    let ids = d
+        .upload_ok(
+            &c,
+            &[part("notes.txt", Some("text/plain"), b"remember this")],
+        )
+        .await;
+    let (status, out) = send(&d, &c, "read it", &ids).await;
+    assert_eq!(status, 200, "{out}");
+    d.wait_turn(
+        out["session_id"].as_str().unwrap(),
+        out["turn_id"].as_str().unwrap(),
+    )
+    .await;
+    let copies = files_under(&work.join(".tether/attachments"));
+    assert_eq!(copies.len(), 1, "{copies:?}");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let copy = work.join(".tether/attachments").join(&copies[0]);
+    assert_eq!(mode(&copy), 0o600);
+    assert_eq!(mode(&work.join(".tether/attachments")), 0o700);
+    assert_eq!(mode(&work.join(".tether")), 0o700);
+    let status = git(&["status", "--porcelain", "--untracked-files=all"]);
+    assert!(!status.contains(".tether"), "{status}");
+}

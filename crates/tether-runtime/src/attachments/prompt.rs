@@ -97,8 +97,42 @@ async fn real_dir(path: &Path) -> io::Result<()> {
             "{} is not a plain directory",
             path.display()
         ))),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => tokio::fs::create_dir(path).await,
+        // Private: other local users must not read the person's files (issue 24 S3).
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let mut b = tokio::fs::DirBuilder::new();
+            b.mode(0o700);
+            b.create(path).await
+        }
         Err(e) => Err(e),
+    }
+}
+
+/// Keeps `.tether/` out of `git status` of the repository around `cwd` (issue 24, first
+/// use 7): an entry in its `.git/info/exclude`, added once. A directory that is not in
+/// a repository (or a worktree whose `.git` is a file) is left as it is.
+async fn exclude_from_git(cwd: &Path) {
+    let Some(git) = cwd.ancestors().map(|d| d.join(".git")).find(|g| g.is_dir()) else {
+        return;
+    };
+    let exclude = git.join("info").join("exclude");
+    let current = tokio::fs::read_to_string(&exclude)
+        .await
+        .unwrap_or_default();
+    if current.lines().any(|l| l.trim() == ".tether/") {
+        return;
+    }
+    let mut text = current;
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str("# tether's attachment copies for agents\n.tether/\n");
+    let written = async {
+        tokio::fs::create_dir_all(git.join("info")).await?;
+        tokio::fs::write(&exclude, text).await
+    }
+    .await;
+    if let Err(e) = written {
+        tracing::debug!(path = %exclude.display(), error = %e, "cannot keep .tether out of git status");
     }
 }
 
@@ -112,12 +146,14 @@ async fn copy_into(cwd: &Path, a: &Attachment, bytes: &[u8]) -> io::Result<Strin
         dir.push(part);
         real_dir(&dir).await?;
     }
+    exclude_from_git(cwd).await;
     let file = format!("{}-{}", &a.sha256[..8.min(a.sha256.len())], a.name);
     let tmp = dir.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
     let written = async {
         let mut f = tokio::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(0o600)
             .open(&tmp)
             .await?;
         tokio::io::AsyncWriteExt::write_all(&mut f, bytes).await?;
