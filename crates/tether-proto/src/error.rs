@@ -131,6 +131,9 @@ pub enum ErrorCode {
     /// or read-only; tether reconnects by itself. Retry after a moment: nothing of the
     /// request was stored.
     StoreUnavailable,
+    /// The server has as many connections as it takes from unauthenticated clients (the
+    /// rest are kept for authenticated ones); try again shortly.
+    ServerBusy,
 }
 
 impl ErrorCode {
@@ -191,6 +194,7 @@ impl ErrorCode {
             ErrorCode::ProcessLimit => "process_limit",
             ErrorCode::FileRefused => "file_refused",
             ErrorCode::StoreUnavailable => "store_unavailable",
+            ErrorCode::ServerBusy => "server_busy",
         }
     }
 
@@ -242,7 +246,10 @@ impl ErrorCode {
             | ErrorCode::ChildEmpty
             | ErrorCode::ChildUnknown
             | ErrorCode::AttachmentUnavailable => 502,
-            ErrorCode::Rebuilding | ErrorCode::OwnerLost | ErrorCode::StoreUnavailable => 503,
+            ErrorCode::Rebuilding
+            | ErrorCode::OwnerLost
+            | ErrorCode::StoreUnavailable
+            | ErrorCode::ServerBusy => 503,
             ErrorCode::StartTimeout => 504,
             ErrorCode::Internal => 500,
         }

@@ -73,6 +73,20 @@ pub struct Limits {
     /// and the connection is closed (default 15 s). Only request bodies: responses (SSE
     /// streams, MCP waits) are never cut.
     pub body_read_timeout: Duration,
+    /// The whole of a request to an unauthenticated route that must read its body before
+    /// it can check its caller (the webhooks), body included (default 30 s): a body
+    /// dripped a byte at a time is cut then (issue 24 S2).
+    pub unauthenticated_deadline: Duration,
+    /// How long one write to a client may make no progress before its connection is
+    /// closed (default 30 s): a client that never reads its response (or its event
+    /// stream) does not keep the connection.
+    pub write_timeout: Duration,
+    /// Most connections open at once (default 1024, and never more than the process's
+    /// file limit allows); more are closed as they are accepted.
+    pub max_connections: usize,
+    /// Of those, the last ones are kept for authenticated clients (default 64): past
+    /// `max_connections - reserved_connections`, unauthenticated routes answer 503.
+    pub reserved_connections: usize,
 }
 
 impl Default for Limits {
@@ -82,6 +96,10 @@ impl Default for Limits {
             upload_limit: 51 * 1024 * 1024,
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(15),
+            unauthenticated_deadline: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(30),
+            max_connections: 1024,
+            reserved_connections: 64,
         }
     }
 }
@@ -140,6 +158,14 @@ pub fn router_with(
         )));
     }
     if let Some(public) = extra.public {
+        // Webhooks read their body before they can check their caller: an overall
+        // deadline, and no room taken from authenticated clients (issue 24 S2).
+        let public = public
+            .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+                axum::http::StatusCode::REQUEST_TIMEOUT,
+                limits.unauthenticated_deadline,
+            ))
+            .layer(axum::middleware::from_fn(serve::refuse_when_busy));
         routes = routes.merge(public);
     }
     harden(

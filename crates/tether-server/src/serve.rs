@@ -6,8 +6,15 @@
 //! axum's own `serve` sets no timer, so hyper's header time-out never applies there. It
 //! also sniffs each connection for the HTTP/2 preface first, a wait with no time-out at
 //! all; tether speaks plain HTTP/1.1 only (no browser speaks HTTP/2 without TLS).
+//!
+//! Unauthenticated clients cannot hold the server (issue 24 S2): every write has a
+//! time-out (`tokio-io-timeout`), connections are counted and capped, and past the cap
+//! minus a reserve the unauthenticated routes that read a body first (the webhooks)
+//! answer 503 at once, so authenticated clients keep room.
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -32,7 +39,17 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let (closing_tx, closing_rx) = tokio::sync::watch::channel(false);
-    let router = router.layer(axum::Extension(sse::Closing(closing_rx)));
+    let load = Load {
+        open: Arc::new(AtomicUsize::new(0)),
+        busy_at: limits
+            .max_connections
+            .saturating_sub(limits.reserved_connections)
+            .max(1),
+    };
+    let router = router
+        .layer(axum::Extension(sse::Closing(closing_rx)))
+        .layer(axum::Extension(load.clone()));
+    let mut refusing = false;
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -50,9 +67,28 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        if load.open.load(Ordering::SeqCst) >= limits.max_connections {
+            // Full: closed at once (the file descriptor comes back), said once per run.
+            if !std::mem::replace(&mut refusing, true) {
+                tracing::warn!(
+                    max = limits.max_connections,
+                    "too many connections; closing new ones until some end"
+                );
+            }
+            drop(stream);
+            continue;
+        }
+        if std::mem::take(&mut refusing) {
+            tracing::info!("accepting connections again");
+        }
+        let counted = Counted::new(&load.open);
+        let mut timed = tokio_io_timeout::TimeoutStream::new(stream);
+        timed.set_write_timeout(Some(limits.write_timeout));
+        let io = TokioIo::new(Box::pin(timed));
         let service = TowerToHyperService::new(router.clone());
-        let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        let conn = graceful.watch(builder.serve_connection(io, service));
         tokio::spawn(async move {
+            let _counted = counted;
             if let Err(e) = conn.await {
                 // Time-outs, resets and garbage from clients: not the daemon's problem.
                 tracing::debug!("connection ended: {e}");
@@ -69,6 +105,55 @@ pub async fn serve(
         tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; closing anyway");
     }
     Ok(())
+}
+
+/// How many connections are open, and from how many on unauthenticated requests are
+/// refused.
+#[derive(Debug, Clone)]
+pub(crate) struct Load {
+    open: Arc<AtomicUsize>,
+    busy_at: usize,
+}
+
+/// One open connection, counted until dropped.
+struct Counted(Arc<AtomicUsize>);
+
+impl Counted {
+    fn new(open: &Arc<AtomicUsize>) -> Counted {
+        open.fetch_add(1, Ordering::SeqCst);
+        Counted(Arc::clone(open))
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Past the cap minus the reserve, an unauthenticated route answers 503 (and closes the
+/// connection) before reading anything.
+pub(crate) async fn refuse_when_busy(
+    load: Option<axum::Extension<Load>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if let Some(axum::Extension(load)) = load
+        && load.open.load(Ordering::SeqCst) > load.busy_at
+    {
+        let mut resp = crate::error::ApiError::new(
+            tether_proto::ErrorCode::ServerBusy,
+            "too many connections; try again shortly",
+        )
+        .into_response();
+        resp.headers_mut().insert(
+            axum::http::header::CONNECTION,
+            axum::http::HeaderValue::from_static("close"),
+        );
+        return resp;
+    }
+    next.run(req).await
 }
 
 /// A failed `accept`: per-connection errors are ignored; anything else (such as running

@@ -7,6 +7,10 @@
 //! allowed_hosts = ["tether.example.org"]  # names a proxy forwards; "*" turns the check off
 //! header_read_timeout_secs = 10           # headers must arrive within this (and idle keep-alive)
 //! body_read_timeout_secs = 15             # a request body may pause this long between chunks
+//! unauthenticated_deadline_secs = 30      # a whole webhook request, body included
+//! write_timeout_secs = 30                 # a write to a client that makes no progress
+//! max_connections = 1024                  # at most (and below the open-file limit)
+//! reserved_connections = 64               # of those, kept for authenticated clients
 //! ```
 
 use std::time::Duration;
@@ -22,6 +26,10 @@ pub struct ServerFile {
     pub allowed_hosts: Option<Vec<String>>,
     pub header_read_timeout_secs: Option<u64>,
     pub body_read_timeout_secs: Option<u64>,
+    pub unauthenticated_deadline_secs: Option<u64>,
+    pub write_timeout_secs: Option<u64>,
+    pub max_connections: Option<usize>,
+    pub reserved_connections: Option<usize>,
 }
 
 /// `[server]` resolved.
@@ -50,6 +58,16 @@ pub fn resolve(file: Option<ServerFile>) -> Result<ServerSettings> {
             "[server] allowed_hosts: {bad:?} is not a host name (write it without a scheme or path)"
         );
     }
+    let max_connections = file.max_connections.unwrap_or(defaults.max_connections);
+    let reserved_connections = file
+        .reserved_connections
+        .unwrap_or(defaults.reserved_connections);
+    if max_connections < 2 || reserved_connections >= max_connections {
+        bail!(
+            "[server] max_connections must be at least 2 and more than reserved_connections \
+             (got {max_connections} and {reserved_connections})"
+        );
+    }
     Ok(ServerSettings {
         limits: Limits {
             header_read_timeout: secs(
@@ -62,6 +80,18 @@ pub fn resolve(file: Option<ServerFile>) -> Result<ServerSettings> {
                 file.body_read_timeout_secs,
                 defaults.body_read_timeout,
             )?,
+            unauthenticated_deadline: secs(
+                "unauthenticated_deadline_secs",
+                file.unauthenticated_deadline_secs,
+                defaults.unauthenticated_deadline,
+            )?,
+            write_timeout: secs(
+                "write_timeout_secs",
+                file.write_timeout_secs,
+                defaults.write_timeout,
+            )?,
+            max_connections,
+            reserved_connections,
             ..defaults
         },
         allowed_hosts,

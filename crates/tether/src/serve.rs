@@ -93,6 +93,7 @@ pub async fn run(settings: Settings) -> Result<()> {
         allowed_hosts: settings.server.allowed_hosts.clone(),
     };
     let mut limits = settings.server.limits;
+    limits.max_connections = connection_cap(limits.max_connections);
     // An upload carries at most one message's files, plus the multipart framing.
     limits.upload_limit =
         usize::try_from(settings.attachments.max_message_bytes).unwrap_or(usize::MAX) + 1024 * 1024;
@@ -150,4 +151,24 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()> + Send + 's
             _ = terminate.recv() => tracing::info!("received SIGTERM"),
         }
     })
+}
+
+/// Raises the process's open-file limit to its hard limit where allowed, and keeps the
+/// connection cap below it (room for the store, agents' pipes and logs): running out of
+/// descriptors stops every `accept` (issue 24 S2).
+fn connection_cap(wanted: usize) -> usize {
+    let raised = rlimit::increase_nofile_limit(u64::MAX).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "cannot raise the open-file limit");
+        rlimit::getrlimit(rlimit::Resource::NOFILE).map_or(1024, |(soft, _)| soft)
+    });
+    let room = usize::try_from(raised).unwrap_or(usize::MAX);
+    let cap = wanted.min(room.saturating_sub(128).max(16));
+    if cap < wanted {
+        tracing::warn!(
+            open_files = raised,
+            max_connections = cap,
+            "the open-file limit allows fewer connections than configured"
+        );
+    }
+    cap
 }

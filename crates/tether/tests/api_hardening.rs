@@ -419,3 +419,102 @@ async fn openapi_lists_pairings_webhooks_mcp_and_the_page() {
     assert!(codes.contains("method_not_allowed"), "{codes}");
     assert!(codes.contains("host_not_allowed"), "{codes}");
 }
+
+/// A webhook request whose body drips in a byte at a time, each within the body
+/// time-out, with the right secret (so the body is read).
+async fn dripping_hook(d: &Daemon) -> TcpStream {
+    let a = addr(d);
+    let mut s = TcpStream::connect(&a).await.unwrap();
+    s.write_all(
+        format!(
+            "POST /hooks/telegram HTTP/1.1\r\nHost: {a}\r\nContent-Type: application/json\r\n\
+             X-Telegram-Bot-Api-Secret-Token: {SECRET}\r\nContent-Length: 100000\r\n\r\n{{"
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    s
+}
+
+/// Issue 24 S2: a body dripped slower than nothing but faster than the body time-out is
+/// cut by the webhook's overall deadline.
+#[tokio::test]
+async fn a_dripping_webhook_body_is_cut_by_the_overall_deadline() {
+    let (_tg, d) = start("unauthenticated_deadline_secs = 2").await;
+    let mut s = dripping_hook(&d).await;
+    let start = Instant::now();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    // Drip a byte every 400 ms (within the 1 s body time-out) for up to 15 s.
+    let closed = loop {
+        if start.elapsed() > Duration::from_secs(15) {
+            break false;
+        }
+        if s.write_all(b" ").await.is_err() {
+            break true;
+        }
+        match tokio::time::timeout(Duration::from_millis(400), s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break true,
+            Ok(Ok(n)) => answer.extend_from_slice(&buf[..n]),
+            Err(_) => {}
+        }
+    };
+    assert!(closed, "still open after 15 s of dripping");
+    let text = String::from_utf8_lossy(&answer);
+    assert!(
+        text.is_empty() || text.starts_with("HTTP/1.1 408"),
+        "{text}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(12),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+/// Issue 24 S2: past the connection cap minus the reserve, webhooks answer 503
+/// `server_busy` at once while authenticated requests are still served. (The Telegram
+/// webhook also caps the bodies it reads at once, so the connections are held here by
+/// event streams.)
+#[tokio::test]
+async fn unauthenticated_clients_leave_room_for_authenticated_ones() {
+    let (_tg, d) = start("max_connections = 30\nreserved_connections = 10").await;
+    let c = d.new_conversation(None).await;
+    let mut held = Vec::new();
+    for _ in 0..22 {
+        held.push(d.events(&c, None).await);
+    }
+    let a = addr(&d);
+    let busy = raw(
+        &d,
+        format!(
+            "POST /hooks/telegram HTTP/1.1\r\nHost: {a}\r\nContent-Type: application/json\r\n\
+             X-Telegram-Bot-Api-Secret-Token: {SECRET}\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+        ),
+    )
+    .await;
+    assert!(busy.starts_with("HTTP/1.1 503"), "{busy}");
+    assert_eq!(body_of(&busy)["error"]["code"], "server_busy", "{busy}");
+    let (status, body) = d.get("/api/v1/conversations").await;
+    assert_eq!(status, 200, "{body}");
+    // Room again once they end.
+    drop(held);
+    within("webhooks are served again", async {
+        loop {
+            let answer = raw(
+                &d,
+                format!(
+                    "POST /hooks/telegram HTTP/1.1\r\nHost: {a}\r\nContent-Type: application/json\r\n\
+                     X-Telegram-Bot-Api-Secret-Token: {SECRET}\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+                ),
+            )
+            .await;
+            if answer.starts_with("HTTP/1.1 200") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+}

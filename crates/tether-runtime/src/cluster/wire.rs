@@ -169,6 +169,7 @@ pub(crate) fn rebuild(code: ErrorCode, message: String, known: Known<'_>) -> Run
         | ErrorCode::ProcessLimit
         | ErrorCode::FileRefused
         | ErrorCode::StoreUnavailable
+        | ErrorCode::ServerBusy
         | ErrorCode::BadRequest
         | ErrorCode::InvalidJson
         | ErrorCode::InvalidParams
