@@ -304,6 +304,17 @@ impl Store {
         }
     }
 
+    /// Whether a PostgreSQL server answers at `url` (one connection, closed again; no
+    /// migrations): `doctor`'s check.
+    pub async fn ping_url(url: &str) -> Result<()> {
+        use sqlx::{ConnectOptions, Connection};
+        let opts = <sqlx::postgres::PgConnectOptions as std::str::FromStr>::from_str(url)?;
+        let mut conn = opts.connect().await?;
+        conn.ping().await?;
+        let _ = conn.close().await;
+        Ok(())
+    }
+
     /// Whether the store serves now (issue 25, `GET /api/v1/ready`): a read answers within
     /// about two seconds and no connection is waiting to reconnect. The error says why
     /// not.

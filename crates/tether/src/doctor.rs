@@ -20,8 +20,16 @@ struct AgentReport {
     version: Option<String>,
 }
 
-/// Prints the report; never fails on a missing agent.
-pub async fn run(settings: &Settings) -> String {
+/// What `doctor` found: the text, and what would stop `serve` (issue 24, first use 5:
+/// a script can gate on the exit code).
+pub struct Report {
+    pub text: String,
+    pub problems: Vec<String>,
+}
+
+/// The report; `problems` lists what stops `serve` (a missing default agent, a directory
+/// that cannot be used, a store that cannot be reached).
+pub async fn run(settings: &Settings) -> Report {
     let path_var = std::env::var_os("PATH").unwrap_or_default();
     let checks: Vec<_> = settings
         .agents
@@ -48,11 +56,80 @@ pub async fn run(settings: &Settings) -> String {
             reports.push(report);
         }
     }
+    let mut problems = Vec::new();
+    if let Some(r) = reports
+        .iter()
+        .find(|r| r.spec.name == settings.default_agent && r.found.is_none())
+    {
+        problems.push(format!(
+            "the default agent {:?} is not installed ({} is not on PATH)",
+            settings.default_agent, r.spec.command
+        ));
+    }
+    if let Err(e) = settings.check_directories() {
+        problems.push(format!("{e:#}"));
+    }
+    let (store_line, store_problem) = store_check(settings).await;
+    problems.extend(store_problem);
     let mut out = render(settings, &reports);
+    out.push_str(&store_line);
     out.push_str(&pool_report(settings).await);
     out.push_str(&channel_report(settings).await);
     out.push_str(&settings_checks(settings));
-    out
+    if !problems.is_empty() {
+        out.push_str("\nproblems (serve will not start):\n");
+        for p in &problems {
+            let _ = writeln!(out, "  ERROR: {p}");
+        }
+    }
+    Report {
+        text: out,
+        problems,
+    }
+}
+
+/// Whether the store can be reached: PostgreSQL answers (within 5 s); SQLite's file, if
+/// it exists, can be read.
+async fn store_check(settings: &Settings) -> (String, Option<String>) {
+    match &settings.database_url {
+        Some(url) => {
+            let shown = crate::config_store::redacted(url);
+            let reached =
+                tokio::time::timeout(Duration::from_secs(5), tether_store::Store::ping_url(url))
+                    .await;
+            match reached {
+                Ok(Ok(())) => (
+                    "store check:     ok (PostgreSQL answers)\n".to_owned(),
+                    None,
+                ),
+                Ok(Err(e)) => (
+                    "store check:     UNREACHABLE\n".to_owned(),
+                    Some(format!("the store at {shown} cannot be reached: {e}")),
+                ),
+                Err(_) => (
+                    "store check:     UNREACHABLE\n".to_owned(),
+                    Some(format!("the store at {shown} did not answer within 5 s")),
+                ),
+            }
+        }
+        None => {
+            let db = settings.data_dir.join("tether.db");
+            match std::fs::File::open(&db) {
+                Ok(_) => (
+                    "store check:     ok (the SQLite file is readable)\n".to_owned(),
+                    None,
+                ),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => (
+                    "store check:     ok (a new SQLite file will be made)\n".to_owned(),
+                    None,
+                ),
+                Err(e) => (
+                    "store check:     UNREADABLE\n".to_owned(),
+                    Some(format!("{} cannot be read: {e}", db.display())),
+                ),
+            }
+        }
+    }
 }
 
 /// The pool's limits, and its live state when this data dir's daemon answers.
@@ -83,7 +160,7 @@ async fn pool_report(settings: &Settings) -> String {
         Daemon::Verified { record, token } => match token {
             Some(token) => {
                 let pool = match daemon_pool(record, token).await {
-                    Some(s) => {
+                    Ok(s) => {
                         let _ = writeln!(
                             out,
                             "  daemon: {} live ({} busy, {} idle), {} evictions, {} agent processes",
@@ -92,7 +169,7 @@ async fn pool_report(settings: &Settings) -> String {
                         crate::doctor_pool::processes(&s.processes, &mut out)
                             .and_then(|()| crate::doctor_pool::spares(&s.spares, &mut out))
                     }
-                    None => writeln!(out, "  daemon: did not answer /api/v1/pool"),
+                    Err(why) => writeln!(out, "  daemon: {why}"),
                 };
                 out.push_str(&crate::cluster::doctor_report(&record.base_url(), token).await);
                 pool
@@ -222,18 +299,40 @@ impl Daemon {
     }
 }
 
-async fn daemon_pool(record: &DaemonRecord, token: &str) -> Option<tether_proto::PoolStatus> {
+/// The daemon's pool, or what it answered instead (issue 24, first use 5: a 401 is not
+/// "did not answer").
+async fn daemon_pool(
+    record: &DaemonRecord,
+    token: &str,
+) -> Result<tether_proto::PoolStatus, String> {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(2))
         .build()
-        .ok()?;
+        .map_err(|e| e.to_string())?;
     let resp = client
         .get(format!("{}/api/v1/pool", record.base_url()))
         .bearer_auth(token)
         .send()
         .await
-        .ok()?;
-    resp.json().await.ok()
+        .map_err(|e| format!("did not answer /api/v1/pool: {e}"))?;
+    let status = resp.status();
+    if status == reqwest::StatusCode::UNAUTHORIZED {
+        return Err(
+            "answered 401 to /api/v1/pool: it runs with another token (TETHER_TOKEN \
+                    or a token file changed since it started)"
+                .to_owned(),
+        );
+    }
+    if !status.is_success() {
+        let body = resp.text().await.unwrap_or_default();
+        return Err(format!(
+            "answered {status} to /api/v1/pool: {}",
+            body.trim()
+        ));
+    }
+    resp.json()
+        .await
+        .map_err(|e| format!("answered /api/v1/pool with something unreadable: {e}"))
 }
 
 fn render(settings: &Settings, reports: &[AgentReport]) -> String {
@@ -316,9 +415,6 @@ fn settings_checks(settings: &Settings) -> String {
         for w in warnings {
             let _ = writeln!(out, "  WARNING: {w}");
         }
-    }
-    if let Err(e) = settings.check_directories() {
-        let _ = writeln!(out, "\nproblems:\n  ERROR: {e:#} (serve will not start)");
     }
     out
 }

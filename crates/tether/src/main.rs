@@ -129,9 +129,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Doctor => {
             let report = doctor::run(&settings).await;
             let mut out = std::io::stdout().lock();
-            write!(out, "{report}")?;
+            write!(out, "{}", report.text)?;
             out.flush()?;
-            Ok(())
+            match report.problems.len() {
+                0 => Ok(()),
+                n => anyhow::bail!("{n} problem(s) would stop `tether serve` (see above)"),
+            }
         }
         Command::Pair { action } => {
             let text = match action {

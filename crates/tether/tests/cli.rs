@@ -467,3 +467,56 @@ async fn doctor_tries_each_channels_credentials_against_its_platform() {
     assert!(report.contains("feishu: ERROR: "), "{report}");
     assert!(report.contains("app secret invalid"), "{report}");
 }
+
+/// Issue 24, first use 5: `doctor` gates a script: it exits non-zero on anything that
+/// stops `serve` (a default agent not installed, a store it cannot reach), says which,
+/// and exits 0 on a sound setup.
+#[tokio::test]
+async fn doctor_exits_non_zero_on_what_stops_serve() {
+    let sound = Home::new("", "");
+    let out = sound.run(&["doctor"], &[]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("store check:     ok"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let missing = Home::new(
+        "",
+        "[agents.ghost]\ndriver = \"acp\"\ncommand = \"/nonexistent/ghost-agent\"\n",
+    );
+    let cfg = std::fs::read_to_string(&missing.config).unwrap();
+    std::fs::write(
+        &missing.config,
+        cfg.replace("default_agent = \"fake\"", "default_agent = \"ghost\""),
+    )
+    .unwrap();
+    let out = missing.run(&["doctor"], &[]).await;
+    assert!(!out.status.success());
+    let report = text(&out.stdout);
+    assert!(
+        report.contains("problems (serve will not start)"),
+        "{report}"
+    );
+    assert!(
+        report.contains("the default agent \"ghost\" is not installed"),
+        "{report}"
+    );
+
+    // A PostgreSQL URL nobody answers on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let unreachable = Home::new(
+        "",
+        &format!("[store]\nurl = \"postgres://u:pw@127.0.0.1:{port}/x\"\n"),
+    );
+    let out = unreachable.run(&["doctor"], &[]).await;
+    assert!(!out.status.success());
+    let report = text(&out.stdout);
+    assert!(report.contains("cannot be reached"), "{report}");
+    assert!(!report.contains(":pw@"), "{report}");
+}
