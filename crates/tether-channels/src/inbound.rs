@@ -231,6 +231,11 @@ async fn send(
         .unwrap_or_default();
     let reply = match sent {
         Ok(out) => outcome_reply(&out),
+        // The store is away: the message waits for it (see `handle`) rather than being
+        // answered with an error and lost.
+        Err(e) if e.code() == tether_proto::ErrorCode::StoreUnavailable => {
+            return Err(ChannelError::Runtime(e));
+        }
         Err(e) => Some(format!("⚠️ {e}")),
     };
     if let Some(text) = reply {

@@ -86,6 +86,11 @@ impl Appends {
         self.lock().push_back(p);
     }
 
+    /// Whether batch `id` still waits in the queue (not yet taken by a group).
+    pub(crate) fn is_queued(&self, id: u64) -> bool {
+        self.lock().iter().any(|p| p.id == id)
+    }
+
     /// Takes batch `id` back out of the queue if no group has taken it yet (its caller
     /// gives up without a writer: the store is unreachable); `false` when a group holds
     /// it already (then it is answered as usual).

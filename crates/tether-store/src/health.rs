@@ -25,9 +25,10 @@ pub(crate) fn connection_lost(e: &sqlx::Error) -> bool {
         | sqlx::Error::Tls(_)
         | sqlx::Error::Protocol(_)
         | sqlx::Error::WorkerCrashed
-        | sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed => true,
-        sqlx::Error::Database(db) => db.code().is_some_and(|c| server_gone(&c)),
+        | sqlx::Error::PoolTimedOut => true,
+        sqlx::Error::Database(db) => db
+            .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+            .is_some_and(|pg| server_gone(pg.code())),
         _ => false,
     }
 }
@@ -50,10 +51,13 @@ pub(crate) fn unavailable(e: &sqlx::Error) -> bool {
         return false;
     };
     // SQLite's primary result codes (the extended ones keep them in the low byte):
-    // BUSY 5, LOCKED 6, READONLY 8, IOERR 10, FULL 13, CANTOPEN 14.
-    db.code()
-        .and_then(|c| c.parse::<i64>().ok())
-        .is_some_and(|c| matches!(c & 0xff, 5 | 6 | 8 | 10 | 13 | 14))
+    // BUSY 5, LOCKED 6, READONLY 8, IOERR 10, FULL 13, CANTOPEN 14. Only for SQLite's
+    // errors: PostgreSQL's SQLSTATEs are digits too (22021 is a bad byte, not a disk).
+    db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some()
+        && db
+            .code()
+            .and_then(|c| c.parse::<i64>().ok())
+            .is_some_and(|c| matches!(c & 0xff, 5 | 6 | 8 | 10 | 13 | 14))
 }
 
 /// The error of a caller that did not get a connection because the database is

@@ -31,6 +31,21 @@ impl Cluster {
             .await
             .unwrap_or_else(|_| panic!("timed out creating the cluster's database"))
             .unwrap_or_else(|e| panic!("cluster database: {e:#}"));
+        Self::start_with(n, opts, database).await
+    }
+
+    /// [`Cluster::start`] on a database of its own on the server at `admin_url` (a test
+    /// that restarts that server).
+    pub async fn start_on(n: usize, opts: DaemonOptions, admin_url: &str) -> Cluster {
+        let database =
+            tokio::time::timeout(Duration::from_secs(60), TestDatabase::create_on(admin_url))
+                .await
+                .unwrap_or_else(|_| panic!("timed out creating the cluster's database"))
+                .unwrap_or_else(|e| panic!("cluster database: {e:#}"));
+        Self::start_with(n, opts, database).await
+    }
+
+    async fn start_with(n: usize, opts: DaemonOptions, database: TestDatabase) -> Cluster {
         let home = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         let agent_home = home.path().join("agent-home");
         let work_dir = home.path().join("work");

@@ -230,6 +230,16 @@ impl TestDatabase {
                 (server.url(), Some(server))
             }
         };
+        Self::create_with(admin, server).await
+    }
+
+    /// Creates a fresh, empty database on the server at `admin` (a test that stops and
+    /// starts its own server, see [`PgServer::start_durable`]).
+    pub async fn create_on(admin: &str) -> Result<TestDatabase> {
+        Self::create_with(admin.to_owned(), None).await
+    }
+
+    async fn create_with(admin: String, server: Option<Arc<PgServer>>) -> Result<TestDatabase> {
         let name = format!("tether_test_{}", uuid::Uuid::new_v4().simple());
         let mut conn = sqlx::PgConnection::connect(&admin)
             .await

@@ -151,6 +151,7 @@ async fn heartbeat(store: Store, node: NodeRow, ttl: Duration, stop: Cancellatio
     let mut tick = tokio::time::interval(ttl / 3);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
+    let mut trouble = tether_core::FailureRun::default();
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
@@ -170,8 +171,16 @@ async fn heartbeat(store: Store, node: NodeRow, ttl: Duration, stop: Cancellatio
             }
             Err(e) => Err(e),
         };
-        if let Err(e) = renewed {
-            tracing::warn!(error = %e, "cannot renew this node's lease; retrying");
+        match renewed {
+            Ok(()) => {
+                if trouble.recover() > 0 {
+                    tracing::info!("this node's lease is renewed again");
+                }
+            }
+            Err(e) if trouble.fail() => {
+                tracing::warn!(error = %e, "cannot renew this node's lease; retrying quietly");
+            }
+            Err(e) => tracing::debug!(error = %e, "cannot renew this node's lease"),
         }
     }
 }

@@ -260,3 +260,85 @@ async fn telegram_messages_sent_while_the_database_is_down_are_answered_once_whe
         assert_eq!(tg.count_shown(ANN, text), 1, "{text}");
     }
 }
+
+/// The live sessions in a node's pool.
+async fn pool_sessions(d: &Daemon) -> Vec<String> {
+    let pool = d.get_ok("/api/v1/pool").await;
+    pool["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["sessions"].as_array().unwrap().clone())
+        .map(|s| s.as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Three nodes, each with a live conversation, and the database down for longer than a
+/// lease: every heartbeat and presence lock lapses with it, yet once it is back no node
+/// takes another's conversations over; each serves its own again, in the same session.
+#[tokio::test]
+async fn a_cluster_rides_out_a_database_restart_without_a_take_over_storm() {
+    use tether_testkit::Cluster;
+    let pg = PgServer::start_durable().expect("a private PostgreSQL server");
+    let cluster = Cluster::start_on(
+        3,
+        DaemonOptions {
+            extra_config: "\n[cluster]\nlease_ttl_secs = 2\n".to_owned(),
+            ..DaemonOptions::default()
+        },
+        &pg.url(),
+    )
+    .await;
+    let mut convs = Vec::new();
+    for i in 0..3 {
+        let n = cluster.node(i);
+        let c = n.new_conversation(None).await;
+        let (_, turn) = n.say_and_wait(&c, "first").await;
+        assert_eq!(turn["status"], "completed", "{turn}");
+        convs.push((c, turn["session_id"].as_str().unwrap().to_owned()));
+    }
+
+    pg.stop(StopMode::Fast).expect("stop PostgreSQL");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    pg.start_again().expect("start PostgreSQL again");
+    let back = Instant::now();
+    for i in 0..3 {
+        while ready(cluster.node(i)).await.0 != 200 {
+            assert!(
+                back.elapsed() < Duration::from_secs(10),
+                "node {i} not ready"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    // Three leases for the sweeps to act, had they wanted to.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    // Each node still owns its own conversation (a take-over moves the row, then
+    // releases it).
+    let view = cluster.node(0).get_ok("/api/v1/cluster").await;
+    for n in view["nodes"].as_array().unwrap() {
+        assert_eq!(n["alive"], true, "{view}");
+        assert_eq!(n["live_conversations"], 1, "a take-over happened: {view}");
+    }
+    for (i, (c, session)) in convs.iter().enumerate() {
+        let n = cluster.node(i);
+        assert!(
+            pool_sessions(n).await.contains(session),
+            "node {i} lost its session"
+        );
+        let (_, turn) = n.say_and_wait(c, "second").await;
+        assert_eq!(turn["status"], "completed", "{turn}");
+        assert_eq!(
+            turn["session_id"].as_str(),
+            Some(session.as_str()),
+            "{turn}"
+        );
+        let page = n
+            .get_ok(&format!("/api/v1/conversations/{c}/messages"))
+            .await;
+        assert!(
+            !page.to_string().contains("another took over"),
+            "node {i}'s conversation was taken over: {page}"
+        );
+    }
+}

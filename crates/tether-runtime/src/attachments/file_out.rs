@@ -213,9 +213,13 @@ impl Confinement {
                 p.display()
             ));
         }
-        // Attachment copies made for agents (other conversations' files among them).
-        if real.starts_with(root.join(".tether")) {
-            return Err("it lies in .tether, where tether keeps attachment copies".to_owned());
+        // Attachment copies made for agents (other conversations' files among them), in
+        // this directory or any below it.
+        let inside = real.strip_prefix(root).unwrap_or(real);
+        if inside.components().any(|c| c.as_os_str() == ".tether") {
+            return Err(
+                "it lies in a .tether directory, where tether keeps attachment copies".to_owned(),
+            );
         }
         Ok(())
     }
@@ -258,13 +262,12 @@ impl Confinement {
         }
         // What was opened is what was checked: a directory swapped on the way would
         // show here.
-        let opened = std::fs::read_link(format!("/proc/self/fd/{}", file_fd(&file)));
-        match opened {
-            Ok(opened) if opened != real => {
-                let root = self.working_dir(cwd).map_err(refused)?;
-                self.place(&root, &opened).map_err(refused)?;
-            }
-            _ => {}
+        // Fails closed: a file that cannot be checked is not handed out.
+        let opened = std::fs::read_link(format!("/proc/self/fd/{}", file_fd(&file)))
+            .map_err(|e| refused(format!("its opened path cannot be checked: {e}")))?;
+        if opened != real {
+            let root = self.working_dir(cwd).map_err(refused)?;
+            self.place(&root, &opened).map_err(refused)?;
         }
         if meta.len() > limit {
             return Err(FileOutError::TooLarge {
@@ -380,7 +383,15 @@ mod tests {
         std::os::unix::fs::symlink(l.work.join("ok.txt"), l.work.join("inner")).unwrap();
         std::fs::create_dir_all(l.work.join(".tether/attachments")).unwrap();
         std::fs::write(l.work.join(".tether/attachments/x.txt"), "theirs").unwrap();
-        for p in ["hard", "soft", ".tether/attachments/x.txt", "."] {
+        std::fs::create_dir_all(l.work.join("sub/.tether")).unwrap();
+        std::fs::write(l.work.join("sub/.tether/y.txt"), "nested").unwrap();
+        for p in [
+            "hard",
+            "soft",
+            ".tether/attachments/x.txt",
+            "sub/.tether/y.txt",
+            ".",
+        ] {
             let e = read(&l, &l.work, p).unwrap_err();
             assert!(matches!(e, FileOutError::Refused { .. }), "{p}: {e}");
         }

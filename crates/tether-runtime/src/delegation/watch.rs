@@ -98,6 +98,12 @@ impl Runtime {
         let store = &self.ctx().store;
         match store.unreleased_delegation_ids().await {
             Ok(ids) => {
+                // A task released (on any node) ends no more turns: stop following it.
+                let gone: Vec<TaskId> =
+                    feeds.keys().filter(|t| !ids.contains(t)).cloned().collect();
+                for t in gone {
+                    feeds.remove(&t);
+                }
                 for task_id in ids {
                     if feeds.contains_key(&task_id) {
                         continue;

@@ -94,6 +94,10 @@ fn merge(into: &mut RecoveryReport, one: RecoveryReport) {
     into.events.extend(one.events);
 }
 
+/// How much later than this node another node may get its connections back after a
+/// database outage (the store's longest back-off with its jitter, and a heartbeat).
+const RECONNECT_SLACK: Duration = Duration::from_secs(4);
+
 /// Most time between two sweeps (a node seen gone by its presence is taken over within
 /// a few of them).
 const SWEEP_MAX: Duration = Duration::from_millis(500);
@@ -108,11 +112,20 @@ pub(crate) fn start_sweep(ctx: Weak<Ctx>, node_id: String, lease_ttl: Duration) 
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Taken over, not yet recovered (a lock of a paused node held the recovery).
         let mut retry: Vec<OwnerRow> = Vec::new();
+        let mut trouble = tether_core::FailureRun::default();
         loop {
             tick.tick().await;
             let Some(ctx) = ctx.upgrade() else { return };
-            if let Err(e) = sweep(&ctx, &node_id, &mut retry).await {
-                tracing::warn!(error = %e, "the failover sweep failed; retrying");
+            match sweep(&ctx, &node_id, &mut retry).await {
+                Ok(()) => {
+                    if trouble.recover() > 0 {
+                        tracing::info!("the failover sweep works again");
+                    }
+                }
+                Err(e) if trouble.fail() => {
+                    tracing::warn!(error = %e, "the failover sweep failed; retrying quietly");
+                }
+                Err(e) => tracing::debug!(error = %e, "the failover sweep failed again"),
             }
         }
     });
@@ -137,9 +150,11 @@ async fn sweep(ctx: &Ctx, node_id: &str, retry: &mut Vec<OwnerRow>) -> tether_st
         }
     }
     // After a database outage every node's heartbeat and presence lock lapsed with it:
-    // nobody is taken over until a whole lease has passed with the database answering,
-    // so live nodes renew first and only a node that really is gone loses its work.
-    if store.troubled_within(ctx.config.cluster.lease_ttl) {
+    // nobody is taken over until a whole lease (plus the longest reconnection back-off,
+    // as the others may reconnect later than this node) has passed with the database
+    // answering, so live nodes renew first and only a node that really is gone loses
+    // its work.
+    if store.troubled_within(ctx.config.cluster.lease_ttl + RECONNECT_SLACK) {
         return Ok(());
     }
     // Our own rows are never orphans to us: a node whose lease lapsed (paused) and came

@@ -64,6 +64,16 @@ impl Db {
                 }
                 Err(oneshot::error::TryRecvError::Empty) => {}
             }
+            // Unanswered but no longer queued: a group holds it and is settling an
+            // unknown commit (the writer is free meanwhile); wait for its answer rather
+            // than commit empty groups.
+            if !self.shared.appends.is_queued(id) {
+                drop(conn);
+                return match answer.await {
+                    Ok(result) => result,
+                    Err(_) => Err(StoreError::AppendAbandoned),
+                };
+            }
             // Ours is queued and unanswered, so the queue is not empty; if the group
             // stops before ours, the next round takes it.
             let group = self.shared.appends.take();
@@ -104,6 +114,13 @@ impl Db {
                 for p in group {
                     let mine = events.by_ref().take(p.payloads.len()).collect();
                     let _ = p.reply.send(Ok(mine));
+                }
+            }
+            // Whether the group was stored is unknown for good (the database stayed away
+            // while `settle` read back): neither retried nor published, every caller told.
+            Err(StoreError::AppendAbandoned) => {
+                for p in group {
+                    let _ = p.reply.send(Err(StoreError::AppendAbandoned));
                 }
             }
             // The database is unreachable: nothing of the group was stored (an unknown
@@ -170,26 +187,37 @@ impl Db {
             Err(e) if e.is_unavailable() => e,
             Err(e) => return Err(e),
         };
-        // Each session's counter after the group, had it committed.
-        let mut expect: Vec<(&SessionId, i64)> = Vec::new();
+        // Each session's last event of the group, had it committed: stored exactly (the
+        // same payload at that seq) only if the group committed. Another writer of the
+        // session may have moved its counter on since, so the counter alone says nothing.
+        let mut last: Vec<&EventEnvelope> = Vec::new();
         for ev in &events {
-            match expect.iter_mut().find(|(s, _)| *s == &ev.session_id) {
-                Some((_, seq)) => *seq = (*seq).max(ev.seq),
-                None => expect.push((&ev.session_id, ev.seq)),
+            match last.iter_mut().find(|l| l.session_id == ev.session_id) {
+                Some(l) if ev.seq > l.seq => *l = ev,
+                Some(_) => {}
+                None => last.push(ev),
             }
         }
+        let mut expect = Vec::with_capacity(last.len());
+        for ev in last {
+            let json = serde_json::to_string(&ev.payload).map_err(|e| corrupt(e.to_string()))?;
+            expect.push((ev.session_id.as_str(), ev.seq, json));
+        }
         let stored = self
-            .read_back("a group commit", || async {
-                let mut all = true;
-                for (session, seq) in &expect {
-                    let (last,): (i64,) =
-                        sqlx::query_as("SELECT last_seq FROM sessions WHERE id = $1")
-                            .bind(session.as_str())
-                            .fetch_one(&self.reader)
-                            .await?;
-                    all &= last >= *seq;
+            .read_back("a group commit", READ_BACK_LIMIT, || async {
+                for (session, seq, json) in &expect {
+                    let found: Option<String> = sqlx::query_scalar(
+                        "SELECT payload FROM events WHERE session_id = $1 AND seq = $2",
+                    )
+                    .bind(*session)
+                    .bind(*seq)
+                    .fetch_optional(&self.reader)
+                    .await?;
+                    if found.as_deref() != Some(json.as_str()) {
+                        return Ok(false);
+                    }
                 }
-                Ok(all)
+                Ok(true)
             })
             .await?;
         if !stored {
@@ -215,7 +243,7 @@ impl Db {
     ) -> Result<Vec<EventEnvelope>> {
         let json = serde_json::to_string(payload).map_err(|e| corrupt(e.to_string()))?;
         let found = self
-            .read_back("an event", || async {
+            .read_back("an event", READ_BACK_LIMIT, || async {
                 let row: Option<(i64, i64, String, Option<String>, i64, String)> = sqlx::query_as(
                     "SELECT id, seq, conversation_id, turn_id, at, payload FROM events \
                      WHERE session_id = $1 ORDER BY seq DESC LIMIT 1",
@@ -247,9 +275,14 @@ impl Db {
         Ok(evs)
     }
 
-    /// Runs a read until the database answers it (at most [`READ_BACK_LIMIT`]): how a
-    /// write whose answer was lost with the connection learns whether it committed.
-    pub(crate) async fn read_back<T, F, Fut>(&self, what: &str, mut read: F) -> Result<T>
+    /// Runs a read until the database answers it (at most `limit`): how a write whose
+    /// answer was lost with the connection learns whether it committed.
+    pub(crate) async fn read_back<T, F, Fut>(
+        &self,
+        what: &str,
+        limit: std::time::Duration,
+        mut read: F,
+    ) -> Result<T>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
@@ -258,7 +291,7 @@ impl Db {
         let mut wait = std::time::Duration::from_millis(100);
         loop {
             match read().await {
-                Err(e) if e.is_unavailable() && start.elapsed() < READ_BACK_LIMIT => {
+                Err(e) if e.is_unavailable() && start.elapsed() < limit => {
                     tokio::time::sleep(wait).await;
                     wait = (wait * 2).min(std::time::Duration::from_secs(2));
                 }

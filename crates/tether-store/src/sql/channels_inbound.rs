@@ -35,15 +35,21 @@ impl Db {
         match self.try_accept_inbound(channel, key, payload, now).await {
             Err(e) if e.is_unavailable() => {
                 let at: Option<i64> = self
-                    .read_back("an inbound update", || async {
-                        Ok(sqlx::query_scalar(
-                            "SELECT at FROM inbound_dedupe WHERE source = $1 AND key = $2",
-                        )
-                        .bind(channel)
-                        .bind(key)
-                        .fetch_optional(&self.reader)
-                        .await?)
-                    })
+                    // Shorter than a webhook's deadline (30 s), so a platform that
+                    // redelivers finds the answer settled.
+                    .read_back(
+                        "an inbound update",
+                        std::time::Duration::from_secs(15),
+                        || async {
+                            Ok(sqlx::query_scalar(
+                                "SELECT at FROM inbound_dedupe WHERE source = $1 AND key = $2",
+                            )
+                            .bind(channel)
+                            .bind(key)
+                            .fetch_optional(&self.reader)
+                            .await?)
+                        },
+                    )
                     .await?;
                 if at == Some(now) {
                     tracing::info!(

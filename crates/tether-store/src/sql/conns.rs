@@ -160,14 +160,16 @@ impl Conns {
         }))
     }
 
-    /// Whether a connection of the set saw the server go away (or could not reach it)
-    /// within the last `within`.
+    /// Whether a connection of the set saw the server go away, could not reach it, or
+    /// had to be replaced within the last `within` (or the set is still reconnecting).
     pub fn troubled_within(&self, within: Duration) -> bool {
-        self.0
-            .last_trouble
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some_and(|t| t.elapsed() < within)
+        self.degraded()
+            || self
+                .0
+                .last_trouble
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some_and(|t| t.elapsed() < within)
     }
 
     /// Whether the last attempt to reach the database failed (and none has succeeded
@@ -262,6 +264,12 @@ impl Conns {
                     tracing::info!(failures = was, "the database answers again");
                 }
                 self.0.backoff.reset();
+                // A replacement ends the trouble: what it measures runs from here.
+                *self
+                    .0
+                    .last_trouble
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
                 g.conn = Some(c);
                 g.suspect = false;
                 g.checked = self.0.generation.load(Ordering::SeqCst);

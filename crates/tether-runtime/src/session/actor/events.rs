@@ -125,7 +125,8 @@ impl Actor {
     /// Stores the batch in one transaction (the store publishes it at commit), after
     /// any events still waiting for an unreachable store (see `outage`).
     async fn flush(&mut self, batch: &mut Vec<EventPayload>) {
-        if batch.is_empty() {
+        // Held events go first even without new ones (before an approval, say).
+        if batch.is_empty() && self.held.is_empty() {
             return;
         }
         self.store_batch(batch).await;

@@ -104,7 +104,17 @@ impl Actor {
                         "the store is back; stored the events that waited"
                     );
                 }
-                self.held.events.clear();
+                // A gap past the bound is said, not hidden.
+                if self.held.dropped > 0 {
+                    tracing::error!(
+                        dropped = self.held.dropped,
+                        "streamed events were dropped while the store was away"
+                    );
+                }
+                self.held = Held {
+                    turn_id: self.held.turn_id.take(),
+                    ..Held::default()
+                };
                 true
             }
             Err(e) if e.is_unavailable() => {
@@ -145,6 +155,8 @@ impl Actor {
     /// for the store as long as it takes).
     pub(super) async fn store_held(&mut self) {
         if self.held.events.is_empty() {
+            // Nothing waits: the next turn starts with a clean slate.
+            self.held = Held::default();
             return;
         }
         let events: Vec<EventPayload> = self.held.events.drain(..).collect();

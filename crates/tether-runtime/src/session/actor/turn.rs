@@ -14,10 +14,30 @@ use crate::session::turn_step::Step;
 impl Actor {
     /// Starts the next turn: mark it running, then make the session live, then prompt.
     pub(super) async fn begin(&mut self, turn_id: TurnId, input: String) {
-        // A turn accepted while the store answered waits for it to answer again.
+        // A turn accepted while the store answered waits for it to answer again. A start
+        // whose answer was lost with the connection may have been stored: then the turn
+        // is found running, and runs.
         let store = self.ctx.store.clone();
-        match super::outage::patiently("a turn's start", || store.start_turn(&turn_id)).await {
-            Ok(Some(_)) => {}
+        let mut retried = false;
+        let started = super::outage::patiently("a turn's start", || {
+            let first = !std::mem::replace(&mut retried, true);
+            let store = store.clone();
+            let turn_id = turn_id.clone();
+            async move {
+                match store.start_turn(&turn_id).await {
+                    Ok(None) if !first => Ok(store
+                        .get_turn(&turn_id)
+                        .await?
+                        .filter(|t| t.status == tether_proto::TurnStatus::Running)
+                        .map(|_| ())),
+                    Ok(r) => Ok(r.map(|_| ())),
+                    Err(e) => Err(e),
+                }
+            }
+        })
+        .await;
+        match started {
+            Ok(Some(())) => {}
             Ok(None) => {
                 tracing::warn!(%turn_id, "turn is no longer queued; skipped");
                 return;
