@@ -162,7 +162,13 @@ impl Daemon {
             home,
             base: String::new(),
             token: String::new(),
-            client: reqwest::Client::new(),
+            // Idle connections are dropped by the client well before any server's
+            // keep-alive time-out (1 s in some tests): reusing one the server is closing
+            // fails the request ("error sending request"), a race seen under load.
+            client: reqwest::Client::builder()
+                .pool_idle_timeout(Duration::from_millis(500))
+                .build()
+                .unwrap_or_else(|e| panic!("http client: {e}")),
             config_path,
             capture_stderr: opts.capture_stderr,
             log_filter: opts.log_filter,
@@ -426,6 +432,18 @@ impl Daemon {
                 .json(&body),
         )
         .await
+    }
+
+    /// The session ids in this daemon's live pool (`GET /api/v1/pool`).
+    pub async fn pool_sessions(&self) -> Vec<String> {
+        let pool = self.get_ok("/api/v1/pool").await;
+        pool["processes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|p| p["sessions"].as_array().cloned().unwrap_or_default())
+            .filter_map(|s| s.as_str().map(str::to_owned))
+            .collect()
     }
 
     /// GET that must succeed; returns the JSON body.

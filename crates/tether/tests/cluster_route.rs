@@ -19,18 +19,6 @@ fn options(extra: &str) -> DaemonOptions {
     }
 }
 
-/// The session ids in node `d`'s live pool.
-async fn pool_sessions(d: &Daemon) -> Vec<String> {
-    let pool = d.get_ok("/api/v1/pool").await;
-    pool["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|p| p["sessions"].as_array().unwrap().clone())
-        .map(|s| s.as_str().unwrap().to_owned())
-        .collect()
-}
-
 async fn say_on(d: &Daemon, conv: &str, body: Value) -> (u16, Value) {
     d.post(&format!("/api/v1/conversations/{conv}/messages"), body)
         .await
@@ -53,7 +41,7 @@ async fn a_message_sent_to_another_node_runs_on_the_owner_and_gets_its_answer() 
     let session = first["session_id"].as_str().unwrap().to_owned();
     assert_eq!(t1["status"], "completed", "{t1}");
     assert!(
-        pool_sessions(a).await.contains(&session),
+        a.pool_sessions().await.contains(&session),
         "{} {} {} {first}",
         a.get_ok("/api/v1/pool").await,
         b.get_ok("/api/v1/pool").await,
@@ -81,9 +69,9 @@ async fn a_message_sent_to_another_node_runs_on_the_owner_and_gets_its_answer() 
             .contains(r#"remembers 2: ["alpha one","sleep 1500"]"#),
         "{last}"
     );
-    assert!(pool_sessions(a).await.contains(&session));
-    assert!(pool_sessions(b).await.is_empty());
-    assert!(pool_sessions(c).await.is_empty());
+    assert!(a.pool_sessions().await.contains(&session));
+    assert!(b.pool_sessions().await.is_empty());
+    assert!(c.pool_sessions().await.is_empty());
 }
 
 #[tokio::test]
@@ -133,8 +121,8 @@ async fn stop_new_session_and_detach_work_from_any_node() {
     // The new session runs on one node: the owner still (a), or b when the conversation
     // was released once the old session's actor retired (the next node then claims it).
     let (on_a, on_b) = (
-        pool_sessions(a).await.contains(&second),
-        pool_sessions(b).await.contains(&second),
+        a.pool_sessions().await.contains(&second),
+        b.pool_sessions().await.contains(&second),
     );
     assert!(on_a != on_b, "on a: {on_a}, on b: {on_b}");
 
@@ -336,7 +324,7 @@ async fn with_notify_off_commands_are_still_answered_by_polling() {
             .contains("remembers 1"),
         "{turn}"
     );
-    assert!(pool_sessions(b).await.is_empty());
+    assert!(b.pool_sessions().await.is_empty());
     let (status, stopped) = b
         .post(&format!("/api/v1/conversations/{conv}/stop"), json!({}))
         .await;
@@ -365,10 +353,10 @@ async fn a_node_at_its_cap_hands_a_new_conversation_to_the_least_loaded_node() {
     let second = a.new_conversation(None).await;
     let (two, _) = a.say_and_wait(&second, "delta two").await;
     let s2 = two["session_id"].as_str().unwrap().to_owned();
-    assert_eq!(pool_sessions(a).await, vec![s1.clone()]);
+    assert_eq!(a.pool_sessions().await, vec![s1.clone()]);
     let mut holders = Vec::new();
     for i in 1..3 {
-        if pool_sessions(cluster.node(i)).await.contains(&s2) {
+        if cluster.node(i).pool_sessions().await.contains(&s2) {
             holders.push(i);
         }
     }
@@ -376,8 +364,8 @@ async fn a_node_at_its_cap_hands_a_new_conversation_to_the_least_loaded_node() {
     // And its next message, sent to a, runs there too (it is the owner now).
     let (three, _) = a.say_and_wait(&second, "delta three").await;
     assert_eq!(three["session_id"], s2.as_str());
-    assert!(pool_sessions(cluster.node(holders[0])).await.contains(&s2));
-    assert_eq!(pool_sessions(a).await, vec![s1]);
+    assert!(cluster.node(holders[0]).pool_sessions().await.contains(&s2));
+    assert_eq!(a.pool_sessions().await, vec![s1]);
 }
 
 #[tokio::test]
@@ -416,7 +404,7 @@ async fn a_command_whose_owner_dies_before_taking_it_is_routed_again() {
             .contains(r#"remembers 1: ["epsilon one"]"#),
         "{turn}"
     );
-    assert!(pool_sessions(b).await.contains(&session));
+    assert!(b.pool_sessions().await.contains(&session));
     // It went to a first, and came back when a's lease ended.
     assert!(
         b.stderr_log().contains("routing it again"),

@@ -21,17 +21,6 @@ fn options() -> DaemonOptions {
     }
 }
 
-async fn pool_sessions(d: &Daemon) -> Vec<String> {
-    let pool = d.get_ok("/api/v1/pool").await;
-    pool["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|p| p["sessions"].as_array().unwrap().clone())
-        .map(|s| s.as_str().unwrap().to_owned())
-        .collect()
-}
-
 #[tokio::test]
 async fn a_task_is_continued_and_closed_from_other_nodes_on_its_owner() {
     let cluster = Cluster::start(3, options()).await;
@@ -62,8 +51,8 @@ async fn a_task_is_continued_and_closed_from_other_nodes_on_its_owner() {
             .contains(r#"remembers 1: ["first part"]"#),
         "{turn}"
     );
-    assert!(pool_sessions(a).await.contains(&child));
-    assert!(!pool_sessions(b).await.contains(&child));
+    assert!(a.pool_sessions().await.contains(&child));
+    assert!(!b.pool_sessions().await.contains(&child));
 
     // The same continuation id from c: the first result, not a second turn.
     let (status, again) = c
@@ -84,7 +73,7 @@ async fn a_task_is_continued_and_closed_from_other_nodes_on_its_owner() {
     assert_eq!(status, 200, "{closed}");
     assert_eq!(closed["availability"], "released", "{closed}");
     within("the child's process ends on its owner", async {
-        while pool_sessions(a).await.contains(&child) {
+        while a.pool_sessions().await.contains(&child) {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })
@@ -135,10 +124,10 @@ async fn a_parent_at_its_nodes_cap_gets_a_child_on_another_node() {
         .unwrap()
         .to_owned();
     assert!(
-        pool_sessions(b).await.contains(&child),
+        b.pool_sessions().await.contains(&child),
         "the child runs on b"
     );
-    assert!(!pool_sessions(a).await.contains(&child), "not on a");
+    assert!(!a.pool_sessions().await.contains(&child), "not on a");
 
     // Both nodes follow the task; its end is reported to the parent once.
     reported_once(a, &parent, "delegation_completed").await;
@@ -160,8 +149,8 @@ async fn a_parent_at_its_nodes_cap_gets_a_child_on_another_node() {
             .contains(r#"remembers 1: ["first part"]"#),
         "{turn}"
     );
-    assert!(pool_sessions(b).await.contains(&child));
-    assert!(!pool_sessions(a).await.contains(&child));
+    assert!(b.pool_sessions().await.contains(&child));
+    assert!(!a.pool_sessions().await.contains(&child));
     reported_once(a, &parent, "delegation_session_update").await;
 }
 

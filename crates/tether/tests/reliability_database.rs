@@ -261,18 +261,6 @@ async fn telegram_messages_sent_while_the_database_is_down_are_answered_once_whe
     }
 }
 
-/// The live sessions in a node's pool.
-async fn pool_sessions(d: &Daemon) -> Vec<String> {
-    let pool = d.get_ok("/api/v1/pool").await;
-    pool["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|p| p["sessions"].as_array().unwrap().clone())
-        .map(|s| s.as_str().unwrap().to_owned())
-        .collect()
-}
-
 /// Three nodes, each with a live conversation, and the database down for longer than a
 /// lease: every heartbeat and presence lock lapses with it, yet once it is back no node
 /// takes another's conversations over; each serves its own again, in the same session.
@@ -323,7 +311,7 @@ async fn a_cluster_rides_out_a_database_restart_without_a_take_over_storm() {
     for (i, (c, session)) in convs.iter().enumerate() {
         let n = cluster.node(i);
         assert!(
-            pool_sessions(n).await.contains(session),
+            n.pool_sessions().await.contains(session),
             "node {i} lost its session"
         );
         let (_, turn) = n.say_and_wait(c, "second").await;
