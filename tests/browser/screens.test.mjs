@@ -73,7 +73,9 @@ test("the keyboard alone: slash completion, Enter sends, Shift+Enter adds a line
   assert.match(await page.locator("#timeline .turn").nth(n).innerText(), /echo: line one\s+line two/);
   assert.equal(await page.locator("#timeline .msg.user .bubble").last().innerText(), "line one\nline two");
 
-  // Every control in the chat can be reached with Tab.
+  // Every control in the chat can be reached with Tab (once the binding bar shows the
+  // new session: a disabled button is not focusable).
+  await page.waitForFunction(() => !document.getElementById("session-id").disabled);
   const reached = new Set();
   await page.locator("#new-conversation").focus();
   for (let i = 0; i < 40; i++) {
