@@ -254,6 +254,9 @@ impl Runtime {
         if !turn.status.is_terminal() {
             return Ok(());
         }
+        if !self.reports_here(&dt).await? {
+            return Ok(());
+        }
         let outcome = outcome_of(&turn, now_ms());
         let payload = if dt.turn_version == 1 && dt.origin == TurnOrigin::Parent {
             EventPayload::DelegationCompleted {
@@ -273,6 +276,30 @@ impl Runtime {
         };
         store.report_delegation_turn(turn_id, &payload).await?;
         Ok(())
+    }
+}
+
+impl Runtime {
+    /// Whether this node writes the report of `dt`: in a cluster only the owner of the
+    /// conversation the report goes to (the parent's, or the task's own without a parent
+    /// session) appends to its session, since one session's events have one writer (two
+    /// would hand out the same `seq`, and the owner's write would fail). Every node looks
+    /// each second, so the owner reports it; an unowned conversation is reported by
+    /// whichever node sees it first.
+    async fn reports_here(&self, dt: &tether_store::DelegationTurnRow) -> Result<bool> {
+        if !self.ctx().ownership.clustered() {
+            return Ok(true);
+        }
+        let store = &self.ctx().store;
+        let target = match store.get_delegation(&dt.task_id).await? {
+            Some(d) if d.parent_session_id.is_some() => d.parent_conversation_id,
+            _ => None,
+        }
+        .unwrap_or_else(|| dt.task_id.conversation_id());
+        Ok(match store.conversation_owner(&target).await? {
+            Some(owner) => owner.node_id == self.ctx().config.cluster.node_id,
+            None => true,
+        })
     }
 }
 
