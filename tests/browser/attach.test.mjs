@@ -66,6 +66,28 @@ test("files chosen with the button go with the message and show as a thumbnail a
     return img && img.complete && img.naturalWidth === 1;
   });
   assert.equal(await page.locator("#timeline .msg.user .msg-file").innerText(), "📄 app.log");
+  // The links are signed for their one object and never carry the token (issue 24 S7).
+  const src = await thumb.getAttribute("src");
+  const href = await page.locator("#timeline .msg.user .msg-file").getAttribute("href");
+  for (const link of [src, href]) {
+    assert.match(link, /^\/api\/v1\/attachments\/[^?]+\?exp=\d+&sig=[0-9a-f]{64}$/, link);
+    assert.ok(!link.includes(daemon.token), link);
+  }
+  const got = await page.evaluate(async (u) => {
+    const r = await fetch(u, { cache: "no-store" });
+    return { status: r.status, cache: r.headers.get("cache-control"), body: await r.text() };
+  }, href);
+  assert.deepEqual(got, { status: 200, cache: "no-store, private", body: "error: it broke\n" });
+  const tampered = href.replace(/sig=./, (m) => (m.endsWith("0") ? "sig=1" : "sig=0"));
+  // (From outside the page: its console must stay clean of the 401s.)
+  assert.equal((await fetch(daemon.base + tampered)).status, 401);
+  const withToken = href.split("?")[0] + "?token=" + encodeURIComponent(daemon.token);
+  assert.equal((await fetch(daemon.base + withToken)).status, 401, "the token in the address opens nothing");
+  const [download] = await Promise.all([
+    page.waitForEvent("download", { timeout: 10_000 }),
+    page.click("#timeline .msg.user .msg-file"),
+  ]);
+  assert.equal(download.suggestedFilename(), "app.log");
   assert.equal(await page.isVisible("#composer-files-list"), false, "the chosen files are cleared");
   await screenshot(page, "desktop-attachments");
 });

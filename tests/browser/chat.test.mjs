@@ -56,6 +56,12 @@ test("sign-in asks for the token, refuses a wrong one and remembers the right on
   await page.locator("#signin").waitFor({ state: "visible" });
   assert.equal(await page.evaluate(() => localStorage.getItem("tether.token")), null);
 
+  // A `?token=` in the query (sent to the server, kept in logs) signs nobody in, and is
+  // removed from the address all the same (issue 24 S7).
+  await page.goto(`${daemon.base}/?token=${encodeURIComponent(daemon.token)}`);
+  await page.locator("#signin").waitFor({ state: "visible" });
+  assert.doesNotMatch(page.url(), /token/);
+
   // The link with the token signs in and leaves no token in the address.
   await page.goto(`${daemon.base}/#token=${encodeURIComponent(daemon.token)}`);
   await page.locator("#app").waitFor({ state: "visible" });

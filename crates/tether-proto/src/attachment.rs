@@ -68,3 +68,26 @@ pub struct TurnFiles {
     pub cwd: String,
     pub files: Vec<TurnFile>,
 }
+
+/// `POST /api/v1/links`: the addresses to sign (each `/api/v1/attachments/{id}` or
+/// `/api/v1/turns/{id}/files/content?path=…`, as the page would request them).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LinkRequest {
+    pub paths: Vec<String>,
+}
+
+/// One signed link: `url` opens the object at `path` without the token until
+/// `expires_at_ms`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SignedLink {
+    pub path: String,
+    pub url: String,
+    pub expires_at_ms: i64,
+}
+
+/// The answer to `POST /api/v1/links`, in the order asked.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SignedLinks {
+    pub links: Vec<SignedLink>,
+}

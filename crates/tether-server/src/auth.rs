@@ -28,7 +28,7 @@ impl Auth {
     }
 
     /// Whether `presented` is the token. An empty configured token admits nobody.
-    fn admits(&self, presented: &str) -> bool {
+    pub(crate) fn admits(&self, presented: &str) -> bool {
         !self.token.is_empty() && constant_time_eq(&self.token, presented.as_bytes())
     }
 }
@@ -43,7 +43,7 @@ pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// The token of an `Authorization: Bearer <token>` header.
-fn bearer(headers: &HeaderMap) -> Option<&str> {
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.trim().split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())

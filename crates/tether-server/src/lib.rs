@@ -14,6 +14,7 @@ mod error;
 mod extract;
 mod handlers;
 mod host;
+mod links;
 mod list_sse;
 mod openapi;
 mod serve;
@@ -110,6 +111,8 @@ pub(crate) struct AppState {
     pub runtime: Runtime,
     /// The OpenAPI document served at `/api/openapi.json` (ours plus the extra routes').
     pub openapi: Arc<utoipa::openapi::OpenApi>,
+    /// Signs the page's download links (`POST /api/v1/links`).
+    pub links: links::Signer,
 }
 
 /// The whole HTTP API: `/api/v1/*`, `/api/openapi.json`, the web page at `/`, JSON 404
@@ -145,6 +148,7 @@ pub fn router_with(
     let state = AppState {
         runtime,
         openapi: Arc::new(doc),
+        links: links::Signer::new(&auth.token()),
     };
     let uploads = limit_bodies(
         upload_routes(auth.clone()).with_state(state.clone()),
@@ -256,6 +260,7 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
             get(handlers::attachments::turn_files),
         )
         .route("/api/v1/runtime", get(handlers::runtime))
+        .route("/api/v1/links", post(links::make_links))
         .route_layer(axum::middleware::from_fn_with_state(
             auth.clone(),
             auth::require_header,
@@ -268,7 +273,15 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
             "/api/v1/conversations/{id}/events",
             get(sse::conversation_events),
         )
-        // `<img src>` cannot set headers either (the page's thumbnails).
+        .route_layer(axum::middleware::from_fn_with_state(
+            auth.clone(),
+            auth::require_header_or_query,
+        ));
+
+    // `<img src>` and download links cannot set headers either: these take a signed
+    // link instead (never the token in the address: it would stay in the history).
+    let signer = links::Signer::new(&auth.token());
+    let downloads = Router::new()
         .route(
             "/api/v1/attachments/{id}",
             get(handlers::attachments::download),
@@ -278,8 +291,8 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
             get(handlers::attachments::turn_file),
         )
         .route_layer(axum::middleware::from_fn_with_state(
-            auth,
-            auth::require_header_or_query,
+            (auth, signer),
+            links::require_header_or_link,
         ));
 
     // MCP over streamable HTTP checks its own tokens (API token or a session's).
@@ -293,7 +306,11 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
         .route("/api/openapi.json", get(openapi::serve_openapi))
         .merge(web::routes());
 
-    protected.merge(events).merge(mcp).merge(public)
+    protected
+        .merge(events)
+        .merge(downloads)
+        .merge(mcp)
+        .merge(public)
 }
 
 /// JSON errors for unknown routes and methods, the Host check, body time-outs (the
@@ -310,8 +327,30 @@ fn harden(routes: Router, limits: Limits, hosts: HostPolicy) -> Router {
         .layer(axum::middleware::map_response(
             error::normalize_error_response,
         ))
+        .layer(axum::middleware::from_fn(no_store))
         .layer(CatchPanicLayer::custom(error::panic_response))
         .layer(TraceLayer::new_for_http().make_span_with(trace_span))
+}
+
+/// `Cache-Control: no-store, private` on every API answer that does not set its own:
+/// conversations, attachments and files must not stay in a browser's or a proxy's cache.
+async fn no_store(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let api = req.uri().path().starts_with("/api/");
+    let mut resp = next.run(req).await;
+    if api
+        && !resp
+            .headers()
+            .contains_key(axum::http::header::CACHE_CONTROL)
+    {
+        resp.headers_mut().insert(
+            axum::http::header::CACHE_CONTROL,
+            axum::http::HeaderValue::from_static("no-store, private"),
+        );
+    }
+    resp
 }
 
 /// Request span without the query string (it may carry `?token=`).

@@ -54,6 +54,7 @@ use crate::{AppState, list_sse, sse, web};
         handlers::attachments::upload,
         handlers::attachments::download,
         handlers::attachments::turn_files,
+        crate::links::make_links,
         handlers::attachments::turn_file,
     ),
     components(schemas(
@@ -74,6 +75,9 @@ use crate::{AppState, list_sse, sse, web};
         tether_proto::Uploaded,
         tether_proto::TurnFile,
         tether_proto::TurnFiles,
+        tether_proto::LinkRequest,
+        tether_proto::SignedLink,
+        tether_proto::SignedLinks,
         tether_proto::MessageOutcomeKind,
         tether_proto::MessageOutcome,
         tether_proto::HistoryMessage,

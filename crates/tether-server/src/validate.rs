@@ -62,6 +62,22 @@ impl Checked for SendMessage {
     }
 }
 
+impl Checked for tether_proto::LinkRequest {
+    fn check(&self) -> Result<(), ApiError> {
+        let max = crate::links::MAX_PER_REQUEST;
+        if self.paths.len() > max {
+            return Err(ApiError::bad_request(format!(
+                "at most {max} links per request, not {}",
+                self.paths.len()
+            )));
+        }
+        for p in &self.paths {
+            bytes("paths[]", Some(p), 8 * 1024)?;
+        }
+        Ok(())
+    }
+}
+
 impl Checked for AnswerApproval {
     fn check(&self) -> Result<(), ApiError> {
         Ok(())

@@ -460,3 +460,121 @@ async fn attachment_copies_are_private_and_out_of_git_status() {
     let status = git(&["status", "--porcelain", "--untracked-files=all"]);
     assert!(!status.contains(".tether"), "{status}");
 }
+
+/// Issue 24 S7: downloads open with the bearer header or a signed link for that one
+/// object, never with the token in the address; answers are never cached.
+#[tokio::test]
+async fn downloads_open_with_signed_links_not_the_token_in_the_address() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let conv = d.new_conversation(None).await;
+    let (_, up) = d
+        .upload(
+            &conv,
+            &[
+                part("a.txt", None, b"alpha\n"),
+                part("b.txt", None, b"beta\n"),
+            ],
+        )
+        .await;
+    let a = up["attachments"][0]["id"].as_str().unwrap().to_owned();
+    let b = up["attachments"][1]["id"].as_str().unwrap().to_owned();
+    let anon = reqwest::Client::new();
+    let status = |url: String| {
+        let anon = anon.clone();
+        async move {
+            let r = tokio::time::timeout(std::time::Duration::from_secs(10), anon.get(url).send())
+                .await
+                .unwrap()
+                .unwrap();
+            let cache = r
+                .headers()
+                .get("cache-control")
+                .map(|v| v.to_str().unwrap().to_owned());
+            let st = r.status().as_u16();
+            (st, cache, r.text().await.unwrap())
+        }
+    };
+
+    let path_a = format!("/api/v1/attachments/{a}");
+    let path_b = format!("/api/v1/attachments/{b}");
+    let links = d
+        .post_ok("/api/v1/links", json!({"paths": [&path_a, &path_b]}))
+        .await;
+    let links = links["links"].as_array().unwrap();
+    assert_eq!(links.len(), 2);
+    let (url_a, url_b) = (
+        links[0]["url"].as_str().unwrap().to_owned(),
+        links[1]["url"].as_str().unwrap().to_owned(),
+    );
+    assert!(url_a.starts_with(&format!("{path_a}?exp=")), "{url_a}");
+    assert!(!url_a.contains(&d.token), "{url_a}");
+    let expires = links[0]["expires_at_ms"].as_i64().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    assert!(
+        expires > now && expires <= now + 16 * 60 * 1000,
+        "{expires} vs {now}"
+    );
+
+    let (st, cache, body) = status(d.url(&url_a)).await;
+    assert_eq!(
+        (st, cache.as_deref(), body.as_str()),
+        (200, Some("no-store, private"), "alpha\n")
+    );
+    // A link opens its own object only: a's signature on b's address is refused.
+    let swapped = url_a.replace(&a, &b);
+    assert_eq!(status(d.url(&swapped)).await.0, 401);
+    assert_eq!(status(d.url(&url_b)).await.0, 200);
+    // The token in the address opens nothing any more; the header still does.
+    assert_eq!(
+        status(d.url(&format!("{path_a}?token={}", d.token)))
+            .await
+            .0,
+        401
+    );
+    let (st, _, _) = d.get_bytes(&path_a).await;
+    assert_eq!(st, 200);
+    // Other answers are not cached either.
+    let r = d
+        .client
+        .get(d.url("/api/v1/conversations"))
+        .bearer_auth(&d.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["cache-control"], "no-store, private");
+
+    // Links are made for downloads only, and only with the token.
+    for (bad, code) in [
+        (json!({"paths": ["/api/v1/conversations"]}), "bad_request"),
+        (
+            json!({"paths": ["http://elsewhere/api/v1/attachments/x"]}),
+            "bad_request",
+        ),
+        (
+            json!({"paths": [format!("{path_a}?token=x")]}),
+            "bad_request",
+        ),
+        (json!({"paths": "one"}), "invalid_json"),
+        (json!({"paths": [], "extra": 1}), "invalid_json"),
+    ] {
+        let (st, body) = d.post("/api/v1/links", bad.clone()).await;
+        assert_eq!(
+            (st, body["error"]["code"].as_str()),
+            (400, Some(code)),
+            "{bad}: {body}"
+        );
+    }
+    let many: Vec<String> = (0..501).map(|_| path_a.clone()).collect();
+    let (st, _) = d.post("/api/v1/links", json!({ "paths": many })).await;
+    assert_eq!(st, 400);
+    let r = anon
+        .post(d.url("/api/v1/links"))
+        .json(&json!({"paths": [&path_a]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+}

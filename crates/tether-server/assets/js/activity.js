@@ -4,7 +4,7 @@
 // read the common ones (ACP tool calls, Codex and Claude items) and fall back to JSON.
 
 import { h, duration } from "./dom.js";
-import { turnFileUrl } from "./api.js";
+import { turnFileUrl, linkTo } from "./api.js";
 
 const first = (...xs) => xs.find((x) => x !== undefined && x !== null && x !== "");
 const asText = (v) =>
@@ -139,7 +139,7 @@ function renderTool(el) {
   const diffs = diffsOf(detail);
   // A file the turn changed can be downloaded (inside the working directory only).
   const fileItem = (p) => turnId && (kind === "edit" || diffs.some((d) => d.path === p))
-    ? h("a", { href: turnFileUrl(turnId, p), download: p.split("/").pop(), class: "file-link" }, h("code", null, p))
+    ? linkTo(h("a", { download: p.split("/").pop(), class: "file-link" }, h("code", null, p)), "href", turnFileUrl(turnId, p))
     : h("code", null, p);
   const st = status || "pending";
   const summary = h("summary", null,

@@ -90,14 +90,57 @@ export async function uploadFiles(convId, files) {
   return data.attachments.map((a) => a.id);
 }
 
-/** Where an attachment's bytes are (with the token: `<img>` and links cannot send it). */
+/** Where an attachment's bytes are (unsigned: see `linkTo`). */
 export function attachmentUrl(id) {
-  return `/api/v1/attachments/${encodeURIComponent(id)}?token=${encodeURIComponent(memoryToken || "")}`;
+  return `/api/v1/attachments/${encodeURIComponent(id)}`;
 }
 
-/** A file of a turn's working directory, for a download link (with the token). */
+/** A file of a turn's working directory (unsigned: see `linkTo`). */
 export function turnFileUrl(turnId, path) {
-  return `/api/v1/turns/${encodeURIComponent(turnId)}/files/content?path=${encodeURIComponent(path)}&token=${encodeURIComponent(memoryToken || "")}`;
+  return `/api/v1/turns/${encodeURIComponent(turnId)}/files/content?path=${encodeURIComponent(path)}`;
+}
+
+// Signed links: `<img src>` and download links cannot send the token, and a token in
+// their address would stay in the history and the download list. The server signs each
+// address for a while (`POST /api/v1/links`); the asks of one moment go as one request.
+let linkQueue = [];
+function signedLink(path) {
+  return new Promise((resolve, reject) => {
+    linkQueue.push({ path, resolve, reject });
+    if (linkQueue.length === 1) setTimeout(flushLinks, 0);
+  });
+}
+async function flushLinks() {
+  const batch = linkQueue.splice(0, 500);
+  if (linkQueue.length) setTimeout(flushLinks, 0);
+  try {
+    const { links } = await api("POST", "/api/v1/links", { paths: batch.map((b) => b.path) });
+    batch.forEach((b, i) => b.resolve(links[i]));
+  } catch (e) {
+    batch.forEach((b) => b.reject(e));
+  }
+}
+
+/**
+ * Points `el`'s `attr` (`src` of an image, `href` of a link) at a signed link to `path`,
+ * and keeps a link working past its expiry (a click on an expired one signs it anew).
+ * Returns `el`.
+ */
+export function linkTo(el, attr, path) {
+  let expires = 0;
+  const sign = () => signedLink(path).then((l) => {
+    expires = l.expires_at_ms;
+    el.setAttribute(attr, l.url);
+  });
+  sign().catch(() => {});
+  if (attr === "href") {
+    el.addEventListener("click", (ev) => {
+      if (Date.now() < expires - 10_000) return;
+      ev.preventDefault();
+      sign().then(() => el.click(), () => {});
+    });
+  }
+  return el;
 }
 
 /** Every page of a conversation's history after `afterId`, oldest first. */

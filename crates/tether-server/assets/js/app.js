@@ -10,12 +10,14 @@ import { Chat } from "./chat.js";
 const sidebar = new Sidebar({ onSelect: (id) => go(id), onChange: (conv) => chat.listChanged(conv) });
 const chat = new Chat({ onChange: (conv) => sidebar.update(conv) });
 
-/** The token in the address (`#token=` or `?token=`), removed from it at once. */
+/** The token in the address (`#token=`, which never reaches a server or a log),
+ * removed from it at once. A `?token=` is not taken (it was sent to the server and may
+ * sit in a proxy's log); it is removed all the same. */
 function tokenFromAddress() {
   const hash = new URLSearchParams(location.hash.slice(1));
   const query = new URLSearchParams(location.search);
-  const token = hash.get("token") || query.get("token");
-  if (token) {
+  const token = hash.get("token");
+  if (token || query.has("token")) {
     hash.delete("token");
     query.delete("token");
     const q = query.toString();

@@ -5,7 +5,7 @@
 
 import { h, duration, clock, shortId, errorNodes } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
-import { attachmentUrl } from "./api.js";
+import { attachmentUrl, linkTo } from "./api.js";
 import {
   toolRow, updateTool, approvalCard, resolveApproval, questionCard, resolveQuestion, tickDeadline,
 } from "./activity.js";
@@ -18,10 +18,10 @@ function attachmentsOf(m) {
   return h("div", { class: "msg-files" }, list.map((a) => {
     const url = attachmentUrl(a.id);
     if (a.kind === "image") {
-      return h("a", { href: url, target: "_blank", rel: "noopener", class: "msg-thumb", title: a.name },
-        h("img", { src: url, alt: a.name, loading: "lazy" }));
+      return linkTo(h("a", { target: "_blank", rel: "noopener", class: "msg-thumb", title: a.name },
+        linkTo(h("img", { alt: a.name, loading: "lazy" }), "src", url)), "href", url);
     }
-    return h("a", { href: url, download: a.name, class: "msg-file" }, `📄 ${a.name}`);
+    return linkTo(h("a", { download: a.name, class: "msg-file" }, `📄 ${a.name}`), "href", url);
   }));
 }
 
