@@ -343,3 +343,69 @@ async fn a_resumed_session_goes_back_to_the_process_it_left() {
         );
     }
 }
+
+/// Issue 24 S5: on a shared process, a message naming a session id nobody holds (here a
+/// notification and a permission request for `foreign-1`, sent by another conversation's
+/// turn) never reaches another session: a strictly resumed session's running turn goes
+/// on and completes, and shows nothing of it.
+#[tokio::test]
+async fn a_foreign_session_id_never_ends_another_sessions_turn() {
+    let mut d = daemon("idle_ttl_secs = 0\n").await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut firsts = Vec::new();
+    for dialect in SHARED {
+        let agent = format!("{dialect}-shared");
+        let a = d.new_conversation(Some(&agent)).await;
+        let (oa, _) = d.say_and_wait(&a, "hello").await;
+        firsts.push((
+            dialect,
+            agent,
+            a,
+            oa["session_id"].as_str().unwrap().to_owned(),
+        ));
+    }
+    // After a restart each first conversation is strictly resumed on its next message.
+    d.restart().await;
+    for (dialect, agent, a, sid) in firsts {
+        let lines = match dialect {
+            "acp" => [
+                r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"foreign-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"FOREIGN"}}}}"#,
+                r#"{"jsonrpc":"2.0","id":"foreign-req","method":"session/request_permission","params":{"sessionId":"foreign-1","toolCall":{"toolCallId":"x","title":"FOREIGN"},"options":[{"optionId":"allow","name":"Allow","kind":"allow_once"}]}}"#,
+            ],
+            _ => [
+                r#"{"method":"item/agentMessage/delta","params":{"threadId":"foreign-1","turnId":"x","itemId":"y","delta":"FOREIGN"}}"#,
+                r#"{"id":"foreign-req","method":"item/commandExecution/requestApproval","params":{"threadId":"foreign-1","turnId":"x","itemId":"y","command":"FOREIGN"}}"#,
+            ],
+        };
+        let file = dir.path().join(format!("{dialect}.jsonl"));
+        std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+
+        let out = d.say(&a, "sleep 2500").await;
+        assert_eq!(out["session_id"], sid.as_str(), "{out}");
+        let turn_a = out["turn_id"].as_str().unwrap().to_owned();
+        d.wait_conversation(&a, "the resumed turn runs", |v| {
+            v["state"] == "bound/running"
+        })
+        .await;
+        let b = d.new_conversation(Some(&agent)).await;
+        let (_, tb) = d
+            .say_and_wait(&b, &format!("replay {}", file.display()))
+            .await;
+        assert_eq!(tb["status"], "completed", "{dialect}: {tb}");
+        let ta = d.wait_turn(&sid, &turn_a).await;
+        assert_eq!(ta["status"], "completed", "{dialect}: {ta}");
+        let procs = processes(&d, &agent).await;
+        assert_eq!(procs.len(), 1, "{dialect}: one shared process: {procs:?}");
+        let events = d
+            .get_ok(&format!("/api/v1/sessions/{sid}/events?limit=1000"))
+            .await;
+        let text = events.to_string();
+        assert!(text.contains("slept 2500"), "{dialect}: {text}");
+        assert!(!text.contains("FOREIGN"), "{dialect}: {text}");
+        let pending = d.get_ok("/api/v1/approvals").await;
+        assert!(
+            !pending.to_string().contains("FOREIGN"),
+            "{dialect}: {pending}"
+        );
+    }
+}

@@ -215,6 +215,7 @@ impl Hosts {
                     let mut slots = host.lock();
                     slots.used += 1;
                     slots.generation += 1;
+                    host.routes.set_users(slots.used);
                 }
                 return Ok(self.lease(host));
             }
@@ -236,6 +237,7 @@ impl Hosts {
             end_process(host);
         }
         let routes = Arc::new(Routes::new(id_of));
+        routes.set_users(1);
         let closing = Arc::clone(&routes);
         let (process, conn) = spawn_rpc(spec, options, routes.handler(), move |info| {
             closing.closed(info)
@@ -408,6 +410,7 @@ impl Lease {
         let (empty, generation, retired) = {
             let mut slots = self.host.lock();
             slots.used = slots.used.saturating_sub(1);
+            self.host.routes.set_users(slots.used);
             (slots.used == 0, slots.generation, slots.retired)
         };
         if let Some(hosts) = self.hosts.upgrade() {

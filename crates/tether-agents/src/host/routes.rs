@@ -1,12 +1,16 @@
 //! Routing a shared process's messages to its sessions: each session registers the
 //! handler it would have had on a process of its own under its thread or session id; the
 //! process's one reader hands every notification and request to the handler of the id it
-//! names ([`IdOf`]). A message naming no known id goes to the resumed sessions (their
-//! strict checks see an agent that answers as another session, as on a process of their
-//! own); otherwise a request is refused and a notification dropped, never shown to another
-//! session.
+//! names ([`IdOf`]). A message naming no known id can be attributed only while one
+//! session uses the process: then it goes to that session if it was strictly resumed (its
+//! strict check sees an agent that answers as another session, as on a process of its
+//! own). With others on the process it may be theirs (a session whose `session/new` has
+//! not answered yet, a late message of one that left): a request is refused and a
+//! notification dropped, never shown to another session and never ending its turn (issue
+//! 24 S5).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::jsonrpc::{CloseInfo, Connection, Handler, Incoming};
@@ -34,30 +38,56 @@ impl std::fmt::Debug for Route {
     }
 }
 
+/// How many ids of sessions that left a process are remembered (their late messages are
+/// dropped, not taken for a foreign id).
+const GONE_KEPT: usize = 256;
+
+#[derive(Debug, Default)]
+struct Table {
+    routes: HashMap<String, Route>,
+    gone: VecDeque<String>,
+}
+
 #[derive(Debug)]
 pub(crate) struct Routes {
     id_of: IdOf,
-    map: Mutex<HashMap<String, Route>>,
+    map: Mutex<Table>,
+    /// Sessions holding a slot on the process, routed or still opening.
+    users: AtomicUsize,
 }
 
 impl Routes {
     pub fn new(id_of: IdOf) -> Routes {
         Routes {
             id_of,
-            map: Mutex::new(HashMap::new()),
+            map: Mutex::new(Table::default()),
+            users: AtomicUsize::new(0),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Route>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn add(&self, id: &str, route: Route) {
-        self.lock().insert(id.to_owned(), route);
+        let mut t = self.lock();
+        t.gone.retain(|g| g != id);
+        t.routes.insert(id.to_owned(), route);
     }
 
     pub fn remove(&self, id: &str) {
-        self.lock().remove(id);
+        let mut t = self.lock();
+        if t.routes.remove(id).is_some() {
+            if t.gone.len() == GONE_KEPT {
+                t.gone.pop_front();
+            }
+            t.gone.push_back(id.to_owned());
+        }
+    }
+
+    /// The number of sessions holding a slot on the process (the host's count).
+    pub fn set_users(&self, users: usize) {
+        self.users.store(users, Ordering::SeqCst);
     }
 
     /// The handler for the process's connection.
@@ -68,26 +98,31 @@ impl Routes {
 
     fn dispatch(&self, conn: &Connection, incoming: Incoming) {
         let id = (self.id_of)(&incoming);
-        let mut map = self.lock();
-        if let Some(route) = id.as_deref().and_then(|id| map.get_mut(id)) {
+        let mut t = self.lock();
+        if let Some(route) = id.as_deref().and_then(|id| t.routes.get_mut(id)) {
             (route.handler)(conn, incoming);
             return;
         }
-        let mut strict = map.values_mut().filter(|r| r.strict).peekable();
-        match incoming {
-            Incoming::Notification { .. } => {
-                for route in strict {
-                    (route.handler)(conn, incoming.clone());
-                }
+        let left = id
+            .as_deref()
+            .is_some_and(|id| t.gone.iter().any(|g| g == id));
+        let lone = self.users.load(Ordering::SeqCst) <= 1 && t.routes.len() == 1;
+        let owner = if left || !lone {
+            None
+        } else {
+            t.routes.values_mut().find(|r| r.strict)
+        };
+        match (owner, incoming) {
+            (Some(route), incoming) => (route.handler)(conn, incoming),
+            (None, Incoming::Notification { method, .. }) => {
+                tracing::debug!(%method, session = ?id, "dropping a message for no session of this process");
             }
-            Incoming::Request { .. } if strict.peek().is_some() => {
-                if let Some(route) = strict.next() {
-                    (route.handler)(conn, incoming);
-                }
-            }
-            Incoming::Request {
-                id: rid, method, ..
-            } => {
+            (
+                None,
+                Incoming::Request {
+                    id: rid, method, ..
+                },
+            ) => {
                 tracing::debug!(%method, session = ?id, "refusing a request for no session of this process");
                 conn.refuse(rid, format!("no session {} here", id.unwrap_or_default()));
             }
@@ -98,6 +133,7 @@ impl Routes {
     pub fn closed(&self, info: &CloseInfo) {
         let hooks: Vec<_> = self
             .lock()
+            .routes
             .values_mut()
             .filter_map(|r| r.on_closed.take())
             .collect();
