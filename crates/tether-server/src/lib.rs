@@ -88,6 +88,12 @@ pub struct Limits {
     /// Of those, the last ones are kept for authenticated clients (default 64): past
     /// `max_connections - reserved_connections`, unauthenticated routes answer 503.
     pub reserved_connections: usize,
+    /// The whole of an attachment upload, body included (default 300 s): a slow upload
+    /// is cut then (408).
+    pub upload_deadline: Duration,
+    /// Uploads read at once (default 4; each is held in memory up to `upload_limit`):
+    /// more answer 503 `server_busy`.
+    pub max_uploads: usize,
 }
 
 impl Default for Limits {
@@ -101,6 +107,8 @@ impl Default for Limits {
             write_timeout: Duration::from_secs(30),
             max_connections: 1024,
             reserved_connections: 64,
+            upload_deadline: Duration::from_secs(300),
+            max_uploads: 4,
         }
     }
 }
@@ -151,7 +159,7 @@ pub fn router_with(
         links: links::Signer::new(&auth.token()),
     };
     let uploads = limit_bodies(
-        upload_routes(auth.clone()).with_state(state.clone()),
+        upload_routes(auth.clone(), limits).with_state(state.clone()),
         limits.upload_limit,
     );
     let mut routes = api_routes(auth.clone()).with_state(state);
@@ -188,12 +196,22 @@ fn limit_bodies(routes: Router, limit: usize) -> Router {
 
 /// Attachment uploads: the one route whose body may be larger than `body_limit` (it
 /// has `upload_limit`; the runtime's per-file and per-message limits apply inside).
-fn upload_routes(auth: auth::Auth) -> Router<AppState> {
+/// An upload has an overall deadline and at most `max_uploads` run at once (issue 24 S8).
+fn upload_routes(auth: auth::Auth, limits: Limits) -> Router<AppState> {
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_uploads.max(1)));
     Router::new()
         .route(
             "/api/v1/conversations/{id}/attachments",
             post(handlers::attachments::upload),
         )
+        .route_layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            limits.upload_deadline,
+        ))
+        .route_layer(axum::middleware::from_fn_with_state(
+            slots,
+            handlers::attachments::one_of_few,
+        ))
         .route_layer(axum::middleware::from_fn_with_state(
             auth,
             auth::require_header,

@@ -288,7 +288,35 @@ async fn accepted_updates_are_kept_until_handled_and_deduplicated(b: Backend) {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// Issue 24 S8: an upload's rows go in one transaction, all or none.
+async fn attachments_of_one_upload_are_stored_all_or_none(b: Backend) {
+    let (_d, s) = store(b).await;
+    let c1 = tether_proto::ConversationId::from("c1");
+    s.create_conversation(&c1, ConversationKind::Chat, "t", "fake", None, "/tmp", None)
+        .await
+        .unwrap();
+    let row = |id: &str| tether_proto::Attachment {
+        id: tether_proto::AttachmentId::from(id),
+        conversation_id: c1.clone(),
+        name: format!("{id}.txt"),
+        mime: "text/plain".into(),
+        kind: tether_proto::AttachmentKind::File,
+        size: 1,
+        sha256: "00".repeat(32),
+        turn_id: None,
+        created_at_ms: 0,
+    };
+    let stored = s.insert_attachments(&[row("a1"), row("a2")]).await.unwrap();
+    assert_eq!(stored.len(), 2);
+    assert!(stored.iter().all(|a| a.created_at_ms > 0));
+    // The second row's id is taken: the first one is not stored either.
+    assert!(s.insert_attachments(&[row("a3"), row("a1")]).await.is_err());
+    assert!(s.get_attachment(&"a3".into()).await.unwrap().is_none());
+    assert!(s.get_attachment(&"a2".into()).await.unwrap().is_some());
+}
+
 contract!(
+    attachments_of_one_upload_are_stored_all_or_none,
     outbox_rows_are_deduplicated_and_lanes_are_ordered,
     an_upsert_replaces_the_body_and_a_stale_send_does_not_mark_it_sent,
     chats_map_to_conversations_and_the_cursor_only_moves_forward,

@@ -62,6 +62,7 @@ pub struct FileConfig {
 pub struct AttachmentsFile {
     pub max_file_mb: Option<u64>,
     pub max_message_mb: Option<u64>,
+    pub max_files: Option<usize>,
 }
 
 fn attachment_limits(file: AttachmentsFile) -> Result<tether_runtime::AttachmentLimits> {
@@ -72,7 +73,11 @@ fn attachment_limits(file: AttachmentsFile) -> Result<tether_runtime::Attachment
         max_message_bytes: file
             .max_message_mb
             .map_or(default.max_message_bytes, |m| m * MIB),
+        max_files: file.max_files.unwrap_or(default.max_files),
     };
+    if !(1..=1000).contains(&limits.max_files) {
+        bail!("[attachments] max_files must be between 1 and 1000");
+    }
     if limits.max_file_bytes == 0 || limits.max_message_bytes == 0 {
         bail!("[attachments] limits must be greater than 0");
     }

@@ -11,6 +11,8 @@
 //! write_timeout_secs = 30                 # a write to a client that makes no progress
 //! max_connections = 1024                  # at most (and below the open-file limit)
 //! reserved_connections = 64               # of those, kept for authenticated clients
+//! upload_deadline_secs = 300              # a whole attachment upload, body included
+//! max_uploads = 4                         # uploads read at once (each held in memory)
 //! ```
 
 use std::time::Duration;
@@ -30,6 +32,8 @@ pub struct ServerFile {
     pub write_timeout_secs: Option<u64>,
     pub max_connections: Option<usize>,
     pub reserved_connections: Option<usize>,
+    pub upload_deadline_secs: Option<u64>,
+    pub max_uploads: Option<usize>,
 }
 
 /// `[server]` resolved.
@@ -92,6 +96,15 @@ pub fn resolve(file: Option<ServerFile>) -> Result<ServerSettings> {
             )?,
             max_connections,
             reserved_connections,
+            upload_deadline: secs(
+                "upload_deadline_secs",
+                file.upload_deadline_secs,
+                defaults.upload_deadline,
+            )?,
+            max_uploads: match file.max_uploads {
+                Some(0) => bail!("[server] max_uploads must be greater than 0"),
+                n => n.unwrap_or(defaults.max_uploads),
+            },
             ..defaults
         },
         allowed_hosts,

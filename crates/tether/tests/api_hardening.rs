@@ -518,3 +518,118 @@ async fn unauthenticated_clients_leave_room_for_authenticated_ones() {
     })
     .await;
 }
+
+/// An upload whose multipart body drips in a byte at a time (authenticated, so the body
+/// is read), on conversation `conv`.
+async fn dripping_upload(d: &Daemon, conv: &str) -> TcpStream {
+    let a = addr(d);
+    let mut s = TcpStream::connect(&a).await.unwrap();
+    s.write_all(
+        format!(
+            "POST /api/v1/conversations/{conv}/attachments HTTP/1.1\r\nHost: {a}\r\n\
+             Authorization: Bearer {}\r\nContent-Type: multipart/form-data; boundary=XX\r\n\
+             Content-Length: 100000\r\n\r\n--XX\r\nContent-Disposition: form-data; \
+             name=\"f\"; filename=\"a.txt\"\r\n\r\n",
+            d.token
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    s
+}
+
+/// Drips a byte every 400 ms until the server closes; what it answered and when.
+async fn drip_until_closed(s: &mut TcpStream, limit: Duration) -> Option<(String, Duration)> {
+    let start = Instant::now();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        if start.elapsed() > limit {
+            return None;
+        }
+        if s.write_all(b"x").await.is_err() {
+            break;
+        }
+        match tokio::time::timeout(Duration::from_millis(400), s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => answer.extend_from_slice(&buf[..n]),
+            Err(_) => {}
+        }
+    }
+    Some((
+        String::from_utf8_lossy(&answer).into_owned(),
+        start.elapsed(),
+    ))
+}
+
+/// Issue 24 S8: an upload has an overall deadline (a body dripped within the body
+/// time-out is cut), uploads at once are capped (503 `server_busy`, others still
+/// served), and the parts of one upload are capped (413 before the rest is read, nothing
+/// stored).
+#[tokio::test]
+async fn uploads_are_cut_at_their_deadline_capped_at_once_and_in_parts() {
+    let (_tg, d) =
+        start("upload_deadline_secs = 3\nmax_uploads = 1\n\n[attachments]\nmax_files = 3").await;
+    let conv = d.new_conversation(None).await;
+    let mut slow = dripping_upload(&d, &conv).await;
+    // The one upload slot is taken: another upload is refused at once ...
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let part = |name: &'static str| tether_testkit::uploads::Part {
+        name,
+        content_type: None,
+        bytes: b"hello\n",
+    };
+    let (status, body) = d.upload(&conv, &[part("b.txt")]).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (503, Some("server_busy")),
+        "{body}"
+    );
+    // ... while the rest of the API is served.
+    let (status, _) = d.get(&format!("/api/v1/conversations/{conv}")).await;
+    assert_eq!(status, 200);
+    let (answer, took) = drip_until_closed(&mut slow, Duration::from_secs(15))
+        .await
+        .expect("the dripping upload is still open after 15 s");
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
+        "{answer}"
+    );
+    assert!(took < Duration::from_secs(10), "{took:?}");
+
+    // The slot is free again; more parts than max_files are refused, nothing is stored.
+    let blobs = d.data_dir().join("attachments");
+    let count = || std::fs::read_dir(&blobs).map_or(0, |r| r.count());
+    let before = count();
+    let (status, body) = d
+        .upload(
+            &conv,
+            &[part("1.txt"), part("2.txt"), part("3.txt"), part("4.txt")],
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (413, Some("attachment_too_large")),
+        "{body}"
+    );
+    assert_eq!(count(), before, "nothing stored");
+    let (status, body) = d
+        .upload(&conv, &[part("1.txt"), part("2.txt"), part("3.txt")])
+        .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["attachments"].as_array().unwrap().len(), 3);
+    // A message names at most max_files attachments too.
+    let ids: Vec<Value> = (0..4).map(|i| json!(format!("att_{i}"))).collect();
+    let (status, body) = d
+        .post(
+            &format!("/api/v1/conversations/{conv}/messages"),
+            json!({ "text": "x", "attachments": ids }),
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (413, Some("attachment_too_large")),
+        "{body}"
+    );
+}

@@ -58,6 +58,13 @@ impl Runtime {
             return Err(RuntimeError::Archived(conversation_id.clone()));
         }
         let limits = self.attachment_limits();
+        if files.len() > limits.max_files {
+            return Err(AttachmentError::TooMany {
+                count: files.len(),
+                limit: limits.max_files,
+            }
+            .into());
+        }
         let total: u64 = files.iter().map(|f| f.bytes.len() as u64).sum();
         if total > limits.max_message_bytes {
             return Err(AttachmentError::MessageTooLarge {
@@ -70,7 +77,7 @@ impl Runtime {
         for f in files {
             checked.push(self.check_attachment(f)?);
         }
-        let mut out = Vec::new();
+        let mut rows = Vec::with_capacity(files.len());
         for (f, mut row) in files.iter().zip(checked) {
             row.conversation_id = conv.id.clone();
             row.sha256 = self
@@ -78,9 +85,10 @@ impl Runtime {
                 .put(f.bytes)
                 .await
                 .map_err(AttachmentError::Io)?;
-            out.push(self.ctx().store.insert_attachment(&row).await?);
+            rows.push(row);
         }
-        Ok(out)
+        // One transaction for the whole upload (issue 24 S8).
+        Ok(self.ctx().store.insert_attachments(&rows).await?)
     }
 
     /// The row a file would get (without its conversation and hash), or why it is refused.
@@ -142,6 +150,14 @@ impl Runtime {
         conversation_id: &str,
         ids: &[AttachmentId],
     ) -> Result<Vec<Attachment>> {
+        let max = self.attachment_limits().max_files;
+        if ids.len() > max {
+            return Err(AttachmentError::TooMany {
+                count: ids.len(),
+                limit: max,
+            }
+            .into());
+        }
         let mut out: Vec<Attachment> = Vec::new();
         for id in ids {
             if out.iter().any(|a| &a.id == id) {

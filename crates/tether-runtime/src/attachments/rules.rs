@@ -12,6 +12,8 @@ pub struct AttachmentLimits {
     pub max_file_bytes: u64,
     /// Largest sum of the files of one message in bytes.
     pub max_message_bytes: u64,
+    /// Most files in one upload and one message.
+    pub max_files: usize,
 }
 
 impl Default for AttachmentLimits {
@@ -19,6 +21,7 @@ impl Default for AttachmentLimits {
         AttachmentLimits {
             max_file_bytes: 20 * 1024 * 1024,
             max_message_bytes: 50 * 1024 * 1024,
+            max_files: 20,
         }
     }
 }
@@ -51,6 +54,8 @@ pub enum AttachmentError {
     FileTooLarge { name: String, size: u64, limit: u64 },
     #[error("the attachments of one message are {}, over the limit of {}", size_text(*size), size_text(*limit))]
     MessageTooLarge { size: u64, limit: u64 },
+    #[error("{count} files in one message, over the limit of {limit}")]
+    TooMany { count: usize, limit: usize },
     #[error("{name}: the bytes are {actual}, not the {claimed} its {by} claims")]
     TypeMismatch {
         name: String,
@@ -75,9 +80,9 @@ pub enum AttachmentError {
 impl AttachmentError {
     pub fn code(&self) -> ErrorCode {
         match self {
-            AttachmentError::FileTooLarge { .. } | AttachmentError::MessageTooLarge { .. } => {
-                ErrorCode::AttachmentTooLarge
-            }
+            AttachmentError::FileTooLarge { .. }
+            | AttachmentError::MessageTooLarge { .. }
+            | AttachmentError::TooMany { .. } => ErrorCode::AttachmentTooLarge,
             AttachmentError::TypeMismatch { .. } => ErrorCode::AttachmentTypeMismatch,
             AttachmentError::BadName { .. } => ErrorCode::AttachmentBadName,
             AttachmentError::Unavailable { .. } => ErrorCode::AttachmentUnavailable,

@@ -45,8 +45,12 @@ fn multipart_error(e: &MultipartError) -> ApiError {
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
         (status = 404, description = "No such conversation", body = ErrorBody),
         (status = 409, description = "The conversation is archived", body = ErrorBody),
+        (status = 408, description = "The upload took longer than `[server] \
+            upload_deadline_secs`", body = ErrorBody),
         (status = 413, description = "`attachment_too_large`: over the per-file or \
-            per-message limit", body = ErrorBody),
+            per-message limit, or more files than `[attachments] max_files`", body = ErrorBody),
+        (status = 503, description = "`server_busy`: more uploads at once than \
+            `[server] max_uploads`", body = ErrorBody),
         (status = 415, description = "`attachment_type_mismatch`: the name or content type \
             claims another type than the bytes are", body = ErrorBody),
     ),
@@ -67,6 +71,15 @@ pub(crate) async fn upload(
         .await
         .map_err(|e| multipart_error(&e))?
     {
+        if files.len() >= limits.max_files {
+            return Err(ApiError::new(
+                ErrorCode::AttachmentTooLarge,
+                format!(
+                    "more than {} files in one upload (the limit per message)",
+                    limits.max_files
+                ),
+            ));
+        }
         let Some(name) = field.file_name().map(str::to_owned) else {
             return Err(ApiError::new(
                 ErrorCode::AttachmentBadName,
@@ -114,6 +127,21 @@ pub(crate) async fn upload(
         .collect();
     let attachments = s.runtime.add_attachments(&id, &new).await?;
     Ok((StatusCode::CREATED, Json(Uploaded { attachments })))
+}
+
+/// Admits an upload while fewer than the semaphore's permits run; else 503 `server_busy`.
+pub(crate) async fn one_of_few(
+    State(slots): State<std::sync::Arc<tokio::sync::Semaphore>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Result<Response, ApiError> {
+    let Ok(_permit) = slots.try_acquire() else {
+        return Err(ApiError::new(
+            ErrorCode::ServerBusy,
+            "too many uploads at once; try again in a moment",
+        ));
+    };
+    Ok(next.run(req).await)
 }
 
 #[utoipa::path(

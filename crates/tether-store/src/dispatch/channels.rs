@@ -233,8 +233,9 @@ forward! {
     pub async fn unreported_delegation_turns(&self) -> Result<Vec<DelegationTurnRow>>;
 
     // attachments
-    /// Records an attachment whose bytes are stored already; `created_at_ms` is set here.
-    pub async fn insert_attachment(&self, a: &Attachment) -> Result<Attachment>;
+    /// Records attachments whose bytes are stored already, all or none, in one
+    /// transaction; `created_at_ms` is set here.
+    pub async fn insert_attachments(&self, rows: &[Attachment]) -> Result<Vec<Attachment>>;
 
     pub async fn get_attachment(&self, attachment_id: &AttachmentId) -> Result<Option<Attachment>>;
 

@@ -45,25 +45,33 @@ fn attachment(row: &SqlRow) -> Result<Attachment> {
 }
 
 impl Db {
-    /// Records an attachment whose bytes are stored already; `created_at_ms` is set here.
-    pub async fn insert_attachment(&self, a: &Attachment) -> Result<Attachment> {
-        let row = sqlx::query(
-            "INSERT INTO attachments \
-             (id, conversation_id, name, mime, kind, size, sha256, turn_id, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *",
-        )
-        .bind(a.id.as_str())
-        .bind(a.conversation_id.as_str())
-        .bind(&a.name)
-        .bind(&a.mime)
-        .bind(kind_str(a.kind))
-        .bind(i64::try_from(a.size).unwrap_or(i64::MAX))
-        .bind(&a.sha256)
-        .bind(a.turn_id.as_deref())
-        .bind(now_ms())
-        .fetch_one(&self.writer)
-        .await?;
-        attachment(&row)
+    /// Records attachments whose bytes are stored already, all or none, in one
+    /// transaction; `created_at_ms` is set here.
+    pub async fn insert_attachments(&self, rows: &[Attachment]) -> Result<Vec<Attachment>> {
+        let mut tx = self.writer.begin().await?;
+        let now = now_ms();
+        let mut out = Vec::with_capacity(rows.len());
+        for a in rows {
+            let row = sqlx::query(
+                "INSERT INTO attachments \
+                 (id, conversation_id, name, mime, kind, size, sha256, turn_id, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *",
+            )
+            .bind(a.id.as_str())
+            .bind(a.conversation_id.as_str())
+            .bind(&a.name)
+            .bind(&a.mime)
+            .bind(kind_str(a.kind))
+            .bind(i64::try_from(a.size).unwrap_or(i64::MAX))
+            .bind(&a.sha256)
+            .bind(a.turn_id.as_deref())
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?;
+            out.push(attachment(&row)?);
+        }
+        tx.commit().await?;
+        Ok(out)
     }
 
     pub async fn get_attachment(&self, attachment_id: &AttachmentId) -> Result<Option<Attachment>> {
