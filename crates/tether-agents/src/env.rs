@@ -7,8 +7,10 @@
 //! 2. the variables its `pass_env` names (for the built-in agents the credentials of
 //!    their CLI, see [`CODEX_PASS_ENV`], [`CLAUDE_PASS_ENV`], [`GEMINI_PASS_ENV`]) that
 //!    are set for tether;
-//! 3. `IS_SANDBOX=1` (claude refuses to run as root otherwise);
-//! 4. the agent's configured `env`, which wins over all of the above.
+//! 3. the agent's configured `env`, which wins over all of the above.
+//!
+//! The Claude driver adds `IS_SANDBOX=1` to its own processes unless configured
+//! (claude refuses to run as root otherwise); no other agent gets it (issue 24 S12).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -139,7 +141,6 @@ fn environment(
             out.insert(OsString::from(key), value);
         }
     }
-    out.insert("IS_SANDBOX".into(), "1".into());
     for (key, value) in env {
         out.insert(key.into(), value.into());
     }
@@ -168,7 +169,7 @@ mod tests {
         assert_eq!(get("PATH"), Some("/bin"));
         assert_eq!(get("OPENAI_API_KEY"), Some("sk-1"));
         assert_eq!(get("TETHER_TOKEN"), None);
-        assert_eq!(get("IS_SANDBOX"), Some("1"));
+        assert_eq!(get("IS_SANDBOX"), None, "only the Claude driver sets it");
         assert_eq!(get("HOME"), Some("/agent"));
     }
 }

@@ -39,7 +39,7 @@ pub struct ProcessSpec {
     /// Variables passed from tether's environment when set (on top of
     /// [`crate::env::BASE_ENV`]).
     pub pass_env: Vec<String>,
-    /// Set on top of the passed variables and `IS_SANDBOX=1`.
+    /// Set on top of the passed variables.
     pub env: BTreeMap<String, String>,
     pub cwd: PathBuf,
     /// Where the process group is recorded while it runs (none: not recorded).

@@ -53,7 +53,7 @@ async fn environment_is_explicit_and_group_is_killed() {
     let tmp = std::env::temp_dir();
     assert_eq!(
         rest,
-        format!("sandbox=1 extra=yes manifest= pwd={}", tmp.display())
+        format!("sandbox= extra=yes manifest= pwd={}", tmp.display())
     );
     assert!(process.is_alive());
     assert!(running(sleeper));

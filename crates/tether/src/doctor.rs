@@ -361,8 +361,8 @@ fn render(settings: &Settings, reports: &[AgentReport]) -> String {
     let _ = writeln!(out, "\nagents:");
     for r in reports {
         let driver = format!("{:?}", r.spec.driver).to_lowercase();
-        let command = std::iter::once(r.spec.command.as_str())
-            .chain(r.spec.args.iter().map(String::as_str))
+        let command = std::iter::once(r.spec.command.clone())
+            .chain(crate::doctor_redact::redact_args(&r.spec.args))
             .collect::<Vec<_>>()
             .join(" ");
         let mark = if r.found.is_some() { "ok" } else { "--" };

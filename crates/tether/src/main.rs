@@ -16,6 +16,7 @@ mod daemon_record;
 mod datadir;
 mod doctor;
 mod doctor_pool;
+mod doctor_redact;
 mod mcp_cmd;
 mod pair;
 mod paths;

@@ -134,6 +134,12 @@ async fn the_data_directory_is_never_a_working_directory() {
 async fn agents_get_passed_variables_and_no_others() {
     let home = tempfile::tempdir().unwrap();
     let mut extra = fake_agent(home.path(), "envy", "pass_env = [\"TETHER_TEST_PASSED\"]");
+    // A Claude agent is told IS_SANDBOX=1 (claude refuses root without it); no other is.
+    extra.push_str(&format!(
+        "[agents.claudy]\ndriver = \"claude\"\ncommand = {}\nargs = [\"--dialect\", \"claude\", \"--state-dir\", {}]\n\n",
+        toml_path(&bin_path("fake-agent")),
+        toml_path(&home.path().join("fake-claude")),
+    ));
     // The built-in codex agent (its default arguments select the fake agent's codex
     // dialect) passes Codex's credentials by default.
     extra.push_str(&format!(
@@ -160,10 +166,16 @@ async fn agents_get_passed_variables_and_no_others() {
         reply(
             &d,
             &envy,
-            "env TETHER_TEST_PASSED TETHER_TEST_SECRET OPENAI_API_KEY"
+            "env TETHER_TEST_PASSED TETHER_TEST_SECRET OPENAI_API_KEY IS_SANDBOX"
         )
         .await,
-        "TETHER_TEST_PASSED=passed-value TETHER_TEST_SECRET unset OPENAI_API_KEY unset"
+        "TETHER_TEST_PASSED=passed-value TETHER_TEST_SECRET unset OPENAI_API_KEY unset \
+         IS_SANDBOX unset"
+    );
+    let claudy = d.new_conversation(Some("claudy")).await;
+    assert_eq!(
+        reply(&d, &claudy, "env IS_SANDBOX TETHER_TEST_SECRET").await,
+        "IS_SANDBOX=1 TETHER_TEST_SECRET unset"
     );
     let codex = d.new_conversation(Some("codex")).await;
     assert_eq!(
@@ -194,7 +206,8 @@ async fn doctor_probes_versions_with_the_agents_environment() {
         format!(
             "listen = \"127.0.0.1:9\"\ndata_dir = {}\nworkspace_roots = [{}]\n\
              default_agent = \"probe\"\n\n[agents.probe]\ndriver = \"acp\"\ncommand = {}\n\
-             pass_env = [\"TETHER_TEST_PASSED\"]\n",
+             pass_env = [\"TETHER_TEST_PASSED\"]\n\
+             args = [\"--api-key\", \"live-key-value\", \"--verbose\"]\n",
             toml_path(&dir.path().join("data")),
             toml_path(dir.path()),
             toml_path(&probe),
@@ -219,6 +232,9 @@ async fn doctor_probes_versions_with_the_agents_environment() {
         stdout.contains("version: probe 1.0 passed=[yes] secret=[]"),
         "{stdout}"
     );
+    // A key given as an argument is not printed (issue 24 S12).
+    assert!(stdout.contains("--api-key *** --verbose"), "{stdout}");
+    assert!(!stdout.contains("live-key-value"), "{stdout}");
 }
 
 fn running(pid: u32) -> bool {

@@ -69,6 +69,10 @@ fn process_spec(
     records: &Option<crate::GroupRecords>,
 ) -> ProcessSpec {
     let mut spec = request_spec(req, records);
+    // claude refuses to run as root without it; no other agent is told so.
+    spec.env
+        .entry("IS_SANDBOX".to_owned())
+        .or_insert_with(|| "1".to_owned());
     let flag = match req.resume {
         Some(_) => "--resume",
         None => "--session-id",

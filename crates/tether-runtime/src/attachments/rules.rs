@@ -108,13 +108,74 @@ pub fn check_name(name: &str) -> Result<&str, AttachmentError> {
     if name.chars().any(char::is_control) {
         return Err(bad("it contains control characters"));
     }
+    if name.chars().any(is_format) {
+        return Err(bad(
+            "it contains invisible formatting characters (such as direction overrides)",
+        ));
+    }
     if name.contains('/') || name.contains('\\') {
         return Err(bad("it contains a path separator"));
+    }
+    if name.chars().any(is_slash_like) {
+        return Err(bad(
+            "it contains a character that looks like a path separator",
+        ));
     }
     if name == "." || name == ".." {
         return Err(bad("it names a directory"));
     }
     Ok(name)
+}
+
+/// Unicode format characters (general category Cf: direction marks, embeddings,
+/// overrides and isolates, zero-width characters, invisible operators, tags): invisible,
+/// and able to make a name read as another (`photo\u{202e}gnp.exe` shows as
+/// `photoexe.png`).
+fn is_format(c: char) -> bool {
+    matches!(
+        c,
+        '\u{ad}'
+            | '\u{600}'..='\u{605}'
+            | '\u{61c}'
+            | '\u{6dd}'
+            | '\u{70f}'
+            | '\u{890}'..='\u{891}'
+            | '\u{8e2}'
+            | '\u{180e}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{206f}'
+            | '\u{feff}'
+            | '\u{fff9}'..='\u{fffb}'
+            | '\u{110bd}'
+            | '\u{110cd}'
+            | '\u{13430}'..='\u{1343f}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0001}'
+            | '\u{e0020}'..='\u{e007f}'
+    )
+}
+
+/// Characters drawn like `/` or `\` (a name `docs∕passwd` reads as a path).
+fn is_slash_like(c: char) -> bool {
+    matches!(
+        c,
+        '\u{2044}' // fraction slash
+            | '\u{2215}' // division slash
+            | '\u{2216}' // set minus
+            | '\u{29f5}' // reverse solidus operator
+            | '\u{29f8}' // big solidus
+            | '\u{29f9}' // big reverse solidus
+            | '\u{fe68}' // small reverse solidus
+            | '\u{ff0f}' // fullwidth solidus
+            | '\u{ff3c}' // fullwidth reverse solidus
+            | '\u{1735}' // philippine single punctuation
+            | '\u{2571}' // box drawings light diagonal
+            | '\u{2572}'
+            | '\u{3033}'
+    )
 }
 
 /// A name a platform gave (a Telegram document, a Feishu file): made into a plain file
@@ -124,7 +185,14 @@ pub fn sanitize_name(name: &str, fallback: &str) -> String {
     let last = name.rsplit(['/', '\\']).next().unwrap_or("");
     let cleaned: String = last
         .chars()
-        .map(|c| if c.is_control() { '_' } else { c })
+        .filter(|c| !is_format(*c))
+        .map(|c| {
+            if c.is_control() || is_slash_like(c) {
+                '_'
+            } else {
+                c
+            }
+        })
         .collect();
     let cleaned = cleaned.trim().trim_start_matches('.').trim();
     let mut out = String::new();
@@ -279,6 +347,31 @@ mod tests {
         assert_eq!(sanitize_name("..\\..\\boot.ini", "file"), "boot.ini");
         assert_eq!(sanitize_name("a\u{7}b.txt", "file"), "a_b.txt");
         assert_eq!(sanitize_name("...", "file"), "file");
+    }
+
+    /// Issue 24 S12: names that read as another name or as a path are refused (typed)
+    /// or cleaned (given by a platform).
+    #[test]
+    fn names_with_direction_overrides_or_look_alike_slashes_are_refused() {
+        for bad in [
+            "photo\u{202e}gnp.exe",
+            "a\u{200b}b.txt",
+            "\u{2067}x.txt",
+            "x\u{feff}.txt",
+            "docs\u{2215}passwd",
+            "docs\u{ff0f}passwd",
+            "a\u{2044}b",
+            "tag\u{e0041}.txt",
+        ] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_name("naïve café 日本.txt").is_ok());
+        assert_eq!(
+            sanitize_name("photo\u{202e}gnp.exe", "file"),
+            "photognp.exe"
+        );
+        assert_eq!(sanitize_name("docs\u{2215}passwd", "file"), "docs_passwd");
+        assert_eq!(sanitize_name("\u{200b}\u{200b}", "file"), "file");
     }
 
     #[test]
