@@ -58,7 +58,7 @@ async fn task_lifecycle_rows(b: Backend) {
     assert_eq!(conv.kind, ConversationKind::Delegate);
     assert_eq!(conv.parent_conversation_id.as_deref(), Some("p"));
     assert_eq!(conv.bound_session_id.as_deref(), Some("cs"));
-    assert_eq!(store.running_children(&"p".into()).await.unwrap(), 1);
+    assert_eq!(store.running_children(Some(&"p".into())).await.unwrap(), 1);
     assert_eq!(
         store
             .open_turns_started_in(&"pt".into())

@@ -177,6 +177,37 @@ async fn argument_and_limit_errors() {
     );
     let r = call(json!({"agent_type": "fake", "task": "more"})).await;
     assert_eq!(r["error_code"], "concurrency_limit", "{r}");
+    // The tasks API-token clients start (the external scope) have the same cap, as one
+    // parent's (issue 24 S6): one hangs, a second is refused, the conversation's cap is
+    // its own.
+    let ext = http_tool(
+        &d,
+        &d.token,
+        "delegate_to_agent",
+        json!({"agent_type": "fake", "task": "hang"}),
+    )
+    .await;
+    assert!(ext["task_id"].is_string(), "{ext}");
+    let r = http_tool(
+        &d,
+        &d.token,
+        "delegate_to_agent",
+        json!({"agent_type": "fake", "task": "more"}),
+    )
+    .await;
+    assert_eq!(r["error_code"], "concurrency_limit", "{r}");
+    assert!(
+        r["message"].as_str().unwrap().contains("external scope"),
+        "{r}"
+    );
+    let r = http_tool(
+        &d,
+        &d.token,
+        "cancel_delegation",
+        json!({"task_id": ext["task_id"]}),
+    )
+    .await;
+    assert_eq!(r["status"], "canceled", "{r}");
     let r = mcp(
         &d,
         &parent,

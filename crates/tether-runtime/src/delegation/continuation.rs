@@ -118,10 +118,9 @@ impl Runtime {
         }
         // The running-children cap, under the lock `delegate` takes for it too, held
         // until the new turn is stored (and so counted).
-        let _cap_guard = match &row.parent_conversation_id {
-            Some(p) => Some(self.lock_delegations_of(p).await),
-            None => None,
-        };
+        let _cap_guard = self
+            .lock_task_scope(row.parent_conversation_id.as_ref())
+            .await;
         self.check_running_children(row.parent_conversation_id.as_ref())
             .await?;
         let session = self.get_session(&row.session_id).await?;
@@ -178,27 +177,42 @@ impl Runtime {
         Ok(started(version))
     }
 
-    /// `concurrency_limit` when the parent already runs `max_running_children` children
-    /// (the caller holds the parent's `delegations:` lock).
+    /// `concurrency_limit` when the parent already runs `max_running_children` children;
+    /// the tasks API-token clients started (no parent, the external scope) count as one
+    /// parent's (issue 24 S6). The caller holds the scope's lock ([`Runtime::lock_task_scope`]).
     pub(crate) async fn check_running_children(
         &self,
         parent: Option<&ConversationId>,
     ) -> Result<()> {
         let max = self.ctx().delegation.config().max_running_children;
-        let Some(p) = parent.filter(|_| max > 0) else {
+        if max == 0 {
             return Ok(());
-        };
-        let running = self.ctx().store.running_children(p).await?;
+        }
+        let running = self.ctx().store.running_children(parent).await?;
         if running >= max {
+            let whose = match parent {
+                Some(_) => "of this conversation",
+                None => "started over the API (the external scope)",
+            };
             return Err(err(
                 ErrorCode::ConcurrencyLimit,
                 format!(
-                    "{running} delegated tasks of this conversation are still running \
+                    "{running} delegated tasks {whose} are still running \
                      (limit {max}); collect or cancel one first"
                 ),
             ));
         }
         Ok(())
+    }
+
+    /// The lock under which a scope's running tasks are counted and a new turn stored: the
+    /// parent's `delegations:` lock, or the external scope's.
+    pub(crate) async fn lock_task_scope(
+        &self,
+        parent: Option<&ConversationId>,
+    ) -> crate::session::routing::RoutingLock {
+        let external = ConversationId::from(tether_store::EXTERNAL_SCOPE);
+        self.lock_delegations_of(parent.unwrap_or(&external)).await
     }
 }
 

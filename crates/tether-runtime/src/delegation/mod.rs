@@ -183,10 +183,7 @@ impl Runtime {
             ));
         }
         let parent_id = parent_conv.as_ref().map(|p| p.id.clone());
-        let _cap_guard = match &parent_id {
-            Some(p) => Some(self.lock_delegations_of(p).await),
-            None => None,
-        };
+        let _cap_guard = self.lock_task_scope(parent_id.as_ref()).await;
         self.check_running_children(parent_id.as_ref()).await?;
         let parent_turn_id = match (&parent_id, &parent_session) {
             (Some(p), Some(s)) => self.running_turn_of(p, s).await?,

@@ -179,8 +179,12 @@ forward! {
         parent_turn_id: &TurnId,
     ) -> Result<Vec<DelegationTurnRow>>;
 
-    /// How many tasks of the parent conversation have a turn that has not ended.
-    pub async fn running_children(&self, parent_conversation_id: &ConversationId) -> Result<usize>;
+    /// How many tasks of the parent conversation (`None`: of the external scope, the
+    /// tasks no conversation started) have a turn that has not ended.
+    pub async fn running_children(
+        &self,
+        parent_conversation_id: Option<&ConversationId>,
+    ) -> Result<usize>;
 
     /// Adds the next turn of a task (queued, with the message in the history) and,
     /// when given, the ledger entry, in one transaction. Returns the new turn version.

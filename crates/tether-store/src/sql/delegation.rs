@@ -259,14 +259,18 @@ impl Db {
     }
 
     /// How many tasks of the parent conversation have a turn that has not ended.
-    pub async fn running_children(&self, parent_conversation_id: &ConversationId) -> Result<usize> {
+    pub async fn running_children(
+        &self,
+        parent_conversation_id: Option<&ConversationId>,
+    ) -> Result<usize> {
         let (n,): (i64,) = sqlx::query_as(
             "SELECT COUNT(DISTINCT d.task_id) FROM delegations d \
              JOIN turns t ON t.conversation_id = d.task_id \
-             WHERE d.parent_conversation_id = $1 \
+             WHERE (d.parent_conversation_id = $1 \
+                    OR (d.parent_conversation_id IS NULL AND $1 IS NULL)) \
              AND t.status IN ('queued', 'running', 'waiting_approval', 'waiting_user')",
         )
-        .bind(parent_conversation_id.as_str())
+        .bind(parent_conversation_id.map(|p| p.as_str()))
         .fetch_one(&self.reader)
         .await?;
         Ok(n.max(0) as usize)
