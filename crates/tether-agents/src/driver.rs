@@ -50,6 +50,8 @@ pub struct StartRequest {
     pub resume: Option<String>,
     /// MCP servers to give the agent (tether's delegation server, bound to this session).
     pub mcp_servers: Vec<McpServer>,
+    /// The ceiling a new process takes a slot of (`None`: uncounted).
+    pub ceiling: Option<crate::ProcessCeiling>,
 }
 
 /// An MCP server for the agent (ACP `mcpServers`, Codex `mcp_servers`, Claude
@@ -238,6 +240,13 @@ pub enum AgentError {
         sessions_per_process: usize,
         max_processes: usize,
     },
+    /// tether runs as many agent processes as `[pool] process_limit` allows, and none
+    /// could be ended to make room (see [`crate::ProcessCeiling`]).
+    #[error(
+        "tether runs its limit of {limit} agent processes (`[pool] process_limit`) and \
+         every one is busy; try again when a turn has ended"
+    )]
+    ProcessCeiling { limit: usize },
 }
 
 fn tail(stderr_tail: &str) -> String {
@@ -259,7 +268,9 @@ impl AgentError {
             AgentError::Agent { .. } => ErrorCode::AgentError,
             AgentError::Protocol { .. } => ErrorCode::ProtocolError,
             AgentError::Timeout { .. } => ErrorCode::StartTimeout,
-            AgentError::ProcessLimit { .. } => ErrorCode::ProcessLimit,
+            AgentError::ProcessLimit { .. } | AgentError::ProcessCeiling { .. } => {
+                ErrorCode::ProcessLimit
+            }
         }
     }
 }

@@ -21,6 +21,7 @@ pub(crate) const CRASH_REPORT_WAIT: Duration = Duration::from_secs(2);
 /// in the request's working directory, its group recorded in `records`.
 pub(crate) fn request_spec(req: &StartRequest, records: &Option<GroupRecords>) -> ProcessSpec {
     ProcessSpec {
+        ceiling: req.ceiling.clone(),
         agent: req.spec.name.clone(),
         program: req.spec.command.clone(),
         args: req.spec.args.clone(),

@@ -7,6 +7,7 @@
 //! conversations, only about agent sessions (several may share one process: [`host`]).
 
 pub mod acp;
+mod ceiling;
 pub mod claude;
 pub mod codex;
 mod driver;
@@ -21,6 +22,7 @@ mod spawner;
 mod turn;
 
 pub use acp::AcpDriver;
+pub use ceiling::{ProcessCeiling, ProcessSlot};
 pub use claude::ClaudeDriver;
 pub use codex::CodexDriver;
 pub use driver::*;

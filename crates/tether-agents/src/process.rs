@@ -44,6 +44,8 @@ pub struct ProcessSpec {
     pub cwd: PathBuf,
     /// Where the process group is recorded while it runs (none: not recorded).
     pub records: Option<GroupRecords>,
+    /// The ceiling the process takes a slot of until it is reaped (none: uncounted).
+    pub ceiling: Option<crate::ProcessCeiling>,
 }
 
 impl ProcessSpec {
@@ -202,6 +204,7 @@ impl AgentProcess {
         if find_command(&spec.program, &path_var, &spec.cwd).is_none() {
             return Err(spawn_error(not_found(spec)));
         }
+        let slot = spec.ceiling.as_ref().map(|c| c.take()).transpose()?;
         let job = {
             let spec = spec.clone();
             move || {
@@ -251,6 +254,7 @@ impl AgentProcess {
                 child,
                 reaped: false,
                 records,
+                _slot: slot,
             },
             signal_rx,
             exit_tx,
@@ -367,6 +371,8 @@ struct ChildGuard {
     reaped: bool,
     /// Where the group is recorded, and its id.
     records: Option<(GroupRecords, u32)>,
+    /// Given back when the guard goes, after the reap.
+    _slot: Option<crate::ProcessSlot>,
 }
 
 impl Drop for ChildGuard {

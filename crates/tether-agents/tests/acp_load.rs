@@ -151,6 +151,7 @@ fn request(mode: &str, model: Option<&str>) -> StartRequest {
         model: model.map(str::to_owned),
         resume: Some("S1".to_owned()),
         mcp_servers: Vec::new(),
+        ceiling: None,
     }
 }
 

@@ -18,6 +18,7 @@ fn sh(script: &str, env: &[(&str, &str)]) -> ProcessSpec {
         args: vec!["-c".to_owned(), script.to_owned()],
         pass_env: Vec::new(),
         records: None,
+        ceiling: None,
         env: env
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -93,4 +94,41 @@ async fn exit_is_published_with_the_stderr_tail() {
     assert_eq!(lines.len(), 40);
     assert_eq!(lines.last(), Some(&"line 99"));
     assert_eq!(process.exit_info().and_then(|i| i.code), Some(7));
+}
+
+/// Issue 24 S6: a process holds its ceiling slot until it has ended and been reaped.
+#[tokio::test]
+async fn a_process_holds_its_ceiling_slot_until_reaped() {
+    let ceiling = tether_agents::ProcessCeiling::new(1);
+    let spec = ProcessSpec {
+        ceiling: Some(ceiling.clone()),
+        ..sh("sleep 30", &[])
+    };
+    let first = AgentProcess::spawn(&spec).unwrap();
+    assert_eq!(ceiling.running(), 1);
+    match AgentProcess::spawn(&spec) {
+        Err(tether_agents::AgentError::ProcessCeiling { limit: 1 }) => {}
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("a second process past the ceiling of 1"),
+    }
+    let mut freed = ceiling.freed();
+    drop(first.stdin);
+    tokio::time::timeout(
+        LIMIT,
+        first.process.shutdown_with(Duration::from_millis(100)),
+    )
+    .await
+    .unwrap();
+    tokio::time::timeout(LIMIT, freed.changed())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ceiling.running(), 0);
+    let again = AgentProcess::spawn(&spec).unwrap();
+    tokio::time::timeout(
+        LIMIT,
+        again.process.shutdown_with(Duration::from_millis(100)),
+    )
+    .await
+    .unwrap();
 }

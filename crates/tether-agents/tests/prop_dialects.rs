@@ -256,6 +256,7 @@ fn request(dialect: &str, dir: &Path) -> StartRequest {
         model: None,
         resume: None,
         mcp_servers: Vec::new(),
+        ceiling: None,
     }
 }
 

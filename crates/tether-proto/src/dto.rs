@@ -359,6 +359,14 @@ pub struct PoolStatus {
     /// Cap on shared processes (0 = no limit).
     #[serde(default)]
     pub max_processes: usize,
+    /// The hard ceiling on agent processes of every kind (`[pool] process_limit`, 0 = no
+    /// limit).
+    #[serde(default)]
+    pub process_limit: usize,
+    /// Agent processes holding a slot of that ceiling now (own, shared and spare ones,
+    /// until reaped).
+    #[serde(default)]
+    pub agent_processes: usize,
     /// The processes, each with its sessions and resident memory.
     #[serde(default)]
     pub processes: Vec<PoolProcess>,

@@ -52,7 +52,12 @@ impl Ctx {
         let delegation = Arc::new(crate::delegation::registry::Registry::new(
             config.delegation.clone(),
         ));
-        let spares = crate::spare::Spares::new(drivers.claude.clone(), delegation.clone(), &config);
+        let spares = crate::spare::Spares::new(
+            drivers.claude.clone(),
+            delegation.clone(),
+            &config,
+            pool.ceiling(),
+        );
         let ownership =
             crate::ownership::Ownership::new(store.clone(), config.cluster.node_id.clone());
         Arc::new(Ctx {
@@ -90,36 +95,54 @@ impl Ctx {
     /// [`Ctx::start_agent`] without a spare.
     async fn start_cold(&self, req: StartRequest) -> Result<Box<dyn AgentSession>, AgentError> {
         let driver = self.drivers.get(req.spec.driver);
-        let Some(hosts) = self.pool.hosts() else {
+        let (hosts, ceiling) = (self.pool.hosts(), self.pool.ceiling());
+        if hosts.is_none() && ceiling.is_none() {
             return driver.start(req).await;
-        };
-        // The process cap is hard: at it, idle sessions are evicted to make room (their
-        // slots given back) and the start is tried again as they leave; with none idle it
-        // fails.
+        }
+        // The shared-process cap and the process ceiling are hard: at either, room is made
+        // (an empty shared process ended, idle sessions evicted) and the start is tried
+        // again as they leave; with nothing to end it fails.
         let mut deadline = None;
         loop {
-            let mut released = hosts.released();
-            match driver.start(req.clone()).await {
-                Err(e @ AgentError::ProcessLimit { .. }) => {
-                    // Evict once per start (then wait for those to leave), so a start never
-                    // evicts more than the room it needs.
-                    let until = match deadline {
-                        Some(until) => until,
-                        None if self.pool.evict_for_process(&req.spec.name) => {
-                            *deadline.insert(Instant::now() + MAKE_ROOM_WAIT)
-                        }
-                        None => return Err(e),
-                    };
-                    // The evicted sessions detach first (each bounded by the agent's ack).
-                    if tokio::time::timeout_at(until, released.changed())
-                        .await
-                        .is_err()
-                    {
-                        return Err(e);
-                    }
-                }
+            let mut released = hosts.map(tether_agents::Hosts::released);
+            let mut freed = ceiling.map(tether_agents::ProcessCeiling::freed);
+            let e = match driver.start(req.clone()).await {
+                Err(e @ (AgentError::ProcessLimit { .. } | AgentError::ProcessCeiling { .. })) => e,
                 other => return other,
+            };
+            // At the ceiling a shared process without sessions ends now, not after its idle
+            // time (each retry may end another one).
+            let ended = matches!(e, AgentError::ProcessCeiling { .. })
+                && hosts.is_some_and(tether_agents::Hosts::end_one_empty);
+            // Evict once per start (then wait for those to leave), so a start never evicts
+            // more than the room it needs.
+            let until = match deadline {
+                Some(until) => until,
+                None if ended || self.make_room(&req.spec.name, &e) => {
+                    *deadline.insert(Instant::now() + MAKE_ROOM_WAIT)
+                }
+                None => return Err(e),
+            };
+            // The evicted sessions detach first (each bounded by the agent's ack); an
+            // ended process gives its slot back once reaped.
+            let room = async {
+                tokio::select! {
+                    _ = async { match &mut released { Some(r) => r.changed().await, None => std::future::pending().await } } => {}
+                    _ = async { match &mut freed { Some(f) => f.changed().await, None => std::future::pending().await } } => {}
+                }
+            };
+            if tokio::time::timeout_at(until, room).await.is_err() {
+                return Err(e);
             }
+        }
+    }
+
+    /// Evicts idle sessions for a start that met `limit`: at the shared-process cap one
+    /// of the same agent's shared slots; at the ceiling any idle session's process.
+    fn make_room(&self, agent: &str, limit: &AgentError) -> bool {
+        match limit {
+            AgentError::ProcessCeiling { .. } => self.pool.evict_for_ceiling(),
+            _ => self.pool.evict_for_process(agent),
         }
     }
 }

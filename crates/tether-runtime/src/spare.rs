@@ -51,6 +51,7 @@ impl Spares {
         driver: Arc<dyn AgentDriver>,
         registry: Arc<Registry>,
         config: &RuntimeConfig,
+        ceiling: Option<&tether_agents::ProcessCeiling>,
     ) -> Spares {
         let templates = if config.pool.claude_spare {
             config
@@ -64,6 +65,7 @@ impl Spares {
                         model: None,
                         resume: None,
                         mcp_servers: Vec::new(),
+                        ceiling: ceiling.cloned(),
                     };
                     (spec.name.clone(), req)
                 })

@@ -27,6 +27,13 @@ where
 {
 }
 
+/// `f(&receiver, Option<&id>)`.
+fn takes_opt<R: 'static, A: 'static, F, Fut>(_: F)
+where
+    F: FnOnce(&'static R, Option<&'static A>) -> Fut,
+{
+}
+
 /// `f(&receiver, &id, b)`.
 fn takes_2<R: 'static, A: 'static, B, F, Fut>(_: F)
 where
@@ -60,7 +67,7 @@ fn the_store_takes_each_id_where_it_is_meant() {
     takes_1::<Store, ConversationId, _, _>(Store::list_sessions);
     takes_1::<Store, ConversationId, _, _>(Store::open_turns);
     takes_1::<Store, ConversationId, _, _>(Store::children_of);
-    takes_1::<Store, ConversationId, _, _>(Store::running_children);
+    takes_opt::<Store, ConversationId, _, _>(Store::running_children);
     takes_3::<Store, ConversationId, i64, u32, _, _>(Store::conversation_events);
     takes_3::<Store, ConversationId, i64, u32, _, _>(Store::history);
     takes_3::<Store, ConversationId, Option<i64>, u32, _, _>(Store::conversation_events_before);

@@ -104,6 +104,8 @@ pub struct PoolFile {
     /// Keep one warm spare process per Claude agent for new sessions (default: when the
     /// default agent is a Claude agent).
     pub claude_spare: Option<bool>,
+    /// Agent processes of every kind at once, a hard ceiling (0 = no limit).
+    pub process_limit: Option<usize>,
 }
 
 /// `[delegation]`: how deep delegation may nest (1..=8, default 1) and how many children
@@ -423,6 +425,7 @@ fn pool_config(file: PoolFile, claude_default: bool) -> PoolConfig {
             .process_idle_secs
             .map_or(default.process_idle, Duration::from_secs),
         claude_spare: file.claude_spare.unwrap_or(claude_default),
+        process_limit: file.process_limit.unwrap_or(default.process_limit),
     }
 }
 

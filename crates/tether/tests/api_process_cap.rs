@@ -157,3 +157,86 @@ async fn at_the_process_cap_an_idle_session_makes_room_and_with_none_idle_the_st
         "{ta}"
     );
 }
+
+/// Issue 24 S6: `[pool] process_limit` is one hard ceiling on agent processes of every
+/// kind — a Claude session's own process and a process per session count like shared
+/// ones. At it, the least recently used idle session is evicted to make room; with every
+/// process busy a start fails with `process_limit`; the ceiling is never exceeded.
+#[tokio::test]
+async fn process_limit_caps_processes_of_every_kind() {
+    let state = tempfile::tempdir().unwrap().keep();
+    let agents: String = [("claude-own", "claude"), ("acp-own", "acp")]
+        .iter()
+        .map(|(name, dialect)| reliability_util::agent_toml(name, dialect, &state, &[]))
+        .collect();
+    let d = Daemon::start(DaemonOptions {
+        extra_config: format!(
+            "{agents}[pool]\nidle_ttl_secs = 0\nsessions_per_process = 1\nmax_live = 0\nprocess_limit = 2\n"
+        ),
+        ..Default::default()
+    })
+    .await;
+    let agent_processes = async || pool(&d).await["agent_processes"].as_u64().unwrap();
+    let a = d.new_conversation(Some("claude-own")).await;
+    let b = d.new_conversation(Some("acp-own")).await;
+    for c in [&a, &b] {
+        let (_, t) = d.say_and_wait(c, "hello").await;
+        assert_eq!(t["status"], "completed", "{t}");
+    }
+    assert_eq!(agent_processes().await, 2);
+    assert_eq!(pool(&d).await["process_limit"], 2);
+
+    // A third session: the least recently used idle one (a's Claude process) makes room.
+    let c = d.new_conversation(Some("acp-own")).await;
+    let (_, t) = d.say_and_wait(&c, "hello").await;
+    assert_eq!(t["status"], "completed", "{t}");
+    let conv_a = d.get_ok(&format!("/api/v1/conversations/{a}")).await;
+    assert_eq!(conv_a["binding"]["status"], "dormant", "{conv_a}");
+    assert!(agent_processes().await <= 2);
+
+    // Both processes busy: a start fails with process_limit, and nothing past the ceiling.
+    let sb = d.say(&b, "hang").await;
+    let sc = d.say(&c, "hang").await;
+    for conv in [&b, &c] {
+        d.wait_conversation(conv, "the turn runs", |v| v["state"] == "bound/running")
+            .await;
+    }
+    let (_, ta) = d.say_and_wait(&a, "are you there?").await;
+    assert_eq!(
+        (ta["status"].as_str(), ta["error_code"].as_str()),
+        (Some("failed"), Some("process_limit")),
+        "{ta}"
+    );
+    assert!(
+        ta["error_message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("process_limit"),
+        "{ta}"
+    );
+    assert_eq!(agent_processes().await, 2);
+    // A turn ends: its session goes idle and a's resume takes its place.
+    d.post_ok(
+        &format!("/api/v1/conversations/{b}/stop"),
+        serde_json::json!({}),
+    )
+    .await;
+    d.wait_turn(
+        sb["session_id"].as_str().unwrap(),
+        sb["turn_id"].as_str().unwrap(),
+    )
+    .await;
+    let (_, ta) = d.say_and_wait(&a, "again").await;
+    assert_eq!(ta["status"], "completed", "{ta}");
+    assert!(agent_processes().await <= 2);
+    d.post_ok(
+        &format!("/api/v1/conversations/{c}/stop"),
+        serde_json::json!({}),
+    )
+    .await;
+    d.wait_turn(
+        sc["session_id"].as_str().unwrap(),
+        sc["turn_id"].as_str().unwrap(),
+    )
+    .await;
+}

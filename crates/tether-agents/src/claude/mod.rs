@@ -283,6 +283,7 @@ mod tests {
             cwd: "/w".into(),
             model: Some("sonnet".to_owned()),
             resume: None,
+            ceiling: None,
             mcp_servers: Vec::new(),
         };
         assert_eq!(

@@ -275,6 +275,22 @@ impl Hosts {
         self.inner.released.subscribe()
     }
 
+    /// Ends one shared process that hosts no session (it would end after its idle time)
+    /// now: the runtime makes room at the process ceiling. False when every one hosts one.
+    pub fn end_one_empty(&self) -> bool {
+        let host = {
+            let mut processes = self.inner.lock();
+            let Some(i) = processes.iter().position(|h| h.lock().used == 0) else {
+                return false;
+            };
+            let host = processes.remove(i);
+            host.lock().retired = true;
+            host
+        };
+        end_process(host);
+        true
+    }
+
     /// The shared processes now, with their sessions and memory.
     pub fn processes(&self) -> Vec<ProcessView> {
         let processes: Vec<Arc<Host>> = self.inner.lock().clone();

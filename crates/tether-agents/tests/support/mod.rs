@@ -48,6 +48,7 @@ pub fn fake_request(
         model: None,
         resume: resume.map(str::to_owned),
         mcp_servers: Vec::new(),
+        ceiling: None,
     }
 }
 

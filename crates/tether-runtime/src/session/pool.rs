@@ -41,6 +41,9 @@ pub struct PoolConfig {
     /// Keep one warm spare process per Claude agent, so a new Claude session attaches
     /// to it instead of a cold start (see `crate::spare`).
     pub claude_spare: bool,
+    /// Agent processes of every kind at once, a hard ceiling (0 = no limit): own,
+    /// shared and spare processes each take a slot until reaped (issue 24 S6).
+    pub process_limit: usize,
 }
 
 impl PoolConfig {
@@ -71,6 +74,7 @@ impl Default for PoolConfig {
             max_processes: 16,
             process_idle: Duration::from_secs(60),
             claude_spare: false,
+            process_limit: 64,
         }
     }
 }
@@ -96,15 +100,25 @@ pub(crate) struct Pool {
     state: Mutex<State>,
     /// The shared processes (none when every session has its own).
     hosts: Option<tether_agents::Hosts>,
+    /// Every agent process's slot (none: `process_limit = 0`).
+    ceiling: Option<tether_agents::ProcessCeiling>,
 }
 
 impl Pool {
     pub fn new(config: PoolConfig, hosts: Option<tether_agents::Hosts>) -> Pool {
+        let ceiling = (config.process_limit > 0)
+            .then(|| tether_agents::ProcessCeiling::new(config.process_limit));
         Pool {
             config,
             state: Mutex::new(State::default()),
             hosts,
+            ceiling,
         }
+    }
+
+    /// The ceiling every agent process takes a slot of.
+    pub fn ceiling(&self) -> Option<&tether_agents::ProcessCeiling> {
+        self.ceiling.as_ref()
     }
 
     /// Ends the shared processes (daemon shutdown, after the sessions left them).
@@ -209,28 +223,7 @@ impl Pool {
             })
             .min_by_key(|(_, t)| *t)
             .map(|(id, _)| vec![id.clone()]);
-        let victims = same_agent.or_else(|| {
-            // Per shared process: its sessions, and the latest idle time if all are idle.
-            let mut by_process: HashMap<u64, (Vec<SessionId>, Option<Instant>)> = HashMap::new();
-            for (id, e) in &st.entries {
-                let Some(shared) = e.process.as_ref().and_then(|p| p.process.shared) else {
-                    continue;
-                };
-                let slot = by_process
-                    .entry(shared)
-                    .or_insert_with(|| (Vec::new(), e.idle_since));
-                slot.0.push(id.clone());
-                slot.1 = match (slot.1, e.idle_since) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    _ => None,
-                };
-            }
-            by_process
-                .into_values()
-                .filter_map(|(ids, last)| last.map(|t| (ids, t)))
-                .min_by_key(|(_, t)| *t)
-                .map(|(ids, _)| ids)
-        });
+        let victims = same_agent.or_else(|| Self::idle_shared_process(&st));
         let Some(victims) = victims else {
             return false;
         };
@@ -238,6 +231,55 @@ impl Pool {
             Self::evict_locked(&mut st, &id, "the agent processes are full");
         }
         true
+    }
+
+    /// A start met the process ceiling: evicts the least recently used idle session that
+    /// has a process of its own (the process then ends and gives its slot back), else
+    /// every session of the shared process whose sessions are all idle (it then empties
+    /// and the start ends it). False when every session is busy.
+    pub fn evict_for_ceiling(&self) -> bool {
+        let mut st = self.lock();
+        let own = st
+            .entries
+            .iter()
+            .filter(|(_, e)| {
+                e.process
+                    .as_ref()
+                    .is_some_and(|p| p.process.shared.is_none())
+            })
+            .filter_map(|(id, e)| e.idle_since.map(|t| (id.clone(), t)))
+            .min_by_key(|(_, t)| *t)
+            .map(|(id, _)| vec![id]);
+        let Some(victims) = own.or_else(|| Self::idle_shared_process(&st)) else {
+            return false;
+        };
+        for id in victims {
+            Self::evict_locked(&mut st, &id, "tether's agent processes are at their limit");
+        }
+        true
+    }
+
+    /// The sessions of the least recently used shared process whose sessions are all idle.
+    fn idle_shared_process(st: &State) -> Option<Vec<SessionId>> {
+        let mut by_process: HashMap<u64, (Vec<SessionId>, Option<Instant>)> = HashMap::new();
+        for (id, e) in &st.entries {
+            let Some(shared) = e.process.as_ref().and_then(|p| p.process.shared) else {
+                continue;
+            };
+            let slot = by_process
+                .entry(shared)
+                .or_insert_with(|| (Vec::new(), e.idle_since));
+            slot.0.push(id.clone());
+            slot.1 = match (slot.1, e.idle_since) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                _ => None,
+            };
+        }
+        by_process
+            .into_values()
+            .filter_map(|(ids, last)| last.map(|t| (ids, t)))
+            .min_by_key(|(_, t)| *t)
+            .map(|(ids, _)| ids)
     }
 
     /// The session has a live process and runs a turn.
@@ -310,6 +352,8 @@ impl Pool {
             processes,
             sessions_per_process: self.config.sessions_per_process.max(1),
             max_processes: self.config.max_processes,
+            process_limit: self.config.process_limit,
+            agent_processes: self.ceiling.as_ref().map_or(0, |c| c.running()),
             live: st.entries.len(),
             busy: st.entries.len() - idle,
             idle,

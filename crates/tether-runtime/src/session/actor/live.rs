@@ -27,6 +27,7 @@ impl Actor {
             model: self.session.model.clone(),
             resume: self.session.external_id.clone(),
             mcp_servers: self.ctx.delegation.mcp_servers(&self.session),
+            ceiling: self.ctx.pool.ceiling().cloned(),
         }
     }
 
