@@ -30,3 +30,26 @@ pub(crate) async fn read_body(
         }
     }
 }
+
+/// Logs a refused webhook request of `channel` (a WARN), at most once a minute per
+/// channel; the next line says how many were held back (issue 24 S10: anyone can send
+/// refused requests, so they must not flood the log).
+pub(crate) fn warn_refused(channel: &'static str, why: &str) {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static THROTTLES: Mutex<Option<HashMap<&'static str, tether_core::Throttle>>> =
+        Mutex::new(None);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let admitted = {
+        let mut map = THROTTLES.lock().unwrap_or_else(|e| e.into_inner());
+        map.get_or_insert_with(HashMap::new)
+            .entry(channel)
+            .or_insert(tether_core::Throttle::new(60_000))
+            .admit(now)
+    };
+    if let Some(held_back) = admitted {
+        tracing::warn!(channel, held_back, "webhook request refused: {why}");
+    }
+}

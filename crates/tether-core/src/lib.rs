@@ -16,6 +16,7 @@ pub mod queue;
 pub mod recovery;
 pub mod state;
 pub mod status;
+pub mod throttle;
 pub mod title;
 pub mod turn;
 
@@ -33,6 +34,7 @@ pub use queue::{DEFAULT_QUEUE_CAP, QueueFull, TurnQueue};
 pub use recovery::{failover_notice, restart_notice};
 pub use state::{StateInputs, derive_state};
 pub use status::{SessionRow, StatusView, sessions_text, short_id, status_text};
+pub use throttle::Throttle;
 pub use turn::{TransitionError, transition};
 
 /// A run of failures of one repeated task (a poll, a reconnect), so that a loop logs the

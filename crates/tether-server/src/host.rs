@@ -81,7 +81,7 @@ pub(crate) async fn check(
         .or_else(|| req.uri().authority().map(|a| a.as_str().to_owned()));
     match authority {
         Some(a) if !policy.admits(&a) => {
-            tracing::warn!(host = a, "request for a foreign Host refused");
+            warn_foreign(&a);
             Err(ApiError::new(
                 ErrorCode::HostNotAllowed,
                 format!(
@@ -91,6 +91,23 @@ pub(crate) async fn check(
             ))
         }
         _ => Ok(next.run(req).await),
+    }
+}
+
+/// A WARN for a foreign `Host`, at most once a minute (the next says how many were held
+/// back): anyone who can reach the port can send them (issue 24 S10).
+fn warn_foreign(host: &str) {
+    static THROTTLE: std::sync::Mutex<tether_core::Throttle> =
+        std::sync::Mutex::new(tether_core::Throttle::new(60_000));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let admitted = THROTTLE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .admit(now);
+    if let Some(held_back) = admitted {
+        tracing::warn!(host, held_back, "request for a foreign Host refused");
     }
 }
 

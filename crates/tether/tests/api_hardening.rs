@@ -31,6 +31,7 @@ async fn start(server_extra: &str) -> (FakeTelegram, Daemon) {
         extra_config: format!(
             "[server]\nheader_read_timeout_secs = 1\nbody_read_timeout_secs = 1\n{server_extra}\n\n{telegram}"
         ),
+        capture_stderr: true,
         ..Default::default()
     })
     .await;
@@ -289,6 +290,37 @@ async fn foreign_host_headers_are_refused_except_on_webhooks() {
     )
     .await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+    // Refusals anyone can send are logged at most once a minute (issue 24 S10): 30 more
+    // foreign Hosts and 30 webhooks with a wrong secret add one WARN each at most.
+    for _ in 0..30 {
+        raw(&d, get("evil.example", "/api/v1/health")).await;
+        let answer = raw(
+            &d,
+            format!(
+                "POST /hooks/telegram HTTP/1.1\r\nHost: bot.example.org\r\nContent-Type: application/json\r\n\
+                 X-Telegram-Bot-Api-Secret-Token: wrong\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+            ),
+        )
+        .await;
+        assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    }
+    let count = |what: &str| {
+        let log = d.stderr_log();
+        log.lines()
+            .filter(|l| l.contains("WARN") && l.contains(what))
+            .count()
+    };
+    // (The daemon's log reaches its file a moment later.)
+    within("the refusals are logged", async {
+        while count("webhook request refused") == 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(count("foreign Host refused"), 1, "{}", d.stderr_log());
+    assert_eq!(count("webhook request refused"), 1, "{}", d.stderr_log());
 }
 
 #[tokio::test]

@@ -53,7 +53,7 @@ fn decode_hex(s: &str) -> Option<Vec<u8>> {
 }
 
 fn unauthorized(why: &str) -> Response {
-    tracing::warn!(channel = "discord", "interaction rejected: {why}");
+    crate::body::warn_refused("discord", why);
     StatusCode::UNAUTHORIZED.into_response()
 }
 

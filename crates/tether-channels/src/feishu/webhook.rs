@@ -43,7 +43,7 @@ pub(crate) struct HookState {
 }
 
 fn unauthorized(why: &str) -> Response {
-    tracing::warn!(channel = "feishu", "event rejected: {why}");
+    crate::body::warn_refused("feishu", why);
     StatusCode::UNAUTHORIZED.into_response()
 }
 

@@ -32,7 +32,7 @@ pub(crate) struct HookState {
 }
 
 fn refuse(status: StatusCode, why: &str) -> Response {
-    tracing::warn!(channel = "slack", "request refused: {why}");
+    crate::body::warn_refused("slack", why);
     status.into_response()
 }
 

@@ -375,10 +375,7 @@ pub(crate) async fn hook(
         .map(|v| v.as_bytes())
         .unwrap_or_default();
     if s.secret.is_empty() || !crate::constant_time_eq(&s.secret, presented) {
-        tracing::warn!(
-            channel = "telegram",
-            "webhook with a wrong secret token rejected"
-        );
+        crate::body::warn_refused("telegram", "a wrong secret token");
         return StatusCode::UNAUTHORIZED;
     }
     let body = match crate::body::read_body(&headers, body, MAX_UPDATE_BYTES).await {
