@@ -29,6 +29,7 @@ mod inbound_files;
 mod lanes;
 mod leader;
 mod multipart;
+mod net;
 mod outbox;
 mod pump;
 mod sweep;

@@ -466,6 +466,53 @@ async fn doctor_tries_each_channels_credentials_against_its_platform() {
     let report = text(&home.run(&["doctor"], &[]).await.stdout);
     assert!(report.contains("feishu: ERROR: "), "{report}");
     assert!(report.contains("app secret invalid"), "{report}");
+    assert!(
+        report.contains("check `app_id` and `app_secret`"),
+        "{report}"
+    );
+
+    // Issue 24, first use 8: no answer names the host and the cause, and points at the
+    // address, not at "retry later"; a refused token points at the token.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let home = Home::new(
+        "",
+        &format!(
+            "[channels.telegram]\nbot_token = \"{BOT_TOKEN}\"\nbase_url = \"http://127.0.0.1:{port}\"\n"
+        ),
+    );
+    let report = text(&home.run(&["doctor"], &[]).await.stdout);
+    let line = report
+        .lines()
+        .find(|l| l.contains("telegram:"))
+        .unwrap_or_default();
+    assert!(
+        line.contains(&format!("cannot connect to 127.0.0.1:{port}")),
+        "{report}"
+    );
+    assert!(line.to_lowercase().contains("refused"), "{report}");
+    assert!(line.contains("is `base_url` right"), "{report}");
+    assert!(
+        !line.contains("retry later") && !line.contains(BOT_TOKEN),
+        "{report}"
+    );
+    let home = Home::new(
+        "",
+        &format!(
+            "[channels.telegram]\nbot_token = \"1:wrong\"\nbase_url = \"{}\"\n",
+            tg.base_url
+        ),
+    );
+    let report = text(&home.run(&["doctor"], &[]).await.stdout);
+    let line = report
+        .lines()
+        .find(|l| l.contains("telegram:"))
+        .unwrap_or_default();
+    assert!(
+        line.contains("ERROR") && line.contains("check `bot_token`"),
+        "{report}"
+    );
 }
 
 /// Issue 24, first use 5: `doctor` gates a script: it exits non-zero on anything that

@@ -249,7 +249,7 @@ pub async fn check_credentials(cfg: &DiscordConfig) -> Result<String, String> {
     let me = rest
         .call(Method::GET, "/users/@me", None)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| crate::net::check_failed(e, "check `bot_token`"))?;
     Ok(format!(
         "{} (id {})",
         me["username"].as_str().unwrap_or("?"),

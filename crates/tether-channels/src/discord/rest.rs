@@ -185,10 +185,10 @@ impl Rest {
             .http
             .request(method, format!("{}{path}", self.base))
             .header("authorization", &self.auth);
-        let resp = build(req).send().await.map_err(|e| SendError::Retry {
-            after: None,
-            reason: format!("{route}: {e}"),
-        })?;
+        let resp = build(req)
+            .send()
+            .await
+            .map_err(|e| crate::net::transport(&route, &e))?;
         self.learn(&route, &resp);
         let status = resp.status();
         let bucket = resp

@@ -49,12 +49,7 @@ impl std::fmt::Debug for Client {
     }
 }
 
-fn transport(what: &str, e: &reqwest::Error) -> SendError {
-    SendError::Retry {
-        after: None,
-        reason: format!("{what}: {e}"),
-    }
-}
+use crate::net::transport;
 
 impl Client {
     pub fn new(base_url: &str, app_id: &str, app_secret: &str) -> Result<Client, SendError> {

@@ -56,7 +56,10 @@ impl Feishu {
 pub(crate) async fn check(cfg: &FeishuConfig) -> Result<String, String> {
     let client =
         api::Client::new(&cfg.base_url, &cfg.app_id, &cfg.app_secret).map_err(|e| e.to_string())?;
-    client.token().await.map_err(|e| e.to_string())?;
+    client
+        .token()
+        .await
+        .map_err(|e| crate::net::check_failed(e, "check `app_id` and `app_secret`"))?;
     Ok(format!("app {} has a tenant access token", cfg.app_id))
 }
 

@@ -102,10 +102,10 @@ impl Client {
     }
 
     async fn finish(&self, method: &str, req: reqwest::RequestBuilder) -> Result<Value, SendError> {
-        let resp = req.send().await.map_err(|e| SendError::Retry {
-            after: None,
-            reason: format!("{method}: {e}"),
-        })?;
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| crate::net::transport(method, &e))?;
         let status = resp.status().as_u16();
         let after = resp
             .headers()

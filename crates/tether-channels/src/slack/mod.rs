@@ -168,14 +168,14 @@ pub async fn check(cfg: &SlackConfig) -> Result<String, String> {
     let who = client
         .auth_test()
         .await
-        .map_err(|e| format!("bot token: {e}"))?;
+        .map_err(|e| crate::net::check_failed(e, "check `bot_token`"))?;
     let mode = match cfg.mode {
         SlackMode::Socket => {
             let app = cfg.app_token.as_deref().unwrap_or_default();
             client
                 .connections_open(app)
                 .await
-                .map_err(|e| format!("app-level token: {e}"))?;
+                .map_err(|e| crate::net::check_failed(e, "check `app_token`"))?;
             "Socket Mode, app-level token accepted"
         }
         SlackMode::Events => "Events API at POST /hooks/slack",

@@ -196,7 +196,7 @@ impl Bot {
             return Err(FetchError::Unavailable("getFile: no file_path".to_owned()));
         };
         let unavailable =
-            |e: reqwest::Error| FetchError::Unavailable(format!("download: {}", e.without_url()));
+            |e: reqwest::Error| FetchError::Unavailable(crate::net::describe("download", &e));
         let mut resp = self
             .http
             .get(format!("{}/{path}", self.file_base))
@@ -237,10 +237,7 @@ impl Bot {
             .timeout(timeout)
             .send()
             .await
-            .map_err(|e| SendError::Retry {
-                after: None,
-                reason: format!("{method}: {}", e.without_url()),
-            })?;
+            .map_err(|e| crate::net::transport(method, &e))?;
         reply(method, resp).await
     }
 
@@ -263,10 +260,7 @@ impl Bot {
             .timeout(timeout)
             .send()
             .await
-            .map_err(|e| SendError::Retry {
-                after: None,
-                reason: format!("{method}: {}", e.without_url()),
-            })?;
+            .map_err(|e| crate::net::transport(method, &e))?;
         reply(method, resp).await
     }
 }
@@ -274,10 +268,10 @@ impl Bot {
 /// A Bot API reply: its `result`, or the error classified for the outbox.
 async fn reply<T: DeserializeOwned>(method: &str, resp: reqwest::Response) -> Result<T, SendError> {
     let status = resp.status().as_u16();
-    let text = resp.text().await.map_err(|e| SendError::Retry {
-        after: None,
-        reason: format!("{method}: {}", e.without_url()),
-    })?;
+    let text = resp
+        .text()
+        .await
+        .map_err(|e| crate::net::transport(method, &e))?;
     let parsed: Result<ApiResponse<T>, _> = serde_json::from_str(&text);
     match parsed {
         Ok(r) if r.ok => r

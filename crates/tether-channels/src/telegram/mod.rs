@@ -99,7 +99,7 @@ pub(crate) async fn check(cfg: &TelegramConfig) -> Result<String, String> {
     let me: api::User = bot
         .call("getMe", &json!({}), CALL_TIMEOUT)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| crate::net::check_failed(e, "check `bot_token`"))?;
     Ok(format!("bot {} answers", me.display()))
 }
 
