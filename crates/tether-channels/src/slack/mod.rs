@@ -165,17 +165,21 @@ impl Channel for Slack {
 /// app-level token (`apps.connections.open`, which hands out a URL without connecting).
 pub async fn check(cfg: &SlackConfig) -> Result<String, String> {
     let client = api::Client::new(&cfg.base_url, &cfg.bot_token).map_err(|e| e.to_string())?;
-    let who = client
-        .auth_test()
-        .await
-        .map_err(|e| crate::net::check_failed(e, "check `bot_token`"))?;
+    let who = client.auth_test().await.map_err(|e| {
+        format!(
+            "bot token: {}",
+            crate::net::check_failed(e, "check `bot_token`")
+        )
+    })?;
     let mode = match cfg.mode {
         SlackMode::Socket => {
             let app = cfg.app_token.as_deref().unwrap_or_default();
-            client
-                .connections_open(app)
-                .await
-                .map_err(|e| crate::net::check_failed(e, "check `app_token`"))?;
+            client.connections_open(app).await.map_err(|e| {
+                format!(
+                    "app-level token: {}",
+                    crate::net::check_failed(e, "check `app_token`")
+                )
+            })?;
             "Socket Mode, app-level token accepted"
         }
         SlackMode::Events => "Events API at POST /hooks/slack",
