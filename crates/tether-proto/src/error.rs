@@ -24,6 +24,11 @@ pub enum ErrorCode {
     NotFound,
     /// The route exists but not with this method (the `Allow` header lists the methods).
     MethodNotAllowed,
+    /// The route cannot answer in any type the `Accept` header allows (`/mcp` wants
+    /// `application/json` and `text/event-stream`).
+    NotAcceptable,
+    /// The body's `Content-Type` is not one the route reads.
+    UnsupportedMediaType,
     /// A `/command` that tether does not know.
     UnknownCommand,
     /// A known command with missing or wrong arguments.
@@ -148,6 +153,8 @@ impl ErrorCode {
             ErrorCode::HostNotAllowed => "host_not_allowed",
             ErrorCode::NotFound => "not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::NotAcceptable => "not_acceptable",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
             ErrorCode::UnknownCommand => "unknown_command",
             ErrorCode::InvalidCommand => "invalid_command",
             ErrorCode::UnknownAgent => "unknown_agent",
@@ -217,6 +224,8 @@ impl ErrorCode {
             ErrorCode::HostNotAllowed | ErrorCode::FileRefused => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
+            ErrorCode::NotAcceptable => 406,
+            ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::ApprovalAlreadyResolved
             | ErrorCode::QuestionAlreadyResolved
             | ErrorCode::NothingRunning

@@ -153,7 +153,8 @@ fn code_for_status(status: StatusCode) -> ErrorCode {
         StatusCode::NOT_FOUND => ErrorCode::NotFound,
         StatusCode::METHOD_NOT_ALLOWED => ErrorCode::MethodNotAllowed,
         StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::PayloadTooLarge,
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => ErrorCode::InvalidJson,
+        StatusCode::NOT_ACCEPTABLE => ErrorCode::NotAcceptable,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ErrorCode::UnsupportedMediaType,
         s if s.is_client_error() => ErrorCode::BadRequest,
         _ => ErrorCode::Internal,
     }

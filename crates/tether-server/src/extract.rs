@@ -62,6 +62,33 @@ where
 
 /// The body of a JSON request whose body is a JSON object (checked by its first byte;
 /// serde would take `[]` for a struct).
+/// The body of a route that takes none (`new-session`, `detach`, `stop`): empty or `{}`;
+/// anything else is `bad_request` rather than silently ignored (issue 24, first use 9).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoBody;
+
+impl<S: Send + Sync> FromRequest<S> for NoBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let path = req.uri().path().to_owned();
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(bytes_rejection)?;
+        let empty = bytes.iter().all(u8::is_ascii_whitespace)
+            || serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&bytes)
+                .is_ok_and(|m| m.is_empty());
+        if empty {
+            Ok(NoBody)
+        } else {
+            Err(ApiError::bad_request(format!(
+                "POST {path} takes no body (send nothing or `{{}}`); to start a new session \
+                 with a task, send `/new <task>` as a message"
+            )))
+        }
+    }
+}
+
 async fn object_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
     if !is_json_content_type(req.headers()) {
         return Err(ApiError::new(

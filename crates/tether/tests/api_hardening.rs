@@ -664,3 +664,63 @@ async fn uploads_are_cut_at_their_deadline_capped_at_once_and_in_parts() {
         "{body}"
     );
 }
+
+/// Issue 24, first use 9: routes that take no body refuse one instead of ignoring it,
+/// and `/mcp`'s 406 and 415 carry their own codes.
+#[tokio::test]
+async fn bodiless_routes_refuse_a_body_and_mcp_names_406_and_415() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let c = d.new_conversation(None).await;
+    for route in ["new-session", "detach", "stop"] {
+        let path = format!("/api/v1/conversations/{c}/{route}");
+        let (status, body) = d.post(&path, json!({"text": "do this"})).await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (400, Some("bad_request")),
+            "{route}: {body}"
+        );
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("takes no body"),
+            "{body}"
+        );
+        let (status, body) = d.post(&path, json!({})).await;
+        assert_ne!(status, 400, "{route}: {{}} is no body: {body}");
+        let r = d
+            .client
+            .post(d.url(&path))
+            .bearer_auth(&d.token)
+            .send()
+            .await
+            .unwrap();
+        assert_ne!(r.status().as_u16(), 400, "{route}: an empty body is fine");
+    }
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"}}});
+    let answer = |accept: &'static str, ct: &'static str| {
+        let req = d
+            .client
+            .post(d.url("/mcp"))
+            .bearer_auth(&d.token)
+            .header("accept", accept)
+            .header("content-type", ct)
+            .body(init.to_string());
+        async move {
+            let r = within("/mcp", req.send()).await.unwrap();
+            let status = r.status().as_u16();
+            let body: Value = r.json().await.unwrap_or(Value::Null);
+            (status, body["error"]["code"].as_str().map(str::to_owned))
+        }
+    };
+    assert_eq!(
+        answer("text/html", "application/json").await,
+        (406, Some("not_acceptable".to_owned()))
+    );
+    assert_eq!(
+        answer("application/json, text/event-stream", "text/plain").await,
+        (415, Some("unsupported_media_type".to_owned()))
+    );
+}

@@ -178,6 +178,8 @@ pub(crate) fn rebuild(code: ErrorCode, message: String, known: Known<'_>) -> Run
         | ErrorCode::HostNotAllowed
         | ErrorCode::NotFound
         | ErrorCode::MethodNotAllowed
+        | ErrorCode::NotAcceptable
+        | ErrorCode::UnsupportedMediaType
         | ErrorCode::UnknownCommand
         | ErrorCode::InvalidCommand
         | ErrorCode::UnknownAgent

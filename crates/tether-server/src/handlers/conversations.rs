@@ -198,6 +198,7 @@ pub(crate) async fn history(
     params(("id" = String, Path, description = "Conversation id")),
     responses(
         (status = 200, description = "Unbound; the next message starts a new session", body = MessageOutcome),
+        (status = 400, description = "`bad_request`: a body other than none or `{}` (this route takes none)", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
         (status = 404, description = "No such conversation", body = ErrorBody),
     ),
@@ -206,6 +207,7 @@ pub(crate) async fn history(
 pub(crate) async fn new_session(
     State(s): State<AppState>,
     ApiPath(id): ApiPath<ConversationId>,
+    _: crate::extract::NoBody,
 ) -> Result<Json<MessageOutcome>, ApiError> {
     Ok(Json(s.runtime.new_session(&id).await?))
 }
@@ -217,6 +219,7 @@ pub(crate) async fn new_session(
     params(("id" = String, Path, description = "Conversation id")),
     responses(
         (status = 200, description = "Unbound", body = MessageOutcome),
+        (status = 400, description = "`bad_request`: a body other than none or `{}` (this route takes none)", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
         (status = 404, description = "No such conversation", body = ErrorBody),
     ),
@@ -225,6 +228,7 @@ pub(crate) async fn new_session(
 pub(crate) async fn detach(
     State(s): State<AppState>,
     ApiPath(id): ApiPath<ConversationId>,
+    _: crate::extract::NoBody,
 ) -> Result<Json<MessageOutcome>, ApiError> {
     Ok(Json(s.runtime.detach(&id).await?))
 }
@@ -236,6 +240,7 @@ pub(crate) async fn detach(
     params(("id" = String, Path, description = "Conversation id")),
     responses(
         (status = 200, description = "The running turn is being cancelled", body = MessageOutcome),
+        (status = 400, description = "`bad_request`: a body other than none or `{}` (this route takes none)", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
         (status = 404, description = "No such conversation", body = ErrorBody),
         (status = 409, description = "Nothing is running", body = ErrorBody),
@@ -245,6 +250,7 @@ pub(crate) async fn detach(
 pub(crate) async fn stop(
     State(s): State<AppState>,
     ApiPath(id): ApiPath<ConversationId>,
+    _: crate::extract::NoBody,
 ) -> Result<Json<MessageOutcome>, ApiError> {
     Ok(Json(s.runtime.stop(&id).await?))
 }
