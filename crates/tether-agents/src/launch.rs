@@ -158,11 +158,39 @@ impl Handshake<'_> {
             StepError::Rpc(RpcError::Remote { message, .. }) if method == "initialize" => {
                 spawn_failure(format!("initialize failed: {message}"), self.process)
             }
-            StepError::Rpc(RpcError::Remote { message, .. }) => AgentError::Agent {
-                message: format!("{method} failed: {message}"),
+            // The agent's own reason (its error's `data`, its last stderr lines) goes
+            // with the message: "Internal error" alone tells the person nothing.
+            StepError::Rpc(RpcError::Remote { message, data, .. }) => AgentError::Agent {
+                message: format!(
+                    "{method} failed: {message}{}{}",
+                    data.as_ref()
+                        .filter(|d| !d.is_null())
+                        .map_or_else(String::new, |d| format!(" ({})", brief(d))),
+                    stderr_brief(&self.process.stderr_tail().snapshot()),
+                ),
             },
             StepError::Rpc(RpcError::Write(message)) => spawn_failure(message, self.process),
         }
+    }
+}
+
+/// A JSON value as short text (a string as is), at most 500 characters.
+fn brief(v: &Value) -> String {
+    let text = match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    text.chars().take(500).collect()
+}
+
+/// The last few stderr lines, as `; stderr: …` (nothing when there are none).
+fn stderr_brief(tail: &str) -> String {
+    let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
+    let last = &lines[lines.len().saturating_sub(5)..];
+    if last.is_empty() {
+        String::new()
+    } else {
+        format!("; stderr: {}", last.join(" | "))
     }
 }
 

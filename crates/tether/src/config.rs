@@ -446,50 +446,65 @@ pub fn parse_listen(text: &str) -> Result<SocketAddr> {
     })
 }
 
+/// The arguments `claude` runs with under tether.
+const CLAUDE_ARGS: &[&str] = &[
+    "-p",
+    "--input-format",
+    "stream-json",
+    "--output-format",
+    "stream-json",
+    "--verbose",
+    "--permission-prompt-tool",
+    "stdio",
+    "--include-partial-messages",
+];
+
+/// What an agent of `driver` running `command` gets unless its config says otherwise
+/// (issue 24, first use 2): the arguments that make the CLI speak the driver's protocol
+/// and the variables its credentials live in. ACP agents are told apart by the
+/// command's file name (gemini, codex-acp, claude's ACP adapters); another ACP agent gets
+/// no arguments and no credentials by default.
+pub fn driver_defaults(
+    driver: DriverKind,
+    command: &str,
+) -> (&'static [&'static str], &'static [&'static str]) {
+    use tether_agents::env::{CLAUDE_PASS_ENV, CODEX_PASS_ENV, GEMINI_PASS_ENV};
+    let file = std::path::Path::new(command)
+        .file_name()
+        .and_then(|f| f.to_str())
+        .unwrap_or(command);
+    match driver {
+        DriverKind::Codex => (&["app-server"], CODEX_PASS_ENV),
+        DriverKind::Claude => (CLAUDE_ARGS, CLAUDE_PASS_ENV),
+        DriverKind::Acp => match file {
+            "gemini" => (&["--acp"], GEMINI_PASS_ENV),
+            f if f.starts_with("codex-acp") => (&[], CODEX_PASS_ENV),
+            f if f.starts_with("claude-code-acp") || f.starts_with("claude-agent-acp") => {
+                (&[], CLAUDE_PASS_ENV)
+            }
+            _ => (&[], &[]),
+        },
+    }
+}
+
 /// The agents every installation knows (found on `PATH` when installed).
 pub fn builtin_agents() -> BTreeMap<String, AgentSpec> {
-    use tether_agents::env::{CLAUDE_PASS_ENV, CODEX_PASS_ENV, GEMINI_PASS_ENV};
     let owned = |list: &[&str]| -> Vec<String> { list.iter().map(|a| (*a).to_owned()).collect() };
-    let spec = |name: &str, driver, command: &str, args: &[&str], pass_env: &[&str]| AgentSpec {
-        name: name.to_owned(),
-        driver,
-        command: command.to_owned(),
-        args: owned(args),
-        pass_env: owned(pass_env),
-        env: BTreeMap::new(),
+    let spec = |name: &str, driver, command: &str| {
+        let (args, pass_env) = driver_defaults(driver, command);
+        AgentSpec {
+            name: name.to_owned(),
+            driver,
+            command: command.to_owned(),
+            args: owned(args),
+            pass_env: owned(pass_env),
+            env: BTreeMap::new(),
+        }
     };
     [
-        spec(
-            "codex",
-            DriverKind::Codex,
-            "codex",
-            &["app-server"],
-            CODEX_PASS_ENV,
-        ),
-        spec(
-            "claude",
-            DriverKind::Claude,
-            "claude",
-            &[
-                "-p",
-                "--input-format",
-                "stream-json",
-                "--output-format",
-                "stream-json",
-                "--verbose",
-                "--permission-prompt-tool",
-                "stdio",
-                "--include-partial-messages",
-            ],
-            CLAUDE_PASS_ENV,
-        ),
-        spec(
-            "gemini",
-            DriverKind::Acp,
-            "gemini",
-            &["--acp"],
-            GEMINI_PASS_ENV,
-        ),
+        spec("codex", DriverKind::Codex, "codex"),
+        spec("claude", DriverKind::Claude, "claude"),
+        spec("gemini", DriverKind::Acp, "gemini"),
     ]
     .into_iter()
     .map(|s| (s.name.clone(), s))
@@ -520,20 +535,31 @@ pub fn merge_agents(file: BTreeMap<String, AgentConfig>) -> Result<BTreeMap<Stri
                 spec.pass_env.extend(cfg.pass_env.unwrap_or_default());
                 spec
             }
-            None => AgentSpec {
-                driver: cfg.driver.ok_or_else(|| {
+            None => {
+                let driver = cfg.driver.ok_or_else(|| {
                     anyhow!(
                         "[agents.{name}] needs `driver` (one of \"acp\", \"codex\", \"claude\")"
                     )
-                })?,
-                command: cfg
+                })?;
+                let command = cfg
                     .command
-                    .ok_or_else(|| anyhow!("[agents.{name}] needs `command`"))?,
-                args: cfg.args.unwrap_or_default(),
-                pass_env: cfg.pass_env.unwrap_or_default(),
-                env: cfg.env.unwrap_or_default(),
-                name: name.clone(),
-            },
+                    .ok_or_else(|| anyhow!("[agents.{name}] needs `command`"))?;
+                // The driver's defaults unless given: `args` replaces them, `pass_env`
+                // adds to them (as for the built-in agents).
+                let (args, pass_env) = driver_defaults(driver, &command);
+                let mut passed: Vec<String> = pass_env.iter().map(|v| (*v).to_owned()).collect();
+                passed.extend(cfg.pass_env.unwrap_or_default());
+                AgentSpec {
+                    driver,
+                    args: cfg
+                        .args
+                        .unwrap_or_else(|| args.iter().map(|a| (*a).to_owned()).collect()),
+                    command,
+                    pass_env: passed,
+                    env: cfg.env.unwrap_or_default(),
+                    name: name.clone(),
+                }
+            }
         };
         if spec.command.trim().is_empty() {
             bail!("[agents.{name}] `command` must not be empty");

@@ -352,3 +352,38 @@ fn claude_spare_defaults_to_a_claude_default_agent() {
     let on = "[pool]\nclaude_spare = true";
     assert!(resolve(on, &env).unwrap().pool.claude_spare);
 }
+
+/// Issue 24, first use 2: a configured agent gets its driver's defaults unless given.
+#[test]
+fn configured_agents_get_their_drivers_defaults() {
+    let file: FileConfig = parse(
+        "[agents.mine]\ndriver = \"claude\"\ncommand = \"/opt/claude\"\npass_env = [\"EXTRA\"]\n\n\
+         [agents.cx]\ndriver = \"acp\"\ncommand = \"/usr/local/bin/codex-acp\"\n\n\
+         [agents.own]\ndriver = \"codex\"\ncommand = \"codex\"\nargs = [\"app-server\", \"-c\", \"x=1\"]\n\n\
+         [agents.other]\ndriver = \"acp\"\ncommand = \"my-agent\"\n",
+    )
+    .unwrap();
+    let agents = merge_agents(file.agents).unwrap();
+    let mine = &agents["mine"];
+    assert_eq!(mine.args.first().map(String::as_str), Some("-p"));
+    assert!(mine.args.iter().any(|a| a == "stream-json"));
+    assert!(mine.pass_env.iter().any(|v| v == "ANTHROPIC_API_KEY"));
+    assert!(mine.pass_env.iter().any(|v| v == "EXTRA"));
+    let cx = &agents["cx"];
+    assert!(cx.args.is_empty());
+    assert!(
+        cx.pass_env.iter().any(|v| v == "OPENAI_API_KEY"),
+        "{:?}",
+        cx.pass_env
+    );
+    assert_eq!(
+        agents["own"].args,
+        ["app-server", "-c", "x=1"],
+        "given args replace the defaults"
+    );
+    let other = &agents["other"];
+    assert!(
+        other.args.is_empty() && other.pass_env.is_empty(),
+        "{other:?}"
+    );
+}

@@ -18,6 +18,8 @@ struct AgentReport {
     spec: AgentSpec,
     found: Option<PathBuf>,
     version: Option<String>,
+    /// Whether a session opened (`None`: not tried).
+    start: Option<Result<String, String>>,
 }
 
 /// What `doctor` found: the text, and what would stop `serve` (issue 24, first use 5:
@@ -29,7 +31,7 @@ pub struct Report {
 
 /// The report; `problems` lists what stops `serve` (a missing default agent, a directory
 /// that cannot be used, a store that cannot be reached).
-pub async fn run(settings: &Settings) -> Report {
+pub async fn run(settings: &Settings, start_agents: bool) -> Report {
     let path_var = std::env::var_os("PATH").unwrap_or_default();
     let checks: Vec<_> = settings
         .agents
@@ -42,10 +44,15 @@ pub async fn run(settings: &Settings) -> Report {
                     Some(path) => Some(version_of(path, &spec).await),
                     None => None,
                 };
+                let start = match &found {
+                    Some(_) if start_agents => Some(crate::doctor_start::try_start(&spec).await),
+                    _ => None,
+                };
                 AgentReport {
                     spec,
                     found,
                     version,
+                    start,
                 }
             })
         })
@@ -365,7 +372,11 @@ fn render(settings: &Settings, reports: &[AgentReport]) -> String {
             .chain(crate::doctor_redact::redact_args(&r.spec.args))
             .collect::<Vec<_>>()
             .join(" ");
-        let mark = if r.found.is_some() { "ok" } else { "--" };
+        let mark = match (&r.found, &r.start) {
+            (None, _) => "--",
+            (Some(_), Some(Err(_))) => "!!",
+            (Some(_), _) => "ok",
+        };
         let _ = writeln!(out, "  [{mark}] {} (driver: {driver})", r.spec.name);
         let _ = writeln!(out, "       command: {command}");
         match &r.found {
@@ -373,6 +384,15 @@ fn render(settings: &Settings, reports: &[AgentReport]) -> String {
                 let _ = writeln!(out, "       found:   {}", path.display());
                 let v = r.version.as_deref().unwrap_or("unknown");
                 let _ = writeln!(out, "       version: {v}");
+                match &r.start {
+                    Some(Ok(ok)) => {
+                        let _ = writeln!(out, "       starts:  ok ({ok})");
+                    }
+                    Some(Err(why)) => {
+                        let _ = writeln!(out, "       starts:  FAILED: {why}");
+                    }
+                    None => {}
+                }
             }
             None => {
                 let _ = writeln!(

@@ -17,6 +17,7 @@ mod datadir;
 mod doctor;
 mod doctor_pool;
 mod doctor_redact;
+mod doctor_start;
 mod mcp_cmd;
 mod pair;
 mod paths;
@@ -62,8 +63,13 @@ enum Command {
     },
     /// Print the API token (creating it if missing).
     Token,
-    /// Show the configuration and check that the agents are installed.
-    Doctor,
+    /// Show the configuration, check that the agents are installed and start a session
+    /// of each (no prompt is sent), try the store and the channels' credentials.
+    Doctor {
+        /// Do not start a session of each agent (only look for it and ask `--version`).
+        #[arg(long)]
+        no_start: bool,
+    },
     /// The stdio MCP server tether gives its agents (started by tether, not by people).
     Mcp,
     /// Channel pairing: approve people who wrote to a channel bot and got a code.
@@ -127,8 +133,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Mcp => mcp_cmd::run().await,
-        Command::Doctor => {
-            let report = doctor::run(&settings).await;
+        Command::Doctor { no_start } => {
+            let report = doctor::run(&settings, !no_start).await;
             let mut out = std::io::stdout().lock();
             write!(out, "{}", report.text)?;
             out.flush()?;

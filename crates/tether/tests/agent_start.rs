@@ -207,10 +207,14 @@ async fn doctor_probes_versions_with_the_agents_environment() {
             "listen = \"127.0.0.1:9\"\ndata_dir = {}\nworkspace_roots = [{}]\n\
              default_agent = \"probe\"\n\n[agents.probe]\ndriver = \"acp\"\ncommand = {}\n\
              pass_env = [\"TETHER_TEST_PASSED\"]\n\
-             args = [\"--api-key\", \"live-key-value\", \"--verbose\"]\n",
+             args = [\"--api-key\", \"live-key-value\", \"--verbose\"]\n\n\
+             [agents.mine]\ndriver = \"claude\"\ncommand = {}\n\n\
+             [agents.mine.env]\nFAKE_AGENT_STATE_DIR = {}\n",
             toml_path(&dir.path().join("data")),
             toml_path(dir.path()),
             toml_path(&probe),
+            toml_path(&bin_path("fake-agent")),
+            toml_path(&dir.path().join("fake-state")),
         ),
     )
     .unwrap();
@@ -235,6 +239,39 @@ async fn doctor_probes_versions_with_the_agents_environment() {
     // A key given as an argument is not printed (issue 24 S12).
     assert!(stdout.contains("--api-key *** --verbose"), "{stdout}");
     assert!(!stdout.contains("live-key-value"), "{stdout}");
+    // Issue 24, first use 2: doctor starts a session of each agent. The probe is no agent
+    // at all: it fails, marked `[!!]` with the reason. A Claude agent given only a
+    // driver and a command gets the driver's arguments, and starts.
+    assert!(stdout.contains("[!!] probe (driver: acp)"), "{stdout}");
+    assert!(stdout.contains("starts:  FAILED: "), "{stdout}");
+    assert!(stdout.contains("[ok] mine (driver: claude)"), "{stdout}");
+    assert!(stdout.contains("starts:  ok (a session opens)"), "{stdout}");
+    assert!(stdout.contains("--input-format stream-json"), "{stdout}");
+}
+
+/// Issue 24, first use 2: a configured agent gets its driver's arguments and credential
+/// variables unless its config says otherwise, and works with nothing but a driver and a
+/// command.
+#[tokio::test]
+async fn a_configured_agent_gets_its_drivers_defaults() {
+    let home = tempfile::tempdir().unwrap();
+    let d = Daemon::start(DaemonOptions {
+        extra_config: format!(
+            "[agents.mine]\ndriver = \"claude\"\ncommand = {}\n\n[agents.mine.env]\nFAKE_AGENT_STATE_DIR = {}\n",
+            toml_path(&bin_path("fake-agent")),
+            toml_path(&home.path().join("fake-claude")),
+        ),
+        env: vec![("ANTHROPIC_API_KEY".to_string(), "sk-ant-test".to_string())],
+        ..DaemonOptions::default()
+    })
+    .await;
+    let c = d.new_conversation(Some("mine")).await;
+    assert_eq!(reply(&d, &c, "hi").await, "echo: hi");
+    assert_eq!(
+        reply(&d, &c, "env ANTHROPIC_API_KEY").await,
+        "ANTHROPIC_API_KEY=sk-ant-test",
+        "Claude's credential variables pass by default"
+    );
 }
 
 fn running(pid: u32) -> bool {
