@@ -71,7 +71,6 @@ impl<S: Send + Sync> FromRequest<S> for NoBody {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let path = req.uri().path().to_owned();
         let bytes = Bytes::from_request(req, state)
             .await
             .map_err(bytes_rejection)?;
@@ -81,10 +80,10 @@ impl<S: Send + Sync> FromRequest<S> for NoBody {
         if empty {
             Ok(NoBody)
         } else {
-            Err(ApiError::bad_request(format!(
-                "POST {path} takes no body (send nothing or `{{}}`); to start a new session \
-                 with a task, send `/new <task>` as a message"
-            )))
+            Err(ApiError::bad_request(
+                "this route takes no body (send nothing or `{}`); to start a new session \
+                 with a task, send `/new <task>` as a message",
+            ))
         }
     }
 }

@@ -387,15 +387,24 @@ async fn a_foreign_session_id_never_ends_another_sessions_turn() {
             v["state"] == "bound/running"
         })
         .await;
+        // The resumed session holds its process before the other one starts on it.
+        eventually("the resumed session is on a process", async || {
+            let procs = processes(&d, &agent).await;
+            procs
+                .iter()
+                .any(|p| session_ids(p).contains(&sid))
+                .then_some(())
+        })
+        .await;
         let b = d.new_conversation(Some(&agent)).await;
         let (_, tb) = d
             .say_and_wait(&b, &format!("replay {}", file.display()))
             .await;
         assert_eq!(tb["status"], "completed", "{dialect}: {tb}");
-        let ta = d.wait_turn(&sid, &turn_a).await;
-        assert_eq!(ta["status"], "completed", "{dialect}: {ta}");
         let procs = processes(&d, &agent).await;
         assert_eq!(procs.len(), 1, "{dialect}: one shared process: {procs:?}");
+        let ta = d.wait_turn(&sid, &turn_a).await;
+        assert_eq!(ta["status"], "completed", "{dialect}: {ta}");
         let events = d
             .get_ok(&format!("/api/v1/sessions/{sid}/events?limit=1000"))
             .await;
