@@ -3,6 +3,8 @@
 
 import { test, before, after, afterEach } from "node:test";
 import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
 import {
   startDaemon, startBrowser, screenshot, openSignedIn, newConversation, send, sessionId,
   waitSession, sendAndWait, turnTexts, waitIdle,
@@ -127,6 +129,29 @@ test("New Session unbinds on the server; the next message starts a new session",
   assert.match(reply, /remembers 0: \[\]/, "a fresh agent session");
   await page.locator("#timeline .msg.status", { hasText: "new session requested" }).waitFor();
   assert.equal(await page.locator("#timeline .session-divider").count(), 2);
+});
+
+test("the chat shows its folder and + New uses the folder chosen in the list", async () => {
+  const ws = await daemon.api("GET", "/api/v1/workspace");
+  const proj = path.join(ws.default_cwd, "proj-folder");
+  fs.mkdirSync(proj, { recursive: true });
+  page = await browser.newPage();
+  await openSignedIn(page, daemon.base, daemon.token);
+  await page.waitForFunction((d) => document.querySelector("#new-cwd").placeholder === d, ws.default_cwd);
+  const first = await newConversation(page);
+  await page.waitForFunction((d) => document.querySelector("#conv-cwd").textContent === d, ws.default_cwd);
+  assert.equal((await daemon.api("GET", `/api/v1/conversations/${first}`)).cwd, ws.default_cwd);
+  // The roots are offered; a chosen folder goes with the next "+ New" and is remembered.
+  const offered = await page.$$eval("#cwd-options option", (os) => os.map((o) => o.value));
+  assert.ok(offered.includes(ws.roots[0]), String(offered));
+  await page.fill("#new-cwd", proj);
+  const second = await newConversation(page);
+  await page.waitForFunction((d) => document.querySelector("#conv-cwd").textContent === d, proj);
+  assert.equal((await daemon.api("GET", `/api/v1/conversations/${second}`)).cwd, proj);
+  await page.reload();
+  await page.locator("#app").waitFor({ state: "visible" });
+  assert.equal(await page.inputValue("#new-cwd"), proj);
+  await page.evaluate(() => localStorage.removeItem("tether.cwd"));
 });
 
 test("Detach shows unbound", async () => {

@@ -409,3 +409,11 @@ pub struct PoolProcess {
     #[serde(default)]
     pub rss_bytes: Option<u64>,
 }
+
+/// `GET /api/v1/workspace`: where a conversation's working directory may lie (under one
+/// of the roots) and the folder a conversation created without `cwd` gets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Workspace {
+    pub roots: Vec<String>,
+    pub default_cwd: String,
+}

@@ -224,6 +224,7 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
 
     let protected = Router::new()
         .route("/api/v1/agents", get(agents::list))
+        .route("/api/v1/workspace", get(agents::workspace))
         .route(
             "/api/v1/conversations",
             post(conversations::create).get(conversations::list),

@@ -203,6 +203,7 @@ export class Chat {
     state.className = `badge ${cls}`;
     state.dataset.state = conv.state;
     $("new-session").disabled = $("detach").disabled = !b;
+    $("conv-cwd").textContent = conv.cwd;
 
     const picker = $("agent-picker");
     const names = this.agents.includes(this.picker.agent) ? this.agents : [...this.agents, this.picker.agent];

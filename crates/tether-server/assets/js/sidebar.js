@@ -8,6 +8,7 @@ import { $, h, ago, stateLabel, setError } from "./dom.js";
 
 const PAGE = 50;
 const FILTER_KEY = "tether.filters";
+const CWD_KEY = "tether.cwd";
 
 export class Sidebar {
   /** `onSelect(id)` opens a conversation; `onChange(conv)` hears of every change. */
@@ -37,6 +38,11 @@ export class Sidebar {
         else this.render();
       });
     }
+    try {
+      $("new-cwd").value = localStorage.getItem(CWD_KEY) || "";
+    } catch {
+      // No storage: the folder lasts as long as the page.
+    }
     $("conversation-list").addEventListener("keydown", (e) => this.onKey(e));
     const nav = $("conversation-list").closest("nav");
     nav.addEventListener("scroll", () => {
@@ -46,6 +52,13 @@ export class Sidebar {
 
   start() {
     this.stop();
+    // The folder of "+ New": the default one unless chosen, offered from the roots.
+    this.folders = new Set();
+    api("GET", "/api/v1/workspace").then((w) => {
+      $("new-cwd").placeholder = w.default_cwd;
+      for (const r of w.roots) this.folders.add(r);
+      this.offerFolders();
+    }, () => {});
     // "5 min ago" ages without any change to tell about.
     this.ticker = setInterval(() => {
       if (!document.hidden) this.render();
@@ -166,6 +179,7 @@ export class Sidebar {
   }
 
   render() {
+    if (this.folders) this.offerFolders();
     const list = $("conversation-list");
     const focused = document.activeElement && document.activeElement.closest(".conv-item");
     const focusId = focused && focused.dataset.id;
@@ -209,8 +223,24 @@ export class Sidebar {
   }
 
   async create() {
-    const conv = await api("POST", "/api/v1/conversations", {});
+    const cwd = $("new-cwd").value.trim();
+    const conv = await api("POST", "/api/v1/conversations", cwd ? { cwd } : {});
+    try {
+      if (cwd) localStorage.setItem(CWD_KEY, cwd);
+      else localStorage.removeItem(CWD_KEY);
+    } catch {
+      // No storage.
+    }
     this.update(conv);
     return conv;
+  }
+
+  /** The folders "+ New" offers: the workspace roots and those of listed conversations. */
+  offerFolders() {
+    for (const c of this.items) if (c.cwd) this.folders.add(c.cwd);
+    const list = $("cwd-options");
+    const want = [...this.folders].sort();
+    if (list.options.length === want.length && [...list.options].every((o, i) => o.value === want[i])) return;
+    list.replaceChildren(...want.map((f) => h("option", { value: f })));
   }
 }

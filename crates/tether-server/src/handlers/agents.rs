@@ -34,3 +34,18 @@ pub(crate) async fn list(State(s): State<AppState>) -> Json<Vec<AgentInfo>> {
             .collect(),
     )
 }
+
+#[utoipa::path(
+    get,
+    path = "/api/v1/workspace",
+    tag = "agents",
+    responses(
+        (status = 200, description = "The workspace roots (a conversation's `cwd` must lie \
+            under one) and the default folder", body = tether_proto::Workspace),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn workspace(State(s): State<AppState>) -> Json<tether_proto::Workspace> {
+    Json(s.runtime.workspace())
+}
