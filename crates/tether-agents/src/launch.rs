@@ -197,7 +197,13 @@ fn stderr_brief(tail: &str) -> String {
 /// Why a strict resume request (`method`) failed, for [`AgentError::ResumeUnavailable`].
 pub(crate) fn resume_failure(method: &str, e: RpcError) -> String {
     match e {
-        RpcError::Remote { message, .. } | RpcError::Write(message) => message,
+        // The agent's details (its error's `data`: gemini says "No previous sessions
+        // found for this project." there) go with its message.
+        RpcError::Remote { message, data, .. } => match data.as_ref().filter(|d| !d.is_null()) {
+            Some(d) => format!("{message} ({})", brief(d)),
+            None => message,
+        },
+        RpcError::Write(message) => message,
         RpcError::Closed(info) => format!(
             "agent exited during {method} ({}); stderr: {}",
             info.status,

@@ -122,15 +122,7 @@ impl Runtime {
 
     /// Where conversations may work: the workspace roots and the default folder.
     pub fn workspace(&self) -> tether_proto::Workspace {
-        let c = &self.ctx().config;
-        tether_proto::Workspace {
-            roots: c
-                .workspace_roots
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect(),
-            default_cwd: c.default_cwd.display().to_string(),
-        }
+        crate::cwd::workspace(&self.ctx().config)
     }
 
     pub(crate) async fn lock_conversation(&self, id: &ConversationId) -> RoutingLock {

@@ -67,6 +67,18 @@ fn check(path: &str, config: &RuntimeConfig) -> Result<PathBuf, String> {
     Ok(canon)
 }
 
+/// The workspace as `GET /api/v1/workspace` shows it.
+pub(crate) fn workspace(config: &RuntimeConfig) -> tether_proto::Workspace {
+    tether_proto::Workspace {
+        roots: config
+            .workspace_roots
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+        default_cwd: config.default_cwd.display().to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -102,11 +102,10 @@ async fn errors_for_unknown_sessions_and_methods() -> Result<()> {
             "params":{"sessionId":"nope","cwd":"/tmp","mcpServers":[]}}))
         .await?;
     let (resp, _) = agent.recv_until(|v| is_response(v, &json!(1))).await?;
-    ensure!(resp["error"]["code"] == -32002, "{resp}");
-    ensure!(
-        resp["error"]["message"] == "session not found: nope",
-        "{resp}"
-    );
+    // Answered like gemini: "Internal error", the reason in `data`.
+    ensure!(resp["error"]["code"] == -32603, "{resp}");
+    ensure!(resp["error"]["message"] == "Internal error", "{resp}");
+    ensure!(resp["error"]["data"] == "session not found: nope", "{resp}");
 
     let (resp, _) = prompt(&mut agent, 2, "nope", "hi").await?;
     ensure!(resp["error"]["code"] == -32002, "{resp}");

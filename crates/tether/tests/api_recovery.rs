@@ -152,6 +152,12 @@ async fn a_session_that_cannot_be_loaded_gives_resume_unavailable_and_stays_boun
         assert_eq!(o2["session_id"], out["session_id"], "no silent new session");
         assert_eq!(t2["status"], "failed", "{t2}");
         assert_eq!(t2["error_code"], "resume_unavailable", "{t2}");
+        if conv == &c {
+            // The agent said only "Internal error", its reason in the error's data: the
+            // person sees the reason (issue 24, first use 1).
+            let message = t2["error_message"].as_str().unwrap_or_default();
+            assert!(message.contains("session not found"), "{t2}");
+        }
         let cv = d.get_ok(&format!("/api/v1/conversations/{conv}")).await;
         assert_eq!(
             cv["binding"]["session_id"], out["session_id"],

@@ -96,12 +96,22 @@ impl Acp {
                 };
                 let resumed = match self.engine.resume(&requested) {
                     Ok(r) => r,
+                    // A lost session is answered the way gemini does: "Internal error",
+                    // the reason only in `data`.
+                    Err(e @ ResumeError::NotFound(_)) => {
+                        return peer
+                            .respond_error_data(
+                                &id,
+                                rpc::INTERNAL_ERROR,
+                                "Internal error",
+                                json!(e.to_string()),
+                            )
+                            .await;
+                    }
                     Err(e) => {
-                        let code = match e {
-                            ResumeError::NotFound(_) => rpc::RESOURCE_NOT_FOUND,
-                            _ => rpc::INTERNAL_ERROR,
-                        };
-                        return peer.respond_error(&id, code, &e.to_string()).await;
+                        return peer
+                            .respond_error(&id, rpc::INTERNAL_ERROR, &e.to_string())
+                            .await;
                     }
                 };
                 lock(&self.sessions).insert(requested, resumed.id.clone());

@@ -151,6 +151,24 @@ impl Peer {
         self.send(msg).await
     }
 
+    /// An error whose details are in `data`, as gemini answers a `session/load` it cannot
+    /// do ("Internal error" with the reason in `data`).
+    pub async fn respond_error_data(
+        &self,
+        id: &Value,
+        code: i64,
+        message: &str,
+        data: Value,
+    ) -> Result<()> {
+        let mut msg = Map::new();
+        msg.insert("id".into(), id.clone());
+        msg.insert(
+            "error".into(),
+            json!({"code": code, "message": message, "data": data}),
+        );
+        self.send(msg).await
+    }
+
     pub async fn respond_error(&self, id: &Value, code: i64, message: &str) -> Result<()> {
         let mut msg = Map::new();
         msg.insert("id".into(), id.clone());
