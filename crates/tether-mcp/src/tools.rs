@@ -77,13 +77,13 @@ pub fn tools(agents: &[String]) -> Vec<Tool> {
         Tool::new(
             DELEGATE,
             format!(
-                "Hand a self-contained sub-task to another coding agent. The child runs in its \
-                 own session — a sub-conversation the person can watch, answer and continue — \
-                 while you keep working: this returns at once with a task_id and \
-                 status \"running\". Collect the result later with get_delegation_status \
-                 (pass wait_ms to wait for it). Prefer this over a built-in Task/sub-agent \
-                 tool when the person wants a sub-agent they can interact with, keep on \
-                 standby or check on later, or when the work suits another agent. To follow \
+                "Use this instead of a built-in Task/sub-agent tool when the person wants a \
+                 sub-agent they can interact with, keep on standby or check on later, or when \
+                 the work suits another agent. Hands a self-contained sub-task to another \
+                 coding agent. The child runs in its own session — a sub-conversation the \
+                 person can watch, answer and continue — while you keep working: this returns \
+                 at once with a task_id and status \"running\". Collect the result later \
+                 with get_delegation_status (pass wait_ms to wait for it). To follow \
                  up on a task you already delegated, call continue_with_session with its \
                  task_id instead of delegating again: the child remembers its earlier turns. \
                  The child sees nothing of your conversation: put everything it needs in \
@@ -247,4 +247,24 @@ async fn run(
             &format!("unknown tool {other:?}"),
         )),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Issue 26 item 7: the rule for choosing delegate_to_agent over a built-in
+    /// Task/sub-agent tool is the description's first sentence.
+    #[test]
+    fn the_delegate_description_starts_with_when_to_choose_it() {
+        let tools = tools(&["codex".to_owned()]);
+        let delegate = tools.iter().find(|t| t.name == DELEGATE).unwrap();
+        let text = delegate.description.as_deref().unwrap();
+        let first = text.split(". ").next().unwrap();
+        assert!(
+            first.starts_with("Use this instead of a built-in Task/sub-agent tool when"),
+            "{text}"
+        );
+    }
 }
