@@ -39,6 +39,54 @@ async fn conv_with_session(store: &Store) -> (ConversationId, SessionId) {
     ("c1".into(), "s1".into())
 }
 
+/// Issue 26 item 5: two sessions of one agent never carry one agent session id.
+async fn one_external_id_one_session(b: Backend) {
+    let (_d, store) = open(b).await;
+    let (_, s1) = conv_with_session(&store).await;
+    let s2 = NewSession {
+        id: "s2".into(),
+        conversation_id: "c1".into(),
+        agent: "fake".into(),
+        model: None,
+        cwd: "/tmp".into(),
+    };
+    store
+        .start_session(&s2, NewSessionReason::Explicit, None)
+        .await
+        .unwrap();
+    let live = tether_proto::SessionStatus::Live;
+    store
+        .set_session_status(&s1, live, Some("ext-1"), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .session_with_external_id("fake", "ext-1")
+            .await
+            .unwrap(),
+        Some(s1.clone())
+    );
+    assert!(
+        store
+            .session_with_external_id("other", "ext-1")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        store
+            .set_session_status(&"s2".into(), live, Some("ext-1"), None)
+            .await
+            .is_err(),
+        "a second session under one external id"
+    );
+    // Setting a session's own id again is fine.
+    store
+        .set_session_status(&s1, live, Some("ext-1"), None)
+        .await
+        .unwrap();
+}
+
 async fn seq_is_gap_free_and_binding_set(b: Backend) {
     let (_d, store) = open(b).await;
     let (c, s) = conv_with_session(&store).await;
@@ -216,6 +264,7 @@ async fn view_parts_reads_only_the_conversations_asked_for(b: Backend) {
 }
 
 contract!(
+    one_external_id_one_session,
     seq_is_gap_free_and_binding_set,
     approval_first_answer_wins_and_recovery_expires,
     view_parts_reads_only_the_conversations_asked_for,

@@ -418,3 +418,52 @@ async fn a_foreign_session_id_never_ends_another_sessions_turn() {
         );
     }
 }
+
+/// Issue 26 item 5: one agent session id, one session. An agent that answers a second
+/// `session/new` with an id another session holds is refused with `protocol_error`
+/// naming it — on a shared process (the first session's route is not taken over: it goes
+/// on) and on processes of their own (the store holds the id already).
+#[tokio::test]
+async fn an_agent_session_id_held_by_another_session_is_refused() {
+    for pool in [
+        "idle_ttl_secs = 0\n",
+        "idle_ttl_secs = 0\nsessions_per_process = 1\n",
+    ] {
+        let state = tempfile::tempdir().unwrap().keep();
+        let agent =
+            reliability_util::agent_toml("acp-dup", "acp", &state, &["--session-id", "dup-1"]);
+        let d = Daemon::start(DaemonOptions {
+            extra_config: format!("{agent}[pool]\n{pool}"),
+            ..Default::default()
+        })
+        .await;
+        let a = d.new_conversation(Some("acp-dup")).await;
+        let (oa, ta) = d.say_and_wait(&a, "hello").await;
+        assert_eq!(ta["status"], "completed", "{pool}: {ta}");
+        let b = d.new_conversation(Some("acp-dup")).await;
+        let (_, tb) = d.say_and_wait(&b, "hello").await;
+        assert_eq!(
+            (tb["status"].as_str(), tb["error_code"].as_str()),
+            (Some("failed"), Some("protocol_error")),
+            "{pool}: {tb}"
+        );
+        let message = tb["error_message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("dup-1")
+                && (message.contains("another session") || message.contains("already holds")),
+            "{message}"
+        );
+        // The first session goes on in its own session.
+        let (o2, t2) = d.say_and_wait(&a, "again").await;
+        assert_eq!(t2["status"], "completed", "{pool}: {t2}");
+        assert_eq!(o2["session_id"], oa["session_id"]);
+        let text = d
+            .get_ok(&format!(
+                "/api/v1/sessions/{}/events?limit=1000",
+                oa["session_id"].as_str().unwrap()
+            ))
+            .await
+            .to_string();
+        assert!(text.contains("echo: again"), "{text}");
+    }
+}

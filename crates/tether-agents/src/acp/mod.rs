@@ -136,7 +136,9 @@ impl AcpDriver {
             strict,
         };
         if let Some(id) = &req.resume {
-            lease.route(id, route(true));
+            lease
+                .route(id, route(true))
+                .inspect_err(|_| lease.failed())?;
         }
         let starter = Starter {
             rpc,
@@ -146,7 +148,9 @@ impl AcpDriver {
         // A failure gives the slot back; the process goes on if others use it.
         let (session_id, images) = starter.open(&caps).await.inspect_err(|_| lease.failed())?;
         if req.resume.is_none() {
-            lease.route(&session_id, route(false));
+            lease
+                .route(&session_id, route(false))
+                .inspect_err(|_| lease.failed())?;
         }
         // `session/close` is not in the stable schema: read from the raw answer.
         let closable = init

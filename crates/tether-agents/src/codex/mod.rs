@@ -174,7 +174,9 @@ impl CodexDriver {
             }
         };
         if let Some(id) = &req.resume {
-            lease.route(id, route(true));
+            lease
+                .route(id, route(true))
+                .inspect_err(|_| lease.failed())?;
         }
         let starter = Starter {
             rpc,
@@ -186,7 +188,9 @@ impl CodexDriver {
         // A failure gives the slot back; the process goes on if others use it.
         let thread_id = starter.open().await.inspect_err(|_| lease.failed())?;
         if req.resume.is_none() {
-            lease.route(&thread_id, route(false));
+            lease
+                .route(&thread_id, route(false))
+                .inspect_err(|_| lease.failed())?;
         }
         Ok(Box::new(CodexSession {
             thread_id,

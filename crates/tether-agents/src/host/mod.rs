@@ -374,9 +374,17 @@ pub(crate) struct Lease {
 }
 
 impl Lease {
-    /// Routes what the process sends for `id` to `route` (see [`Routes::add`]).
-    pub fn route(&self, id: &str, route: Route) {
-        self.host.routes.add(id, route);
+    /// Routes what the process sends for `id` to `route` (see [`Routes::add`]); an id
+    /// another session of the process holds is [`AgentError::Protocol`].
+    pub fn route(&self, id: &str, route: Route) -> Result<(), crate::AgentError> {
+        if !self.host.routes.add(id, route) {
+            return Err(crate::AgentError::Protocol {
+                message: format!(
+                    "the agent gave session id {id}, which another session on the same \
+                     process holds; refused (one agent session id, one session)"
+                ),
+            });
+        }
         let previous = self
             .route
             .lock()
@@ -385,6 +393,7 @@ impl Lease {
         if let Some(previous) = previous.filter(|p| p != id) {
             self.host.routes.remove(&previous);
         }
+        Ok(())
     }
 
     /// Whether the process still runs.

@@ -69,10 +69,17 @@ impl Routes {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn add(&self, id: &str, route: Route) {
+    /// Routes `id` to `route`; false (and nothing changes) when another session of the
+    /// process holds `id` already: a second session under one id would take the first
+    /// one's messages (issue 26 item 5).
+    pub fn add(&self, id: &str, route: Route) -> bool {
         let mut t = self.lock();
+        if t.routes.contains_key(id) {
+            return false;
+        }
         t.gone.retain(|g| g != id);
         t.routes.insert(id.to_owned(), route);
+        true
     }
 
     pub fn remove(&self, id: &str) {

@@ -66,6 +66,13 @@ forward! {
 
     pub async fn get_session(&self, id: &SessionId) -> Result<Option<Session>>;
 
+    /// The session of `agent` that carries the agent session id `external_id`, if any.
+    pub async fn session_with_external_id(
+        &self,
+        agent: &str,
+        external_id: &str,
+    ) -> Result<Option<SessionId>>;
+
     /// A conversation's sessions, oldest first.
     pub async fn list_sessions(&self, conversation_id: &ConversationId) -> Result<Vec<Session>>;
 

@@ -262,6 +262,21 @@ impl Db {
         row.as_ref().map(rows::session).transpose()
     }
 
+    /// The session of `agent` that carries the agent session id `external_id`, if any.
+    pub async fn session_with_external_id(
+        &self,
+        agent: &str,
+        external_id: &str,
+    ) -> Result<Option<SessionId>> {
+        let row: Option<(String,)> =
+            sqlx::query_as("SELECT id FROM sessions WHERE agent = $1 AND external_id = $2")
+                .bind(agent)
+                .bind(external_id)
+                .fetch_optional(&self.reader)
+                .await?;
+        Ok(row.map(|(id,)| SessionId::from(id)))
+    }
+
     /// A conversation's sessions, oldest first.
     pub async fn list_sessions(&self, conversation_id: &ConversationId) -> Result<Vec<Session>> {
         let rows = sqlx::query(

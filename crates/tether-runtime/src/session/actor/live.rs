@@ -62,6 +62,28 @@ impl Actor {
                 ),
             ));
         }
+        // One agent session id, one session (issue 26 item 5): a new session the agent
+        // answered with an id another session holds is refused, never recorded.
+        if !resumed {
+            let holder = self
+                .ctx
+                .store
+                .session_with_external_id(&self.session.agent, &external_id)
+                .await;
+            if let Ok(Some(other)) = holder.as_ref()
+                && *other != self.session.id
+            {
+                agent.shutdown().await;
+                self.ctx.delegation.revoke(&self.session.id);
+                return Err((
+                    ErrorCode::ProtocolError,
+                    format!(
+                        "the agent answered with session id {external_id}, which session \
+                         {other} already holds; refused (one agent session id, one session)"
+                    ),
+                ));
+            }
+        }
         let ev = EventPayload::SessionLive {
             external_id: external_id.clone(),
             resumed,

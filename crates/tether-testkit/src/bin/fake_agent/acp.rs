@@ -20,6 +20,8 @@ struct Acp {
     peer: Arc<Peer>,
     engine: Arc<Engine>,
     hang_init: bool,
+    /// `--session-id`: every `session/new` answers this id (a misbehaving agent).
+    fixed_id: Option<String>,
     /// Session id as the client knows it → the id really used (differs only with
     /// `--resume-other-id`).
     sessions: Mutex<HashMap<String, String>>,
@@ -33,11 +35,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-pub async fn run(engine: Arc<Engine>, hang_init: bool) -> Result<()> {
+pub async fn run(engine: Arc<Engine>, hang_init: bool, fixed_id: Option<String>) -> Result<()> {
     let acp = Arc::new(Acp {
         peer: Arc::new(Peer::new(Out::new(), true)),
         engine,
         hang_init,
+        fixed_id,
         sessions: Mutex::new(HashMap::new()),
         turns: Mutex::new(HashMap::new()),
         mcp: Mutex::new(HashMap::new()),
@@ -84,7 +87,11 @@ impl Acp {
                 peer.respond(&id, result).await
             }
             "session/new" => {
-                let sid = self.engine.new_session(uuid::Uuid::new_v4().to_string())?;
+                let fresh = self
+                    .fixed_id
+                    .clone()
+                    .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+                let sid = self.engine.new_session(fresh)?;
                 lock(&self.sessions).insert(sid.clone(), sid.clone());
                 lock(&self.mcp).insert(sid.clone(), parse_servers(&params));
                 peer.respond(&id, json!({"sessionId": sid})).await

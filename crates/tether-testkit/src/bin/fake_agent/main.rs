@@ -17,7 +17,8 @@
 //! `--exit-on-start` (`FAKE_AGENT_EXIT_ON_START=1`), `--refuse-resume`
 //! (`FAKE_AGENT_REFUSE_RESUME=1`), `--resume-other-id` (`FAKE_AGENT_RESUME_OTHER_ID=1`),
 //! `--no-initialize-reply` (`FAKE_AGENT_HANG_INIT=1`), `--stderr-flood N`
-//! (`FAKE_AGENT_STDERR_FLOOD=N`). claude dialect: `--session-id ID`, `--resume ID`,
+//! (`FAKE_AGENT_STDERR_FLOOD=N`). acp dialect: `--session-id ID` answers every `session/new`
+//! with ID (a misbehaving agent). claude dialect: `--session-id ID`, `--resume ID`,
 //! `--get-status` (`FAKE_AGENT_GET_STATUS=1`: answer the `get_status` control request
 //! with the session actually open, as claude 2.1 does; without it the request is
 //! unsupported, as in older claude versions).
@@ -92,7 +93,9 @@ async fn run(config: Config) -> Result<i32> {
         config.resume_other_id,
     ));
     match config.dialect {
-        Dialect::Acp => acp::run(engine, config.hang_init).await.map(|()| 0),
+        Dialect::Acp => acp::run(engine, config.hang_init, config.session_id.clone())
+            .await
+            .map(|()| 0),
         Dialect::Codex => codex::run(engine, config.hang_init, config.state_dir)
             .await
             .map(|()| 0),
