@@ -97,6 +97,32 @@ test("a message streams its reply live, rendered as Markdown", async () => {
   assert.match(await reply.innerText(), /<img src=x onerror=alert\(1\)>/);
 });
 
+test("earlier completed turns stay visible while a new turn streams", async () => {
+  page = await browser.newPage();
+  await openSignedIn(page, daemon.base, daemon.token);
+  await newConversation(page);
+  await sendAndWait(page, "first question");
+  await sendAndWait(page, "second question");
+  await send(page, "stream 8 250");
+  // While the third turn streams, both earlier turns are on screen whole, completed.
+  await page.waitForFunction(() => {
+    const ts = document.querySelectorAll("#timeline .turn");
+    return ts.length === 3 && ts[2].dataset.status === "running" && ts[2].innerText.includes("chunk 2")
+      && !ts[2].innerText.includes("chunk 8");
+  }, null, { polling: "raf" });
+  const earlier = await page.$$eval("#timeline .turn", (ts) => ts.slice(0, 2).map((t) => ({
+    status: t.dataset.status, text: t.innerText, visible: t.offsetParent !== null && t.getClientRects().length > 0,
+  })));
+  assert.deepEqual(earlier.map((t) => [t.status, t.visible]), [["completed", true], ["completed", true]]);
+  assert.match(earlier[0].text, /echo: first question/);
+  assert.match(earlier[1].text, /echo: second question/);
+  const asked = await page.$$eval("#timeline .msg.user", (ms) => ms.map((m) => m.innerText.split("\n")[0]));
+  assert.deepEqual(asked.slice(0, 2), ["first question", "second question"]);
+  await sendAndWait(page, null, "completed");
+  assert.equal(await page.locator("#timeline .turn").count(), 3);
+  assert.match(await page.locator("#timeline .turn").first().innerText(), /echo: first question/);
+});
+
 test("a follow-up stays in the same session", async () => {
   page = await browser.newPage();
   await openSignedIn(page, daemon.base, daemon.token);
