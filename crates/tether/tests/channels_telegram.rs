@@ -145,6 +145,27 @@ async fn telegram_sessions_follow_ups_new_and_long_results() {
     assert!(r.text().contains("remembers 0"), "{}", r.text());
     let c = conversation(&d, "Telegram").await;
     assert_ne!(session_of(&c), first_session);
+    let third_session = session_of(&c);
+
+    // Issue 26 item 9: `/new <task>` on a bound conversation replaces the session and runs
+    // the task in the new one; `/detach` clears the binding with a status line, and the
+    // next message starts a new session.
+    tg.say(&chat, ANN, "/new fresh task");
+    let r = tg.wait_shown(ANN.0, "echo: fresh task").await;
+    assert!(r.text().contains("remembers 0"), "{}", r.text());
+    let c = conversation(&d, "Telegram").await;
+    let task_session = session_of(&c);
+    assert_ne!(task_session, third_session);
+    tg.say(&chat, ANN, "/detach");
+    tg.wait_shown(ANN.0, "detached").await;
+    let c = conversation(&d, "Telegram").await;
+    assert!(c["binding"].is_null(), "{c}");
+    assert_eq!(c["state"], "unbound", "{c}");
+    tg.say(&chat, ANN, "after detach");
+    let r = tg.wait_shown(ANN.0, "echo: after detach").await;
+    assert!(r.text().contains("remembers 0"), "{}", r.text());
+    let c = conversation(&d, "Telegram").await;
+    assert_ne!(session_of(&c), task_session);
 
     // Progress: one status message, edited in place at most once per interval.
     tg.say(&chat, ANN, "stream 20 50");
