@@ -25,7 +25,7 @@ mod views;
 
 pub use api::Runtime;
 pub use attachments::file_out::{FileOutError, home_secrets};
-pub use attachments::prompt::ATTACHMENTS_DIR;
+pub use attachments::prompt::{ATTACHMENTS_DIR, copies_dir};
 pub use attachments::rules::{AttachmentError, AttachmentLimits, sanitize_name};
 pub use attachments::{AttachmentName, NewAttachment};
 pub use config::{ClusterConfig, CoalesceConfig, RuntimeConfig};

@@ -197,6 +197,12 @@ impl Daemon {
         self.work.clone()
     }
 
+    /// Every file tether copied for agents under the working directory's
+    /// `.tether/attachments/` (one directory per conversation), as full paths, sorted.
+    pub fn attachment_copies(&self) -> Vec<PathBuf> {
+        attachment_copies(&self.work)
+    }
+
     /// Where the daemon's stderr goes with [`DaemonOptions::capture_stderr`] (every run
     /// of it on this home appends).
     pub fn stderr_path(&self) -> PathBuf {
@@ -571,4 +577,25 @@ impl Daemon {
         assert_eq!(resp.status().as_u16(), 200, "SSE status");
         SseStream::new(resp)
     }
+}
+
+/// Every file under `<work>/.tether/attachments/`, recursively, sorted.
+pub fn attachment_copies(work: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![work.join(".tether/attachments")];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
 }

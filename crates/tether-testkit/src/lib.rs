@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use cluster::Cluster;
-pub use daemon::{Daemon, DaemonOptions};
+pub use daemon::{Daemon, DaemonOptions, attachment_copies};
 pub use mock_model::{Api, MockModel, RecordedRequest, Reply};
 pub use sse::{SseEvent, SseStream};
 

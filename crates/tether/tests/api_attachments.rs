@@ -461,6 +461,60 @@ async fn attachment_copies_are_private_and_out_of_git_status() {
     assert!(!status.contains(".tether"), "{status}");
 }
 
+/// Issue 24 S3: two conversations in one working directory keep their copies apart,
+/// and archiving a conversation removes its copies (never through a planted link).
+#[tokio::test]
+async fn copies_are_per_conversation_and_go_when_it_is_archived() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let (c1, c2) = (
+        d.new_conversation(None).await,
+        d.new_conversation(None).await,
+    );
+    for (c, name) in [(&c1, "one.txt"), (&c2, "two.txt")] {
+        let ids = d
+            .upload_ok(c, &[part(name, Some("text/plain"), name.as_bytes())])
+            .await;
+        let (status, out) = send(&d, c, "read it", &ids).await;
+        assert_eq!(status, 200, "{out}");
+        d.wait_turn(
+            out["session_id"].as_str().unwrap(),
+            out["turn_id"].as_str().unwrap(),
+        )
+        .await;
+    }
+    let root = d.work_dir().join(".tether/attachments");
+    let copies = files_under(&root);
+    assert_eq!(copies.len(), 2, "{copies:?}");
+    for (c, name) in [(&c1, "one.txt"), (&c2, "two.txt")] {
+        let own = files_under(&root.join(c));
+        assert!(
+            own.len() == 1 && own[0].ends_with(name),
+            "{c}: {own:?} of {copies:?}"
+        );
+    }
+
+    // Archiving c1 removes its copies and leaves c2's.
+    d.patch(
+        &format!("/api/v1/conversations/{c1}"),
+        json!({"archived": true}),
+    )
+    .await;
+    assert!(!root.join(&c1).exists(), "{:?}", files_under(&root));
+    assert_eq!(files_under(&root.join(&c2)).len(), 1);
+
+    // A link planted in place of c2's directory is never followed.
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("keep.txt"), "keep").unwrap();
+    std::fs::remove_dir_all(root.join(&c2)).unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.join(&c2)).unwrap();
+    d.patch(
+        &format!("/api/v1/conversations/{c2}"),
+        json!({"archived": true}),
+    )
+    .await;
+    assert!(outside.path().join("keep.txt").exists());
+}
+
 /// Issue 24 S7: downloads open with the bearer header or a signed link for that one
 /// object, never with the token in the address; answers are never cached.
 #[tokio::test]

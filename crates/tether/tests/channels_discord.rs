@@ -560,15 +560,12 @@ async fn discord_files_reach_the_agent_and_file_sends_a_working_directory_file()
         "{}",
         shown.content
     );
-    let copied = std::fs::read_dir(d.work_dir().join(".tether/attachments"))
-        .unwrap()
-        .flatten()
-        .find(|e| e.file_name().to_string_lossy().ends_with("notes.txt"))
+    let copied = d
+        .attachment_copies()
+        .into_iter()
+        .find(|p| p.to_string_lossy().ends_with("notes.txt"))
         .expect("the attachment's copy");
-    assert_eq!(
-        std::fs::read(copied.path()).unwrap(),
-        b"remember the milk\n"
-    );
+    assert_eq!(std::fs::read(copied).unwrap(), b"remember the milk\n");
 
     std::fs::create_dir_all(d.work_dir().join("out")).unwrap();
     std::fs::write(d.work_dir().join("out/report.txt"), b"all green\n").unwrap();

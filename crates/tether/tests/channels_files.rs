@@ -62,13 +62,12 @@ async fn a_telegram_photo_and_document_reach_the_agent_with_their_captions() {
         "{}",
         shown.text()
     );
-    let dir = attachments_dir(&d);
-    let photo = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .find(|e| e.file_name().to_string_lossy().ends_with("-photo-7"))
+    let photo = d
+        .attachment_copies()
+        .into_iter()
+        .find(|p| p.to_string_lossy().ends_with("-photo-7"))
         .expect("the photo's copy");
-    assert_eq!(std::fs::read(photo.path()).unwrap(), PNG_1X1);
+    assert_eq!(std::fs::read(photo).unwrap(), PNG_1X1);
     // The largest size was fetched, through getFile.
     let asked: Vec<Value> = tg.calls("getFile").iter().map(|c| c.body.clone()).collect();
     assert_eq!(asked, [json!({"file_id": "ph-big"})]);
@@ -82,12 +81,13 @@ async fn a_telegram_photo_and_document_reach_the_agent_with_their_captions() {
     ));
     let shown = tg.wait_shown(ANN.0, "echo: read the log").await;
     assert!(shown.text().contains("-app.log"), "{}", shown.text());
-    let copied: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    assert!(copied.iter().any(|n| n.ends_with("-app.log")), "{copied:?}");
+    let copied = d.attachment_copies();
+    assert!(
+        copied
+            .iter()
+            .any(|n| n.to_string_lossy().ends_with("-app.log")),
+        "{copied:?}"
+    );
     assert!(!d.home.path().join("etc").exists());
 
     let convs = d.get_ok("/api/v1/conversations").await;
@@ -190,15 +190,10 @@ async fn feishu_images_files_and_images_in_posts_reach_the_agent() {
     let refused = fs.wait_shown(chat, "attachment_unavailable").await;
     assert!(refused.text().contains("report.pdf"), "{}", refused.text());
 
-    let dir = attachments_dir(&d);
-    let copied: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
+    let copied = d.attachment_copies();
     assert_eq!(copied.len(), 2, "{copied:?}");
     for f in &copied {
-        assert_eq!(std::fs::read(dir.join(f)).unwrap(), PNG_1X1);
+        assert_eq!(std::fs::read(f).unwrap(), PNG_1X1);
     }
 }
 

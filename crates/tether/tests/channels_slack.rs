@@ -664,13 +664,12 @@ async fn slack_files_reach_the_agent_only_from_slack_and_file_shares_them_into_t
         "{}",
         shown.text()
     );
-    let dir = d.work_dir().join(".tether/attachments");
-    let copy = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .find(|e| e.file_name().to_string_lossy().ends_with("chart.png"))
+    let copy = d
+        .attachment_copies()
+        .into_iter()
+        .find(|p| p.to_string_lossy().ends_with("chart.png"))
         .expect("the file's copy");
-    assert_eq!(std::fs::read(copy.path()).unwrap(), PNG_1X1);
+    assert_eq!(std::fs::read(copy).unwrap(), PNG_1X1);
 
     // A file URL elsewhere never gets the bot token: refused, the caption still goes.
     sl.push(

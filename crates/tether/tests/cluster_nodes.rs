@@ -193,10 +193,9 @@ async fn a_file_uploaded_to_one_node_reaches_the_agent_through_another() {
         )
         .await;
     assert_eq!(turn["status"], "completed", "{turn}");
-    let dir = cluster.work_dir.join(".tether/attachments");
-    let copied: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    let copied = tether_testkit::attachment_copies(&cluster.work_dir);
     assert_eq!(copied.len(), 1, "{copied:?}");
-    assert_eq!(std::fs::read(copied[0].path()).unwrap(), log);
+    assert_eq!(std::fs::read(&copied[0]).unwrap(), log);
     // And it is downloadable from either node.
     let (status, _, bytes) = b
         .get_bytes(&format!("/api/v1/attachments/{}", ids[0]))

@@ -224,8 +224,21 @@ impl Runtime {
         Ok(messages)
     }
 
-    /// Removes a conversation's attachments: rows, and the blobs no other row names.
+    /// Removes a conversation's attachments: rows, the blobs no other row names, and the
+    /// copies made for its agents in every working directory its sessions used.
     pub(crate) async fn remove_attachments(&self, conversation_id: &ConversationId) -> Result<()> {
+        let mut cwds: Vec<String> = vec![self.conversation_row(conversation_id).await?.cwd];
+        for s in self.ctx().store.list_sessions(conversation_id).await? {
+            if !cwds.contains(&s.cwd) {
+                cwds.push(s.cwd);
+            }
+        }
+        for cwd in cwds {
+            let removed = prompt::remove_copies(std::path::Path::new(&cwd), conversation_id).await;
+            if let Err(e) = removed {
+                tracing::warn!(conversation = %conversation_id, cwd, error = %e, "cannot delete attachment copies");
+            }
+        }
         let unused = self
             .ctx()
             .store

@@ -1,19 +1,26 @@
 //! A turn's attachments in the agent's own form: images as its image input when it takes
-//! them, everything else copied into the working directory under `.tether/attachments/`
-//! and named in the prompt. Run by the session actor's prompt task, just before the
-//! prompt is sent.
+//! them, everything else copied into the working directory under
+//! `.tether/attachments/<conversation>/` and named in the prompt. Run by the session
+//! actor's prompt task, just before the prompt is sent. The copies of a conversation go
+//! when it is archived ([`remove_copies`]).
 
 use std::io;
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use tether_agents::{ImageInput, Prompt};
-use tether_proto::{Attachment, AttachmentKind};
+use tether_proto::{Attachment, AttachmentKind, ConversationId};
 
 use super::blobs::Blobs;
 
-/// Where files are copied, relative to the working directory.
+/// Where files are copied, relative to the working directory: one directory per
+/// conversation below it, so conversations sharing a directory keep their copies apart.
 pub const ATTACHMENTS_DIR: &str = ".tether/attachments";
+
+/// A conversation's copy directory, relative to the working directory.
+pub fn copies_dir(conversation: &ConversationId) -> String {
+    format!("{ATTACHMENTS_DIR}/{conversation}")
+}
 
 /// The prompt, and a status line for the person when something did not go as sent.
 #[derive(Debug)]
@@ -27,6 +34,7 @@ pub(crate) struct Prepared {
 pub(crate) async fn prepare(
     blobs: &Blobs,
     cwd: &Path,
+    conversation: &ConversationId,
     text: &str,
     attachments: &[Attachment],
     images_native: bool,
@@ -53,7 +61,7 @@ pub(crate) async fn prepare(
         if a.kind == AttachmentKind::Image {
             images_as_files.push(a.name.clone());
         }
-        match copy_into(cwd, a, &bytes).await {
+        match copy_into(cwd, conversation, a, &bytes).await {
             Ok(rel) => files.push(format!("- {rel} ({}, {} bytes)", a.mime, a.size)),
             Err(e) => notes.push(format!(
                 "{} could not be copied for the agent ({e}); not sent",
@@ -65,8 +73,9 @@ pub(crate) async fn prepare(
         notes.insert(
             0,
             format!(
-                "this agent does not take images: {} sent as files under {ATTACHMENTS_DIR}/",
-                images_as_files.join(", ")
+                "this agent does not take images: {} sent as files under {}/",
+                images_as_files.join(", "),
+                copies_dir(conversation)
             ),
         );
     }
@@ -136,13 +145,19 @@ async fn exclude_from_git(cwd: &Path) {
     }
 }
 
-/// Copies the bytes to `<cwd>/.tether/attachments/<8 hex>-<name>` (the hash prefix keeps
-/// two files of one name apart); the path relative to `cwd`. Written to a fresh
-/// temporary file and renamed over the name, so a symlink at the name is replaced, never
-/// followed.
-async fn copy_into(cwd: &Path, a: &Attachment, bytes: &[u8]) -> io::Result<String> {
+/// Copies the bytes to `<cwd>/.tether/attachments/<conversation>/<8 hex>-<name>` (the
+/// hash prefix keeps two files of one name apart); the path relative to `cwd`. Written
+/// to a fresh temporary file and renamed over the name, so a symlink at the name is
+/// replaced, never followed.
+async fn copy_into(
+    cwd: &Path,
+    conversation: &ConversationId,
+    a: &Attachment,
+    bytes: &[u8],
+) -> io::Result<String> {
+    let rel = copies_dir(conversation);
     let mut dir = PathBuf::from(cwd);
-    for part in ATTACHMENTS_DIR.split('/') {
+    for part in rel.split('/') {
         dir.push(part);
         real_dir(&dir).await?;
     }
@@ -164,5 +179,29 @@ async fn copy_into(cwd: &Path, a: &Attachment, bytes: &[u8]) -> io::Result<Strin
     if written.is_err() {
         let _ = tokio::fs::remove_file(&tmp).await;
     }
-    written.map(|()| format!("{ATTACHMENTS_DIR}/{file}"))
+    written.map(|()| format!("{rel}/{file}"))
+}
+
+/// Removes a conversation's copies under `cwd` (archiving is the removal). Every level
+/// must be a real directory: a symlink planted at `.tether` or `attachments` is never
+/// followed, so nothing outside the working directory can be deleted through it. A
+/// directory that is not there is nothing to do.
+pub(crate) async fn remove_copies(cwd: &Path, conversation: &ConversationId) -> io::Result<()> {
+    let mut dir = PathBuf::from(cwd);
+    for part in copies_dir(conversation).split('/') {
+        dir.push(part);
+        match tokio::fs::symlink_metadata(&dir).await {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(io::Error::other(format!(
+                    "{} is not a plain directory",
+                    dir.display()
+                )));
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
+    // `remove_dir_all` removes symlinks inside, never what they point to.
+    tokio::fs::remove_dir_all(&dir).await
 }

@@ -107,6 +107,7 @@ impl Actor {
             let prepared = crate::attachments::prompt::prepare(
                 &crate::attachments::blobs::Blobs::of(&ctx.config),
                 std::path::Path::new(&session.cwd),
+                &session.conversation_id,
                 &input,
                 &attachments,
                 live.accepts_images(),
