@@ -3,6 +3,7 @@
 //! optional best-effort `session/set_model`. Turns run in [`session`]; the translation of
 //! incoming messages lives in [`state`]; the messages are the schema's types ([`wire`]).
 
+mod gemini_chats;
 mod session;
 mod state;
 mod wire;
@@ -19,6 +20,7 @@ use crate::host::{Attached, Route};
 use crate::jsonrpc::{Incoming, Options};
 use crate::launch::{Handshake, StepError, finish_start, request_spec, resume_failure, spawn_rpc};
 use crate::turn::PromptLock;
+use gemini_chats::GeminiChats;
 use session::AcpSession;
 use state::{Phase, Shared};
 
@@ -73,8 +75,13 @@ fn session_of(incoming: &Incoming) -> Option<String> {
 impl AgentDriver for AcpDriver {
     async fn start(&self, req: StartRequest) -> Result<Box<dyn AgentSession>, AgentError> {
         let spec = request_spec(&req, &self.records);
+        let chats = GeminiChats::of(&spec.program, &spec.environment(), &req.cwd);
+        if let Some(c) = &chats {
+            // Before gemini's start-up clean-up looks at them (see `gemini_chats`).
+            kept("sweep", c.sweep().await);
+        }
         if let Some(hosts) = &self.hosts {
-            return self.start_shared(hosts, &spec, &req).await;
+            return self.start_shared(hosts, &spec, &req, chats.as_ref()).await;
         }
         let shared = Shared::new();
         let (process, conn) = spawn_rpc(&spec, OPTIONS, shared.handler(), |_| {})?;
@@ -86,6 +93,7 @@ impl AgentDriver for AcpDriver {
             },
             shared: &shared,
             req: &req,
+            chats: chats.as_ref(),
         };
         let run = async {
             let init = initialize(&starter.rpc).await?;
@@ -113,6 +121,7 @@ impl AcpDriver {
         hosts: &crate::Hosts,
         spec: &crate::process::ProcessSpec,
         req: &StartRequest,
+        chats: Option<&GeminiChats>,
     ) -> Result<Box<dyn AgentSession>, AgentError> {
         let lease = hosts.acquire("acp", spec, OPTIONS, session_of, req.resume.as_deref())?;
         let host = Arc::clone(&lease.host);
@@ -144,6 +153,7 @@ impl AcpDriver {
             rpc,
             shared: &shared,
             req,
+            chats,
         };
         // A failure gives the slot back; the process goes on if others use it.
         let (session_id, images) = starter.open(&caps).await.inspect_err(|_| lease.failed())?;
@@ -166,6 +176,15 @@ impl AcpDriver {
             prompt_lock: PromptLock::default(),
             unfinished: Default::default(),
         }))
+    }
+}
+
+/// Logs what keeping gemini's chat files did not manage (the load then says the rest).
+fn kept(what: &str, result: std::io::Result<usize>) {
+    match result {
+        Ok(0) => {}
+        Ok(n) => tracing::debug!(removed = n, "gemini chat files: {what}"),
+        Err(e) => tracing::warn!(error = %e, "gemini chat files: {what} failed"),
     }
 }
 
@@ -202,6 +221,8 @@ struct Starter<'a> {
     rpc: Handshake<'a>,
     shared: &'a Arc<Shared>,
     req: &'a StartRequest,
+    /// gemini's chat files, kept resumable around a `session/load`.
+    chats: Option<&'a GeminiChats>,
 }
 
 impl Starter<'_> {
@@ -269,7 +290,20 @@ impl Starter<'_> {
             state.phase = Phase::Quiet;
         }
         let params = self.open_params(&open, caps)?;
-        let result = self.rpc.call(method, params).await.map_err(|e| match e {
+        let chats = self.chats.filter(|_| matches!(open, Open::Load(_)));
+        if let Some(c) = chats {
+            match c.park(id).await {
+                Ok(true) => {}
+                Ok(false) => tracing::debug!(id, "gemini has no chat file of the session"),
+                Err(e) => tracing::warn!(id, error = %e, "cannot prepare gemini's chat files"),
+            }
+        }
+        let result = self.rpc.call(method, params).await;
+        if let Some(c) = chats {
+            // The load wrote an empty file for the session: gone before any clean-up.
+            kept("sweep", c.sweep().await);
+        }
+        let result = result.map_err(|e| match e {
             // The agent could not load the session in time: that is not a start-up failure.
             StepError::Timeout(e) => unavailable(e.to_string()),
             StepError::Rpc(e) => unavailable(resume_failure(method, e)),
