@@ -28,8 +28,29 @@ export function within(what, ms, promise) {
 
 const toml = (s) => JSON.stringify(s);
 
+/**
+ * A private PostgreSQL server (`tether-test-pg`, Debian's PostgreSQL) in a temporary
+ * directory: `url`, `stop()` (immediate, like a crash), `startAgain()` (same port),
+ * `remove()`.
+ */
+export async function startPostgres() {
+  const dir = await mkdtemp(path.join(os.tmpdir(), "tether-browser-pg-"));
+  const pg = (cmd) => within(`tether-test-pg ${cmd}`, 90000,
+    promisify(execFile)(BIN("tether-test-pg"), [cmd, dir]));
+  const { stdout } = await pg("start");
+  return {
+    url: stdout.trim().split("\n").at(-1),
+    stop: () => pg("stop"),
+    startAgain: () => pg("start-again"),
+    async remove() {
+      await pg("stop").catch(() => {});
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 /** A running daemon; `stop()` kills it and removes its home. */
-export async function startDaemon({ approvalTimeoutSecs = 1800 } = {}) {
+export async function startDaemon({ approvalTimeoutSecs = 1800, database = null } = {}) {
   for (const b of ["tether", "fake-agent"]) {
     if (!existsSync(BIN(b))) throw new Error(`${BIN(b)} is missing: run \`cargo build --workspace --bins\` first`);
   }
@@ -50,6 +71,7 @@ export async function startDaemon({ approvalTimeoutSecs = 1800 } = {}) {
     `start_timeout_secs = 10`,
     "",
     agent("fake") + agent("fake2") + agent("fake-broken", `, "--exit-on-start"`),
+    database ? `[store]\nurl = ${toml(database)}\n` : "",
   ].join("\n");
   const configPath = path.join(home, "tether.toml");
   await writeFile(configPath, config);

@@ -128,8 +128,26 @@ impl PgServer {
             options,
             as_postgres,
         };
+        // For `start_again_in` (another process: a browser test's `tether-test-pg start-again`).
+        std::fs::write(dir.join("options"), &server.options).context("write the options")?;
         server.start_again()?;
         Ok(server)
+    }
+
+    /// Starts the cluster in `dir` (made by [`PgServer::start_in`], stopped since) again
+    /// on its port.
+    pub fn start_again_in(dir: &Path) -> Result<()> {
+        let options = std::fs::read_to_string(dir.join("options")).context("read the options")?;
+        let server = PgServer {
+            dir: dir.to_path_buf(),
+            bin: bin_dir()?,
+            port: 0,
+            _tmp: None,
+            stop_on_drop: false,
+            options,
+            as_postgres: is_root(),
+        };
+        server.start_again()
     }
 
     /// Starts the (stopped) server again, on the same port with the same options.

@@ -29,6 +29,22 @@ export function handleUnauthorized(fn) {
   onUnauthorized = fn;
 }
 
+/** Called with the message when the server answers that its store is unreachable. */
+let onStoreUnavailable = () => {};
+export function handleStoreUnavailable(fn) {
+  onStoreUnavailable = fn;
+}
+
+/** Whether the store serves (`GET /api/v1/ready`, no token); `false` also offline. */
+export async function storeReady() {
+  try {
+    const resp = await fetch("/api/v1/ready", { cache: "no-store" });
+    return resp.ok;
+  } catch {
+    return false;
+  }
+}
+
 /** A failed request: HTTP status plus the server's stable error code and message. */
 export class ApiError extends Error {
   constructor(status, code, message) {
@@ -65,6 +81,7 @@ export async function api(method, path, body, opts = {}) {
     const err = data && data.error ? data.error : {};
     const e = new ApiError(resp.status, err.code || "http_" + resp.status, err.message || resp.statusText);
     if (resp.status === 401 && !opts.token) onUnauthorized();
+    if (e.code === "store_unavailable") onStoreUnavailable(e.message);
     throw e;
   }
   return data;
@@ -85,6 +102,7 @@ export async function uploadFiles(convId, files) {
   const data = await resp.json().catch(() => null);
   if (!resp.ok) {
     const err = data && data.error ? data.error : {};
+    if (err.code === "store_unavailable") onStoreUnavailable(err.message);
     throw new ApiError(resp.status, err.code || "http_" + resp.status, err.message || resp.statusText);
   }
   return data.attachments.map((a) => a.id);

@@ -2,7 +2,7 @@
 // `tether serve` prints, `/#token=…`, and kept in localStorage), the conversation list,
 // the open chat, and the `#c=<id>` address of the open conversation.
 
-import { api, getToken, setToken, handleUnauthorized, ApiError } from "./api.js";
+import { api, getToken, setToken, handleUnauthorized, handleStoreUnavailable, storeReady, ApiError } from "./api.js";
 import { $, setError } from "./dom.js";
 import { Sidebar } from "./sidebar.js";
 import { Chat } from "./chat.js";
@@ -93,6 +93,40 @@ handleUnauthorized(() => {
   setToken("");
   showSignIn("The token was refused. Sign in again.");
 });
+
+// The store is unreachable (a database restart): a banner until `/api/v1/ready` answers
+// again, checked every 2 s meanwhile and every 15 s otherwise (no token needed); then
+// the list and the open conversation are read again.
+let storeCheck = null;
+const STORE_CHECK_MS = 15000;
+const STORE_RETRY_MS = 2000;
+function storeDown() {
+  const el = $("degraded");
+  if (el.hidden) {
+    el.textContent = "tether cannot reach its database: nothing new can be sent until it is back. "
+      + "It reconnects by itself; what was already accepted is kept.";
+    el.hidden = false;
+    document.body.dataset.store = "unavailable";
+  }
+  scheduleStoreCheck(STORE_RETRY_MS);
+}
+function scheduleStoreCheck(ms) {
+  clearTimeout(storeCheck);
+  storeCheck = setTimeout(checkStore, ms);
+}
+async function checkStore() {
+  if ($("app").hidden) return scheduleStoreCheck(STORE_CHECK_MS);
+  if (!(await storeReady())) return storeDown();
+  if (!$("degraded").hidden) {
+    $("degraded").hidden = true;
+    delete document.body.dataset.store;
+    sidebar.refresh();
+    chat.refreshSoon(0);
+  }
+  scheduleStoreCheck(STORE_CHECK_MS);
+}
+handleStoreUnavailable(storeDown);
+scheduleStoreCheck(STORE_CHECK_MS);
 
 $("new-conversation").addEventListener("click", async () => {
   try {

@@ -1,6 +1,8 @@
 //! `tether-test-pg start DIR` starts a private PostgreSQL cluster in `DIR` (see
 //! `tether_testkit::postgres`) and prints its admin URL, for `TETHER_TEST_DATABASE_URL`;
-//! `tether-test-pg stop DIR` stops it. `scripts/test` brings one server up for the whole
+//! `tether-test-pg stop DIR` stops it (immediately, like a crash) and `tether-test-pg
+//! start-again DIR` starts it again on the same port (a database restart, for the
+//! browser tests). `scripts/test` brings one server up for the whole
 //! run this way (and stops it in a trap), so tests only create databases.
 
 use std::path::PathBuf;
@@ -15,8 +17,9 @@ fn main() -> ExitCode {
             println!("{}", server.url());
         }),
         [cmd, dir] if cmd == "stop" => PgServer::stop_in(&PathBuf::from(dir)),
+        [cmd, dir] if cmd == "start-again" => PgServer::start_again_in(&PathBuf::from(dir)),
         _ => {
-            eprintln!("usage: tether-test-pg start|stop DIR");
+            eprintln!("usage: tether-test-pg start|stop|start-again DIR");
             return ExitCode::from(2);
         }
     };
