@@ -57,8 +57,8 @@ test("files chosen with the button go with the message and show as a thumbnail a
 
   await waitTurn(page, "completed");
   const turn = await page.locator("#timeline .turn").last().innerText();
-  assert.match(turn, /\.tether\/attachments\/[0-9a-f]{8}-app\.log/);
-  assert.match(turn, /\.tether\/attachments\/[0-9a-f]{8}-screen\.png/);
+  assert.match(turn, /\.tether\/attachments\/[0-9a-f]{32}\/[0-9a-f]{8}-app\.log/);
+  assert.match(turn, /\.tether\/attachments\/[0-9a-f]{32}\/[0-9a-f]{8}-screen\.png/);
   const thumb = page.locator("#timeline .msg.user .msg-thumb img");
   await thumb.waitFor({ state: "visible" });
   await page.waitForFunction(() => {
