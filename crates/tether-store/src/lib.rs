@@ -55,7 +55,7 @@ pub use commands::{
 pub use delegation::{
     DelegationRow, DelegationTurnRow, EXTERNAL_SCOPE, NewDelegation, NewDelegationTurn,
 };
-pub use delegation_ledger::LedgerEntry;
+pub use delegation_ledger::{CLAIM_STALE_MS, ContinuationClaim, LedgerEntry};
 pub use feed::{Batch, Follower, Scope};
 pub use leaders::{LeaderClaim, LeaderRow};
 pub use nodes::NodeRow;

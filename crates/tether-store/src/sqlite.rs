@@ -156,9 +156,17 @@ impl Db {
         self.writer.troubled_within(within) || self.reader.troubled_within(within)
     }
 
-    /// Whether the store serves now (see `Store::ready`).
+    /// Whether the store serves now (see `Store::ready`): a read, and a write, since a
+    /// full disk or a read-only file system fails only writes.
     pub(crate) async fn ready(&self) -> Result<()> {
         sqlx::query("SELECT 1").execute(&self.reader).await?;
+        sqlx::query(
+            "INSERT INTO ready_probe (id, at) VALUES (1, $1) \
+             ON CONFLICT (id) DO UPDATE SET at = excluded.at",
+        )
+        .bind(crate::now_ms())
+        .execute(&self.writer)
+        .await?;
         Ok(())
     }
 

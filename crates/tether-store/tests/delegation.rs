@@ -158,3 +158,72 @@ async fn task_lifecycle_rows(b: Backend) {
 }
 
 contract!(task_lifecycle_rows,);
+
+/// A continuation id is claimed with the ledger read (issue 26 item 2): one request at a
+/// time over every node; the ledger entry replaces the claim; a claim given back, of a
+/// node whose lease ended, or this node's own from a previous run is free again.
+async fn continuation_ids_are_claimed_in_the_store(b: Backend) {
+    let (_dir, store) = support::open(b).await;
+    let alive = |id: &str| NodeRow {
+        id: id.into(),
+        name: "host".into(),
+        addr: "127.0.0.1:1".into(),
+        started_at_ms: 0,
+        heartbeat_at_ms: 0,
+        lease_until_ms: now_ms() + 600_000,
+    };
+    store.register_node(&alive("a")).await.unwrap();
+    store.register_node(&alive("b")).await.unwrap();
+    let claim = |node: &'static str, claim: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .claim_continuation("p", "k", node, claim)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(claim("a", "c1").await, ContinuationClaim::Claimed);
+    assert_eq!(
+        claim("b", "c2").await,
+        ContinuationClaim::Held {
+            node_id: "a".into()
+        }
+    );
+    // The same node again: its earlier claim is a previous run's (its own requests
+    // are serialised in memory).
+    assert_eq!(claim("a", "c3").await, ContinuationClaim::Claimed);
+    // Given back under an old name: still held; under its own: free.
+    store.release_continuation("p", "k", "c1").await.unwrap();
+    assert!(matches!(
+        claim("b", "c4").await,
+        ContinuationClaim::Held { .. }
+    ));
+    store.release_continuation("p", "k", "c3").await.unwrap();
+    assert_eq!(claim("b", "c4").await, ContinuationClaim::Claimed);
+    // A node whose lease ended holds nothing.
+    store
+        .register_node(&NodeRow {
+            lease_until_ms: now_ms() - 1,
+            ..alive("b")
+        })
+        .await
+        .unwrap();
+    assert_eq!(claim("a", "c5").await, ContinuationClaim::Claimed);
+    // Recording the id replaces the claim: later requests read the entry.
+    let entry = LedgerEntry {
+        scope: "p".into(),
+        continuation_id: "k".into(),
+        task_id: "t1".into(),
+        action: "close".into(),
+        message: None,
+        result: json!({"ok": true}),
+    };
+    store
+        .release_delegation(&"t1".into(), "closed", Some(&entry))
+        .await
+        .unwrap();
+    assert_eq!(claim("b", "c6").await, ContinuationClaim::Recorded(entry));
+}
+
+contract!(continuation_ids_are_claimed_in_the_store,);

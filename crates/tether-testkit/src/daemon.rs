@@ -42,6 +42,9 @@ pub struct DaemonOptions {
     /// The workspace root (and default cwd) instead of `work` in the daemon's home: the
     /// nodes of a cluster share one, as they would share a file system.
     pub work_dir: Option<PathBuf>,
+    /// The data directory (SQLite's database, attachments) at this path instead of one
+    /// in the daemon's home: a small file system of the test's own, say.
+    pub data_dir: Option<PathBuf>,
 }
 
 impl Default for DaemonOptions {
@@ -59,6 +62,7 @@ impl Default for DaemonOptions {
             database_url: None,
             fake_state_dir: None,
             work_dir: None,
+            data_dir: None,
         }
     }
 }
@@ -103,9 +107,10 @@ impl Daemon {
             .fake_state_dir
             .clone()
             .unwrap_or_else(|| home.path().join("fake-state"));
-        let data_dir = match opts.data_dir_inside_workspace {
-            Some(rel) => work.join(rel),
-            None => home.path().join("data"),
+        let data_dir = match (&opts.data_dir, opts.data_dir_inside_workspace) {
+            (Some(dir), _) => dir.clone(),
+            (None, Some(rel)) => work.join(rel),
+            (None, None) => home.path().join("data"),
         };
         let fake = bin_path("fake-agent");
         let agent = |name: &str, extra: &str| {

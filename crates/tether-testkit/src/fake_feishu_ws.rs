@@ -357,6 +357,19 @@ impl super::FakeFeishu {
         self.push_ws_parts("event", payload, 1, &[])
     }
 
+    /// Feishu's retry: every message not answered with 200 yet is sent again on the live
+    /// connection (Feishu delivers an event again when its answer was not a success).
+    pub fn redeliver_ws(&self) {
+        let g = self.lc();
+        if let Some(live) = &g.live {
+            for (_, frames) in &g.unanswered {
+                for f in frames {
+                    let _ = live.send(Cmd::Send(f.clone()));
+                }
+            }
+        }
+    }
+
     /// Sends bytes as they are (not remembered for delivery again).
     pub fn push_ws_raw(&self, bytes: Vec<u8>) {
         if let Some(live) = &self.lc().live {

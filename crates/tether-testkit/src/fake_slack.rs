@@ -599,6 +599,21 @@ impl FakeSlack {
         id
     }
 
+    /// Slack's retry: every envelope not acknowledged yet is sent again on the live
+    /// connection, its `retry_attempt` counted up (Slack retries an envelope that was not
+    /// acknowledged within 3 s; see "Socket Mode: retries").
+    pub fn redeliver(&self) {
+        let mut g = self.lock();
+        let Some(conn) = g.socket.conn.clone() else {
+            return;
+        };
+        for e in &mut g.socket.unacked {
+            e["retry_attempt"] = json!(e["retry_attempt"].as_u64().unwrap_or(0) + 1);
+            e["retry_reason"] = json!("timeout");
+            let _ = conn.send(ToSocket::Text(e.to_string()));
+        }
+    }
+
     /// Sends a frame as it is (junk, or an envelope without an id).
     pub fn push_raw(&self, text: &str) {
         let g = self.lock();

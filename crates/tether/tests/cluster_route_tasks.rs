@@ -210,3 +210,90 @@ async fn a_task_whose_node_dies_is_followed_and_reported_once_by_a_survivor() {
     reported_once(b, &parent, "delegation_session_update").await;
     reported_once(cluster.node(2), &parent, "delegation_session_update").await;
 }
+
+/// Issue 26, item 2: the continuation id is reserved in the store. Two tasks of one
+/// parent, owned by two different nodes, are closed at once with one continuation id:
+/// one close wins; the other is refused with `continuation_conflict` before it does
+/// anything (its child's process still runs, the task is not released and can be
+/// continued).
+#[tokio::test]
+async fn one_continuation_id_for_two_tasks_on_two_nodes_is_used_once_and_nothing_half_applied() {
+    let cluster = Cluster::start(
+        3,
+        DaemonOptions {
+            extra_config: "\n[cluster]\nlease_ttl_secs = 2\nmax_live_per_node = 1\n".to_owned(),
+            ..DaemonOptions::default()
+        },
+    )
+    .await;
+    let a = cluster.node(0);
+    let parent = a.new_conversation(None).await;
+    let mut tasks = Vec::new();
+    for part in ["one", "two"] {
+        let task = delegate(a, &parent, "fake", part).await;
+        assert_eq!(wait_task(a, &parent, &task).await["status"], "completed");
+        let child =
+            a.get_ok(&format!("/api/v1/conversations/{task}")).await["binding"]["session_id"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+        tasks.push((task, child));
+    }
+    // Each child lives on its own node (b and c are at their cap of one).
+    let owner = |child: &str| {
+        let child = child.to_owned();
+        let nodes: Vec<&Daemon> = (0..3).map(|i| cluster.node(i)).collect();
+        async move {
+            for (i, n) in nodes.iter().enumerate() {
+                if n.pool_sessions().await.contains(&child) {
+                    return i;
+                }
+            }
+            panic!("no node runs {child}");
+        }
+    };
+    let (o1, o2) = (owner(&tasks[0].1).await, owner(&tasks[1].1).await);
+    assert!(o1 != o2 && o1 != 0 && o2 != 0, "owners {o1} and {o2}");
+
+    let (p1, p2) = (
+        format!("/api/v1/conversations/{}/close", tasks[0].0),
+        format!("/api/v1/conversations/{}/close", tasks[1].0),
+    );
+    let body = json!({"continuation_id": "same-id"});
+    let (r1, r2) = within("both closes answer", async {
+        tokio::join!(a.post(&p1, body.clone()), a.post(&p2, body.clone()))
+    })
+    .await;
+    let answers = [r1, r2];
+    let won: Vec<usize> = (0..2).filter(|i| answers[*i].0 == 200).collect();
+    assert_eq!(won.len(), 1, "exactly one close wins: {answers:?}");
+    let lost = 1 - won[0];
+    assert_eq!(answers[lost].0, 409, "{answers:?}");
+    assert_eq!(
+        answers[lost].1["error"]["code"], "continuation_conflict",
+        "{answers:?}"
+    );
+
+    // The loser is untouched: not released, its process alive, and it continues.
+    let (task, child) = &tasks[lost];
+    let c = a
+        .get_ok(&format!("/api/v1/conversations/{task}/continuation"))
+        .await;
+    assert_eq!(c["availability"], "continuable_live", "{c}");
+    let loser_node = cluster.node([o1, o2][lost]);
+    assert!(
+        loser_node.pool_sessions().await.contains(child),
+        "the refused close ended the child's process"
+    );
+    let (status, started) = a
+        .post(
+            &format!("/api/v1/conversations/{task}/continue"),
+            json!({"message": "after all", "continuation_id": "next-id"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{started}");
+    let turn = a
+        .wait_turn(child, started["turn_id"].as_str().unwrap())
+        .await;
+    assert_eq!(turn["status"], "completed", "{turn}");
+}

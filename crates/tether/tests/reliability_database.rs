@@ -48,6 +48,49 @@ async fn send_until_accepted(d: &Daemon, conv: &str, text: &str) -> (Duration, V
     }
 }
 
+/// Every delta of conversation `c` stored once, in order, adding up to `result`, with
+/// gap-free seqs, and one end of a turn per turn.
+async fn assert_stored_once_in_order(d: &Daemon, c: &str, result: &str) {
+    // Every delta stored once, in order, with gap-free seqs.
+    let page = d
+        .get_ok(&format!("/api/v1/conversations/{c}/events/page?limit=1000"))
+        .await;
+    let events = page["events"]
+        .as_array()
+        .or(page.as_array())
+        .unwrap()
+        .clone();
+    let deltas: String = events
+        .iter()
+        .filter(|e| e["payload"]["type"] == "message_delta" || e["type"] == "message_delta")
+        .map(|e| {
+            e["payload"]["text"]
+                .as_str()
+                .or(e["text"].as_str())
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(deltas, result, "{page}");
+    let seqs: Vec<i64> = events.iter().map(|e| e["seq"].as_i64().unwrap()).collect();
+    let mut sorted = seqs.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), seqs.len(), "a seq twice: {seqs:?}");
+    assert!(
+        sorted.windows(2).all(|w| w[1] == w[0] + 1),
+        "a gap: {sorted:?}"
+    );
+    let ends = events
+        .iter()
+        .filter(|e| {
+            let t = e["payload"]["type"].as_str().or(e["type"].as_str());
+            matches!(t, Some("turn_completed" | "turn_failed" | "turn_cancelled"))
+        })
+        .count();
+    assert_eq!(ends, 1, "{page}");
+}
+
 #[tokio::test]
 async fn a_node_serves_again_after_the_database_restarts_and_nothing_is_lost_or_doubled() {
     let pg = PgServer::start_durable().expect("a private PostgreSQL server");
@@ -173,44 +216,7 @@ async fn a_turn_streaming_through_a_database_restart_keeps_every_event_once_and_
     let result = turn["result_text"].as_str().unwrap().to_owned();
     assert!(result.starts_with(&want), "{result}");
 
-    // Every delta stored once, in order, with gap-free seqs.
-    let page = d
-        .get_ok(&format!("/api/v1/conversations/{c}/events/page?limit=1000"))
-        .await;
-    let events = page["events"]
-        .as_array()
-        .or(page.as_array())
-        .unwrap()
-        .clone();
-    let deltas: String = events
-        .iter()
-        .filter(|e| e["payload"]["type"] == "message_delta" || e["type"] == "message_delta")
-        .map(|e| {
-            e["payload"]["text"]
-                .as_str()
-                .or(e["text"].as_str())
-                .unwrap()
-                .to_owned()
-        })
-        .collect();
-    assert_eq!(deltas, result, "{page}");
-    let seqs: Vec<i64> = events.iter().map(|e| e["seq"].as_i64().unwrap()).collect();
-    let mut sorted = seqs.clone();
-    sorted.sort_unstable();
-    sorted.dedup();
-    assert_eq!(sorted.len(), seqs.len(), "a seq twice: {seqs:?}");
-    assert!(
-        sorted.windows(2).all(|w| w[1] == w[0] + 1),
-        "a gap: {sorted:?}"
-    );
-    let ends = events
-        .iter()
-        .filter(|e| {
-            let t = e["payload"]["type"].as_str().or(e["type"].as_str());
-            matches!(t, Some("turn_completed" | "turn_failed" | "turn_cancelled"))
-        })
-        .count();
-    assert_eq!(ends, 1, "{page}");
+    assert_stored_once_in_order(&d, &c, &result).await;
 }
 
 /// Telegram messages sent while the database is down are answered once each, in order,
@@ -329,4 +335,391 @@ async fn a_cluster_rides_out_a_database_restart_without_a_take_over_storm() {
             "node {i}'s conversation was taken over: {page}"
         );
     }
+}
+
+/// A PostgreSQL crash in the middle of group commits: six conversations stream at once
+/// (their batches share the writer's transactions), the server is killed (`immediate`)
+/// twice while they do. Every turn ends once, completed, and every conversation has each
+/// of its events once, in order: a group whose commit's answer was lost is read back
+/// before anything is retried.
+#[tokio::test]
+async fn a_database_crash_in_the_middle_of_group_commits_stores_every_event_once() {
+    let pg = PgServer::start_durable().expect("a private PostgreSQL server");
+    let d = Daemon::start(DaemonOptions {
+        database_url: Some(pg.url()),
+        ..DaemonOptions::default()
+    })
+    .await;
+    let mut turns = Vec::new();
+    for _ in 0..6 {
+        let c = d.new_conversation(None).await;
+        let (status, out) = post_message(&d, &c, "rate 800 400").await;
+        assert_eq!(status, 200, "{out}");
+        turns.push((c, out));
+    }
+    for _ in 0..2 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        pg.stop(StopMode::Immediate).expect("kill PostgreSQL");
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        pg.start_again().expect("start PostgreSQL again");
+    }
+    let back = Instant::now();
+    while ready(&d).await.0 != 200 {
+        assert!(back.elapsed() < Duration::from_secs(10), "not ready again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let want: String = (1..=800).map(|i| format!("chunk {i} ")).collect();
+    for (c, out) in &turns {
+        let turn = d
+            .wait_turn(
+                out["session_id"].as_str().unwrap(),
+                out["turn_id"].as_str().unwrap(),
+            )
+            .await;
+        assert_eq!(turn["status"], "completed", "{turn}");
+        let result = turn["result_text"].as_str().unwrap();
+        assert!(result.starts_with(&want), "{result}");
+        assert_stored_once_in_order(&d, c, result).await;
+    }
+    // The batches did share commits (else this test would not be about group commits).
+    let rt = d.get_ok("/api/v1/runtime").await;
+    let (batches, commits) = (
+        rt["streamed_batches"].as_u64().unwrap(),
+        rt["event_commits"].as_u64().unwrap(),
+    );
+    assert!(commits < batches, "no group commit: {rt}");
+}
+
+/// Slack (Socket Mode) messages sent while the database is down are answered once each
+/// when it is back: an envelope that could not be recorded is not acknowledged, so Slack
+/// delivers it again (here: the fake's retry of every unacknowledged envelope).
+#[tokio::test]
+async fn slack_messages_sent_while_the_database_is_down_are_answered_once_when_it_is_back() {
+    use tether_testkit::fake_slack::FakeSlack;
+    const ANN: &str = "UANN";
+    let pg = PgServer::start_durable().expect("a private PostgreSQL server");
+    let sl = FakeSlack::start().await;
+    let _daemon = Daemon::start(DaemonOptions {
+        database_url: Some(pg.url()),
+        extra_config: sl.config("socket", &[ANN], ""),
+        ..DaemonOptions::default()
+    })
+    .await;
+    sl.wait_connections(1).await;
+    let say = |n: u32, text: &str| {
+        sl.push(
+            "events_api",
+            sl.message("D1", ANN, text, &format!("100.00000{n}"), None),
+        )
+    };
+    say(1, "first");
+    sl.wait_shown("D1", "echo: first").await;
+
+    pg.stop(StopMode::Fast).expect("stop PostgreSQL");
+    for (i, text) in ["down one", "down two", "down three"].iter().enumerate() {
+        say(2 + i as u32, text);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let unacked = sl.unacked().len();
+    assert!(unacked >= 1, "an envelope was acknowledged unrecorded");
+    pg.start_again().expect("start PostgreSQL again");
+
+    // Slack retries what was not acknowledged until it is.
+    let back = Instant::now();
+    while !sl.unacked().is_empty() {
+        assert!(
+            back.elapsed() < Duration::from_secs(20),
+            "still unacknowledged: {:?}",
+            sl.unacked()
+        );
+        sl.redeliver();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    for text in ["echo: down one", "echo: down two", "echo: down three"] {
+        sl.wait_shown("D1", text).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for text in [
+        "echo: first",
+        "echo: down one",
+        "echo: down two",
+        "echo: down three",
+    ] {
+        assert_eq!(sl.count_shown("D1", text), 1, "{text}");
+    }
+}
+
+/// Feishu (long connection) events sent while the database is down are answered with a
+/// failure (so Feishu delivers them again) and, delivered again once it is back, are
+/// answered once each.
+#[tokio::test]
+async fn feishu_events_sent_while_the_database_is_down_are_answered_once_when_it_is_back() {
+    use tether_testkit::fake_feishu::{Events, FakeFeishu};
+    const ANN: &str = "ou_ann";
+    const CHAT: &str = "oc_p2p_ann";
+    let pg = PgServer::start_durable().expect("a private PostgreSQL server");
+    let fs = FakeFeishu::start().await;
+    let ev = Events::new("token-not-configured", None);
+    let _daemon = Daemon::start(DaemonOptions {
+        database_url: Some(pg.url()),
+        extra_config: fs.long_connection_config(&[ANN], ""),
+        ..DaemonOptions::default()
+    })
+    .await;
+    fs.wait_ws_connections(1).await;
+    let say = |text: &str| fs.push_ws(&ev.message(CHAT, "p2p", ANN, text, false));
+    say("first");
+    fs.wait_shown(CHAT, "echo: first").await;
+
+    pg.stop(StopMode::Fast).expect("stop PostgreSQL");
+    let mut sent = Vec::new();
+    for text in ["down one", "down two", "down three"] {
+        sent.push(say(text));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    for id in &sent {
+        let a = fs.wait_ws_answer(id).await;
+        assert_eq!(a.code, 500, "answered while the store is away: {a:?}");
+    }
+    pg.start_again().expect("start PostgreSQL again");
+
+    let back = Instant::now();
+    while fs.ws_unanswered() > 0 {
+        assert!(
+            back.elapsed() < Duration::from_secs(20),
+            "{} events still not answered with 200",
+            fs.ws_unanswered()
+        );
+        fs.redeliver_ws();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    for text in ["echo: down one", "echo: down two", "echo: down three"] {
+        fs.wait_shown(CHAT, text).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for text in [
+        "echo: first",
+        "echo: down one",
+        "echo: down two",
+        "echo: down three",
+    ] {
+        assert_eq!(fs.count_shown(CHAT, text), 1, "{text}");
+    }
+}
+
+/// A tmpfs of `mb` megabytes mounted at a new directory, unmounted on drop (`None` when
+/// this process may not mount: not root).
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(mb: u32) -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mb}m"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(SmallDisk { dir })
+    }
+
+    /// Writes a file until the disk is full.
+    fn fill(&self) -> std::path::PathBuf {
+        use std::io::Write;
+        let path = self.dir.path().join("filler");
+        let mut f = std::fs::File::create(&path).unwrap();
+        let chunk = vec![7u8; 64 * 1024];
+        while f.write_all(&chunk).is_ok() {}
+        // The last bytes that fit.
+        while f.write_all(&chunk[..512]).is_ok() {}
+        let _ = f.sync_all();
+        path
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// SQLite on a full disk: writes answer 503 `store_unavailable` (never 500), `/ready`
+/// says so, reads still answer; once there is space again the node serves by itself,
+/// every accepted turn ends completed, and the database is sound.
+#[tokio::test]
+async fn sqlite_on_a_full_disk_answers_store_unavailable_and_serves_again_when_space_is_back() {
+    let Some(disk) = SmallDisk::mount(24) else {
+        // CI runs as root; a developer's unprivileged run cannot mount a tmpfs.
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    };
+    let data = disk.dir.path().join("data");
+    let mut d = Daemon::start(DaemonOptions {
+        data_dir: Some(data.clone()),
+        ..DaemonOptions::default()
+    })
+    .await;
+    let c = d.new_conversation(None).await;
+    let (_, turn) = d.say_and_wait(&c, "before").await;
+    assert_eq!(turn["status"], "completed", "{turn}");
+
+    let filler = disk.fill();
+    // Writes go on while SQLite still has room in its files; big messages in new
+    // conversations until one is refused.
+    let big = "x".repeat(60 * 1024);
+    let mut accepted = Vec::new();
+    let mut refused = None;
+    for i in 0..400 {
+        let (status, body) = tokio::time::timeout(
+            Duration::from_secs(10),
+            d.post("/api/v1/conversations", json!({})),
+        )
+        .await
+        .expect("an answer");
+        let conv = match status {
+            200 | 201 => body["id"].as_str().unwrap().to_owned(),
+            503 => {
+                refused = Some(body);
+                break;
+            }
+            other => panic!("{other} on a full disk: {body}"),
+        };
+        let (status, body) = post_message(&d, &conv, &format!("{i} {big}")).await;
+        match status {
+            200 => accepted.push(body),
+            503 => {
+                refused = Some(body);
+                break;
+            }
+            other => panic!("{other} on a full disk: {body}"),
+        }
+    }
+    let refused = refused.expect("a write refused on a full disk");
+    assert_eq!(refused["error"]["code"], "store_unavailable", "{refused}");
+    // `/ready` writes a row: 503 when even that fails; SQLite may still find room for a
+    // write that small in its write-ahead log, so 200 is honest too.
+    let (status, body) = ready(&d).await;
+    match status {
+        503 => assert_eq!(body["store"], "unavailable", "{body}"),
+        200 => {}
+        other => panic!("/ready on a full disk: {other} {body}"),
+    }
+    // Reads need no space.
+    let (status, body) = tokio::time::timeout(
+        Duration::from_secs(10),
+        d.get(&format!("/api/v1/conversations/{c}/messages")),
+    )
+    .await
+    .expect("an answer");
+    assert_eq!(status, 200, "{body}");
+
+    std::fs::remove_file(&filler).unwrap();
+    let (took, out) = send_until_accepted(&d, &c, "after").await;
+    assert!(
+        took < Duration::from_secs(10),
+        "served again {took:?} after space came back"
+    );
+    let turn = d
+        .wait_turn(
+            out["session_id"].as_str().unwrap(),
+            out["turn_id"].as_str().unwrap(),
+        )
+        .await;
+    assert_eq!(turn["status"], "completed", "{turn}");
+    assert!(
+        turn["result_text"]
+            .as_str()
+            .unwrap()
+            .contains("echo: after"),
+        "{turn}"
+    );
+    for out in &accepted {
+        let turn = d
+            .wait_turn(
+                out["session_id"].as_str().unwrap(),
+                out["turn_id"].as_str().unwrap(),
+            )
+            .await;
+        assert_eq!(turn["status"], "completed", "{turn}");
+    }
+    d.kill9().await;
+    let store = tether_store::Store::open(&data)
+        .await
+        .expect("the store opens");
+    assert!(
+        store.integrity_check().await.unwrap(),
+        "the database is sound"
+    );
+}
+
+/// An approval the agent asks for while the database is down waits with the turn (it is
+/// not denied): once the database is back it is stored, after the events before it, and
+/// can be answered; the turn then goes on in the same session.
+#[tokio::test]
+async fn an_approval_asked_while_the_database_is_down_waits_for_it_and_can_be_answered() {
+    let pg = PgServer::start_durable().expect("a private PostgreSQL server");
+    let d = Daemon::start(DaemonOptions {
+        database_url: Some(pg.url()),
+        ..DaemonOptions::default()
+    })
+    .await;
+    let c = d.new_conversation(None).await;
+    let (status, out) = post_message(&d, &c, "slowapprove 1500 deploy").await;
+    assert_eq!(status, 200, "{out}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    pg.stop(StopMode::Fast).expect("stop PostgreSQL");
+    // The agent asks while the database is away.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    pg.start_again().expect("start PostgreSQL again");
+
+    let a = tokio::time::timeout(Duration::from_secs(15), async {
+        loop {
+            let (status, list) = d.get("/api/v1/approvals").await;
+            if status == 200
+                && let Some(a) = list
+                    .as_array()
+                    .and_then(|l| l.iter().find(|a| a["title"] == "deploy"))
+            {
+                return a.clone();
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .expect("the approval is stored once the database is back");
+    assert_eq!(a["status"], "pending", "{a}");
+    let id = a["id"].as_str().unwrap();
+    let r = d
+        .post_ok(
+            &format!("/api/v1/approvals/{id}"),
+            json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!(r["status"], "allowed", "{r}");
+    let turn = d
+        .wait_turn(
+            out["session_id"].as_str().unwrap(),
+            out["turn_id"].as_str().unwrap(),
+        )
+        .await;
+    assert_eq!(turn["status"], "completed", "{turn}");
+    assert!(
+        turn["result_text"]
+            .as_str()
+            .unwrap()
+            .starts_with("approval: allowed"),
+        "{turn}"
+    );
+    // Stored once: one request, one resolution.
+    let page = d
+        .get_ok(&format!("/api/v1/conversations/{c}/events/page?limit=1000"))
+        .await;
+    let kinds = |k: &str| page.to_string().matches(&format!("\"{k}\"")).count();
+    assert_eq!(kinds("approval_requested"), 1, "{page}");
+    assert_eq!(kinds("approval_resolved"), 1, "{page}");
 }

@@ -113,17 +113,14 @@ impl Runtime {
         self.caller_gate(caller).await?;
         check_continuation_id(continuation_id)?;
         let row = self.task_or_not_found(caller, task_id).await?;
-        // As for a continuation: the continuation id, then the task. The ledger is read
-        // before the turn is cancelled or the process ended, and no other request can
-        // record this id before this one does, so a close is never left half done.
-        let _ledger = self
-            .ctx()
-            .delegation
-            .lock_ledger(row.scope(), continuation_id)
-            .await;
+        // As for a continuation: the continuation id (claimed in the store with the
+        // ledger read, for every node), then the task. The ledger is read before the turn
+        // is cancelled or the process ended, and no other request on any node can record
+        // this id before this one does, so a close is never left half done.
+        let (_held, recorded) = self.hold_continuation(row.scope(), continuation_id).await?;
         let _guard = self.lock_conversation(&task_id.conversation_id()).await;
         let store = &self.ctx().store;
-        if let Some(e) = store.ledger_entry(row.scope(), continuation_id).await? {
+        if let Some(e) = recorded {
             if e.task_id == row.task_id && e.action == "close" {
                 return serde_json::from_value(e.result)
                     .map_err(|e| RuntimeError::Internal(format!("corrupt ledger entry: {e}")));

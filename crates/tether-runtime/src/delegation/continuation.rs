@@ -50,11 +50,7 @@ impl Runtime {
         // The continuation id first (one request per id at a time, whatever its task),
         // then the task: the ledger is read before anything happens and written by the
         // same request.
-        let _ledger = self
-            .ctx()
-            .delegation
-            .lock_ledger(row.scope(), continuation_id)
-            .await;
+        let (_held, _) = self.hold_continuation(row.scope(), continuation_id).await?;
         let _guard = self.lock_conversation(&task_id.conversation_id()).await;
         let origin = match caller {
             Caller::Person => TurnOrigin::Person,

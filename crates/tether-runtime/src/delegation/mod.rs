@@ -6,6 +6,7 @@
 //! state, `continuation` continues, `close` cancels and releases,
 //! `status` reads, `watch` reports outcomes.
 
+pub(crate) mod claims;
 pub(crate) mod close;
 pub(crate) mod continuation;
 pub(crate) mod registry;

@@ -202,6 +202,24 @@ forward! {
         continuation_id: &str,
     ) -> Result<Option<LedgerEntry>>;
 
+    /// Claims a continuation id for one request, with the ledger read in the same
+    /// transaction: the recorded entry, the claim, or who holds it now.
+    pub async fn claim_continuation(
+        &self,
+        scope: &str,
+        continuation_id: &str,
+        node_id: &str,
+        claim: &str,
+    ) -> Result<ContinuationClaim>;
+
+    /// Gives a claim back (its request failed before recording anything).
+    pub async fn release_continuation(
+        &self,
+        scope: &str,
+        continuation_id: &str,
+        claim: &str,
+    ) -> Result<()>;
+
     /// Releases a task for good: `released_at`, the session `closed`, a status message,
     /// and the ledger entry, in one transaction. `false` when it was already released.
     pub async fn release_delegation(

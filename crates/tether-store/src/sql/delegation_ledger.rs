@@ -14,7 +14,9 @@ use super::delegation::delegation_turn;
 use super::events::{add_message, append};
 
 use super::Db;
-use crate::{DelegationTurnRow, LedgerEntry, Result, StoreError, now_ms};
+use crate::{
+    CLAIM_STALE_MS, ContinuationClaim, DelegationTurnRow, LedgerEntry, Result, StoreError, now_ms,
+};
 
 fn ledger(row: &SqlRow) -> Result<LedgerEntry> {
     let result: String = row.try_get("result")?;
@@ -56,6 +58,12 @@ pub(crate) async fn put_ledger(conn: &mut SqlConnection, e: &LedgerEntry) -> Res
             continuation_id: e.continuation_id.clone(),
         });
     }
+    // The entry replaces the claim of the request that records it.
+    sqlx::query("DELETE FROM continuation_claims WHERE scope = $1 AND continuation_id = $2")
+        .bind(&e.scope)
+        .bind(&e.continuation_id)
+        .execute(&mut *conn)
+        .await?;
     Ok(())
 }
 
@@ -74,6 +82,84 @@ impl Db {
         .fetch_optional(&self.writer)
         .await?;
         row.as_ref().map(ledger).transpose()
+    }
+
+    /// Claims a continuation id for one request, in one transaction with the ledger
+    /// read: the entry when the id is recorded; else the claim (`claim` names it), unless
+    /// a request of another node holds it. A claim is free again when it is this node's
+    /// own (its requests are serialised in memory, so an old one is a previous run's),
+    /// when its node's lease ended, or after [`CLAIM_STALE_MS`].
+    pub async fn claim_continuation(
+        &self,
+        scope: &str,
+        continuation_id: &str,
+        node_id: &str,
+        claim: &str,
+    ) -> Result<ContinuationClaim> {
+        let now = now_ms();
+        let mut tx = self.writer.begin().await?;
+        let row = sqlx::query(
+            "SELECT * FROM continuation_ledger WHERE scope = $1 AND continuation_id = $2",
+        )
+        .bind(scope)
+        .bind(continuation_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(row) = row {
+            let entry = ledger(&row)?;
+            tx.commit().await?;
+            return Ok(ContinuationClaim::Recorded(entry));
+        }
+        let taken = sqlx::query(
+            "INSERT INTO continuation_claims (scope, continuation_id, node_id, claim, claimed_at) \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (scope, continuation_id) DO UPDATE \
+             SET node_id = excluded.node_id, claim = excluded.claim, claimed_at = excluded.claimed_at \
+             WHERE continuation_claims.node_id = excluded.node_id \
+             OR continuation_claims.claimed_at < $6 \
+             OR continuation_claims.node_id NOT IN (SELECT id FROM nodes WHERE lease_until >= $5)",
+        )
+        .bind(scope)
+        .bind(continuation_id)
+        .bind(node_id)
+        .bind(claim)
+        .bind(now)
+        .bind(now - CLAIM_STALE_MS)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if taken == 1 {
+            tx.commit().await?;
+            return Ok(ContinuationClaim::Claimed);
+        }
+        let (holder,): (String,) = sqlx::query_as(
+            "SELECT node_id FROM continuation_claims WHERE scope = $1 AND continuation_id = $2",
+        )
+        .bind(scope)
+        .bind(continuation_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(ContinuationClaim::Held { node_id: holder })
+    }
+
+    /// Gives a claim back (its request failed before recording anything); a claim taken
+    /// over meanwhile, or replaced by the ledger entry, is left alone.
+    pub async fn release_continuation(
+        &self,
+        scope: &str,
+        continuation_id: &str,
+        claim: &str,
+    ) -> Result<()> {
+        sqlx::query(
+            "DELETE FROM continuation_claims WHERE scope = $1 AND continuation_id = $2 \
+             AND claim = $3",
+        )
+        .bind(scope)
+        .bind(continuation_id)
+        .bind(claim)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
     }
 
     /// Releases a task for good: `released_at`, the session `closed`, a status message,

@@ -6,7 +6,8 @@
 //! `store_outage_limit`, the turn is stopped and ends `interrupted` (the session stays
 //! bound, for a follow-up to resume). A turn's start and its end wait for the store as
 //! long as it takes (with back-off), so a turn never stays "running" in the store once
-//! the database is back.
+//! the database is back. An approval or a question the agent asks meanwhile waits too
+//! (after the events before it, within the same limit) and reaches people once stored.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -129,6 +130,45 @@ impl Actor {
                 tracing::error!(error = %e, "cannot store agent events");
                 self.held.events.clear();
                 false
+            }
+        }
+    }
+
+    /// Runs `op`, a write the turn cannot go on without (an approval, a question), after
+    /// the events that wait, in order. While the store is unreachable it waits, at most
+    /// until `store_outage_limit` has passed since the store went away; then the turn is
+    /// stopped and `None` comes back (the agent's request is cancelled by the caller).
+    pub(super) async fn store_in_order<T, F, Fut>(
+        &mut self,
+        what: &str,
+        op: F,
+    ) -> Option<Result<T, StoreError>>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        let mut wait = Duration::from_millis(250);
+        while !self.held.is_empty() {
+            if self.try_store_held().await {
+                break;
+            }
+            if self.current.as_ref().is_none_or(|c| c.store_lost) {
+                return None;
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(2));
+        }
+        let since = self.held.since.unwrap_or_else(Instant::now);
+        let left = self
+            .ctx
+            .config
+            .store_outage_limit
+            .saturating_sub(since.elapsed());
+        match tokio::time::timeout(left, patiently(what, op)).await {
+            Ok(done) => Some(done),
+            Err(_) => {
+                self.give_up_on_store().await;
+                None
             }
         }
     }

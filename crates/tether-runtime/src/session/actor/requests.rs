@@ -51,13 +51,29 @@ impl Actor {
                     options: req.options,
                     deadline_ms,
                 };
-                match self.ctx.store.create_approval(&row).await {
-                    Ok(_) => {
+                let store = self.ctx.store.clone();
+                let tried = std::sync::atomic::AtomicBool::new(false);
+                // A try whose commit's answer was lost may have stored it: read back first.
+                let create = || {
+                    let again = tried.swap(true, std::sync::atomic::Ordering::Relaxed);
+                    let (store, row) = (&store, &row);
+                    async move {
+                        if again && store.get_approval(&row.id).await?.is_some() {
+                            return Ok(());
+                        }
+                        store.create_approval(row).await.map(drop)
+                    }
+                };
+                match self.store_in_order("an approval", create).await {
+                    Some(Ok(())) => {
                         self.approvals.insert(id.clone(), req.reply);
                         self.schedule_expiry(Pending::Approval(id), deadline_ms);
                     }
-                    Err(e) => {
+                    Some(Err(e)) => {
                         tracing::error!(error = %e, "cannot store approval; denying");
+                        let _ = req.reply.send(PermissionReply::Cancelled);
+                    }
+                    None => {
                         let _ = req.reply.send(PermissionReply::Cancelled);
                     }
                 }
@@ -72,13 +88,28 @@ impl Actor {
                     prompt: req.prompt,
                     deadline_ms,
                 };
-                match self.ctx.store.create_question(&row).await {
-                    Ok(_) => {
+                let store = self.ctx.store.clone();
+                let tried = std::sync::atomic::AtomicBool::new(false);
+                let create = || {
+                    let again = tried.swap(true, std::sync::atomic::Ordering::Relaxed);
+                    let (store, row) = (&store, &row);
+                    async move {
+                        if again && store.get_question(&row.id).await?.is_some() {
+                            return Ok(());
+                        }
+                        store.create_question(row).await.map(drop)
+                    }
+                };
+                match self.store_in_order("a question", create).await {
+                    Some(Ok(())) => {
                         self.questions.insert(id.clone(), req.reply);
                         self.schedule_expiry(Pending::Question(id), deadline_ms);
                     }
-                    Err(e) => {
+                    Some(Err(e)) => {
                         tracing::error!(error = %e, "cannot store question; cancelling it");
+                        let _ = req.reply.send(None);
+                    }
+                    None => {
                         let _ = req.reply.send(None);
                     }
                 }

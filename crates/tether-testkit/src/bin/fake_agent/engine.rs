@@ -185,6 +185,14 @@ impl Engine {
                     return Ok(end);
                 }
             }
+            Directive::SlowApprove { ms, title } => {
+                if sleep_or_cancel(ms, cancel).await {
+                    return Ok(TurnEnd::Cancelled);
+                }
+                if let Some(end) = approve(io, title, cancel, &reply).await? {
+                    return Ok(end);
+                }
+            }
             Directive::StreamTools { count, title } => {
                 let third = (count / 3).max(1);
                 for i in 1..=count {

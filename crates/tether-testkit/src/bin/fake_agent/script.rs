@@ -46,6 +46,8 @@ pub enum Directive {
     Rate { count: u32, per_sec: u64 },
     /// `approve <title>`: ask permission for a command tool call titled `<title>`.
     Approve { title: String },
+    /// `slowapprove MS <title>`: wait MS milliseconds, then `approve <title>`.
+    SlowApprove { ms: u64, title: String },
     /// `streamtools N <title>`: N chunks `chunk i ` with no pause, a completed tool call
     /// after each third of them, then `approve <title>`.
     StreamTools { count: u32, title: String },
@@ -122,6 +124,13 @@ pub fn parse(text: &str) -> Directive {
         "streamtools" if rest.len() >= 2 => match rest[0].parse() {
             Ok(count) => Directive::StreamTools {
                 count,
+                title: rest[1..].join(" "),
+            },
+            Err(_) => Directive::Echo,
+        },
+        "slowapprove" if rest.len() >= 2 => match rest[0].parse() {
+            Ok(ms) => Directive::SlowApprove {
+                ms,
                 title: rest[1..].join(" "),
             },
             Err(_) => Directive::Echo,
@@ -301,6 +310,14 @@ mod tests {
         assert_eq!(parse("sleep soon"), Directive::Echo);
         assert_eq!(parse("approve"), Directive::Echo);
         assert_eq!(parse("ask"), Directive::Echo);
+        assert_eq!(parse("slowapprove soon x"), Directive::Echo);
+        assert_eq!(
+            parse("slowapprove 500 rm -rf"),
+            Directive::SlowApprove {
+                ms: 500,
+                title: "rm -rf".into()
+            }
+        );
     }
 
     #[test]
