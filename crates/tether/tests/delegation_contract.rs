@@ -331,6 +331,18 @@ async fn depth_limit_and_people_share_the_ledger() {
     assert_eq!(turn["status"], "completed");
     let t = wait_task(&d, &parent, &task).await;
     assert_eq!(t["turn_version"], 3);
+    // ... and in the ledger like every continuation (issue 26 item 6), under its turn's id.
+    if d.database_url().is_none() {
+        let store = tether_store::Store::open(d.data_dir()).await.unwrap();
+        let cid = format!("person:{}", turn["id"].as_str().unwrap());
+        let entry = store.ledger_entry(&parent, &cid).await.unwrap();
+        let entry = entry.unwrap_or_else(|| panic!("no ledger entry {cid}"));
+        assert_eq!(
+            (entry.action.as_str(), entry.message.as_deref()),
+            ("continue", Some("plain"))
+        );
+        assert_eq!(entry.result["turn_version"], 3, "{:?}", entry.result);
+    }
     let (status, body) = d
         .post(
             &format!("/api/v1/conversations/{task}/messages"),

@@ -198,7 +198,9 @@ impl Runtime {
         let children = self.ctx().store.children_of(parent_conversation_id).await?;
         let mut n = 0;
         for row in children.into_iter().filter(|r| r.released_at_ms.is_none()) {
-            let cid = format!("release-children:{}", row.task_id);
+            // The close any caller makes, under an id of its own (`archive:<task>`), so
+            // it is in the ledger like every other close.
+            let cid = format!("archive:{}", row.task_id);
             match self.close_task(&Caller::Person, &row.task_id, &cid).await {
                 Ok(_) => n += 1,
                 Err(e) if e.code() == ErrorCode::SessionReleased => {}

@@ -68,7 +68,8 @@ impl Runtime {
     }
 
     /// The body of a continuation, under the task's lock (and the continuation id's,
-    /// when given). `continuation_id` `None`: a person's plain message (no ledger entry).
+    /// when given). `continuation_id` `None`: a person's plain message, recorded under
+    /// [`person_continuation_id`] of its turn.
     pub(crate) async fn continue_locked(
         &self,
         row: &DelegationRow,
@@ -143,17 +144,18 @@ impl Runtime {
             agent_type: row.agent.clone(),
             working_dir: row.cwd.clone(),
         };
-        let ledger = match continuation_id {
-            Some(cid) => Some(tether_store::LedgerEntry {
-                scope: row.scope().to_string(),
-                continuation_id: cid.to_string(),
-                task_id: row.task_id.clone(),
-                action: "continue".to_string(),
-                message: Some(message.clone()),
-                result: serde_json::to_value(started(0))
-                    .map_err(|e| RuntimeError::Internal(e.to_string()))?,
-            }),
-            None => None,
+        // Every continuation is in the ledger (issue 26 item 6): a person's plain message
+        // under an id of its own turn, `person:<turn id>`.
+        let ledger = tether_store::LedgerEntry {
+            scope: row.scope().to_string(),
+            continuation_id: continuation_id
+                .map(str::to_owned)
+                .unwrap_or_else(|| person_continuation_id(&turn_id)),
+            task_id: row.task_id.clone(),
+            action: "continue".to_string(),
+            message: Some(message.clone()),
+            result: serde_json::to_value(started(0))
+                .map_err(|e| RuntimeError::Internal(e.to_string()))?,
         };
         let version = store
             .add_delegation_turn(
@@ -165,7 +167,7 @@ impl Runtime {
                     origin,
                     parent_turn_id,
                 },
-                ledger.as_ref(),
+                Some(&ledger),
             )
             .await?;
         self.enqueue_task_turn(&session, &owner, &turn_id, &message)
@@ -210,6 +212,11 @@ impl Runtime {
         let external = ConversationId::from(tether_store::EXTERNAL_SCOPE);
         self.lock_delegations_of(parent.unwrap_or(&external)).await
     }
+}
+
+/// The ledger's id for a person's plain message in a delegated conversation: its turn's.
+pub(crate) fn person_continuation_id(turn_id: &TurnId) -> String {
+    format!("person:{turn_id}")
 }
 
 fn still_running(task_id: &TaskId) -> RuntimeError {
