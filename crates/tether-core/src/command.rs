@@ -191,6 +191,25 @@ pub fn help_text() -> String {
     out
 }
 
+/// Whether `word` (case-insensitively) names a command [`parse_input`] knows, so a
+/// channel whose client cannot send a leading `/` may offer another sign for it.
+pub fn is_command_word(word: &str) -> bool {
+    matches!(
+        word.to_ascii_lowercase().as_str(),
+        "new"
+            | "detach"
+            | "status"
+            | "stop"
+            | "sessions"
+            | "help"
+            | "approve"
+            | "deny"
+            | "agent"
+            | "model"
+            | "file"
+    )
+}
+
 /// Parses a message. `known_agents` are the configured agent names: `/new <agent> ...`
 /// only takes its first word as an agent when it is one of them (case-insensitively), and
 /// `/agent <name>` must name one. Returned agent names use the known spelling.

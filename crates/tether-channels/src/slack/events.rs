@@ -77,6 +77,27 @@ fn sender(user: &str) -> Sender {
     }
 }
 
+/// Slack's client takes a message that starts with `/` for a slash command, and app
+/// slash commands cannot run in threads: there a command is typed with `!` instead
+/// (`!new`, `!detach`, `!stop`, …), or after a mention (`@tether /new`). Only tether's
+/// command words count (`!important` reaches the agent as typed); `!!new` sends `!new`.
+pub fn bang_command(text: String) -> String {
+    let word = |t: &str| {
+        t.split(char::is_whitespace)
+            .next()
+            .is_some_and(tether_core::command::is_command_word)
+    };
+    if let Some(rest) = text.strip_prefix("!!")
+        && word(rest)
+    {
+        return format!("!{rest}");
+    }
+    match text.strip_prefix('!') {
+        Some(rest) if word(rest) => format!("/{rest}"),
+        _ => text,
+    }
+}
+
 /// An `event_callback` body → a message worth handling, if it is one. `bot_user`: the
 /// app's own user id (mentions of it are removed from the text).
 pub fn message(body: &Value, bot_user: Option<&str>) -> Option<Message> {
@@ -119,7 +140,7 @@ pub fn message(body: &Value, bot_user: Option<&str>) -> Option<Message> {
             chat: chat(channel, Some(thread), user),
             sender: sender(user),
             kind: match super::files::in_files(ev) {
-                files if files.is_empty() => InKind::Text(unescape(text.trim())),
+                files if files.is_empty() => InKind::Text(bang_command(unescape(text.trim()))),
                 files => InKind::Files {
                     caption: unescape(text.trim()),
                     files,
@@ -208,6 +229,24 @@ mod tests {
 
     fn event(ev: Value) -> Value {
         json!({"type": "event_callback", "event_id": "Ev1", "event": ev})
+    }
+
+    #[test]
+    fn bang_commands_are_commands_and_other_bangs_are_text() {
+        assert_eq!(bang_command("!new".into()), "/new");
+        assert_eq!(
+            bang_command("!new fix the build".into()),
+            "/new fix the build"
+        );
+        assert_eq!(bang_command("!MODEL o3".into()), "/MODEL o3");
+        assert_eq!(bang_command("!detach".into()), "/detach");
+        assert_eq!(
+            bang_command("!important: read this".into()),
+            "!important: read this"
+        );
+        assert_eq!(bang_command("!!new".into()), "!new");
+        assert_eq!(bang_command("!!wow".into()), "!!wow");
+        assert_eq!(bang_command("hello !new".into()), "hello !new");
     }
 
     #[test]

@@ -261,6 +261,17 @@ async fn command(intake: Intake, c: SlashCommand, journal: String) {
             handled(core, &journal).await;
             return;
         }
+        // Slack runs app commands only outside threads and says nothing of a thread: in a
+        // channel, `/tether new …` starts a thread; any other command is for a thread,
+        // typed there as `!cmd` (or `@app /cmd`).
+        if let Some(hint) = channel_command_hint(&c.text) {
+            let _ = intake
+                .slack
+                .ephemeral(&c.channel, &c.user, None, &hint)
+                .await;
+            handled(core, &journal).await;
+            return;
+        }
         let anchor = format!(
             "<@{}> started a tether thread: `/tether {}`",
             c.user,
@@ -285,6 +296,41 @@ async fn command(intake: Intake, c: SlashCommand, journal: String) {
     let _ = intake
         .lanes
         .send((lane, Work::Command { inbound, journal }));
+}
+
+/// What `/tether <text>` typed in a channel (not a DM) answers instead of acting, when
+/// it is not `new`: Slack gives a command no thread, so a thread's command is typed in
+/// the thread. `None`: it starts a thread.
+fn channel_command_hint(text: &str) -> Option<String> {
+    let word = text
+        .trim_start_matches('/')
+        .split(char::is_whitespace)
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if word == "new" {
+        return None;
+    }
+    let forms = |w: &str| {
+        format!(
+            "In a thread, type the command with `!` (`!{w}`; also `!new <task>`, \
+             `!detach`, `!stop`, `!model <name>`, `!status`) or after a mention of the app \
+             (`@tether /{w}`). In a channel, `/tether new [task]` starts a new thread; in a \
+             direct message with the app, `/tether <command>` (or `!<command>`) acts on it."
+        )
+    };
+    if word == "help" {
+        return Some(format!(
+            "{}\n\n{}",
+            tether_core::command::help_text(),
+            forms("new")
+        ));
+    }
+    Some(format!(
+        "Slack does not let apps' commands run in a thread, so `/tether {word}` here cannot \
+         know which thread you mean. {}",
+        forms(&word)
+    ))
 }
 
 /// The command as shown in the anchor: escaped, without its leading slash.

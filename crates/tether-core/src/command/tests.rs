@@ -238,3 +238,23 @@ fn help_has_one_line_per_command_and_every_command_parses() {
     }
     assert_eq!(help.lines().count(), COMMANDS.len() + 1);
 }
+
+#[test]
+fn command_words_are_the_parsed_ones() {
+    for w in [
+        "new", "DETACH", "status", "stop", "sessions", "help", "approve", "deny", "agent", "model",
+        "file",
+    ] {
+        assert!(is_command_word(w), "{w}");
+        let text = format!("/{w} x");
+        assert!(
+            !matches!(
+                parse_input(&text, &["x"]),
+                Err(CommandError::Unknown { .. })
+            ),
+            "{w}"
+        );
+    }
+    assert!(!is_command_word("important:"));
+    assert!(!is_command_word("start"));
+}
