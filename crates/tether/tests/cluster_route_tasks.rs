@@ -297,3 +297,140 @@ async fn one_continuation_id_for_two_tasks_on_two_nodes_is_used_once_and_nothing
         .await;
     assert_eq!(turn["status"], "completed", "{turn}");
 }
+
+/// Issue 26, item 3: a report is written by the owner of the parent's conversation,
+/// fenced, like any of its writes. A stream of the parent on a third node sees every
+/// report once and in order, also those of continuations sent from other nodes and one
+/// that goes to an older session of the parent (after `/new`).
+#[tokio::test]
+async fn reports_are_seen_once_and_in_order_on_a_third_node() {
+    let cluster = Cluster::start(3, options()).await;
+    let (a, b, c) = (cluster.node(0), cluster.node(1), cluster.node(2));
+    let parent = a.new_conversation(None).await;
+    let mut stream = c.events(&parent, Some("0")).await;
+    let task = delegate(a, &parent, "fake", "first part").await;
+    assert_eq!(wait_task(a, &parent, &task).await["status"], "completed");
+    let child = a.get_ok(&format!("/api/v1/conversations/{task}")).await["binding"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    async fn cont(from: &Daemon, task: &str, n: u32) -> serde_json::Value {
+        let path = format!("/api/v1/conversations/{task}/continue");
+        let body = json!({"message": format!("part {n}"), "continuation_id": format!("k-{n}")});
+        from.post_ok(&path, body).await
+    }
+    for (n, from) in [(2, b), (3, c)] {
+        let started = cont(from, &task, n).await;
+        from.wait_turn(&child, started["turn_id"].as_str().unwrap())
+            .await;
+    }
+    // The parent moves on to a new session; the task still reports to the one that
+    // delegated it.
+    let (_, turn) = a.say_and_wait(&parent, "/new hello").await;
+    assert_eq!(turn["status"], "completed", "{turn}");
+    let started = cont(b, &task, 4).await;
+    b.wait_turn(&child, started["turn_id"].as_str().unwrap())
+        .await;
+
+    let mut versions = Vec::new();
+    let mut ids = Vec::new();
+    within("four reports on the third node's stream", async {
+        while versions.len() < 4 {
+            let ev = stream.next().await.expect("the stream goes on");
+            let v = ev.json();
+            ids.push(v["id"].as_i64().unwrap());
+            let kind = v["payload"]["type"].as_str().unwrap_or_default().to_owned();
+            if kind == "delegation_completed" || kind == "delegation_session_update" {
+                versions.push(v["payload"]["turn_version"].as_i64().unwrap());
+            }
+        }
+    })
+    .await;
+    // Nothing more comes: each once.
+    let more = tokio::time::timeout(Duration::from_secs(2), async {
+        loop {
+            let Some(ev) = stream.next().await else {
+                return;
+            };
+            let v = ev.json();
+            let kind = v["payload"]["type"].as_str().unwrap_or_default().to_owned();
+            if kind.starts_with("delegation_") && kind != "delegation_started" {
+                panic!("a report twice: {v}");
+            }
+        }
+    })
+    .await;
+    assert!(more.is_err(), "the stream ended");
+    assert_eq!(versions, vec![1, 2, 3, 4], "every report once, in order");
+    let mut sorted = ids.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted, ids, "events in order, none twice");
+}
+
+/// Issue 26, item 4: the parent's `/stop` reaches its turn's children on other nodes. The
+/// parent's node is at its cap, so the child runs on the other node; stopping the parent
+/// turn cancels the child there.
+#[tokio::test]
+async fn stopping_a_parent_turn_cancels_its_child_on_another_node() {
+    let cluster = Cluster::start(
+        2,
+        DaemonOptions {
+            extra_config: "\n[cluster]\nlease_ttl_secs = 2\nmax_live_per_node = 1\n".to_owned(),
+            ..DaemonOptions::default()
+        },
+    )
+    .await;
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    let parent = a.new_conversation(None).await;
+    let out = a
+        .say(
+            &parent,
+            r#"mcp delegate_to_agent {"agent_type":"fake","task":"hang"} && get_delegation_status {"task_ids":["$task_id"],"wait_ms":0}"#,
+        )
+        .await;
+    let task = within("the child exists", async {
+        loop {
+            let kids = a
+                .get_ok(&format!("/api/v1/conversations/{parent}/delegations"))
+                .await;
+            if let Some(k) = kids.as_array().and_then(|k| k.first())
+                && k["status"] == "running"
+            {
+                return k["task_id"].as_str().unwrap().to_owned();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    wait_child_session(a, &task).await;
+    let child = a.get_ok(&format!("/api/v1/conversations/{task}")).await["binding"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(b.pool_sessions().await.contains(&child), "the child runs on b");
+
+    a.post_ok(&format!("/api/v1/conversations/{parent}/stop"), json!({}))
+        .await;
+    let c = within("the child is cancelled on b", async {
+        loop {
+            let c = a
+                .get_ok(&format!("/api/v1/conversations/{task}/continuation"))
+                .await;
+            if c["status"] != "running" {
+                return c;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert_eq!(c["status"], "canceled", "{c}");
+    assert_eq!(c["availability"], "continuable_live", "{c}");
+    let parent_turn = a
+        .wait_turn(
+            out["session_id"].as_str().unwrap(),
+            out["turn_id"].as_str().unwrap(),
+        )
+        .await;
+    assert_eq!(parent_turn["status"], "cancelled");
+}

@@ -225,6 +225,7 @@ impl Runtime {
             Forwarded::StartTask { task_id, turn_id } => {
                 json(self.start_forwarded_task(&task_id, &turn_id).await?)
             }
+            Forwarded::ReportTurn { turn_id, .. } => json(self.write_report(&turn_id).await?),
         }
     }
 }
@@ -244,6 +245,9 @@ impl Forwarded {
             | Forwarded::NewSession { conversation_id }
             | Forwarded::Detach { conversation_id }
             | Forwarded::UpdateConversation {
+                conversation_id, ..
+            }
+            | Forwarded::ReportTurn {
                 conversation_id, ..
             } => Some(conversation_id.clone()),
             Forwarded::ContinueTask { task_id, .. }

@@ -67,6 +67,12 @@ pub(crate) enum Forwarded {
         task_id: TaskId,
         turn_id: TurnId,
     },
+    /// The report of an ended delegation turn, written by the owner of the conversation
+    /// it goes to.
+    ReportTurn {
+        conversation_id: ConversationId,
+        turn_id: TurnId,
+    },
 }
 
 /// What is stored in a command row: the command and how many nodes passed it on.

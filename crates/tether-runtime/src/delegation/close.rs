@@ -183,13 +183,19 @@ impl Runtime {
             }
         };
         for dt in open {
-            let Ok(Some(row)) = self.ctx().store.get_delegation(&dt.task_id).await else {
-                continue;
-            };
-            let to = To::Running(&row.session_id);
-            if let Err(e) = self.actor(to).stop_soon().await {
-                tracing::warn!(task_id = %dt.task_id, error = %e, "cannot stop a child's turn");
-            }
+            // A child lives where its owner is, on any node (issue 26 item 4): the cancel
+            // is routed there like any command, in the background (the parent's `/stop`
+            // does not wait for its children's ends).
+            let rt = self.clone();
+            tokio::spawn(async move {
+                match rt.cancel_task(&Caller::Person, &dt.task_id).await {
+                    Ok(_) => {}
+                    Err(e) if e.code() == ErrorCode::SessionReleased => {}
+                    Err(e) => {
+                        tracing::warn!(task_id = %dt.task_id, error = %e, "cannot stop a child's turn")
+                    }
+                }
+            });
         }
     }
 

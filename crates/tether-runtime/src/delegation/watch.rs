@@ -20,7 +20,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures::Stream;
-use tether_proto::{EventPayload, TaskId, TurnId, TurnOrigin};
+use tether_proto::{ConversationId, EventPayload, TaskId, TurnId, TurnOrigin};
 use tether_store::{Batch, Scope, now_ms};
 use tokio_stream::{StreamExt, StreamMap};
 
@@ -238,8 +238,58 @@ impl Runtime {
         }
     }
 
-    /// Reports one ended turn if it belongs to a task (no-op otherwise or if done).
+    /// Reports one ended turn if it belongs to a task (no-op otherwise or if done). The
+    /// report is written by the owner of the conversation it goes to, fenced, like any
+    /// other write of that conversation (issue 26 item 3): one session's events have one
+    /// writer, so a follower on any node sees them once and in order.
     async fn report_delegation_turn(&self, turn_id: &TurnId) -> Result<()> {
+        let Some(target) = self.report_target(turn_id).await? else {
+            return Ok(());
+        };
+        if self.ctx().ownership.clustered() {
+            let store = &self.ctx().store;
+            if let Some(owner) = store.conversation_owner(&target).await?
+                && owner.node_id != self.ctx().config.cluster.node_id
+            {
+                // Its owner's watcher looks every second and writes it.
+                return Ok(());
+            }
+        }
+        // Owned here, or by nobody: placed like any command (claimed and so fenced).
+        let command = || crate::cluster::Forwarded::ReportTurn {
+            conversation_id: target.clone(),
+            turn_id: turn_id.clone(),
+        };
+        self.routed(Some(&target), command, || self.write_report(turn_id))
+            .await
+    }
+
+    /// The conversation an ended, unreported delegation turn is reported in (the
+    /// parent's, or the task's own without a parent session); `None`: nothing to report.
+    async fn report_target(&self, turn_id: &TurnId) -> Result<Option<ConversationId>> {
+        let store = &self.ctx().store;
+        let Some(dt) = store.delegation_turn(turn_id).await? else {
+            return Ok(None);
+        };
+        if dt.reported {
+            return Ok(None);
+        }
+        let Some(turn) = store.get_turn(turn_id).await? else {
+            return Ok(None);
+        };
+        if !turn.status.is_terminal() {
+            return Ok(None);
+        }
+        let target = match store.get_delegation(&dt.task_id).await? {
+            Some(d) if d.parent_session_id.is_some() => d.parent_conversation_id,
+            _ => None,
+        };
+        Ok(Some(target.unwrap_or_else(|| dt.task_id.conversation_id())))
+    }
+
+    /// Writes the report of an ended delegation turn, once (claimed in the store with the
+    /// write); on the node that owns its conversation.
+    pub(crate) async fn write_report(&self, turn_id: &TurnId) -> Result<()> {
         let store = &self.ctx().store;
         let Some(dt) = store.delegation_turn(turn_id).await? else {
             return Ok(());
@@ -252,9 +302,6 @@ impl Runtime {
             .await?
             .ok_or_else(|| RuntimeError::Internal(format!("turn {turn_id} vanished")))?;
         if !turn.status.is_terminal() {
-            return Ok(());
-        }
-        if !self.reports_here(&dt).await? {
             return Ok(());
         }
         let outcome = outcome_of(&turn, now_ms());
@@ -276,30 +323,6 @@ impl Runtime {
         };
         store.report_delegation_turn(turn_id, &payload).await?;
         Ok(())
-    }
-}
-
-impl Runtime {
-    /// Whether this node writes the report of `dt`: in a cluster only the owner of the
-    /// conversation the report goes to (the parent's, or the task's own without a parent
-    /// session) appends to its session, since one session's events have one writer (two
-    /// would hand out the same `seq`, and the owner's write would fail). Every node looks
-    /// each second, so the owner reports it; an unowned conversation is reported by
-    /// whichever node sees it first.
-    async fn reports_here(&self, dt: &tether_store::DelegationTurnRow) -> Result<bool> {
-        if !self.ctx().ownership.clustered() {
-            return Ok(true);
-        }
-        let store = &self.ctx().store;
-        let target = match store.get_delegation(&dt.task_id).await? {
-            Some(d) if d.parent_session_id.is_some() => d.parent_conversation_id,
-            _ => None,
-        }
-        .unwrap_or_else(|| dt.task_id.conversation_id());
-        Ok(match store.conversation_owner(&target).await? {
-            Some(owner) => owner.node_id == self.ctx().config.cluster.node_id,
-            None => true,
-        })
     }
 }
 

@@ -63,12 +63,6 @@ impl<'a> SessionActor<'a> {
             .await
     }
 
-    /// Cancels the running turn without waiting for the actor to take the command in
-    /// (stopping a parent's children: the caller goes on at once).
-    pub async fn stop_soon(&self) -> Result<bool> {
-        self.tell(ActorCmd::Stop { reply: None }).await
-    }
-
     /// Passes a resolved approval or question to the agent.
     pub async fn deliver(&self, delivery: Delivery) -> Result<bool> {
         self.tell(ActorCmd::Deliver(delivery)).await
