@@ -75,6 +75,10 @@ impl RuntimeError {
             RuntimeError::Store(tether_store::StoreError::Fenced { .. }) => {
                 ErrorCode::OwnedElsewhere
             }
+            // The parent's running children, counted where the turn is added (any node).
+            RuntimeError::Store(tether_store::StoreError::ChildrenCap { .. }) => {
+                ErrorCode::ConcurrencyLimit
+            }
             // The database is unreachable (or SQLite's disk full): retryable.
             RuntimeError::Store(e) if e.is_unavailable() => ErrorCode::StoreUnavailable,
             RuntimeError::Store(_) | RuntimeError::Internal(_) => ErrorCode::Internal,

@@ -71,4 +71,9 @@ pub struct NewDelegationTurn {
     pub origin: TurnOrigin,
     /// The parent's turn that started it, if any.
     pub parent_turn_id: Option<TurnId>,
+    /// Refuse the turn ([`crate::StoreError::ChildrenCap`]) when this many tasks of the
+    /// task's parent (or of the external scope) run a turn already: counted in the
+    /// transaction that adds it, under a lock of the parent's that every node takes, so
+    /// the cap holds across a cluster (issue 26 item 4). `None`: no cap.
+    pub max_running_children: Option<usize>,
 }

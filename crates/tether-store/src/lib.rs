@@ -92,6 +92,13 @@ pub enum StoreError {
     /// was stored.
     #[error("the append was abandoned before it was stored")]
     AppendAbandoned,
+    /// Delegation: the task's parent already has `max` children running a turn; nothing
+    /// was stored.
+    #[error(
+        "{running} delegated tasks of this parent are still running (limit {max}); \
+         collect or cancel one first"
+    )]
+    ChildrenCap { running: usize, max: usize },
     /// Delegation: the continuation id is already in the ledger of this scope (the
     /// transaction that tried to record it was rolled back).
     #[error("continuation id {continuation_id:?} is already recorded in {scope}")]
@@ -122,6 +129,7 @@ impl StoreError {
             | StoreError::Corrupt { .. }
             | StoreError::FeedClosed
             | StoreError::AppendAbandoned
+            | StoreError::ChildrenCap { .. }
             | StoreError::LedgerTaken { .. }
             | StoreError::Fenced { .. } => false,
         }

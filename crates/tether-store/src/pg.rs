@@ -36,6 +36,9 @@ pub(crate) mod dialect {
     pub const ADD_MESSAGE: &str = "WITH m AS (INSERT INTO messages (conversation_id, role, \
          text, session_id, turn_id, at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id), \
          u AS (UPDATE conversations SET updated_at = $6 WHERE id = $1) SELECT id FROM m";
+    /// Serialises, over every node, the transactions that count a parent's running
+    /// children and add one (`$1` names the parent), until the transaction ends.
+    pub const CHILDREN_LOCK: Option<&str> = Some("SELECT pg_advisory_xact_lock(hashtext($1))");
     /// Sends a notice on channel `$1` with payload `$2` when the transaction commits.
     pub const NOTIFY: Option<&str> = Some("SELECT pg_notify($1, $2)");
 }

@@ -34,6 +34,8 @@ pub(crate) mod dialect {
     pub const ADD_MESSAGE: &str = "INSERT INTO messages (conversation_id, role, text, \
          session_id, turn_id, at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id; \
          UPDATE conversations SET updated_at = $6 WHERE id = $1";
+    /// SQLite's one writer already serialises every write.
+    pub const CHILDREN_LOCK: Option<&str> = None;
     /// SQLite has no notices (and is one node: nobody to wake).
     pub const NOTIFY: Option<&str> = None;
 }

@@ -85,6 +85,7 @@ async fn task_lifecycle_rows(b: Backend) {
                 message: "more".into(),
                 origin: TurnOrigin::Person,
                 parent_turn_id: None,
+                max_running_children: Some(4),
             },
             Some(&entry),
         )

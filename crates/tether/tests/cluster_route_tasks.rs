@@ -216,16 +216,10 @@ async fn a_task_whose_node_dies_is_followed_and_reported_once_by_a_survivor() {
 /// one close wins; the other is refused with `continuation_conflict` before it does
 /// anything (its child's process still runs, the task is not released and can be
 /// continued).
-#[tokio::test]
-async fn one_continuation_id_for_two_tasks_on_two_nodes_is_used_once_and_nothing_half_applied() {
-    let cluster = Cluster::start(
-        3,
-        DaemonOptions {
-            extra_config: "\n[cluster]\nlease_ttl_secs = 2\nmax_live_per_node = 1\n".to_owned(),
-            ..DaemonOptions::default()
-        },
-    )
-    .await;
+/// Three nodes at a cap of one live conversation each: a parent on the first and two
+/// tasks of it, each completed once, each child on its own node. Returns the parent, the
+/// tasks (id, child session) and the index of each child's node.
+async fn two_tasks_on_two_nodes(cluster: &Cluster) -> (String, Vec<(String, String)>, [usize; 2]) {
     let a = cluster.node(0);
     let parent = a.new_conversation(None).await;
     let mut tasks = Vec::new();
@@ -239,21 +233,69 @@ async fn one_continuation_id_for_two_tasks_on_two_nodes_is_used_once_and_nothing
                 .to_owned();
         tasks.push((task, child));
     }
-    // Each child lives on its own node (b and c are at their cap of one).
-    let owner = |child: &str| {
-        let child = child.to_owned();
-        let nodes: Vec<&Daemon> = (0..3).map(|i| cluster.node(i)).collect();
-        async move {
-            for (i, n) in nodes.iter().enumerate() {
-                if n.pool_sessions().await.contains(&child) {
-                    return i;
-                }
+    let mut owners = [0; 2];
+    for (k, (_, child)) in tasks.iter().enumerate() {
+        for i in 0..3 {
+            if cluster.node(i).pool_sessions().await.contains(child) {
+                owners[k] = i;
             }
-            panic!("no node runs {child}");
         }
-    };
-    let (o1, o2) = (owner(&tasks[0].1).await, owner(&tasks[1].1).await);
-    assert!(o1 != o2 && o1 != 0 && o2 != 0, "owners {o1} and {o2}");
+    }
+    assert!(
+        owners[0] != owners[1] && owners[0] != 0 && owners[1] != 0,
+        "owners {owners:?}"
+    );
+    (parent, tasks, owners)
+}
+
+fn capped(extra: &str) -> DaemonOptions {
+    DaemonOptions {
+        extra_config: format!("{extra}\n[cluster]\nlease_ttl_secs = 2\nmax_live_per_node = 1\n"),
+        ..DaemonOptions::default()
+    }
+}
+
+#[tokio::test]
+async fn one_continuation_id_for_two_tasks_on_two_nodes_is_used_once_and_nothing_half_applied() {
+    let cluster = Cluster::start(3, capped("")).await;
+    let a = cluster.node(0);
+    let (_parent, tasks, [o1, o2]) = two_tasks_on_two_nodes(&cluster).await;
+
+    // Continues raced with one id, round after round: one runs, the other is refused
+    // and starts nothing.
+    let mut versions = [1i64, 1];
+    for round in 0..4 {
+        let body = |n: usize| json!({"message": format!("round {round} of {n}"), "continuation_id": format!("same-{round}")});
+        let (p1, p2) = (
+            format!("/api/v1/conversations/{}/continue", tasks[0].0),
+            format!("/api/v1/conversations/{}/continue", tasks[1].0),
+        );
+        let (r1, r2) = within("both continues answer", async {
+            tokio::join!(a.post(&p1, body(0)), a.post(&p2, body(1)))
+        })
+        .await;
+        let answers = [r1, r2];
+        let won: Vec<usize> = (0..2).filter(|i| answers[*i].0 == 200).collect();
+        assert_eq!(won.len(), 1, "round {round}: exactly one wins: {answers:?}");
+        let lost = 1 - won[0];
+        assert_eq!(
+            (answers[lost].0, answers[lost].1["error"]["code"].as_str()),
+            (409, Some("continuation_conflict")),
+            "{answers:?}"
+        );
+        let (_, child) = &tasks[won[0]];
+        let turn = a
+            .wait_turn(child, answers[won[0]].1["turn_id"].as_str().unwrap())
+            .await;
+        assert_eq!(turn["status"], "completed", "{turn}");
+        // The loser got no turn: its latest version is still its first.
+        let other = &tasks[lost].0;
+        let c = a
+            .get_ok(&format!("/api/v1/conversations/{other}/continuation"))
+            .await;
+        versions[won[0]] += 1;
+        assert_eq!(c["turn_version"], versions[lost], "round {round}: {c}");
+    }
 
     let (p1, p2) = (
         format!("/api/v1/conversations/{}/close", tasks[0].0),
@@ -408,7 +450,10 @@ async fn stopping_a_parent_turn_cancels_its_child_on_another_node() {
         .as_str()
         .unwrap()
         .to_owned();
-    assert!(b.pool_sessions().await.contains(&child), "the child runs on b");
+    assert!(
+        b.pool_sessions().await.contains(&child),
+        "the child runs on b"
+    );
 
     a.post_ok(&format!("/api/v1/conversations/{parent}/stop"), json!({}))
         .await;
@@ -433,4 +478,37 @@ async fn stopping_a_parent_turn_cancels_its_child_on_another_node() {
         )
         .await;
     assert_eq!(parent_turn["status"], "cancelled");
+}
+
+/// Issue 26, item 4: `max_running_children` holds across nodes. Two idle tasks of one
+/// parent on two nodes, a cap of one running child: two continues at once (different
+/// ids), one runs and the other is refused with `concurrency_limit`.
+#[tokio::test]
+async fn the_running_children_cap_holds_across_nodes() {
+    let cluster = Cluster::start(3, capped("[delegation]\nmax_running_children = 1\n")).await;
+    let a = cluster.node(0);
+    let (_parent, tasks, _) = two_tasks_on_two_nodes(&cluster).await;
+    for round in 0..3 {
+        let (p1, p2) = (
+            format!("/api/v1/conversations/{}/continue", tasks[0].0),
+            format!("/api/v1/conversations/{}/continue", tasks[1].0),
+        );
+        let body = |n: usize| json!({"message": "sleep 600", "continuation_id": format!("cap-{round}-{n}")});
+        let (r1, r2) = within("both continues answer", async {
+            tokio::join!(a.post(&p1, body(0)), a.post(&p2, body(1)))
+        })
+        .await;
+        let answers = [r1, r2];
+        let won: Vec<usize> = (0..2).filter(|i| answers[*i].0 == 200).collect();
+        assert_eq!(won.len(), 1, "round {round}: one runs: {answers:?}");
+        let lost = 1 - won[0];
+        assert_eq!(
+            (answers[lost].0, answers[lost].1["error"]["code"].as_str()),
+            (429, Some("concurrency_limit")),
+            "{answers:?}"
+        );
+        let (_, child) = &tasks[won[0]];
+        a.wait_turn(child, answers[won[0]].1["turn_id"].as_str().unwrap())
+            .await;
+    }
 }

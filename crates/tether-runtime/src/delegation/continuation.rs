@@ -166,10 +166,22 @@ impl Runtime {
                     message: message.clone(),
                     origin,
                     parent_turn_id,
+                    max_running_children: Some(self.ctx().delegation.config().max_running_children)
+                        .filter(|max| *max > 0),
                 },
                 Some(&ledger),
             )
-            .await?;
+            .await
+            .map_err(|e| match e {
+                tether_store::StoreError::ChildrenCap { running, max } => err(
+                    ErrorCode::ConcurrencyLimit,
+                    format!(
+                        "{running} delegated tasks of this parent are still running on the \
+                         cluster's nodes (limit {max}); collect or cancel one first"
+                    ),
+                ),
+                other => other.into(),
+            })?;
         self.enqueue_task_turn(&session, &owner, &turn_id, &message)
             .await?;
         Ok(started(version))

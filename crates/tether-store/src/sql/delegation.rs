@@ -54,6 +54,14 @@ pub(crate) fn delegation_turn(row: &SqlRow) -> Result<DelegationTurnRow> {
     })
 }
 
+/// How many tasks of a parent conversation (`$1`; `NULL`: the external scope) have a turn
+/// that has not ended.
+const RUNNING_CHILDREN: &str = "SELECT COUNT(DISTINCT d.task_id) FROM delegations d \
+     JOIN turns t ON t.conversation_id = d.task_id \
+     WHERE (d.parent_conversation_id = $1 \
+            OR (d.parent_conversation_id IS NULL AND $1 IS NULL)) \
+     AND t.status IN ('queued', 'running', 'waiting_approval', 'waiting_user')";
+
 impl Db {
     /// Creates the task in one transaction: the `delegate` conversation, its bound session
     /// (`session_started`), the first turn (queued, with the task as the user message),
@@ -263,16 +271,10 @@ impl Db {
         &self,
         parent_conversation_id: Option<&ConversationId>,
     ) -> Result<usize> {
-        let (n,): (i64,) = sqlx::query_as(
-            "SELECT COUNT(DISTINCT d.task_id) FROM delegations d \
-             JOIN turns t ON t.conversation_id = d.task_id \
-             WHERE (d.parent_conversation_id = $1 \
-                    OR (d.parent_conversation_id IS NULL AND $1 IS NULL)) \
-             AND t.status IN ('queued', 'running', 'waiting_approval', 'waiting_user')",
-        )
-        .bind(parent_conversation_id.map(|p| p.as_str()))
-        .fetch_one(&self.reader)
-        .await?;
+        let (n,): (i64,) = sqlx::query_as(RUNNING_CHILDREN)
+            .bind(parent_conversation_id.map(|p| p.as_str()))
+            .fetch_one(&self.reader)
+            .await?;
         Ok(n.max(0) as usize)
     }
 
@@ -286,6 +288,25 @@ impl Db {
         let now = now_ms();
         let conversation_id = t.task_id.conversation_id();
         let mut tx = self.writer.begin().await?;
+        if let Some(max) = t.max_running_children {
+            let (parent,): (Option<String>,) =
+                sqlx::query_as("SELECT parent_conversation_id FROM delegations WHERE task_id = $1")
+                    .bind(t.task_id.as_str())
+                    .fetch_one(&mut *tx)
+                    .await?;
+            if let Some(lock) = super::dialect::CHILDREN_LOCK {
+                let key = format!("children:{}", parent.as_deref().unwrap_or("external"));
+                sqlx::query(lock).bind(key).execute(&mut *tx).await?;
+            }
+            let (running,): (i64,) = sqlx::query_as(RUNNING_CHILDREN)
+                .bind(parent.as_deref())
+                .fetch_one(&mut *tx)
+                .await?;
+            let running = running.max(0) as usize;
+            if running >= max {
+                return Err(StoreError::ChildrenCap { running, max });
+            }
+        }
         let (version,): (i64,) = sqlx::query_as(
             "SELECT COALESCE(MAX(turn_version), 0) + 1 FROM delegation_turns WHERE task_id = $1",
         )
