@@ -152,6 +152,9 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// How long one store call waits for PostgreSQL by default (`[store] query_timeout_secs`).
+pub const DEFAULT_QUERY_TIMEOUT_MS: u64 = 15_000;
+
 /// What every backend shares: the live parts that are not rows.
 pub(crate) struct Shared {
     /// Ids of conversations whose row changed (see `pages`).
@@ -164,6 +167,9 @@ pub(crate) struct Shared {
     pub(crate) held: owners::Held,
     /// Notices of this node's commits for the other nodes (see `tail`).
     pub(crate) outbound: tail::Outbound,
+    /// How long one store call may wait for PostgreSQL's answer, in ms (see
+    /// [`Store::set_query_timeout`]).
+    pub(crate) query_timeout_ms: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
@@ -174,6 +180,7 @@ impl Shared {
             appends: append::Appends::default(),
             held: owners::Held::default(),
             outbound: tail::Outbound::default(),
+            query_timeout_ms: std::sync::atomic::AtomicU64::new(DEFAULT_QUERY_TIMEOUT_MS),
         })
     }
 
@@ -321,6 +328,20 @@ impl Store {
         conn.ping().await?;
         let _ = conn.close().await;
         Ok(())
+    }
+
+    /// How long one call waits for PostgreSQL's answer before it fails as unavailable
+    /// (issue 25: a connection whose server stopped answering without closing it, a
+    /// network black hole, would otherwise hold its caller until the kernel gives up,
+    /// many minutes later); every connection is then checked before its next use.
+    /// SQLite's calls are not bounded (a local file answers or fails).
+    pub fn set_query_timeout(&self, timeout: std::time::Duration) {
+        let ms = u64::try_from(timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        self.shared()
+            .query_timeout_ms
+            .store(ms, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Whether the store serves now (issue 25, `GET /api/v1/ready`): a read answers within

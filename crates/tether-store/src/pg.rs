@@ -145,6 +145,29 @@ impl Db {
         &self.shared
     }
 
+    /// Runs one call within the query time-out (see `Store::set_query_timeout`): past it
+    /// the call fails as unavailable and every connection is checked (and, silent,
+    /// replaced) before its next use.
+    pub(crate) async fn bounded<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let ms = self
+            .shared
+            .query_timeout_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        match tokio::time::timeout(std::time::Duration::from_millis(ms), call).await {
+            Ok(done) => done,
+            Err(_) => {
+                self.writer.trouble();
+                self.reader.trouble();
+                Err(crate::StoreError::Db(crate::health::unreachable_error(
+                    &format!("the database gave no answer within {ms} ms"),
+                )))
+            }
+        }
+    }
+
     /// PostgreSQL checks its own pages (and has no `integrity_check`): `true` when the
     /// server answers.
     pub(crate) async fn integrity_check(&self) -> Result<bool> {

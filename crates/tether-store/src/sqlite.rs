@@ -144,6 +144,14 @@ impl Db {
         &self.shared
     }
 
+    /// SQLite's calls are not bounded (see `Store::set_query_timeout`).
+    pub(crate) async fn bounded<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        call.await
+    }
+
     /// `PRAGMA integrity_check` → `true` when the database is sound.
     pub(crate) async fn integrity_check(&self) -> Result<bool> {
         let row: (String,) = sqlx::query_as("PRAGMA integrity_check")

@@ -45,6 +45,8 @@ pub struct DaemonOptions {
     /// The data directory (SQLite's database, attachments) at this path instead of one
     /// in the daemon's home: a small file system of the test's own, say.
     pub data_dir: Option<PathBuf>,
+    /// More `[store]` keys, written after the URL (with `database_url`).
+    pub store_extra: String,
 }
 
 impl Default for DaemonOptions {
@@ -63,6 +65,7 @@ impl Default for DaemonOptions {
             fake_state_dir: None,
             work_dir: None,
             data_dir: None,
+            store_extra: String::new(),
         }
     }
 }
@@ -157,7 +160,7 @@ impl Daemon {
             .clone()
             .or_else(|| database.as_ref().map(|db| db.url.clone()));
         let config = match url {
-            Some(url) => format!("{config}\n[store]\nurl = {url:?}\n"),
+            Some(url) => format!("{config}\n[store]\nurl = {url:?}\n{}", opts.store_extra),
             None => config,
         };
         let config_path = home.path().join("tether.toml");

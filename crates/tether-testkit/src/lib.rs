@@ -2,6 +2,7 @@
 //! running a real `tether serve` against the fake agent, an HTTP + SSE client.
 //! Dev-only: nothing in the product depends on it.
 
+pub mod black_hole;
 mod cluster;
 mod daemon;
 pub mod fake_discord;

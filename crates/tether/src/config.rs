@@ -159,6 +159,8 @@ pub struct Settings {
     pub attachments: tether_runtime::AttachmentLimits,
     /// The database URL (`None`: SQLite in the data dir; see `config_store`).
     pub database_url: Option<String>,
+    /// `[store] query_timeout_secs`: one PostgreSQL call's longest wait.
+    pub query_timeout: Duration,
     /// How long this node's lease in the node registry lasts without a heartbeat.
     pub lease_ttl: Duration,
     /// `[cluster] max_live_per_node` (0: no limit).
@@ -333,6 +335,7 @@ impl Settings {
             channels: crate::config_channels::resolve(file.channels)?,
             server: crate::config_server::resolve(file.server)?,
             attachments: attachment_limits(file.attachments.unwrap_or_default())?,
+            query_timeout: crate::config_store::query_timeout(file.store.as_ref()),
             database_url: crate::config_store::resolve(env("TETHER_DATABASE_URL"), file.store)?,
             lease_ttl: cluster.lease_ttl,
             max_live_per_node: cluster.max_live_per_node,

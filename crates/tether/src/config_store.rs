@@ -4,6 +4,7 @@
 //! ```toml
 //! [store]
 //! url = "postgres://tether@db.example.org/tether"   # or TETHER_DATABASE_URL, or --database
+//! query_timeout_secs = 15   # one call's longest wait for PostgreSQL's answer
 //! ```
 //!
 //! Precedence, highest first: `serve --database`, `TETHER_DATABASE_URL`, `[store] url`.
@@ -18,6 +19,19 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields)]
 pub struct StoreFile {
     pub url: Option<String>,
+    /// How long one call waits for PostgreSQL's answer before it fails as unavailable
+    /// (default 15; a server behind a cut network answers nothing and closes nothing).
+    pub query_timeout_secs: Option<u64>,
+}
+
+/// `[store] query_timeout_secs`, at least 1 s.
+pub fn query_timeout(file: Option<&StoreFile>) -> std::time::Duration {
+    let default = tether_store::DEFAULT_QUERY_TIMEOUT_MS / 1000;
+    std::time::Duration::from_secs(
+        file.and_then(|f| f.query_timeout_secs)
+            .unwrap_or(default)
+            .max(1),
+    )
 }
 
 /// The database URL to use (`None`: SQLite in the data dir), from the environment's
@@ -113,6 +127,7 @@ mod tests {
         let file = || {
             Some(StoreFile {
                 url: Some("postgres://file/t".into()),
+                query_timeout_secs: None,
             })
         };
         assert_eq!(

@@ -93,12 +93,14 @@ pub async fn open_configured_store(
     match &settings.database_url {
         Some(url) => {
             prepare(&settings.data_dir)?;
-            tether_store::Store::connect(url).await.with_context(|| {
+            let store = tether_store::Store::connect(url).await.with_context(|| {
                 format!(
                     "cannot open the store at {}",
                     crate::config_store::redacted(url)
                 )
-            })
+            })?;
+            store.set_query_timeout(settings.query_timeout);
+            Ok(store)
         }
         None => open_store(&settings.data_dir).await,
     }

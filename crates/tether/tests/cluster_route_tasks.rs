@@ -512,3 +512,74 @@ async fn the_running_children_cap_holds_across_nodes() {
             .await;
     }
 }
+
+/// Issue 26, item 4: `max_live_per_owner` counts a parent's live children on every node.
+/// At a cap of one, the parent's second child, started on another node than the first,
+/// makes its idle sibling go dormant where it lives; continued later, that one resumes
+/// its own session strictly.
+#[tokio::test]
+async fn the_live_children_cap_holds_across_nodes() {
+    let cluster = Cluster::start(3, capped("[pool]\nmax_live_per_owner = 1\n")).await;
+    let a = cluster.node(0);
+    let parent = a.new_conversation(None).await;
+    let first = delegate(a, &parent, "fake", "one").await;
+    assert_eq!(wait_task(a, &parent, &first).await["status"], "completed");
+    let first_child =
+        a.get_ok(&format!("/api/v1/conversations/{first}")).await["binding"]["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    let mut first_node = None;
+    for i in 0..3 {
+        if cluster.node(i).pool_sessions().await.contains(&first_child) {
+            first_node = Some(i);
+        }
+    }
+    let first_node = first_node.expect("the first child is live somewhere");
+    assert_ne!(first_node, 0, "the parent's node is at its cap");
+
+    let second = delegate(a, &parent, "fake", "two").await;
+    assert_eq!(wait_task(a, &parent, &second).await["status"], "completed");
+    within("the first child goes dormant where it lives", async {
+        while cluster
+            .node(first_node)
+            .pool_sessions()
+            .await
+            .contains(&first_child)
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let c = a
+        .get_ok(&format!("/api/v1/conversations/{first}/continuation"))
+        .await;
+    assert_eq!(c["availability"], "continuable_resume", "{c}");
+    let mut live = 0;
+    for i in 0..3 {
+        for s in cluster.node(i).pool_sessions().await {
+            if s == first_child {
+                live += 1;
+            }
+        }
+    }
+    assert_eq!(live, 0, "the first child is live nowhere");
+
+    // Continued, it resumes its own session.
+    let started = a
+        .post_ok(
+            &format!("/api/v1/conversations/{first}/continue"),
+            json!({"message": "again", "continuation_id": "live-cap-1"}),
+        )
+        .await;
+    let turn = a
+        .wait_turn(&first_child, started["turn_id"].as_str().unwrap())
+        .await;
+    assert!(
+        turn["result_text"]
+            .as_str()
+            .unwrap()
+            .contains(r#"remembers 1: ["one"]"#),
+        "{turn}"
+    );
+}

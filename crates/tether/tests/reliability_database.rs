@@ -723,3 +723,78 @@ async fn an_approval_asked_while_the_database_is_down_waits_for_it_and_can_be_an
     assert_eq!(kinds("approval_requested"), 1, "{page}");
     assert_eq!(kinds("approval_resolved"), 1, "{page}");
 }
+
+/// A network black hole between the node and its database (the server neither answers
+/// nor closes anything, as when the link is cut or the server's host froze), unlike a
+/// restart: requests still fail fast with `store_unavailable` (within the query
+/// time-out, here 2 s) rather than hang, `/ready` says so, and once traffic passes again
+/// the node serves by itself (its silent connections are checked and replaced), with
+/// nothing lost or doubled.
+#[tokio::test]
+async fn a_database_behind_a_network_black_hole_fails_fast_and_serves_again() {
+    use tether_testkit::black_hole::BlackHole;
+    let pg = PgServer::start_durable().expect("a private PostgreSQL server");
+    let port = pg
+        .url()
+        .rsplit_once(':')
+        .and_then(|(_, rest)| rest.split('/').next().map(str::to_owned))
+        .unwrap();
+    let hole = BlackHole::start(&format!("127.0.0.1:{port}"))
+        .await
+        .expect("a relay");
+    let url = pg
+        .url()
+        .replace(&format!(":{port}/"), &format!(":{}/", hole.port()));
+    let d = Daemon::start(DaemonOptions {
+        database_url: Some(url),
+        store_extra: "query_timeout_secs = 2\n".to_owned(),
+        ..DaemonOptions::default()
+    })
+    .await;
+    let c = d.new_conversation(None).await;
+    let (_, turn) = d.say_and_wait(&c, "before").await;
+    assert_eq!(turn["status"], "completed", "{turn}");
+
+    hole.swallow();
+    for i in 0..3 {
+        let start = Instant::now();
+        let (status, body) = post_message(&d, &c, &format!("into the hole {i}")).await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (503, Some("store_unavailable")),
+            "{body}"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(8),
+            "answered after {:?}",
+            start.elapsed()
+        );
+    }
+    let (status, body) = ready(&d).await;
+    assert_eq!(status, 503, "{body}");
+
+    hole.release();
+    let (took, out) = send_until_accepted(&d, &c, "after").await;
+    assert!(
+        took < Duration::from_secs(10),
+        "served again after {took:?}"
+    );
+    let turn = d
+        .wait_turn(
+            out["session_id"].as_str().unwrap(),
+            out["turn_id"].as_str().unwrap(),
+        )
+        .await;
+    assert_eq!(turn["status"], "completed", "{turn}");
+    let page = d
+        .get_ok(&format!("/api/v1/conversations/{c}/messages"))
+        .await;
+    let text = page.to_string();
+    for needle in ["before", "after"] {
+        assert_eq!(
+            text.matches(&format!("\"{needle}\"")).count(),
+            1,
+            "{needle} once: {page}"
+        );
+    }
+}

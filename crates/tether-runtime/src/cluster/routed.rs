@@ -226,6 +226,9 @@ impl Runtime {
                 json(self.start_forwarded_task(&task_id, &turn_id).await?)
             }
             Forwarded::ReportTurn { turn_id, .. } => json(self.write_report(&turn_id).await?),
+            Forwarded::EvictIdle { conversation_id } => {
+                json(self.evict_idle_here(&conversation_id).await?)
+            }
         }
     }
 }
@@ -249,7 +252,8 @@ impl Forwarded {
             }
             | Forwarded::ReportTurn {
                 conversation_id, ..
-            } => Some(conversation_id.clone()),
+            }
+            | Forwarded::EvictIdle { conversation_id } => Some(conversation_id.clone()),
             Forwarded::ContinueTask { task_id, .. }
             | Forwarded::CloseTask { task_id, .. }
             | Forwarded::CancelTask { task_id, .. }

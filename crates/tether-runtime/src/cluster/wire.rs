@@ -67,6 +67,11 @@ pub(crate) enum Forwarded {
         task_id: TaskId,
         turn_id: TurnId,
     },
+    /// Evict the conversation's session if it is idle (its parent's live children
+    /// elsewhere are at `max_live_per_owner`).
+    EvictIdle {
+        conversation_id: ConversationId,
+    },
     /// The report of an ended delegation turn, written by the owner of the conversation
     /// it goes to.
     ReportTurn {

@@ -125,6 +125,9 @@ impl Runtime {
             .parent_conversation_id
             .clone()
             .unwrap_or_else(|| row.task_id.conversation_id());
+        if let Some(parent) = &row.parent_conversation_id {
+            self.make_room_for_child(parent, &row.session_id).await?;
+        }
         // Make the session live first (strict resume): a failure changes nothing.
         let to = crate::session::actors::To::Session {
             session: &session,

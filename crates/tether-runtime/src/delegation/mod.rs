@@ -9,6 +9,7 @@
 pub(crate) mod claims;
 pub(crate) mod close;
 pub(crate) mod continuation;
+pub(crate) mod live_cap;
 pub(crate) mod registry;
 pub(crate) mod start;
 pub(crate) mod status;

@@ -67,6 +67,9 @@ impl Runtime {
         let session = store.get_session(&row.session_id).await?.ok_or_else(|| {
             RuntimeError::Internal(format!("session {} vanished", row.session_id))
         })?;
+        if let Some(parent) = &row.parent_conversation_id {
+            self.make_room_for_child(parent, &row.session_id).await?;
+        }
         let owner: ConversationId = row
             .parent_conversation_id
             .clone()

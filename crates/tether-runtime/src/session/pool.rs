@@ -282,6 +282,33 @@ impl Pool {
             .map(|(ids, _)| ids)
     }
 
+    /// `[pool] max_live_per_owner` (0: no limit).
+    pub fn max_live_per_owner(&self) -> usize {
+        self.config.max_live_per_owner
+    }
+
+    /// How many children of `owner` are live here, `except` not counted.
+    pub fn live_children(&self, owner: &ConversationId, except: &SessionId) -> usize {
+        self.lock()
+            .entries
+            .iter()
+            .filter(|(id, e)| e.owner.as_ref() == Some(owner) && *id != except)
+            .count()
+    }
+
+    /// Evicts the session if it is live here and idle; `true` when it was.
+    pub fn evict_if_idle(&self, session_id: &SessionId, why: &str) -> bool {
+        let mut st = self.lock();
+        let idle = st
+            .entries
+            .get(session_id)
+            .is_some_and(|e| e.idle_since.is_some());
+        if idle {
+            Self::evict_locked(&mut st, session_id, why);
+        }
+        idle
+    }
+
     /// The session has a live process and runs a turn.
     pub fn busy(
         &self,

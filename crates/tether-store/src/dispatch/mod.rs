@@ -21,7 +21,11 @@ impl Store {
     }
 }
 
-/// Defines `Store` methods that run the backend's method of the same name and arguments.
+/// Calls that PostgreSQL's query time-out does not bound as a whole (see the macro).
+pub(crate) const UNBOUNDED: &[&str] = &["append_events", "recover", "recover_conversation"];
+
+/// Defines `Store` methods that run the backend's method of the same name and arguments;
+/// on PostgreSQL each within the query time-out (`Store::set_query_timeout`).
 macro_rules! forward {
     ($(
         $(#[$meta:meta])*
@@ -33,7 +37,12 @@ macro_rules! forward {
                 $vis async fn $name(&self $(, $arg: $ty)*) -> $ret {
                     match self.backend() {
                         Backend::Sqlite(db) => db.$name($($arg),*).await,
-                        Backend::Postgres(db) => db.$name($($arg),*).await,
+                        // A group commit bounds its own steps (its outcome may be unknown
+                        // and is read back); recovery may take long on a large store.
+                        Backend::Postgres(db) if $crate::dispatch::UNBOUNDED.contains(&stringify!($name)) => {
+                            db.$name($($arg),*).await
+                        }
+                        Backend::Postgres(db) => db.bounded(db.$name($($arg),*)).await,
                     }
                 }
             )*

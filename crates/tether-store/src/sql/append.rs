@@ -99,11 +99,15 @@ impl Db {
             return;
         }
         let stored = async {
-            let mut tx = Tx::begin_on(conn).await?;
+            // Each step within the query time-out: a commit that got no answer is
+            // unknown, and read back like one whose connection was lost.
+            let mut tx = self
+                .bounded(async { Ok(Tx::begin_on(conn).await?) })
+                .await?;
             // Refused (fenced), its batches are tried one by one, and counted then.
             tx.mark_trial();
-            let events = store_group(&mut tx, &group).await?;
-            let committed = self.commit_events(tx, &events).await;
+            let events = self.bounded(store_group(&mut tx, &group)).await?;
+            let committed = self.bounded(self.commit_events(tx, &events)).await;
             Ok::<_, StoreError>(self.settle(committed, events).await)
         }
         .await
@@ -154,7 +158,10 @@ impl Db {
         {
             let started = now_ms();
             let mut tx = Tx::autocommit_on(conn);
-            let ev = match append(&mut tx, &p.session_id, p.turn_id.as_ref(), payload).await {
+            let appended = self
+                .bounded(append(&mut tx, &p.session_id, p.turn_id.as_ref(), payload))
+                .await;
+            let ev = match appended {
                 Ok(ev) => ev,
                 // The statement commits on its own: lost on the way, it may have.
                 Err(e) if e.is_unavailable() => {
@@ -164,12 +171,16 @@ impl Db {
                 Err(e) => return Err(e),
             };
             let evs = vec![ev];
-            let committed = self.commit_events(tx, &evs).await;
+            let committed = self.bounded(self.commit_events(tx, &evs)).await;
             return self.settle(committed, evs).await;
         }
-        let mut tx = Tx::begin_on(conn).await?;
-        let events = store_group(&mut tx, std::slice::from_ref(p)).await?;
-        let committed = self.commit_events(tx, &events).await;
+        let mut tx = self
+            .bounded(async { Ok(Tx::begin_on(conn).await?) })
+            .await?;
+        let events = self
+            .bounded(store_group(&mut tx, std::slice::from_ref(p)))
+            .await?;
+        let committed = self.bounded(self.commit_events(tx, &events)).await;
         self.settle(committed, events).await
     }
 
@@ -290,7 +301,7 @@ impl Db {
         let start = std::time::Instant::now();
         let mut wait = std::time::Duration::from_millis(100);
         loop {
-            match read().await {
+            match self.bounded(read()).await {
                 Err(e) if e.is_unavailable() && start.elapsed() < limit => {
                     tokio::time::sleep(wait).await;
                     wait = (wait * 2).min(std::time::Duration::from_secs(2));

@@ -172,6 +172,14 @@ impl Conns {
                 .is_some_and(|t| t.elapsed() < within)
     }
 
+    /// Something showed the server may be gone (a call that got no answer in time):
+    /// every connection of the set is checked before its next use.
+    // Only PostgreSQL's calls are bounded (the SQLite build does not ask).
+    #[allow(dead_code)]
+    pub fn trouble(&self) {
+        self.0.trouble();
+    }
+
     /// Whether the last attempt to reach the database failed (and none has succeeded
     /// since).
     pub fn degraded(&self) -> bool {
