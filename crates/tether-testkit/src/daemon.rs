@@ -47,6 +47,8 @@ pub struct DaemonOptions {
     pub data_dir: Option<PathBuf>,
     /// More `[store]` keys, written after the URL (with `database_url`).
     pub store_extra: String,
+    /// Top-level config keys (written before every table).
+    pub top_config: String,
 }
 
 impl Default for DaemonOptions {
@@ -66,6 +68,7 @@ impl Default for DaemonOptions {
             work_dir: None,
             data_dir: None,
             store_extra: String::new(),
+            top_config: String::new(),
         }
     }
 }
@@ -125,7 +128,7 @@ impl Daemon {
         };
         let config = format!(
             "data_dir = {}\ndefault_agent = \"fake\"\nworkspace_roots = [{}]\ndefault_cwd = {}\n\
-             approval_timeout_secs = {}\nturn_timeout_secs = {}\nqueue_cap = {}\nstart_timeout_secs = {}\n\n{}{}{}{}{}",
+             approval_timeout_secs = {}\nturn_timeout_secs = {}\nqueue_cap = {}\nstart_timeout_secs = {}\n{}\n{}{}{}{}{}",
             toml_str(&data_dir),
             toml_str(&work),
             toml_str(&work),
@@ -133,6 +136,7 @@ impl Daemon {
             opts.turn_timeout_secs,
             opts.queue_cap,
             opts.start_timeout_secs,
+            opts.top_config,
             agent("fake", ""),
             agent("fake2", ""),
             agent("fake-refuse", ", \"--refuse-resume\""),

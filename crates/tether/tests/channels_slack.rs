@@ -508,13 +508,16 @@ async fn slack_events_api_checks_signature_timestamp_and_replays_and_never_answe
     let body = sl
         .message("D1", ALICE, "over http", "900.000001", None)
         .to_string();
-    let headers = fake_slack::sign(SIGNING_SECRET, fake_slack::now_secs(), body.as_bytes());
+    let signed_at = fake_slack::now_secs();
+    let headers = fake_slack::sign(SIGNING_SECRET, signed_at, body.as_bytes());
     assert_eq!(post(d, &body, false, &headers).await.0, 200);
     sl.wait_shown("D1", "echo: over http").await;
     // The same signed request again is a replay.
     assert_eq!(post(d, &body, false, &headers).await.0, 401);
-    // Slack's own retry (signed anew, same event): acknowledged, not handled twice.
-    let retry = fake_slack::sign(SIGNING_SECRET, fake_slack::now_secs() - 1, body.as_bytes());
+    // Slack's own retry (signed anew, same event): acknowledged, not handled twice. Its
+    // timestamp differs from the first's (one computed from the clock again could match
+    // it when the second turned meanwhile, and then be that request's replay).
+    let retry = fake_slack::sign(SIGNING_SECRET, signed_at - 1, body.as_bytes());
     assert_eq!(post(d, &body, false, &retry).await.0, 200);
 
     let other = sl

@@ -798,3 +798,45 @@ async fn a_database_behind_a_network_black_hole_fails_fast_and_serves_again() {
         );
     }
 }
+
+/// A turn whose database stays away longer than `store_outage_limit_secs` is stopped and,
+/// once the database is back, ends `interrupted` with a status line saying why; the
+/// session stays bound and the next message resumes it.
+#[tokio::test]
+async fn a_turn_outlasting_the_outage_limit_ends_interrupted_and_the_session_resumes() {
+    let pg = PgServer::start_durable().expect("a private PostgreSQL server");
+    let d = Daemon::start(DaemonOptions {
+        database_url: Some(pg.url()),
+        top_config: "store_outage_limit_secs = 2\n".to_owned(),
+        ..DaemonOptions::default()
+    })
+    .await;
+    let c = d.new_conversation(None).await;
+    let (status, out) = post_message(&d, &c, "stream 100 100").await;
+    assert_eq!(status, 200, "{out}");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    pg.stop(StopMode::Fast).expect("stop PostgreSQL");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    pg.start_again().expect("start PostgreSQL again");
+    let session = out["session_id"].as_str().unwrap();
+    let turn = d.wait_turn(session, out["turn_id"].as_str().unwrap()).await;
+    assert_eq!(turn["status"], "interrupted", "{turn}");
+    let page = d
+        .get_ok(&format!("/api/v1/conversations/{c}/messages"))
+        .await;
+    assert!(
+        page.to_string()
+            .contains("the database was unreachable for too long"),
+        "{page}"
+    );
+    let (_, next) = d.say_and_wait(&c, "after").await;
+    assert_eq!(next["status"], "completed", "{next}");
+    assert_eq!(next["session_id"].as_str(), Some(session), "{next}");
+    assert!(
+        next["result_text"]
+            .as_str()
+            .unwrap()
+            .contains("remembers 1"),
+        "{next}"
+    );
+}

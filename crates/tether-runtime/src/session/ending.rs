@@ -71,6 +71,26 @@ impl TurnEnding {
         ending
     }
 
+    /// The turn was stopped by tether for a reason outside it (the store stayed away):
+    /// `interrupted`, like a turn a restart or a failover ended; what it streamed so far
+    /// is kept as its result, and the session stays bound for the next message.
+    pub fn interrupted(reason: String, streamed: String) -> TurnEnding {
+        TurnEnding {
+            end: TurnEnd {
+                status: TurnStatus::Interrupted,
+                result_text: (!streamed.is_empty()).then_some(streamed),
+                stop_reason: None,
+                error: Some((ErrorCode::Interrupted, reason.clone())),
+                usage: None,
+            },
+            line: Some(NewMessage {
+                role: MessageRole::Status,
+                text: format!("turn interrupted: {reason}"),
+            }),
+            event: EventPayload::TurnInterrupted { reason },
+        }
+    }
+
     /// A stored turn that no actor took: it never ran.
     pub fn not_run(code: ErrorCode, message: String) -> TurnEnding {
         let line = format!("not run: {message}");

@@ -236,8 +236,8 @@ impl Actor {
     /// Ends a stopped turn: `turn_timeout` when the timeout stopped it, else `cancelled`.
     pub(super) async fn end_stopped(&mut self) {
         if self.current.as_ref().is_some_and(|c| c.store_lost) {
-            let message = self.store_lost_message();
-            self.fail(ErrorCode::Interrupted, message).await;
+            let ending = TurnEnding::interrupted(self.store_lost_message(), self.streamed());
+            self.end_turn(ending).await;
         } else if self.current.as_ref().is_some_and(|c| c.timed_out) {
             let secs = self
                 .ctx
