@@ -54,3 +54,57 @@ fn code_comments_cite_sections_of_the_architecture_document_that_exist() {
     }
     assert!(citations > 0, "no code cites docs/architecture.md");
 }
+
+fn all_files(dir: &Path, out: &mut Vec<String>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if path.is_dir() {
+            if !matches!(name, "target" | "node_modules" | ".git" | ".artifacts") {
+                all_files(&path, out)?;
+            }
+        } else {
+            out.push(path.to_string_lossy().replace('\\', "/"));
+        }
+    }
+    Ok(())
+}
+
+/// Every file the map names (a backticked path ending in a source or document suffix)
+/// exists: as written from the repository's root, or as the end of a file's path (the
+/// map names `delegation/watch.rs` inside its crate).
+#[test]
+fn every_file_the_architecture_document_names_exists() {
+    let root = tether_testkit::repo_root();
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let mut files = Vec::new();
+    all_files(&root, &mut files).unwrap();
+    let suffixes = [
+        ".rs", ".sql", ".md", ".toml", ".mjs", ".js", ".css", ".html",
+    ];
+    let mut named = 0;
+    let mut missing = Vec::new();
+    for (i, part) in doc.split('`').enumerate() {
+        // Odd parts are inside backticks.
+        if i % 2 == 0 {
+            continue;
+        }
+        let path = part.split("::").next().unwrap_or(part);
+        let plain = path
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '_' | '-' | '.'));
+        if !plain || !suffixes.iter().any(|s| path.ends_with(s)) {
+            continue;
+        }
+        named += 1;
+        let end = format!("/{path}");
+        if !root.join(path).exists() && !files.iter().any(|f| f.ends_with(&end)) {
+            missing.push(path.to_owned());
+        }
+    }
+    assert!(named > 20, "the map names only {named} files");
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md names files that do not exist: {missing:?}"
+    );
+}
