@@ -51,7 +51,7 @@ impl Drop for Term {
 pub(crate) fn lead(store: Store, node: ClusterNode, name: String, start: Start) -> JoinHandle<()> {
     tokio::spawn(async move {
         // SQLite: one store, one node; nobody to share the work with.
-        if store.backend_name() == "sqlite" {
+        if store.topology() == tether_store::Topology::Single {
             let _term = Term(start());
             std::future::pending::<()>().await;
         }

@@ -273,7 +273,7 @@ fn spawn_delivery(core: &SharedCore, node_id: &str) -> Vec<tokio::task::JoinHand
         tokio::spawn(pump::run(core.clone())),
         tokio::spawn(sweep::run(core.clone())),
     ];
-    if core.store.backend_name() != "sqlite" {
+    if core.store.topology() != tether_store::Topology::Single {
         tasks.push(tokio::spawn(core::refresh_chats(core.clone())));
     }
     tasks

@@ -155,6 +155,15 @@ impl std::fmt::Debug for Store {
 /// How long one store call waits for PostgreSQL by default (`[store] query_timeout_secs`).
 pub const DEFAULT_QUERY_TIMEOUT_MS: u64 = 15_000;
 
+/// How many nodes a store serves (see [`Store::topology`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topology {
+    /// One node: SQLite's file, locked by one daemon.
+    Single,
+    /// Any number of nodes on one PostgreSQL database.
+    Cluster,
+}
+
 /// What every backend shares: the live parts that are not rows.
 pub(crate) struct Shared {
     /// Ids of conversations whose row changed (see `pages`).
@@ -246,7 +255,16 @@ impl Store {
         }
     }
 
-    /// `"sqlite"` or `"postgres"`.
+    /// Whether this store is one node's own (SQLite) or shared by the nodes of a cluster
+    /// (PostgreSQL): decided once, by the backend, and asked for instead of its name.
+    pub fn topology(&self) -> Topology {
+        match &self.backend {
+            Backend::Sqlite(_) => Topology::Single,
+            Backend::Postgres(_) => Topology::Cluster,
+        }
+    }
+
+    /// `"sqlite"` or `"postgres"` (for people: logs, `doctor`, the cluster view).
     pub fn backend_name(&self) -> &'static str {
         match &self.backend {
             Backend::Sqlite(_) => "sqlite",

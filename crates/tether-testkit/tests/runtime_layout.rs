@@ -300,3 +300,25 @@ fn only_turn_ending_builds_the_end_of_a_turn() {
         }
     }
 }
+
+/// No crate decides anything by the store backend's name (issue 27 item 2): whether the
+/// store is one node's or a cluster's is `Store::topology`, a type; the name is only
+/// for people (logs, `doctor`, the cluster view).
+#[test]
+fn nothing_compares_the_store_backends_name() {
+    let crates = tether_testkit::repo_root().join("crates");
+    let mut all = Sources::new();
+    rust_files(&crates, &crates, &mut all).unwrap();
+    let compared: Vec<&String> = all
+        .iter()
+        .filter(|(path, _)| path.contains("/src/"))
+        .filter(|(_, text)| {
+            text.contains("backend_name() ==") || text.contains("backend_name() !=")
+        })
+        .map(|(path, _)| path)
+        .collect();
+    assert!(
+        compared.is_empty(),
+        "compare Store::topology() instead: {compared:?}"
+    );
+}

@@ -197,7 +197,7 @@ async fn keep_presence(
     mut presence: Option<tether_store::Presence>,
     stop: CancellationToken,
 ) {
-    if store.backend_name() != "postgres" {
+    if store.topology() != tether_store::Topology::Cluster {
         return;
     }
     let mut tick = tokio::time::interval(PRESENCE_CHECK);

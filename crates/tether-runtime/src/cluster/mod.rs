@@ -48,7 +48,7 @@ pub(crate) struct Cluster {
 impl Cluster {
     pub fn new(config: ClusterConfig, store: &tether_store::Store) -> Cluster {
         Cluster {
-            enabled: store.backend_name() == "postgres",
+            enabled: store.topology() == tether_store::Topology::Cluster,
             config,
             work: Notify::new(),
             waiters: Mutex::new(HashMap::new()),

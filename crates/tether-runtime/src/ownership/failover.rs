@@ -40,7 +40,7 @@ pub(crate) async fn recover_at_start(
     store: &Store,
     node_id: &str,
 ) -> tether_store::Result<RecoveryReport> {
-    if store.backend_name() != "postgres" {
+    if store.topology() != tether_store::Topology::Cluster {
         return store.recover(notice).await;
     }
     let mut report = RecoveryReport::default();

@@ -47,7 +47,7 @@ struct Users {
 
 impl Ownership {
     pub fn new(store: Store, node_id: String) -> Ownership {
-        let clustered = store.backend_name() == "postgres";
+        let clustered = store.topology() == tether_store::Topology::Cluster;
         Ownership(Arc::new(State {
             store,
             node_id,
