@@ -252,3 +252,36 @@ async fn malformed_frames_are_ignored_and_the_connection_stays() {
     fs.wait_shown(chat, "echo: still here").await;
     assert_eq!(fs.ws_connections(), 1);
 }
+
+/// An event recorded (and so acknowledged to Feishu) but not handled when tether stopped
+/// is replayed at the next start, once: Feishu would not deliver it again.
+#[tokio::test]
+async fn an_event_recorded_but_not_handled_before_a_crash_is_replayed_once() {
+    let mut s = start().await;
+    let chat = "oc_p2p_alice";
+    say(&s, chat, ALICE, "/new codex before").await;
+    s.fs.wait_shown(chat, "echo: before").await;
+    s.d.kill9().await;
+    if s.d.database_url().is_none() {
+        // What a crash between the answer to Feishu and the hand-over leaves behind.
+        let store = tether_store::Store::open(s.d.data_dir()).await.unwrap();
+        let ev = s.ev.message(chat, "p2p", ALICE, "left behind", false);
+        let id = ev["header"]["event_id"].as_str().unwrap().to_owned();
+        assert!(
+            store
+                .accept_inbound("feishu", &id, &ev.to_string())
+                .await
+                .unwrap()
+        );
+        store.close().await;
+    } else {
+        return;
+    }
+    s.d.restart().await;
+    s.fs.wait_shown(chat, "echo: left behind").await;
+    // Handled: another restart does not replay it.
+    s.d.restart().await;
+    s.fs.wait_ws_connections(3).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(s.fs.count_shown(chat, "echo: left behind"), 1);
+}

@@ -56,7 +56,14 @@ pub(crate) async fn dispatch(
         // Schema 1.0 events are not used by tether: acknowledge and ignore.
         return Answer::Ack;
     };
-    match core.store.remember_inbound("feishu", event_id).await {
+    // Recorded (the dedupe key and the event, in one transaction) before Feishu is
+    // answered; handled after, and marked handled once the runtime has it, so an event
+    // a crash caught in between is replayed at the next start (see [`replay`]).
+    match core
+        .store
+        .accept_inbound("feishu", event_id, &event.to_string())
+        .await
+    {
         Ok(true) => {}
         Ok(false) => {
             tracing::info!(channel = "feishu", event_id, "duplicate event ignored");
@@ -67,26 +74,77 @@ pub(crate) async fn dispatch(
             return Answer::Retry;
         }
     }
+    route(core, tx, event, event_id).await
+}
+
+/// Hands a recorded event to its handler: a message to its chat's lane, a button press
+/// at once (its toast is the answer).
+async fn route(
+    core: &SharedCore,
+    tx: &mpsc::UnboundedSender<Inbound>,
+    event: &Value,
+    event_id: &str,
+) -> Answer {
     match event["header"]["event_type"].as_str().unwrap_or_default() {
-        "im.message.receive_v1" => {
-            if let Some(msg) = message(event_id, &event["event"]) {
+        "im.message.receive_v1" => match message(event_id, &event["event"]) {
+            Some(msg) => {
                 let _ = tx.send(msg);
             }
-            Answer::Ack
-        }
+            None => handled(core, event_id).await,
+        },
         "card.action.trigger" => {
             let Some(msg) = action(event_id, &event["event"]) else {
+                handled(core, event_id).await;
                 return Answer::toast("warning", "This button is not known.");
             };
             let core = core.clone();
-            let job = tokio::spawn(async move { inbound::handle(&core, msg).await });
-            match tokio::time::timeout(ACTION_WAIT, job).await {
+            let key = event_id.to_owned();
+            let job = tokio::spawn(async move {
+                let answer = inbound::handle(&core, msg).await;
+                handled(&core, &key).await;
+                answer
+            });
+            return match tokio::time::timeout(ACTION_WAIT, job).await {
                 Ok(Ok(Ok(Some(text)))) => Answer::toast("info", &text),
                 Ok(Ok(Err(e))) => Answer::toast("error", &e.to_string()),
                 _ => Answer::toast("info", "Received."),
-            }
+            };
         }
-        _ => Answer::Ack,
+        _ => handled(core, event_id).await,
+    }
+    Answer::Ack
+}
+
+/// The event will not be replayed at start-up.
+async fn handled(core: &SharedCore, event_id: &str) {
+    if let Err(e) = core.store.mark_inbound_handled("feishu", event_id).await {
+        tracing::warn!(
+            channel = "feishu",
+            event_id,
+            "cannot mark an event handled: {e}"
+        );
+    }
+}
+
+/// Hands on again what was recorded before the last stop and never handled (the same
+/// guarantee as Slack's, Telegram's and Discord's intake): a message's turn id comes
+/// from its event id, so one the runtime had already is not run twice.
+pub(crate) async fn replay(core: SharedCore, tx: mpsc::UnboundedSender<Inbound>) {
+    let pending = match core.store.unhandled_inbound("feishu").await {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(channel = "feishu", "cannot read unhandled events: {e}");
+            return;
+        }
+    };
+    for p in pending {
+        match serde_json::from_str::<Value>(&p.payload) {
+            Ok(event) => {
+                tracing::info!(channel = "feishu", event_id = p.key, "replaying an event");
+                route(&core, &tx, &event, &p.key).await;
+            }
+            Err(_) => handled(&core, &p.key).await,
+        }
     }
 }
 
@@ -183,6 +241,8 @@ pub(crate) async fn worker(core: SharedCore, mut rx: mpsc::UnboundedReceiver<Inb
                 if let Err(e) = inbound::handle(&core, msg).await {
                     tracing::warn!(channel = "feishu", event = key, "event failed: {e}");
                 }
+                // The runtime has it (or refused it for good): not replayed.
+                handled(&core, &key).await;
             }
         }
     };

@@ -256,7 +256,10 @@ impl Channel for Feishu {
 pub(crate) fn start(core: SharedCore, cfg: &FeishuConfig) -> Started {
     let cfg = Arc::new(cfg.clone());
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut tasks = vec![tokio::spawn(events::worker(core.clone(), rx))];
+    let mut tasks = vec![
+        tokio::spawn(events::worker(core.clone(), rx)),
+        tokio::spawn(events::replay(core.clone(), tx.clone())),
+    ];
     let hook = match (cfg.mode, cfg.verification_token.clone()) {
         (FeishuMode::Webhook, Some(token)) => Some(webhook::hook_routes(core, cfg, token, tx)),
         (FeishuMode::Webhook, None) => {

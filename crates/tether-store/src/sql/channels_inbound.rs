@@ -5,7 +5,15 @@
 use sqlx::Row;
 
 use super::Db;
-use crate::{PendingInbound, Result, now_ms};
+use crate::{PendingInbound, Result, StoreError, now_ms};
+
+/// How an accept's transaction ended.
+enum Accepted {
+    /// Committed (`true`: new) or found a duplicate (`false`).
+    Done(bool),
+    /// The commit's answer was lost with the connection: stored or not, unknown.
+    CommitLost(StoreError),
+}
 
 impl Db {
     /// Records an inbound dedupe key; `false` when it was seen before.
@@ -32,8 +40,11 @@ impl Db {
     /// then be dropped as a duplicate.
     pub async fn accept_inbound(&self, channel: &str, key: &str, payload: &str) -> Result<bool> {
         let now = now_ms();
-        match self.try_accept_inbound(channel, key, payload, now).await {
-            Err(e) if e.is_unavailable() => {
+        match self.try_accept_inbound(channel, key, payload, now).await? {
+            Accepted::Done(new) => Ok(new),
+            // Only a commit whose answer was lost may have stored it; a failure before
+            // (no connection, the server gone at `BEGIN`) stored nothing and fails at once.
+            Accepted::CommitLost(e) => {
                 let at: Option<i64> = self
                     // Shorter than a webhook's deadline (30 s), so a platform that
                     // redelivers finds the answer settled.
@@ -62,7 +73,6 @@ impl Db {
                     Err(e)
                 }
             }
-            other => other,
         }
     }
 
@@ -72,7 +82,7 @@ impl Db {
         key: &str,
         payload: &str,
         now: i64,
-    ) -> Result<bool> {
+    ) -> Result<Accepted> {
         let mut tx = self.writer.begin().await?;
         let res = sqlx::query(
             "INSERT INTO inbound_dedupe (source, key, at) VALUES ($1, $2, $3) \
@@ -84,7 +94,7 @@ impl Db {
         .execute(&mut *tx)
         .await?;
         if res.rows_affected() != 1 {
-            return Ok(false);
+            return Ok(Accepted::Done(false));
         }
         sqlx::query(
             "INSERT INTO channel_inbound (channel, key, payload, created_at) \
@@ -96,8 +106,11 @@ impl Db {
         .bind(now)
         .execute(&mut *tx)
         .await?;
-        tx.commit().await?;
-        Ok(true)
+        match tx.commit().await.map_err(StoreError::from) {
+            Ok(()) => Ok(Accepted::Done(true)),
+            Err(e) if e.is_unavailable() => Ok(Accepted::CommitLost(e)),
+            Err(e) => Err(e),
+        }
     }
 
     /// Marks an accepted update handled: it will not be replayed, and its row goes (the
