@@ -9,7 +9,6 @@ use tether_proto::{
 };
 use tether_store::Store;
 
-use crate::cluster::Forwarded;
 use crate::ctx::Ctx;
 use crate::error::Result;
 use crate::ids::new_id;
@@ -156,11 +155,15 @@ impl Runtime {
         self.inner.routing.len()
     }
 
-    /// The routing lock of an existing conversation: an unknown id is `not_found` before
-    /// it touches the lock map.
-    async fn lock_existing(&self, id: &ConversationId) -> Result<RoutingLock> {
-        self.conversation_row(id).await?;
-        Ok(self.lock_conversation(id).await)
+    /// The routing lock of an existing conversation and its row as read under it (an
+    /// unknown id is `not_found`; its lock entry goes with the guard).
+    pub(crate) async fn lock_existing(
+        &self,
+        id: &ConversationId,
+    ) -> Result<(RoutingLock, tether_store::ConversationRow)> {
+        let guard = self.lock_conversation(id).await;
+        let row = self.conversation_row(id).await?;
+        Ok((guard, row))
     }
 
     /// Session actors running now: a dormant session with nothing to do has none.
@@ -190,7 +193,7 @@ impl Runtime {
             })
     }
 
-    pub async fn create_conversation(&self, req: CreateConversation) -> Result<Conversation> {
+    pub(crate) async fn create_here(&self, req: CreateConversation) -> Result<Conversation> {
         let cfg = &self.ctx().config;
         let agent = req.agent.unwrap_or_else(|| cfg.default_agent.clone());
         self.agent_spec(&agent)?;
@@ -254,20 +257,7 @@ impl Runtime {
             })
     }
 
-    pub async fn update_conversation(
-        &self,
-        id: &ConversationId,
-        req: UpdateConversation,
-    ) -> Result<Conversation> {
-        let command = || Forwarded::UpdateConversation {
-            conversation_id: id.clone(),
-            update: req.clone(),
-        };
-        self.routed(Some(id), command, || self.update_here(id, req.clone()))
-            .await
-    }
-
-    async fn update_here(
+    pub(crate) async fn update_here(
         &self,
         id: &ConversationId,
         req: UpdateConversation,
@@ -303,60 +293,20 @@ impl Runtime {
         self.get_conversation(id).await
     }
 
-    /// A person's message: a command, an answer to a pending question, or a prompt that
-    /// starts a turn (or queues behind the running one). `by` names the sender.
-    pub async fn send_message(
+    /// A message, under the conversation's routing lock. With `turn_id` (a message that
+    /// may be delivered again), a prompt whose turn is stored already is not routed again
+    /// (outcome `started`, no reply).
+    pub(crate) async fn send_here(
         &self,
         id: &ConversationId,
         req: SendMessage,
         by: &str,
+        turn_id: Option<&TurnId>,
     ) -> Result<MessageOutcome> {
-        let command = || Forwarded::SendMessage {
-            conversation_id: id.clone(),
-            message: req.clone(),
-            by: by.to_owned(),
-            turn_id: None,
-        };
-        self.routed(Some(id), command, || async {
-            let _guard = self.lock_existing(id).await?;
-            self.route_message(id, req.clone(), by, None).await
-        })
-        .await
-    }
-
-    /// [`Runtime::send_message`] for a message that may be delivered again (a channel
-    /// replaying an update after a crash): a prompt's turn gets the caller's stable,
-    /// unique `turn_id`, and when that turn is stored already the message is not routed
-    /// again (outcome `started`, no reply). Commands and answers to questions are routed
-    /// as usual.
-    pub async fn send_message_once(
-        &self,
-        id: &ConversationId,
-        req: SendMessage,
-        by: &str,
-        turn_id: &TurnId,
-    ) -> Result<MessageOutcome> {
-        let command = || Forwarded::SendMessage {
-            conversation_id: id.clone(),
-            message: req.clone(),
-            by: by.to_owned(),
-            turn_id: Some(turn_id.clone()),
-        };
-        self.routed(Some(id), command, || {
-            self.send_once_here(id, req.clone(), by, turn_id)
-        })
-        .await
-    }
-
-    async fn send_once_here(
-        &self,
-        id: &ConversationId,
-        req: SendMessage,
-        by: &str,
-        turn_id: &TurnId,
-    ) -> Result<MessageOutcome> {
-        let _guard = self.lock_existing(id).await?;
-        if let Some(t) = self.ctx().store.get_turn(turn_id).await? {
+        let (_guard, conv) = self.lock_existing(id).await?;
+        if let Some(turn_id) = turn_id
+            && let Some(t) = self.ctx().store.get_turn(turn_id).await?
+        {
             return Ok(MessageOutcome {
                 outcome: tether_proto::MessageOutcomeKind::Started,
                 turn_id: Some(t.id),
@@ -367,7 +317,7 @@ impl Runtime {
                 attachments: Vec::new(),
             });
         }
-        self.route_message(id, req, by, Some(turn_id)).await
+        self.route_message(conv, req, by, turn_id).await
     }
 
     /// History (user, agent, status and command messages), oldest first, `id > after_id`.
@@ -384,49 +334,6 @@ impl Runtime {
             .history(id, after_id.unwrap_or(0), limit.clamp(1, 1000))
             .await?;
         self.with_attachments(page).await
-    }
-
-    /// Unbinds; the next message starts a new session (reason `explicit`).
-    pub async fn new_session(&self, id: &ConversationId) -> Result<MessageOutcome> {
-        let command = || Forwarded::NewSession {
-            conversation_id: id.clone(),
-        };
-        self.routed(Some(id), command, || async {
-            let req = SendMessage {
-                text: "/new".to_string(),
-                ..SendMessage::default()
-            };
-            self.send_message(id, req, "api").await
-        })
-        .await
-    }
-
-    /// Unbinds only.
-    pub async fn detach(&self, id: &ConversationId) -> Result<MessageOutcome> {
-        let command = || Forwarded::Detach {
-            conversation_id: id.clone(),
-        };
-        self.routed(Some(id), command, || async {
-            let req = SendMessage {
-                text: "/detach".to_string(),
-                ..SendMessage::default()
-            };
-            self.send_message(id, req, "api").await
-        })
-        .await
-    }
-
-    /// Cancels the running turn (exactly one `turn_cancelled` event); `nothing_running`
-    /// when no turn runs.
-    pub async fn stop(&self, id: &ConversationId) -> Result<MessageOutcome> {
-        let command = || Forwarded::Stop {
-            conversation_id: id.clone(),
-        };
-        self.routed(Some(id), command, || async {
-            let _guard = self.lock_existing(id).await?;
-            self.stop_running(id).await
-        })
-        .await
     }
 
     /// The conversation's events with global id `> after_id`, oldest first.

@@ -7,12 +7,14 @@
 mod answering;
 mod api;
 mod attachments;
+mod call;
 mod cluster;
 mod commands;
 mod config;
 mod ctx;
 mod cwd;
 mod delegation;
+mod dispatch;
 mod error;
 mod feed;
 mod ids;
@@ -28,6 +30,7 @@ pub use attachments::file_out::{FileOutError, home_secrets};
 pub use attachments::prompt::{ATTACHMENTS_DIR, copies_dir};
 pub use attachments::rules::{AttachmentError, AttachmentLimits, sanitize_name};
 pub use attachments::{AttachmentName, NewAttachment};
+pub use call::{Call, Command, Principal, Reply, TraceContext};
 pub use config::{ClusterConfig, CoalesceConfig, RuntimeConfig};
 pub use delegation::registry::{
     Caller, DelegationConfig, MAX_WAITS_PER_CALLER, MCP_SERVER_NAME, MCP_SOCKET_ENV, MCP_TOKEN_ENV,

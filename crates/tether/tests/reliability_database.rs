@@ -818,6 +818,12 @@ async fn a_turn_outlasting_the_outage_limit_ends_interrupted_and_the_session_res
     pg.stop(StopMode::Fast).expect("stop PostgreSQL");
     tokio::time::sleep(Duration::from_secs(4)).await;
     pg.start_again().expect("start PostgreSQL again");
+    // Reads answer 503 until the store has reconnected.
+    let back = Instant::now();
+    while ready(&d).await.0 != 200 {
+        assert!(back.elapsed() < Duration::from_secs(10), "not ready again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let session = out["session_id"].as_str().unwrap();
     let turn = d.wait_turn(session, out["turn_id"].as_str().unwrap()).await;
     assert_eq!(turn["status"], "interrupted", "{turn}");

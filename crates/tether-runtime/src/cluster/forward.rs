@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tether_store::{CommandRow, CommandStatus, NewCommand, Wakeup, now_ms};
 
-use super::wire::{Envelope, Reply};
+use super::wire::{Envelope, WireReply};
 use super::{Cluster, NO_NOTIFY_ENV, POLL, Waiter};
 use crate::api::Inner;
 use crate::error::Result;
@@ -24,7 +24,7 @@ const TAKE_BATCH: u32 = 64;
 /// What became of a forwarded command.
 pub(crate) enum Sent {
     /// The owner's reply.
-    Replied(Reply),
+    Replied(WireReply),
     /// Nobody took it before its node died: decide again.
     Reroute,
 }
@@ -138,8 +138,8 @@ impl Runtime {
     /// Runs command `row` (taken by this node) and stores its reply.
     async fn run_taken(self, row: CommandRow) {
         let reply = match serde_json::from_str::<Envelope>(&row.body) {
-            Ok(env) => Reply::of(self.execute(env).await),
-            Err(e) => Reply::Err {
+            Ok(env) => WireReply::of(self.execute(env).await),
+            Err(e) => WireReply::Err {
                 code: tether_proto::ErrorCode::Internal,
                 message: format!("unreadable forwarded command: {e}"),
             },

@@ -9,7 +9,7 @@
 //! - `place`: the decision (here, or which node).
 //! - `forward`: sending a command and waiting for its reply; the worker that takes this
 //!   node's commands; the listener that turns notices into wake-ups.
-//! - `routed`: the public commands' one entry point, and running a forwarded one.
+//! - `routed`: where every call goes (here or the owner), and running a forwarded one.
 //! - `wire`: the command and reply as stored.
 
 mod forward;
@@ -25,7 +25,7 @@ use tokio::sync::Notify;
 
 use crate::config::ClusterConfig;
 
-pub(crate) use wire::Forwarded;
+pub(crate) use routed::forwarded;
 
 /// How often a node looks for commands and replies without a notice (the fallback that
 /// alone still works).

@@ -1,152 +1,37 @@
-//! A forwarded command and its reply as the `commands` table stores them (JSON, between
+//! A forwarded call and its reply as the `commands` table stores them (JSON, between
 //! nodes of the same version). The reply is the owner's value or its error as `{code,
 //! message}`; the sender rebuilds the error from the code in one exhaustive match, as its
 //! own variant where the caller matches on it, never from the text.
 
 use serde::{Deserialize, Serialize};
-use tether_proto::{
-    ApprovalId, ConversationId, Decision, ErrorCode, QuestionId, SendMessage, SessionId, TaskId,
-    TurnId, UpdateConversation,
-};
+use tether_proto::{ConversationId, ErrorCode};
 
 use crate::RuntimeError;
-use crate::delegation::registry::Caller;
+use crate::call::{Call, Reply};
 
-/// A command that may have to run on the conversation's owner.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "command", rename_all = "snake_case")]
-pub(crate) enum Forwarded {
-    SendMessage {
-        conversation_id: ConversationId,
-        message: SendMessage,
-        by: String,
-        /// Set for an idempotent message (`send_message_once`).
-        #[serde(default)]
-        turn_id: Option<TurnId>,
-    },
-    Stop {
-        conversation_id: ConversationId,
-    },
-    NewSession {
-        conversation_id: ConversationId,
-    },
-    Detach {
-        conversation_id: ConversationId,
-    },
-    UpdateConversation {
-        conversation_id: ConversationId,
-        update: UpdateConversation,
-    },
-    AnswerApproval {
-        approval_id: ApprovalId,
-        decision: Decision,
-        by: String,
-    },
-    AnswerQuestion {
-        question_id: QuestionId,
-        answer: String,
-        by: String,
-    },
-    ContinueTask {
-        caller: WireCaller,
-        task_id: TaskId,
-        message: String,
-        continuation_id: String,
-    },
-    CloseTask {
-        caller: WireCaller,
-        task_id: TaskId,
-        continuation_id: String,
-    },
-    CancelTask {
-        caller: WireCaller,
-        task_id: TaskId,
-    },
-    /// A new task's first turn (the sender is at its cap).
-    StartTask {
-        task_id: TaskId,
-        turn_id: TurnId,
-    },
-    /// Evict the conversation's session if it is idle (its parent's live children
-    /// elsewhere are at `max_live_per_owner`).
-    EvictIdle {
-        conversation_id: ConversationId,
-    },
-    /// The report of an ended delegation turn, written by the owner of the conversation
-    /// it goes to.
-    ReportTurn {
-        conversation_id: ConversationId,
-        turn_id: TurnId,
-    },
-}
-
-/// What is stored in a command row: the command and how many nodes passed it on.
+/// What is stored in a command row: the call and how many nodes passed it on.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Envelope {
     pub hops: u8,
-    pub command: Forwarded,
+    pub call: Call,
 }
 
 /// The owner's answer.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum Reply {
-    Ok(serde_json::Value),
+pub(crate) enum WireReply {
+    Ok(Reply),
     Err { code: ErrorCode, message: String },
 }
 
-impl Reply {
-    pub fn of(result: crate::error::Result<serde_json::Value>) -> Reply {
+impl WireReply {
+    pub fn of(result: crate::error::Result<Reply>) -> WireReply {
         match result {
-            Ok(v) => Reply::Ok(v),
-            Err(e) => Reply::Err {
+            Ok(v) => WireReply::Ok(v),
+            Err(e) => WireReply::Err {
                 code: e.code(),
                 message: e.to_string(),
             },
-        }
-    }
-}
-
-/// A delegation [`Caller`] as it travels (authenticated on the node the call reached).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub(crate) enum WireCaller {
-    Session {
-        conversation_id: ConversationId,
-        session_id: SessionId,
-    },
-    External,
-    Person,
-}
-
-impl From<&Caller> for WireCaller {
-    fn from(c: &Caller) -> WireCaller {
-        match c {
-            Caller::Session {
-                conversation_id,
-                session_id,
-            } => WireCaller::Session {
-                conversation_id: conversation_id.clone(),
-                session_id: session_id.clone(),
-            },
-            Caller::External => WireCaller::External,
-            Caller::Person => WireCaller::Person,
-        }
-    }
-}
-
-impl From<WireCaller> for Caller {
-    fn from(c: WireCaller) -> Caller {
-        match c {
-            WireCaller::Session {
-                conversation_id,
-                session_id,
-            } => Caller::Session {
-                conversation_id,
-                session_id,
-            },
-            WireCaller::External => Caller::External,
-            WireCaller::Person => Caller::Person,
         }
     }
 }

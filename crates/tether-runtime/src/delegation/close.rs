@@ -20,20 +20,11 @@ use crate::{Runtime, RuntimeError};
 const END_WAIT: Duration = Duration::from_secs(10);
 
 impl Runtime {
-    /// `cancel_delegation`: cancels the running turn and returns the final result; if the
-    /// task already finished, returns its result unchanged.
-    pub async fn cancel_task(&self, caller: &Caller, task_id: &TaskId) -> Result<TaskSnapshot> {
-        // On the child's owner node (issue 12): its actor and routing lock are there.
-        let command = || crate::cluster::Forwarded::CancelTask {
-            caller: caller.into(),
-            task_id: task_id.clone(),
-        };
-        let conv = task_id.conversation_id();
-        self.routed(Some(&conv), command, || self.cancel_here(caller, task_id))
-            .await
-    }
-
-    async fn cancel_here(&self, caller: &Caller, task_id: &TaskId) -> Result<TaskSnapshot> {
+    pub(crate) async fn cancel_here(
+        &self,
+        caller: &Caller,
+        task_id: &TaskId,
+    ) -> Result<TaskSnapshot> {
         self.caller_gate(caller).await?;
         let row = self.task_or_not_found(caller, task_id).await?;
         let _guard = self.lock_conversation(&task_id.conversation_id()).await;
@@ -84,27 +75,7 @@ impl Runtime {
         Ok(true)
     }
 
-    /// `close_session` and `POST .../close`: cancel a running turn, end the process, and
-    /// refuse further continuation; history is kept. Idempotent by `continuation_id`.
-    pub async fn close_task(
-        &self,
-        caller: &Caller,
-        task_id: &TaskId,
-        continuation_id: &str,
-    ) -> Result<TaskClosed> {
-        let command = || crate::cluster::Forwarded::CloseTask {
-            caller: caller.into(),
-            task_id: task_id.clone(),
-            continuation_id: continuation_id.to_owned(),
-        };
-        let conv = task_id.conversation_id();
-        self.routed(Some(&conv), command, || {
-            self.close_here(caller, task_id, continuation_id)
-        })
-        .await
-    }
-
-    async fn close_here(
+    pub(crate) async fn close_here(
         &self,
         caller: &Caller,
         task_id: &TaskId,

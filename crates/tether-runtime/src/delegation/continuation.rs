@@ -14,30 +14,7 @@ use crate::ids::new_id;
 use crate::{Runtime, RuntimeError};
 
 impl Runtime {
-    /// `continue_with_session` and `POST .../continue`: a new turn in the same child
-    /// session. Idempotent by `continuation_id` within the task's parent conversation.
-    pub async fn continue_task(
-        &self,
-        caller: &Caller,
-        task_id: &TaskId,
-        message: &str,
-        continuation_id: &str,
-    ) -> Result<TaskStarted> {
-        // On the child's owner node (issue 12): its actor and routing lock are there.
-        let command = || crate::cluster::Forwarded::ContinueTask {
-            caller: caller.into(),
-            task_id: task_id.clone(),
-            message: message.to_owned(),
-            continuation_id: continuation_id.to_owned(),
-        };
-        let conv = task_id.conversation_id();
-        self.routed(Some(&conv), command, || {
-            self.continue_here(caller, task_id, message, continuation_id)
-        })
-        .await
-    }
-
-    async fn continue_here(
+    pub(crate) async fn continue_here(
         &self,
         caller: &Caller,
         task_id: &TaskId,

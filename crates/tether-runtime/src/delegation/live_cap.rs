@@ -7,7 +7,7 @@
 use tether_proto::{ConversationId, SessionId};
 
 use crate::Runtime;
-use crate::cluster::Forwarded;
+use crate::call::{Command, Principal};
 use crate::error::Result;
 
 impl Runtime {
@@ -50,13 +50,10 @@ impl Runtime {
             .saturating_sub(cap)
             .saturating_sub(local_room);
         for conv in remote_idle.into_iter().take(over) {
-            let command = || Forwarded::EvictIdle {
+            let command = Command::EvictIdle {
                 conversation_id: conv.clone(),
             };
-            if let Err(e) = self
-                .routed(Some(&conv), command, || self.evict_idle_here(&conv))
-                .await
-            {
+            if let Err(e) = self.call_as::<bool>(command, Principal::System).await {
                 tracing::warn!(conversation = %conv, error = %e, "cannot evict an idle child elsewhere");
             }
         }

@@ -124,7 +124,7 @@ impl Runtime {
     }
 
     /// `delegate_to_agent`: creates the task and starts its first turn; returns at once.
-    pub async fn delegate(
+    pub(crate) async fn delegate_here(
         &self,
         caller: &Caller,
         agent_type: &str,

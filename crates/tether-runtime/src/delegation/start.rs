@@ -8,7 +8,7 @@
 
 use tether_proto::{ConversationId, TaskId, TurnId, TurnStatus};
 
-use crate::cluster::Forwarded;
+use crate::call::{Command, Principal};
 use crate::error::Result;
 use crate::{Runtime, RuntimeError};
 
@@ -17,16 +17,11 @@ impl Runtime {
     /// the node its conversation's commands run on. A failure on the way (the chosen node
     /// died before answering, say) fails the turn, so a stored turn never waits forever.
     pub(crate) async fn start_task(&self, task_id: &TaskId, turn_id: &TurnId) -> Result<()> {
-        let command = || Forwarded::StartTask {
+        let command = Command::StartTask {
             task_id: task_id.clone(),
             turn_id: turn_id.clone(),
         };
-        let conv = task_id.conversation_id();
-        let res = self
-            .routed(Some(&conv), command, || {
-                self.start_task_here(task_id, turn_id)
-            })
-            .await;
+        let res = self.call_as(command, Principal::System).await;
         if let Err(e) = &res {
             // Recorded already when the owner's enqueue failed: then this changes nothing.
             self.fail_unstarted_task(turn_id, e).await;
@@ -34,21 +29,9 @@ impl Runtime {
         res
     }
 
-    /// [`Self::start_task`] sent here by the parent's node: the task is followed here
-    /// too, so its end is reported even when the parent's node is gone by then (once,
-    /// whichever node's watcher is first).
-    pub(crate) async fn start_forwarded_task(
-        &self,
-        task_id: &TaskId,
-        turn_id: &TurnId,
-    ) -> Result<()> {
-        self.watch_task(task_id).await?;
-        self.start_task(task_id, turn_id).await
-    }
-
     /// The first turn, read back from the store, enqueued on this node's actor for the
     /// child's session. A turn no longer queued was started already: nothing to do.
-    async fn start_task_here(&self, task_id: &TaskId, turn_id: &TurnId) -> Result<()> {
+    pub(crate) async fn start_task_here(&self, task_id: &TaskId, turn_id: &TurnId) -> Result<()> {
         let store = &self.ctx().store;
         let row = store
             .get_delegation(task_id)

@@ -256,12 +256,11 @@ impl Runtime {
             }
         }
         // Owned here, or by nobody: placed like any command (claimed and so fenced).
-        let command = || crate::cluster::Forwarded::ReportTurn {
-            conversation_id: target.clone(),
+        let command = crate::call::Command::ReportTurn {
+            conversation_id: target,
             turn_id: turn_id.clone(),
         };
-        self.routed(Some(&target), command, || self.write_report(turn_id))
-            .await
+        self.call_as(command, crate::call::Principal::System).await
     }
 
     /// The conversation an ended, unreported delegation turn is reported in (the

@@ -31,14 +31,15 @@ pub(crate) fn reply(kind: MessageOutcomeKind, text: impl Into<String>) -> Messag
 }
 
 impl Runtime {
+    /// Routes a message to conversation `conv` (read under its routing lock, held).
     pub(crate) async fn route_message(
         &self,
-        id: &ConversationId,
+        conv: ConversationRow,
         req: SendMessage,
         by: &str,
         turn_id: Option<&TurnId>,
     ) -> Result<MessageOutcome> {
-        let conv = self.conversation_row(id).await?;
+        let id = &conv.id.clone();
         if conv.archived {
             return Err(RuntimeError::Archived(id.clone()));
         }

@@ -1,0 +1,294 @@
+//! The runtime's command API as data (the codex-rs `Op` pattern): every call that
+//! changes something is a [`Command`], sent with who asked ([`Principal`]) and the trace
+//! it belongs to ([`TraceContext`]) as one [`Call`] to [`crate::Runtime::call`], which
+//! answers one [`Reply`]. A call runs where the conversation's commands run: on this node,
+//! or forwarded to the owner as the same serialised `Call` (see `cluster/routed.rs`).
+//! Types only; what each command does is in `dispatch.rs`.
+
+use serde::{Deserialize, Serialize};
+use tether_proto::{
+    Approval, ApprovalId, Conversation, ConversationId, CreateConversation, Decision,
+    MessageOutcome, Question, QuestionId, SendMessage, SessionId, TaskClosed, TaskId, TaskSnapshot,
+    TaskStarted, TurnId, UpdateConversation,
+};
+
+use crate::RuntimeError;
+use crate::delegation::registry::Caller;
+use crate::error::Result;
+
+/// Who asked. Today people are named by what carried their request (`api`, `web`,
+/// `telegram:<user>`); the teams issue gives them ids and roles, checked where every
+/// call passes ([`crate::Runtime::call`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Principal {
+    /// A person, named as history and approvals record them.
+    Person { name: String },
+    /// An agent session tether launched, calling through its MCP token.
+    Agent {
+        conversation_id: ConversationId,
+        session_id: SessionId,
+    },
+    /// An MCP client outside tether, holding the API token.
+    External,
+    /// tether itself: work a node hands to another (a task's first turn, a report).
+    System,
+}
+
+impl Principal {
+    /// A person named `name`.
+    pub fn person(name: impl Into<String>) -> Principal {
+        Principal::Person { name: name.into() }
+    }
+
+    /// The name recorded with what this caller does (`by` of a message or an answer).
+    pub fn name(&self) -> String {
+        match self {
+            Principal::Person { name } => name.clone(),
+            Principal::Agent { session_id, .. } => format!("agent:{session_id}"),
+            Principal::External => "mcp".to_owned(),
+            Principal::System => "tether".to_owned(),
+        }
+    }
+
+    /// The caller of a delegation operation (tether's own work acts as a person would).
+    pub fn caller(&self) -> Caller {
+        match self {
+            Principal::Agent {
+                conversation_id,
+                session_id,
+            } => Caller::Session {
+                conversation_id: conversation_id.clone(),
+                session_id: session_id.clone(),
+            },
+            Principal::External => Caller::External,
+            Principal::Person { .. } | Principal::System => Caller::Person,
+        }
+    }
+}
+
+impl From<&Caller> for Principal {
+    fn from(c: &Caller) -> Principal {
+        match c {
+            Caller::Session {
+                conversation_id,
+                session_id,
+            } => Principal::Agent {
+                conversation_id: conversation_id.clone(),
+                session_id: session_id.clone(),
+            },
+            Caller::External => Principal::External,
+            Caller::Person => Principal::person("api"),
+        }
+    }
+}
+
+/// The W3C trace context a call belongs to (`traceparent`), carried with a forwarded
+/// call so its work on the owner joins the same trace. Empty until tracing is on.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceContext {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+}
+
+/// One call: what to do, who asked, in which trace.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Call {
+    pub command: Command,
+    pub by: Principal,
+    #[serde(default)]
+    pub trace: TraceContext,
+}
+
+impl Call {
+    pub fn new(command: Command, by: Principal) -> Call {
+        Call {
+            command,
+            by,
+            trace: TraceContext::default(),
+        }
+    }
+}
+
+/// Every call that changes something. The comment of each says its [`Reply`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "snake_case")]
+pub enum Command {
+    /// [`Reply::Conversation`].
+    CreateConversation { request: CreateConversation },
+    /// [`Reply::Conversation`].
+    UpdateConversation {
+        conversation_id: ConversationId,
+        update: UpdateConversation,
+    },
+    /// A command, an answer to a pending question, or a prompt. With `turn_id`, a
+    /// message that may be delivered again: routed once (see
+    /// [`crate::Runtime::send_message_once`]). [`Reply::Message`].
+    SendMessage {
+        conversation_id: ConversationId,
+        message: SendMessage,
+        #[serde(default)]
+        turn_id: Option<TurnId>,
+    },
+    /// [`Reply::Message`].
+    NewSession { conversation_id: ConversationId },
+    /// [`Reply::Message`].
+    Detach { conversation_id: ConversationId },
+    /// [`Reply::Message`].
+    Stop { conversation_id: ConversationId },
+    /// [`Reply::Approval`].
+    AnswerApproval {
+        approval_id: ApprovalId,
+        decision: Decision,
+    },
+    /// [`Reply::Question`].
+    AnswerQuestion {
+        question_id: QuestionId,
+        answer: String,
+    },
+    /// A new delegated task. [`Reply::TaskStarted`].
+    Delegate {
+        agent_type: String,
+        task: String,
+        #[serde(default)]
+        working_dir: Option<String>,
+        #[serde(default)]
+        tool_call_id: Option<String>,
+    },
+    /// [`Reply::TaskStarted`].
+    ContinueTask {
+        task_id: TaskId,
+        message: String,
+        continuation_id: String,
+    },
+    /// [`Reply::TaskClosed`].
+    CloseTask {
+        task_id: TaskId,
+        continuation_id: String,
+    },
+    /// [`Reply::Task`].
+    CancelTask { task_id: TaskId },
+    /// Between nodes: a new task's first turn (the sender is at its cap). [`Reply::Done`].
+    StartTask { task_id: TaskId, turn_id: TurnId },
+    /// Between nodes: evict the conversation's session if it is idle (its parent's live
+    /// children elsewhere are at `max_live_per_owner`). [`Reply::Evicted`].
+    EvictIdle { conversation_id: ConversationId },
+    /// Between nodes: the report of an ended delegation turn, written by the owner of
+    /// the conversation it goes to. [`Reply::Done`].
+    ReportTurn {
+        conversation_id: ConversationId,
+        turn_id: TurnId,
+    },
+}
+
+/// The answer to a [`Call`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "reply", content = "value", rename_all = "snake_case")]
+pub enum Reply {
+    Conversation(Box<Conversation>),
+    Message(Box<MessageOutcome>),
+    Approval(Box<Approval>),
+    Question(Box<Question>),
+    TaskStarted(Box<TaskStarted>),
+    TaskClosed(Box<TaskClosed>),
+    Task(Box<TaskSnapshot>),
+    Evicted(bool),
+    Done,
+}
+
+/// Each reply type taken out of its [`Reply`] variant; another variant is a bug
+/// (`internal`), never a value of the wrong type.
+macro_rules! reply_types {
+    ($($variant:ident => $ty:ty),* $(,)?) => {$(
+        impl TryFrom<Reply> for $ty {
+            type Error = RuntimeError;
+            fn try_from(r: Reply) -> Result<$ty> {
+                match r {
+                    Reply::$variant(v) => Ok(*v),
+                    other => Err(unexpected(stringify!($variant), &other)),
+                }
+            }
+        }
+        impl From<$ty> for Reply {
+            fn from(v: $ty) -> Reply {
+                Reply::$variant(Box::new(v))
+            }
+        }
+    )*};
+}
+
+reply_types! {
+    Conversation => Conversation,
+    Message => MessageOutcome,
+    Approval => Approval,
+    Question => Question,
+    TaskStarted => TaskStarted,
+    TaskClosed => TaskClosed,
+    Task => TaskSnapshot,
+}
+
+impl TryFrom<Reply> for bool {
+    type Error = RuntimeError;
+    fn try_from(r: Reply) -> Result<bool> {
+        match r {
+            Reply::Evicted(v) => Ok(v),
+            other => Err(unexpected("Evicted", &other)),
+        }
+    }
+}
+
+impl TryFrom<Reply> for () {
+    type Error = RuntimeError;
+    fn try_from(r: Reply) -> Result<()> {
+        match r {
+            Reply::Done => Ok(()),
+            other => Err(unexpected("Done", &other)),
+        }
+    }
+}
+
+fn unexpected(wanted: &str, got: &Reply) -> RuntimeError {
+    let got = match got {
+        Reply::Conversation(_) => "Conversation",
+        Reply::Message(_) => "Message",
+        Reply::Approval(_) => "Approval",
+        Reply::Question(_) => "Question",
+        Reply::TaskStarted(_) => "TaskStarted",
+        Reply::TaskClosed(_) => "TaskClosed",
+        Reply::Task(_) => "Task",
+        Reply::Evicted(_) => "Evicted",
+        Reply::Done => "Done",
+    };
+    RuntimeError::Internal(format!("a call answered {got} where {wanted} was due"))
+}
+
+impl Command {
+    /// The conversation the command acts on when the command itself names it (an
+    /// approval's or a question's is read from the store; a new conversation or task
+    /// has none yet).
+    pub(crate) fn named_conversation(&self) -> Option<ConversationId> {
+        match self {
+            Command::UpdateConversation {
+                conversation_id, ..
+            }
+            | Command::SendMessage {
+                conversation_id, ..
+            }
+            | Command::NewSession { conversation_id }
+            | Command::Detach { conversation_id }
+            | Command::Stop { conversation_id }
+            | Command::EvictIdle { conversation_id }
+            | Command::ReportTurn {
+                conversation_id, ..
+            } => Some(conversation_id.clone()),
+            Command::ContinueTask { task_id, .. }
+            | Command::CloseTask { task_id, .. }
+            | Command::CancelTask { task_id }
+            | Command::StartTask { task_id, .. } => Some(task_id.conversation_id()),
+            Command::CreateConversation { .. }
+            | Command::Delegate { .. }
+            | Command::AnswerApproval { .. }
+            | Command::AnswerQuestion { .. } => None,
+        }
+    }
+}
