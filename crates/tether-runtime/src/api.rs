@@ -145,6 +145,11 @@ impl Runtime {
         self.ctx().store.fenced_writes()
     }
 
+    /// Store calls (database round trips) made since start-up.
+    pub fn store_calls(&self) -> u64 {
+        self.ctx().store.calls()
+    }
+
     /// Streamed agent events stored since start-up and the store transactions they took.
     pub fn streamed_figures(&self) -> (u64, u64) {
         self.ctx().streamed.get()

@@ -142,6 +142,8 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 #[derive(Clone)]
 pub struct Store {
     backend: Backend,
+    /// Calls made through this store (all clones), each one round trip to the database.
+    calls: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for Store {
@@ -235,6 +237,7 @@ impl Store {
     pub async fn open_file(path: &Path) -> Result<Store> {
         Ok(Store {
             backend: Backend::Sqlite(sqlite::Db::open(path, Shared::new()).await?),
+            calls: Arc::default(),
         })
     }
 
@@ -244,6 +247,7 @@ impl Store {
         if is_postgres_url(url) {
             return Ok(Store {
                 backend: Backend::Postgres(pg::Db::connect(url, Shared::new()).await?),
+                calls: Arc::default(),
             });
         }
         match url
@@ -265,6 +269,18 @@ impl Store {
     }
 
     /// `"sqlite"` or `"postgres"` (for people: logs, `doctor`, the cluster view).
+    /// Store calls made since the store was opened (each one round trip to the database;
+    /// a group commit counts once per caller): the figure behind "round trips per
+    /// message".
+    pub fn calls(&self) -> u64 {
+        self.calls.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_call(&self) {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     pub fn backend_name(&self) -> &'static str {
         match &self.backend {
             Backend::Sqlite(_) => "sqlite",

@@ -35,6 +35,7 @@ macro_rules! forward {
             $(
                 $(#[$meta])*
                 $vis async fn $name(&self $(, $arg: $ty)*) -> $ret {
+                    self.count_call();
                     match self.backend() {
                         Backend::Sqlite(db) => db.$name($($arg),*).await,
                         // A group commit bounds its own steps (its outcome may be unknown

@@ -1,0 +1,66 @@
+//! How many store calls (database round trips) a message makes before its prompt reaches
+//! the agent, counted by the store: a prompt to a bound, idle session and the first
+//! message of a conversation. The bounds are the figures measured when the command API
+//! came (issue 27); a change that adds a round trip to the hot path fails here.
+
+mod support;
+
+use support::{Agent, ManualClock, config, conversation, msg, runtime, temp, turns_ended};
+use tether_testkit::within;
+
+/// Measured: the first message of a conversation (read the conversation, title it, store
+/// the session and the turn, start the turn, read its attachments, the agent's external
+/// id, the session's status): 8, one fewer than before the command API (the conversation
+/// row was read twice).
+const FIRST_MESSAGE: u64 = 8;
+/// Measured: a follow-up to the bound, idle session (read the conversation, look for a
+/// pending question, read the bound session, store and start the turn, read its
+/// attachments): 6, was 7.
+const FOLLOW_UP: u64 = 6;
+
+#[tokio::test]
+async fn a_message_reaches_its_agent_in_a_bounded_number_of_store_calls() {
+    let (_tmp, dir) = temp();
+    let mut agent = Agent::scripted();
+    let rt = runtime(
+        &dir,
+        config(&dir),
+        &agent,
+        ManualClock::new(tether_store::now_ms()),
+    )
+    .await;
+    // The runtime's start-up work (recovery, the delegation watch) is over once a first
+    // turn has run.
+    let warm = conversation(&rt).await;
+    within("send", rt.send_message(&warm, msg("warm up"), "test"))
+        .await
+        .unwrap();
+    agent.start().await.ok("ext-0");
+    agent.prompt().await.complete("warm");
+    turns_ended(&rt, &warm, 1).await;
+    let conv = conversation(&rt).await;
+
+    let before = rt.store_calls();
+    within("send", rt.send_message(&conv, msg("one"), "test"))
+        .await
+        .unwrap();
+    let start = agent.start().await;
+    start.ok("ext-1");
+    let p = agent.prompt().await;
+    let first = rt.store_calls() - before;
+    p.complete("done one");
+    turns_ended(&rt, &conv, 1).await;
+
+    let before = rt.store_calls();
+    within("send", rt.send_message(&conv, msg("two"), "test"))
+        .await
+        .unwrap();
+    let p = agent.prompt().await;
+    let follow_up = rt.store_calls() - before;
+    p.complete("done two");
+    turns_ended(&rt, &conv, 2).await;
+
+    eprintln!("store calls before the prompt: first message {first}, follow-up {follow_up}");
+    assert!(first <= FIRST_MESSAGE, "first message: {first} store calls");
+    assert!(follow_up <= FOLLOW_UP, "follow-up: {follow_up} store calls");
+}
