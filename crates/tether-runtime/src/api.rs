@@ -53,8 +53,12 @@ impl Runtime {
         let records = crate::ctx::end_leftover_agents(&config);
         crate::attachments::blobs::Blobs::of(&config).tighten();
         // SQLite: the whole store; PostgreSQL: only what this node owned and orphans.
-        let report =
-            crate::ownership::failover::recover_at_start(&store, &config.cluster.node_id).await?;
+        let report = crate::ownership::failover::recover_at_start(
+            &store,
+            &config.cluster.node_id,
+            seams.clock.as_ref(),
+        )
+        .await?;
         if !report.conversations.is_empty() || report.sessions_made_dormant > 0 {
             tracing::info!(
                 conversations = report.conversations.len(),

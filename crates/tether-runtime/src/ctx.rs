@@ -58,8 +58,11 @@ impl Ctx {
             &config,
             pool.ceiling(),
         );
-        let ownership =
-            crate::ownership::Ownership::new(store.clone(), config.cluster.node_id.clone());
+        let ownership = crate::ownership::Ownership::new(
+            store.clone(),
+            config.cluster.node_id.clone(),
+            seams.clock.clone(),
+        );
         Arc::new(Ctx {
             store,
             ownership,

@@ -108,3 +108,44 @@ fn every_file_the_architecture_document_names_exists() {
         "docs/architecture.md names files that do not exist: {missing:?}"
     );
 }
+
+/// `docs/decisions.md`: every entry is `- **D<n>** (<yyyy-mm-dd>, <status>) …`, numbered
+/// 1, 2, 3 … in order, with status `accepted` or `superseded by D<m>` naming an entry
+/// that exists.
+#[test]
+fn every_decision_is_numbered_dated_and_has_a_status() {
+    let root = tether_testkit::repo_root();
+    let doc = std::fs::read_to_string(root.join("docs/decisions.md")).unwrap();
+    let entries: Vec<&str> = doc.lines().filter(|l| l.starts_with("- ")).collect();
+    assert!(entries.len() > 100, "only {} decisions", entries.len());
+    for (i, line) in entries.iter().enumerate() {
+        let n = i + 1;
+        let head = format!("- **D{n}** (");
+        let rest = line
+            .strip_prefix(&head)
+            .unwrap_or_else(|| panic!("decision {n} does not start with {head:?}: {line}"));
+        let (meta, _) = rest
+            .split_once(") ")
+            .unwrap_or_else(|| panic!("decision {n} has no (date, status): {line}"));
+        let (date, status) = meta
+            .split_once(", ")
+            .unwrap_or_else(|| panic!("decision {n}: no date and status in {meta:?}"));
+        let d: Vec<&str> = date.split('-').collect();
+        assert!(
+            d.len() == 3 && d.iter().all(|p| p.chars().all(|c| c.is_ascii_digit())),
+            "decision {n}: {date:?} is not a date"
+        );
+        match status.strip_prefix("superseded by D") {
+            Some(m) => {
+                let m: usize = m
+                    .parse()
+                    .unwrap_or_else(|_| panic!("decision {n}: bad status {status:?}"));
+                assert!(
+                    m >= 1 && m <= entries.len() && m != n,
+                    "decision {n}: {status}"
+                );
+            }
+            None => assert_eq!(status, "accepted", "decision {n}: unknown status"),
+        }
+    }
+}

@@ -1,7 +1,8 @@
 //! The layout of `tether-runtime` shows its design (docs/architecture.md, code map):
 //! `session/` and `delegation/`, no file over 500 lines, no import circle between its
 //! files, commands to a session actor built only inside `session/` (one typed handle, one
-//! time-out policy), and a turn's end built only by `TurnEnding`.
+//! time-out policy), a turn's end built only by `TurnEnding`, time read only from the
+//! `Clock`, and every mutating call through `Runtime::call`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -321,4 +322,47 @@ fn nothing_compares_the_store_backends_name() {
         compared.is_empty(),
         "compare Store::topology() instead: {compared:?}"
     );
+}
+
+/// Wall-clock time in the runtime comes from its `Clock` (issue 27 item 2), so leases,
+/// placement, presence and deadlines run on the clock an in-process test sets: no
+/// `now_ms()` function call outside `seams.rs` (the system clock), only `.now_ms()` on
+/// a clock.
+#[test]
+fn the_runtime_reads_the_time_only_from_its_clock() {
+    let all = sources().unwrap();
+    for (f, text) in all.iter().filter(|(f, _)| f.as_str() != "seams.rs") {
+        let text = code(text);
+        let bare = text
+            .match_indices("now_ms()")
+            .filter(|(i, _)| !text[..*i].ends_with('.'))
+            .count();
+        assert_eq!(bare, 0, "{f} calls now_ms() instead of its Clock");
+        assert!(
+            !text.contains("tether_store::now_ms") && !text.contains("SystemTime::now"),
+            "{f} reads the system clock instead of its Clock"
+        );
+    }
+}
+
+/// Every mutating call goes through `Runtime::call` (issue 27 item 1): only the
+/// dispatcher and the placement run a call here, and only `call.rs` defines commands.
+#[test]
+fn every_command_runs_through_runtime_call() {
+    let all = sources().unwrap();
+    for (f, text) in &all {
+        let text = code(text);
+        if !matches!(f.as_str(), "dispatch.rs" | "cluster/routed.rs") {
+            assert!(
+                !text.contains(".run_here(") && !text.contains(".routed("),
+                "{f} runs a call around Runtime::call"
+            );
+        }
+        if f != "call.rs" {
+            assert!(
+                !text.contains("enum Command "),
+                "{f} defines commands outside call.rs"
+            );
+        }
+    }
 }

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tether_store::{CommandRow, CommandStatus, NewCommand, Wakeup, now_ms};
+use tether_store::{CommandRow, CommandStatus, NewCommand, Wakeup};
 
 use super::wire::{Envelope, WireReply};
 use super::{Cluster, NO_NOTIFY_ENV, POLL, Waiter};
@@ -53,7 +53,7 @@ impl Runtime {
                 from_node: cluster.node_id().to_owned(),
                 conversation_id: conversation_id.cloned(),
                 body,
-                created_at_ms: now_ms(),
+                created_at_ms: self.ctx().clock.now_ms(),
             })
             .await?;
         loop {
@@ -113,7 +113,7 @@ impl Runtime {
 
     /// Whether node `id`'s lease holds and it is not seen gone by its presence.
     async fn node_alive(&self, id: &str) -> Result<bool> {
-        let now = now_ms();
+        let now = self.ctx().clock.now_ms();
         let ownership = &self.ctx().ownership;
         Ok(self.ctx().store.nodes().await?.iter().any(|n| {
             n.id == id && n.alive(now) && !ownership.seen_gone(&n.id, Some(n.started_at_ms))
@@ -148,7 +148,7 @@ impl Runtime {
             Ok(json) => {
                 self.ctx()
                     .store
-                    .reply_command(&row.id, &json, now_ms())
+                    .reply_command(&row.id, &json, self.ctx().clock.now_ms())
                     .await
             }
             Err(e) => {
@@ -185,7 +185,10 @@ async fn worker(weak: Weak<Inner>) {
         }
         let store = &rt.ctx().store;
         let me = rt.cluster().node_id().to_owned();
-        let taken = match store.take_pending_commands(&me, now_ms(), TAKE_BATCH).await {
+        let taken = match store
+            .take_pending_commands(&me, rt.ctx().clock.now_ms(), TAKE_BATCH)
+            .await
+        {
             Ok(t) => {
                 if trouble.recover() > 0 {
                     tracing::info!("forwarded commands are taken again");
@@ -208,7 +211,7 @@ async fn worker(weak: Weak<Inner>) {
         for row in taken {
             tokio::spawn(rt.clone().run_taken(row));
         }
-        let now = now_ms();
+        let now = rt.ctx().clock.now_ms();
         if now - last_prune > 60_000 {
             last_prune = now;
             let before = now - super::place::ttl_ms(PRUNE_AFTER);

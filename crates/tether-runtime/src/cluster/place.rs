@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use tether_proto::ConversationId;
-use tether_store::{Claim, now_ms};
+use tether_store::Claim;
 
 use crate::Runtime;
 use crate::error::Result;
@@ -34,9 +34,9 @@ impl Runtime {
         let cluster = self.cluster();
         let me = cluster.node_id();
         let store = &self.ctx().store;
-        let failover_until = now_ms() + ttl_ms(cluster.config.lease_ttl);
+        let failover_until = self.ctx().clock.now_ms() + ttl_ms(cluster.config.lease_ttl);
         loop {
-            let now = now_ms();
+            let now = self.ctx().clock.now_ms();
             match store.conversation_owner(id).await? {
                 // Ours (even if our own lease lapsed: fencing refuses stale writes).
                 Some(o) if o.node_id == me => return Ok(Place::Here { claimed: false }),
@@ -89,7 +89,7 @@ impl Runtime {
         if usize::try_from(mine).unwrap_or(usize::MAX) < cap {
             return Ok(None);
         }
-        let now = now_ms();
+        let now = self.ctx().clock.now_ms();
         let least = store
             .nodes()
             .await?

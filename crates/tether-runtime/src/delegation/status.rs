@@ -11,7 +11,7 @@ use tether_proto::{
     EventPayload, QuestionStatus, SessionStatus, TaskId, TaskList, TaskOutcome, TaskSnapshot,
     TaskStatus, Turn, TurnId, TurnStatus,
 };
-use tether_store::{Batch, DelegationRow, Follower, Scope, now_ms};
+use tether_store::{Batch, DelegationRow, Follower, Scope};
 
 use crate::delegation::registry::MAX_WAITS_PER_CALLER;
 use crate::delegation::{Caller, err};
@@ -147,7 +147,7 @@ impl Runtime {
                 row.task_id
             )));
         };
-        let outcome = outcome_of(&turn, now_ms());
+        let outcome = outcome_of(&turn, self.ctx().clock.now_ms());
         let blocked_on = if outcome.status == TaskStatus::Running {
             self.blocked_on(&row.task_id, &turn.id).await?
         } else {

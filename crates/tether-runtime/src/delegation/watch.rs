@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use futures::Stream;
 use tether_proto::{ConversationId, EventPayload, TaskId, TurnId, TurnOrigin};
-use tether_store::{Batch, Scope, now_ms};
+use tether_store::{Batch, Scope};
 use tokio_stream::{StreamExt, StreamMap};
 
 use crate::api::Inner;
@@ -303,7 +303,7 @@ impl Runtime {
         if !turn.status.is_terminal() {
             return Ok(());
         }
-        let outcome = outcome_of(&turn, now_ms());
+        let outcome = outcome_of(&turn, self.ctx().clock.now_ms());
         let payload = if dt.turn_version == 1 && dt.origin == TurnOrigin::Parent {
             EventPayload::DelegationCompleted {
                 task_id: dt.task_id,

@@ -12,7 +12,9 @@
 use std::sync::Weak;
 use std::time::Duration;
 
-use tether_store::{OwnerRow, RecoveryReport, Store, now_ms};
+use tether_store::{OwnerRow, RecoveryReport, Store};
+
+use crate::seams::Clock;
 
 use crate::ctx::Ctx;
 
@@ -39,6 +41,7 @@ fn failover_notice(rc: &tether_store::RecoveredConversation) -> String {
 pub(crate) async fn recover_at_start(
     store: &Store,
     node_id: &str,
+    clock: &dyn Clock,
 ) -> tether_store::Result<RecoveryReport> {
     if store.topology() != tether_store::Topology::Cluster {
         return store.recover(notice).await;
@@ -47,13 +50,13 @@ pub(crate) async fn recover_at_start(
     let mut rows = store.owned_conversations(node_id).await?;
     rows.extend(
         store
-            .orphaned_conversations(now_ms())
+            .orphaned_conversations(clock.now_ms())
             .await?
             .into_iter()
             .filter(|r| r.node_id != node_id),
     );
     for row in rows {
-        if let Some(one) = take_over(store, node_id, &row).await? {
+        if let Some(one) = take_over(store, node_id, &row, clock).await? {
             merge(&mut report, one);
         }
     }
@@ -66,10 +69,11 @@ async fn take_over(
     store: &Store,
     node_id: &str,
     row: &OwnerRow,
+    clock: &dyn Clock,
 ) -> tether_store::Result<Option<RecoveryReport>> {
     let id = &row.conversation_id;
     let Some(epoch) = store
-        .take_over_conversation(id, node_id, row.epoch, now_ms())
+        .take_over_conversation(id, node_id, row.epoch, clock.now_ms())
         .await?
     else {
         return Ok(None);
@@ -159,12 +163,12 @@ async fn sweep(ctx: &Ctx, node_id: &str, retry: &mut Vec<OwnerRow>) -> tether_st
     }
     // Our own rows are never orphans to us: a node whose lease lapsed (paused) and came
     // back renews it; if a survivor took them over meanwhile, fencing stops our writes.
-    let mut orphans = store.orphaned_conversations(now_ms()).await?;
+    let mut orphans = store.orphaned_conversations(ctx.clock.now_ms()).await?;
     for gone in ctx.ownership.look_at_nodes().await? {
         orphans.extend(store.owned_conversations(&gone).await?);
     }
     for row in orphans.into_iter().filter(|r| r.node_id != node_id) {
-        if let Err(e) = take_over(store, node_id, &row).await {
+        if let Err(e) = take_over(store, node_id, &row, ctx.clock.as_ref()).await {
             tracing::debug!(conversation = %row.conversation_id, error = %e,
                 "recovery after a take-over failed; retrying");
             retry.push(row);

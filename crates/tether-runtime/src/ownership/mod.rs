@@ -19,7 +19,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use tether_proto::ConversationId;
-use tether_store::{Claim, Store, now_ms};
+use tether_store::{Claim, Store};
+
+use crate::seams::Clock;
 
 use crate::RuntimeError;
 
@@ -30,6 +32,8 @@ pub(crate) struct Ownership(Arc<State>);
 struct State {
     store: Store,
     node_id: String,
+    /// Claims, leases and presence verdicts compare with its time.
+    clock: Arc<dyn Clock>,
     /// PostgreSQL: a cluster of nodes may share the store. SQLite: this node alone.
     clustered: bool,
     /// Per conversation: the guards alive and the gate that orders claims and releases.
@@ -46,11 +50,12 @@ struct Users {
 }
 
 impl Ownership {
-    pub fn new(store: Store, node_id: String) -> Ownership {
+    pub fn new(store: Store, node_id: String, clock: Arc<dyn Clock>) -> Ownership {
         let clustered = store.topology() == tether_store::Topology::Cluster;
         Ownership(Arc::new(State {
             store,
             node_id,
+            clock,
             clustered,
             users: Mutex::new(HashMap::new()),
             absent: Mutex::new(HashMap::new()),
@@ -95,7 +100,7 @@ impl Ownership {
         match self
             .0
             .store
-            .claim_conversation(id, &self.0.node_id, now_ms())
+            .claim_conversation(id, &self.0.node_id, self.0.clock.now_ms())
             .await?
         {
             Claim::Claimed { epoch } | Claim::Held { epoch } => {

@@ -7,8 +7,6 @@
 //! commands stop going to it — without waiting for its lease. A paused or cut-off node
 //! keeps its lock, so for those the lease decides; fencing keeps either verdict safe.
 
-use tether_store::now_ms;
-
 use super::Ownership;
 
 /// Looks in a row that find a node's lock free before it counts as gone.
@@ -19,7 +17,7 @@ impl Ownership {
     /// count as gone now.
     pub(crate) async fn look_at_nodes(&self) -> tether_store::Result<Vec<String>> {
         let state = &self.0;
-        let now = now_ms();
+        let now = self.0.clock.now_ms();
         let mut seen = Vec::new();
         for node in state.store.nodes().await? {
             if node.id == state.node_id || !node.alive(now) {
