@@ -12,6 +12,7 @@ pub mod approval;
 pub mod binding;
 pub mod clock;
 pub mod command;
+pub mod placement;
 pub mod queue;
 pub mod recovery;
 pub mod state;

@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use tether_core::placement::{self, Verdict};
 use tether_proto::ConversationId;
 use tether_store::Claim;
 
@@ -37,25 +38,24 @@ impl Runtime {
         let failover_until = self.ctx().clock.now_ms() + ttl_ms(cluster.config.lease_ttl);
         loop {
             let now = self.ctx().clock.now_ms();
-            match store.conversation_owner(id).await? {
-                // Ours (even if our own lease lapsed: fencing refuses stale writes).
-                Some(o) if o.node_id == me => return Ok(Place::Here { claimed: false }),
-                Some(o)
-                    if o.alive(now)
-                        && !self
-                            .ctx()
-                            .ownership
-                            .seen_gone(&o.node_id, o.node_started_at_ms) =>
-                {
-                    return Ok(Place::There(o.node_id));
-                }
-                Some(o) if now < failover_until => {
-                    tracing::debug!(conversation = %id, owner = %o.node_id,
-                        "the owner is gone: waiting for failover");
+            let row = store.conversation_owner(id).await?;
+            let owner = row.as_ref().map(|o| placement::Owner {
+                node_id: &o.node_id,
+                lease_until_ms: o.lease_until_ms,
+                seen_gone: self
+                    .ctx()
+                    .ownership
+                    .seen_gone(&o.node_id, o.node_started_at_ms),
+            });
+            match placement::verdict(me, owner, now, failover_until) {
+                Verdict::Mine => return Ok(Place::Here { claimed: false }),
+                Verdict::There(node) => return Ok(Place::There(node.to_owned())),
+                Verdict::AwaitFailover => {
+                    tracing::debug!(conversation = %id, "the owner is gone: waiting for failover");
                     tokio::time::sleep(FAILOVER_LOOK).await;
                     continue;
                 }
-                Some(_) | None => {}
+                Verdict::Claim => {}
             }
             if !forwarded && let Some(node) = self.elsewhere_at_cap().await? {
                 return Ok(Place::There(node));
@@ -86,22 +86,21 @@ impl Runtime {
                 .map_or(0, |(_, c)| *c)
         };
         let mine = owned(cluster.node_id());
-        if usize::try_from(mine).unwrap_or(usize::MAX) < cap {
+        if !placement::at_cap(cap, mine) {
+            // No need to read the nodes.
             return Ok(None);
         }
         let now = self.ctx().clock.now_ms();
-        let least = store
-            .nodes()
-            .await?
-            .into_iter()
+        let nodes = store.nodes().await?;
+        let others = nodes
+            .iter()
             .filter(|n| {
                 n.alive(now)
                     && n.id != cluster.node_id()
                     && !self.ctx().ownership.seen_gone(&n.id, Some(n.started_at_ms))
             })
-            .map(|n| (owned(&n.id), n.id))
-            .min();
-        Ok(least.filter(|(count, _)| *count < mine).map(|(_, id)| id))
+            .map(|n| (n.id.as_str(), owned(&n.id)));
+        Ok(placement::elsewhere_at_cap(cap, mine, others).map(str::to_owned))
     }
 }
 
