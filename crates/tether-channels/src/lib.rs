@@ -26,6 +26,7 @@ mod body;
 mod core;
 mod error;
 mod inbound_files;
+mod json;
 mod lanes;
 mod leader;
 mod multipart;

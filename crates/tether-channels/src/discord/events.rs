@@ -21,9 +21,11 @@ use tokio::sync::mpsc;
 
 use super::Discord;
 use super::gateway::{self, Dispatch, Session};
+use super::wire::{Interaction, Message, User};
 use crate::channel::SendError;
 use crate::core::SharedCore;
 use crate::inbound::{self, InChat, InFile, InKind, Inbound, Sender};
+use crate::json::parse;
 
 const SESSION_KEY: &str = "gateway_session";
 /// How long a button press may wait for its approval to resolve before the answer
@@ -55,20 +57,20 @@ async fn worker(core: SharedCore, dc: Arc<Discord>, mut rx: mpsc::UnboundedRecei
     let (lanes_tx, lanes_rx) = mpsc::unbounded_channel();
     let handler = {
         let (core, dc) = (core.clone(), dc.clone());
-        move |raw: Value| {
+        move |m: Message| {
             let (core, dc) = (core.clone(), dc.clone());
-            async move { handle_message(&core, &dc, raw).await }
+            async move { handle_message(&core, &dc, m).await }
         }
     };
     tokio::spawn(crate::lanes::run_lanes(lanes_rx, handler));
-    let lane = |raw: &Value| raw["channel_id"].as_str().unwrap_or_default().to_string();
+    let lane = |m: &Message| m.channel_id.clone().unwrap_or_default();
     match core.store.unhandled_inbound("discord").await {
         Ok(pending) => {
             for p in pending {
-                match serde_json::from_str::<Value>(&p.payload) {
-                    Ok(raw) => {
+                match serde_json::from_str::<Message>(&p.payload) {
+                    Ok(m) => {
                         tracing::info!(channel = "discord", key = p.key, "replaying a message");
-                        let _ = lanes_tx.send((lane(&raw), raw));
+                        let _ = lanes_tx.send((lane(&m), m));
                     }
                     Err(_) => mark_handled(&core, &p.key).await,
                 }
@@ -80,7 +82,10 @@ async fn worker(core: SharedCore, dc: Arc<Discord>, mut rx: mpsc::UnboundedRecei
         match d.kind.as_str() {
             "READY" => store_session(&core, d.session.as_ref()).await,
             "MESSAGE_CREATE" => {
-                let Some(id) = d.data["id"].as_str() else {
+                let Some(m) = parse::<Message>(&d.data) else {
+                    continue;
+                };
+                let Some(id) = m.id.as_deref() else {
                     continue;
                 };
                 let key = format!("m:{id}");
@@ -90,7 +95,7 @@ async fn worker(core: SharedCore, dc: Arc<Discord>, mut rx: mpsc::UnboundedRecei
                     .await
                 {
                     Ok(true) => {
-                        let _ = lanes_tx.send((lane(&d.data), d.data));
+                        let _ = lanes_tx.send((lane(&m), m));
                     }
                     Ok(false) => {
                         tracing::info!(channel = "discord", key, "duplicate message ignored");
@@ -105,9 +110,12 @@ async fn worker(core: SharedCore, dc: Arc<Discord>, mut rx: mpsc::UnboundedRecei
             }
             "INTERACTION_CREATE" => {
                 let (core, dc) = (core.clone(), dc.clone());
+                let Some(ix) = parse::<Interaction>(&d.data) else {
+                    continue;
+                };
                 tokio::spawn(async move {
-                    if let Some(text) = interaction_answer(&core, &d.data).await {
-                        callback(&dc, &d.data, &text).await;
+                    if let Some(text) = interaction_answer(&core, &ix).await {
+                        callback(&dc, &ix, &text).await;
                     }
                 });
             }
@@ -136,9 +144,9 @@ async fn mark_handled(core: &SharedCore, key: &str) {
     }
 }
 
-async fn handle_message(core: &SharedCore, dc: &Discord, raw: Value) {
-    let key = format!("m:{}", raw["id"].as_str().unwrap_or_default());
-    match normalize(core, dc, &raw, &key).await {
+async fn handle_message(core: &SharedCore, dc: &Discord, m: Message) {
+    let key = format!("m:{}", m.id.as_deref().unwrap_or_default());
+    match normalize(core, dc, &m, &key).await {
         Ok(Some(msg)) => {
             if let Err(e) = inbound::handle(core, msg).await {
                 tracing::warn!(channel = "discord", key, "message failed: {e}");
@@ -151,11 +159,12 @@ async fn handle_message(core: &SharedCore, dc: &Discord, raw: Value) {
 }
 
 /// Who wrote: the display name if set, else the user name.
-fn sender_of(user: &Value) -> Option<Sender> {
-    let id = user["id"].as_str()?;
-    let name = user["global_name"]
-        .as_str()
-        .or(user["username"].as_str())
+fn sender_of(user: &User) -> Option<Sender> {
+    let id = user.id.as_deref()?;
+    let name = user
+        .global_name
+        .as_deref()
+        .or(user.username.as_deref())
         .unwrap_or(id);
     Some(Sender {
         id: id.to_string(),
@@ -163,17 +172,15 @@ fn sender_of(user: &Value) -> Option<Sender> {
     })
 }
 
-fn files_of(raw: &Value) -> Vec<InFile> {
-    raw["attachments"]
-        .as_array()
-        .into_iter()
-        .flatten()
+fn files_of(m: &Message) -> Vec<InFile> {
+    m.attachments
+        .iter()
         .filter_map(|a| {
             Some(InFile {
-                name: a["filename"].as_str()?.to_string(),
-                declared: a["content_type"].as_str().map(str::to_string),
-                size: a["size"].as_u64(),
-                source: a["url"].as_str()?.to_string(),
+                name: a.filename.clone()?,
+                declared: a.content_type.clone(),
+                size: a.size,
+                source: a.url.clone()?,
             })
         })
         .collect()
@@ -198,32 +205,28 @@ fn thread_name(text: &str) -> String {
 async fn normalize(
     core: &SharedCore,
     dc: &Discord,
-    raw: &Value,
+    raw: &Message,
     key: &str,
 ) -> Result<Option<Inbound>, String> {
-    let author = &raw["author"];
+    let author = &raw.author;
     let bot = dc.bot_id();
-    if author["bot"].as_bool() == Some(true) || author["id"].as_str() == bot.as_deref() {
+    if author.bot == Some(true) || author.id.as_deref() == bot.as_deref() {
         return Ok(None);
     }
     // Default messages and replies only (not joins, pins, thread notices).
-    if !matches!(raw["type"].as_u64(), None | Some(0) | Some(19)) {
+    if !matches!(raw.kind, None | Some(0) | Some(19)) {
         return Ok(None);
     }
     let (Some(sender), Some(channel), Some(message_id)) = (
         sender_of(author),
-        raw["channel_id"].as_str(),
-        raw["id"].as_str(),
+        raw.channel_id.as_deref(),
+        raw.id.as_deref(),
     ) else {
         return Ok(None);
     };
-    let mut text = raw["content"].as_str().unwrap_or_default().to_string();
+    let mut text = raw.content.clone().unwrap_or_default();
     let mentioned = bot.as_deref().is_some_and(|b| {
-        raw["mentions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|m| m["id"].as_str() == Some(b))
+        raw.mentions.iter().any(|m| m.id.as_deref() == Some(b))
             || text.contains(&format!("<@{b}>"))
             || text.contains(&format!("<@!{b}>"))
     });
@@ -254,7 +257,7 @@ async fn normalize(
         sender: sender.clone(),
         kind: kind.clone(),
     };
-    if raw["guild_id"].as_str().is_none() {
+    if raw.guild_id.is_none() {
         let title = format!("DM with {}", sender.name);
         return Ok(Some(msg(chat(channel, false, title))));
     }
@@ -296,10 +299,7 @@ async fn start_thread(
     for _ in 0..6 {
         match dc.rest.call(Method::POST, &path, Some(&body)).await {
             Ok(v) => {
-                return v["id"]
-                    .as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| "no thread id in the reply".to_string());
+                return v.id.ok_or_else(|| "no thread id in the reply".to_string());
             }
             Err(SendError::Permanent(e)) if e.contains(THREAD_EXISTS) => {
                 return Ok(message_id.to_string());
@@ -318,11 +318,11 @@ async fn start_thread(
 /// What to tell the person who pressed a button (`None`: not a button press, nothing to
 /// answer). The same for Gateway and HTTP interactions; a repeat (same interaction id)
 /// is not handled again.
-pub(crate) async fn interaction_answer(core: &SharedCore, ix: &Value) -> Option<String> {
-    if ix["type"].as_u64() != Some(3) {
+pub(crate) async fn interaction_answer(core: &SharedCore, ix: &Interaction) -> Option<String> {
+    if ix.kind != Some(3) {
         return None;
     }
-    let id = ix["id"].as_str()?;
+    let id = ix.id.as_deref()?;
     match core
         .store
         .remember_inbound("discord", &format!("i:{id}"))
@@ -332,16 +332,18 @@ pub(crate) async fn interaction_answer(core: &SharedCore, ix: &Value) -> Option<
         Ok(false) => return None,
         Err(e) => return Some(format!("⚠️ {e}")),
     }
-    let user = if ix["member"]["user"].is_object() {
-        &ix["member"]["user"]
-    } else {
-        &ix["user"]
-    };
-    let (Some(sender), Some(channel)) = (sender_of(user), ix["channel_id"].as_str()) else {
+    let user = ix
+        .member
+        .as_ref()
+        .and_then(|m| m.user.as_ref())
+        .or(ix.user.as_ref());
+    let (Some(sender), Some(channel)) = (user.and_then(sender_of), ix.channel_id.as_deref()) else {
         return Some("This button is not known.".to_string());
     };
-    let Some((approval_id, decision)) = ix["data"]["custom_id"]
-        .as_str()
+    let Some((approval_id, decision)) = ix
+        .data
+        .custom_id
+        .as_deref()
         .and_then(super::parse_custom_id)
     else {
         return Some("This button is not known.".to_string());
@@ -351,7 +353,7 @@ pub(crate) async fn interaction_answer(core: &SharedCore, ix: &Value) -> Option<
         chat: InChat {
             chat_id: channel.to_string(),
             thread_id: None,
-            is_group: ix["guild_id"].is_string(),
+            is_group: ix.guild_id.is_some(),
             title: String::new(),
         },
         sender,
@@ -375,8 +377,8 @@ pub(crate) fn ephemeral(text: &str) -> Value {
 }
 
 /// Answers a Gateway interaction through its callback.
-async fn callback(dc: &Discord, ix: &Value, text: &str) {
-    let (Some(id), Some(token)) = (ix["id"].as_str(), ix["token"].as_str()) else {
+async fn callback(dc: &Discord, ix: &Interaction, text: &str) {
+    let (Some(id), Some(token)) = (ix.id.as_deref(), ix.token.as_deref()) else {
         return;
     };
     let path = format!("/interactions/{id}/{token}/callback");
@@ -398,7 +400,8 @@ mod tests {
         assert_eq!(thread_name("\n  fix the build  \nmore"), "fix the build");
         assert_eq!(thread_name(""), "tether");
         assert_eq!(thread_name(&"x".repeat(200)).chars().count(), 90);
-        let s = sender_of(&json!({"id": "1", "username": "al", "global_name": "Alice"}));
+        let user = parse::<User>(&json!({"id": "1", "username": "al", "global_name": "Alice"}));
+        let s = user.as_ref().and_then(sender_of);
         assert_eq!(s.map(|s| s.name), Some("Alice".to_string()));
     }
 }

@@ -25,7 +25,9 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
+use super::wire::{Frame, Hello, Ready};
 use super::{Discord, INTENTS};
+use crate::json::parse;
 
 /// How long the connection, Hello, and each write may take.
 const STEP_TIMEOUT: Duration = Duration::from_secs(15);
@@ -75,8 +77,8 @@ pub(crate) async fn run(
         let url = match &session {
             Some(s) => s.resume_url.clone(),
             None => match dc.rest.call(Method::GET, "/gateway/bot", None).await {
-                Ok(v) => match v["url"].as_str() {
-                    Some(u) => u.to_string(),
+                Ok(v) => match v.url {
+                    Some(u) => u,
                     None => {
                         failures += 1;
                         tracing::warn!(channel = "discord", "GET /gateway/bot has no url");
@@ -201,11 +203,9 @@ async fn connect(
     let (mut sink, mut stream) = ws.split();
     let interval = match tokio::time::timeout(STEP_TIMEOUT, stream.next()).await {
         Ok(Some(Ok(Message::Text(t)))) => {
-            let hello: Value = serde_json::from_str(&t).unwrap_or_default();
-            match (
-                hello["op"].as_u64(),
-                hello["d"]["heartbeat_interval"].as_u64(),
-            ) {
+            let hello: Frame = serde_json::from_str(&t).unwrap_or_default();
+            let beat = parse::<Hello>(&hello.d).and_then(|h| h.heartbeat_interval);
+            match (hello.op, beat) {
                 (Some(10), Some(ms)) if ms > 0 => Duration::from_millis(ms),
                 _ => return End::Failed(format!("expected Hello, got {t}")),
             }
@@ -249,25 +249,25 @@ async fn connect(
                     Some(Err(e)) => return resume_or_fail(session, &e.to_string()),
                     None => return resume_or_fail(session, "the socket was dropped"),
                 };
-                let Ok(p) = serde_json::from_str::<Value>(&text) else {
+                let Ok(p) = serde_json::from_str::<Frame>(&text) else {
                     tracing::warn!(channel = "discord", "gateway frame is not JSON");
                     continue;
                 };
-                match p["op"].as_u64() {
+                match p.op {
                     Some(0) => {
-                        if let Some(s) = p["s"].as_i64() {
+                        if let Some(s) = p.s {
                             seq = Some(seq.map_or(s, |old| old.max(s)));
                         }
-                        let kind = p["t"].as_str().unwrap_or_default().to_string();
+                        let kind = p.t.unwrap_or_default();
                         if kind == "READY" {
-                            let d = &p["d"];
-                            if let Some(id) = d["user"]["id"].as_str() {
+                            let d = parse::<Ready>(&p.d).unwrap_or_default();
+                            if let Some(id) = d.user.id.as_deref() {
                                 dc.set_bot_id(id);
                             }
-                            *session = match (d["session_id"].as_str(), d["resume_gateway_url"].as_str()) {
-                                (Some(id), Some(url)) => Some(Session {
-                                    session_id: id.to_string(),
-                                    resume_url: url.to_string(),
+                            *session = match (d.session_id, d.resume_gateway_url) {
+                                (Some(session_id), Some(resume_url)) => Some(Session {
+                                    session_id,
+                                    resume_url,
                                     seq: seq.unwrap_or(0),
                                 }),
                                 _ => None,
@@ -281,7 +281,7 @@ async fn connect(
                         }
                         let _ = tx.send(Dispatch {
                             kind,
-                            data: p["d"].clone(),
+                            data: p.d,
                             session: session.clone(),
                         });
                     }
@@ -295,7 +295,7 @@ async fn connect(
                         return resume_or_fail(session, "op 7: reconnect asked");
                     }
                     Some(9) => {
-                        if p["d"].as_bool() == Some(true) && session.is_some() {
+                        if p.d.as_bool() == Some(true) && session.is_some() {
                             close_for_resume(&mut sink).await;
                             return End::Resume("op 9: invalid session, resumable".to_string());
                         }

@@ -15,10 +15,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use ed25519_dalek::{Signature, Verifier, VerifyingKey};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::Discord;
 use super::events::{ephemeral, interaction_answer};
+use super::wire::Interaction;
 use crate::config::DiscordConfig;
 use crate::core::SharedCore;
 
@@ -122,13 +123,13 @@ pub(crate) async fn hook(
     if key.verify(&signed, &sig).is_err() {
         return unauthorized("wrong signature");
     }
-    let Ok(ix) = serde_json::from_slice::<Value>(&body) else {
+    let Ok(ix) = serde_json::from_slice::<Interaction>(&body) else {
         return StatusCode::BAD_REQUEST.into_response();
     };
-    match ix["type"].as_u64() {
+    match ix.kind {
         Some(1) => Json(json!({"type": 1})).into_response(),
         Some(3) => {
-            if ix["id"].as_str().is_none() {
+            if ix.id.is_none() {
                 return StatusCode::BAD_REQUEST.into_response();
             }
             match interaction_answer(&s.core, &ix).await {

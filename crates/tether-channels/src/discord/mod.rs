@@ -9,6 +9,7 @@ mod events;
 mod gateway;
 pub(crate) mod interactions;
 mod rest;
+pub mod wire;
 
 use std::sync::{Arc, RwLock};
 
@@ -183,9 +184,7 @@ impl Channel for Discord {
         body["enforce_nonce"] = json!(true);
         let path = format!("/channels/{}/messages", channel_of(to));
         let sent = self.rest.call(Method::POST, &path, Some(&body)).await?;
-        sent["id"]
-            .as_str()
-            .map(str::to_string)
+        sent.id
             .ok_or_else(|| SendError::Permanent("send: no id in the reply".to_string()))
     }
 
@@ -224,9 +223,7 @@ impl Channel for Discord {
         );
         let path = format!("/channels/{}/messages", channel_of(to));
         let sent = self.rest.upload(&path, content_type, body).await?;
-        sent["id"]
-            .as_str()
-            .map(str::to_string)
+        sent.id
             .ok_or_else(|| SendError::Permanent("send: no id in the reply".to_string()))
     }
 
@@ -252,8 +249,8 @@ pub async fn check_credentials(cfg: &DiscordConfig) -> Result<String, String> {
         .map_err(|e| crate::net::check_failed(e, "check `bot_token`"))?;
     Ok(format!(
         "{} (id {})",
-        me["username"].as_str().unwrap_or("?"),
-        me["id"].as_str().unwrap_or("?")
+        me.username.as_deref().unwrap_or("?"),
+        me.id.as_deref().unwrap_or("?")
     ))
 }
 

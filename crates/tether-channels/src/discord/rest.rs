@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
+use super::wire::Reply;
+
 use crate::channel::SendError;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -137,7 +139,7 @@ impl Rest {
         method: Method,
         path: &str,
         body: Option<&Value>,
-    ) -> Result<Value, SendError> {
+    ) -> Result<Reply, SendError> {
         self.request(method, path, |req| match body {
             Some(b) => req.json(b),
             None => req,
@@ -151,7 +153,7 @@ impl Rest {
         path: &str,
         content_type: String,
         body: Vec<u8>,
-    ) -> Result<Value, SendError> {
+    ) -> Result<Reply, SendError> {
         self.request(Method::POST, path, move |req| {
             req.header("content-type", content_type.clone())
                 .body(body.clone())
@@ -164,7 +166,7 @@ impl Rest {
         method: Method,
         path: &str,
         build: impl Fn(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
-    ) -> Result<Value, SendError> {
+    ) -> Result<Reply, SendError> {
         let route = route_key(&method, path);
         let wait = self.limits().wait(&route, Instant::now());
         if wait > MAX_INLINE_WAIT {
@@ -205,22 +207,17 @@ impl Rest {
             after: None,
             reason: format!("{route}: {e}"),
         })?;
-        let reply: Value = if text.trim().is_empty() {
-            Value::Null
+        let reply: Reply = if text.trim().is_empty() {
+            Reply::default()
         } else {
-            serde_json::from_str(&text).unwrap_or(Value::Null)
+            serde_json::from_str(&text).unwrap_or_default()
         };
         if status.is_success() {
             return Ok(reply);
         }
         if status == StatusCode::TOO_MANY_REQUESTS {
-            let after = secs(
-                reply["retry_after"]
-                    .as_f64()
-                    .or(header_retry)
-                    .unwrap_or(1.0),
-            );
-            let global = global_header || reply["global"].as_bool() == Some(true);
+            let after = secs(reply.retry_after.or(header_retry).unwrap_or(1.0));
+            let global = global_header || reply.global == Some(true);
             let until = Instant::now() + after;
             let mut l = self.limits();
             if global {
@@ -252,8 +249,8 @@ impl Rest {
         let reason = format!(
             "{route}: HTTP {} {} ({})",
             status.as_u16(),
-            reply["message"].as_str().unwrap_or_default(),
-            reply["code"]
+            reply.message.as_deref().unwrap_or_default(),
+            reply.code
         );
         if status.is_server_error() {
             Err(SendError::Retry {

@@ -10,6 +10,7 @@ use reqwest::Method;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::wire::Data;
 use crate::channel::SendError;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -24,8 +25,8 @@ struct Reply {
     code: i64,
     #[serde(default)]
     msg: String,
-    #[serde(default)]
-    data: Value,
+    #[serde(default, deserialize_with = "crate::json::lenient")]
+    data: Data,
     #[serde(default)]
     tenant_access_token: Option<String>,
     #[serde(default)]
@@ -99,7 +100,7 @@ impl Client {
     }
 
     /// Calls an Open API path with the tenant token; returns `data`.
-    pub async fn call(&self, method: Method, path: &str, body: &Value) -> Result<Value, SendError> {
+    pub async fn call(&self, method: Method, path: &str, body: &Value) -> Result<Data, SendError> {
         let token = self.token().await?;
         let resp = self
             .http
@@ -114,7 +115,7 @@ impl Client {
         let reply: Reply = serde_json::from_str(&text).unwrap_or(Reply {
             code: -1,
             msg: format!("unreadable reply (HTTP {status})"),
-            data: Value::Null,
+            data: Data::default(),
             tenant_access_token: None,
             expire: None,
         });
@@ -140,7 +141,7 @@ impl Client {
         path: &str,
         fields: &[(&str, String)],
         file: (&str, &str, &[u8]),
-    ) -> Result<Value, SendError> {
+    ) -> Result<Data, SendError> {
         let token = self.token().await?;
         let (content_type, body) = crate::multipart::form(fields, file.0, file.1, file.2);
         let resp = self

@@ -10,8 +10,10 @@ use serde_json::{Value, json};
 use tether_proto::Decision;
 use tokio::sync::mpsc;
 
+use super::wire::{ButtonValue, CardEvent, Content, Envelope, MessageEvent};
 use crate::core::SharedCore;
 use crate::inbound::{self, InChat, InKind, Inbound, Sender};
+use crate::json::parse;
 
 /// How long a button press may wait for its approval to resolve before the toast.
 const ACTION_WAIT: Duration = Duration::from_millis(2500);
@@ -52,7 +54,13 @@ pub(crate) async fn dispatch(
     event: &Value,
     fallback_key: Option<&str>,
 ) -> Answer {
-    let Some(event_id) = event["header"]["event_id"].as_str().or(fallback_key) else {
+    let envelope = parse::<Envelope>(event).unwrap_or_default();
+    let Some(event_id) = envelope
+        .header
+        .event_id
+        .clone()
+        .or_else(|| fallback_key.map(str::to_owned))
+    else {
         // Schema 1.0 events are not used by tether: acknowledge and ignore.
         return Answer::Ack;
     };
@@ -61,7 +69,7 @@ pub(crate) async fn dispatch(
     // a crash caught in between is replayed at the next start (see [`replay`]).
     match core
         .store
-        .accept_inbound("feishu", event_id, &event.to_string())
+        .accept_inbound("feishu", &event_id, &event.to_string())
         .await
     {
         Ok(true) => {}
@@ -74,7 +82,7 @@ pub(crate) async fn dispatch(
             return Answer::Retry;
         }
     }
-    route(core, tx, event, event_id).await
+    route(core, tx, envelope, &event_id).await
 }
 
 /// Hands a recorded event to its handler: a message to its chat's lane, a button press
@@ -82,18 +90,18 @@ pub(crate) async fn dispatch(
 async fn route(
     core: &SharedCore,
     tx: &mpsc::UnboundedSender<Inbound>,
-    event: &Value,
+    event: Envelope,
     event_id: &str,
 ) -> Answer {
-    match event["header"]["event_type"].as_str().unwrap_or_default() {
-        "im.message.receive_v1" => match message(event_id, &event["event"]) {
+    match event.header.event_type.as_deref().unwrap_or_default() {
+        "im.message.receive_v1" => match parse(&event.event).and_then(|m| message(event_id, &m)) {
             Some(msg) => {
                 let _ = tx.send(msg);
             }
             None => handled(core, event_id).await,
         },
         "card.action.trigger" => {
-            let Some(msg) = action(event_id, &event["event"]) else {
+            let Some(msg) = parse(&event.event).and_then(|c| action(event_id, &c)) else {
                 handled(core, event_id).await;
                 return Answer::toast("warning", "This button is not known.");
             };
@@ -138,10 +146,10 @@ pub(crate) async fn replay(core: SharedCore, tx: mpsc::UnboundedSender<Inbound>)
         }
     };
     for p in pending {
-        match serde_json::from_str::<Value>(&p.payload) {
+        match serde_json::from_str::<Envelope>(&p.payload) {
             Ok(event) => {
                 tracing::info!(channel = "feishu", event_id = p.key, "replaying an event");
-                route(&core, &tx, &event, &p.key).await;
+                route(&core, &tx, event, &p.key).await;
             }
             Err(_) => handled(&core, &p.key).await,
         }
@@ -150,28 +158,28 @@ pub(crate) async fn replay(core: SharedCore, tx: mpsc::UnboundedSender<Inbound>)
 
 /// `im.message.receive_v1` → a text message (mentions removed), or files (image, file,
 /// a post with images; see `media`). Other kinds and messages from bots are ignored.
-fn message(event_id: &str, ev: &Value) -> Option<Inbound> {
-    if ev["sender"]["sender_type"].as_str().unwrap_or("user") != "user" {
+fn message(event_id: &str, ev: &MessageEvent) -> Option<Inbound> {
+    if ev.sender.sender_type.as_deref().unwrap_or("user") != "user" {
         return None;
     }
-    let open_id = ev["sender"]["sender_id"]["open_id"].as_str()?;
-    let m = &ev["message"];
-    let content: Value = serde_json::from_str(m["content"].as_str()?).ok()?;
-    let kind = match m["message_type"].as_str()? {
+    let open_id = ev.sender.sender_id.open_id.as_deref()?;
+    let m = &ev.message;
+    let content: Value = serde_json::from_str(m.content.as_deref()?).ok()?;
+    let kind = match m.message_type.as_deref()? {
         "text" => {
-            let mut text = content["text"].as_str()?.to_string();
-            for mention in m["mentions"].as_array().into_iter().flatten() {
-                if let Some(key) = mention["key"].as_str().filter(|k| !k.is_empty()) {
+            let mut text = parse::<Content>(&content)?.text?;
+            for mention in &m.mentions {
+                if let Some(key) = mention.key.as_deref().filter(|k| !k.is_empty()) {
                     text = text.replace(key, "");
                 }
             }
             // Only the mentions go: the rest keeps its lines and spacing (code, lists).
             InKind::Text(text.trim().to_string())
         }
-        other => super::media::kind(other, m["message_id"].as_str()?, &content)?,
+        other => super::media::kind(other, m.message_id.as_deref()?, &content)?,
     };
-    let chat_id = m["chat_id"].as_str()?;
-    let is_group = m["chat_type"] != "p2p";
+    let chat_id = m.chat_id.as_deref()?;
+    let is_group = m.chat_type.as_deref() != Some("p2p");
     Some(Inbound {
         key: event_id.to_string(),
         chat: InChat {
@@ -193,22 +201,22 @@ fn message(event_id: &str, ev: &Value) -> Option<Inbound> {
 }
 
 /// `card.action.trigger` → a decision on the approval the button names.
-fn action(event_id: &str, ev: &Value) -> Option<Inbound> {
-    let open_id = ev["operator"]["open_id"].as_str()?;
-    let value = &ev["action"]["value"];
+fn action(event_id: &str, ev: &CardEvent) -> Option<Inbound> {
+    let open_id = ev.operator.open_id.as_deref()?;
+    let value = &ev.action.value;
     // Some clients deliver the value as a JSON string.
-    let value = match value.as_str() {
+    let value: ButtonValue = match value.as_str() {
         Some(s) => serde_json::from_str(s).ok()?,
-        None => value.clone(),
+        None => parse(value)?,
     };
-    let approval_id = tether_proto::ApprovalId::from(value["approval_id"].as_str()?);
-    let decision = match value["decision"].as_str()? {
+    let approval_id = tether_proto::ApprovalId::from(value.approval_id.as_deref()?);
+    let decision = match value.decision.as_deref()? {
         "allow" => Decision::Allow,
         "allow_always" => Decision::AllowAlways,
         "deny" => Decision::Deny,
         _ => return None,
     };
-    let chat_id = ev["context"]["open_chat_id"].as_str()?;
+    let chat_id = ev.context.open_chat_id.as_deref()?;
     Some(Inbound {
         key: event_id.to_string(),
         chat: InChat {
@@ -265,12 +273,14 @@ mod tests {
                         "content": "{\"text\":\"@_user_1  /status  \"}",
                         "mentions": [{"key": "@_user_1", "name": "tether"}]}
         });
-        let m = message("e1", &ev).unwrap_or_else(|| panic!("a message"));
+        let m = parse(&ev)
+            .and_then(|ev| message("e1", &ev))
+            .unwrap_or_else(|| panic!("a message"));
         assert_eq!(m.kind, InKind::Text("/status".into()));
         assert!(m.chat.is_group);
         assert_eq!(m.sender.id, "ou_1");
         let bot = json!({"sender": {"sender_type": "app"}, "message": {}});
-        assert!(message("e2", &bot).is_none());
+        assert!(parse(&bot).and_then(|ev| message("e2", &ev)).is_none());
     }
 
     #[test]
@@ -280,7 +290,9 @@ mod tests {
             "action": {"value": {"approval_id": "a1", "decision": "allow_always"}, "tag": "button"},
             "context": {"open_message_id": "om_1", "open_chat_id": "oc_9"}
         });
-        let m = action("e1", &ev).unwrap_or_else(|| panic!("an action"));
+        let m = parse(&ev)
+            .and_then(|ev| action("e1", &ev))
+            .unwrap_or_else(|| panic!("an action"));
         assert_eq!(
             m.kind,
             InKind::Decide {
@@ -289,6 +301,6 @@ mod tests {
             }
         );
         let bad = json!({"operator": {"open_id": "ou_1"}, "action": {"value": {"approval_id": "a1", "decision": "maybe"}}, "context": {"open_chat_id": "oc"}});
-        assert!(action("e2", &bad).is_none());
+        assert!(parse(&bad).and_then(|ev| action("e2", &ev)).is_none());
     }
 }

@@ -12,6 +12,8 @@ use base64::Engine;
 use prost::Message;
 use serde_json::{Value, json};
 
+use super::wire::Settings;
+
 pub(crate) const METHOD_CONTROL: i32 = 0;
 pub(crate) const METHOD_DATA: i32 = 1;
 
@@ -123,15 +125,15 @@ impl Default for ClientConfig {
 impl ClientConfig {
     /// Updated from a `ClientConfig` object; absent or nonsensical values keep theirs.
     /// Pings stay between 1 s and 10 minutes apart, whatever is said.
-    pub(crate) fn update(&mut self, v: &Value) {
-        let secs = |k: &str| v[k].as_u64().filter(|s| *s > 0).map(Duration::from_secs);
-        if let Some(p) = secs("PingInterval") {
+    pub(crate) fn update(&mut self, v: &Settings) {
+        let secs = |s: Option<u64>| s.filter(|s| *s > 0).map(Duration::from_secs);
+        if let Some(p) = secs(v.ping_interval) {
             self.ping_interval = p.clamp(Duration::from_secs(1), Duration::from_secs(600));
         }
-        if let Some(r) = secs("ReconnectInterval") {
+        if let Some(r) = secs(v.reconnect_interval) {
             self.reconnect_interval = r.min(Duration::from_secs(600));
         }
-        if let Some(n) = v["ReconnectNonce"].as_u64() {
+        if let Some(n) = v.reconnect_nonce {
             self.reconnect_nonce = Duration::from_secs(n.min(600));
         }
     }

@@ -21,10 +21,12 @@ use tokio_tungstenite::tungstenite::Message;
 
 use super::events::{self, Answer};
 use super::frame::{ClientConfig, Frame, METHOD_CONTROL, METHOD_DATA, Reassembly};
+use super::wire::{EndpointReply, Envelope, LegacyCard, Settings};
 use super::{crypto, webhook};
 use crate::config::FeishuConfig;
 use crate::core::SharedCore;
 use crate::inbound::Inbound;
+use crate::json::parse;
 
 const ENDPOINT_PATH: &str = "/callback/ws/endpoint";
 const ENDPOINT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -60,7 +62,7 @@ struct Session {
 pub async fn endpoint(
     http: &reqwest::Client,
     cfg: &FeishuConfig,
-) -> Result<(String, Value), ConnectError> {
+) -> Result<(String, Settings), ConnectError> {
     let url = format!("{}{ENDPOINT_PATH}", cfg.base_url.trim_end_matches('/'));
     let resp = http
         .post(url)
@@ -71,23 +73,24 @@ pub async fn endpoint(
         .await
         .map_err(|e| ConnectError::Transport(e.to_string()))?;
     let status = resp.status();
-    let body: Value = resp
+    let body: EndpointReply = resp
         .json()
         .await
         .map_err(|e| ConnectError::BadAnswer(format!("HTTP {status}: {e}")))?;
-    let code = body["code"].as_i64().unwrap_or(-1);
+    let code = body.code.unwrap_or(-1);
     if code != 0 {
         return Err(ConnectError::Refused {
             code,
-            msg: body["msg"].as_str().unwrap_or_default().to_string(),
+            msg: body.msg.unwrap_or_default(),
             busy: code == CODE_SYSTEM_BUSY || code == CODE_INTERNAL_ERROR,
         });
     }
-    let url = body["data"]["URL"]
-        .as_str()
+    let url = body
+        .data
+        .url
         .filter(|u| u.starts_with("ws://") || u.starts_with("wss://"))
         .ok_or_else(|| ConnectError::BadAnswer("no ws(s):// URL".into()))?;
-    Ok((url.to_string(), body["data"]["ClientConfig"].clone()))
+    Ok((url, body.data.client_config))
 }
 
 /// The `service_id` query parameter of the socket URL (pings carry it).
@@ -239,7 +242,7 @@ async fn serve(
                     METHOD_CONTROL => {
                         if frame.header("type") == Some("pong")
                             && let Some(p) = frame.payload.as_deref()
-                            && let Ok(v) = serde_json::from_slice::<Value>(p)
+                            && let Ok(v) = serde_json::from_slice::<Settings>(p)
                         {
                             let before = now.ping_interval;
                             now.update(&v);
@@ -292,7 +295,7 @@ async fn handle(
         }
     };
     if let Some(token) = cfg.verification_token.as_deref()
-        && !webhook::token_matches(&event, token)
+        && !webhook::token_matches(&parse(&event).unwrap_or_default(), token)
     {
         tracing::warn!(
             channel = "feishu",
@@ -316,26 +319,27 @@ async fn handle(
 /// The event JSON, decrypted when it came encrypted (an encrypt key must be set then).
 fn open(cfg: &FeishuConfig, payload: &[u8]) -> Result<Value, String> {
     let outer: Value = serde_json::from_slice(payload).map_err(|_| "not JSON".to_string())?;
-    let Some(encrypted) = outer["encrypt"].as_str() else {
+    let Some(encrypted) = parse::<Envelope>(&outer).and_then(|e| e.encrypt) else {
         return Ok(outer);
     };
     let key = cfg
         .encrypt_key
         .as_deref()
         .ok_or("encrypted, but no encrypt key is configured")?;
-    let plain = crypto::decrypt(key, encrypted).map_err(|e| format!("cannot decrypt: {e}"))?;
+    let plain = crypto::decrypt(key, &encrypted).map_err(|e| format!("cannot decrypt: {e}"))?;
     serde_json::from_str(&plain).map_err(|_| "decrypted payload is not JSON".to_string())
 }
 
 /// A legacy card callback (`open_id`, `open_chat_id`, `action` at the top) in the shape
 /// of a `card.action.trigger` event.
 fn legacy_card(v: &Value) -> Value {
+    let v: LegacyCard = parse(v).unwrap_or_default();
     serde_json::json!({
-        "header": {"event_type": "card.action.trigger", "token": v["token"]},
+        "header": {"event_type": "card.action.trigger", "token": v.token},
         "event": {
-            "operator": {"open_id": v["open_id"]},
-            "action": v["action"],
-            "context": {"open_chat_id": v["open_chat_id"], "open_message_id": v["open_message_id"]},
+            "operator": {"open_id": v.open_id},
+            "action": v.action,
+            "context": {"open_chat_id": v.open_chat_id, "open_message_id": v.open_message_id},
         },
     })
 }

@@ -5,7 +5,9 @@
 
 use serde_json::Value;
 
+use super::wire::{Content, Post};
 use crate::inbound::{InFile, InKind};
+use crate::json::parse;
 
 /// What a non-text message says, or `None` for kinds tether does not take.
 pub(crate) fn kind(message_type: &str, message_id: &str, content: &Value) -> Option<InKind> {
@@ -17,17 +19,18 @@ pub(crate) fn kind(message_type: &str, message_id: &str, content: &Value) -> Opt
     };
     match message_type {
         "image" => {
-            let key = content["image_key"].as_str()?;
+            let key = parse::<Content>(content)?.image_key?;
+            let key = key.as_str();
             Some(InKind::Files {
                 caption: String::new(),
                 files: vec![resource(key, "image", format!("image-{key}"))],
             })
         }
         "file" => {
-            let key = content["file_key"].as_str()?;
-            let name = content["file_name"]
-                .as_str()
-                .map_or_else(|| format!("file-{key}"), str::to_owned);
+            let c = parse::<Content>(content)?;
+            let key = c.file_key?;
+            let key = key.as_str();
+            let name = c.file_name.unwrap_or_else(|| format!("file-{key}"));
             Some(InKind::Files {
                 caption: String::new(),
                 files: vec![resource(key, "file", name)],
@@ -63,21 +66,22 @@ fn post(content: &Value) -> (String, Vec<String>) {
             .and_then(|m| m.values().find(|v| v.get("content").is_some()))
             .unwrap_or(content)
     };
+    let body: Post = parse(body).unwrap_or_default();
     let mut lines = Vec::new();
-    if let Some(t) = body["title"].as_str().filter(|t| !t.trim().is_empty()) {
+    if let Some(t) = body.title.as_deref().filter(|t| !t.trim().is_empty()) {
         lines.push(t.trim().to_owned());
     }
     let mut images = Vec::new();
-    for paragraph in body["content"].as_array().into_iter().flatten() {
+    for paragraph in &body.content {
         let mut line = String::new();
-        for el in paragraph.as_array().into_iter().flatten() {
-            match el["tag"].as_str() {
+        for el in paragraph {
+            match el.tag.as_deref() {
                 Some("text") | Some("a") | Some("code_block") | Some("md") => {
-                    line.push_str(el["text"].as_str().unwrap_or_default());
+                    line.push_str(el.text.as_deref().unwrap_or_default());
                 }
                 Some("img") => {
-                    if let Some(k) = el["image_key"].as_str() {
-                        images.push(k.to_owned());
+                    if let Some(k) = &el.image_key {
+                        images.push(k.clone());
                     }
                 }
                 _ => {}

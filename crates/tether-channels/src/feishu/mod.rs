@@ -14,6 +14,7 @@ mod frame;
 pub mod longconn;
 mod media;
 pub(crate) mod webhook;
+pub mod wire;
 
 use std::sync::Arc;
 
@@ -155,9 +156,7 @@ impl Channel for Feishu {
                 &body,
             )
             .await?;
-        data["message_id"]
-            .as_str()
-            .map(str::to_string)
+        data.message_id
             .ok_or_else(|| SendError::Permanent("send: no message_id in the reply".to_string()))
     }
 
@@ -208,7 +207,7 @@ impl Channel for Feishu {
                     ("image", &file.name, &bytes),
                 )
                 .await?;
-            ("image", json!({"image_key": data["image_key"]}))
+            ("image", json!({"image_key": data.image_key}))
         } else {
             let data = self
                 .client
@@ -221,7 +220,7 @@ impl Channel for Feishu {
                     ("file", &file.name, &bytes),
                 )
                 .await?;
-            ("file", json!({"file_key": data["file_key"]}))
+            ("file", json!({"file_key": data.file_key}))
         };
         let body = json!({
             "receive_id": to.chat_id,
@@ -237,9 +236,7 @@ impl Channel for Feishu {
                 &body,
             )
             .await?;
-        data["message_id"]
-            .as_str()
-            .map(str::to_string)
+        data.message_id
             .ok_or_else(|| SendError::Permanent("send: no message_id in the reply".to_string()))
     }
 

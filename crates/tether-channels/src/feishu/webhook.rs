@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 
 use super::crypto;
 use super::events::{self, Answer};
+use super::wire::Envelope;
 use crate::config::FeishuConfig;
 use crate::constant_time_eq;
 use crate::core::SharedCore;
@@ -58,8 +59,8 @@ fn open(cfg: &FeishuConfig, headers: &HeaderMap, body: &[u8]) -> Result<(Value, 
     let Some(key) = cfg.encrypt_key.as_deref() else {
         return Ok((outer, false));
     };
-    let encrypted = outer["encrypt"]
-        .as_str()
+    let encrypted = crate::json::parse::<Envelope>(&outer)
+        .and_then(|e| e.encrypt)
         .ok_or("not encrypted although an encrypt key is configured")?;
     let signed = match (
         header(headers, "x-lark-request-timestamp"),
@@ -76,7 +77,7 @@ fn open(cfg: &FeishuConfig, headers: &HeaderMap, body: &[u8]) -> Result<(Value, 
         }
         _ => false,
     };
-    let plain = crypto::decrypt(key, encrypted).map_err(|e| format!("cannot decrypt: {e}"))?;
+    let plain = crypto::decrypt(key, &encrypted).map_err(|e| format!("cannot decrypt: {e}"))?;
     let inner = serde_json::from_str(&plain).map_err(|_| "decrypted body is not JSON")?;
     Ok((inner, signed))
 }
@@ -136,11 +137,12 @@ pub(crate) async fn hook(
         Ok(v) => v,
         Err(why) => return unauthorized(&why),
     };
-    if !token_matches(&event, &s.token) {
+    let envelope = crate::json::parse::<Envelope>(&event).unwrap_or_default();
+    if !token_matches(&envelope, &s.token) {
         return unauthorized("wrong verification token");
     }
-    if event["type"] == "url_verification" {
-        return Json(json!({ "challenge": event["challenge"] })).into_response();
+    if envelope.kind.as_deref() == Some("url_verification") {
+        return Json(json!({ "challenge": envelope.challenge })).into_response();
     }
     // With an encrypt key, every event (not the URL check) must be signed.
     if s.cfg.encrypt_key.is_some() && !signed {
@@ -155,10 +157,12 @@ pub(crate) async fn hook(
 
 /// The event's verification token (schema 2.0 in the header, 1.0 and the URL check at
 /// the top) is `expected`, compared in constant time.
-pub(crate) fn token_matches(event: &Value, expected: &str) -> bool {
-    let token = event["header"]["token"]
-        .as_str()
-        .or_else(|| event["token"].as_str())
+pub(crate) fn token_matches(event: &Envelope, expected: &str) -> bool {
+    let token = event
+        .header
+        .token
+        .as_deref()
+        .or(event.token.as_deref())
         .unwrap_or_default();
     constant_time_eq(token.as_bytes(), expected.as_bytes())
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::wire::Reply;
 use crate::channel::SendError;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -58,8 +59,8 @@ impl Client {
         })
     }
 
-    /// Calls a Web API method with the bot token; returns the whole reply.
-    pub async fn call(&self, method: &str, body: &Value) -> Result<Value, SendError> {
+    /// Calls a Web API method with the bot token; returns the fields tether reads.
+    pub async fn call(&self, method: &str, body: &Value) -> Result<Reply, SendError> {
         self.call_with(&self.bot_token, method, body).await
     }
 
@@ -75,7 +76,7 @@ impl Client {
         &self.bot_token
     }
 
-    async fn call_with(&self, token: &str, method: &str, body: &Value) -> Result<Value, SendError> {
+    async fn call_with(&self, token: &str, method: &str, body: &Value) -> Result<Reply, SendError> {
         let req = self
             .http
             .post(format!("{}/{method}", self.base))
@@ -89,7 +90,7 @@ impl Client {
         &self,
         method: &str,
         fields: &[(&str, &str)],
-    ) -> Result<Value, SendError> {
+    ) -> Result<Reply, SendError> {
         let body = serde_urlencoded::to_string(fields)
             .map_err(|e| SendError::Permanent(format!("{method}: {e}")))?;
         let req = self
@@ -101,7 +102,7 @@ impl Client {
         self.finish(method, req).await
     }
 
-    async fn finish(&self, method: &str, req: reqwest::RequestBuilder) -> Result<Value, SendError> {
+    async fn finish(&self, method: &str, req: reqwest::RequestBuilder) -> Result<Reply, SendError> {
         let resp = req
             .send()
             .await
@@ -117,11 +118,11 @@ impl Client {
             after: None,
             reason: format!("{method}: {e}"),
         })?;
-        let reply: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-        if status == 200 && reply["ok"] == true {
+        let reply: Reply = serde_json::from_str(&text).unwrap_or_default();
+        if status == 200 && reply.ok == Some(true) {
             return Ok(reply);
         }
-        let error = reply["error"].as_str().unwrap_or("unreadable reply");
+        let error = reply.error.as_deref().unwrap_or("unreadable reply");
         Err(classify(method, status, error, after))
     }
 
@@ -131,9 +132,9 @@ impl Client {
             .call("auth.test", &Value::Object(Default::default()))
             .await?;
         Ok(Identity {
-            team: r["team"].as_str().unwrap_or_default().to_string(),
-            user_id: r["user_id"].as_str().unwrap_or_default().to_string(),
-            bot_id: r["bot_id"].as_str().map(str::to_string),
+            team: r.team.unwrap_or_default(),
+            user_id: r.user_id.unwrap_or_default(),
+            bot_id: r.bot_id,
         })
     }
 
@@ -146,9 +147,7 @@ impl Client {
                 &Value::Object(Default::default()),
             )
             .await?;
-        r["url"]
-            .as_str()
-            .map(str::to_string)
+        r.url
             .ok_or_else(|| SendError::Permanent("apps.connections.open: no url".to_string()))
     }
 }

@@ -9,10 +9,10 @@
 //! - `block_actions` from an approval button: a decision on the approval it names.
 //! - the `/tether` slash command: `/tether new codex fix it` is `/new codex fix it`.
 
-use serde_json::Value;
 use tether_proto::ApprovalId;
 
 use super::blocks::{ACTION_PREFIX, decision_from};
+use super::wire::{BlockActions, ButtonValue, CommandFields, EventBody};
 use crate::inbound::{InChat, InKind, Inbound, Sender};
 
 /// A message event, normalized.
@@ -100,37 +100,36 @@ pub fn bang_command(text: String) -> String {
 
 /// An `event_callback` body → a message worth handling, if it is one. `bot_user`: the
 /// app's own user id (mentions of it are removed from the text).
-pub fn message(body: &Value, bot_user: Option<&str>) -> Option<Message> {
-    if body["type"] != "event_callback" {
+pub fn message(body: &EventBody, bot_user: Option<&str>) -> Option<Message> {
+    if body.kind.as_deref() != Some("event_callback") {
         return None;
     }
-    let event_id = body["event_id"].as_str()?;
-    let ev = &body["event"];
-    let kind = ev["type"].as_str()?;
+    let event_id = body.event_id.as_deref()?;
+    let ev = &body.event;
+    let kind = ev.kind.as_deref()?;
     if !matches!(kind, "message" | "app_mention") {
         return None;
     }
     // Edits, joins, bot messages (tether's own included): not a person talking. A
     // message with files is `file_share`.
-    let subtype = ev["subtype"].as_str();
-    if subtype.is_some_and(|s| s != "file_share") || ev.get("bot_id").is_some_and(|b| !b.is_null())
-    {
+    let subtype = ev.subtype.as_deref();
+    if subtype.is_some_and(|s| s != "file_share") || ev.bot_id.is_some() {
         return None;
     }
-    let user = ev["user"].as_str()?;
+    let user = ev.user.as_deref()?;
     if bot_user == Some(user) {
         return None;
     }
-    let channel = ev["channel"].as_str()?;
-    let ts = ev["ts"].as_str()?;
-    let raw = ev["text"].as_str().unwrap_or_default();
+    let channel = ev.channel.as_deref()?;
+    let ts = ev.ts.as_deref()?;
+    let raw = ev.text.as_deref().unwrap_or_default();
     let mention = bot_user.map(|u| format!("<@{u}>"));
     let mentioned = kind == "app_mention" || mention.as_deref().is_some_and(|m| raw.contains(m));
     let mut text = raw.to_string();
     if let Some(m) = &mention {
         text = text.replace(m.as_str(), "");
     }
-    let thread = ev["thread_ts"].as_str().unwrap_or(ts);
+    let thread = ev.thread_ts.as_deref().unwrap_or(ts);
     Some(Message {
         event_id: event_id.to_string(),
         message_key: format!("{channel}:{ts}"),
@@ -139,7 +138,7 @@ pub fn message(body: &Value, bot_user: Option<&str>) -> Option<Message> {
             key: format!("{channel}:{ts}"),
             chat: chat(channel, Some(thread), user),
             sender: sender(user),
-            kind: match super::files::in_files(ev) {
+            kind: match super::files::in_files(&ev.files) {
                 files if files.is_empty() => InKind::Text(bang_command(unescape(text.trim()))),
                 files => InKind::Files {
                     caption: unescape(text.trim()),
@@ -151,33 +150,33 @@ pub fn message(body: &Value, bot_user: Option<&str>) -> Option<Message> {
 }
 
 /// A `block_actions` payload → a decision, if the button is one of tether's.
-pub fn press(payload: &Value) -> Option<Press> {
-    if payload["type"] != "block_actions" {
+pub fn press(payload: &BlockActions) -> Option<Press> {
+    if payload.kind.as_deref() != Some("block_actions") {
         return None;
     }
-    let user = payload["user"]["id"].as_str()?;
-    let channel = payload["channel"]["id"]
-        .as_str()
-        .or_else(|| payload["container"]["channel_id"].as_str())?;
-    let action = payload["actions"].as_array()?.iter().find(|a| {
-        a["action_id"]
-            .as_str()
+    let user = payload.user.id.as_deref()?;
+    let channel = payload
+        .channel
+        .id
+        .as_deref()
+        .or(payload.container.channel_id.as_deref())?;
+    let action = payload.actions.iter().find(|a| {
+        a.action_id
+            .as_deref()
             .is_some_and(|id| id.starts_with(ACTION_PREFIX))
     })?;
-    let value: Value = serde_json::from_str(action["value"].as_str()?).ok()?;
-    let approval_id = ApprovalId::from(value["approval_id"].as_str()?);
-    let decision = decision_from(value["decision"].as_str()?)?;
-    let message = &payload["message"];
-    let thread = message["thread_ts"]
-        .as_str()
-        .or_else(|| payload["container"]["thread_ts"].as_str());
-    let key = payload["trigger_id"]
-        .as_str()
-        .map(str::to_string)
-        .or_else(|| {
-            let at = action["action_ts"].as_str()?;
-            Some(format!("{channel}:{user}:{at}"))
-        })?;
+    let value: ButtonValue = serde_json::from_str(action.value.as_deref()?).ok()?;
+    let approval_id = ApprovalId::from(value.approval_id.as_deref()?);
+    let decision = decision_from(value.decision.as_deref()?)?;
+    let thread = payload
+        .message
+        .thread_ts
+        .as_deref()
+        .or(payload.container.thread_ts.as_deref());
+    let key = payload.trigger_id.clone().or_else(|| {
+        let at = action.action_ts.as_deref()?;
+        Some(format!("{channel}:{user}:{at}"))
+    })?;
     Some(Press {
         key: format!("action:{key}"),
         inbound: Inbound {
@@ -192,12 +191,12 @@ pub fn press(payload: &Value) -> Option<Press> {
     })
 }
 
-/// A slash command payload (form fields as JSON) → the command it stands for.
-pub fn slash_command(payload: &Value) -> Option<SlashCommand> {
-    let channel = payload["channel_id"].as_str()?;
-    let user = payload["user_id"].as_str()?;
-    let trigger = payload["trigger_id"].as_str()?;
-    let words = payload["text"].as_str().unwrap_or_default().trim();
+/// A slash command's fields → the command it stands for.
+pub fn slash_command(fields: &CommandFields) -> Option<SlashCommand> {
+    let channel = fields.channel_id.as_deref()?;
+    let user = fields.user_id.as_deref()?;
+    let trigger = fields.trigger_id.as_deref()?;
+    let words = fields.text.as_deref().unwrap_or_default().trim();
     let text = match words {
         "" => "/help".to_string(),
         w if w.starts_with('/') => w.to_string(),
@@ -225,10 +224,16 @@ pub fn command_inbound(cmd: &SlashCommand, thread: Option<&str>) -> Inbound {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::json::parse;
+    use serde_json::{Value, json};
 
-    fn event(ev: Value) -> Value {
-        json!({"type": "event_callback", "event_id": "Ev1", "event": ev})
+    fn event(ev: Value) -> EventBody {
+        parse(&json!({"type": "event_callback", "event_id": "Ev1", "event": ev}))
+            .unwrap_or_else(|| panic!("an event body"))
+    }
+
+    fn fields<T: serde::de::DeserializeOwned>(v: Value) -> T {
+        parse(&v).unwrap_or_else(|| panic!("a payload"))
     }
 
     #[test]
@@ -292,11 +297,11 @@ mod tests {
 
     #[test]
     fn buttons_and_the_slash_command_are_understood() {
-        let p = press(&json!({
+        let p = press(&fields(json!({
             "type": "block_actions", "user": {"id": "U1"}, "channel": {"id": "C1"},
             "trigger_id": "T1", "message": {"ts": "9.9", "thread_ts": "2.2"},
             "actions": [{"action_id": "tether_decide_deny", "value": "{\"approval_id\":\"a1\",\"decision\":\"deny\"}"}]
-        }))
+        })))
         .unwrap_or_else(|| panic!("a press"));
         assert_eq!(p.inbound.chat.thread_id.as_deref(), Some("2.2"));
         assert_eq!(
@@ -306,12 +311,12 @@ mod tests {
                 decision: tether_proto::Decision::Deny
             }
         );
-        let c = slash_command(&json!({"channel_id": "D1", "user_id": "U1", "trigger_id": "T2", "text": " new codex hi "}))
+        let c = slash_command(&fields(json!({"channel_id": "D1", "user_id": "U1", "trigger_id": "T2", "text": " new codex hi "})))
             .unwrap_or_else(|| panic!("a command"));
         assert_eq!(c.text, "/new codex hi");
-        let c = slash_command(
-            &json!({"channel_id": "D1", "user_id": "U1", "trigger_id": "T3", "text": ""}),
-        )
+        let c = slash_command(&fields(
+            json!({"channel_id": "D1", "user_id": "U1", "trigger_id": "T3", "text": ""}),
+        ))
         .unwrap_or_else(|| panic!("a command"));
         assert_eq!(c.text, "/help");
     }

@@ -7,9 +7,10 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::api::Client;
+use super::wire::File;
 use crate::channel::{Address, FetchError, SendError};
 use crate::inbound::InFile;
 
@@ -37,19 +38,18 @@ pub fn allowed(url: &str, api_base: &str) -> bool {
 }
 
 /// The files of a message event (`files[]`), not fetched yet.
-pub fn in_files(ev: &Value) -> Vec<InFile> {
-    ev["files"]
-        .as_array()
-        .into_iter()
-        .flatten()
+pub fn in_files(files: &[File]) -> Vec<InFile> {
+    files
+        .iter()
         .filter_map(|f| {
-            let url = f["url_private_download"]
-                .as_str()
-                .or_else(|| f["url_private"].as_str())?;
+            let url = f
+                .url_private_download
+                .as_deref()
+                .or(f.url_private.as_deref())?;
             Some(InFile {
-                name: f["name"].as_str().unwrap_or("file").to_string(),
-                declared: f["mimetype"].as_str().map(str::to_string),
-                size: f["size"].as_u64(),
+                name: f.name.as_deref().unwrap_or("file").to_string(),
+                declared: f.mimetype.clone(),
+                size: f.size,
                 source: url.to_string(),
             })
         })
@@ -125,16 +125,14 @@ impl Client {
                 &[("filename", name), ("length", &length)],
             )
             .await?;
-        let (Some(upload_url), Some(file_id)) =
-            (ticket["upload_url"].as_str(), ticket["file_id"].as_str())
-        else {
+        let (Some(upload_url), Some(file_id)) = (ticket.upload_url, ticket.file_id) else {
             return Err(SendError::Permanent(
                 "files.getUploadURLExternal: no upload_url or file_id".to_string(),
             ));
         };
         let resp = self
             .http()
-            .post(upload_url)
+            .post(&upload_url)
             .timeout(TRANSFER_TIMEOUT)
             .body(bytes)
             .send()
@@ -163,7 +161,7 @@ impl Client {
             body["thread_ts"] = json!(t);
         }
         self.call("files.completeUploadExternal", &body).await?;
-        Ok(file_id.to_string())
+        Ok(file_id)
     }
 }
 

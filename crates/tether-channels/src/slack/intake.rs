@@ -19,6 +19,7 @@ use super::events::{self, Message, Press, SlashCommand};
 use crate::ChannelError;
 use crate::core::SharedCore;
 use crate::inbound::{self, Inbound};
+use crate::json::parse;
 
 /// What a transport delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +49,14 @@ impl Delivery {
             _ => None,
         }
     }
+}
+
+/// A delivery as it is recorded until handled.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct Journal {
+    kind: Option<String>,
+    payload: Value,
 }
 
 enum Work {
@@ -121,17 +130,19 @@ impl Intake {
     /// The dedupe key of a delivery tether acts on (`None`: nothing to do).
     fn key_of(&self, kind: Delivery, payload: &Value) -> Option<String> {
         match kind {
-            Delivery::Event => events::message(payload, self.slack.bot_user())
+            Delivery::Event => events::message(&parse(payload)?, self.slack.bot_user())
                 .map(|m| format!("event:{}", m.event_id)),
-            Delivery::Interactive => events::press(payload).map(|p| p.key),
-            Delivery::Command => events::slash_command(payload).map(|c| c.key),
+            Delivery::Interactive => events::press(&parse(payload)?).map(|p| p.key),
+            Delivery::Command => events::slash_command(&parse(payload)?).map(|c| c.key),
         }
     }
 
     fn dispatch(&self, kind: Delivery, payload: &Value, journal: String, replay: bool) {
         match kind {
             Delivery::Event => {
-                if let Some(m) = events::message(payload, self.slack.bot_user()) {
+                if let Some(m) =
+                    parse(payload).and_then(|b| events::message(&b, self.slack.bot_user()))
+                {
                     let lane = m.inbound.chat_key(self.core.group_mode);
                     let _ = self
                         .lanes
@@ -139,12 +150,12 @@ impl Intake {
                 }
             }
             Delivery::Interactive => {
-                if let Some(p) = events::press(payload) {
+                if let Some(p) = parse(payload).and_then(|p| events::press(&p)) {
                     tokio::spawn(press(self.core.clone(), self.slack.clone(), p, journal));
                 }
             }
             Delivery::Command => {
-                if let Some(c) = events::slash_command(payload) {
+                if let Some(c) = parse(payload).and_then(|c| events::slash_command(&c)) {
                     tokio::spawn(command(self.clone(), c, journal));
                 }
             }
@@ -161,11 +172,11 @@ impl Intake {
             }
         };
         for p in pending {
-            let stored: Value = serde_json::from_str(&p.payload).unwrap_or(Value::Null);
-            match stored["kind"].as_str().and_then(Delivery::from_name) {
-                Some(kind) => {
+            let stored = serde_json::from_str::<Journal>(&p.payload).ok();
+            match stored.and_then(|j| Some((Delivery::from_name(&j.kind?)?, j.payload))) {
+                Some((kind, payload)) => {
                     tracing::info!(channel = "slack", key = p.key, "replaying a delivery");
-                    self.dispatch(kind, &stored["payload"], p.key, true);
+                    self.dispatch(kind, &payload, p.key, true);
                 }
                 None => handled(&self.core, &p.key).await,
             }

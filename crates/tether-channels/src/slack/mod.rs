@@ -15,10 +15,11 @@ pub mod files;
 mod intake;
 mod socket;
 pub(crate) mod webhook;
+pub mod wire;
 
 use std::sync::{Arc, OnceLock};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::channel::{Address, Capabilities, Channel, FetchError, OutMessage, SendError};
 use crate::config::{SlackConfig, SlackMode};
@@ -78,14 +79,13 @@ impl Slack {
                 &json!({"channel": channel, "text": text}),
             )
             .await?;
-        ts_of(&reply)
+        ts_of(reply)
     }
 }
 
-fn ts_of(reply: &Value) -> Result<String, SendError> {
-    reply["ts"]
-        .as_str()
-        .map(str::to_string)
+fn ts_of(reply: wire::Reply) -> Result<String, SendError> {
+    reply
+        .ts
         .ok_or_else(|| SendError::Permanent("chat.postMessage: no ts in the reply".to_string()))
 }
 
@@ -117,7 +117,7 @@ impl Channel for Slack {
             body["thread_ts"] = json!(t);
         }
         let reply = self.client.call("chat.postMessage", &body).await?;
-        ts_of(&reply)
+        ts_of(reply)
     }
 
     async fn edit(

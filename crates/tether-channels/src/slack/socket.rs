@@ -10,11 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_tungstenite::tungstenite::Message as Frame;
 
 use super::Slack;
 use super::intake::{Delivery, Intake};
+use super::wire::Envelope;
 
 /// The first reconnect delay (doubled per failed attempt up to [`MAX_WAIT`]).
 const MIN_WAIT: Duration = Duration::from_millis(250);
@@ -101,18 +102,18 @@ async fn connect_once(intake: &Intake, slack: &Slack, app_token: &str) -> Result
             // Pings are answered by the library; pongs and binary frames carry nothing.
             _ => continue,
         };
-        let Ok(envelope) = serde_json::from_str::<Value>(&text) else {
+        let Ok(envelope) = serde_json::from_str::<Envelope>(&text) else {
             tracing::warn!(channel = "slack", "socket mode: a frame that is not JSON");
             continue;
         };
-        let kind = match envelope["type"].as_str().unwrap_or_default() {
+        let kind = match envelope.kind.as_deref().unwrap_or_default() {
             "hello" => {
                 hello = true;
                 tracing::info!(channel = "slack", "socket mode connected");
                 continue;
             }
             "disconnect" => {
-                let reason = envelope["reason"].as_str().unwrap_or("unknown").to_string();
+                let reason = envelope.reason.unwrap_or_else(|| "unknown".to_string());
                 return Ok(Ended::Refresh(reason));
             }
             "events_api" => Some(Delivery::Event),
@@ -127,13 +128,13 @@ async fn connect_once(intake: &Intake, slack: &Slack, app_token: &str) -> Result
                 None
             }
         };
-        let Some(id) = envelope["envelope_id"].as_str() else {
+        let Some(id) = envelope.envelope_id.as_deref() else {
             continue;
         };
         // An envelope tether does not act on is acknowledged all the same (else Slack
         // would send it again and again).
         let recorded = match kind {
-            Some(kind) => intake.accept(kind, &envelope["payload"]).await,
+            Some(kind) => intake.accept(kind, &envelope.payload).await,
             None => Ok(()),
         };
         match recorded {

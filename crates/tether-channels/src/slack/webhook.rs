@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 
 use super::intake::{Delivery, Intake};
+use super::wire::EventBody;
 use crate::constant_time_eq;
 
 /// How far `X-Slack-Request-Timestamp` may be from now (either way), as Slack advises.
@@ -147,8 +148,10 @@ pub(crate) async fn hook(
         let Ok(v) = serde_json::from_slice::<Value>(&body) else {
             return refuse(StatusCode::BAD_REQUEST, "body is not JSON");
         };
-        if v["type"] == "url_verification" {
-            return Json(json!({ "challenge": v["challenge"] })).into_response();
+        if let Some(check) = crate::json::parse::<EventBody>(&v)
+            && check.kind.as_deref() == Some("url_verification")
+        {
+            return Json(json!({ "challenge": check.challenge })).into_response();
         }
         (Delivery::Event, v)
     };
