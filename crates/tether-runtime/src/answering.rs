@@ -4,15 +4,21 @@
 
 use tether_proto::{Approval, ApprovalStatus, Question, QuestionStatus};
 
-use crate::Runtime;
+use crate::conversations::Conversations;
 use crate::error::Result;
 
-impl Runtime {
-    pub async fn list_approvals(&self, status: Option<ApprovalStatus>) -> Result<Vec<Approval>> {
-        Ok(self.ctx().store.list_approvals(status, None).await?)
+impl Conversations<'_> {
+    pub(crate) async fn list_approvals(
+        &self,
+        status: Option<ApprovalStatus>,
+    ) -> Result<Vec<Approval>> {
+        Ok(self.rt.ctx().store.list_approvals(status, None).await?)
     }
 
-    pub async fn list_questions(&self, status: Option<QuestionStatus>) -> Result<Vec<Question>> {
-        Ok(self.ctx().store.list_questions(status, None).await?)
+    pub(crate) async fn list_questions(
+        &self,
+        status: Option<QuestionStatus>,
+    ) -> Result<Vec<Question>> {
+        Ok(self.rt.ctx().store.list_questions(status, None).await?)
     }
 }

@@ -1,44 +1,41 @@
-//! The runtime's public face: what the HTTP API and the channels call.
+//! The runtime's public face, and the only `impl Runtime`: what the HTTP API, the MCP
+//! server and the channels call. Every change is a `Command` through [`Runtime::call`];
+//! the work is done by the services behind it, each a view of the runtime in its own
+//! module: `Conversations`, `Router` (binding rules, actors, routing locks),
+//! `Delegations`, `Attachments`, `Placement` (where a call runs, forwarding), `Feed` and
+//! `Dispatch` (the one match over commands).
 
-use std::sync::Arc;
-
+use futures::future::BoxFuture;
 use tether_proto::{
-    Conversation, ConversationId, ConversationKind, CreateConversation, EventEnvelope, EventPage,
-    HistoryMessage, MessageOutcome, SendMessage, Session, SessionId, Turn, TurnId,
-    UpdateConversation,
+    Approval, ApprovalId, ApprovalStatus, Attachment, AttachmentId, Continuation, Conversation,
+    ConversationId, CreateConversation, Decision, EventEnvelope, EventPage, HistoryMessage,
+    MessageOutcome, Question, QuestionId, QuestionStatus, SendMessage, Session, SessionId,
+    TaskClosed, TaskId, TaskSnapshot, TaskStarted, Turn, TurnFiles, TurnId, UpdateConversation,
 };
+use tether_store::{Follower, Scope};
+use tokio::sync::broadcast;
+
+use crate::call::{Call, Command, Principal, Reply};
+use crate::delegation::registry::Caller;
 use tether_store::Store;
 
+use crate::attachments::Attachments;
+use crate::cluster::service::Placement;
+use crate::conversations::Conversations;
 use crate::ctx::Ctx;
+use crate::delegation::Delegations;
+use crate::dispatch::Dispatch;
 use crate::error::Result;
-use crate::ids::new_id;
-use crate::session::actor::Actor;
-use crate::session::actors::{Actors, To};
-use crate::session::handle::SessionActor;
+use crate::feed::Feed;
 use crate::session::mailbox::ActorHandle;
-use crate::session::routing::{RoutingLock, RoutingLocks, RoutingScope};
-use crate::{RuntimeConfig, RuntimeError};
-
-/// Cheap to clone; all clones share one runtime.
-#[derive(Clone)]
-pub struct Runtime {
-    pub(crate) inner: Arc<Inner>,
-}
-
-pub(crate) struct Inner {
-    pub ctx: Arc<Ctx>,
-    /// Session actors by session id (only sessions with a process or work have one).
-    actors: Arc<Actors>,
-    /// One routing lock per conversation: binding decisions never interleave.
-    routing: RoutingLocks,
-    /// Where commands run when other nodes share the store (issue 12).
-    pub cluster: crate::cluster::Cluster,
-}
+use crate::session::router_entry::Router;
+use crate::{Runtime, RuntimeConfig, RuntimeError};
 
 impl Runtime {
+    // Start-up and the services.
+
     /// Opens the runtime on a store, running start-up recovery first: open turns become
-    /// `interrupted`, pending approvals and questions `expired`, sessions dormant; each
-    /// affected conversation gets one status message. Bindings are kept.
+    /// `interrupted`, pending approvals and questions `expired`, sessions dormant.
     pub async fn start(config: RuntimeConfig, store: Store) -> Result<Runtime> {
         Self::start_with(config, store, crate::Seams::default()).await
     }
@@ -50,60 +47,383 @@ impl Runtime {
         store: Store,
         seams: crate::Seams,
     ) -> Result<Runtime> {
-        let records = crate::ctx::end_leftover_agents(&config);
-        crate::attachments::blobs::Blobs::of(&config).tighten();
-        // SQLite: the whole store; PostgreSQL: only what this node owned and orphans.
-        let report = crate::ownership::failover::recover_at_start(
-            &store,
-            &config.cluster.node_id,
-            seams.clock.as_ref(),
-        )
-        .await?;
-        if !report.conversations.is_empty() || report.sessions_made_dormant > 0 {
-            tracing::info!(
-                conversations = report.conversations.len(),
-                sessions = report.sessions_made_dormant,
-                "recovered after restart"
-            );
-        }
-        let cluster = crate::cluster::Cluster::new(config.cluster.clone(), &store);
-        let ctx = Ctx::new(store, config, records, seams);
-        if ctx.ownership.clustered() {
-            crate::ownership::failover::start_sweep(
-                Arc::downgrade(&ctx),
-                ctx.config.cluster.node_id.clone(),
-                ctx.config.cluster.lease_ttl,
-            );
-        }
-        if let Some(every) = ctx.pool.sweep_interval() {
-            let weak = Arc::downgrade(&ctx);
-            tokio::spawn(async move {
-                let mut tick = tokio::time::interval(every);
-                loop {
-                    tick.tick().await;
-                    match weak.upgrade() {
-                        Some(ctx) => ctx.pool.sweep(),
-                        None => return,
-                    }
-                }
-            });
-        }
-        let rt = Runtime {
-            inner: Arc::new(Inner {
-                ctx,
-                actors: Arc::new(Actors::new(Actor::spawn)),
-                routing: RoutingLocks::default(),
-                cluster,
-            }),
-        };
-        rt.start_delegation_watch();
-        rt.start_cluster();
-        rt.ctx().spares.fill();
-        Ok(rt)
+        crate::boot::start(config, store, seams).await
     }
-
     pub(crate) fn ctx(&self) -> &Ctx {
         &self.inner.ctx
+    }
+    pub(crate) fn conversations(&self) -> Conversations<'_> {
+        Conversations::new(self)
+    }
+    pub(crate) fn router(&self) -> Router<'_> {
+        Router::new(self)
+    }
+    pub(crate) fn delegations(&self) -> Delegations<'_> {
+        Delegations::new(self)
+    }
+    pub(crate) fn attachments(&self) -> Attachments<'_> {
+        Attachments::new(self)
+    }
+    pub(crate) fn placement(&self) -> Placement<'_> {
+        Placement::new(self)
+    }
+    pub(crate) fn feed(&self) -> Feed<'_> {
+        Feed::new(self)
+    }
+    pub(crate) fn dispatch(&self) -> Dispatch<'_> {
+        Dispatch::new(self)
+    }
+
+    // Commands: every change goes through `call` (dispatch.rs).
+
+    /// Runs `call` where the conversation it acts on runs (this node, or its owner).
+    /// Boxed: a call may make calls (archiving closes the children's tasks).
+    pub fn call(&self, call: Call) -> BoxFuture<'_, Result<Reply>> {
+        Box::pin(self.dispatch().call(call))
+    }
+
+    /// [`Runtime::call`] with its reply taken out as `T`.
+    pub(crate) async fn call_as<T>(&self, command: Command, by: Principal) -> Result<T>
+    where
+        T: TryFrom<Reply, Error = RuntimeError>,
+    {
+        T::try_from(self.call(Call::new(command, by)).await?)
+    }
+    pub async fn create_conversation(&self, req: CreateConversation) -> Result<Conversation> {
+        let command = Command::CreateConversation { request: req };
+        self.call_as(command, Principal::api()).await
+    }
+    pub async fn update_conversation(
+        &self,
+        id: &ConversationId,
+        update: UpdateConversation,
+    ) -> Result<Conversation> {
+        self.call_as(Command::update(id, update), Principal::api())
+            .await
+    }
+
+    /// A person's message: a command, an answer to a pending question, or a prompt that
+    /// starts a turn (or queues behind the running one). `by` names the sender.
+    pub async fn send_message(
+        &self,
+        id: &ConversationId,
+        message: SendMessage,
+        by: &str,
+    ) -> Result<MessageOutcome> {
+        let command = Command::send(id, message, None);
+        self.call_as(command, Principal::person(by)).await
+    }
+
+    /// [`Runtime::send_message`] for a message that may be delivered again (a channel
+    /// replaying an update): its turn gets the caller's stable `turn_id`, and a turn stored
+    /// already is not routed again (outcome `started`, no reply).
+    pub async fn send_message_once(
+        &self,
+        id: &ConversationId,
+        message: SendMessage,
+        by: &str,
+        turn_id: &TurnId,
+    ) -> Result<MessageOutcome> {
+        let command = Command::send(id, message, Some(turn_id));
+        self.call_as(command, Principal::person(by)).await
+    }
+
+    /// Unbinds; the next message starts a new session (reason `explicit`).
+    pub async fn new_session(&self, id: &ConversationId) -> Result<MessageOutcome> {
+        self.call_as(Command::new_session(id), Principal::api())
+            .await
+    }
+
+    /// Unbinds only.
+    pub async fn detach(&self, id: &ConversationId) -> Result<MessageOutcome> {
+        self.call_as(Command::detach(id), Principal::api()).await
+    }
+
+    /// Cancels the running turn (exactly one `turn_cancelled` event); `nothing_running`
+    /// when no turn runs.
+    pub async fn stop(&self, id: &ConversationId) -> Result<MessageOutcome> {
+        self.call_as(Command::stop(id), Principal::api()).await
+    }
+
+    /// First answer wins; a second gets `approval_already_resolved`.
+    pub async fn answer_approval(
+        &self,
+        id: &ApprovalId,
+        decision: Decision,
+        by: &str,
+    ) -> Result<Approval> {
+        let command = Command::answer_approval(id, decision);
+        self.call_as(command, Principal::person(by)).await
+    }
+    pub async fn answer_question(
+        &self,
+        id: &QuestionId,
+        answer: &str,
+        by: &str,
+    ) -> Result<Question> {
+        let command = Command::answer_question(id, answer);
+        self.call_as(command, Principal::person(by)).await
+    }
+
+    /// `delegate_to_agent`: creates the task and starts its first turn; returns at once.
+    pub async fn delegate(
+        &self,
+        caller: &Caller,
+        agent_type: &str,
+        task: &str,
+        working_dir: Option<&str>,
+        tool_call_id: Option<&str>,
+    ) -> Result<TaskStarted> {
+        let command = Command::delegate(agent_type, task, working_dir, tool_call_id);
+        self.call_as(command, caller.into()).await
+    }
+
+    /// `continue_with_session` and `POST .../continue`: a new turn in the same child
+    /// session. Idempotent by `continuation_id` within the task's parent conversation.
+    pub async fn continue_task(
+        &self,
+        caller: &Caller,
+        task_id: &TaskId,
+        message: &str,
+        continuation_id: &str,
+    ) -> Result<TaskStarted> {
+        let command = Command::continue_task(task_id, message, continuation_id);
+        self.call_as(command, caller.into()).await
+    }
+
+    /// `close_session` and `POST .../close`: cancel a running turn, end the process, and
+    /// refuse further continuation; history is kept. Idempotent by `continuation_id`.
+    pub async fn close_task(
+        &self,
+        caller: &Caller,
+        task_id: &TaskId,
+        continuation_id: &str,
+    ) -> Result<TaskClosed> {
+        let command = Command::close_task(task_id, continuation_id);
+        self.call_as(command, caller.into()).await
+    }
+
+    /// `cancel_delegation`: cancels the running turn and returns the final result; if the
+    /// task already finished, returns its result unchanged.
+    pub async fn cancel_task(&self, caller: &Caller, task_id: &TaskId) -> Result<TaskSnapshot> {
+        self.call_as(Command::cancel_task(task_id), caller.into())
+            .await
+    }
+
+    // Conversations, sessions and their history.
+
+    pub async fn list_conversations(&self, include_archived: bool) -> Result<Vec<Conversation>> {
+        self.conversations()
+            .list_conversations(include_archived)
+            .await
+    }
+
+    /// One page of conversations, most recently updated first, after `cursor`.
+    pub async fn list_conversations_page(
+        &self,
+        include_archived: bool,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<crate::ConversationPage> {
+        self.conversations()
+            .list_conversations_page(include_archived, cursor, limit)
+            .await
+    }
+    pub async fn get_conversation(&self, id: &ConversationId) -> Result<Conversation> {
+        self.conversations().get_conversation(id).await
+    }
+
+    /// History (user, agent, status and command messages), oldest first, `id > after_id`.
+    pub async fn history(
+        &self,
+        id: &ConversationId,
+        after_id: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<HistoryMessage>> {
+        self.conversations().history(id, after_id, limit).await
+    }
+
+    /// The last `limit` history messages before `before_id`, oldest first.
+    pub async fn history_before(
+        &self,
+        id: &ConversationId,
+        before_id: i64,
+        limit: u32,
+    ) -> Result<Vec<HistoryMessage>> {
+        self.conversations()
+            .history_before(id, before_id, limit)
+            .await
+    }
+
+    /// The conversation's events with global id `> after_id`, oldest first.
+    pub async fn conversation_events(
+        &self,
+        id: &ConversationId,
+        after_id: i64,
+        limit: u32,
+    ) -> Result<Vec<EventEnvelope>> {
+        self.conversations()
+            .conversation_events(id, after_id, limit)
+            .await
+    }
+
+    /// The last `limit` events of a conversation before `before_id` (the end when
+    /// `None`), oldest first.
+    pub async fn conversation_events_before(
+        &self,
+        id: &ConversationId,
+        before_id: Option<i64>,
+        limit: u32,
+    ) -> Result<tether_proto::ConversationEventPage> {
+        self.conversations()
+            .conversation_events_before(id, before_id, limit)
+            .await
+    }
+
+    /// Ids of conversations whose list view may have changed, at most one per commit (see
+    /// `Conversations::conversation_changes`).
+    pub fn conversation_changes(&self) -> broadcast::Receiver<ConversationId> {
+        self.conversations().conversation_changes()
+    }
+    pub async fn get_session(&self, id: &SessionId) -> Result<Session> {
+        self.conversations().get_session(id).await
+    }
+    pub async fn session_turns(&self, id: &SessionId) -> Result<Vec<Turn>> {
+        self.conversations().session_turns(id).await
+    }
+    pub async fn session_events(
+        &self,
+        id: &SessionId,
+        after_seq: i64,
+        limit: u32,
+    ) -> Result<EventPage> {
+        self.conversations()
+            .session_events(id, after_seq, limit)
+            .await
+    }
+    pub async fn list_approvals(&self, status: Option<ApprovalStatus>) -> Result<Vec<Approval>> {
+        self.conversations().list_approvals(status).await
+    }
+    pub async fn list_questions(&self, status: Option<QuestionStatus>) -> Result<Vec<Question>> {
+        self.conversations().list_questions(status).await
+    }
+
+    // Delegated tasks.
+
+    /// The caller a per-session MCP token stands for (`None`: unknown token).
+    pub fn mcp_caller(&self, token: &str) -> Option<Caller> {
+        self.delegations().mcp_caller(token)
+    }
+
+    /// Whether the MCP endpoints let a connection with `token` in (see `Delegations::mcp_admits`).
+    pub fn mcp_admits(&self, token: &str) -> bool {
+        self.delegations().mcp_admits(token)
+    }
+
+    /// The snapshot of one task the caller may see.
+    pub async fn task_snapshot(&self, caller: &Caller, task_id: &TaskId) -> Result<TaskSnapshot> {
+        self.delegations().task_snapshot(caller, task_id).await
+    }
+
+    /// `get_delegation_status`: snapshots in request order, at once or after a wait (see
+    /// `Delegations::delegation_status`; at most [`crate::MAX_WAITS_PER_CALLER`] waits per caller).
+    pub async fn delegation_status(
+        &self,
+        caller: &Caller,
+        task_ids: &[TaskId],
+        wait_ms: Option<u64>,
+    ) -> Result<tether_proto::TaskList> {
+        self.delegations()
+            .delegation_status(caller, task_ids, wait_ms)
+            .await
+    }
+
+    /// The delegated tasks of a parent conversation, oldest first.
+    pub async fn delegations_of(
+        &self,
+        parent_conversation_id: &ConversationId,
+    ) -> Result<Vec<Continuation>> {
+        self.delegations()
+            .delegations_of(parent_conversation_id)
+            .await
+    }
+
+    /// `GET /api/v1/conversations/{id}/continuation`.
+    pub async fn continuation(&self, task_id: &TaskId) -> Result<Continuation> {
+        self.delegations().continuation(task_id).await
+    }
+
+    /// Releases every child of a parent conversation (for when the parent goes away).
+    pub async fn release_children(&self, parent_conversation_id: &ConversationId) -> Result<usize> {
+        self.delegations()
+            .release_children(parent_conversation_id)
+            .await
+    }
+
+    // Attachments and a turn's files.
+
+    /// The configured size limits.
+    pub fn attachment_limits(&self) -> crate::AttachmentLimits {
+        self.attachments().attachment_limits()
+    }
+
+    /// Stores files for a later message of the conversation, all checked before any is
+    /// stored (see `Attachments::add_attachments`).
+    pub async fn add_attachments(
+        &self,
+        conversation_id: &ConversationId,
+        files: &[crate::NewAttachment<'_>],
+    ) -> Result<Vec<Attachment>> {
+        self.attachments()
+            .add_attachments(conversation_id, files)
+            .await
+    }
+
+    /// An attachment's row and bytes.
+    pub async fn attachment(&self, id: &AttachmentId) -> Result<(Attachment, Vec<u8>)> {
+        self.attachments().attachment(id).await
+    }
+
+    /// The files the agent created or changed in a turn, as they are now.
+    pub async fn turn_files(&self, turn_id: &TurnId) -> Result<TurnFiles> {
+        self.attachments().turn_files(turn_id).await
+    }
+
+    /// The bytes of a file in a turn's working directory (confined to it, within the
+    /// per-file attachment limit) and its name.
+    pub async fn working_file(&self, turn_id: &TurnId, path: &str) -> Result<(String, Vec<u8>)> {
+        self.attachments().working_file(turn_id, path).await
+    }
+
+    // Following events live.
+
+    /// Follows a conversation's or a session's events after event id `after_id` (0: from the
+    /// beginning), never a gap or a duplicate; unknown is `not_found` (see `Feed::follow`).
+    pub async fn follow(&self, scope: Scope, after_id: i64) -> Result<Follower> {
+        self.feed().follow(scope, after_id).await
+    }
+
+    /// Follows from now on: what committed before the call is not delivered.
+    pub async fn follow_from_now(&self, scope: Scope) -> Result<Follower> {
+        self.feed().follow_from_now(scope).await
+    }
+
+    // The node: the cluster, configuration, figures, shutdown.
+
+    /// Registers this node (reached at `addr`) in the node registry; its lease and
+    /// presence hold until [`Membership::leave`](crate::Membership::leave).
+    pub async fn join_cluster(&self, addr: String) -> Result<crate::Membership> {
+        self.placement().join(addr).await
+    }
+
+    /// Follows the other nodes' commits (`None` on SQLite): keep the handle while serving.
+    pub async fn follow_other_nodes(&self) -> Result<Option<tether_store::TailHandle>> {
+        self.placement().follow_other_nodes().await
+    }
+
+    /// The nodes, their leases and live conversations, and the channel leaders.
+    pub async fn cluster_view(&self) -> Result<tether_proto::ClusterView> {
+        self.placement().view().await
     }
 
     /// The live pool's state.
@@ -128,25 +448,21 @@ impl Runtime {
         crate::cwd::workspace(&self.ctx().config)
     }
 
-    pub(crate) async fn lock_conversation(&self, id: &ConversationId) -> RoutingLock {
-        self.inner
-            .routing
-            .lock(RoutingScope::Conversation(id.clone()))
-            .await
-    }
-
-    /// The lock of a parent conversation's delegations (see [`RoutingScope::Delegations`]).
-    pub(crate) async fn lock_delegations_of(&self, parent: &ConversationId) -> RoutingLock {
-        self.inner
-            .routing
-            .lock(RoutingScope::Delegations(parent.clone()))
-            .await
-    }
-
-    /// Writes on behalf of a conversation refused because another node took it over
-    /// (fencing, issue 12) since start-up.
-    pub fn fenced_writes(&self) -> u64 {
-        self.ctx().store.fenced_writes()
+    /// What this node's runtime is doing (`GET /api/v1/runtime`).
+    pub fn figures(&self) -> tether_proto::RuntimeFigures {
+        let (streamed_events, streamed_batches) = self.ctx().streamed.get();
+        let (tailed_events, tail_notices) = self.feed().tail_figures();
+        tether_proto::RuntimeFigures {
+            routing_locks: self.router().locks_held(),
+            streamed_events,
+            streamed_batches,
+            actors: self.router().actors_running(),
+            followed_conversations: self.feed().followed_conversations(),
+            event_commits: self.feed().event_commits(),
+            tailed_events,
+            tail_notices,
+            fenced_writes: self.ctx().store.fenced_writes(),
+        }
     }
 
     /// Store calls (database round trips) made since start-up.
@@ -154,252 +470,15 @@ impl Runtime {
         self.ctx().store.calls()
     }
 
-    /// Streamed agent events stored since start-up and the store transactions they took.
-    pub fn streamed_figures(&self) -> (u64, u64) {
-        self.ctx().streamed.get()
+    /// The daemon begins to shut down: waits of `get_delegation_status` end now. Idempotent.
+    pub fn begin_shutdown(&self) {
+        self.delegations().begin_shutdown()
     }
 
-    /// Routing locks currently held or waited for (one per conversation in use).
-    pub fn routing_locks(&self) -> usize {
-        self.inner.routing.len()
-    }
-
-    /// The routing lock of an existing conversation and its row as read under it (an
-    /// unknown id is `not_found`; its lock entry goes with the guard).
-    pub(crate) async fn lock_existing(
-        &self,
-        id: &ConversationId,
-    ) -> Result<(RoutingLock, tether_store::ConversationRow)> {
-        let guard = self.lock_conversation(id).await;
-        let row = self.conversation_row(id).await?;
-        Ok((guard, row))
-    }
-
-    /// Session actors running now: a dormant session with nothing to do has none.
-    pub fn actors(&self) -> usize {
-        self.inner.actors.count()
-    }
-
-    /// The typed handle of a session's actor (spawned for `To::Session` if none runs).
-    pub(crate) fn actor<'a>(&'a self, to: To<'a>) -> SessionActor<'a> {
-        SessionActor::new(&self.inner.actors, &self.inner.ctx, to)
-    }
-
-    /// The actor of a session if one is running.
-    pub(crate) fn existing_actor(&self, session_id: &SessionId) -> Option<ActorHandle> {
-        self.inner.actors.running(session_id)
-    }
-
-    pub(crate) fn agent_spec(&self, name: &str) -> Result<tether_agents::AgentSpec> {
-        self.ctx()
-            .config
-            .agents
-            .get(name)
-            .cloned()
-            .ok_or_else(|| RuntimeError::UnknownAgent {
-                name: name.to_string(),
-                known: self.agent_names().join(", "),
-            })
-    }
-
-    pub(crate) async fn create_here(&self, req: CreateConversation) -> Result<Conversation> {
-        let cfg = &self.ctx().config;
-        let agent = req.agent.unwrap_or_else(|| cfg.default_agent.clone());
-        self.agent_spec(&agent)?;
-        let cwd = match req.cwd {
-            Some(c) => crate::cwd::validate(&c, cfg)?,
-            None => cfg.default_cwd.display().to_string(),
-        };
-        // `"default"` (as in `/model default`) and blank both mean the agent's default.
-        let model = req
-            .model
-            .as_deref()
-            .and_then(tether_core::model_choice)
-            .map(str::to_string);
-        let title = req
-            .title
-            .map(|t| t.trim().to_string())
-            .filter(|t| !t.is_empty())
-            .unwrap_or_else(|| tether_core::title::UNTITLED.to_string());
-        let id: ConversationId = new_id();
-        let row = self
-            .ctx()
-            .store
-            .create_conversation(
-                &id,
-                ConversationKind::Chat,
-                &title,
-                &agent,
-                model.as_deref(),
-                &cwd,
-                None,
-            )
-            .await?;
-        self.view(row).await
-    }
-
-    pub async fn list_conversations(&self, include_archived: bool) -> Result<Vec<Conversation>> {
-        let rows = self
-            .ctx()
-            .store
-            .list_conversations(include_archived)
-            .await?;
-        self.views(rows).await
-    }
-
-    pub async fn get_conversation(&self, id: &ConversationId) -> Result<Conversation> {
-        let row = self.conversation_row(id).await?;
-        self.view(row).await
-    }
-
-    pub(crate) async fn conversation_row(
-        &self,
-        id: &ConversationId,
-    ) -> Result<tether_store::ConversationRow> {
-        self.ctx()
-            .store
-            .get_conversation(id)
-            .await?
-            .ok_or_else(|| RuntimeError::NotFound {
-                what: "conversation",
-                id: id.to_string(),
-            })
-    }
-
-    pub(crate) async fn update_here(
-        &self,
-        id: &ConversationId,
-        req: UpdateConversation,
-    ) -> Result<Conversation> {
-        self.conversation_row(id).await?;
-        let title = req.title.map(|t| t.trim().to_string());
-        if title.as_deref() == Some("") {
-            return Err(RuntimeError::BadRequest(
-                "title must not be empty".to_string(),
-            ));
-        }
-        self.ctx()
-            .store
-            .update_conversation(id, title.as_deref(), req.archived)
-            .await?;
-        if req.archived == Some(true) {
-            // Its agents' MCP tokens die with it (callers of an archived conversation are
-            // refused too).
-            self.ctx().delegation.revoke_conversation(id);
-            // Archiving is how a person removes a conversation: its delegated children are
-            // released (running turns cancelled, processes ended, history kept).
-            let released = self.release_children(id).await?;
-            // Archiving is the removal: the files sent in it go (rows and bytes).
-            self.remove_attachments(id).await?;
-            if released > 0 {
-                tracing::info!(
-                    conversation = %id,
-                    released,
-                    "archived: released its children"
-                );
-            }
-        }
-        self.get_conversation(id).await
-    }
-
-    /// A message, under the conversation's routing lock. With `turn_id` (a message that
-    /// may be delivered again), a prompt whose turn is stored already is not routed again
-    /// (outcome `started`, no reply).
-    pub(crate) async fn send_here(
-        &self,
-        id: &ConversationId,
-        req: SendMessage,
-        by: &str,
-        turn_id: Option<&TurnId>,
-    ) -> Result<MessageOutcome> {
-        let (_guard, conv) = self.lock_existing(id).await?;
-        if let Some(turn_id) = turn_id
-            && let Some(t) = self.ctx().store.get_turn(turn_id).await?
-        {
-            return Ok(MessageOutcome {
-                outcome: tether_proto::MessageOutcomeKind::Started,
-                turn_id: Some(t.id),
-                session_id: Some(t.session_id),
-                new_session: None,
-                queue_position: None,
-                reply: None,
-                attachments: Vec::new(),
-            });
-        }
-        self.route_message(conv, req, by, turn_id).await
-    }
-
-    /// History (user, agent, status and command messages), oldest first, `id > after_id`.
-    pub async fn history(
-        &self,
-        id: &ConversationId,
-        after_id: Option<i64>,
-        limit: u32,
-    ) -> Result<Vec<HistoryMessage>> {
-        self.conversation_row(id).await?;
-        let page = self
-            .ctx()
-            .store
-            .history(id, after_id.unwrap_or(0), limit.clamp(1, 1000))
-            .await?;
-        self.with_attachments(page).await
-    }
-
-    /// The conversation's events with global id `> after_id`, oldest first.
-    pub async fn conversation_events(
-        &self,
-        id: &ConversationId,
-        after_id: i64,
-        limit: u32,
-    ) -> Result<Vec<EventEnvelope>> {
-        self.conversation_row(id).await?;
-        Ok(self
-            .ctx()
-            .store
-            .conversation_events(id, after_id, limit.clamp(1, 1000))
-            .await?)
-    }
-
-    pub async fn get_session(&self, id: &SessionId) -> Result<Session> {
-        self.ctx()
-            .store
-            .get_session(id)
-            .await?
-            .ok_or_else(|| RuntimeError::NotFound {
-                what: "session",
-                id: id.to_string(),
-            })
-    }
-
-    pub async fn session_turns(&self, id: &SessionId) -> Result<Vec<Turn>> {
-        self.get_session(id).await?;
-        Ok(self.ctx().store.session_turns(id).await?)
-    }
-
-    pub async fn session_events(
-        &self,
-        id: &SessionId,
-        after_seq: i64,
-        limit: u32,
-    ) -> Result<EventPage> {
-        self.get_session(id).await?;
-        let events = self
-            .ctx()
-            .store
-            .session_events(id, after_seq, limit.clamp(1, 1000))
-            .await?;
-        let next_after_seq = events.last().map(|e| e.seq);
-        Ok(EventPage {
-            events,
-            next_after_seq,
-        })
-    }
-
-    /// Stops every live session (processes ended and reaped); running turns end as
-    /// `interrupted`.
+    /// Stops every live session (processes ended and reaped); running turns end `interrupted`.
     pub async fn shutdown(&self) {
         self.begin_shutdown();
-        let handles = self.inner.actors.close();
+        let handles = self.router().close_actors();
         let all = futures::future::join_all(handles.iter().map(ActorHandle::shutdown)).await;
         if all.iter().any(Result::is_err) {
             tracing::warn!("some sessions did not shut down in time");

@@ -36,6 +36,12 @@ pub enum Principal {
 }
 
 impl Principal {
+    /// Who asks when the HTTP API calls without naming a person (the teams issue names
+    /// them).
+    pub(crate) fn api() -> Principal {
+        Principal::person("api")
+    }
+
     /// A person named `name`.
     pub fn person(name: impl Into<String>) -> Principal {
         Principal::Person { name: name.into() }
@@ -290,5 +296,91 @@ impl Command {
             | Command::AnswerApproval { .. }
             | Command::AnswerQuestion { .. } => None,
         }
+    }
+}
+
+/// The commands as the typed methods of `Runtime` make them.
+impl Command {
+    pub(crate) fn update(id: &ConversationId, update: UpdateConversation) -> Command {
+        Command::UpdateConversation {
+            conversation_id: id.clone(),
+            update,
+        }
+    }
+
+    pub(crate) fn send(
+        id: &ConversationId,
+        message: SendMessage,
+        turn: Option<&TurnId>,
+    ) -> Command {
+        Command::SendMessage {
+            conversation_id: id.clone(),
+            message,
+            turn_id: turn.cloned(),
+        }
+    }
+
+    pub(crate) fn new_session(id: &ConversationId) -> Command {
+        let conversation_id = id.clone();
+        Command::NewSession { conversation_id }
+    }
+
+    pub(crate) fn detach(id: &ConversationId) -> Command {
+        let conversation_id = id.clone();
+        Command::Detach { conversation_id }
+    }
+
+    pub(crate) fn stop(id: &ConversationId) -> Command {
+        let conversation_id = id.clone();
+        Command::Stop { conversation_id }
+    }
+
+    pub(crate) fn answer_approval(id: &ApprovalId, decision: Decision) -> Command {
+        let approval_id = id.clone();
+        Command::AnswerApproval {
+            approval_id,
+            decision,
+        }
+    }
+
+    pub(crate) fn answer_question(id: &QuestionId, answer: &str) -> Command {
+        Command::AnswerQuestion {
+            question_id: id.clone(),
+            answer: answer.to_owned(),
+        }
+    }
+
+    pub(crate) fn delegate(
+        agent_type: &str,
+        task: &str,
+        working_dir: Option<&str>,
+        tool_call_id: Option<&str>,
+    ) -> Command {
+        Command::Delegate {
+            agent_type: agent_type.to_owned(),
+            task: task.to_owned(),
+            working_dir: working_dir.map(str::to_owned),
+            tool_call_id: tool_call_id.map(str::to_owned),
+        }
+    }
+
+    pub(crate) fn continue_task(task_id: &TaskId, message: &str, continuation_id: &str) -> Command {
+        Command::ContinueTask {
+            task_id: task_id.clone(),
+            message: message.to_owned(),
+            continuation_id: continuation_id.to_owned(),
+        }
+    }
+
+    pub(crate) fn close_task(task_id: &TaskId, continuation_id: &str) -> Command {
+        Command::CloseTask {
+            task_id: task_id.clone(),
+            continuation_id: continuation_id.to_owned(),
+        }
+    }
+
+    pub(crate) fn cancel_task(task_id: &TaskId) -> Command {
+        let task_id = task_id.clone();
+        Command::CancelTask { task_id }
     }
 }

@@ -12,21 +12,23 @@ use tether_proto::{
 };
 use tether_store::ConversationRow;
 
+use crate::RuntimeError;
 use crate::error::Result;
 use crate::session::router::reply;
-use crate::{Runtime, RuntimeError};
+use crate::session::router_entry::Router;
 
-impl Runtime {
+impl Router<'_> {
     /// The conversation's preferences after naming an agent (`/new <agent>`, `/agent`):
     /// the model is kept when the agent stays the same.
     async fn prefer_agent(&self, conv: &ConversationRow, agent: &str) -> Result<Preferences> {
-        self.agent_spec(agent)?;
+        self.rt.conversations().agent_spec(agent)?;
         let prefs = Preferences {
             agent: conv.agent.clone(),
             model: conv.model.clone(),
         };
         let next = apply_overrides(&prefs, Some(agent), None);
-        self.ctx()
+        self.rt
+            .ctx()
             .store
             .set_preferences(&conv.id, &next.agent, next.model.as_deref())
             .await?;
@@ -42,6 +44,7 @@ impl Runtime {
             return Ok(None);
         };
         Ok(self
+            .rt
             .ctx()
             .store
             .get_session(sid)
@@ -78,7 +81,7 @@ impl Runtime {
         cmd: Command,
         by: &str,
     ) -> Result<MessageOutcome> {
-        let store = &self.ctx().store;
+        let store = &self.rt.ctx().store;
         if conv.kind == tether_proto::ConversationKind::Delegate
             && matches!(
                 cmd,
@@ -120,7 +123,7 @@ impl Runtime {
                 let Some(task) = task else {
                     return Ok(reply(MessageOutcomeKind::Command, note));
                 };
-                let conv = self.conversation_row(&conv.id).await?;
+                let conv = self.rt.conversations().conversation_row(&conv.id).await?;
                 let mut out = self.route_prompt(conv, task, None, None, None).await?;
                 if task_note.is_some() {
                     out.reply = Some(note);
@@ -161,10 +164,10 @@ impl Runtime {
                 self.preference_reply(&conv, &prefs, format!("model set to {shown}"))
                     .await?
             }
-            Command::Status => self.status_text(&conv).await?,
-            Command::Sessions => self.sessions_text(&conv).await?,
+            Command::Status => self.rt.conversations().status_text(&conv).await?,
+            Command::Sessions => self.rt.conversations().sessions_text(&conv).await?,
             Command::Help => tether_core::help_text(),
-            Command::File { path } => return self.share_file(&conv, &path).await,
+            Command::File { path } => return self.rt.attachments().share_file(&conv, &path).await,
         };
         store
             .add_message(&conv.id, MessageRole::Command, &text, None, None)
@@ -182,6 +185,7 @@ impl Runtime {
         // Only the bound session's requests are pending for the conversation (as in its
         // view); an id of a resolved one is told so, as the API does.
         let all = self
+            .rt
             .ctx()
             .store
             .list_approvals(None, Some(&conv.id))
@@ -197,7 +201,7 @@ impl Runtime {
             .map(|a| (a.id, a.status))
             .collect();
         let chosen = pick_approval(&ids, &resolved, id.as_deref())?;
-        let a = self.answer_approval(&chosen, decision, by).await?;
+        let a = self.rt.answer_approval(&chosen, decision, by).await?;
         let verb = match decision {
             Decision::Allow => "allowed",
             Decision::AllowAlways => "allowed always",

@@ -62,6 +62,10 @@ pub struct ClusterConfig {
     /// Where attachment files live when not in `<data_dir>/attachments`: a directory every
     /// node of a cluster mounts, so a file uploaded to one node reaches an agent on another.
     pub attachments_dir: Option<PathBuf>,
+    /// Whether the nodes wake each other with the database's commit notices (`LISTEN` /
+    /// `NOTIFY`); off, polling alone finds other nodes' commits and commands (`[cluster]
+    /// notices = false`, for proving that fallback).
+    pub notices: bool,
 }
 
 impl Default for ClusterConfig {
@@ -71,6 +75,7 @@ impl Default for ClusterConfig {
             lease_ttl: Duration::from_secs(10),
             max_live_per_node: 0,
             attachments_dir: None,
+            notices: true,
         }
     }
 }

@@ -7,10 +7,12 @@
 mod answering;
 mod api;
 mod attachments;
+mod boot;
 mod call;
 mod cluster;
 mod commands;
 mod config;
+mod conversations;
 mod ctx;
 mod cwd;
 mod delegation;
@@ -25,12 +27,13 @@ mod session;
 mod spare;
 mod views;
 
-pub use api::Runtime;
 pub use attachments::file_out::{FileOutError, home_secrets};
 pub use attachments::prompt::{ATTACHMENTS_DIR, copies_dir};
 pub use attachments::rules::{AttachmentError, AttachmentLimits, sanitize_name};
 pub use attachments::{AttachmentName, NewAttachment};
+pub use boot::Runtime;
 pub use call::{Call, Command, Principal, Reply, TraceContext};
+pub use cluster::membership::Membership;
 pub use config::{ClusterConfig, CoalesceConfig, RuntimeConfig};
 pub use delegation::registry::{
     Caller, DelegationConfig, MAX_WAITS_PER_CALLER, MCP_SERVER_NAME, MCP_SOCKET_ENV, MCP_TOKEN_ENV,

@@ -6,8 +6,9 @@ use tether_proto::{Conversation, ConversationEventPage, ConversationId, HistoryM
 use tether_store::ListCursor;
 use tokio::sync::broadcast;
 
+use crate::RuntimeError;
+use crate::conversations::Conversations;
 use crate::error::Result;
-use crate::{Runtime, RuntimeError};
 
 /// A page of the conversation list and the cursor of the next page (`None`: the last).
 #[derive(Debug, Clone)]
@@ -34,9 +35,9 @@ fn cursor_of(c: &Conversation) -> String {
     format!("{}.{}", c.updated_at_ms, c.id)
 }
 
-impl Runtime {
+impl Conversations<'_> {
     /// One page of conversations, most recently updated first, after `cursor`.
-    pub async fn list_conversations_page(
+    pub(crate) async fn list_conversations_page(
         &self,
         include_archived: bool,
         cursor: Option<&str>,
@@ -45,6 +46,7 @@ impl Runtime {
         let cursor = cursor.map(parse_cursor).transpose()?;
         let limit = limit.max(1);
         let mut rows = self
+            .rt
             .ctx()
             .store
             .list_conversations_page(include_archived, cursor.as_ref(), limit + 1)
@@ -65,7 +67,7 @@ impl Runtime {
 
     /// The last `limit` events of a conversation before `before_id` (the end when
     /// `None`), oldest first.
-    pub async fn conversation_events_before(
+    pub(crate) async fn conversation_events_before(
         &self,
         id: &ConversationId,
         before_id: Option<i64>,
@@ -74,6 +76,7 @@ impl Runtime {
         self.conversation_row(id).await?;
         let limit = limit.clamp(1, 1000);
         let mut events = self
+            .rt
             .ctx()
             .store
             .conversation_events_before(id, before_id, limit + 1)
@@ -86,7 +89,7 @@ impl Runtime {
     }
 
     /// The last `limit` history messages before `before_id`, oldest first.
-    pub async fn history_before(
+    pub(crate) async fn history_before(
         &self,
         id: &ConversationId,
         before_id: i64,
@@ -94,19 +97,20 @@ impl Runtime {
     ) -> Result<Vec<HistoryMessage>> {
         self.conversation_row(id).await?;
         let page = self
+            .rt
             .ctx()
             .store
             .history_before(id, before_id, limit.clamp(1, 1000))
             .await?;
-        self.with_attachments(page).await
+        self.rt.attachments().with_attachments(page).await
     }
 
     /// Ids of conversations whose list view may have changed: their row changed (created,
     /// renamed, archived, unbound, a turn queued) or a commit stored more than streamed
     /// agent output for them (turns, approvals, questions, sessions). At most one id per
     /// commit, so a list follows every conversation without following their events.
-    pub fn conversation_changes(&self) -> broadcast::Receiver<ConversationId> {
-        self.ctx().store.conversation_changes()
+    pub(crate) fn conversation_changes(&self) -> broadcast::Receiver<ConversationId> {
+        self.rt.ctx().store.conversation_changes()
     }
 }
 

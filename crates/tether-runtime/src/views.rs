@@ -7,95 +7,9 @@ use tether_core::{
 use tether_proto::{Binding, Conversation, ConversationId, SessionId, TurnStatus};
 use tether_store::{ConversationRow, ViewParts};
 
+use crate::RuntimeError;
+use crate::conversations::Conversations;
 use crate::error::Result;
-use crate::{Runtime, RuntimeError};
-
-impl Runtime {
-    pub(crate) async fn view(&self, row: ConversationRow) -> Result<Conversation> {
-        let id = row.id.to_string();
-        self.views(vec![row])
-            .await?
-            .pop()
-            .ok_or(RuntimeError::NotFound {
-                what: "conversation",
-                id,
-            })
-    }
-
-    /// The views of many conversations, from four reads in all (a page of the list).
-    pub(crate) async fn views(&self, rows: Vec<ConversationRow>) -> Result<Vec<Conversation>> {
-        let conversation_ids: Vec<&ConversationId> = rows.iter().map(|r| &r.id).collect();
-        let session_ids: Vec<&SessionId> = rows
-            .iter()
-            .filter_map(|r| r.bound_session_id.as_ref())
-            .collect();
-        let parts = self
-            .ctx()
-            .store
-            .view_parts(&conversation_ids, &session_ids)
-            .await?;
-        Ok(rows.into_iter().map(|row| assemble(row, &parts)).collect())
-    }
-
-    pub(crate) async fn status_text(&self, row: &ConversationRow) -> Result<String> {
-        let view = self.view(row.clone()).await?;
-        let pool = self.pool_status();
-        let (agent, model) = match &view.binding {
-            Some(b) => (b.agent.clone(), b.model.clone()),
-            None => (view.agent.clone(), view.model.clone()),
-        };
-        let bound = view.binding.as_ref().map(|b| BoundSession {
-            session_id: b.session_id.clone(),
-            agent: b.agent.clone(),
-            model: b.model.clone(),
-        });
-        let prefs = Preferences {
-            agent: view.agent.clone(),
-            model: view.model.clone(),
-        };
-        let text = tether_core::status_text(&StatusView {
-            agent,
-            model,
-            session_id: view.binding.as_ref().map(|b| b.session_id.clone()),
-            session_status: view.binding.as_ref().map(|b| b.status),
-            state: view.state,
-            queue_len: view.queue_len as usize,
-            pending_approvals: view.pending_approvals,
-            pending_questions: view.pending_questions,
-            pending_switch: pending_switch(bound.as_ref(), &prefs),
-        });
-        Ok(format!(
-            "{text}\npool: {} live ({} busy, {} idle) of {}, {} evictions; {} agent processes{}",
-            pool.live,
-            pool.busy,
-            pool.idle,
-            if pool.max_live == 0 {
-                "no limit".to_string()
-            } else {
-                pool.max_live.to_string()
-            },
-            pool.evictions,
-            pool.process_count,
-            process_rss(&pool.processes),
-        ))
-    }
-
-    pub(crate) async fn sessions_text(&self, row: &ConversationRow) -> Result<String> {
-        let sessions = self.ctx().store.list_sessions(&row.id).await?;
-        let rows: Vec<SessionRow> = sessions
-            .into_iter()
-            .map(|s| SessionRow {
-                bound: row.bound_session_id.as_ref() == Some(&s.id),
-                id: s.id,
-                agent: s.agent,
-                model: s.model,
-                status: s.status,
-                created_at_ms: s.created_at_ms,
-            })
-            .collect();
-        Ok(tether_core::sessions_text(&rows))
-    }
-}
 
 /// One conversation's view from the rows read for its page.
 fn assemble(row: ConversationRow, parts: &ViewParts) -> Conversation {
@@ -168,4 +82,92 @@ fn process_rss(processes: &[tether_proto::PoolProcess]) -> String {
     }
     let mb = known.iter().sum::<u64>() / (1024 * 1024);
     format!(", {mb} MB resident")
+}
+
+impl Conversations<'_> {
+    pub(crate) async fn view(&self, row: ConversationRow) -> Result<Conversation> {
+        let id = row.id.to_string();
+        self.views(vec![row])
+            .await?
+            .pop()
+            .ok_or(RuntimeError::NotFound {
+                what: "conversation",
+                id,
+            })
+    }
+
+    /// The views of many conversations, from four reads in all (a page of the list).
+    pub(crate) async fn views(&self, rows: Vec<ConversationRow>) -> Result<Vec<Conversation>> {
+        let conversation_ids: Vec<&ConversationId> = rows.iter().map(|r| &r.id).collect();
+        let session_ids: Vec<&SessionId> = rows
+            .iter()
+            .filter_map(|r| r.bound_session_id.as_ref())
+            .collect();
+        let parts = self
+            .rt
+            .ctx()
+            .store
+            .view_parts(&conversation_ids, &session_ids)
+            .await?;
+        Ok(rows.into_iter().map(|row| assemble(row, &parts)).collect())
+    }
+
+    pub(crate) async fn status_text(&self, row: &ConversationRow) -> Result<String> {
+        let view = self.view(row.clone()).await?;
+        let pool = self.rt.pool_status();
+        let (agent, model) = match &view.binding {
+            Some(b) => (b.agent.clone(), b.model.clone()),
+            None => (view.agent.clone(), view.model.clone()),
+        };
+        let bound = view.binding.as_ref().map(|b| BoundSession {
+            session_id: b.session_id.clone(),
+            agent: b.agent.clone(),
+            model: b.model.clone(),
+        });
+        let prefs = Preferences {
+            agent: view.agent.clone(),
+            model: view.model.clone(),
+        };
+        let text = tether_core::status_text(&StatusView {
+            agent,
+            model,
+            session_id: view.binding.as_ref().map(|b| b.session_id.clone()),
+            session_status: view.binding.as_ref().map(|b| b.status),
+            state: view.state,
+            queue_len: view.queue_len as usize,
+            pending_approvals: view.pending_approvals,
+            pending_questions: view.pending_questions,
+            pending_switch: pending_switch(bound.as_ref(), &prefs),
+        });
+        Ok(format!(
+            "{text}\npool: {} live ({} busy, {} idle) of {}, {} evictions; {} agent processes{}",
+            pool.live,
+            pool.busy,
+            pool.idle,
+            if pool.max_live == 0 {
+                "no limit".to_string()
+            } else {
+                pool.max_live.to_string()
+            },
+            pool.evictions,
+            pool.process_count,
+            process_rss(&pool.processes),
+        ))
+    }
+
+    pub(crate) async fn sessions_text(&self, row: &ConversationRow) -> Result<String> {
+        let sessions = self.rt.ctx().store.list_sessions(&row.id).await?;
+        let rows: Vec<SessionRow> = sessions
+            .into_iter()
+            .map(|s| SessionRow {
+                bound: row.bound_session_id.as_ref() == Some(&s.id),
+                id: s.id,
+                agent: s.agent,
+                model: s.model,
+                status: s.status,
+                created_at_ms: s.created_at_ms,
+            })
+            .collect();
+        Ok(tether_core::sessions_text(&rows))
+    }
 }

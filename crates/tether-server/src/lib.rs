@@ -279,6 +279,7 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
             get(handlers::attachments::turn_files),
         )
         .route("/api/v1/runtime", get(handlers::runtime))
+        .route("/api/v1/cluster", get(handlers::cluster))
         .route("/api/v1/links", post(links::make_links))
         .route_layer(axum::middleware::from_fn_with_state(
             auth.clone(),

@@ -366,3 +366,18 @@ fn every_command_runs_through_runtime_call() {
         }
     }
 }
+
+/// The runtime's methods are its facade, in one file (issue 27 item 1): the work is done
+/// by services (`Conversations`, `Router`, `Delegations`, `Attachments`, `Placement`,
+/// `Feed`, `Dispatch`), each a view of the runtime in its own module, so a feature adds
+/// a service or a method on one, never another `impl Runtime` somewhere.
+#[test]
+fn only_the_facade_holds_impl_runtime() {
+    let all = sources().unwrap();
+    let holders: Vec<&String> = all
+        .iter()
+        .filter(|(_, text)| code(text).lines().any(|l| l.starts_with("impl Runtime {")))
+        .map(|(f, _)| f)
+        .collect();
+    assert_eq!(holders, vec!["api.rs"], "impl Runtime outside the facade");
+}

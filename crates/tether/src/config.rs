@@ -167,6 +167,8 @@ pub struct Settings {
     pub max_live_per_node: usize,
     /// `[cluster] attachments_dir`: attachment files on storage the nodes share.
     pub attachments_dir: Option<PathBuf>,
+    /// `[cluster] notices`: commit notices wake the nodes (false: polling alone).
+    pub cluster_notices: bool,
     /// What file-out never reads besides the data directory and the attachment store
     /// (issue 24 S1): the config file, the default config directory, the credentials
     /// under the home directory.
@@ -340,6 +342,7 @@ impl Settings {
             lease_ttl: cluster.lease_ttl,
             max_live_per_node: cluster.max_live_per_node,
             attachments_dir: cluster.attachments_dir,
+            cluster_notices: cluster.notices,
         })
     }
 
@@ -386,6 +389,7 @@ impl Settings {
                 lease_ttl: self.lease_ttl,
                 max_live_per_node: self.max_live_per_node,
                 attachments_dir: self.attachments_dir.clone(),
+                notices: self.cluster_notices,
             },
         }
     }

@@ -314,15 +314,17 @@ fn cluster_settings_are_read_and_checked() {
     assert_eq!(rc.cluster.lease_ttl, Duration::from_secs(10));
     assert_eq!(rc.cluster.max_live_per_node, 0);
     assert_eq!(rc.cluster.attachments_dir, None);
+    assert!(rc.cluster.notices);
 
     let s = resolve(
-        "[cluster]\nlease_ttl_secs = 3\nmax_live_per_node = 40\nattachments_dir = \"/srv/shared/att\"\n",
+        "[cluster]\nlease_ttl_secs = 3\nmax_live_per_node = 40\nattachments_dir = \"/srv/shared/att\"\nnotices = false\n",
         &home_env(),
     )
     .unwrap();
     let rc = s.runtime_config("n2");
     assert_eq!(rc.cluster.lease_ttl, Duration::from_secs(3));
     assert_eq!(rc.cluster.max_live_per_node, 40);
+    assert!(!rc.cluster.notices);
     assert_eq!(
         rc.cluster.attachments_dir,
         Some(PathBuf::from("/srv/shared/att"))

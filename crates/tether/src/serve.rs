@@ -34,8 +34,6 @@ pub async fn run(settings: Settings) -> Result<()> {
         .context("cannot read the bound address")?;
 
     let store = datadir::open_configured_store(&settings).await?;
-    // Other nodes' commits reach this node's followers (PostgreSQL; none on SQLite).
-    let _tail = crate::cluster::follow_other_nodes(&store).await?;
     // Stable across restarts of this data directory: the node's id in the cluster.
     let node_id = datadir::node_id(&settings.data_dir)?;
     let (runtime_config, mcp_socket) =
@@ -43,16 +41,18 @@ pub async fn run(settings: Settings) -> Result<()> {
     let runtime = Runtime::start(runtime_config, store.clone())
         .await
         .context("cannot start the runtime")?;
+    // Other nodes' commits reach this node's followers (PostgreSQL; none on SQLite).
+    let _tail = runtime
+        .follow_other_nodes()
+        .await
+        .context("cannot follow the other nodes' commits")?;
     let mcp_stop = crate::mcp_cmd::serve_socket(mcp_socket, &runtime);
     // This node in the store's node registry, under its stable id. Before the channels:
     // their leader leases hold only while this node's lease does.
-    let membership = crate::cluster::Membership::join(
-        store.clone(),
-        node_id.clone(),
-        addr.to_string(),
-        settings.lease_ttl,
-    )
-    .await?;
+    let membership = runtime
+        .join_cluster(addr.to_string())
+        .await
+        .context("cannot register this node in the store")?;
     let cluster_node = tether_channels::ClusterNode {
         id: node_id.clone(),
         lease_ttl: settings.lease_ttl,
@@ -70,16 +70,10 @@ pub async fn run(settings: Settings) -> Result<()> {
         None => TokenSource::File,
     };
     let record = DaemonRecord::new(addr, token_source);
-    let mut openapi = tether_channels::openapi();
-    openapi.merge(crate::cluster::openapi());
     let extra = tether_server::ExtraRoutes {
-        protected: Some(channels.api_routes().merge(crate::cluster::routes(
-            store.clone(),
-            node_id.clone(),
-            settings.lease_ttl,
-        ))),
+        protected: Some(channels.api_routes()),
         public: Some(channels.hook_routes()),
-        openapi: Some(openapi),
+        openapi: Some(tether_channels::openapi()),
     };
     // A sign-in link for the web page; with the token only on an interactive terminal, so
     // captured output (service logs) never holds the secret.

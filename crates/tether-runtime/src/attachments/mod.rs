@@ -11,9 +11,9 @@ pub(crate) mod turn_files;
 
 use tether_proto::{Attachment, AttachmentId, ConversationId, HistoryMessage, MessageRole, TurnId};
 
+use crate::RuntimeError;
 use crate::error::Result;
 use crate::ids::new_id;
-use crate::{Runtime, RuntimeError};
 use blobs::Blobs;
 use rules::{AttachmentError, check_claims, check_name, sanitize_name, sniff};
 
@@ -34,26 +34,43 @@ pub enum AttachmentName<'a> {
     Platform(&'a str),
 }
 
-impl Runtime {
+/// The attachment service: files sent with messages and files a turn wrote. A view of the
+/// runtime (cheap, `Copy`), reached through `Runtime::attachments()`.
+#[derive(Clone, Copy)]
+pub(crate) struct Attachments<'a> {
+    pub(crate) rt: &'a crate::Runtime,
+}
+
+impl<'a> Attachments<'a> {
+    pub(crate) fn new(rt: &'a crate::Runtime) -> Self {
+        Attachments { rt }
+    }
+}
+
+impl Attachments<'_> {
     /// The configured size limits.
-    pub fn attachment_limits(&self) -> rules::AttachmentLimits {
-        self.ctx().config.attachments
+    pub(crate) fn attachment_limits(&self) -> rules::AttachmentLimits {
+        self.rt.ctx().config.attachments
     }
 
     pub(crate) fn blobs(&self) -> Blobs {
-        Blobs::of(&self.ctx().config)
+        Blobs::of(&self.rt.ctx().config)
     }
 
     /// Stores files for a later message of the conversation: checks every one (size,
     /// name, that neither the name nor the declared type lies about the bytes, the sum
     /// within the per-message limit) before storing any, then keeps the bytes once per
     /// content and records the rows.
-    pub async fn add_attachments(
+    pub(crate) async fn add_attachments(
         &self,
         conversation_id: &ConversationId,
         files: &[NewAttachment<'_>],
     ) -> Result<Vec<Attachment>> {
-        let conv = self.conversation_row(conversation_id).await?;
+        let conv = self
+            .rt
+            .conversations()
+            .conversation_row(conversation_id)
+            .await?;
         if conv.archived {
             return Err(RuntimeError::Archived(conversation_id.clone()));
         }
@@ -88,7 +105,7 @@ impl Runtime {
             rows.push(row);
         }
         // One transaction for the whole upload (issue 24 S8).
-        Ok(self.ctx().store.insert_attachments(&rows).await?)
+        Ok(self.rt.ctx().store.insert_attachments(&rows).await?)
     }
 
     /// The row a file would get (without its conversation and hash), or why it is refused.
@@ -124,12 +141,13 @@ impl Runtime {
     }
 
     /// An attachment's row and bytes.
-    pub async fn attachment(&self, id: &AttachmentId) -> Result<(Attachment, Vec<u8>)> {
+    pub(crate) async fn attachment(&self, id: &AttachmentId) -> Result<(Attachment, Vec<u8>)> {
         let not_found = || RuntimeError::NotFound {
             what: "attachment",
             id: id.to_string(),
         };
         let a = self
+            .rt
             .ctx()
             .store
             .get_attachment(id)
@@ -163,7 +181,7 @@ impl Runtime {
             if out.iter().any(|a| &a.id == id) {
                 continue;
             }
-            let a = match self.ctx().store.get_attachment(id).await? {
+            let a = match self.rt.ctx().store.get_attachment(id).await? {
                 Some(a) if a.conversation_id == conversation_id => a,
                 _ => return Err(AttachmentError::NotFound(id.to_string()).into()),
             };
@@ -197,7 +215,12 @@ impl Runtime {
             .filter(|m| m.role == MessageRole::Command)
             .map(|m| m.id)
             .collect();
-        let sent = self.ctx().store.attachments_of_messages(&replies).await?;
+        let sent = self
+            .rt
+            .ctx()
+            .store
+            .attachments_of_messages(&replies)
+            .await?;
         for m in messages
             .iter_mut()
             .filter(|m| m.role == MessageRole::Command)
@@ -208,7 +231,7 @@ impl Runtime {
                 .map(|(_, a)| a.clone())
                 .collect();
         }
-        let all = self.ctx().store.attachments_of_turns(&turns).await?;
+        let all = self.rt.ctx().store.attachments_of_turns(&turns).await?;
         if all.is_empty() {
             return Ok(messages);
         }
@@ -227,8 +250,14 @@ impl Runtime {
     /// Removes a conversation's attachments: rows, the blobs no other row names, and the
     /// copies made for its agents in every working directory its sessions used.
     pub(crate) async fn remove_attachments(&self, conversation_id: &ConversationId) -> Result<()> {
-        let mut cwds: Vec<String> = vec![self.conversation_row(conversation_id).await?.cwd];
-        for s in self.ctx().store.list_sessions(conversation_id).await? {
+        let mut cwds: Vec<String> = vec![
+            self.rt
+                .conversations()
+                .conversation_row(conversation_id)
+                .await?
+                .cwd,
+        ];
+        for s in self.rt.ctx().store.list_sessions(conversation_id).await? {
             if !cwds.contains(&s.cwd) {
                 cwds.push(s.cwd);
             }
@@ -240,6 +269,7 @@ impl Runtime {
             }
         }
         let unused = self
+            .rt
             .ctx()
             .store
             .delete_conversation_attachments(conversation_id)
@@ -247,7 +277,7 @@ impl Runtime {
         let blobs = self.blobs();
         for sha in unused {
             // Another upload of the same content may have come in meanwhile.
-            if self.ctx().store.attachment_blob_used(&sha).await? {
+            if self.rt.ctx().store.attachment_blob_used(&sha).await? {
                 continue;
             }
             if let Err(e) = blobs.remove(&sha).await {

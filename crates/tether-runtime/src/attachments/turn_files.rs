@@ -9,8 +9,9 @@ use serde_json::Value;
 use tether_proto::{TurnFile, TurnFiles, TurnId};
 
 use super::file_out::Confinement;
+use crate::RuntimeError;
+use crate::attachments::Attachments;
 use crate::error::Result;
-use crate::{Runtime, RuntimeError};
 
 /// The paths an edit tool call's `detail` names, in the order given.
 pub(crate) fn edited_paths(detail: &Value) -> Vec<String> {
@@ -53,11 +54,12 @@ fn relative(cwd: &Path, path: &str) -> String {
     path.to_owned()
 }
 
-impl Runtime {
+impl Attachments<'_> {
     /// The files the agent created or changed in a turn, as they are now.
-    pub async fn turn_files(&self, turn_id: &TurnId) -> Result<TurnFiles> {
+    pub(crate) async fn turn_files(&self, turn_id: &TurnId) -> Result<TurnFiles> {
         let (turn, cwd) = self.turn_and_cwd(turn_id).await?;
         let details = self
+            .rt
             .ctx()
             .store
             .turn_edit_details(&turn.conversation_id, turn_id)
@@ -96,14 +98,18 @@ impl Runtime {
 
     /// The bytes of a file in a turn's working directory (confined to it, within the
     /// per-file attachment limit) and its name.
-    pub async fn working_file(&self, turn_id: &TurnId, path: &str) -> Result<(String, Vec<u8>)> {
+    pub(crate) async fn working_file(
+        &self,
+        turn_id: &TurnId,
+        path: &str,
+    ) -> Result<(String, Vec<u8>)> {
         let (_, cwd) = self.turn_and_cwd(turn_id).await?;
         self.read_confined(&cwd, path).await
     }
 
     /// What file-out keeps away from.
     fn file_confinement(&self) -> Confinement {
-        let config = &self.ctx().config;
+        let config = &self.rt.ctx().config;
         Confinement::new(
             &config.workspace_roots,
             &config.data_dir,
@@ -140,7 +146,7 @@ impl Runtime {
         path: &str,
     ) -> Result<tether_proto::MessageOutcome> {
         let cwd = match &conv.bound_session_id {
-            Some(s) => self.get_session(s).await?.cwd,
+            Some(s) => self.rt.conversations().get_session(s).await?.cwd,
             None => conv.cwd.clone(),
         };
         let (name, bytes) = self.read_confined(Path::new(&cwd), path).await?;
@@ -153,7 +159,8 @@ impl Runtime {
         let text = format!("📎 {path} ({} bytes)", bytes.len());
         // The reply carries the file in the history too (the page links it).
         let ids: Vec<&tether_proto::AttachmentId> = stored.iter().map(|a| &a.id).collect();
-        self.ctx()
+        self.rt
+            .ctx()
             .store
             .add_message_with_attachments(&conv.id, tether_proto::MessageRole::Command, &text, &ids)
             .await?;
@@ -164,16 +171,21 @@ impl Runtime {
     }
 
     async fn turn_and_cwd(&self, turn_id: &TurnId) -> Result<(tether_proto::Turn, PathBuf)> {
-        let turn =
-            self.ctx()
-                .store
-                .get_turn(turn_id)
-                .await?
-                .ok_or_else(|| RuntimeError::NotFound {
-                    what: "turn",
-                    id: turn_id.to_string(),
-                })?;
-        let session = self.get_session(&turn.session_id).await?;
+        let turn = self
+            .rt
+            .ctx()
+            .store
+            .get_turn(turn_id)
+            .await?
+            .ok_or_else(|| RuntimeError::NotFound {
+                what: "turn",
+                id: turn_id.to_string(),
+            })?;
+        let session = self
+            .rt
+            .conversations()
+            .get_session(&turn.session_id)
+            .await?;
         Ok((turn, PathBuf::from(session.cwd)))
     }
 }

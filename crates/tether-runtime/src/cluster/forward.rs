@@ -10,8 +10,9 @@ use std::time::Duration;
 use tether_store::{CommandRow, CommandStatus, NewCommand, Wakeup};
 
 use super::wire::{Envelope, WireReply};
-use super::{Cluster, NO_NOTIFY_ENV, POLL, Waiter};
-use crate::api::Inner;
+use super::{POLL, Waiter};
+use crate::boot::Inner;
+use crate::cluster::service::Placement;
 use crate::error::Result;
 use crate::ids::new_id;
 use crate::{Runtime, RuntimeError};
@@ -29,11 +30,110 @@ pub(crate) enum Sent {
     Reroute,
 }
 
-impl Runtime {
-    pub(crate) fn cluster(&self) -> &Cluster {
-        &self.inner.cluster
-    }
+fn upgrade(weak: &Weak<Inner>) -> Option<Runtime> {
+    weak.upgrade().map(|inner| Runtime { inner })
+}
 
+/// Takes this node's commands as they come (woken by a notice, or every [`POLL`]) and
+/// runs each in a task of its own; prunes what senders left behind now and then.
+async fn worker(weak: Weak<Inner>) {
+    let mut last_prune = 0;
+    let mut trouble = tether_core::FailureRun::default();
+    loop {
+        let Some(rt) = upgrade(&weak) else { return };
+        let stopping = rt.ctx().delegation.stopping().clone();
+        let work = async {
+            let _ = tokio::time::timeout(POLL, rt.placement().cluster().work.notified()).await;
+        };
+        tokio::select! {
+            _ = stopping.cancelled() => return,
+            _ = work => {}
+        }
+        let store = &rt.ctx().store;
+        let me = rt.placement().cluster().node_id().to_owned();
+        let taken = match store
+            .take_pending_commands(&me, rt.ctx().clock.now_ms(), TAKE_BATCH)
+            .await
+        {
+            Ok(t) => {
+                if trouble.recover() > 0 {
+                    tracing::info!("forwarded commands are taken again");
+                }
+                t
+            }
+            Err(e) => {
+                if trouble.fail() {
+                    tracing::warn!(error = %e, "cannot take forwarded commands; retrying quietly");
+                } else {
+                    tracing::debug!(error = %e, "cannot take forwarded commands");
+                }
+                continue;
+            }
+        };
+        if taken.len() == TAKE_BATCH as usize {
+            // More wait: look again at once.
+            rt.placement().cluster().work.notify_one();
+        }
+        for row in taken {
+            let rt = rt.clone();
+            tokio::spawn(async move { rt.placement().run_taken(row).await });
+        }
+        let now = rt.ctx().clock.now_ms();
+        if now - last_prune > 60_000 {
+            last_prune = now;
+            let before = now - super::place::ttl_ms(PRUNE_AFTER);
+            if let Err(e) = store.prune_commands(before).await {
+                tracing::warn!(error = %e, "cannot prune forwarded commands");
+            }
+        }
+    }
+}
+
+/// Turns the database's notices into wake-ups of the worker and the senders; reconnects
+/// after a failure (polling covers the gap).
+async fn listener(weak: Weak<Inner>) {
+    loop {
+        let Some(rt) = upgrade(&weak) else { return };
+        let stopping = rt.ctx().delegation.stopping().clone();
+        let store = rt.ctx().store.clone();
+        drop(rt);
+        let mut wakeups = match store.command_wakeups().await {
+            Ok(Some(w)) => w,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for forwarded commands; retrying");
+                tokio::select! {
+                    _ = stopping.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                }
+            }
+        };
+        // Anything stored before the listener was up.
+        if let Some(rt) = upgrade(&weak) {
+            rt.placement().cluster().wake_all();
+        }
+        loop {
+            let next = tokio::select! {
+                _ = stopping.cancelled() => return,
+                n = wakeups.next() => n,
+            };
+            let Some(rt) = upgrade(&weak) else { return };
+            let cluster = rt.placement().cluster();
+            match next {
+                Ok(Wakeup::Command(node)) if node == cluster.node_id() => cluster.work.notify_one(),
+                Ok(Wakeup::Command(_)) => {}
+                Ok(Wakeup::Reply(id)) => cluster.replied(&id),
+                Ok(Wakeup::Reconnected) => cluster.wake_all(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "lost the listening connection; reconnecting");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+impl Placement<'_> {
     /// Sends `env` to node `to` and waits for its reply.
     pub(crate) async fn send_to(
         &self,
@@ -42,7 +142,7 @@ impl Runtime {
         env: &Envelope,
     ) -> Result<Sent> {
         let cluster = self.cluster();
-        let store = &self.ctx().store;
+        let store = &self.rt.ctx().store;
         let id: String = new_id();
         let body = serde_json::to_string(env).map_err(|e| RuntimeError::Internal(e.to_string()))?;
         let waiter = Waiter::new(cluster, &id);
@@ -53,7 +153,7 @@ impl Runtime {
                 from_node: cluster.node_id().to_owned(),
                 conversation_id: conversation_id.cloned(),
                 body,
-                created_at_ms: self.ctx().clock.now_ms(),
+                created_at_ms: self.rt.ctx().clock.now_ms(),
             })
             .await?;
         loop {
@@ -105,7 +205,7 @@ impl Runtime {
     }
 
     async fn forget_command(&self, id: &str) {
-        if let Err(e) = self.ctx().store.remove_command(id).await {
+        if let Err(e) = self.rt.ctx().store.remove_command(id).await {
             // Pruned later.
             tracing::warn!(command = id, error = %e, "cannot remove a forwarded command");
         }
@@ -113,9 +213,9 @@ impl Runtime {
 
     /// Whether node `id`'s lease holds and it is not seen gone by its presence.
     async fn node_alive(&self, id: &str) -> Result<bool> {
-        let now = self.ctx().clock.now_ms();
-        let ownership = &self.ctx().ownership;
-        Ok(self.ctx().store.nodes().await?.iter().any(|n| {
+        let now = self.rt.ctx().clock.now_ms();
+        let ownership = &self.rt.ctx().ownership;
+        Ok(self.rt.ctx().store.nodes().await?.iter().any(|n| {
             n.id == id && n.alive(now) && !ownership.seen_gone(&n.id, Some(n.started_at_ms))
         }))
     }
@@ -126,17 +226,19 @@ impl Runtime {
         if !self.cluster().enabled() {
             return;
         }
-        let weak = Arc::downgrade(&self.inner);
+        let weak = Arc::downgrade(&self.rt.inner);
         tokio::spawn(worker(weak.clone()));
-        if std::env::var_os(NO_NOTIFY_ENV).is_none() {
+        if self.cluster().config.notices {
             tokio::spawn(listener(weak));
         } else {
-            tracing::info!("{NO_NOTIFY_ENV} is set: forwarded commands are found by polling only");
+            tracing::info!(
+                "[cluster] notices = false: forwarded commands are found by polling only"
+            );
         }
     }
 
     /// Runs command `row` (taken by this node) and stores its reply.
-    async fn run_taken(self, row: CommandRow) {
+    async fn run_taken(&self, row: CommandRow) {
         let reply = match serde_json::from_str::<Envelope>(&row.body) {
             Ok(env) => WireReply::of(self.execute(env).await),
             Err(e) => WireReply::Err {
@@ -146,9 +248,10 @@ impl Runtime {
         };
         let stored = match serde_json::to_string(&reply) {
             Ok(json) => {
-                self.ctx()
+                self.rt
+                    .ctx()
                     .store
-                    .reply_command(&row.id, &json, self.ctx().clock.now_ms())
+                    .reply_command(&row.id, &json, self.rt.ctx().clock.now_ms())
                     .await
             }
             Err(e) => {
@@ -160,108 +263,6 @@ impl Runtime {
             Ok(true) => {}
             Ok(false) => tracing::info!(command = %row.id, "its sender gave the command up"),
             Err(e) => tracing::warn!(command = %row.id, error = %e, "cannot store a reply"),
-        }
-    }
-}
-
-fn upgrade(weak: &Weak<Inner>) -> Option<Runtime> {
-    weak.upgrade().map(|inner| Runtime { inner })
-}
-
-/// Takes this node's commands as they come (woken by a notice, or every [`POLL`]) and
-/// runs each in a task of its own; prunes what senders left behind now and then.
-async fn worker(weak: Weak<Inner>) {
-    let mut last_prune = 0;
-    let mut trouble = tether_core::FailureRun::default();
-    loop {
-        let Some(rt) = upgrade(&weak) else { return };
-        let stopping = rt.ctx().delegation.stopping().clone();
-        let work = async {
-            let _ = tokio::time::timeout(POLL, rt.cluster().work.notified()).await;
-        };
-        tokio::select! {
-            _ = stopping.cancelled() => return,
-            _ = work => {}
-        }
-        let store = &rt.ctx().store;
-        let me = rt.cluster().node_id().to_owned();
-        let taken = match store
-            .take_pending_commands(&me, rt.ctx().clock.now_ms(), TAKE_BATCH)
-            .await
-        {
-            Ok(t) => {
-                if trouble.recover() > 0 {
-                    tracing::info!("forwarded commands are taken again");
-                }
-                t
-            }
-            Err(e) => {
-                if trouble.fail() {
-                    tracing::warn!(error = %e, "cannot take forwarded commands; retrying quietly");
-                } else {
-                    tracing::debug!(error = %e, "cannot take forwarded commands");
-                }
-                continue;
-            }
-        };
-        if taken.len() == TAKE_BATCH as usize {
-            // More wait: look again at once.
-            rt.cluster().work.notify_one();
-        }
-        for row in taken {
-            tokio::spawn(rt.clone().run_taken(row));
-        }
-        let now = rt.ctx().clock.now_ms();
-        if now - last_prune > 60_000 {
-            last_prune = now;
-            let before = now - super::place::ttl_ms(PRUNE_AFTER);
-            if let Err(e) = store.prune_commands(before).await {
-                tracing::warn!(error = %e, "cannot prune forwarded commands");
-            }
-        }
-    }
-}
-
-/// Turns the database's notices into wake-ups of the worker and the senders; reconnects
-/// after a failure (polling covers the gap).
-async fn listener(weak: Weak<Inner>) {
-    loop {
-        let Some(rt) = upgrade(&weak) else { return };
-        let stopping = rt.ctx().delegation.stopping().clone();
-        let store = rt.ctx().store.clone();
-        drop(rt);
-        let mut wakeups = match store.command_wakeups().await {
-            Ok(Some(w)) => w,
-            Ok(None) => return,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for forwarded commands; retrying");
-                tokio::select! {
-                    _ = stopping.cancelled() => return,
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
-                }
-            }
-        };
-        // Anything stored before the listener was up.
-        if let Some(rt) = upgrade(&weak) {
-            rt.cluster().wake_all();
-        }
-        loop {
-            let next = tokio::select! {
-                _ = stopping.cancelled() => return,
-                n = wakeups.next() => n,
-            };
-            let Some(rt) = upgrade(&weak) else { return };
-            let cluster = rt.cluster();
-            match next {
-                Ok(Wakeup::Command(node)) if node == cluster.node_id() => cluster.work.notify_one(),
-                Ok(Wakeup::Command(_)) => {}
-                Ok(Wakeup::Reply(id)) => cluster.replied(&id),
-                Ok(Wakeup::Reconnected) => cluster.wake_all(),
-                Err(e) => {
-                    tracing::warn!(error = %e, "lost the listening connection; reconnecting");
-                    break;
-                }
-            }
         }
     }
 }

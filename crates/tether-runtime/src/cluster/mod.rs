@@ -11,10 +11,14 @@
 //!   node's commands; the listener that turns notices into wake-ups.
 //! - `routed`: where every call goes (here or the owner), and running a forwarded one.
 //! - `wire`: the command and reply as stored.
+//! - `membership`: this node in the node registry (its lease, heartbeat and presence).
+//! - `service`: the placement service and the cluster view.
 
 mod forward;
+pub(crate) mod membership;
 mod place;
 mod routed;
+pub(crate) mod service;
 mod wire;
 
 use std::collections::HashMap;
@@ -30,9 +34,6 @@ pub(crate) use routed::forwarded;
 /// How often a node looks for commands and replies without a notice (the fallback that
 /// alone still works).
 const POLL: Duration = Duration::from_millis(500);
-
-/// Set to anything: no `LISTEN` (tests of the polling fallback).
-const NO_NOTIFY_ENV: &str = "TETHER_TEST_NO_NOTIFY";
 
 /// This node's part of the cluster.
 pub(crate) struct Cluster {

@@ -13,7 +13,7 @@ use tether_core::placement::{self, Verdict};
 use tether_proto::ConversationId;
 use tether_store::Claim;
 
-use crate::Runtime;
+use crate::cluster::service::Placement;
 use crate::error::Result;
 
 /// Where a command runs.
@@ -28,21 +28,26 @@ pub(crate) enum Place {
 /// How often a dead owner's conversation is looked at while failover runs.
 const FAILOVER_LOOK: Duration = Duration::from_millis(100);
 
-impl Runtime {
+pub(crate) fn ttl_ms(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2)
+}
+
+impl Placement<'_> {
     /// Decides where a command of conversation `id` runs. `forwarded`: it was sent here
     /// by another node (no cap: this node was chosen).
     pub(crate) async fn place(&self, id: &ConversationId, forwarded: bool) -> Result<Place> {
         let cluster = self.cluster();
         let me = cluster.node_id();
-        let store = &self.ctx().store;
-        let failover_until = self.ctx().clock.now_ms() + ttl_ms(cluster.config.lease_ttl);
+        let store = &self.rt.ctx().store;
+        let failover_until = self.rt.ctx().clock.now_ms() + ttl_ms(cluster.config.lease_ttl);
         loop {
-            let now = self.ctx().clock.now_ms();
+            let now = self.rt.ctx().clock.now_ms();
             let row = store.conversation_owner(id).await?;
             let owner = row.as_ref().map(|o| placement::Owner {
                 node_id: &o.node_id,
                 lease_until_ms: o.lease_until_ms,
                 seen_gone: self
+                    .rt
                     .ctx()
                     .ownership
                     .seen_gone(&o.node_id, o.node_started_at_ms),
@@ -77,7 +82,7 @@ impl Runtime {
         if cap == 0 {
             return Ok(None);
         }
-        let store = &self.ctx().store;
+        let store = &self.rt.ctx().store;
         let counts = store.owner_counts().await?;
         let owned = |node: &str| {
             counts
@@ -90,20 +95,20 @@ impl Runtime {
             // No need to read the nodes.
             return Ok(None);
         }
-        let now = self.ctx().clock.now_ms();
+        let now = self.rt.ctx().clock.now_ms();
         let nodes = store.nodes().await?;
         let others = nodes
             .iter()
             .filter(|n| {
                 n.alive(now)
                     && n.id != cluster.node_id()
-                    && !self.ctx().ownership.seen_gone(&n.id, Some(n.started_at_ms))
+                    && !self
+                        .rt
+                        .ctx()
+                        .ownership
+                        .seen_gone(&n.id, Some(n.started_at_ms))
             })
             .map(|n| (n.id.as_str(), owned(&n.id)));
         Ok(placement::elsewhere_at_cap(cap, mine, others).map(str::to_owned))
     }
-}
-
-pub(crate) fn ttl_ms(ttl: Duration) -> i64 {
-    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2)
 }

@@ -8,10 +8,11 @@ use tether_proto::{ConversationId, ErrorCode};
 
 use super::forward::Sent;
 use super::place::Place;
+use super::service::Placement;
 use super::wire::{Envelope, Known, WireReply, rebuild};
+use crate::RuntimeError;
 use crate::call::{Call, Command, Reply};
 use crate::error::Result;
-use crate::{Runtime, RuntimeError};
 
 tokio::task_local! {
     /// Set while a call forwarded from another node runs: how many nodes it passed.
@@ -28,20 +29,20 @@ pub(crate) fn forwarded() -> bool {
     FORWARDED.try_with(|_| ()).is_ok()
 }
 
-impl Runtime {
+impl Placement<'_> {
     /// Runs `call` here when conversation `conv`'s commands run on this node, else sends
     /// it to the node where they do and returns its reply. `conv` `None` (a new
     /// conversation, an unknown approval): here.
     pub(crate) async fn routed(&self, conv: Option<&ConversationId>, call: Call) -> Result<Reply> {
         let (true, Some(conv)) = (self.cluster().enabled(), conv) else {
-            return self.run_here(call).await;
+            return self.rt.dispatch().run_here(call).await;
         };
         let hops = FORWARDED.try_with(|h| *h).ok();
         let mut reroutes = 0;
         loop {
             let node = match self.place(conv, hops.is_some()).await? {
                 Place::Here { claimed } => {
-                    let out = self.run_here(call).await;
+                    let out = self.rt.dispatch().run_here(call).await;
                     if claimed {
                         self.release_if_idle(conv).await;
                     }
@@ -77,7 +78,7 @@ impl Runtime {
     /// The owner's error as this node's (see `wire::rebuild`).
     async fn rebuilt(&self, code: ErrorCode, message: String, cmd: &Command) -> RuntimeError {
         use tether_core::approval::ResolveError;
-        let store = &self.ctx().store;
+        let store = &self.rt.ctx().store;
         let resolved = match (code, cmd) {
             (ErrorCode::ApprovalAlreadyResolved, Command::AnswerApproval { approval_id, .. }) => {
                 match store.get_approval(approval_id).await {
@@ -108,16 +109,16 @@ impl Runtime {
     /// answer nobody waited for) is given up again, under its routing lock so a message
     /// routed meanwhile keeps it.
     async fn release_if_idle(&self, conv: &ConversationId) {
-        let _guard = self.lock_conversation(conv).await;
-        let store = &self.ctx().store;
+        let _guard = self.rt.router().lock_conversation(conv).await;
+        let store = &self.rt.ctx().store;
         let busy = async {
             // A session actor or a routing message holds it (see `ownership`).
-            if self.ctx().ownership.in_use(conv) {
+            if self.rt.ctx().ownership.in_use(conv) {
                 return Ok::<bool, tether_store::StoreError>(true);
             }
             let row = store.get_conversation(conv).await?;
             let bound = row.and_then(|r| r.bound_session_id);
-            if bound.is_some_and(|s| self.existing_actor(&s).is_some()) {
+            if bound.is_some_and(|s| self.rt.router().existing_actor(&s).is_some()) {
                 return Ok::<bool, tether_store::StoreError>(true);
             }
             Ok(!store.open_turns(conv).await?.is_empty())
@@ -141,6 +142,6 @@ impl Runtime {
 
     /// Runs a call another node forwarded here, as that node's caller would have.
     pub(crate) async fn execute(&self, env: Envelope) -> Result<Reply> {
-        FORWARDED.scope(env.hops, self.call(env.call)).await
+        FORWARDED.scope(env.hops, self.rt.call(env.call)).await
     }
 }

@@ -9,7 +9,7 @@
 use tether_proto::ErrorCode;
 use tether_store::{ContinuationClaim, LedgerEntry, Store};
 
-use crate::Runtime;
+use crate::delegation::Delegations;
 use crate::delegation::err;
 use crate::delegation::registry::LedgerGuard;
 use crate::error::Result;
@@ -54,7 +54,7 @@ impl Drop for HeldContinuation {
     }
 }
 
-impl Runtime {
+impl Delegations<'_> {
     /// Holds `continuation_id` of `scope` for one request: the recorded entry when the
     /// id was used already (to answer again or refuse), else nothing; 409
     /// `continuation_conflict` when a request on another node holds it right now.
@@ -64,13 +64,14 @@ impl Runtime {
         continuation_id: &str,
     ) -> Result<(HeldContinuation, Option<LedgerEntry>)> {
         let local = self
+            .rt
             .ctx()
             .delegation
             .lock_ledger(scope, continuation_id)
             .await;
-        let store = &self.ctx().store;
+        let store = &self.rt.ctx().store;
         let name: String = new_id();
-        let node = &self.ctx().config.cluster.node_id;
+        let node = &self.rt.ctx().config.cluster.node_id;
         match store
             .claim_continuation(scope, continuation_id, node, &name)
             .await?

@@ -10,16 +10,17 @@ use tether_proto::{
 };
 use tether_store::{ConversationRow, DelegationRow, LedgerEntry, Scope};
 
+use crate::RuntimeError;
+use crate::delegation::Delegations;
 use crate::delegation::continuation::released;
 use crate::delegation::{Caller, check_continuation_id, err};
 use crate::error::Result;
 use crate::session::actors::To;
-use crate::{Runtime, RuntimeError};
 
 /// How long cancel/close wait for a stopped turn to end (the actor's own grace is 5 s).
 const END_WAIT: Duration = Duration::from_secs(10);
 
-impl Runtime {
+impl Delegations<'_> {
     pub(crate) async fn cancel_here(
         &self,
         caller: &Caller,
@@ -27,7 +28,11 @@ impl Runtime {
     ) -> Result<TaskSnapshot> {
         self.caller_gate(caller).await?;
         let row = self.task_or_not_found(caller, task_id).await?;
-        let _guard = self.lock_conversation(&task_id.conversation_id()).await;
+        let _guard = self
+            .rt
+            .router()
+            .lock_conversation(&task_id.conversation_id())
+            .await;
         self.stop_task_turn(&row).await?;
         self.snapshot(&row).await
     }
@@ -36,21 +41,24 @@ impl Runtime {
     /// Returns whether a turn was running.
     async fn stop_task_turn(&self, row: &DelegationRow) -> Result<bool> {
         let conversation_id = row.task_id.conversation_id();
-        let open = self.ctx().store.open_turns(&conversation_id).await?;
+        let open = self.rt.ctx().store.open_turns(&conversation_id).await?;
         if open.is_empty() {
             return Ok(false);
         }
         // Followed before the stop, so its terminal event cannot slip past.
         let mut feed = self
+            .rt
+            .feed()
             .follow_from_now(Scope::Conversation(conversation_id.clone()))
             .await?;
         let to = To::Running(&row.session_id);
-        if let Err(e) = self.actor(to).stop().await {
+        if let Err(e) = self.rt.router().actor(to).stop().await {
             tracing::warn!(task_id = %row.task_id, error = %e, "cannot stop the task's turn");
         }
         let wait = async {
             loop {
                 if self
+                    .rt
                     .ctx()
                     .store
                     .open_turns(&conversation_id)
@@ -89,8 +97,12 @@ impl Runtime {
         // is cancelled or the process ended, and no other request on any node can record
         // this id before this one does, so a close is never left half done.
         let (_held, recorded) = self.hold_continuation(row.scope(), continuation_id).await?;
-        let _guard = self.lock_conversation(&task_id.conversation_id()).await;
-        let store = &self.ctx().store;
+        let _guard = self
+            .rt
+            .router()
+            .lock_conversation(&task_id.conversation_id())
+            .await;
+        let store = &self.rt.ctx().store;
         if let Some(e) = recorded {
             if e.task_id == row.task_id && e.action == "close" {
                 return serde_json::from_value(e.result)
@@ -112,7 +124,7 @@ impl Runtime {
         }
         let canceled = self.stop_task_turn(&row).await?;
         let to = To::Running(&row.session_id);
-        if let Err(e) = self.actor(to).close().await {
+        if let Err(e) = self.rt.router().actor(to).close().await {
             tracing::warn!(task_id = %row.task_id, error = %e, "cannot end the task's process");
         }
         let version = store
@@ -140,13 +152,19 @@ impl Runtime {
             .release_delegation(task_id, note, Some(&entry))
             .await?;
         self.forget_task(task_id);
-        self.ctx().delegation.revoke(&row.session_id);
+        self.rt.ctx().delegation.revoke(&row.session_id);
         Ok(result)
     }
 
     /// Stopping a parent's turn cancels the child turns that turn started (only those).
     pub(crate) async fn cancel_children_of_turn(&self, parent_turn_id: &TurnId) {
-        let open = match self.ctx().store.open_turns_started_in(parent_turn_id).await {
+        let open = match self
+            .rt
+            .ctx()
+            .store
+            .open_turns_started_in(parent_turn_id)
+            .await
+        {
             Ok(o) => o,
             Err(e) => {
                 tracing::error!(error = %e, "cannot list the children of a stopped turn");
@@ -157,7 +175,7 @@ impl Runtime {
             // A child lives where its owner is, on any node (issue 26 item 4): the cancel
             // is routed there like any command, in the background (the parent's `/stop`
             // does not wait for its children's ends).
-            let rt = self.clone();
+            let rt = self.rt.clone();
             tokio::spawn(async move {
                 match rt.cancel_task(&Caller::Person, &dt.task_id).await {
                     Ok(_) => {}
@@ -171,14 +189,26 @@ impl Runtime {
     }
 
     /// Releases every child of a parent conversation (for when the parent goes away).
-    pub async fn release_children(&self, parent_conversation_id: &ConversationId) -> Result<usize> {
-        let children = self.ctx().store.children_of(parent_conversation_id).await?;
+    pub(crate) async fn release_children(
+        &self,
+        parent_conversation_id: &ConversationId,
+    ) -> Result<usize> {
+        let children = self
+            .rt
+            .ctx()
+            .store
+            .children_of(parent_conversation_id)
+            .await?;
         let mut n = 0;
         for row in children.into_iter().filter(|r| r.released_at_ms.is_none()) {
             // The close any caller makes, under an id of its own (`archive:<task>`), so
             // it is in the ledger like every other close.
             let cid = format!("archive:{}", row.task_id);
-            match self.close_task(&Caller::Person, &row.task_id, &cid).await {
+            match self
+                .rt
+                .close_task(&Caller::Person, &row.task_id, &cid)
+                .await
+            {
                 Ok(_) => n += 1,
                 Err(e) if e.code() == ErrorCode::SessionReleased => {}
                 Err(e) => {
@@ -199,6 +229,7 @@ impl Runtime {
         debug_assert_eq!(conv.kind, ConversationKind::Delegate);
         self.delegation_gate()?;
         let row = self
+            .rt
             .ctx()
             .store
             .get_delegation(&TaskId::of_conversation(&conv.id))

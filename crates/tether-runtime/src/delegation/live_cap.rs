@@ -6,11 +6,11 @@
 
 use tether_proto::{ConversationId, SessionId};
 
-use crate::Runtime;
 use crate::call::{Command, Principal};
+use crate::delegation::Delegations;
 use crate::error::Result;
 
-impl Runtime {
+impl Delegations<'_> {
     /// Makes room for `child` of `parent` among the parent's live children on the other
     /// nodes (see the module header). Failing to evict is logged, never fatal: the cap is
     /// a soft one, as on one node (busy children are never evicted).
@@ -19,12 +19,12 @@ impl Runtime {
         parent: &ConversationId,
         child: &SessionId,
     ) -> Result<()> {
-        let cap = self.ctx().pool.max_live_per_owner();
-        if cap == 0 || !self.ctx().ownership.clustered() {
+        let cap = self.rt.ctx().pool.max_live_per_owner();
+        if cap == 0 || !self.rt.ctx().ownership.clustered() {
             return Ok(());
         }
-        let store = &self.ctx().store;
-        let here = &self.ctx().config.cluster.node_id;
+        let store = &self.rt.ctx().store;
+        let here = &self.rt.ctx().config.cluster.node_id;
         let mut remote = 0;
         let mut remote_idle = Vec::new();
         for row in store.children_of(parent).await? {
@@ -43,7 +43,7 @@ impl Runtime {
                 remote_idle.push(conv);
             }
         }
-        let local = self.ctx().pool.live_children(parent, child);
+        let local = self.rt.ctx().pool.live_children(parent, child);
         // The local pool evicts its own idle children over the cap by itself.
         let local_room = (local + 1).saturating_sub(cap);
         let over = (remote + local + 1)
@@ -53,7 +53,7 @@ impl Runtime {
             let command = Command::EvictIdle {
                 conversation_id: conv.clone(),
             };
-            if let Err(e) = self.call_as::<bool>(command, Principal::System).await {
+            if let Err(e) = self.rt.call_as::<bool>(command, Principal::System).await {
                 tracing::warn!(conversation = %conv, error = %e, "cannot evict an idle child elsewhere");
             }
         }
@@ -62,13 +62,13 @@ impl Runtime {
 
     /// Evicts the live session of `conv` on this node when it is idle; `true` when it was.
     pub(crate) async fn evict_idle_here(&self, conv: &ConversationId) -> Result<bool> {
-        let Some(row) = self.ctx().store.get_conversation(conv).await? else {
+        let Some(row) = self.rt.ctx().store.get_conversation(conv).await? else {
             return Ok(false);
         };
         let Some(session) = row.bound_session_id else {
             return Ok(false);
         };
-        Ok(self.ctx().pool.evict_if_idle(
+        Ok(self.rt.ctx().pool.evict_if_idle(
             &session,
             "its parent's live children are at max_live_per_owner",
         ))

@@ -22,12 +22,12 @@ use tether_proto::{
 };
 use tether_store::{DelegationRow, NewDelegation};
 
+use crate::RuntimeError;
 pub(crate) use crate::delegation::registry::Caller;
 use crate::error::Result;
 use crate::ids::new_id;
 use crate::session::command::Enqueued;
 use crate::session::ending::TurnEnding;
-use crate::{Runtime, RuntimeError};
 
 /// Largest accepted task or message, in bytes.
 const MAX_TASK_BYTES: usize = 256 * 1024;
@@ -76,28 +76,41 @@ fn title_of(task: &str) -> String {
     t
 }
 
-impl Runtime {
+/// The delegation service: tasks, their turns, continuation, close, status and reports. A
+/// view of the runtime (cheap, `Copy`), reached through `Runtime::delegations()`.
+#[derive(Clone, Copy)]
+pub(crate) struct Delegations<'a> {
+    pub(crate) rt: &'a crate::Runtime,
+}
+
+impl<'a> Delegations<'a> {
+    pub(crate) fn new(rt: &'a crate::Runtime) -> Self {
+        Delegations { rt }
+    }
+}
+
+impl Delegations<'_> {
     /// The caller a per-session MCP token stands for (`None`: unknown token).
-    pub fn mcp_caller(&self, token: &str) -> Option<Caller> {
-        self.ctx().delegation.caller_for_token(token)
+    pub(crate) fn mcp_caller(&self, token: &str) -> Option<Caller> {
+        self.rt.ctx().delegation.caller_for_token(token)
     }
 
     /// Whether the MCP endpoints let a connection with `token` in: a live session's token,
     /// or one reserved for a spare agent process that has no session yet (it may list the
     /// tools; its calls are refused until a session adopts it).
-    pub fn mcp_admits(&self, token: &str) -> bool {
-        self.ctx().delegation.admits(token)
+    pub(crate) fn mcp_admits(&self, token: &str) -> bool {
+        self.rt.ctx().delegation.admits(token)
     }
 
     /// The daemon begins to shut down: waits of `get_delegation_status` end now (with
     /// the snapshots as they are), so they never hold the shutdown up. Idempotent.
-    pub fn begin_shutdown(&self) {
-        self.ctx().delegation.stopping().cancel();
+    pub(crate) fn begin_shutdown(&self) {
+        self.rt.ctx().delegation.stopping().cancel();
     }
 
     /// Fails with `rebuilding` while start-up recovery of delegations runs.
     pub(crate) fn delegation_gate(&self) -> Result<()> {
-        if self.ctx().delegation.is_ready() {
+        if self.rt.ctx().delegation.is_ready() {
             Ok(())
         } else {
             Err(err(
@@ -115,7 +128,11 @@ impl Runtime {
             conversation_id, ..
         } = caller
         {
-            let conv = self.conversation_row(conversation_id).await?;
+            let conv = self
+                .rt
+                .conversations()
+                .conversation_row(conversation_id)
+                .await?;
             if conv.archived {
                 return Err(RuntimeError::Archived(conversation_id.clone()));
             }
@@ -133,14 +150,19 @@ impl Runtime {
         tool_call_id: Option<&str>,
     ) -> Result<TaskStarted> {
         self.caller_gate(caller).await?;
-        let cfg = &self.ctx().config;
-        let dcfg = self.ctx().delegation.config();
+        let cfg = &self.rt.ctx().config;
+        let dcfg = self.rt.ctx().delegation.config();
         let (parent_conv, parent_session) = match caller {
             Caller::Session {
                 conversation_id,
                 session_id,
             } => (
-                Some(self.conversation_row(conversation_id).await?),
+                Some(
+                    self.rt
+                        .conversations()
+                        .conversation_row(conversation_id)
+                        .await?,
+                ),
                 Some(session_id.clone()),
             ),
             Caller::External | Caller::Person => (None, None),
@@ -151,7 +173,7 @@ impl Runtime {
                 ErrorCode::InvalidAgentType,
                 format!(
                     "unknown agent_type {agent_type:?}; configured agents: {}",
-                    self.agent_names().join(", ")
+                    self.rt.agent_names().join(", ")
                 ),
             ));
         }
@@ -165,6 +187,7 @@ impl Runtime {
         };
         let parent_depth = match &parent_conv {
             Some(p) if p.kind == ConversationKind::Delegate => self
+                .rt
                 .ctx()
                 .store
                 .get_delegation(&TaskId::of_conversation(&p.id))
@@ -206,7 +229,7 @@ impl Runtime {
             session_id: new_id(),
             turn_id: new_id(),
         };
-        self.ctx().store.create_delegation(&d).await?;
+        self.rt.ctx().store.create_delegation(&d).await?;
         // Followed before its turn can run, so its end is reported.
         self.watch_task(&d.task_id).await?;
         // Here, or on another node when this one is at its cap (issue 12).
@@ -227,7 +250,7 @@ impl Runtime {
         conv: &ConversationId,
         session: &SessionId,
     ) -> Result<Option<TurnId>> {
-        let open = self.ctx().store.open_turns(conv).await?;
+        let open = self.rt.ctx().store.open_turns(conv).await?;
         Ok(open
             .into_iter()
             .find(|t| t.session_id == *session && t.status != TurnStatus::Queued)
@@ -254,7 +277,7 @@ impl Runtime {
     /// when it ended already).
     pub(crate) async fn fail_unstarted_task(&self, turn_id: &TurnId, e: &RuntimeError) {
         let ending = TurnEnding::unstarted(e.code(), e.to_string());
-        if let Err(e) = ending.record(self.ctx(), turn_id).await {
+        if let Err(e) = ending.record(self.rt.ctx(), turn_id).await {
             tracing::error!(%turn_id, error = %e, "cannot fail an unstarted task turn");
         }
     }
@@ -267,7 +290,7 @@ impl Runtime {
         input: &str,
     ) -> Result<()> {
         let to = crate::session::actors::To::Session { session, owner };
-        let enqueued = self.actor(to).enqueue(turn_id, input).await?;
+        let enqueued = self.rt.router().actor(to).enqueue(turn_id, input).await?;
         match enqueued {
             Some(Enqueued::Started | Enqueued::Queued(_)) => Ok(()),
             Some(Enqueued::Full(cap)) => Err(RuntimeError::QueueFull { cap }),
@@ -282,7 +305,7 @@ impl Runtime {
         caller: &Caller,
         task_id: &TaskId,
     ) -> Result<Option<DelegationRow>> {
-        let Some(row) = self.ctx().store.get_delegation(task_id).await? else {
+        let Some(row) = self.rt.ctx().store.get_delegation(task_id).await? else {
             return Ok(None);
         };
         let visible = match caller {

@@ -8,11 +8,12 @@
 
 use tether_proto::{ConversationId, TaskId, TurnId, TurnStatus};
 
+use crate::RuntimeError;
 use crate::call::{Command, Principal};
+use crate::delegation::Delegations;
 use crate::error::Result;
-use crate::{Runtime, RuntimeError};
 
-impl Runtime {
+impl Delegations<'_> {
     /// Starts turn `turn_id` (version 1, stored with the task) of new task `task_id` on
     /// the node its conversation's commands run on. A failure on the way (the chosen node
     /// died before answering, say) fails the turn, so a stored turn never waits forever.
@@ -21,7 +22,7 @@ impl Runtime {
             task_id: task_id.clone(),
             turn_id: turn_id.clone(),
         };
-        let res = self.call_as(command, Principal::System).await;
+        let res = self.rt.call_as(command, Principal::System).await;
         if let Err(e) = &res {
             // Recorded already when the owner's enqueue failed: then this changes nothing.
             self.fail_unstarted_task(turn_id, e).await;
@@ -32,7 +33,7 @@ impl Runtime {
     /// The first turn, read back from the store, enqueued on this node's actor for the
     /// child's session. A turn no longer queued was started already: nothing to do.
     pub(crate) async fn start_task_here(&self, task_id: &TaskId, turn_id: &TurnId) -> Result<()> {
-        let store = &self.ctx().store;
+        let store = &self.rt.ctx().store;
         let row = store
             .get_delegation(task_id)
             .await?

@@ -13,10 +13,11 @@ use tether_proto::{
 };
 use tether_store::{Batch, DelegationRow, Follower, Scope};
 
+use crate::RuntimeError;
+use crate::delegation::Delegations;
 use crate::delegation::registry::MAX_WAITS_PER_CALLER;
 use crate::delegation::{Caller, err};
 use crate::error::Result;
-use crate::{Runtime, RuntimeError};
 
 /// Longest bounded wait of `get_delegation_status`.
 pub const MAX_WAIT_MS: u64 = 60_000;
@@ -106,13 +107,54 @@ fn canceled(duration_ms: Option<i64>, text: Option<String>) -> TaskOutcome {
     }
 }
 
-impl Runtime {
+fn revoked_error() -> RuntimeError {
+    err(
+        ErrorCode::Unauthorized,
+        "this MCP token was revoked: its session ended, was replaced or its conversation \
+         was archived",
+    )
+}
+
+/// Whether a task that was running has ended or is blocked on a request the caller
+/// was not told about.
+fn changed_from(running: &HashMap<TaskId, Option<String>>, snaps: &[TaskSnapshot]) -> bool {
+    snaps.iter().any(|t| match running.get(&t.task_id) {
+        Some(told) => {
+            t.status != TaskStatus::Running
+                || t.blocked_on
+                    .as_ref()
+                    .is_some_and(|b| Some(&b.request_id) != told.as_ref())
+        }
+        None => false,
+    })
+}
+
+/// Events that can end a wait: a terminal turn event or a new request for a person.
+/// The next events of any of `feeds` (never, when there are none).
+async fn next_of(feeds: &mut [Follower]) -> tether_store::Result<std::sync::Arc<Batch>> {
+    if feeds.is_empty() {
+        return std::future::pending().await;
+    }
+    select_all(feeds.iter_mut().map(|f| Box::pin(f.next())))
+        .await
+        .0
+}
+
+fn matters(p: &EventPayload) -> bool {
+    p.is_turn_terminal()
+        || matches!(
+            p,
+            EventPayload::ApprovalRequested { .. } | EventPayload::QuestionAsked { .. }
+        )
+}
+
+impl Delegations<'_> {
     /// Exactly one availability for a task.
     pub(crate) async fn availability(&self, row: &DelegationRow) -> Result<Availability> {
         if row.released_at_ms.is_some() {
             return Ok(Availability::Released);
         }
-        let store = &self.ctx().store;
+        let store = &self.rt.ctx().store;
         if !store
             .open_turns(&row.task_id.conversation_id())
             .await?
@@ -120,8 +162,8 @@ impl Runtime {
         {
             return Ok(Availability::Running);
         }
-        let session = self.get_session(&row.session_id).await?;
-        let configured = self.ctx().config.agents.contains_key(&row.agent);
+        let session = self.rt.conversations().get_session(&row.session_id).await?;
+        let configured = self.rt.ctx().config.agents.contains_key(&row.agent);
         Ok(match session.status {
             SessionStatus::Closed => Availability::Released,
             _ if !configured || session.external_id.is_none() => Availability::NotContinuable,
@@ -131,7 +173,7 @@ impl Runtime {
     }
 
     pub(crate) async fn snapshot(&self, row: &DelegationRow) -> Result<TaskSnapshot> {
-        let store = &self.ctx().store;
+        let store = &self.rt.ctx().store;
         // Availability first: it is `continuable_live` only when no turn of the task is
         // open, so the turn read after it never looks older than the availability (read
         // the other way round, a turn ending in between gave `running` + `continuable_live`).
@@ -147,7 +189,7 @@ impl Runtime {
                 row.task_id
             )));
         };
-        let outcome = outcome_of(&turn, self.ctx().clock.now_ms());
+        let outcome = outcome_of(&turn, self.rt.ctx().clock.now_ms());
         let blocked_on = if outcome.status == TaskStatus::Running {
             self.blocked_on(&row.task_id, &turn.id).await?
         } else {
@@ -170,7 +212,7 @@ impl Runtime {
     }
 
     async fn blocked_on(&self, task_id: &TaskId, turn_id: &TurnId) -> Result<Option<BlockedOn>> {
-        let store = &self.ctx().store;
+        let store = &self.rt.ctx().store;
         let conversation_id = task_id.conversation_id();
         let approvals = store
             .list_approvals(Some(ApprovalStatus::Pending), Some(&conversation_id))
@@ -207,7 +249,11 @@ impl Runtime {
     }
 
     /// The snapshot of one task the caller may see.
-    pub async fn task_snapshot(&self, caller: &Caller, task_id: &TaskId) -> Result<TaskSnapshot> {
+    pub(crate) async fn task_snapshot(
+        &self,
+        caller: &Caller,
+        task_id: &TaskId,
+    ) -> Result<TaskSnapshot> {
         self.caller_gate(caller).await?;
         let row = self.task_or_not_found(caller, task_id).await?;
         self.snapshot(&row).await
@@ -220,7 +266,7 @@ impl Runtime {
     /// are), or when the caller's MCP token is revoked (`unauthorized`). A caller that
     /// goes away drops the call, which ends the wait. Each caller has at most
     /// [`MAX_WAITS_PER_CALLER`] waits in flight; more answer `concurrency_limit`.
-    pub async fn delegation_status(
+    pub(crate) async fn delegation_status(
         &self,
         caller: &Caller,
         task_ids: &[TaskId],
@@ -242,6 +288,7 @@ impl Runtime {
         for id in task_ids {
             if !feeds.contains_key(id) {
                 let f = self
+                    .rt
                     .ctx()
                     .store
                     .follow_from_now(Scope::Conversation(id.conversation_id()))
@@ -250,7 +297,7 @@ impl Runtime {
             }
         }
         let first = self.snapshots(caller, task_ids).await?;
-        let reg = &self.ctx().delegation;
+        let reg = &self.rt.ctx().delegation;
         let scope = caller.scope();
         // Blocks count as new until this caller was told about them.
         let running: HashMap<TaskId, Option<String>> = first
@@ -321,7 +368,8 @@ impl Runtime {
         for t in &tasks {
             if t.status != TaskStatus::Unknown {
                 let block = t.blocked_on.as_ref().map(|b| b.request_id.as_str());
-                self.ctx()
+                self.rt
+                    .ctx()
                     .delegation
                     .set_reported_block(&scope, &t.task_id, block);
             }
@@ -330,20 +378,29 @@ impl Runtime {
     }
 
     /// The delegated tasks of a parent conversation, oldest first.
-    pub async fn delegations_of(
+    pub(crate) async fn delegations_of(
         &self,
         parent_conversation_id: &ConversationId,
     ) -> Result<Vec<Continuation>> {
-        self.conversation_row(parent_conversation_id).await?;
+        self.rt
+            .conversations()
+            .conversation_row(parent_conversation_id)
+            .await?;
         let mut out = Vec::new();
-        for row in self.ctx().store.children_of(parent_conversation_id).await? {
+        for row in self
+            .rt
+            .ctx()
+            .store
+            .children_of(parent_conversation_id)
+            .await?
+        {
             out.push(self.continuation(&row.task_id).await?);
         }
         Ok(out)
     }
 
     /// `GET /api/v1/conversations/{id}/continuation`.
-    pub async fn continuation(&self, task_id: &TaskId) -> Result<Continuation> {
+    pub(crate) async fn continuation(&self, task_id: &TaskId) -> Result<Continuation> {
         self.delegation_gate()?;
         let row = self.task_or_not_found(&Caller::Person, task_id).await?;
         let snap = self.snapshot(&row).await?;
@@ -362,47 +419,6 @@ impl Runtime {
             blocked_on: snap.blocked_on,
         })
     }
-}
-
-fn revoked_error() -> RuntimeError {
-    err(
-        ErrorCode::Unauthorized,
-        "this MCP token was revoked: its session ended, was replaced or its conversation \
-         was archived",
-    )
-}
-
-/// Whether a task that was running has ended or is blocked on a request the caller
-/// was not told about.
-fn changed_from(running: &HashMap<TaskId, Option<String>>, snaps: &[TaskSnapshot]) -> bool {
-    snaps.iter().any(|t| match running.get(&t.task_id) {
-        Some(told) => {
-            t.status != TaskStatus::Running
-                || t.blocked_on
-                    .as_ref()
-                    .is_some_and(|b| Some(&b.request_id) != told.as_ref())
-        }
-        None => false,
-    })
-}
-
-/// Events that can end a wait: a terminal turn event or a new request for a person.
-/// The next events of any of `feeds` (never, when there are none).
-async fn next_of(feeds: &mut [Follower]) -> tether_store::Result<std::sync::Arc<Batch>> {
-    if feeds.is_empty() {
-        return std::future::pending().await;
-    }
-    select_all(feeds.iter_mut().map(|f| Box::pin(f.next())))
-        .await
-        .0
-}
-
-fn matters(p: &EventPayload) -> bool {
-    p.is_turn_terminal()
-        || matches!(
-            p,
-            EventPayload::ApprovalRequested { .. } | EventPayload::QuestionAsked { .. }
-        )
 }
 
 #[cfg(test)]

@@ -24,7 +24,8 @@ use tether_proto::{ConversationId, EventPayload, TaskId, TurnId, TurnOrigin};
 use tether_store::{Batch, Scope};
 use tokio_stream::{StreamExt, StreamMap};
 
-use crate::api::Inner;
+use crate::boot::Inner;
+use crate::delegation::Delegations;
 use crate::delegation::status::outcome_of;
 use crate::delegation::watch_list::WatchCmd;
 use crate::error::Result;
@@ -32,20 +33,33 @@ use crate::{Runtime, RuntimeError};
 
 type TaskFeed = Pin<Box<dyn Stream<Item = tether_store::Result<Arc<Batch>>> + Send>>;
 
-impl Runtime {
+/// How often a node of a cluster looks for tasks to follow and ends to report.
+const CLUSTER_LOOK: Duration = Duration::from_secs(1);
+
+/// Attempts at reporting one turn before it is recorded as unreportable.
+const REPORT_ATTEMPTS: u32 = 4;
+/// First pause between attempts (doubling, at most [`RETRY_MAX`]).
+const RETRY_FIRST: Duration = Duration::from_millis(250);
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
+fn upgrade(weak: &Weak<Inner>) -> Option<Runtime> {
+    weak.upgrade().map(|inner| Runtime { inner })
+}
+
+impl Delegations<'_> {
     /// Starts the outcome watcher (called once by [`Runtime::start`]). Delegation
     /// requests answer `rebuilding` until its start-up pass has handled every row.
     pub(crate) fn start_delegation_watch(&self) {
-        let Some(mut cmds) = self.ctx().delegation_watch.take() else {
+        let Some(mut cmds) = self.rt.ctx().delegation_watch.take() else {
             return;
         };
-        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        let weak: Weak<Inner> = Arc::downgrade(&self.rt.inner);
         tokio::spawn(async move {
             let mut feeds: StreamMap<TaskId, TaskFeed> = StreamMap::new();
             if let Some(rt) = upgrade(&weak) {
                 // Follow first, then report what is pending: nothing falls in between.
-                for task_id in rt.unreleased_tasks().await {
-                    match rt.task_feed(&task_id).await {
+                for task_id in rt.delegations().unreleased_tasks().await {
+                    match rt.delegations().task_feed(&task_id).await {
                         Ok(f) => {
                             feeds.insert(task_id, f);
                         }
@@ -54,7 +68,7 @@ impl Runtime {
                         }
                     }
                 }
-                rt.report_pending_delegation_turns().await;
+                rt.delegations().report_pending_delegation_turns().await;
                 rt.ctx().delegation.set_ready();
             }
             let clustered = upgrade(&weak).is_some_and(|rt| rt.ctx().ownership.clustered());
@@ -64,7 +78,7 @@ impl Runtime {
                 tokio::select! {
                     _ = look.tick(), if clustered => {
                         let Some(rt) = upgrade(&weak) else { return };
-                        rt.look_at_cluster_tasks(&mut feeds).await;
+                        rt.delegations().look_at_cluster_tasks(&mut feeds).await;
                     }
                     cmd = cmds.recv() => match cmd {
                         Some(WatchCmd::Follow(task_id, f)) => {
@@ -78,7 +92,7 @@ impl Runtime {
                     Some((task_id, got)) = feeds.next() => {
                         let Some(rt) = upgrade(&weak) else { return };
                         match got {
-                            Ok(batch) => rt.report_ended_turns(&batch).await,
+                            Ok(batch) => rt.delegations().report_ended_turns(&batch).await,
                             Err(e) => {
                                 // The follower fills its gap when asked again.
                                 tracing::warn!(%task_id, error = %e, "cannot read a delegated task's events");
@@ -95,7 +109,7 @@ impl Runtime {
     /// follow yet, and reports every ended turn nobody reported. Failures wait for the
     /// next look.
     async fn look_at_cluster_tasks(&self, feeds: &mut StreamMap<TaskId, TaskFeed>) {
-        let store = &self.ctx().store;
+        let store = &self.rt.ctx().store;
         match store.unreleased_delegation_ids().await {
             Ok(ids) => {
                 // A task released (on any node) ends no more turns: stop following it.
@@ -133,11 +147,13 @@ impl Runtime {
     /// Follows a new task from its first event (call right after it is stored).
     pub(crate) async fn watch_task(&self, task_id: &TaskId) -> Result<()> {
         let f = self
+            .rt
             .ctx()
             .store
             .follow(Scope::Conversation(task_id.conversation_id()), 0)
             .await?;
-        self.ctx()
+        self.rt
+            .ctx()
             .delegation_watch
             .send(WatchCmd::Follow(task_id.clone(), f));
         Ok(())
@@ -145,7 +161,8 @@ impl Runtime {
 
     /// A released task ends no more turns: stop following it.
     pub(crate) fn forget_task(&self, task_id: &TaskId) {
-        self.ctx()
+        self.rt
+            .ctx()
             .delegation_watch
             .send(WatchCmd::Forget(task_id.clone()));
     }
@@ -153,7 +170,7 @@ impl Runtime {
     /// Follows a task from now on (at start-up, before the pending turns are reported).
     async fn task_feed(&self, task_id: &TaskId) -> Result<TaskFeed> {
         let scope = Scope::Conversation(task_id.conversation_id());
-        let f = self.ctx().store.follow_from_now(scope).await?;
+        let f = self.rt.ctx().store.follow_from_now(scope).await?;
         Ok(Box::pin(f.into_stream()))
     }
 
@@ -161,7 +178,7 @@ impl Runtime {
     async fn unreleased_tasks(&self) -> Vec<TaskId> {
         let mut delay = RETRY_FIRST;
         loop {
-            match self.ctx().store.unreleased_delegation_ids().await {
+            match self.rt.ctx().store.unreleased_delegation_ids().await {
                 Ok(ids) => return ids,
                 Err(e) => {
                     tracing::error!(error = %e, "cannot list delegated tasks; retrying");
@@ -188,7 +205,7 @@ impl Runtime {
     async fn report_pending_delegation_turns(&self) {
         let mut delay = RETRY_FIRST;
         let ids = loop {
-            match self.ctx().store.unreported_delegation_turn_ids().await {
+            match self.rt.ctx().store.unreported_delegation_turn_ids().await {
                 Ok(ids) => break ids,
                 Err(e) => {
                     tracing::error!(error = %e, "cannot list unreported delegated turns; retrying");
@@ -226,6 +243,7 @@ impl Runtime {
             "giving up on reporting a delegated turn"
         );
         match self
+            .rt
             .ctx()
             .store
             .record_unreportable_turn(turn_id, &last)
@@ -246,10 +264,10 @@ impl Runtime {
         let Some(target) = self.report_target(turn_id).await? else {
             return Ok(());
         };
-        if self.ctx().ownership.clustered() {
-            let store = &self.ctx().store;
+        if self.rt.ctx().ownership.clustered() {
+            let store = &self.rt.ctx().store;
             if let Some(owner) = store.conversation_owner(&target).await?
-                && owner.node_id != self.ctx().config.cluster.node_id
+                && owner.node_id != self.rt.ctx().config.cluster.node_id
             {
                 // Its owner's watcher looks every second and writes it.
                 return Ok(());
@@ -260,13 +278,15 @@ impl Runtime {
             conversation_id: target,
             turn_id: turn_id.clone(),
         };
-        self.call_as(command, crate::call::Principal::System).await
+        self.rt
+            .call_as(command, crate::call::Principal::System)
+            .await
     }
 
     /// The conversation an ended, unreported delegation turn is reported in (the
     /// parent's, or the task's own without a parent session); `None`: nothing to report.
     async fn report_target(&self, turn_id: &TurnId) -> Result<Option<ConversationId>> {
-        let store = &self.ctx().store;
+        let store = &self.rt.ctx().store;
         let Some(dt) = store.delegation_turn(turn_id).await? else {
             return Ok(None);
         };
@@ -289,7 +309,7 @@ impl Runtime {
     /// Writes the report of an ended delegation turn, once (claimed in the store with the
     /// write); on the node that owns its conversation.
     pub(crate) async fn write_report(&self, turn_id: &TurnId) -> Result<()> {
-        let store = &self.ctx().store;
+        let store = &self.rt.ctx().store;
         let Some(dt) = store.delegation_turn(turn_id).await? else {
             return Ok(());
         };
@@ -303,7 +323,7 @@ impl Runtime {
         if !turn.status.is_terminal() {
             return Ok(());
         }
-        let outcome = outcome_of(&turn, self.ctx().clock.now_ms());
+        let outcome = outcome_of(&turn, self.rt.ctx().clock.now_ms());
         let payload = if dt.turn_version == 1 && dt.origin == TurnOrigin::Parent {
             EventPayload::DelegationCompleted {
                 task_id: dt.task_id,
@@ -323,17 +343,4 @@ impl Runtime {
         store.report_delegation_turn(turn_id, &payload).await?;
         Ok(())
     }
-}
-
-/// How often a node of a cluster looks for tasks to follow and ends to report.
-const CLUSTER_LOOK: Duration = Duration::from_secs(1);
-
-/// Attempts at reporting one turn before it is recorded as unreportable.
-const REPORT_ATTEMPTS: u32 = 4;
-/// First pause between attempts (doubling, at most [`RETRY_MAX`]).
-const RETRY_FIRST: Duration = Duration::from_millis(250);
-const RETRY_MAX: Duration = Duration::from_secs(5);
-
-fn upgrade(weak: &Weak<Inner>) -> Option<Runtime> {
-    weak.upgrade().map(|inner| Runtime { inner })
 }

@@ -13,10 +13,12 @@ use tether_store::{ConversationRow, NewSession, NewTurn};
 
 use crate::error::Result;
 use crate::ids::new_id;
+use crate::session::router_entry::Router;
+
+use crate::RuntimeError;
 use crate::session::actors::To;
 use crate::session::command::Enqueued;
 use crate::session::ending::TurnEnding;
-use crate::{Runtime, RuntimeError};
 
 pub(crate) fn reply(kind: MessageOutcomeKind, text: impl Into<String>) -> MessageOutcome {
     MessageOutcome {
@@ -30,7 +32,7 @@ pub(crate) fn reply(kind: MessageOutcomeKind, text: impl Into<String>) -> Messag
     }
 }
 
-impl Runtime {
+impl Router<'_> {
     /// Routes a message to conversation `conv` (read under its routing lock, held).
     pub(crate) async fn route_message(
         &self,
@@ -43,7 +45,7 @@ impl Runtime {
         if conv.archived {
             return Err(RuntimeError::Archived(id.clone()));
         }
-        let names = self.agent_names();
+        let names = self.rt.agent_names();
         let known: Vec<&str> = names.iter().map(String::as_str).collect();
         if !req.attachments.is_empty() {
             return self
@@ -52,7 +54,7 @@ impl Runtime {
         }
         match parse_input(&req.text, &known)? {
             Input::Command(cmd) => {
-                let store = &self.ctx().store;
+                let store = &self.rt.ctx().store;
                 store
                     .add_message(id, MessageRole::User, req.text.trim(), None, None)
                     .await?;
@@ -65,7 +67,7 @@ impl Runtime {
                     && !agent.is_empty()
                 {
                     // An unknown agent is refused wherever it is named, before anything.
-                    self.agent_spec(agent)?;
+                    self.rt.conversations().agent_spec(agent)?;
                 }
                 if !overrides
                     && let Some(out) = self.answer_pending_question(&conv, &text, by).await?
@@ -87,7 +89,11 @@ impl Runtime {
                              model cannot change (close it and delegate a new task instead)",
                         ));
                     }
-                    return self.route_delegate_prompt(&conv, text).await;
+                    return self
+                        .rt
+                        .delegations()
+                        .route_delegate_prompt(&conv, text)
+                        .await;
                 }
                 self.route_prompt(
                     conv,
@@ -111,6 +117,7 @@ impl Runtime {
             return;
         };
         let named = self
+            .rt
             .ctx()
             .store
             .name_untitled(&conv.id, tether_core::title::UNTITLED, &title)
@@ -143,10 +150,14 @@ impl Runtime {
                 "a delegated conversation takes text only".to_owned(),
             ));
         }
-        let attachments = self.message_attachments(&conv.id, &req.attachments).await?;
+        let attachments = self
+            .rt
+            .attachments()
+            .message_attachments(&conv.id, &req.attachments)
+            .await?;
         let turn_id: TurnId = turn_id.map_or_else(new_id, TurnId::clone);
         let ids: Vec<&AttachmentId> = attachments.iter().map(|a| &a.id).collect();
-        let store = &self.ctx().store;
+        let store = &self.rt.ctx().store;
         store.claim_attachments(&conv.id, &ids, &turn_id).await?;
         let routed = self
             .route_prompt(
@@ -170,7 +181,7 @@ impl Runtime {
         text: &str,
         by: &str,
     ) -> Result<Option<MessageOutcome>> {
-        let store = &self.ctx().store;
+        let store = &self.rt.ctx().store;
         let Some(bound) = &conv.bound_session_id else {
             return Ok(None);
         };
@@ -181,7 +192,7 @@ impl Runtime {
         let Some(q) = pending.iter().rev().find(|q| &q.session_id == bound) else {
             return Ok(None);
         };
-        match self.answer_question(&q.id, text, by).await {
+        match self.rt.answer_question(&q.id, text, by).await {
             Ok(_) => {}
             // Answered or expired meanwhile: treat the text as a normal message.
             Err(RuntimeError::Resolve(_)) => return Ok(None),
@@ -217,16 +228,16 @@ impl Runtime {
         model: Option<&str>,
         turn_id: Option<&TurnId>,
     ) -> Result<MessageOutcome> {
-        let store = &self.ctx().store;
+        let store = &self.rt.ctx().store;
         // Issue 12: this node claims the conversation before it writes for it, and
         // keeps it while the turn is handed over (the actor holds its own claim).
-        let _owner = self.ctx().ownership.claim(&conv.id).await?;
+        let _owner = self.rt.ctx().ownership.claim(&conv.id).await?;
         let prefs = Preferences {
             agent: conv.agent.clone(),
             model: conv.model.clone(),
         };
         let requested = apply_overrides(&prefs, agent, model);
-        self.agent_spec(&requested.agent)?;
+        self.rt.conversations().agent_spec(&requested.agent)?;
         if requested.agent != prefs.agent || requested.model != prefs.model {
             store
                 .set_preferences(&conv.id, &requested.agent, requested.model.as_deref())
@@ -298,7 +309,7 @@ impl Runtime {
             Enqueued::Queued(pos) => (MessageOutcomeKind::Queued, Some(pos)),
             Enqueued::Full(cap) => {
                 TurnEnding::queue_full(cap)
-                    .record(self.ctx(), &turn.id)
+                    .record(self.rt.ctx(), &turn.id)
                     .await?;
                 return Err(RuntimeError::QueueFull { cap });
             }
@@ -329,7 +340,7 @@ impl Runtime {
     /// Fails a stored turn that could not be handed to its actor.
     async fn fail_unstarted(&self, turn_id: &TurnId, err: &RuntimeError) {
         let ending = TurnEnding::not_run(err.code(), err.to_string());
-        if let Err(e) = ending.record(self.ctx(), turn_id).await {
+        if let Err(e) = ending.record(self.rt.ctx(), turn_id).await {
             tracing::error!(error = %e, "cannot fail an unstarted turn");
         }
     }
@@ -343,9 +354,10 @@ impl Runtime {
         session_id: &SessionId,
     ) -> Result<()> {
         // Replaced: its agent's MCP token stops working now (issue 16).
-        self.ctx().delegation.revoke(session_id);
+        self.rt.ctx().delegation.revoke(session_id);
         let deliveries =
-            crate::session::answers::cancel_left_requests(self.ctx(), conv_id, session_id).await?;
+            crate::session::answers::cancel_left_requests(self.rt.ctx(), conv_id, session_id)
+                .await?;
         // The store has the outcome already: a delivery that fails (no actor: nothing
         // waits for it; a full mailbox) does not undo the switch.
         let actor = self.actor(To::Running(session_id));
@@ -364,8 +376,8 @@ impl Runtime {
     /// session of it with an open turn). The actors decide what runs, not the store: a
     /// turn handed over a moment ago is stopped too.
     pub(crate) async fn stop_running(&self, conv_id: &ConversationId) -> Result<MessageOutcome> {
-        let conv = self.conversation_row(conv_id).await?;
-        let open = self.ctx().store.open_turns(conv_id).await?;
+        let conv = self.rt.conversations().conversation_row(conv_id).await?;
+        let open = self.rt.ctx().store.open_turns(conv_id).await?;
         let mut sessions: Vec<SessionId> = conv.bound_session_id.into_iter().collect();
         for t in &open {
             if !sessions.contains(&t.session_id) {
@@ -383,7 +395,7 @@ impl Runtime {
         if stopped.is_some() {
             // Children started in the stopped turn are cancelled with it.
             for t in open.iter().filter(|t| t.status != TurnStatus::Queued) {
-                self.cancel_children_of_turn(&t.id).await;
+                self.rt.delegations().cancel_children_of_turn(&t.id).await;
             }
         }
         let Some(session_id) = stopped else {

@@ -10,7 +10,7 @@ pub(crate) mod sessions;
 
 use axum::extract::State;
 use axum::{Extension, Json};
-use tether_proto::{Health, PoolStatus, Readiness, RuntimeFigures};
+use tether_proto::{ClusterView, Health, PoolStatus, Readiness, RuntimeFigures};
 
 use crate::AppState;
 
@@ -99,17 +99,19 @@ pub(crate) async fn pool(State(s): State<AppState>) -> Json<PoolStatus> {
     security(("bearer" = []))
 )]
 pub(crate) async fn runtime(State(s): State<AppState>) -> Json<RuntimeFigures> {
-    let (streamed_events, streamed_batches) = s.runtime.streamed_figures();
-    let (tailed_events, tail_notices) = s.runtime.tail_figures();
-    Json(RuntimeFigures {
-        routing_locks: s.runtime.routing_locks(),
-        streamed_events,
-        streamed_batches,
-        actors: s.runtime.actors(),
-        followed_conversations: s.runtime.followed_conversations(),
-        event_commits: s.runtime.event_commits(),
-        tailed_events,
-        tail_notices,
-        fenced_writes: s.runtime.fenced_writes(),
-    })
+    Json(s.runtime.figures())
+}
+
+/// The nodes serving this store and their leases.
+#[utoipa::path(
+    get,
+    path = "/api/v1/cluster",
+    tag = "meta",
+    responses((status = 200, description = "The nodes and their leases", body = ClusterView)),
+    security(("bearer" = []))
+)]
+pub(crate) async fn cluster(
+    State(s): State<AppState>,
+) -> Result<Json<ClusterView>, crate::error::ApiError> {
+    Ok(Json(s.runtime.cluster_view().await?))
 }

@@ -299,9 +299,8 @@ async fn with_notify_off_commands_are_still_answered_by_polling() {
     let cluster = Cluster::start(
         2,
         DaemonOptions {
-            env: vec![("TETHER_TEST_NO_NOTIFY".to_owned(), "1".to_owned())],
             capture_stderr: true,
-            ..options("")
+            ..options("notices = false\n")
         },
     )
     .await;

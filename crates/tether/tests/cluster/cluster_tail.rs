@@ -9,14 +9,11 @@ use serde_json::Value;
 use tether_testkit::{Cluster, Daemon, DaemonOptions, SseStream, within};
 
 fn options(notify: bool) -> DaemonOptions {
-    let mut env = Vec::new();
+    let mut options = crate::common::node_options(2);
     if !notify {
-        env.push(("TETHER_TEST_NO_NOTIFY".to_string(), "1".to_string()));
+        options.extra_config.push_str("notices = false\n");
     }
-    DaemonOptions {
-        env,
-        ..crate::common::node_options(2)
-    }
+    options
 }
 
 /// Event ids of the stream until the event `last` (included); each once, each with the

@@ -1,0 +1,81 @@
+//! The runtime's state and its start-up. [`Runtime`] is a handle on [`Inner`]: the
+//! shared context and the services' own state (the router's actors and locks, the
+//! cluster's placement state); its methods are all in `api.rs`. Start-up: recovery first (open turns interrupted, pending requests expired, sessions
+//! dormant; on PostgreSQL only what this node owned and orphans), then the context, the
+//! services' state and the background work (failover sweep, pool sweep, delegation
+//! watch, forwarded-command worker, warm spares).
+
+use std::sync::Arc;
+
+use tether_store::Store;
+
+use crate::ctx::Ctx;
+use crate::error::Result;
+use crate::{RuntimeConfig, Seams};
+
+/// Cheap to clone; all clones share one runtime.
+#[derive(Clone)]
+pub struct Runtime {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub ctx: Arc<Ctx>,
+    /// The session actors and the routing locks.
+    pub router: crate::session::router_state::RouterState,
+    /// Where commands run when other nodes share the store (issue 12).
+    pub cluster: crate::cluster::Cluster,
+}
+
+/// Opens the runtime on `store` (see `Runtime::start_with`).
+pub(crate) async fn start(config: RuntimeConfig, store: Store, seams: Seams) -> Result<Runtime> {
+    let records = crate::ctx::end_leftover_agents(&config);
+    crate::attachments::blobs::Blobs::of(&config).tighten();
+    // SQLite: the whole store; PostgreSQL: only what this node owned and orphans.
+    let report = crate::ownership::failover::recover_at_start(
+        &store,
+        &config.cluster.node_id,
+        seams.clock.as_ref(),
+    )
+    .await?;
+    if !report.conversations.is_empty() || report.sessions_made_dormant > 0 {
+        tracing::info!(
+            conversations = report.conversations.len(),
+            sessions = report.sessions_made_dormant,
+            "recovered after restart"
+        );
+    }
+    let cluster = crate::cluster::Cluster::new(config.cluster.clone(), &store);
+    let ctx = Ctx::new(store, config, records, seams);
+    if ctx.ownership.clustered() {
+        crate::ownership::failover::start_sweep(
+            Arc::downgrade(&ctx),
+            ctx.config.cluster.node_id.clone(),
+            ctx.config.cluster.lease_ttl,
+        );
+    }
+    if let Some(every) = ctx.pool.sweep_interval() {
+        let weak = Arc::downgrade(&ctx);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                match weak.upgrade() {
+                    Some(ctx) => ctx.pool.sweep(),
+                    None => return,
+                }
+            }
+        });
+    }
+    let rt = Runtime {
+        inner: Arc::new(Inner {
+            ctx,
+            router: crate::session::router_state::RouterState::new(),
+            cluster,
+        }),
+    };
+    rt.delegations().start_delegation_watch();
+    rt.placement().start_cluster();
+    rt.ctx().spares.fill();
+    Ok(rt)
+}
