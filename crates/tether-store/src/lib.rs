@@ -16,6 +16,7 @@
 
 mod backend;
 mod channels;
+mod clock;
 mod cluster;
 mod conversations;
 mod delegation;
@@ -32,6 +33,7 @@ use tether_proto::ConversationId;
 use crate::backend::{Backend, health, pg, sqlite};
 
 pub use channels::{ChannelChat, NewOutbox, OutboxRow, OutboxStatus, Pairing, PendingInbound};
+pub use clock::SystemClock;
 pub use cluster::commands::{
     COMMANDS_CHANNEL, CommandRow, CommandStatus, NewCommand, REPLIES_CHANNEL, Wakeup,
 };
@@ -166,6 +168,8 @@ pub(crate) struct Shared {
     /// How long one store call may wait for PostgreSQL's answer, in ms (see
     /// [`Store::set_query_timeout`]).
     pub(crate) query_timeout_ms: std::sync::atomic::AtomicU64,
+    /// The clock every write reads its time from (see `clock`).
+    pub(crate) clock: clock::StoreClock,
 }
 
 impl Shared {
@@ -177,6 +181,7 @@ impl Shared {
             held: cluster::owners::Held::default(),
             outbound: cluster::tail::Outbound::default(),
             query_timeout_ms: std::sync::atomic::AtomicU64::new(DEFAULT_QUERY_TIMEOUT_MS),
+            clock: clock::StoreClock::default(),
         })
     }
 
@@ -361,6 +366,13 @@ impl Store {
         self.shared()
             .query_timeout_ms
             .store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Makes every write of this store (and its clones) read the time from `clock`
+    /// instead of the system clock (what it stores as `created_at`, `at` and the like;
+    /// times callers pass in, `now_ms` arguments, stay theirs).
+    pub fn set_clock(&self, clock: Arc<dyn tether_core::Clock>) {
+        self.shared().clock.set(clock);
     }
 
     /// Whether the store serves now (issue 25, `GET /api/v1/ready`): a read answers within

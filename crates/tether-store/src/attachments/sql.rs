@@ -9,7 +9,7 @@ use tether_proto::{Attachment, AttachmentId, AttachmentKind, ConversationId, Tur
 use super::rows::{id, opt_id};
 
 use super::Db;
-use crate::{Result, StoreError, now_ms};
+use crate::{Result, StoreError};
 
 fn kind_str(kind: AttachmentKind) -> &'static str {
     match kind {
@@ -49,7 +49,7 @@ impl Db {
     /// transaction; `created_at_ms` is set here.
     pub async fn insert_attachments(&self, rows: &[Attachment]) -> Result<Vec<Attachment>> {
         let mut tx = self.writer.begin().await?;
-        let now = now_ms();
+        let now = self.now_ms();
         let mut out = Vec::with_capacity(rows.len());
         for a in rows {
             let row = sqlx::query(

@@ -45,6 +45,8 @@ pub(crate) mod dialect {
 }
 
 backend_modules!();
+#[path = "sql_clock.rs"]
+mod clock;
 // PostgreSQL only: the tail of other nodes' commits (see `crate::cluster::tail`).
 #[path = "../cluster/pg_tail.rs"]
 mod tail;
@@ -78,8 +80,8 @@ impl Db {
             .run(&mut first)
             .await?;
         Ok(Db {
-            writer: Conns::from_connection(first, &opts, Some(IDLE_CHECK)),
-            reader: Conns::open(&opts, 4, Some(IDLE_CHECK)).await?,
+            writer: Conns::from_connection(first, &opts, Some(IDLE_CHECK), &shared.clock),
+            reader: Conns::open(&opts, 4, Some(IDLE_CHECK), &shared.clock).await?,
             shared,
             opts: Arc::new(opts),
             url: Arc::from(url),

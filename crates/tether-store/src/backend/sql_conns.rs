@@ -61,6 +61,8 @@ struct Inner {
     failures: AtomicU32,
     /// When a connection of the set last saw the server go away or failed to reach it.
     last_trouble: std::sync::Mutex<Option<Instant>>,
+    /// The store's clock, for the statements of its transactions (see `sql_clock.rs`).
+    clock: crate::clock::StoreClock,
 }
 
 impl Inner {
@@ -113,12 +115,13 @@ impl Conns {
         opts: &SqlConnectOptions,
         size: usize,
         idle_check: Option<Duration>,
+        clock: &crate::clock::StoreClock,
     ) -> Result<Conns, sqlx::Error> {
         let mut conns = Vec::with_capacity(size);
         for _ in 0..size.max(1) {
             conns.push(opts.connect().await?);
         }
-        Ok(Conns::from_connections(conns, opts, idle_check))
+        Ok(Conns::from_connections(conns, opts, idle_check, clock))
     }
 
     /// Wraps an open connection (replacements are opened with `opts`).
@@ -126,14 +129,16 @@ impl Conns {
         conn: SqlConnection,
         opts: &SqlConnectOptions,
         idle_check: Option<Duration>,
+        clock: &crate::clock::StoreClock,
     ) -> Conns {
-        Conns::from_connections(vec![conn], opts, idle_check)
+        Conns::from_connections(vec![conn], opts, idle_check, clock)
     }
 
     fn from_connections(
         conns: Vec<SqlConnection>,
         opts: &SqlConnectOptions,
         idle_check: Option<Duration>,
+        clock: &crate::clock::StoreClock,
     ) -> Conns {
         let now = Instant::now();
         let slots: Vec<Slot> = conns
@@ -157,6 +162,7 @@ impl Conns {
             backoff: Backoff::default(),
             failures: AtomicU32::new(0),
             last_trouble: std::sync::Mutex::new(None),
+            clock: clock.clone(),
         }))
     }
 
@@ -364,6 +370,11 @@ pub(crate) struct Tx {
 }
 
 impl Tx {
+    /// The clock of the store whose connection this is.
+    pub(super) fn clock(&self) -> &crate::clock::StoreClock {
+        &self.conn.set.clock
+    }
+
     /// Begins a transaction on a connection already held.
     pub async fn begin_on(mut conn: Conn) -> Result<Tx, sqlx::Error> {
         if let Err(e) = Tm::begin(&mut conn, None).await {

@@ -13,7 +13,9 @@ async fn conns(dir: &std::path::Path, size: usize) -> Conns {
         .filename(dir.join("t.db"))
         .create_if_missing(true)
         .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
-    let c = Conns::open(&opts, size, None).await.unwrap();
+    let c = Conns::open(&opts, size, None, &Default::default())
+        .await
+        .unwrap();
     sqlx::query("CREATE TABLE IF NOT EXISTS t (v INTEGER)")
         .execute(&c)
         .await

@@ -41,6 +41,8 @@ pub(crate) mod dialect {
 }
 
 backend_modules!();
+#[path = "sql_clock.rs"]
+mod clock;
 // SQLite only: the background checkpointer, and the connection set's tests.
 #[path = "sqlite_checkpoint.rs"]
 mod checkpoint;
@@ -87,10 +89,10 @@ impl Db {
         // A SQLite connection does not die with a server; one is only checked again
         // after its user met an error (never for idling).
         let writer_opts = opts.clone().pragma("cache_size", "-16384");
-        let writer = Conns::from_connection(first, &writer_opts, None);
-        let reader = Conns::open(&opts.clone().read_only(true), 4, None).await?;
+        let writer = Conns::from_connection(first, &writer_opts, None, &shared.clock);
+        let reader = Conns::open(&opts.clone().read_only(true), 4, None, &shared.clock).await?;
         let checkpointer = Arc::new(checkpoint::Checkpointer::start(
-            Conns::open(&opts, 1, None).await?,
+            Conns::open(&opts, 1, None, &shared.clock).await?,
         ));
         Ok(Db {
             writer,
@@ -134,7 +136,7 @@ impl Db {
             "INSERT INTO ready_probe (id, at) VALUES (1, $1) \
              ON CONFLICT (id) DO UPDATE SET at = excluded.at",
         )
-        .bind(crate::now_ms())
+        .bind(self.now_ms())
         .execute(&self.writer)
         .await?;
         Ok(())

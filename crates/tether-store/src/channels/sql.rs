@@ -4,14 +4,14 @@
 //!
 //! Bodies and addresses are opaque JSON strings here: their shape belongs to the channels.
 
-use super::SqlConnection;
+use super::conns::Tx;
 use super::SqlRow;
 use sqlx::Row;
 
 use tether_proto::ConversationId;
 
 use super::Db;
-use crate::{ChannelChat, NewOutbox, OutboxRow, OutboxStatus, Result, StoreError, now_ms};
+use crate::{ChannelChat, NewOutbox, OutboxRow, OutboxStatus, Result, StoreError};
 
 fn chat(row: &SqlRow) -> Result<ChannelChat> {
     Ok(ChannelChat {
@@ -48,8 +48,8 @@ pub(super) fn outbox(row: &SqlRow) -> Result<OutboxRow> {
     })
 }
 
-pub(super) async fn insert_outbox(conn: &mut SqlConnection, item: &NewOutbox) -> Result<bool> {
-    let now = now_ms();
+pub(super) async fn insert_outbox(conn: &mut Tx, item: &NewOutbox) -> Result<bool> {
+    let now = conn.now_ms();
     // The existing row is named by its table: a bare column is ambiguous next to
     // `excluded` on PostgreSQL.
     let on_conflict = if item.replace {
@@ -80,7 +80,7 @@ pub(super) async fn insert_outbox(conn: &mut SqlConnection, item: &NewOutbox) ->
         .bind(now)
         .bind(now)
         .bind(now)
-        .execute(&mut *conn)
+        .execute(&mut **conn)
         .await?;
     Ok(res.rows_affected() == 1)
 }
@@ -150,7 +150,7 @@ impl Db {
         .bind(conversation_id.as_str())
         .bind(address)
         .bind(cursor)
-        .bind(now_ms())
+        .bind(self.now_ms())
         .execute(&self.writer)
         .await?;
         self.channel_chat(channel, chat_key)
@@ -273,7 +273,7 @@ impl Db {
              updated_at = $2, claimed_by = NULL, claim_until = 0 WHERE id = $3",
         )
         .bind(remote_id)
-        .bind(now_ms())
+        .bind(self.now_ms())
         .bind(id)
         .bind(version)
         .execute(&self.writer)
@@ -295,7 +295,7 @@ impl Db {
         )
         .bind(next_attempt_at)
         .bind(error)
-        .bind(now_ms())
+        .bind(self.now_ms())
         .bind(id)
         .execute(&self.writer)
         .await?;
@@ -310,7 +310,7 @@ impl Db {
         )
         .bind(status.as_str())
         .bind(error)
-        .bind(now_ms())
+        .bind(self.now_ms())
         .bind(id)
         .execute(&self.writer)
         .await?;

@@ -5,7 +5,7 @@
 use sqlx::Row;
 
 use super::Db;
-use crate::{PendingInbound, Result, StoreError, now_ms};
+use crate::{PendingInbound, Result, StoreError};
 
 /// How an accept's transaction ended.
 enum Accepted {
@@ -24,7 +24,7 @@ impl Db {
         )
         .bind(source)
         .bind(key)
-        .bind(now_ms())
+        .bind(self.now_ms())
         .execute(&self.writer)
         .await?;
         Ok(res.rows_affected() == 1)
@@ -39,7 +39,7 @@ impl Db {
     /// a caller told "not recorded" fetches the update again, and one recorded must not
     /// then be dropped as a duplicate.
     pub async fn accept_inbound(&self, channel: &str, key: &str, payload: &str) -> Result<bool> {
-        let now = now_ms();
+        let now = self.now_ms();
         match self.try_accept_inbound(channel, key, payload, now).await? {
             Accepted::Done(new) => Ok(new),
             // Only a commit whose answer was lost may have stored it; a failure before

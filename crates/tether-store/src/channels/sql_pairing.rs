@@ -8,7 +8,7 @@ use super::channels::insert_outbox;
 use crate::NewOutbox;
 
 use super::Db;
-use crate::{Pairing, Result, now_ms};
+use crate::{Pairing, Result};
 
 fn pairing(row: &SqlRow) -> Result<Pairing> {
     Ok(Pairing {
@@ -160,7 +160,7 @@ impl Db {
         notice: impl FnOnce(&Pairing) -> NewOutbox,
     ) -> Result<Option<Pairing>> {
         let mut tx = self.writer.begin().await?;
-        let now = now_ms();
+        let now = self.now_ms();
         let row = sqlx::query(
             "UPDATE channel_pairings SET status = 'approved', approved_at = $1, approved_by = $2 \
              WHERE code = $3 AND status = 'pending' RETURNING *",

@@ -178,7 +178,7 @@ impl Db {
     /// Conversations whose row or one of whose sessions changed lately: a list change
     /// for this node's list followers when the stamp differs from the last one seen.
     async fn poll_list(&self, seen: &mut HashMap<String, i64>) -> Result<()> {
-        let since = crate::now_ms() - LIST_WINDOW_MS;
+        let since = self.now_ms() - LIST_WINDOW_MS;
         let rows: Vec<(String, i64)> = sqlx::query_as(
             "SELECT c.id, GREATEST(c.updated_at, COALESCE(s.at, 0)) FROM conversations c \
              LEFT JOIN (SELECT conversation_id, MAX(updated_at) AS at FROM sessions \

@@ -8,7 +8,7 @@ use tether_proto::{
 use super::events::{add_message, append};
 
 use super::{Db, rows};
-use crate::{ConversationRow, NewSession, Result, now_ms};
+use crate::{ConversationRow, NewSession, Result};
 
 impl Db {
     /// Inserts a conversation.
@@ -23,7 +23,7 @@ impl Db {
         cwd: &str,
         parent_conversation_id: Option<&ConversationId>,
     ) -> Result<ConversationRow> {
-        let now = now_ms();
+        let now = self.now_ms();
         sqlx::query(
             "INSERT INTO conversations (id, kind, title, agent, model, cwd, archived, \
              bound_session_id, parent_conversation_id, created_at, updated_at) \
@@ -89,7 +89,7 @@ impl Db {
         )
         .bind(title)
         .bind(archived.map(i64::from))
-        .bind(now_ms())
+        .bind(self.now_ms())
         .bind(id.as_str())
         .execute(&self.writer)
         .await?;
@@ -109,7 +109,7 @@ impl Db {
             "UPDATE conversations SET title = $1, updated_at = $2 WHERE id = $3 AND title = $4",
         )
         .bind(title)
-        .bind(now_ms())
+        .bind(self.now_ms())
         .bind(id.as_str())
         .bind(untitled)
         .execute(&self.writer)
@@ -133,7 +133,7 @@ impl Db {
         )
         .bind(agent)
         .bind(model)
-        .bind(now_ms())
+        .bind(self.now_ms())
         .bind(id.as_str())
         .execute(&self.writer)
         .await?;
@@ -161,7 +161,7 @@ impl Db {
              updated_at = $2 WHERE id = $3",
         )
         .bind(next_reason.map(|r| r.as_str()))
-        .bind(now_ms())
+        .bind(self.now_ms())
         .bind(id.as_str())
         .execute(&mut *tx)
         .await?;
@@ -179,7 +179,7 @@ impl Db {
         reason: NewSessionReason,
         status_message: Option<&str>,
     ) -> Result<(Session, Vec<EventEnvelope>)> {
-        let now = now_ms();
+        let now = self.now_ms();
         let mut tx = self.writer.begin().await?;
         sqlx::query(
             "INSERT INTO sessions (id, conversation_id, agent, model, cwd, status, external_id, \
@@ -303,7 +303,7 @@ impl Db {
         )
         .bind(status.as_str())
         .bind(external_id)
-        .bind(now_ms())
+        .bind(self.now_ms())
         .bind(id.as_str())
         .fetch_optional(&mut *tx)
         .await?;

@@ -6,39 +6,48 @@ use tether_proto::{
 
 use super::events::{add_message, append};
 
+use super::conns::Tx;
 use super::{Db, rows};
-use crate::{NewMessage, NewTurn, Result, TurnEnd, now_ms, rules};
+use crate::{NewMessage, NewTurn, Result, TurnEnd, rules};
 
 const OPEN: &str = "('queued', 'running', 'waiting_approval', 'waiting_user')";
+
+/// Inserts turn `t` created at `now` inside an open transaction, with its input as the
+/// person's message in the history when `by_message`: the one turn insert (a message's
+/// turn, a delegated task's first turn, a continuation).
+pub(super) async fn add_turn(tx: &mut Tx, t: &NewTurn, by_message: bool, now: i64) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO turns (id, session_id, conversation_id, input, status, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(t.id.as_str())
+    .bind(t.session_id.as_str())
+    .bind(t.conversation_id.as_str())
+    .bind(&t.input)
+    .bind(t.status.as_str())
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    if by_message {
+        add_message(
+            tx,
+            &t.conversation_id,
+            MessageRole::User,
+            &t.input,
+            Some(&t.session_id),
+            Some(&t.id),
+        )
+        .await?;
+    }
+    Ok(())
+}
 
 impl Db {
     /// Inserts a turn (queued or about to run) with the person's message in the history.
     pub async fn insert_turn(&self, t: &NewTurn, by_message: bool) -> Result<Turn> {
-        let now = now_ms();
+        let now = self.now_ms();
         let mut tx = self.writer.begin().await?;
-        sqlx::query(
-            "INSERT INTO turns (id, session_id, conversation_id, input, status, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(t.id.as_str())
-        .bind(t.session_id.as_str())
-        .bind(t.conversation_id.as_str())
-        .bind(&t.input)
-        .bind(t.status.as_str())
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        if by_message {
-            add_message(
-                &mut tx,
-                &t.conversation_id,
-                MessageRole::User,
-                &t.input,
-                Some(&t.session_id),
-                Some(&t.id),
-            )
-            .await?;
-        }
+        add_turn(&mut tx, t, by_message, now).await?;
         // The turn is written for its conversation even without a history line.
         tx.note_on_behalf(&t.conversation_id);
         self.commit_fenced(tx).await?;
@@ -68,7 +77,7 @@ impl Db {
             "UPDATE turns SET status = 'running', started_at = $1 WHERE id = $2 \
              AND status = 'queued' RETURNING session_id, input",
         )
-        .bind(now_ms())
+        .bind(self.now_ms())
         .bind(turn_id.as_str())
         .fetch_optional(&mut *tx)
         .await?;
@@ -110,7 +119,7 @@ impl Db {
         .bind(end.error.as_ref().map(|(c, _)| c.as_str()))
         .bind(end.error.as_ref().map(|(_, m)| m.as_str()))
         .bind(end.usage.as_ref().map(|u| u.to_string()))
-        .bind(now_ms())
+        .bind(self.now_ms())
         .bind(turn_id.as_str())
         .fetch_optional(&mut *tx)
         .await?;

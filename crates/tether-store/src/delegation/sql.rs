@@ -6,20 +6,21 @@ use super::SqlRow;
 use sqlx::Row;
 
 use tether_proto::{
-    ConversationId, ConversationKind, EventEnvelope, EventPayload, MessageRole, NewSessionReason,
+    ConversationId, ConversationKind, EventEnvelope, EventPayload, NewSessionReason,
     Session, SessionStatus, TaskId, TurnId, TurnOrigin, TurnStatus,
 };
 
 use super::delegation_ledger::put_ledger;
 
-use super::events::{add_message, append};
+use super::events::append;
 
 use super::rows::{id, opt_id};
 
 use super::Db;
+use super::turns::add_turn;
 use crate::{
-    DelegationRow, DelegationTurnRow, LedgerEntry, NewDelegation, NewDelegationTurn, Result,
-    StoreError, now_ms,
+    DelegationRow, DelegationTurnRow, LedgerEntry, NewDelegation, NewDelegationTurn, NewTurn, Result,
+    StoreError,
 };
 
 fn delegation(row: &SqlRow) -> Result<DelegationRow> {
@@ -70,7 +71,7 @@ impl Db {
         &self,
         d: &NewDelegation,
     ) -> Result<(Session, Vec<EventEnvelope>)> {
-        let now = now_ms();
+        let now = self.now_ms();
         // The task is its child conversation: the same id.
         let conversation_id = d.task_id.conversation_id();
         let mut tx = self.writer.begin().await?;
@@ -120,27 +121,14 @@ impl Db {
             )
             .await?,
         ];
-        sqlx::query(
-            "INSERT INTO turns (id, session_id, conversation_id, input, status, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(d.turn_id.as_str())
-        .bind(d.session_id.as_str())
-        .bind(conversation_id.as_str())
-        .bind(&d.task)
-        .bind(TurnStatus::Queued.as_str())
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        add_message(
-            &mut tx,
-            &conversation_id,
-            MessageRole::User,
-            &d.task,
-            Some(&d.session_id),
-            Some(&d.turn_id),
-        )
-        .await?;
+        let turn = NewTurn {
+            id: d.turn_id.clone(),
+            session_id: d.session_id.clone(),
+            conversation_id: conversation_id.clone(),
+            input: d.task.clone(),
+            status: TurnStatus::Queued,
+        };
+        add_turn(&mut tx, &turn, true, now).await?;
         sqlx::query(
             "INSERT INTO delegations (task_id, parent_conversation_id, parent_session_id, \
              parent_turn_id, parent_tool_call_id, depth, agent, cwd, task, session_id, \
@@ -286,7 +274,7 @@ impl Db {
         t: &NewDelegationTurn,
         ledger_entry: Option<&LedgerEntry>,
     ) -> Result<i64> {
-        let now = now_ms();
+        let now = self.now_ms();
         let conversation_id = t.task_id.conversation_id();
         let mut tx = self.writer.begin().await?;
         if let Some(max) = t.max_running_children {
@@ -314,27 +302,14 @@ impl Db {
         .bind(t.task_id.as_str())
         .fetch_one(&mut *tx)
         .await?;
-        sqlx::query(
-            "INSERT INTO turns (id, session_id, conversation_id, input, status, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(t.turn_id.as_str())
-        .bind(t.session_id.as_str())
-        .bind(conversation_id.as_str())
-        .bind(&t.message)
-        .bind(TurnStatus::Queued.as_str())
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        add_message(
-            &mut tx,
-            &conversation_id,
-            MessageRole::User,
-            &t.message,
-            Some(&t.session_id),
-            Some(&t.turn_id),
-        )
-        .await?;
+        let turn = NewTurn {
+            id: t.turn_id.clone(),
+            session_id: t.session_id.clone(),
+            conversation_id: conversation_id.clone(),
+            input: t.message.clone(),
+            status: TurnStatus::Queued,
+        };
+        add_turn(&mut tx, &turn, true, now).await?;
         sqlx::query(
             "INSERT INTO delegation_turns (task_id, turn_version, turn_id, origin, \
              parent_turn_id) VALUES ($1, $2, $3, $4, $5)",

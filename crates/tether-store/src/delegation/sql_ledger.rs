@@ -1,7 +1,7 @@
 //! The continuation ledger (idempotent continue/close per parent conversation), releasing
 //! a task, and the once-only outcome reports on the parent's session.
 
-use super::SqlConnection;
+use super::conns::Tx;
 use super::SqlRow;
 use sqlx::Row;
 
@@ -15,7 +15,7 @@ use super::events::{add_message, append};
 
 use super::Db;
 use crate::{
-    CLAIM_STALE_MS, ContinuationClaim, DelegationTurnRow, LedgerEntry, Result, StoreError, now_ms,
+    CLAIM_STALE_MS, ContinuationClaim, DelegationTurnRow, LedgerEntry, Result, StoreError,
 };
 
 fn ledger(row: &SqlRow) -> Result<LedgerEntry> {
@@ -36,7 +36,7 @@ fn ledger(row: &SqlRow) -> Result<LedgerEntry> {
 /// Records a ledger entry; fails with [`StoreError::LedgerTaken`] (never a constraint
 /// error) when the continuation id is already used in the scope, so the caller's
 /// transaction rolls back whole.
-pub(crate) async fn put_ledger(conn: &mut SqlConnection, e: &LedgerEntry) -> Result<()> {
+pub(crate) async fn put_ledger(conn: &mut Tx, e: &LedgerEntry) -> Result<()> {
     let inserted = sqlx::query(
         "INSERT INTO continuation_ledger (scope, continuation_id, task_id, action, message, \
          result, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) \
@@ -48,8 +48,8 @@ pub(crate) async fn put_ledger(conn: &mut SqlConnection, e: &LedgerEntry) -> Res
     .bind(&e.action)
     .bind(&e.message)
     .bind(e.result.to_string())
-    .bind(now_ms())
-    .execute(&mut *conn)
+    .bind(conn.now_ms())
+    .execute(&mut **conn)
     .await?
     .rows_affected();
     if inserted == 0 {
@@ -62,7 +62,7 @@ pub(crate) async fn put_ledger(conn: &mut SqlConnection, e: &LedgerEntry) -> Res
     sqlx::query("DELETE FROM continuation_claims WHERE scope = $1 AND continuation_id = $2")
         .bind(&e.scope)
         .bind(&e.continuation_id)
-        .execute(&mut *conn)
+        .execute(&mut **conn)
         .await?;
     Ok(())
 }
@@ -96,7 +96,7 @@ impl Db {
         node_id: &str,
         claim: &str,
     ) -> Result<ContinuationClaim> {
-        let now = now_ms();
+        let now = self.now_ms();
         let mut tx = self.writer.begin().await?;
         let row = sqlx::query(
             "SELECT * FROM continuation_ledger WHERE scope = $1 AND continuation_id = $2",
@@ -170,7 +170,7 @@ impl Db {
         note: &str,
         ledger_entry: Option<&LedgerEntry>,
     ) -> Result<(bool, Vec<EventEnvelope>)> {
-        let now = now_ms();
+        let now = self.now_ms();
         let mut tx = self.writer.begin().await?;
         // The ledger first: a taken continuation id changes nothing.
         if let Some(e) = ledger_entry {
@@ -278,14 +278,14 @@ impl Db {
 
 /// Marks a turn reported and returns the session its outcome goes to (the parent's
 /// session, else the child's own); `None` when it was reported already.
-async fn claim_report(tx: &mut SqlConnection, turn_id: &TurnId) -> Result<Option<SessionId>> {
+async fn claim_report(tx: &mut Tx, turn_id: &TurnId) -> Result<Option<SessionId>> {
     let row: Option<(String,)> = sqlx::query_as(
         "UPDATE delegation_turns SET reported_at = $1 WHERE turn_id = $2 \
          AND reported_at IS NULL RETURNING task_id",
     )
-    .bind(now_ms())
+    .bind(tx.now_ms())
     .bind(turn_id.as_str())
-    .fetch_optional(&mut *tx)
+    .fetch_optional(&mut **tx)
     .await?;
     let Some((task_id,)) = row else {
         return Ok(None);
@@ -293,7 +293,7 @@ async fn claim_report(tx: &mut SqlConnection, turn_id: &TurnId) -> Result<Option
     let (parent, child): (Option<String>, String) =
         sqlx::query_as("SELECT parent_session_id, session_id FROM delegations WHERE task_id = $1")
             .bind(&task_id)
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut **tx)
             .await?;
     Ok(Some(SessionId::from(parent.unwrap_or(child))))
 }

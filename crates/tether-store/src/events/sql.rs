@@ -7,7 +7,7 @@ use tether_proto::{
 use super::conns::Tx;
 
 use super::{Db, rows};
-use crate::{Result, StoreError, now_ms};
+use crate::{Result, StoreError};
 
 /// Appends one event: `seq` = the session's `last_seq` + 1, read by the `INSERT` itself;
 /// the trigger `events_keep_session_seq` (migration 0005) moves `last_seq` on, so `seq`
@@ -20,7 +20,7 @@ pub(crate) async fn append(
     turn_id: Option<&TurnId>,
     payload: &EventPayload,
 ) -> Result<EventEnvelope> {
-    let at = now_ms();
+    let at = conn.now_ms();
     let json = serde_json::to_string(payload).map_err(|e| StoreError::Corrupt {
         table: "events",
         detail: e.to_string(),
@@ -74,7 +74,7 @@ pub(crate) async fn add_message(
         .bind(text)
         .bind(session_id.map(SessionId::as_str))
         .bind(turn_id.map(TurnId::as_str))
-        .bind(now_ms())
+        .bind(conn.now_ms())
         .fetch_all(&mut **conn)
         .await?;
     let [(id,)] = rows.as_slice() else {

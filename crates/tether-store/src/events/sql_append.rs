@@ -11,7 +11,7 @@ use super::conns::{Conn, Tx};
 use super::events::append;
 use super::{Db, Sql};
 use crate::events::append::Pending;
-use crate::{Result, StoreError, now_ms};
+use crate::{Result, StoreError};
 
 /// Largest multi-row `INSERT`; bigger groups are split into power-of-two chunks up to
 /// this size, so only a handful of statement shapes are ever prepared.
@@ -156,7 +156,7 @@ impl Db {
         if let [payload] = p.payloads.as_slice()
             && !self.shared.held.any()
         {
-            let started = now_ms();
+            let started = self.now_ms();
             let mut tx = Tx::autocommit_on(conn);
             let appended = self
                 .bounded(append(&mut tx, &p.session_id, p.turn_id.as_ref(), payload))
@@ -339,7 +339,7 @@ fn unavailable_again(e: &StoreError) -> StoreError {
 /// every event with its `seq` (multi-row `INSERT`s across sessions). The envelopes, in
 /// queue order.
 async fn store_group(tx: &mut Tx, group: &[Pending]) -> Result<Vec<EventEnvelope>> {
-    let at = now_ms();
+    let at = tx.now_ms();
     // Each session's events in the group, in first-seen order.
     let mut sessions: Vec<(&str, i64)> = Vec::new();
     for p in group {

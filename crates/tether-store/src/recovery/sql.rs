@@ -87,7 +87,7 @@ impl Db {
             ),
         ];
         for (sql, kind) in steps {
-            let mut q = sqlx::query_as(&sql).bind(crate::now_ms());
+            let mut q = sqlx::query_as(&sql).bind(self.now_ms());
             if let Some(id) = scope {
                 q = q.bind(id.as_str());
             }
