@@ -60,6 +60,8 @@ macro_rules! backend_modules {
         mod rows;
         #[path = "../conversations/sql_turns.rs"]
         mod turns;
+        #[path = "sql_tx.rs"]
+        mod tx;
         #[path = "../conversations/sql_view_parts.rs"]
         mod view_parts;
     };
