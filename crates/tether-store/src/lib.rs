@@ -3,70 +3,57 @@
 //! `seq`, approvals, questions, message history and inbound dedupe keys. Writes that
 //! belong together run in one transaction. One contract for both backends: the SQL is
 //! written once (portable SQL, `$n` parameters) and compiled once per backend
-//! (`sqlite`, `pg`; see `sql/`), and [`Store`] runs the backend it was opened on
-//! (`dispatch`).
+//! (`backend::sqlite`, `backend::pg`; see `backend`), and [`Store`] runs the backend it
+//! was opened on.
 //!
 //! Must not depend on the agents, the channels or the web server. Writes go through one
 //! writer connection per store (SQLite has one writer anyway; on PostgreSQL it keeps
 //! event ids in commit order, which the feed needs); reads use four connections of their
 //! own; on SQLite a third kind checkpoints the WAL in the background (commits never do,
 //! see `checkpoint`). The connections are held directly, not in an sqlx pool (see
-//! `sql/conns.rs`). Committed events are published to their followers by the store
+//! `backend/sql_conns.rs`). Committed events are published to their followers by the store
 //! itself, in commit order (see `feed`).
 
-mod append;
+mod backend;
 mod channels;
-mod commands;
+mod clock;
+mod cluster;
+mod conversations;
 mod delegation;
-mod delegation_ledger;
-mod dispatch;
-mod feed;
-mod health;
-mod leaders;
-mod nodes;
-mod owners;
-mod pages;
-mod pg_listen;
-mod pg_presence;
-// Both backends include the same `sql/` files as their own modules, on purpose (the
-// SQL is written once, compiled once per backend).
-#[allow(clippy::duplicate_mod)]
-mod pg;
+mod events;
 mod recovery;
-mod rows;
+mod requests;
 mod rules;
-#[allow(clippy::duplicate_mod)]
-mod sqlite;
-mod tail;
-mod view_parts;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tether_proto::ConversationId;
 
-use crate::dispatch::Backend;
+use crate::backend::{Backend, health, pg, sqlite};
 
-pub use append::AppendStats;
 pub use channels::{ChannelChat, NewOutbox, OutboxRow, OutboxStatus, Pairing, PendingInbound};
-pub use commands::{
+pub use clock::SystemClock;
+pub use cluster::commands::{
     COMMANDS_CHANNEL, CommandRow, CommandStatus, NewCommand, REPLIES_CHANNEL, Wakeup,
 };
+pub use cluster::leaders::{LeaderClaim, LeaderRow};
+pub use cluster::nodes::NodeRow;
+pub use cluster::owners::{Claim, OwnerRow};
+pub use cluster::pg_listen::Wakeups;
+pub use cluster::pg_presence::Presence;
+pub use cluster::tail::{TailHandle, TailOptions, TailStats};
+pub use conversations::pages::ListCursor;
+pub use conversations::view_parts::ViewParts;
+pub use conversations::{ConversationRow, NewMessage, NewSession, NewTurn, TurnEnd};
+pub use delegation::ledger::{CLAIM_STALE_MS, ContinuationClaim, LedgerEntry};
 pub use delegation::{
     DelegationRow, DelegationTurnRow, EXTERNAL_SCOPE, NewDelegation, NewDelegationTurn,
 };
-pub use delegation_ledger::{CLAIM_STALE_MS, ContinuationClaim, LedgerEntry};
-pub use feed::{Batch, Follower, Scope};
-pub use leaders::{LeaderClaim, LeaderRow};
-pub use nodes::NodeRow;
-pub use owners::{Claim, OwnerRow};
-pub use pages::ListCursor;
-pub use pg_listen::Wakeups;
-pub use pg_presence::Presence;
+pub use events::append::AppendStats;
+pub use events::feed::{Batch, Follower, Scope};
 pub use recovery::{RecoveredConversation, RecoveryReport};
-pub use rows::*;
-pub use tail::{TailHandle, TailOptions, TailStats};
-pub use view_parts::ViewParts;
+pub use requests::{NewApproval, NewQuestion};
 
 /// Errors from the store.
 #[derive(Debug, thiserror::Error)]
@@ -171,27 +158,30 @@ pub(crate) struct Shared {
     /// Ids of conversations whose row changed (see `pages`).
     pub(crate) changes: tokio::sync::broadcast::Sender<ConversationId>,
     /// Followers of live events (see `feed`).
-    pub(crate) feed: feed::Hub,
+    pub(crate) feed: events::feed::Hub,
     /// Event batches waiting for a group commit (see `append`).
-    pub(crate) appends: append::Appends,
+    pub(crate) appends: events::append::Appends,
     /// The conversation epochs this node holds (see `owners`).
-    pub(crate) held: owners::Held,
+    pub(crate) held: cluster::owners::Held,
     /// Notices of this node's commits for the other nodes (see `tail`).
-    pub(crate) outbound: tail::Outbound,
+    pub(crate) outbound: cluster::tail::Outbound,
     /// How long one store call may wait for PostgreSQL's answer, in ms (see
     /// [`Store::set_query_timeout`]).
     pub(crate) query_timeout_ms: std::sync::atomic::AtomicU64,
+    /// The clock every write reads its time from (see `clock`).
+    pub(crate) clock: clock::StoreClock,
 }
 
 impl Shared {
     fn new() -> Arc<Shared> {
         Arc::new(Shared {
-            changes: tokio::sync::broadcast::channel(pages::CHANGES_BUFFER).0,
-            feed: feed::Hub::default(),
-            appends: append::Appends::default(),
-            held: owners::Held::default(),
-            outbound: tail::Outbound::default(),
+            changes: tokio::sync::broadcast::channel(conversations::pages::CHANGES_BUFFER).0,
+            feed: events::feed::Hub::default(),
+            appends: events::append::Appends::default(),
+            held: cluster::owners::Held::default(),
+            outbound: cluster::tail::Outbound::default(),
             query_timeout_ms: std::sync::atomic::AtomicU64::new(DEFAULT_QUERY_TIMEOUT_MS),
+            clock: clock::StoreClock::default(),
         })
     }
 
@@ -376,6 +366,13 @@ impl Store {
         self.shared()
             .query_timeout_ms
             .store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Makes every write of this store (and its clones) read the time from `clock`
+    /// instead of the system clock (what it stores as `created_at`, `at` and the like;
+    /// times callers pass in, `now_ms` arguments, stay theirs).
+    pub fn set_clock(&self, clock: Arc<dyn tether_core::Clock>) {
+        self.shared().clock.set(clock);
     }
 
     /// Whether the store serves now (issue 25, `GET /api/v1/ready`): a read answers within

@@ -1,0 +1,98 @@
+//! One [`Store`](crate::Store) over two backends. The SQL is written once, in the
+//! concept folders' `sql.rs` and `sql_*.rs` files, and compiled once per backend: the
+//! list below ([`backend_modules`]) is included by `sqlite.rs` and `pg.rs`, each giving
+//! the files its own sqlx types (`Sql`, `SqlRow`, …) and its `dialect`.
+//!
+//! Each public method is declared once, as a method of the backend's `Db` in one of
+//! those files; the build script (`build.rs`) reads the same list and writes the
+//! `Store` method that runs it on the backend the store was opened on (counted by
+//! `Store::calls`; on PostgreSQL within the query time-out, see [`UNBOUNDED`]). The
+//! compiler checks the result against both backends: a method missing on one, or of
+//! another type, does not build. A `match` per call is all the SQLite path pays for it.
+
+// The SQL files compiled per backend: the one list (read by `build.rs` too). The paths
+// are relative to this folder; the module names are what the files call each other by
+// (`super::events::append`). Both backends include it, on purpose (the SQL is written
+// once, compiled once per backend), which is why `pg` and `sqlite` allow `duplicate_mod`.
+macro_rules! backend_modules {
+    () => {
+        #[path = "../events/sql_append.rs"]
+        mod append;
+        #[path = "../attachments/sql.rs"]
+        mod attachments;
+        #[path = "../channels/sql.rs"]
+        mod channels;
+        #[path = "../channels/sql_inbound.rs"]
+        mod channels_inbound;
+        #[path = "../channels/sql_pairing.rs"]
+        mod channels_pairing;
+        #[path = "../cluster/sql_commands.rs"]
+        mod commands;
+        #[path = "sql_conns.rs"]
+        mod conns;
+        #[path = "../conversations/sql.rs"]
+        mod conversations;
+        #[path = "../delegation/sql.rs"]
+        mod delegation;
+        #[path = "../delegation/sql_ledger.rs"]
+        mod delegation_ledger;
+        #[path = "../events/sql.rs"]
+        mod events;
+        #[path = "../events/sql_feed.rs"]
+        mod feed;
+        #[path = "../cluster/sql_fence.rs"]
+        mod fence;
+        #[path = "../cluster/sql_leaders.rs"]
+        mod leaders;
+        #[path = "../cluster/sql_nodes.rs"]
+        mod nodes;
+        #[path = "../channels/sql_outbox_claims.rs"]
+        mod outbox_claims;
+        #[path = "../cluster/sql_owners.rs"]
+        mod owners;
+        #[path = "../conversations/sql_pages.rs"]
+        mod pages;
+        #[path = "../recovery/sql.rs"]
+        mod recovery;
+        #[path = "../requests/sql.rs"]
+        mod requests;
+        #[path = "sql_rows.rs"]
+        mod rows;
+        #[path = "../conversations/sql_turns.rs"]
+        mod turns;
+        #[path = "sql_tx.rs"]
+        mod tx;
+        #[path = "../conversations/sql_view_parts.rs"]
+        mod view_parts;
+    };
+}
+
+pub(crate) mod health;
+#[allow(clippy::duplicate_mod)]
+pub(crate) mod pg;
+#[allow(clippy::duplicate_mod)]
+pub(crate) mod sqlite;
+
+/// The backend a store was opened on.
+#[derive(Clone)]
+pub(crate) enum Backend {
+    Sqlite(sqlite::Db),
+    Postgres(pg::Db),
+}
+
+impl crate::Store {
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.backend
+    }
+}
+
+/// Calls that PostgreSQL's query time-out does not bound as a whole: a group commit
+/// bounds its own steps (its outcome may be unknown and is read back); recovery may take
+/// long on a large store. `build.rs` reads this list and refuses a name no `Db` method
+/// has.
+pub(crate) const UNBOUNDED: &[&str] = &["append_events", "recover", "recover_conversation"];
+
+// The `Store` forwarders written by `build.rs`: one per `pub` / `pub(crate)` async
+// method of `Db` in the files above, with its documentation and visibility (except the
+// ones `build.rs` lists in `BY_HAND`, whose `Store` side is written by hand).
+include!(concat!(env!("OUT_DIR"), "/store_forwarders.rs"));

@@ -1,0 +1,163 @@
+//! The PostgreSQL backend: one writer connection (so event ids are handed out in commit
+//! order, as the feed needs) and four readers, migrations of its own
+//! (`migrations/postgres/`). The SQL is the concept
+//! folders' `sql*.rs` files (`backend_modules!`), compiled here with PostgreSQL's types.
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use sqlx::ConnectOptions;
+use sqlx::postgres::PgConnectOptions;
+
+use crate::{Result, Shared};
+
+pub(crate) type Sql = sqlx::Postgres;
+pub(crate) type SqlConnection = sqlx::PgConnection;
+pub(crate) type SqlRow = sqlx::postgres::PgRow;
+pub(crate) type SqlQueryResult = sqlx::postgres::PgQueryResult;
+pub(crate) type SqlStatement<'q> = sqlx::postgres::PgStatement<'q>;
+pub(crate) type SqlConnectOptions = PgConnectOptions;
+
+/// The SQL that differs between the backends.
+pub(crate) mod dialect {
+    /// How an outbox claim picks its rows: Rows another node is claiming at the same moment are passed over (outbox claims).
+    pub const SKIP_LOCKED: &str = " FOR UPDATE SKIP LOCKED";
+    /// The larger of two values.
+    pub const GREATEST: &str = "GREATEST";
+    /// How a fencing check locks the owners rows it reads: a take-over (an `UPDATE` of
+    /// the row) waits for the checking transaction to commit.
+    pub const FOR_SHARE: &str = " FOR SHARE";
+    /// How long a take-over's recovery waits for a row lock: a node paused inside a
+    /// transaction holds its locks until it resumes, and a survivor waiting on them would
+    /// hold its only writer connection (its own heartbeat too). It gives up and retries.
+    pub const RECOVERY_LOCK_TIMEOUT: Option<&str> = Some("SET LOCAL lock_timeout = '500ms'");
+    /// Appends a history entry and touches its conversation's `updated_at`; returns the
+    /// entry's id. One statement (a prepared statement holds one): the update is a
+    /// data-modifying `WITH`.
+    pub const ADD_MESSAGE: &str = "WITH m AS (INSERT INTO messages (conversation_id, role, \
+         text, session_id, turn_id, at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id), \
+         u AS (UPDATE conversations SET updated_at = $6 WHERE id = $1) SELECT id FROM m";
+    /// Serialises, over every node, the transactions that count a parent's running
+    /// children and add one (`$1` names the parent), until the transaction ends.
+    pub const CHILDREN_LOCK: Option<&str> = Some("SELECT pg_advisory_xact_lock(hashtext($1))");
+    /// Sends a notice on channel `$1` with payload `$2` when the transaction commits.
+    pub const NOTIFY: Option<&str> = Some("SELECT pg_notify($1, $2)");
+}
+
+backend_modules!();
+#[path = "sql_clock.rs"]
+mod clock;
+// PostgreSQL only: the tail of other nodes' commits (see `crate::cluster::tail`).
+#[path = "../cluster/pg_tail.rs"]
+mod tail;
+
+use conns::Conns;
+
+/// A connection unused this long is checked before its next use: a server restarted
+/// meanwhile has closed it (issue 25).
+const IDLE_CHECK: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A PostgreSQL store's connections.
+#[derive(Clone)]
+pub(crate) struct Db {
+    writer: Conns,
+    reader: Conns,
+    shared: Arc<Shared>,
+    /// For the tail's own connections (listener, notifier); boxed, as it is large and
+    /// the SQLite side of `Store` is not.
+    opts: Arc<PgConnectOptions>,
+    /// Where it connected (a node's `LISTEN` connection opens its own, see `pg_listen`).
+    url: Arc<str>,
+}
+
+impl Db {
+    /// Connects to `url` (`postgres://…`) and runs the migrations.
+    pub(crate) async fn connect(url: &str, shared: Arc<Shared>) -> Result<Db> {
+        let opts = PgConnectOptions::from_str(url)?;
+        let mut first = opts.connect().await?;
+        // sqlx holds an advisory lock while migrating: nodes starting together take turns.
+        sqlx::migrate!("./migrations/postgres")
+            .run(&mut first)
+            .await?;
+        Ok(Db {
+            writer: Conns::from_connection(first, &opts, Some(IDLE_CHECK), &shared.clock),
+            reader: Conns::open(&opts, 4, Some(IDLE_CHECK), &shared.clock).await?,
+            shared,
+            opts: Arc::new(opts),
+            url: Arc::from(url),
+        })
+    }
+
+    /// A `LISTEN` connection for forwarded commands' wake-ups.
+    pub(crate) async fn wakeups(&self) -> Result<crate::cluster::pg_listen::Wakeups> {
+        crate::cluster::pg_listen::Wakeups::connect(&self.url).await
+    }
+
+    /// This node's presence connection (see `pg_presence`).
+    pub(crate) async fn presence(&self, id: &str) -> Result<crate::cluster::pg_presence::Presence> {
+        crate::cluster::pg_presence::Presence::hold(&self.opts, id).await
+    }
+
+    /// Whether node `id` holds its presence lock.
+    pub(crate) async fn node_present(&self, id: &str) -> Result<bool> {
+        crate::cluster::pg_presence::present(&self.reader, id).await
+    }
+
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
+    /// Runs one call within the query time-out (see `Store::set_query_timeout`): past it
+    /// the call fails as unavailable and every connection is checked (and, silent,
+    /// replaced) before its next use.
+    pub(crate) async fn bounded<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let ms = self
+            .shared
+            .query_timeout_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        match tokio::time::timeout(std::time::Duration::from_millis(ms), call).await {
+            Ok(done) => done,
+            Err(_) => {
+                self.writer.trouble();
+                self.reader.trouble();
+                Err(crate::StoreError::Db(
+                    crate::backend::health::unreachable_error(&format!(
+                        "the database gave no answer within {ms} ms"
+                    )),
+                ))
+            }
+        }
+    }
+
+    /// PostgreSQL checks its own pages (and has no `integrity_check`): `true` when the
+    /// server answers.
+    pub(crate) async fn integrity_check(&self) -> Result<bool> {
+        let (one,): (i32,) = sqlx::query_as("SELECT 1").fetch_one(&self.reader).await?;
+        Ok(one == 1)
+    }
+
+    /// Whether any connection saw the server go away within the last `within`.
+    pub(crate) fn troubled_within(&self, within: std::time::Duration) -> bool {
+        self.writer.troubled_within(within) || self.reader.troubled_within(within)
+    }
+
+    /// Whether the store serves now: a reader answers and neither set is reconnecting
+    /// (see `Store::ready`).
+    pub(crate) async fn ready(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.reader).await?;
+        if self.writer.degraded() {
+            return Err(
+                crate::backend::health::unreachable_error("the writer is reconnecting").into(),
+            );
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+    }
+}

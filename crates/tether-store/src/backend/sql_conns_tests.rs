@@ -1,0 +1,87 @@
+//! Tests of the connection set (on SQLite).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::str::FromStr;
+
+use sqlx::sqlite::SqliteConnectOptions;
+
+use super::conns::*;
+
+async fn conns(dir: &std::path::Path, size: usize) -> Conns {
+    let opts = SqliteConnectOptions::from_str("sqlite://")
+        .unwrap()
+        .filename(dir.join("t.db"))
+        .create_if_missing(true)
+        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
+    let c = Conns::open(&opts, size, None, &Default::default())
+        .await
+        .unwrap();
+    sqlx::query("CREATE TABLE IF NOT EXISTS t (v INTEGER)")
+        .execute(&c)
+        .await
+        .unwrap();
+    c
+}
+
+async fn count(c: &Conns) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM t")
+        .fetch_one(c)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_dropped_transaction_rolls_back_and_the_connection_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = conns(dir.path(), 1).await;
+    {
+        let mut tx = c.begin().await.unwrap();
+        sqlx::query("INSERT INTO t VALUES (1)")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+    }
+    assert_eq!(count(&c).await, 0);
+    let mut tx = c.begin().await.unwrap();
+    sqlx::query("INSERT INTO t VALUES (2)")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(count(&c).await, 1);
+}
+
+#[tokio::test]
+async fn more_users_than_connections_take_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = conns(dir.path(), 2).await;
+    let all = futures::future::join_all((0..20).map(|i| {
+        let c = c.clone();
+        async move {
+            let mut tx = c.begin().await.unwrap();
+            sqlx::query("INSERT INTO t VALUES ($1)")
+                .bind(i)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            tokio::task::yield_now().await;
+            tx.commit().await.unwrap();
+            count(&c).await
+        }
+    }));
+    let counts = tokio::time::timeout(std::time::Duration::from_secs(20), all)
+        .await
+        .unwrap();
+    assert_eq!(counts.len(), 20);
+    assert_eq!(count(&c).await, 20);
+}
+
+#[tokio::test]
+async fn closed_connections_are_not_handed_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = conns(dir.path(), 2).await;
+    c.close().await;
+    assert!(c.is_closed());
+    assert!(matches!(c.acquire().await, Err(sqlx::Error::PoolClosed)));
+    assert!(sqlx::query("SELECT 1").execute(&c).await.is_err());
+}

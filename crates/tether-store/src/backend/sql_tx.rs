@@ -1,0 +1,168 @@
+//! A transaction on one of the store's held connections (see `sql_conns.rs`; compiled
+//! once per backend): what it appended and on whose behalf it writes, so its commit can
+//! publish the events and check the fencing epochs.
+
+use std::ops::{Deref, DerefMut};
+
+use sqlx::{Database, TransactionManager};
+
+use super::{Sql, SqlConnection};
+use super::conns::Conn;
+
+type Tm = <Sql as Database>::TransactionManager;
+
+/// A transaction on a held connection; dropped without [`Tx::commit`] it rolls back
+/// (queued on the connection before anything else runs on it, as sqlx does).
+pub(crate) struct Tx {
+    conn: Conn,
+    open: bool,
+    /// Events appended in it (they must be published at commit, see `feed`).
+    appended: usize,
+    /// The conversations it writes on behalf of (their fencing epochs are checked before
+    /// it commits, see `fence`).
+    on_behalf: Vec<tether_proto::ConversationId>,
+    /// A group commit's first try: if refused, its batches are tried again one by one,
+    /// so a refusal is counted then, not now.
+    trial: bool,
+    /// Committed (or, without `BEGIN`, finished): dropped otherwise, its user met an
+    /// error, so the connection is checked before its next use.
+    done: bool,
+}
+
+impl Tx {
+    /// The clock of the store whose connection this is.
+    pub(super) fn clock(&self) -> &crate::clock::StoreClock {
+        self.conn.clock()
+    }
+
+    /// Begins a transaction on a connection already held.
+    pub async fn begin_on(mut conn: Conn) -> Result<Tx, sqlx::Error> {
+        if let Err(e) = Tm::begin(&mut conn, None).await {
+            conn.saw_error(&e);
+            return Err(e);
+        }
+        Ok(Tx {
+            conn,
+            open: true,
+            appended: 0,
+            on_behalf: Vec::new(),
+            trial: false,
+            done: false,
+        })
+    }
+
+    /// A held connection used like a transaction of one statement: without `BEGIN`,
+    /// each statement commits on its own (two round trips fewer); [`Tx::commit_then`]
+    /// only runs its closure while the connection is still held.
+    pub fn autocommit_on(conn: Conn) -> Tx {
+        Tx {
+            conn,
+            open: false,
+            appended: 0,
+            on_behalf: Vec::new(),
+            trial: false,
+            done: false,
+        }
+    }
+
+    /// Commits a transaction that appended no event and wrote on behalf of no
+    /// conversation.
+    pub async fn commit(self) -> Result<(), sqlx::Error> {
+        debug_assert_eq!(
+            self.appended, 0,
+            "a transaction that appends events commits with Store::commit_events"
+        );
+        debug_assert!(
+            self.on_behalf.is_empty(),
+            "a transaction that writes for a conversation commits through its fence"
+        );
+        self.commit_then(|| ()).await
+    }
+
+    /// Commits a transaction that appended no event, its fence checked already (see
+    /// `Db::commit_fenced`).
+    pub async fn commit_unchecked(self) -> Result<(), sqlx::Error> {
+        debug_assert_eq!(
+            self.appended, 0,
+            "a transaction that appends events commits with Store::commit_events"
+        );
+        self.commit_then(|| ()).await
+    }
+
+    /// Commits, then runs `after` before the connection is given back: with one writer
+    /// connection, whatever `after` does happens in commit order.
+    pub async fn commit_then<R>(mut self, after: impl FnOnce() -> R) -> Result<R, sqlx::Error> {
+        if self.open {
+            if let Err(e) = Tm::commit(&mut self.conn).await {
+                self.conn.saw_error(&e);
+                return Err(e);
+            }
+            self.open = false;
+        }
+        self.done = true;
+        Ok(after())
+    }
+
+    /// Counts an event appended in this transaction.
+    pub fn note_appended(&mut self, n: usize) {
+        self.appended += n;
+    }
+
+    pub fn appended(&self) -> usize {
+        self.appended
+    }
+
+    /// Records that this transaction writes on behalf of conversation `id` (an event, a
+    /// history line, a turn or a session of it).
+    pub fn note_on_behalf(&mut self, id: &tether_proto::ConversationId) {
+        if !self.on_behalf.contains(id) {
+            self.on_behalf.push(id.clone());
+        }
+    }
+
+    /// The conversations it writes on behalf of.
+    pub fn on_behalf(&self) -> &[tether_proto::ConversationId] {
+        &self.on_behalf
+    }
+
+    /// Marks a group commit's first try (see `trial`).
+    pub fn mark_trial(&mut self) {
+        self.trial = true;
+    }
+
+    pub fn is_trial(&self) -> bool {
+        self.trial
+    }
+
+    /// Whether statements commit on their own (no `BEGIN`): nothing can be refused
+    /// after the fact then.
+    pub fn is_autocommit(&self) -> bool {
+        !self.open
+    }
+}
+
+impl Drop for Tx {
+    fn drop(&mut self) {
+        if self.open {
+            Tm::start_rollback(&mut self.conn);
+        }
+        if !self.done {
+            self.conn.mark_suspect();
+        }
+    }
+}
+
+impl Deref for Tx {
+    type Target = SqlConnection;
+
+    fn deref(&self) -> &SqlConnection {
+        &self.conn
+    }
+}
+
+impl DerefMut for Tx {
+    fn deref_mut(&mut self) -> &mut SqlConnection {
+        &mut self.conn
+    }
+}
+

@@ -1,0 +1,150 @@
+//! The SQLite backend (the embedded default): one database file in WAL mode, one writer
+//! connection, four read-only ones and a background checkpointer. The SQL is the concept
+//! folders' `sql*.rs` files (`backend_modules!`), compiled here with SQLite's types.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::ConnectOptions;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+
+use crate::{Result, Shared};
+
+pub(crate) type Sql = sqlx::Sqlite;
+pub(crate) type SqlConnection = sqlx::SqliteConnection;
+pub(crate) type SqlRow = sqlx::sqlite::SqliteRow;
+pub(crate) type SqlQueryResult = sqlx::sqlite::SqliteQueryResult;
+pub(crate) type SqlStatement<'q> = sqlx::sqlite::SqliteStatement<'q>;
+pub(crate) type SqlConnectOptions = SqliteConnectOptions;
+
+/// The SQL that differs between the backends.
+pub(crate) mod dialect {
+    /// How an outbox claim picks its rows: SQLite has one writer: a claim is one write transaction, nothing to skip.
+    pub const SKIP_LOCKED: &str = "";
+    /// The larger of two values.
+    pub const GREATEST: &str = "MAX";
+    /// How a fencing check locks the owners rows it reads: SQLite's one writer already
+    /// serialises every write.
+    pub const FOR_SHARE: &str = "";
+    /// How long a take-over's recovery waits for a row lock (SQLite: no row locks).
+    pub const RECOVERY_LOCK_TIMEOUT: Option<&str> = None;
+    /// Appends a history entry and touches its conversation's `updated_at`; returns the
+    /// entry's id. Two statements in one query (SQLite runs them in turn).
+    pub const ADD_MESSAGE: &str = "INSERT INTO messages (conversation_id, role, text, \
+         session_id, turn_id, at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id; \
+         UPDATE conversations SET updated_at = $6 WHERE id = $1";
+    /// SQLite's one writer already serialises every write.
+    pub const CHILDREN_LOCK: Option<&str> = None;
+    /// SQLite has no notices (and is one node: nobody to wake).
+    pub const NOTIFY: Option<&str> = None;
+}
+
+backend_modules!();
+#[path = "sql_clock.rs"]
+mod clock;
+// SQLite only: the background checkpointer, and the connection set's tests.
+#[path = "sqlite_checkpoint.rs"]
+mod checkpoint;
+#[cfg(test)]
+#[path = "sql_conns_tests.rs"]
+mod conns_tests;
+
+use conns::Conns;
+
+/// A SQLite store's connections.
+#[derive(Clone)]
+pub(crate) struct Db {
+    writer: Conns,
+    reader: Conns,
+    checkpointer: Arc<checkpoint::Checkpointer>,
+    shared: Arc<Shared>,
+}
+
+impl Db {
+    /// Opens a database file (creating it if needed) and runs the migrations.
+    pub(crate) async fn open(path: &std::path::Path, shared: Arc<Shared>) -> Result<Db> {
+        let opts = SqliteConnectOptions::from_str("sqlite://")?
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(10))
+            // Commits never checkpoint; a background task does (see `checkpoint`).
+            .pragma("wal_autocheckpoint", "0")
+            // After a checkpoint lets the WAL restart, a file grown by a burst shrinks.
+            .pragma("journal_size_limit", "67108864")
+            // Statement journals (a multi-row INSERT with a UNIQUE index inside a
+            // transaction keeps one) in memory, not in temp files.
+            .pragma("temp_store", "MEMORY");
+        // The writer's page cache holds a group commit's dirty pages (16 MiB instead of
+        // SQLite's 2 MiB: a full group spilled pages to the WAL mid-transaction).
+        let mut first = opts
+            .clone()
+            .pragma("cache_size", "-16384")
+            .connect()
+            .await?;
+        sqlx::migrate!("./migrations").run(&mut first).await?;
+        // A SQLite connection does not die with a server; one is only checked again
+        // after its user met an error (never for idling).
+        let writer_opts = opts.clone().pragma("cache_size", "-16384");
+        let writer = Conns::from_connection(first, &writer_opts, None, &shared.clock);
+        let reader = Conns::open(&opts.clone().read_only(true), 4, None, &shared.clock).await?;
+        let checkpointer = Arc::new(checkpoint::Checkpointer::start(
+            Conns::open(&opts, 1, None, &shared.clock).await?,
+        ));
+        Ok(Db {
+            writer,
+            reader,
+            checkpointer,
+            shared,
+        })
+    }
+
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
+    /// SQLite's calls are not bounded (see `Store::set_query_timeout`).
+    pub(crate) async fn bounded<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        call.await
+    }
+
+    /// `PRAGMA integrity_check` → `true` when the database is sound.
+    pub(crate) async fn integrity_check(&self) -> Result<bool> {
+        let row: (String,) = sqlx::query_as("PRAGMA integrity_check")
+            .fetch_one(&self.reader)
+            .await?;
+        Ok(row.0 == "ok")
+    }
+
+    /// Whether any connection met trouble within the last `within` (SQLite connections
+    /// do not lose a server; only a failed check counts).
+    pub(crate) fn troubled_within(&self, within: Duration) -> bool {
+        self.writer.troubled_within(within) || self.reader.troubled_within(within)
+    }
+
+    /// Whether the store serves now (see `Store::ready`): a read, and a write, since a
+    /// full disk or a read-only file system fails only writes.
+    pub(crate) async fn ready(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.reader).await?;
+        sqlx::query(
+            "INSERT INTO ready_probe (id, at) VALUES (1, $1) \
+             ON CONFLICT (id) DO UPDATE SET at = excluded.at",
+        )
+        .bind(self.now_ms())
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn close(&self) {
+        self.checkpointer.close().await;
+        self.writer.close().await;
+        self.reader.close().await;
+    }
+}

@@ -1,0 +1,23 @@
+//! The nodes serving a store (see `sql_nodes.rs`).
+
+/// One registered node and its lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRow {
+    pub id: String,
+    /// Where it runs (the host name).
+    pub name: String,
+    /// The address its HTTP API listens on.
+    pub addr: String,
+    pub started_at_ms: i64,
+    /// Its last heartbeat.
+    pub heartbeat_at_ms: i64,
+    /// Until when its lease holds: after that the node counts as gone.
+    pub lease_until_ms: i64,
+}
+
+impl NodeRow {
+    /// Whether its lease still holds at `now_ms`.
+    pub fn alive(&self, now_ms: i64) -> bool {
+        self.lease_until_ms > now_ms
+    }
+}

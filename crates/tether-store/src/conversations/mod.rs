@@ -1,0 +1,67 @@
+//! Conversations, their runtime sessions and turns: the rows to insert (the stored rows
+//! map to `tether_proto`'s types in `sql_*.rs`), the list pages and what the views are
+//! built from. The SQL is `sql.rs` (conversations and sessions), `sql_turns.rs`,
+//! `sql_pages.rs` and `sql_view_parts.rs`, compiled once per backend (see `crate::backend`).
+
+pub(crate) mod pages;
+pub(crate) mod view_parts;
+
+use tether_proto::{
+    ConversationId, ConversationKind, ErrorCode, MessageRole, NewSessionReason, SessionId, TurnId,
+    TurnStatus,
+};
+
+/// A stored conversation (without the derived fields of the API view).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConversationRow {
+    pub id: ConversationId,
+    pub kind: ConversationKind,
+    pub title: String,
+    pub agent: String,
+    pub model: Option<String>,
+    pub cwd: String,
+    pub archived: bool,
+    pub bound_session_id: Option<SessionId>,
+    pub parent_conversation_id: Option<ConversationId>,
+    /// Why the next session will start (`explicit` after `/new`), while unbound.
+    pub next_session_reason: Option<NewSessionReason>,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+/// A session to insert.
+#[derive(Debug, Clone)]
+pub struct NewSession {
+    pub id: SessionId,
+    pub conversation_id: ConversationId,
+    pub agent: String,
+    pub model: Option<String>,
+    pub cwd: String,
+}
+
+/// A turn to insert.
+#[derive(Debug, Clone)]
+pub struct NewTurn {
+    pub id: TurnId,
+    pub session_id: SessionId,
+    pub conversation_id: ConversationId,
+    pub input: String,
+    pub status: TurnStatus,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone)]
+pub struct TurnEnd {
+    pub status: TurnStatus,
+    pub result_text: Option<String>,
+    pub stop_reason: Option<String>,
+    pub error: Option<(ErrorCode, String)>,
+    pub usage: Option<serde_json::Value>,
+}
+
+/// A history entry to append together with another write.
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    pub role: MessageRole,
+    pub text: String,
+}

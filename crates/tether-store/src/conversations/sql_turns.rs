@@ -1,0 +1,190 @@
+//! Turns: queued, started, waiting, finished (immutable once terminal).
+
+use tether_proto::{
+    ConversationId, EventEnvelope, EventPayload, MessageRole, SessionId, Turn, TurnId, TurnStatus,
+};
+
+use super::events::{add_message, append};
+
+use super::conns::Tx;
+use super::{Db, rows};
+use crate::{NewMessage, NewTurn, Result, TurnEnd, rules};
+
+const OPEN: &str = "('queued', 'running', 'waiting_approval', 'waiting_user')";
+
+/// Inserts turn `t` created at `now` inside an open transaction, with its input as the
+/// person's message in the history when `by_message`: the one turn insert (a message's
+/// turn, a delegated task's first turn, a continuation).
+pub(super) async fn add_turn(tx: &mut Tx, t: &NewTurn, by_message: bool, now: i64) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO turns (id, session_id, conversation_id, input, status, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(t.id.as_str())
+    .bind(t.session_id.as_str())
+    .bind(t.conversation_id.as_str())
+    .bind(&t.input)
+    .bind(t.status.as_str())
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    if by_message {
+        add_message(
+            tx,
+            &t.conversation_id,
+            MessageRole::User,
+            &t.input,
+            Some(&t.session_id),
+            Some(&t.id),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+impl Db {
+    /// Inserts a turn (queued or about to run) with the person's message in the history.
+    pub async fn insert_turn(&self, t: &NewTurn, by_message: bool) -> Result<Turn> {
+        let now = self.now_ms();
+        let mut tx = self.writer.begin().await?;
+        add_turn(&mut tx, t, by_message, now).await?;
+        // The turn is written for its conversation even without a history line.
+        tx.note_on_behalf(&t.conversation_id);
+        self.commit_fenced(tx).await?;
+        self.changed(&t.conversation_id);
+        Ok(Turn {
+            id: t.id.clone(),
+            session_id: t.session_id.clone(),
+            conversation_id: t.conversation_id.clone(),
+            input: t.input.clone(),
+            status: t.status,
+            result_text: None,
+            stop_reason: None,
+            error_code: None,
+            error_message: None,
+            created_at_ms: now,
+            started_at_ms: None,
+            ended_at_ms: None,
+            usage: None,
+        })
+    }
+
+    /// Marks a queued turn running and records `turn_started`, together. `None` when the
+    /// turn is not queued any more (it already ran or ended).
+    pub async fn start_turn(&self, turn_id: &TurnId) -> Result<Option<EventEnvelope>> {
+        let mut tx = self.writer.begin().await?;
+        let row: Option<(String, String)> = sqlx::query_as(
+            "UPDATE turns SET status = 'running', started_at = $1 WHERE id = $2 \
+             AND status = 'queued' RETURNING session_id, input",
+        )
+        .bind(self.now_ms())
+        .bind(turn_id.as_str())
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some((session_id, input)) = row else {
+            return Ok(None);
+        };
+        let session_id = SessionId::from(session_id);
+        let ev = append(
+            &mut tx,
+            &session_id,
+            Some(turn_id),
+            &EventPayload::TurnStarted { input },
+        )
+        .await?;
+        self.commit_events(tx, std::slice::from_ref(&ev)).await?;
+        Ok(Some(ev))
+    }
+
+    /// Ends a turn: status, result, the terminal event and a history entry, together.
+    /// Returns `None` when the turn machine does not allow the step from its status (it
+    /// had already ended: terminal states are immutable).
+    pub async fn finish_turn(
+        &self,
+        turn_id: &TurnId,
+        end: &TurnEnd,
+        event: &EventPayload,
+        message: Option<&NewMessage>,
+    ) -> Result<Option<EventEnvelope>> {
+        let mut tx = self.writer.begin().await?;
+        let row: Option<(String, String)> = sqlx::query_as(&format!(
+            "UPDATE turns SET status = $1, result_text = $2, stop_reason = $3, error_code = $4, \
+             error_message = $5, usage = $6, ended_at = $7 WHERE id = $8 AND status IN {} \
+             RETURNING session_id, conversation_id",
+            rules::turns_that_can_become(end.status)
+        ))
+        .bind(end.status.as_str())
+        .bind(&end.result_text)
+        .bind(&end.stop_reason)
+        .bind(end.error.as_ref().map(|(c, _)| c.as_str()))
+        .bind(end.error.as_ref().map(|(_, m)| m.as_str()))
+        .bind(end.usage.as_ref().map(|u| u.to_string()))
+        .bind(self.now_ms())
+        .bind(turn_id.as_str())
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some((session_id, conversation_id)) = row else {
+            return Ok(None);
+        };
+        let (session_id, conversation_id) = (
+            SessionId::from(session_id),
+            ConversationId::from(conversation_id),
+        );
+        let ev = append(&mut tx, &session_id, Some(turn_id), event).await?;
+        if let Some(m) = message {
+            add_message(
+                &mut tx,
+                &conversation_id,
+                m.role,
+                &m.text,
+                Some(&session_id),
+                Some(turn_id),
+            )
+            .await?;
+        }
+        self.commit_events(tx, std::slice::from_ref(&ev)).await?;
+        Ok(Some(ev))
+    }
+
+    pub async fn get_turn(&self, id: &TurnId) -> Result<Option<Turn>> {
+        let row = sqlx::query("SELECT * FROM turns WHERE id = $1")
+            .bind(id.as_str())
+            .fetch_optional(&self.reader)
+            .await?;
+        row.as_ref().map(rows::turn).transpose()
+    }
+
+    /// A session's turns, oldest first.
+    pub async fn session_turns(&self, session_id: &SessionId) -> Result<Vec<Turn>> {
+        let rows =
+            sqlx::query("SELECT * FROM turns WHERE session_id = $1 ORDER BY created_at, rowid")
+                .bind(session_id.as_str())
+                .fetch_all(&self.reader)
+                .await?;
+        rows.iter().map(rows::turn).collect()
+    }
+
+    /// The conversation's turns that have not ended, oldest first.
+    pub async fn open_turns(&self, conversation_id: &ConversationId) -> Result<Vec<Turn>> {
+        let rows = sqlx::query(&format!(
+            "SELECT * FROM turns WHERE conversation_id = $1 AND status IN {OPEN} \
+             ORDER BY created_at, rowid"
+        ))
+        .bind(conversation_id.as_str())
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(rows::turn).collect()
+    }
+
+    /// Sets a non-terminal status (running ↔ waiting); terminal turns are left alone.
+    pub async fn set_turn_waiting(&self, turn_id: &TurnId, status: TurnStatus) -> Result<()> {
+        sqlx::query(&format!(
+            "UPDATE turns SET status = $1 WHERE id = $2 AND status IN {OPEN}"
+        ))
+        .bind(status.as_str())
+        .bind(turn_id.as_str())
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,190 @@
+//! Pending requests (approvals and questions, one family in the store) and the store's
+//! clock, on both backends (see `support`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use tether_core::clock::{Clock, Wait};
+use tether_proto::*;
+use tether_store::*;
+
+#[macro_use]
+mod support;
+use support::Backend;
+
+/// A clock that says what the test sets.
+struct FixedClock(AtomicI64);
+
+impl Clock for FixedClock {
+    fn now_ms(&self) -> i64 {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    fn sleep_until(&self, _at_ms: i64) -> Wait {
+        Box::pin(std::future::ready(()))
+    }
+}
+
+/// A conversation `c1` with session `s1` and running turn `t1`.
+async fn running_turn(store: &Store) {
+    store
+        .create_conversation(
+            &"c1".into(),
+            ConversationKind::Chat,
+            "t",
+            "fake",
+            None,
+            "/tmp",
+            None,
+        )
+        .await
+        .unwrap();
+    let s = NewSession {
+        id: "s1".into(),
+        conversation_id: "c1".into(),
+        agent: "fake".into(),
+        model: None,
+        cwd: "/tmp".into(),
+    };
+    store
+        .start_session(&s, NewSessionReason::Unbound, None)
+        .await
+        .unwrap();
+    let t = NewTurn {
+        id: "t1".into(),
+        session_id: "s1".into(),
+        conversation_id: "c1".into(),
+        input: "hi".into(),
+        status: TurnStatus::Queued,
+    };
+    store.insert_turn(&t, true).await.unwrap();
+    store.start_turn(&"t1".into()).await.unwrap();
+}
+
+fn question(id: &str) -> NewQuestion {
+    NewQuestion {
+        id: id.into(),
+        conversation_id: "c1".into(),
+        session_id: "s1".into(),
+        turn_id: "t1".into(),
+        prompt: "which file?".into(),
+        deadline_ms: now_ms() + 60_000,
+    }
+}
+
+async fn turn_status(store: &Store) -> TurnStatus {
+    store.get_turn(&"t1".into()).await.unwrap().unwrap().status
+}
+
+/// A question waits for the person, the first answer wins, and the turn runs again once
+/// no request is pending; an approval waiting beside it comes first.
+async fn a_question_is_answered_once_and_its_turn_runs_on(b: Backend) {
+    let (_d, store) = support::open(b).await;
+    running_turn(&store).await;
+    let asked = store.create_question(&question("q1")).await.unwrap();
+    assert!(matches!(
+        asked.payload,
+        EventPayload::QuestionAsked { ref question_id, .. } if question_id.as_str() == "q1"
+    ));
+    assert_eq!(turn_status(&store).await, TurnStatus::WaitingUser);
+    store
+        .create_approval(&NewApproval {
+            id: "a1".into(),
+            conversation_id: "c1".into(),
+            session_id: "s1".into(),
+            turn_id: "t1".into(),
+            title: "run ls".into(),
+            kind: Some("execute".into()),
+            detail: Some(serde_json::json!({"command": "ls"})),
+            options: vec![Decision::Allow, Decision::Deny],
+            deadline_ms: now_ms() + 60_000,
+        })
+        .await
+        .unwrap();
+    assert_eq!(turn_status(&store).await, TurnStatus::WaitingApproval);
+    let approval = store.get_approval(&"a1".into()).await.unwrap().unwrap();
+    assert_eq!(approval.kind.as_deref(), Some("execute"));
+    assert_eq!(approval.detail, Some(serde_json::json!({"command": "ls"})));
+    assert_eq!(approval.options, vec![Decision::Allow, Decision::Deny]);
+    store
+        .resolve_approval(&"a1".into(), ApprovalStatus::Allowed, Some("me"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(turn_status(&store).await, TurnStatus::WaitingUser);
+
+    let (answered, ev) = store
+        .resolve_question(
+            &"q1".into(),
+            QuestionStatus::Answered,
+            Some("main.rs"),
+            Some("me"),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(answered.answer.as_deref(), Some("main.rs"));
+    assert_eq!(answered.status, QuestionStatus::Answered);
+    assert!(matches!(
+        ev.payload,
+        EventPayload::QuestionResolved { ref answer, .. } if answer.as_deref() == Some("main.rs")
+    ));
+    assert_eq!(turn_status(&store).await, TurnStatus::Running);
+    let again = store
+        .resolve_question(&"q1".into(), QuestionStatus::Answered, Some("lib.rs"), None)
+        .await
+        .unwrap();
+    assert!(again.is_none(), "a second answer must not win");
+    let stored = store.get_question(&"q1".into()).await.unwrap().unwrap();
+    assert_eq!(stored.answer.as_deref(), Some("main.rs"));
+
+    store.create_question(&question("q2")).await.unwrap();
+    let pending = store
+        .list_questions(Some(QuestionStatus::Pending), Some(&"c1".into()))
+        .await
+        .unwrap();
+    assert_eq!(
+        pending.iter().map(|q| q.id.as_str()).collect::<Vec<_>>(),
+        ["q2"]
+    );
+    assert_eq!(store.list_questions(None, None).await.unwrap().len(), 2);
+    let elsewhere = store
+        .list_questions(None, Some(&"other".into()))
+        .await
+        .unwrap();
+    assert!(elsewhere.is_empty());
+    let allowed = store
+        .list_approvals(Some(ApprovalStatus::Allowed), None)
+        .await
+        .unwrap();
+    assert_eq!(allowed.len(), 1);
+    assert!(store.get_question(&"nope".into()).await.unwrap().is_none());
+}
+
+/// What the store writes carries the time of the clock it was given, not the system's.
+async fn writes_take_their_time_from_the_store_clock(b: Backend) {
+    let (_d, store) = support::open(b).await;
+    let clock = Arc::new(FixedClock(AtomicI64::new(1_000_000)));
+    store.set_clock(clock.clone());
+    running_turn(&store).await;
+    let conv = store.get_conversation(&"c1".into()).await.unwrap().unwrap();
+    assert_eq!(conv.created_at_ms, 1_000_000);
+    let turn = store.get_turn(&"t1".into()).await.unwrap().unwrap();
+    assert_eq!(turn.created_at_ms, 1_000_000);
+    assert_eq!(turn.started_at_ms, Some(1_000_000));
+
+    clock.0.store(2_000_000, Ordering::SeqCst);
+    let asked = store.create_question(&question("q1")).await.unwrap();
+    assert_eq!(asked.at_ms, 2_000_000);
+    let q = store.get_question(&"q1".into()).await.unwrap().unwrap();
+    assert_eq!(q.created_at_ms, 2_000_000);
+    let history = store.history(&"c1".into(), 0, 100).await.unwrap();
+    assert!(!history.is_empty());
+    assert!(history.iter().all(|m| m.at_ms == 1_000_000), "{history:?}");
+}
+
+contract!(
+    a_question_is_answered_once_and_its_turn_runs_on,
+    writes_take_their_time_from_the_store_clock,
+);
