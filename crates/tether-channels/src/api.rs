@@ -89,7 +89,7 @@ async fn approve(
 /// whether or not a channel is configured: a webhook that is off answers 404).
 #[derive(utoipa::OpenApi)]
 #[openapi(
-    paths(list, approve, crate::telegram::updates::hook, crate::feishu::webhook::hook,
+    paths(list, approve, crate::telegram::webhook::hook, crate::feishu::webhook::hook,
         crate::slack::webhook::hook, crate::discord::interactions::hook
     ),
     components(schemas(pairing::PairingView)),

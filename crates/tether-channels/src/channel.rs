@@ -7,8 +7,6 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tether_proto::{ApprovalId, Decision};
 
-use crate::inbound::InFile;
-
 /// What a channel supports. The renderer and the dispatcher decide from these, never
 /// from the channel's name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +121,21 @@ pub enum FetchError {
     TooLarge { size: u64, limit: u64 },
     #[error("{0}")]
     Unavailable(String),
+}
+
+/// A file a person sent, not fetched yet: the channel fetches it by `source` when the
+/// message is handled (so a replayed update fetches it again).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InFile {
+    /// The name the platform gave (sanitised when stored) or one made up for photos.
+    pub name: String,
+    /// The content type the platform declared, if any (checked against the bytes).
+    pub declared: Option<String>,
+    /// The size the platform declared, if any: a file over the limit is refused before
+    /// it is downloaded.
+    pub size: Option<u64>,
+    /// The platform's reference (Telegram `file_id`; Feishu message id and file key).
+    pub source: String,
 }
 
 /// One channel adapter. Sends are driven by the outbox dispatcher, one at a time per

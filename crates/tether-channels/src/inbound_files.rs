@@ -9,8 +9,9 @@ use tether_store::ChannelChat;
 
 use crate::ChannelError;
 use crate::channel::{FetchError, OutMessage};
+use crate::chats::{new_conversation, turn_id};
 use crate::core::SharedCore;
-use crate::inbound::{InFile, Inbound, new_conversation, turn_id};
+use crate::inbound::{InFile, Inbound};
 
 /// The message to route for `files` with `caption`; `None` when nothing is left to
 /// send. `chat` is replaced when its conversation was archived meanwhile.

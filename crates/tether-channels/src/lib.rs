@@ -23,9 +23,13 @@ pub mod telegram;
 
 mod api;
 mod body;
+mod buttons;
+mod chats;
 mod core;
 mod error;
+mod hex;
 mod inbound_files;
+mod intake;
 mod json;
 mod lanes;
 mod leader;
@@ -33,6 +37,9 @@ mod multipart;
 mod net;
 mod outbox;
 mod pump;
+mod registry;
+mod route;
+mod signed;
 mod sweep;
 
 use std::collections::HashMap;
@@ -48,7 +55,8 @@ pub use config::{
 pub use error::ChannelError;
 pub use leader::ClusterNode;
 
-use crate::core::{Core, SharedCore};
+use crate::core::SharedCore;
+use crate::registry::Inbound;
 
 /// The running channels: their tasks and the routes they add to the HTTP server.
 pub struct Channels {
@@ -80,130 +88,30 @@ impl Channels {
         let mut tasks = Vec::new();
         let mut hooks = axum::Router::new();
         let mut cores: HashMap<&'static str, SharedCore> = HashMap::new();
-        if let Some(tc) = &cfg.telegram {
-            let tg = Arc::new(
-                telegram::Telegram::new(tc).map_err(|e| ChannelError::Platform(e.to_string()))?,
+        let ctx = registry::Ctx {
+            runtime: &runtime,
+            store: &store,
+            cfg: &cfg,
+        };
+        for factory in registry::FACTORIES {
+            let Some(adapter) = factory(&ctx).await? else {
+                continue;
+            };
+            run_channel(
+                &adapter.core,
+                &node,
+                adapter.inbound,
+                &mut tasks,
+                &mut hooks,
             );
-            let core = Core::new(
-                tg.clone(),
-                runtime.clone(),
-                store.clone(),
-                tc.allowed_users.clone(),
-                tc.group_mode,
-                cfg.tuning,
-                format::utf16,
-            )
-            .await?;
-            let inbound = match tc.mode {
-                TelegramMode::Polling => {
-                    let (core, tc) = (core.clone(), Arc::new(tc.clone()));
-                    Inbound::Led(Arc::new(move || {
-                        telegram::start(core.clone(), tg.clone(), &tc).tasks
-                    }))
-                }
-                TelegramMode::Webhook => {
-                    let started = telegram::start(core.clone(), tg, tc);
-                    Inbound::EveryNode(started.tasks, started.hook)
-                }
-            };
-            run_channel(&core, &node, inbound, &mut tasks, &mut hooks);
-            cores.insert("telegram", core);
-            tracing::info!(mode = ?tc.mode, "telegram channel started");
-        }
-        if let Some(fc) = &cfg.feishu {
-            let fs = Arc::new(
-                feishu::Feishu::new(fc).map_err(|e| ChannelError::Platform(e.to_string()))?,
-            );
-            let core = Core::new(
-                fs,
-                runtime.clone(),
-                store.clone(),
-                fc.allowed_users.clone(),
-                fc.group_mode,
-                cfg.tuning,
-                format::chars,
-            )
-            .await?;
-            let inbound = match fc.mode {
-                FeishuMode::LongConnection => {
-                    let (core, fc) = (core.clone(), Arc::new(fc.clone()));
-                    Inbound::Led(Arc::new(move || feishu::start(core.clone(), &fc).tasks))
-                }
-                FeishuMode::Webhook => {
-                    let started = feishu::start(core.clone(), fc);
-                    Inbound::EveryNode(started.tasks, started.hook)
-                }
-            };
-            run_channel(&core, &node, inbound, &mut tasks, &mut hooks);
-            cores.insert("feishu", core);
-            match fc.mode {
-                FeishuMode::Webhook => {
-                    tracing::info!("feishu channel started (webhook mode: POST /hooks/feishu)")
-                }
-                FeishuMode::LongConnection => {
-                    tracing::info!("feishu channel started (long connection, no public URL)")
-                }
-            }
-        }
-        if let Some(sc) = &cfg.slack {
-            let sl =
-                Arc::new(slack::Slack::new(sc).map_err(|e| ChannelError::Platform(e.to_string()))?);
-            let core = Core::new(
-                sl.clone(),
-                runtime.clone(),
-                store.clone(),
-                sc.allowed_users.clone(),
-                sc.group_mode,
-                cfg.tuning,
-                slack::blocks::units,
-            )
-            .await?;
-            let inbound = match sc.mode {
-                SlackMode::Socket => {
-                    let (core, sc) = (core.clone(), Arc::new(sc.clone()));
-                    Inbound::Led(Arc::new(move || {
-                        slack::start(core.clone(), sl.clone(), &sc).tasks
-                    }))
-                }
-                SlackMode::Events => {
-                    let started = slack::start(core.clone(), sl, sc);
-                    Inbound::EveryNode(started.tasks, started.hook)
-                }
-            };
-            run_channel(&core, &node, inbound, &mut tasks, &mut hooks);
-            cores.insert("slack", core);
-            tracing::info!(mode = ?sc.mode, "slack channel started");
-        }
-        if let Some(dc) = &cfg.discord {
-            let discord = Arc::new(
-                discord::Discord::new(dc).map_err(|e| ChannelError::Platform(e.to_string()))?,
-            );
-            // A thread is the conversation: a group never splits by member.
-            let core = Core::new(
-                discord.clone(),
-                runtime.clone(),
-                store.clone(),
-                dc.allowed_users.clone(),
-                GroupMode::Chat,
-                cfg.tuning,
-                format::chars,
-            )
-            .await?;
-            // Messages always come over the Gateway (one per bot: the leader's); button
-            // presses in HTTP mode are webhooks every node takes.
-            let hook = discord::interaction_routes(core.clone(), discord.clone(), dc);
-            let gateway = {
-                let core = core.clone();
-                Inbound::Led(Arc::new(move || {
-                    discord::start(core.clone(), discord.clone())
-                }))
-            };
-            run_channel(&core, &node, gateway, &mut tasks, &mut hooks);
-            if let Some(h) = hook {
+            if let Some(h) = adapter.extra_hook {
                 hooks = hooks.merge(h);
             }
-            cores.insert("discord", core);
-            tracing::info!(mode = ?dc.mode, "discord channel started");
+            cores.insert(adapter.core.name(), adapter.core);
+            match adapter.mode {
+                Some(mode) => tracing::info!(mode, "{}", adapter.started),
+                None => tracing::info!("{}", adapter.started),
+            }
         }
         let api = api::pairing_routes(store, Arc::new(cores));
         Ok(Channels { tasks, hooks, api })
@@ -225,15 +133,6 @@ impl Channels {
             t.abort();
         }
     }
-}
-
-/// Where a channel's inbound side runs.
-enum Inbound {
-    /// A connection the platform allows once per bot (polling, long connection, socket,
-    /// gateway): started on the channel's leader, again for each leadership term.
-    Led(leader::Start),
-    /// Webhooks (their route and the workers behind it): on every node.
-    EveryNode(Vec<tokio::task::JoinHandle<()>>, Option<axum::Router>),
 }
 
 /// Starts a channel's every-node part now and its leader's part under its lease.
@@ -284,13 +183,4 @@ fn spawn_delivery(core: &SharedCore, node_id: &str) -> Vec<tokio::task::JoinHand
 pub fn openapi() -> utoipa::openapi::OpenApi {
     use utoipa::OpenApi as _;
     api::ChannelsDoc::openapi()
-}
-
-/// Equal contents, in time independent of where they differ.
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
-    std::hint::black_box(diff) == 0
 }

@@ -14,7 +14,7 @@ pub(crate) fn form(
 ) -> (String, Vec<u8>) {
     let boundary = format!(
         "tether-{}",
-        crate::feishu::crypto::hex(&Sha256::digest(bytes)[..16])
+        crate::hex::encode(&Sha256::digest(bytes)[..16])
     );
     let mut body = Vec::new();
     for (name, value) in fields {

@@ -1,9 +1,10 @@
-//! Inbound Discord: dispatches from the Gateway, in order. A `MESSAGE_CREATE` is recorded
-//! by message id with its raw payload (a repeat, such as a resume replaying what was
-//! already seen, is dropped before any work) and handled within its channel's lane; the
-//! Gateway session (id, resume URL, sequence number) is stored after each recorded
-//! message, so a restart resumes right after the last message tether has. Messages
-//! recorded but not handled (a crash in between) are handled first at start-up.
+//! Inbound Discord: dispatches from the Gateway, in order. A `MESSAGE_CREATE` goes through
+//! the durable intake (`crate::intake`): recorded by message id with its raw payload (a
+//! repeat, such as a resume replaying what was already seen, is dropped before any work)
+//! and handled within its channel's lane; the Gateway session (id, resume URL, sequence
+//! number) is stored after each recorded message, so a restart resumes right after the
+//! last message tether has. Messages recorded but not handled (a crash in between) are
+//! handled first at start-up.
 //!
 //! Conversations: a DM channel is one conversation. In a server channel a message that
 //! mentions the bot starts a thread from that message, and the thread is the
@@ -24,8 +25,10 @@ use super::gateway::{self, Dispatch, Session};
 use super::wire::{Interaction, Message, User};
 use crate::channel::SendError;
 use crate::core::SharedCore;
-use crate::inbound::{self, InChat, InFile, InKind, Inbound, Sender};
+use crate::inbound::{InChat, InFile, InKind, Inbound, Sender};
+use crate::intake::{Intake, Platform};
 use crate::json::parse;
+use crate::route;
 
 const SESSION_KEY: &str = "gateway_session";
 /// How long a button press may wait for its approval to resolve before the answer
@@ -50,61 +53,89 @@ pub(crate) fn start(core: SharedCore, dc: Arc<Discord>) -> Vec<tokio::task::Join
             gateway::run(dc, stored, tx).await;
         }
     };
-    vec![tokio::spawn(gw), tokio::spawn(worker(core, dc, rx))]
+    let platform = Messages {
+        core: core.clone(),
+        dc: dc.clone(),
+    };
+    let (intake, lanes) = Intake::start(core, platform);
+    vec![
+        lanes,
+        tokio::spawn(gw),
+        tokio::spawn(worker(intake, dc, rx)),
+    ]
 }
 
-async fn worker(core: SharedCore, dc: Arc<Discord>, mut rx: mpsc::UnboundedReceiver<Dispatch>) {
-    let (lanes_tx, lanes_rx) = mpsc::unbounded_channel();
-    let handler = {
-        let (core, dc) = (core.clone(), dc.clone());
-        move |m: Message| {
-            let (core, dc) = (core.clone(), dc.clone());
-            async move { handle_message(&core, &dc, m).await }
-        }
-    };
-    tokio::spawn(crate::lanes::run_lanes(lanes_rx, handler));
-    let lane = |m: &Message| m.channel_id.clone().unwrap_or_default();
-    match core.store.unhandled_inbound("discord").await {
-        Ok(pending) => {
-            for p in pending {
-                match serde_json::from_str::<Message>(&p.payload) {
-                    Ok(m) => {
-                        tracing::info!(channel = "discord", key = p.key, "replaying a message");
-                        let _ = lanes_tx.send((lane(&m), m));
-                    }
-                    Err(_) => mark_handled(&core, &p.key).await,
-                }
-            }
-        }
-        Err(e) => tracing::warn!(channel = "discord", "cannot read unhandled messages: {e}"),
+/// A `MESSAGE_CREATE` as it came: parsed, and the raw payload that is recorded.
+struct Incoming {
+    message: Message,
+    raw: String,
+}
+
+/// Discord's side of the intake: messages, laned by their channel (a thread is known
+/// only once it is started, so a message is normalized when its lane handles it).
+struct Messages {
+    core: SharedCore,
+    dc: Arc<Discord>,
+}
+
+#[async_trait::async_trait]
+impl Platform for Messages {
+    type Delivery = Incoming;
+    type Work = Message;
+    type Done = ();
+    type Answer = ();
+
+    const NOUN: &'static str = "message";
+    const AFTER_REPLAY: bool = true;
+
+    fn key(&self, d: &Incoming) -> Option<String> {
+        d.message.id.as_deref().map(|id| format!("m:{id}"))
     }
+
+    fn payload(&self, d: &Incoming) -> String {
+        d.raw.clone()
+    }
+
+    fn read(&self, payload: &str) -> Result<Incoming, String> {
+        let message = serde_json::from_str::<Message>(payload).map_err(|e| e.to_string())?;
+        Ok(Incoming {
+            message,
+            raw: payload.to_owned(),
+        })
+    }
+
+    async fn route(&self, intake: &Intake<Self>, key: String, d: Incoming, _replay: bool) {
+        let lane = d.message.channel_id.clone().unwrap_or_default();
+        intake.lane(lane, key, d.message);
+    }
+
+    async fn handle(&self, m: Message) {
+        handle_message(&self.core, &self.dc, m).await;
+    }
+}
+
+/// First what a crash left unhandled, then the Gateway's dispatches in order.
+async fn worker(
+    intake: Intake<Messages>,
+    dc: Arc<Discord>,
+    mut rx: mpsc::UnboundedReceiver<Dispatch>,
+) {
+    let core = intake.core().clone();
+    intake.replay().await;
     while let Some(d) = rx.recv().await {
         match d.kind.as_str() {
             "READY" => store_session(&core, d.session.as_ref()).await,
             "MESSAGE_CREATE" => {
-                let Some(m) = parse::<Message>(&d.data) else {
+                let Some(message) = parse::<Message>(&d.data) else {
                     continue;
                 };
-                let Some(id) = m.id.as_deref() else {
+                if message.id.is_none() {
                     continue;
-                };
-                let key = format!("m:{id}");
-                match core
-                    .store
-                    .accept_inbound("discord", &key, &d.data.to_string())
-                    .await
-                {
-                    Ok(true) => {
-                        let _ = lanes_tx.send((lane(&m), m));
-                    }
-                    Ok(false) => {
-                        tracing::info!(channel = "discord", key, "duplicate message ignored");
-                    }
-                    Err(e) => {
-                        // Not recorded: the session is not moved past it.
-                        tracing::warn!(channel = "discord", key, "cannot record message: {e}");
-                        continue;
-                    }
+                }
+                let raw = d.data.to_string();
+                if intake.accept(Incoming { message, raw }).await.is_err() {
+                    // Not recorded: the session is not moved past it.
+                    continue;
                 }
                 store_session(&core, d.session.as_ref()).await;
             }
@@ -138,24 +169,17 @@ async fn store_session(core: &SharedCore, session: Option<&Session>) {
     }
 }
 
-async fn mark_handled(core: &SharedCore, key: &str) {
-    if let Err(e) = core.store.mark_inbound_handled("discord", key).await {
-        tracing::warn!(channel = "discord", "cannot mark {key} handled: {e}");
-    }
-}
-
 async fn handle_message(core: &SharedCore, dc: &Discord, m: Message) {
     let key = format!("m:{}", m.id.as_deref().unwrap_or_default());
     match normalize(core, dc, &m, &key).await {
         Ok(Some(msg)) => {
-            if let Err(e) = inbound::handle(core, msg).await {
+            if let Err(e) = route::handle(core, msg).await {
                 tracing::warn!(channel = "discord", key, "message failed: {e}");
             }
         }
         Ok(None) => {}
         Err(e) => tracing::warn!(channel = "discord", key, "message not handled: {e}"),
     }
-    mark_handled(core, &key).await;
 }
 
 /// Who wrote: the display name if set, else the user name.
@@ -274,7 +298,7 @@ async fn normalize(
         return Ok(None);
     }
     // An unknown sender is answered where they wrote (no thread for them).
-    if !inbound::allowed(core, &sender.id)
+    if !route::allowed(core, &sender.id)
         .await
         .map_err(|e| e.to_string())?
     {
@@ -344,7 +368,7 @@ pub(crate) async fn interaction_answer(core: &SharedCore, ix: &Interaction) -> O
         .data
         .custom_id
         .as_deref()
-        .and_then(super::parse_custom_id)
+        .and_then(crate::buttons::parse_callback)
     else {
         return Some("This button is not known.".to_string());
     };
@@ -363,7 +387,7 @@ pub(crate) async fn interaction_answer(core: &SharedCore, ix: &Interaction) -> O
         },
     };
     let core = core.clone();
-    let job = tokio::spawn(async move { inbound::handle(&core, msg).await });
+    let job = tokio::spawn(async move { route::handle(&core, msg).await });
     Some(match tokio::time::timeout(ACTION_WAIT, job).await {
         Ok(Ok(Ok(Some(text)))) => text,
         Ok(Ok(Err(e))) => format!("⚠️ {e}"),

@@ -22,9 +22,9 @@ use super::events::{ephemeral, interaction_answer};
 use super::wire::Interaction;
 use crate::config::DiscordConfig;
 use crate::core::SharedCore;
+use crate::hex;
+use crate::signed::{fresh, header};
 
-/// How far `X-Signature-Timestamp` may be from now (either way).
-pub(crate) const MAX_CLOCK_SKEW_SECS: i64 = 5 * 60;
 /// Largest interaction read (a component press is a few KiB).
 const MAX_BODY_BYTES: usize = 64 * 1024;
 
@@ -35,43 +35,17 @@ pub(crate) struct HookState {
 }
 
 /// The public key from its hex form.
-pub fn parse_public_key(hex: &str) -> Result<VerifyingKey, String> {
-    let bytes = decode_hex(hex.trim()).ok_or("the public key is not hex")?;
+pub fn parse_public_key(key: &str) -> Result<VerifyingKey, String> {
+    let bytes = hex::decode(key.trim()).ok_or("the public key is not hex")?;
     let arr: [u8; 32] = bytes
         .try_into()
         .map_err(|_| "the public key is not 32 bytes".to_string())?;
     VerifyingKey::from_bytes(&arr).map_err(|e| format!("not an Ed25519 public key: {e}"))
 }
 
-fn decode_hex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
 fn unauthorized(why: &str) -> Response {
     crate::body::warn_refused("discord", why);
     StatusCode::UNAUTHORIZED.into_response()
-}
-
-fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    h.get(name).and_then(|v| v.to_str().ok())
-}
-
-fn fresh(ts: &str) -> Result<(), String> {
-    let ts: i64 = ts
-        .trim()
-        .parse()
-        .map_err(|_| "the timestamp is not a number".to_string())?;
-    let now = tether_store::now_ms() / 1000;
-    if (now - ts).abs() > MAX_CLOCK_SKEW_SECS {
-        return Err(format!("the timestamp is {}s away from now", now - ts));
-    }
-    Ok(())
 }
 
 #[utoipa::path(
@@ -108,7 +82,7 @@ pub(crate) async fn hook(
     if let Err(why) = fresh(ts) {
         return unauthorized(&why);
     }
-    let Some(sig) = decode_hex(sig.trim())
+    let Some(sig) = hex::decode(sig.trim())
         .and_then(|b| <[u8; 64]>::try_from(b).ok())
         .map(|b| Signature::from_bytes(&b))
     else {
@@ -164,8 +138,5 @@ mod tests {
     fn public_keys_are_hex_ed25519() {
         assert!(parse_public_key("zz").is_err());
         assert!(parse_public_key(&"00".repeat(31)).is_err());
-        assert_eq!(decode_hex("0aff"), Some(vec![10, 255]));
-        assert!(fresh(&(tether_store::now_ms() / 1000).to_string()).is_ok());
-        assert!(fresh("12").is_err());
     }
 }

@@ -86,16 +86,6 @@ impl Discord {
     }
 }
 
-/// The `custom_id` of a decision button: `a:<approval id>:<y|a|n>` (at most 100
-/// characters for tether's ids).
-pub fn custom_id(approval_id: &str, d: Decision) -> String {
-    crate::telegram::callback_data(approval_id, d)
-}
-
-pub(crate) fn parse_custom_id(data: &str) -> Option<(String, Decision)> {
-    crate::telegram::parse_callback(data)
-}
-
 /// One action row of buttons (none: an empty list, which removes buttons on an edit).
 fn components(msg: &OutMessage) -> Value {
     if msg.actions.is_empty() {
@@ -105,7 +95,8 @@ fn components(msg: &OutMessage) -> Value {
         .actions
         .iter()
         .filter_map(|a| {
-            let id = custom_id(&a.approval_id, a.decision);
+            // The `custom_id`: the callback data (at most 100 characters).
+            let id = crate::buttons::callback_data(&a.approval_id, a.decision);
             (id.len() <= 100).then(|| {
                 json!({
                     "type": 2,
@@ -155,7 +146,7 @@ fn clip(text: &str) -> String {
 
 /// Discord's `nonce` (at most 25 characters) for an outbox key.
 fn nonce(key: &str) -> String {
-    crate::feishu::crypto::hex(&Sha256::digest(key.as_bytes()))[..25].to_string()
+    crate::hex::encode(&Sha256::digest(key.as_bytes()))[..25].to_string()
 }
 
 /// Where a message to `to` goes: the DM channel or the conversation's thread.

@@ -45,18 +45,7 @@ pub fn signature(timestamp: &str, nonce: &str, encrypt_key: &str, body: &[u8]) -
     h.update(nonce.as_bytes());
     h.update(encrypt_key.as_bytes());
     h.update(body);
-    hex(&h.finalize())
-}
-
-/// Lower-case hex.
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 15)]));
-    }
-    out
+    crate::hex::encode(&h.finalize())
 }
 
 #[cfg(test)]

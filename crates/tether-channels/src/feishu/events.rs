@@ -1,18 +1,20 @@
 //! What an authenticated Feishu event does, whichever way it arrived (the webhook or the
-//! long connection): deduplicated by `event_id`, `im.message.receive_v1` queued for the
-//! worker (one lane per chat, so the answer never waits for agent work), and
-//! `card.action.trigger` resolved at once so its toast can answer the press (bounded well
-//! under Feishu's 3 s).
+//! long connection): Feishu's side of the durable intake (`crate::intake`). Recorded by
+//! `event_id` with its payload before Feishu is answered (a repeat is dropped), then
+//! `im.message.receive_v1` goes to its chat's lane (so the answer never waits for agent
+//! work) and `card.action.trigger` is resolved at once so its toast can answer the press
+//! (bounded well under Feishu's 3 s); marked handled once the runtime has it, and
+//! replayed at the next start when a crash left it unhandled.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tether_proto::Decision;
-use tokio::sync::mpsc;
 
 use super::wire::{ButtonValue, CardEvent, Content, Envelope, MessageEvent};
+use crate::ChannelError;
 use crate::core::SharedCore;
-use crate::inbound::{self, InChat, InKind, Inbound, Sender};
+use crate::inbound::{InChat, InKind, Inbound, Sender};
+use crate::intake::{Intake, Platform};
 use crate::json::parse;
 
 /// How long a button press may wait for its approval to resolve before the toast.
@@ -46,113 +48,111 @@ impl Answer {
     }
 }
 
-/// Handles one event (schema 2.0, already decrypted and authenticated). `key` names it
-/// for the dedupe table when it has no `event_id` of its own.
+/// Feishu's intake.
+pub(crate) type EventsIntake = Intake<Events>;
+
+/// An event as it came: its envelope, the payload that is recorded, and the key that
+/// names it when it has no `event_id` of its own (a legacy card callback's message id).
+pub(crate) struct Incoming {
+    envelope: Envelope,
+    raw: String,
+    fallback_key: Option<String>,
+}
+
+/// Feishu's side of the intake.
+pub(crate) struct Events {
+    pub core: SharedCore,
+}
+
+#[async_trait::async_trait]
+impl Platform for Events {
+    type Delivery = Incoming;
+    type Work = Inbound;
+    type Done = Result<Option<String>, ChannelError>;
+    type Answer = Answer;
+
+    const NOUN: &'static str = "event";
+    const AFTER_REPLAY: bool = false;
+
+    /// Schema 1.0 events have no `event_id` (and tether does not use them): nothing.
+    fn key(&self, d: &Incoming) -> Option<String> {
+        d.envelope
+            .header
+            .event_id
+            .clone()
+            .or_else(|| d.fallback_key.clone())
+    }
+
+    fn payload(&self, d: &Incoming) -> String {
+        d.raw.clone()
+    }
+
+    fn read(&self, payload: &str) -> Result<Incoming, String> {
+        let envelope = serde_json::from_str::<Envelope>(payload).map_err(|e| e.to_string())?;
+        Ok(Incoming {
+            envelope,
+            raw: payload.to_owned(),
+            fallback_key: None,
+        })
+    }
+
+    /// A message to its chat's lane, a button press at once (its toast is the answer).
+    async fn route(&self, intake: &EventsIntake, key: String, d: Incoming, _: bool) -> Answer {
+        let event = d.envelope;
+        match event.header.event_type.as_deref().unwrap_or_default() {
+            "im.message.receive_v1" => match parse(&event.event).and_then(|m| message(&key, &m)) {
+                Some(msg) => {
+                    let lane = msg.chat_key(self.core.group_mode);
+                    intake.lane(lane, key, msg);
+                }
+                None => intake.handled(&key).await,
+            },
+            "card.action.trigger" => {
+                let Some(msg) = parse(&event.event).and_then(|c| action(&key, &c)) else {
+                    intake.handled(&key).await;
+                    return Answer::toast("warning", "This button is not known.");
+                };
+                let job = intake.now(key, msg);
+                return match tokio::time::timeout(ACTION_WAIT, job).await {
+                    Ok(Ok(Ok(Some(text)))) => Answer::toast("info", &text),
+                    Ok(Ok(Err(e))) => Answer::toast("error", &e.to_string()),
+                    _ => Answer::toast("info", "Received."),
+                };
+            }
+            _ => intake.handled(&key).await,
+        }
+        Answer::Ack
+    }
+
+    async fn handle(&self, msg: Inbound) -> Self::Done {
+        let key = msg.key.clone();
+        let handled = crate::route::handle(&self.core, msg).await;
+        if let Err(e) = &handled {
+            tracing::warn!(channel = "feishu", event = key, "event failed: {e}");
+        }
+        // The runtime has it (or refused it for good): not replayed.
+        handled
+    }
+}
+
+/// Handles one event (schema 2.0, already decrypted and authenticated): recorded (the
+/// dedupe key and the event, in one transaction) before Feishu is answered, then routed.
+/// `fallback_key` names it when it has no `event_id` of its own.
 pub(crate) async fn dispatch(
-    core: &SharedCore,
-    tx: &mpsc::UnboundedSender<Inbound>,
+    intake: &EventsIntake,
     event: &Value,
     fallback_key: Option<&str>,
 ) -> Answer {
-    let envelope = parse::<Envelope>(event).unwrap_or_default();
-    let Some(event_id) = envelope
-        .header
-        .event_id
-        .clone()
-        .or_else(|| fallback_key.map(str::to_owned))
-    else {
-        // Schema 1.0 events are not used by tether: acknowledge and ignore.
-        return Answer::Ack;
+    let incoming = Incoming {
+        envelope: parse::<Envelope>(event).unwrap_or_default(),
+        raw: event.to_string(),
+        fallback_key: fallback_key.map(str::to_owned),
     };
-    // Recorded (the dedupe key and the event, in one transaction) before Feishu is
-    // answered; handled after, and marked handled once the runtime has it, so an event
-    // a crash caught in between is replayed at the next start (see [`replay`]).
-    match core
-        .store
-        .accept_inbound("feishu", &event_id, &event.to_string())
-        .await
-    {
-        Ok(true) => {}
-        Ok(false) => {
-            tracing::info!(channel = "feishu", event_id, "duplicate event ignored");
-            return Answer::Ack;
-        }
-        Err(e) => {
-            tracing::warn!(channel = "feishu", "cannot record event: {e}");
-            return Answer::Retry;
-        }
-    }
-    route(core, tx, envelope, &event_id).await
-}
-
-/// Hands a recorded event to its handler: a message to its chat's lane, a button press
-/// at once (its toast is the answer).
-async fn route(
-    core: &SharedCore,
-    tx: &mpsc::UnboundedSender<Inbound>,
-    event: Envelope,
-    event_id: &str,
-) -> Answer {
-    match event.header.event_type.as_deref().unwrap_or_default() {
-        "im.message.receive_v1" => match parse(&event.event).and_then(|m| message(event_id, &m)) {
-            Some(msg) => {
-                let _ = tx.send(msg);
-            }
-            None => handled(core, event_id).await,
-        },
-        "card.action.trigger" => {
-            let Some(msg) = parse(&event.event).and_then(|c| action(event_id, &c)) else {
-                handled(core, event_id).await;
-                return Answer::toast("warning", "This button is not known.");
-            };
-            let core = core.clone();
-            let key = event_id.to_owned();
-            let job = tokio::spawn(async move {
-                let answer = inbound::handle(&core, msg).await;
-                handled(&core, &key).await;
-                answer
-            });
-            return match tokio::time::timeout(ACTION_WAIT, job).await {
-                Ok(Ok(Ok(Some(text)))) => Answer::toast("info", &text),
-                Ok(Ok(Err(e))) => Answer::toast("error", &e.to_string()),
-                _ => Answer::toast("info", "Received."),
-            };
-        }
-        _ => handled(core, event_id).await,
-    }
-    Answer::Ack
-}
-
-/// The event will not be replayed at start-up.
-async fn handled(core: &SharedCore, event_id: &str) {
-    if let Err(e) = core.store.mark_inbound_handled("feishu", event_id).await {
-        tracing::warn!(
-            channel = "feishu",
-            event_id,
-            "cannot mark an event handled: {e}"
-        );
-    }
-}
-
-/// Hands on again what was recorded before the last stop and never handled (the same
-/// guarantee as Slack's, Telegram's and Discord's intake): a message's turn id comes
-/// from its event id, so one the runtime had already is not run twice.
-pub(crate) async fn replay(core: SharedCore, tx: mpsc::UnboundedSender<Inbound>) {
-    let pending = match core.store.unhandled_inbound("feishu").await {
-        Ok(p) => p,
-        Err(e) => {
-            tracing::warn!(channel = "feishu", "cannot read unhandled events: {e}");
-            return;
-        }
-    };
-    for p in pending {
-        match serde_json::from_str::<Envelope>(&p.payload) {
-            Ok(event) => {
-                tracing::info!(channel = "feishu", event_id = p.key, "replaying an event");
-                route(&core, &tx, event, &p.key).await;
-            }
-            Err(_) => handled(&core, &p.key).await,
-        }
+    match intake.accept(incoming).await {
+        Ok(Some(answer)) => answer,
+        // A repeat, or nothing tether uses.
+        Ok(None) => Answer::Ack,
+        Err(_) => Answer::Retry,
     }
 }
 
@@ -210,12 +210,7 @@ fn action(event_id: &str, ev: &CardEvent) -> Option<Inbound> {
         None => parse(value)?,
     };
     let approval_id = tether_proto::ApprovalId::from(value.approval_id.as_deref()?);
-    let decision = match value.decision.as_deref()? {
-        "allow" => Decision::Allow,
-        "allow_always" => Decision::AllowAlways,
-        "deny" => Decision::Deny,
-        _ => return None,
-    };
+    let decision = crate::buttons::decision_from(value.decision.as_deref()?)?;
     let chat_id = ev.context.open_chat_id.as_deref()?;
     Some(Inbound {
         key: event_id.to_string(),
@@ -238,31 +233,10 @@ fn action(event_id: &str, ev: &CardEvent) -> Option<Inbound> {
     })
 }
 
-pub(crate) async fn worker(core: SharedCore, mut rx: mpsc::UnboundedReceiver<Inbound>) {
-    let (lanes_tx, lanes_rx) = mpsc::unbounded_channel();
-    let handler = {
-        let core = core.clone();
-        move |msg: Inbound| {
-            let core = core.clone();
-            async move {
-                let key = msg.key.clone();
-                if let Err(e) = inbound::handle(&core, msg).await {
-                    tracing::warn!(channel = "feishu", event = key, "event failed: {e}");
-                }
-                // The runtime has it (or refused it for good): not replayed.
-                handled(&core, &key).await;
-            }
-        }
-    };
-    tokio::spawn(crate::lanes::run_lanes(lanes_rx, handler));
-    while let Some(msg) = rx.recv().await {
-        let lane = msg.chat_key(core.group_mode);
-        let _ = lanes_tx.send((lane, msg));
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use tether_proto::Decision;
+
     use super::*;
 
     #[test]

@@ -19,13 +19,11 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::events::{self, Answer};
+use super::events::{self, Answer, EventsIntake};
 use super::frame::{ClientConfig, Frame, METHOD_CONTROL, METHOD_DATA, Reassembly};
 use super::wire::{EndpointReply, Envelope, LegacyCard, Settings};
 use super::{crypto, webhook};
 use crate::config::FeishuConfig;
-use crate::core::SharedCore;
-use crate::inbound::Inbound;
 use crate::json::parse;
 
 const ENDPOINT_PATH: &str = "/callback/ws/endpoint";
@@ -143,11 +141,7 @@ fn handshake_reason(e: &tokio_tungstenite::tungstenite::Error) -> String {
 }
 
 /// Runs the long connection for good: connect, serve, connect again.
-pub(crate) fn start(
-    core: SharedCore,
-    cfg: Arc<FeishuConfig>,
-    tx: mpsc::UnboundedSender<Inbound>,
-) -> tokio::task::JoinHandle<()> {
+pub(crate) fn start(intake: EventsIntake, cfg: Arc<FeishuConfig>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let http = reqwest::Client::new();
         let mut settings = ClientConfig::default();
@@ -157,7 +151,7 @@ pub(crate) fn start(
                 Ok(session) => {
                     failures = 0;
                     tracing::info!(channel = "feishu", "long connection open");
-                    let why = serve(&core, &cfg, &tx, session, &mut settings).await;
+                    let why = serve(&intake, &cfg, session, &mut settings).await;
                     tracing::warn!(channel = "feishu", "long connection ended: {why}");
                     // Spread the reconnects of many clients over Feishu's nonce.
                     let nonce = settings.reconnect_nonce.as_millis() as u64;
@@ -185,9 +179,8 @@ const ONE_SEC: Duration = Duration::from_secs(1);
 
 /// Serves one connection until it ends; returns why.
 async fn serve(
-    core: &SharedCore,
+    intake: &EventsIntake,
     cfg: &Arc<FeishuConfig>,
-    tx: &mpsc::UnboundedSender<Inbound>,
     session: Session,
     settings: &mut ClientConfig,
 ) -> String {
@@ -257,11 +250,11 @@ async fn serve(
                     }
                     METHOD_DATA => match parts.add(&frame) {
                         Ok(Some(payload)) => {
-                            let (core, cfg, tx, out) =
-                                (core.clone(), cfg.clone(), tx.clone(), answers_tx.clone());
+                            let (intake, cfg, out) =
+                                (intake.clone(), cfg.clone(), answers_tx.clone());
                             tokio::spawn(async move {
                                 let started = Instant::now();
-                                let (code, data) = handle(&core, &cfg, &tx, &frame, &payload).await;
+                                let (code, data) = handle(&intake, &cfg, &frame, &payload).await;
                                 let _ = out.send(frame.answer(code, data.as_ref(), started.elapsed())).await;
                             });
                         }
@@ -277,9 +270,8 @@ async fn serve(
 
 /// Handles one whole data message; returns the code and the answer body.
 async fn handle(
-    core: &SharedCore,
+    intake: &EventsIntake,
     cfg: &FeishuConfig,
-    tx: &mpsc::UnboundedSender<Inbound>,
     frame: &Frame,
     payload: &[u8],
 ) -> (u16, Option<Value>) {
@@ -309,7 +301,7 @@ async fn handle(
     } else {
         (event, None)
     };
-    match events::dispatch(core, tx, &event, key).await {
+    match events::dispatch(intake, &event, key).await {
         Answer::Retry => (500, None),
         Answer::Ack => (200, None),
         a @ Answer::Toast { .. } => (200, Some(a.body())),

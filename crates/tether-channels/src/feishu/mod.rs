@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tether_proto::Decision;
 
+use crate::buttons::decision_name;
 use crate::channel::{Address, Capabilities, Channel, FetchError, OutMessage, SendError};
 use crate::config::{FeishuConfig, FeishuMode};
 use crate::core::SharedCore;
@@ -62,15 +63,6 @@ pub(crate) async fn check(cfg: &FeishuConfig) -> Result<String, String> {
         .await
         .map_err(|e| crate::net::check_failed(e, "check `app_id` and `app_secret`"))?;
     Ok(format!("app {} has a tenant access token", cfg.app_id))
-}
-
-/// The decision's wire name in button values.
-pub fn decision_name(d: Decision) -> &'static str {
-    match d {
-        Decision::Allow => "allow",
-        Decision::AllowAlways => "allow_always",
-        Decision::Deny => "deny",
-    }
 }
 
 /// An interactive card (JSON 1.0 format) for a message with a title and buttons.
@@ -114,7 +106,7 @@ pub fn card(msg: &OutMessage) -> Value {
 
 /// Feishu's `uuid` (at most 50 characters) for an outbox key.
 fn idempotency_key(key: &str) -> String {
-    crypto::hex(&Sha256::digest(key.as_bytes()))[..40].to_string()
+    crate::hex::encode(&Sha256::digest(key.as_bytes()))[..40].to_string()
 }
 
 fn content(msg: &OutMessage) -> (&'static str, String) {
@@ -248,17 +240,19 @@ impl Channel for Feishu {
     }
 }
 
-/// Starts the worker and returns the webhook route.
-/// Starts the worker and, by mode, the webhook route or the long connection.
+/// Starts the intake (replaying what a crash left unhandled) and, by mode, the webhook
+/// route or the long connection.
 pub(crate) fn start(core: SharedCore, cfg: &FeishuConfig) -> Started {
     let cfg = Arc::new(cfg.clone());
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut tasks = vec![
-        tokio::spawn(events::worker(core.clone(), rx)),
-        tokio::spawn(events::replay(core.clone(), tx.clone())),
-    ];
+    let platform = events::Events { core: core.clone() };
+    let (intake, lanes) = crate::intake::Intake::start(core, platform);
+    let replay = {
+        let intake = intake.clone();
+        async move { intake.replay().await }
+    };
+    let mut tasks = vec![lanes, tokio::spawn(replay)];
     let hook = match (cfg.mode, cfg.verification_token.clone()) {
-        (FeishuMode::Webhook, Some(token)) => Some(webhook::hook_routes(core, cfg, token, tx)),
+        (FeishuMode::Webhook, Some(token)) => Some(webhook::hook_routes(intake, cfg, token)),
         (FeishuMode::Webhook, None) => {
             // The config refuses this; without a token nothing could be checked.
             tracing::error!(
@@ -268,7 +262,7 @@ pub(crate) fn start(core: SharedCore, cfg: &FeishuConfig) -> Started {
             None
         }
         (FeishuMode::LongConnection, _) => {
-            tasks.push(longconn::start(core, cfg, tx));
+            tasks.push(longconn::start(intake, cfg));
             None
         }
     };

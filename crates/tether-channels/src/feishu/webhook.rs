@@ -18,38 +18,27 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 use super::crypto;
-use super::events::{self, Answer};
+use super::events::{self, Answer, EventsIntake};
 use super::wire::Envelope;
 use crate::config::FeishuConfig;
-use crate::constant_time_eq;
-use crate::core::SharedCore;
-use crate::inbound::Inbound;
+use crate::signed::{constant_time_eq, fresh, header};
 
-/// How far a signed event's `X-Lark-Request-Timestamp` may be from now (either way):
-/// an older capture is refused even after its event id has left the dedupe table.
-pub(crate) const MAX_CLOCK_SKEW_SECS: i64 = 5 * 60;
 /// Largest callback read: a 150 KB text message (Feishu's limit), escaped, encrypted and
 /// base64-encoded, stays below this.
 const MAX_EVENT_BYTES: usize = 512 * 1024;
 
 #[derive(Clone)]
 pub(crate) struct HookState {
-    core: SharedCore,
+    intake: EventsIntake,
     cfg: Arc<FeishuConfig>,
     token: String,
-    tx: mpsc::UnboundedSender<Inbound>,
 }
 
 fn unauthorized(why: &str) -> Response {
     crate::body::warn_refused("feishu", why);
     StatusCode::UNAUTHORIZED.into_response()
-}
-
-fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    h.get(name).and_then(|v| v.to_str().ok())
 }
 
 /// The plaintext event: decrypted and signature-checked when an encrypt key is set.
@@ -80,23 +69,6 @@ fn open(cfg: &FeishuConfig, headers: &HeaderMap, body: &[u8]) -> Result<(Value, 
     let plain = crypto::decrypt(key, &encrypted).map_err(|e| format!("cannot decrypt: {e}"))?;
     let inner = serde_json::from_str(&plain).map_err(|_| "decrypted body is not JSON")?;
     Ok((inner, signed))
-}
-
-/// A signed request's timestamp (Unix seconds) lies within [`MAX_CLOCK_SKEW_SECS`] of
-/// now.
-fn fresh(ts: &str) -> Result<(), String> {
-    let ts: i64 = ts
-        .trim()
-        .parse()
-        .map_err(|_| "the request timestamp is not a number".to_string())?;
-    let now = tether_store::now_ms() / 1000;
-    if (now - ts).abs() > MAX_CLOCK_SKEW_SECS {
-        return Err(format!(
-            "the request timestamp is {}s away from now (at most {MAX_CLOCK_SKEW_SECS}s)",
-            now - ts
-        ));
-    }
-    Ok(())
 }
 
 #[utoipa::path(
@@ -148,7 +120,7 @@ pub(crate) async fn hook(
     if s.cfg.encrypt_key.is_some() && !signed {
         return unauthorized("event without a signature");
     }
-    let answer = events::dispatch(&s.core, &s.tx, &event, None).await;
+    let answer = events::dispatch(&s.intake, &event, None).await;
     match answer {
         Answer::Retry => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
         Answer::Ack | Answer::Toast { .. } => Json(answer.body()).into_response(),
@@ -167,20 +139,14 @@ pub(crate) fn token_matches(event: &Envelope, expected: &str) -> bool {
     constant_time_eq(token.as_bytes(), expected.as_bytes())
 }
 
-/// The webhook route, for the worker's queue. `token` is the configured verification
-/// token (the webhook mode requires one).
+/// The webhook route, handing events to `intake`. `token` is the configured
+/// verification token (the webhook mode requires one).
 pub(crate) fn hook_routes(
-    core: SharedCore,
+    intake: EventsIntake,
     cfg: Arc<FeishuConfig>,
     token: String,
-    tx: mpsc::UnboundedSender<Inbound>,
 ) -> axum::Router {
     axum::Router::new()
         .route("/hooks/feishu", post(hook))
-        .with_state(HookState {
-            core,
-            cfg,
-            token,
-            tx,
-        })
+        .with_state(HookState { intake, cfg, token })
 }

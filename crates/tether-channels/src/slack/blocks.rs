@@ -7,6 +7,7 @@
 use serde_json::{Value, json};
 use tether_proto::{ApprovalId, Decision};
 
+use crate::buttons::decision_name;
 use crate::channel::{OutMessage, TextKind};
 
 /// The longest text of one section block (Slack's limit is 3 000 characters).
@@ -121,24 +122,6 @@ fn links(s: &str) -> String {
     }
     out.push_str(rest);
     out
-}
-
-/// The decision's wire name in button values.
-pub fn decision_name(d: Decision) -> &'static str {
-    match d {
-        Decision::Allow => "allow",
-        Decision::AllowAlways => "allow_always",
-        Decision::Deny => "deny",
-    }
-}
-
-pub fn decision_from(name: &str) -> Option<Decision> {
-    match name {
-        "allow" => Some(Decision::Allow),
-        "allow_always" => Some(Decision::AllowAlways),
-        "deny" => Some(Decision::Deny),
-        _ => None,
-    }
 }
 
 /// A button's `value`: the approval it decides and how.

@@ -11,8 +11,9 @@
 
 use tether_proto::ApprovalId;
 
-use super::blocks::{ACTION_PREFIX, decision_from};
+use super::blocks::ACTION_PREFIX;
 use super::wire::{BlockActions, ButtonValue, CommandFields, EventBody};
+use crate::buttons::decision_from;
 use crate::inbound::{InChat, InKind, Inbound, Sender};
 
 /// A message event, normalized.

@@ -1,25 +1,29 @@
-//! Where Slack deliveries go, from either transport: each is recorded (dedupe key and
-//! the raw delivery, in one transaction) before the transport acknowledges it, handled
-//! after, and marked handled once the runtime has it; unhandled ones (a crash in
-//! between) are replayed at start-up. Messages run in per-conversation
-//! lanes (arrival order within a thread or DM); a message in a channel counts when it
-//! mentions the app or continues a thread tether serves, and is deduplicated by
-//! `channel:ts` there (Slack sends a mention both as `message` and as `app_mention`).
-//! A button press is handled at once and answered with an ephemeral message; the
-//! approval's own message is updated from its `approval_resolved` event. The slash
-//! command in a channel first posts the message that anchors its new thread.
+//! Slack's side of the durable intake (`crate::intake`), for deliveries from either
+//! transport: each is recorded (dedupe key and the raw delivery, in one transaction)
+//! before the transport acknowledges it, handled after, and marked handled once the
+//! runtime has it; unhandled ones (a crash in between) are replayed at start-up. Messages
+//! run in per-conversation lanes (arrival order within a thread or DM); a message in a
+//! channel counts when it mentions the app or continues a thread tether serves, and is
+//! deduplicated by `channel:ts` there (Slack sends a mention both as `message` and as
+//! `app_mention`). A button press is handled at once and answered with an ephemeral
+//! message; the approval's own message is updated from its `approval_resolved` event. The
+//! slash command in a channel first posts the message that anchors its new thread.
 
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 use super::Slack;
 use super::events::{self, Message, Press, SlashCommand};
 use crate::ChannelError;
 use crate::core::SharedCore;
-use crate::inbound::{self, Inbound};
+use crate::inbound::Inbound;
+use crate::intake::{Intake, Platform};
 use crate::json::parse;
+use crate::route;
+
+/// Slack's intake.
+pub(crate) type SlackIntake = Intake<Deliveries>;
 
 /// What a transport delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +55,12 @@ impl Delivery {
     }
 }
 
+/// One delivery: its kind and its payload.
+pub(crate) struct Incoming {
+    pub kind: Delivery,
+    pub payload: Value,
+}
+
 /// A delivery as it is recorded until handled.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(default)]
@@ -59,151 +69,128 @@ struct Journal {
     payload: Value,
 }
 
-enum Work {
+pub(crate) enum Work {
     /// `replay`: accepted before a restart and not handled then.
     Message {
         m: Message,
-        journal: String,
         replay: bool,
     },
-    Command {
-        inbound: Inbound,
-        journal: String,
-    },
+    Command(Inbound),
+    Press(Press),
 }
 
-#[derive(Clone)]
-pub(crate) struct Intake {
-    core: SharedCore,
-    slack: Arc<Slack>,
-    lanes: mpsc::UnboundedSender<(String, Work)>,
+/// Slack's side of the intake.
+pub(crate) struct Deliveries {
+    pub core: SharedCore,
+    pub slack: Arc<Slack>,
 }
 
-impl Intake {
-    /// The intake and its lanes task.
-    pub fn start(core: SharedCore, slack: Arc<Slack>) -> (Intake, tokio::task::JoinHandle<()>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let handler = {
-            let core = core.clone();
-            move |work: Work| {
-                let core = core.clone();
-                async move { run(&core, work).await }
-            }
-        };
-        let task = tokio::spawn(crate::lanes::run_lanes(rx, handler));
-        (
-            Intake {
-                core,
-                slack,
-                lanes: tx,
-            },
-            task,
-        )
-    }
+#[async_trait::async_trait]
+impl Platform for Deliveries {
+    type Delivery = Incoming;
+    type Work = Work;
+    /// A button press's answer, for the ephemeral message.
+    type Done = Option<(Inbound, String)>;
+    type Answer = ();
 
-    /// Records a key that is only deduplicated (a request's signature); `true` when new.
-    pub async fn remember(&self, key: &str) -> Result<bool, ChannelError> {
-        Ok(self.core.store.remember_inbound("slack", key).await?)
-    }
-
-    /// Records and queues one delivery, keeping it until handled (a crash in between
-    /// replays it at start-up). `Err`: it could not be recorded, so it must not be
-    /// acknowledged (Slack delivers it again).
-    pub async fn accept(&self, kind: Delivery, payload: &Value) -> Result<(), ChannelError> {
-        let Some(key) = self.key_of(kind, payload) else {
-            return Ok(());
-        };
-        let journal = json!({"kind": kind.name(), "payload": payload}).to_string();
-        if !self
-            .core
-            .store
-            .accept_inbound("slack", &key, &journal)
-            .await?
-        {
-            tracing::info!(channel = "slack", key, "duplicate delivery ignored");
-            return Ok(());
-        }
-        self.dispatch(kind, payload, key, false);
-        Ok(())
-    }
+    const NOUN: &'static str = "delivery";
+    const AFTER_REPLAY: bool = false;
 
     /// The dedupe key of a delivery tether acts on (`None`: nothing to do).
-    fn key_of(&self, kind: Delivery, payload: &Value) -> Option<String> {
-        match kind {
-            Delivery::Event => events::message(&parse(payload)?, self.slack.bot_user())
+    fn key(&self, d: &Incoming) -> Option<String> {
+        match d.kind {
+            Delivery::Event => events::message(&parse(&d.payload)?, self.slack.bot_user())
                 .map(|m| format!("event:{}", m.event_id)),
-            Delivery::Interactive => events::press(&parse(payload)?).map(|p| p.key),
-            Delivery::Command => events::slash_command(&parse(payload)?).map(|c| c.key),
+            Delivery::Interactive => events::press(&parse(&d.payload)?).map(|p| p.key),
+            Delivery::Command => events::slash_command(&parse(&d.payload)?).map(|c| c.key),
         }
     }
 
-    fn dispatch(&self, kind: Delivery, payload: &Value, journal: String, replay: bool) {
-        match kind {
+    fn payload(&self, d: &Incoming) -> String {
+        json!({"kind": d.kind.name(), "payload": d.payload}).to_string()
+    }
+
+    fn read(&self, payload: &str) -> Result<Incoming, String> {
+        let j = serde_json::from_str::<Journal>(payload).map_err(|e| e.to_string())?;
+        let kind = j
+            .kind
+            .as_deref()
+            .and_then(Delivery::from_name)
+            .ok_or("no delivery kind")?;
+        Ok(Incoming {
+            kind,
+            payload: j.payload,
+        })
+    }
+
+    async fn route(&self, intake: &SlackIntake, key: String, d: Incoming, replay: bool) {
+        let payload = &d.payload;
+        match d.kind {
             Delivery::Event => {
                 if let Some(m) =
                     parse(payload).and_then(|b| events::message(&b, self.slack.bot_user()))
                 {
                     let lane = m.inbound.chat_key(self.core.group_mode);
-                    let _ = self
-                        .lanes
-                        .send((lane, Work::Message { m, journal, replay }));
+                    intake.lane(lane, key, Work::Message { m, replay });
                 }
             }
             Delivery::Interactive => {
                 if let Some(p) = parse(payload).and_then(|p| events::press(&p)) {
-                    tokio::spawn(press(self.core.clone(), self.slack.clone(), p, journal));
+                    let job = intake.now(key, Work::Press(p));
+                    let intake = intake.clone();
+                    tokio::spawn(async move {
+                        if let Ok(done) = job.await {
+                            intake.platform().follow_up(done).await;
+                        }
+                    });
                 }
             }
             Delivery::Command => {
                 if let Some(c) = parse(payload).and_then(|c| events::slash_command(&c)) {
-                    tokio::spawn(command(self.clone(), c, journal));
+                    tokio::spawn(command(intake.clone(), c, key));
                 }
             }
         }
     }
 
-    /// Dispatches again what was accepted before the last stop and never handled.
-    pub async fn replay(&self) {
-        let pending = match self.core.store.unhandled_inbound("slack").await {
-            Ok(p) => p,
-            Err(e) => {
-                tracing::warn!(channel = "slack", "cannot read unhandled deliveries: {e}");
-                return;
+    async fn handle(&self, work: Work) -> Self::Done {
+        let core = &self.core;
+        let result = match work {
+            Work::Message { m, replay } => message(core, m, replay).await,
+            Work::Command(inbound) => route::handle(core, inbound).await.map(|_| ()),
+            Work::Press(p) => {
+                let answer = match route::handle(core, p.inbound.clone()).await {
+                    Ok(a) => a,
+                    Err(e) => Some(format!("⚠️ {e}")),
+                };
+                return answer.map(|a| (p.inbound, a));
             }
         };
-        for p in pending {
-            let stored = serde_json::from_str::<Journal>(&p.payload).ok();
-            match stored.and_then(|j| Some((Delivery::from_name(&j.kind?)?, j.payload))) {
-                Some((kind, payload)) => {
-                    tracing::info!(channel = "slack", key = p.key, "replaying a delivery");
-                    self.dispatch(kind, &payload, p.key, true);
-                }
-                None => handled(&self.core, &p.key).await,
-            }
+        if let Err(e) = result {
+            tracing::warn!(channel = "slack", "message failed: {e}");
+        }
+        None
+    }
+
+    /// Answers a button press with a message only its presser sees.
+    async fn follow_up(&self, done: Self::Done) {
+        let Some((inbound, answer)) = done else {
+            return;
+        };
+        let chat = &inbound.chat;
+        if let Err(e) = self
+            .slack
+            .ephemeral(
+                &chat.chat_id,
+                &inbound.sender.id,
+                chat.thread_id.as_deref(),
+                &answer,
+            )
+            .await
+        {
+            tracing::warn!(channel = "slack", "ephemeral answer not sent: {e}");
         }
     }
-}
-
-/// The delivery will not be replayed at start-up.
-async fn handled(core: &SharedCore, journal: &str) {
-    if let Err(e) = core.store.mark_inbound_handled("slack", journal).await {
-        tracing::warn!(channel = "slack", "cannot mark {journal} handled: {e}");
-    }
-}
-
-async fn run(core: &SharedCore, work: Work) {
-    let (result, journal) = match work {
-        Work::Message { m, journal, replay } => (message(core, m, replay).await, journal),
-        Work::Command { inbound, journal } => {
-            (inbound::handle(core, inbound).await.map(|_| ()), journal)
-        }
-    };
-    if let Err(e) = result {
-        tracing::warn!(channel = "slack", "message failed: {e}");
-    }
-    // The runtime has the message (its turn id comes from the message): a replay would
-    // not run it again, and it need not be replayed.
-    handled(core, &journal).await;
 }
 
 async fn message(core: &SharedCore, m: Message, replay: bool) -> Result<(), ChannelError> {
@@ -224,41 +211,18 @@ async fn message(core: &SharedCore, m: Message, replay: bool) -> Result<(), Chan
     if !first && !replay {
         return Ok(());
     }
-    inbound::handle(core, m.inbound).await?;
+    route::handle(core, m.inbound).await?;
     Ok(())
-}
-
-async fn press(core: SharedCore, slack: Arc<Slack>, p: Press, journal: String) {
-    let answer = match inbound::handle(&core, p.inbound.clone()).await {
-        Ok(a) => a,
-        Err(e) => Some(format!("⚠️ {e}")),
-    };
-    handled(&core, &journal).await;
-    let Some(answer) = answer else {
-        return;
-    };
-    let chat = &p.inbound.chat;
-    if let Err(e) = slack
-        .ephemeral(
-            &chat.chat_id,
-            &p.inbound.sender.id,
-            chat.thread_id.as_deref(),
-            &answer,
-        )
-        .await
-    {
-        tracing::warn!(channel = "slack", "ephemeral answer not sent: {e}");
-    }
 }
 
 /// `/tether …`: in a DM, a command of the DM conversation; in a channel, a new thread
 /// (anchored by a message naming who started it) whose conversation gets the command.
-async fn command(intake: Intake, c: SlashCommand, journal: String) {
+async fn command(intake: SlackIntake, c: SlashCommand, key: String) {
     let thread = if events::is_dm(&c.channel) {
         None
     } else {
         // A stranger cannot make tether post in a channel: pairing happens in a DM.
-        let core = &intake.core;
+        let core = intake.core();
         let allowed = core.allowed_users.contains(&c.user)
             || core
                 .store
@@ -268,8 +232,12 @@ async fn command(intake: Intake, c: SlashCommand, journal: String) {
         if !allowed {
             let why = "🔒 This tether does not know you yet: send the app a direct message \
                        to get a pairing code.";
-            let _ = intake.slack.ephemeral(&c.channel, &c.user, None, why).await;
-            handled(core, &journal).await;
+            let _ = intake
+                .platform()
+                .slack
+                .ephemeral(&c.channel, &c.user, None, why)
+                .await;
+            intake.handled(&key).await;
             return;
         }
         // Slack runs app commands only outside threads and says nothing of a thread: in a
@@ -277,10 +245,11 @@ async fn command(intake: Intake, c: SlashCommand, journal: String) {
         // typed there as `!cmd` (or `@app /cmd`).
         if let Some(hint) = channel_command_hint(&c.text) {
             let _ = intake
+                .platform()
                 .slack
                 .ephemeral(&c.channel, &c.user, None, &hint)
                 .await;
-            handled(core, &journal).await;
+            intake.handled(&key).await;
             return;
         }
         let anchor = format!(
@@ -288,25 +257,24 @@ async fn command(intake: Intake, c: SlashCommand, journal: String) {
             c.user,
             blocks_safe(&c.text)
         );
-        match intake.slack.post_now(&c.channel, &anchor).await {
+        match intake.platform().slack.post_now(&c.channel, &anchor).await {
             Ok(ts) => Some(ts),
             Err(e) => {
                 tracing::warn!(channel = "slack", "cannot start a thread for /tether: {e}");
                 let why = format!("⚠️ Could not start a thread here: {e}");
                 let _ = intake
+                    .platform()
                     .slack
                     .ephemeral(&c.channel, &c.user, None, &why)
                     .await;
-                handled(&intake.core, &journal).await;
+                intake.handled(&key).await;
                 return;
             }
         }
     };
     let inbound = events::command_inbound(&c, thread.as_deref());
-    let lane = inbound.chat_key(intake.core.group_mode);
-    let _ = intake
-        .lanes
-        .send((lane, Work::Command { inbound, journal }));
+    let lane = inbound.chat_key(intake.core().group_mode);
+    intake.lane(lane, key, Work::Command(inbound));
 }
 
 /// What `/tether <text>` typed in a channel (not a DM) answers instead of acting, when

@@ -195,8 +195,12 @@ pub(crate) struct Started {
 
 /// Learns the bot's identity, then starts Socket Mode or returns the webhook route.
 pub(crate) fn start(core: SharedCore, slack: Arc<Slack>, cfg: &SlackConfig) -> Started {
-    let (intake, worker) = intake::Intake::start(core, slack.clone());
-    let mut tasks = vec![worker];
+    let platform = intake::Deliveries {
+        core: core.clone(),
+        slack: slack.clone(),
+    };
+    let (intake, lanes) = crate::intake::Intake::start(core, platform);
+    let mut tasks = vec![lanes];
     let identify = {
         let slack = slack.clone();
         async move { identify(&slack).await }

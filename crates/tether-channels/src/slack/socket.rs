@@ -14,7 +14,7 @@ use serde_json::json;
 use tokio_tungstenite::tungstenite::Message as Frame;
 
 use super::Slack;
-use super::intake::{Delivery, Intake};
+use super::intake::{Delivery, Incoming, SlackIntake};
 use super::wire::Envelope;
 
 /// The first reconnect delay (doubled per failed attempt up to [`MAX_WAIT`]).
@@ -35,7 +35,7 @@ enum Ended {
 }
 
 /// Runs until the task is aborted.
-pub(crate) async fn run(intake: Intake, slack: Arc<Slack>, app_token: String) {
+pub(crate) async fn run(intake: SlackIntake, slack: Arc<Slack>, app_token: String) {
     let mut wait = MIN_WAIT;
     loop {
         match connect_once(&intake, &slack, &app_token).await {
@@ -63,7 +63,11 @@ pub(crate) async fn run(intake: Intake, slack: Arc<Slack>, app_token: String) {
 }
 
 /// One connection, from `apps.connections.open` to its end. `Err`: it never said hello.
-async fn connect_once(intake: &Intake, slack: &Slack, app_token: &str) -> Result<Ended, String> {
+async fn connect_once(
+    intake: &SlackIntake,
+    slack: &Slack,
+    app_token: &str,
+) -> Result<Ended, String> {
     let url = slack
         .client
         .connections_open(app_token)
@@ -134,7 +138,10 @@ async fn connect_once(intake: &Intake, slack: &Slack, app_token: &str) -> Result
         // An envelope tether does not act on is acknowledged all the same (else Slack
         // would send it again and again).
         let recorded = match kind {
-            Some(kind) => intake.accept(kind, &envelope.payload).await,
+            Some(kind) => {
+                let payload = envelope.payload;
+                intake.accept(Incoming { kind, payload }).await.map(|_| ())
+            }
             None => Ok(()),
         };
         match recorded {

@@ -17,28 +17,22 @@ use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
 
-use super::intake::{Delivery, Intake};
+use super::intake::{Delivery, Incoming, SlackIntake};
 use super::wire::EventBody;
-use crate::constant_time_eq;
+use crate::signed::{constant_time_eq, fresh, header};
 
-/// How far `X-Slack-Request-Timestamp` may be from now (either way), as Slack advises.
-pub(crate) const MAX_CLOCK_SKEW_SECS: i64 = 5 * 60;
 /// Largest request read (Slack's events are far smaller).
 const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 #[derive(Clone)]
 pub(crate) struct HookState {
-    intake: Intake,
+    intake: SlackIntake,
     secret: String,
 }
 
 fn refuse(status: StatusCode, why: &str) -> Response {
     crate::body::warn_refused("slack", why);
     status.into_response()
-}
-
-fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    h.get(name).and_then(|v| v.to_str().ok())
 }
 
 /// The `v0=…` signature Slack puts in `X-Slack-Signature`.
@@ -52,25 +46,7 @@ pub fn signature(secret: &str, timestamp: &str, body: &[u8]) -> String {
     mac.update(timestamp.as_bytes());
     mac.update(b":");
     mac.update(body);
-    format!(
-        "v0={}",
-        crate::feishu::crypto::hex(&mac.finalize().into_bytes())
-    )
-}
-
-fn fresh(ts: &str) -> Result<(), String> {
-    let ts: i64 = ts
-        .trim()
-        .parse()
-        .map_err(|_| "the request timestamp is not a number".to_string())?;
-    let now = tether_store::now_ms() / 1000;
-    if (now - ts).abs() > MAX_CLOCK_SKEW_SECS {
-        return Err(format!(
-            "the request timestamp is {}s away from now (at most {MAX_CLOCK_SKEW_SECS}s)",
-            now - ts
-        ));
-    }
-    Ok(())
+    format!("v0={}", crate::hex::encode(&mac.finalize().into_bytes()))
 }
 
 #[utoipa::path(
@@ -155,17 +131,14 @@ pub(crate) async fn hook(
         }
         (Delivery::Event, v)
     };
-    match s.intake.accept(kind, &payload).await {
-        Ok(()) => StatusCode::OK.into_response(),
-        Err(e) => {
-            tracing::warn!(channel = "slack", "cannot record a delivery: {e}");
-            StatusCode::INTERNAL_SERVER_ERROR.into_response()
-        }
+    match s.intake.accept(Incoming { kind, payload }).await {
+        Ok(_) => StatusCode::OK.into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
 }
 
 /// `POST /hooks/slack`.
-pub(crate) fn routes(intake: Intake, secret: String) -> axum::Router {
+pub(crate) fn routes(intake: SlackIntake, secret: String) -> axum::Router {
     axum::Router::new()
         .route("/hooks/slack", post(hook))
         .with_state(HookState { intake, secret })

@@ -6,20 +6,21 @@
 mod api;
 mod html;
 mod poll;
-pub(crate) mod updates;
+mod updates;
+pub(crate) mod webhook;
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tether_proto::Decision;
 
 use crate::channel::{Address, Capabilities, Channel, FetchError, OutMessage, SendError, TextKind};
-use crate::config::TelegramConfig;
+use crate::config::{TelegramConfig, TelegramMode};
+use crate::core::SharedCore;
 use crate::inbound::InFile;
+use crate::intake::Intake;
 
 pub use api::{Bot, Update};
-pub(crate) use updates::start;
 
 /// Telegram's message limit (UTF-16 code units, after entity parsing).
 pub const MAX_TEXT: usize = 4096;
@@ -81,7 +82,7 @@ impl Telegram {
             .actions
             .iter()
             .filter_map(|a| {
-                let data = callback_data(&a.approval_id, a.decision);
+                let data = crate::buttons::callback_data(&a.approval_id, a.decision);
                 (data.len() <= 64).then(|| json!({"text": a.label, "callback_data": data}))
             })
             .collect();
@@ -92,7 +93,6 @@ impl Telegram {
     }
 }
 
-/// `a:<approval id>:<y|a|n>` (at most 64 bytes for tether's 32-character ids).
 /// `tether doctor`: `getMe` proves the bot token (and says which bot it is).
 pub(crate) async fn check(cfg: &TelegramConfig) -> Result<String, String> {
     let bot = Bot::new(&cfg.base_url, &cfg.bot_token).map_err(|e| e.to_string())?;
@@ -101,27 +101,6 @@ pub(crate) async fn check(cfg: &TelegramConfig) -> Result<String, String> {
         .await
         .map_err(|e| crate::net::check_failed(e, "check `bot_token`"))?;
     Ok(format!("bot {} answers", me.display()))
-}
-
-pub fn callback_data(approval_id: &str, d: Decision) -> String {
-    let c = match d {
-        Decision::Allow => 'y',
-        Decision::AllowAlways => 'a',
-        Decision::Deny => 'n',
-    };
-    format!("a:{approval_id}:{c}")
-}
-
-pub(crate) fn parse_callback(data: &str) -> Option<(String, Decision)> {
-    let rest = data.strip_prefix("a:")?;
-    let (id, d) = rest.rsplit_once(':')?;
-    let d = match d {
-        "y" => Decision::Allow,
-        "a" => Decision::AllowAlways,
-        "n" => Decision::Deny,
-        _ => return None,
-    };
-    (!id.is_empty()).then(|| (id.to_string(), d))
 }
 
 #[async_trait::async_trait]
@@ -213,20 +192,102 @@ impl Channel for Telegram {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn callback_data_round_trips_and_fits() {
-        let id = "0123456789abcdef0123456789abcdef";
-        for d in [Decision::Allow, Decision::AllowAlways, Decision::Deny] {
-            let data = callback_data(id, d);
-            assert!(data.len() <= 64);
-            assert_eq!(parse_callback(&data), Some((id.to_string(), d)));
+/// Learns the bot's name and publishes the command menu, retrying until it works.
+async fn introduce(tg: Arc<Telegram>, webhook: Option<(String, String)>) {
+    let commands: Vec<api::BotCommand> = COMMANDS
+        .iter()
+        .map(|(command, description)| api::BotCommand {
+            command,
+            description,
+        })
+        .collect();
+    let mut wait = Duration::from_millis(500);
+    loop {
+        let me = tg
+            .bot
+            .call::<api::User>("getMe", &json!({}), CALL_TIMEOUT)
+            .await;
+        let set = tg
+            .bot
+            .call::<Value>(
+                "setMyCommands",
+                &json!({ "commands": commands }),
+                CALL_TIMEOUT,
+            )
+            .await;
+        let hooked = match &webhook {
+            Some((url, secret)) => {
+                let body = json!({
+                    "url": url,
+                    "secret_token": secret,
+                    "allowed_updates": ["message", "callback_query"],
+                });
+                tg.bot
+                    .call::<Value>("setWebhook", &body, CALL_TIMEOUT)
+                    .await
+            }
+            None => Ok(Value::Null),
+        };
+        match (me, set.and(hooked)) {
+            (Ok(me), Ok(_)) => {
+                if let Some(u) = me.username {
+                    let _ = tg.username.set(u);
+                }
+                return;
+            }
+            (me, set) => {
+                let err = me
+                    .err()
+                    .or(set.err())
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
+                tracing::warn!(
+                    channel = "telegram",
+                    "getMe/setMyCommands/setWebhook failed: {err}"
+                );
+            }
         }
-        assert_eq!(parse_callback("a::y"), None);
-        assert_eq!(parse_callback("x:1:y"), None);
-        assert_eq!(parse_callback("a:1:q"), None);
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(Duration::from_secs(60));
     }
+}
+
+/// The running adapter's tasks and its webhook route (webhook mode only).
+pub(crate) struct Started {
+    pub tasks: Vec<tokio::task::JoinHandle<()>>,
+    pub hook: Option<axum::Router>,
+}
+
+/// Starts the intake (replaying what a crash left unhandled), the introduction, and the
+/// poller (or the webhook route).
+pub(crate) fn start(core: SharedCore, tg: Arc<Telegram>, cfg: &TelegramConfig) -> Started {
+    let platform = updates::Updates {
+        core: core.clone(),
+        tg: tg.clone(),
+    };
+    let (intake, lanes) = Intake::start(core, platform);
+    let webhook = match (cfg.mode, &cfg.webhook_url, &cfg.webhook_secret) {
+        (TelegramMode::Webhook, Some(url), Some(secret)) => Some((url.clone(), secret.clone())),
+        _ => None,
+    };
+    let replay = {
+        let intake = intake.clone();
+        async move { intake.replay().await }
+    };
+    let mut tasks = vec![
+        lanes,
+        tokio::spawn(replay),
+        tokio::spawn(introduce(tg.clone(), webhook)),
+    ];
+    let hook = match cfg.mode {
+        TelegramMode::Polling => {
+            tasks.push(tokio::spawn(poll::run(intake, tg, cfg.poll_timeout)));
+            None
+        }
+        TelegramMode::Webhook => {
+            let secret = cfg.webhook_secret.clone().unwrap_or_default();
+            Some(webhook::routes(intake, secret))
+        }
+    };
+    Started { tasks, hook }
 }

@@ -8,21 +8,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 use super::Telegram;
 use super::api::Update;
-use super::updates::accept;
-use crate::core::SharedCore;
+use super::updates::{Incoming, UpdatesIntake};
 
 const OFFSET_KEY: &str = "update_offset";
 
-pub(crate) async fn run(
-    core: SharedCore,
-    tg: Arc<Telegram>,
-    tx: mpsc::UnboundedSender<Update>,
-    timeout: Duration,
-) {
+pub(crate) async fn run(intake: UpdatesIntake, tg: Arc<Telegram>, timeout: Duration) {
+    let core = intake.core().clone();
     let mut offset: i64 = match core.store.channel_state("telegram", OFFSET_KEY).await {
         Ok(v) => v.and_then(|v| v.parse().ok()).unwrap_or(0),
         Err(e) => {
@@ -74,8 +68,12 @@ pub(crate) async fn run(
         for raw in updates {
             let id = raw["update_id"].as_i64();
             match serde_json::from_value::<Update>(raw.clone()) {
-                Ok(u) => {
-                    if accept(&core, &tx, u, &raw).await.is_err() {
+                Ok(update) => {
+                    let incoming = Incoming {
+                        update,
+                        raw: raw.to_string(),
+                    };
+                    if intake.accept(incoming).await.is_err() {
                         // Not recorded: fetch it again rather than confirm it.
                         tokio::time::sleep(Duration::from_secs(1)).await;
                         break;

@@ -1,24 +1,108 @@
-//! Inbound Telegram: updates from long polling or the webhook are recorded by
-//! `update_id` together with the raw update (a repeat is dropped before any work) and
-//! handled in arrival order within each chat (chats in parallel); callback queries are
-//! answered at once. An update is marked handled once the runtime has it; unhandled ones
-//! (a crash in between) are replayed first at start-up. Also publishes the command menu.
+//! Inbound Telegram, as the durable intake sees it (`crate::intake`): an update from long
+//! polling or the webhook is recorded by `update_id` together with the raw update (a
+//! repeat is dropped before any work), normalized, and handled in arrival order within
+//! its chat (chats in parallel), button presses included; a callback query is answered
+//! once its update is handled. Updates a crash left unhandled are replayed first at
+//! start-up.
 
-use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Duration;
 
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::routing::post;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 use super::api::{self, Update};
-use super::{CALL_TIMEOUT, COMMANDS, Telegram, parse_callback, poll};
-use crate::config::{TelegramConfig, TelegramMode};
+use super::{CALL_TIMEOUT, Telegram};
+use crate::buttons::parse_callback;
 use crate::core::SharedCore;
-use crate::inbound::{self, InChat, InFile, InKind, Inbound, Sender};
+use crate::inbound::{InChat, InFile, InKind, Inbound, Sender};
+use crate::intake::{Intake, Platform};
+
+/// Telegram's intake.
+pub(crate) type UpdatesIntake = Intake<Updates>;
+
+/// An update as it came: parsed, and the raw JSON that is recorded.
+pub(crate) struct Incoming {
+    pub update: Update,
+    pub raw: String,
+}
+
+/// Telegram's side of the intake.
+pub(crate) struct Updates {
+    pub core: SharedCore,
+    pub tg: Arc<Telegram>,
+}
+
+#[async_trait::async_trait]
+impl Platform for Updates {
+    type Delivery = Incoming;
+    /// The message, and the callback query to answer once it is handled.
+    type Work = (Inbound, Option<String>);
+    /// The answer to the callback query, if there is one.
+    type Done = (Option<String>, Option<String>);
+    type Answer = ();
+
+    const NOUN: &'static str = "update";
+    const AFTER_REPLAY: bool = true;
+
+    fn key(&self, d: &Incoming) -> Option<String> {
+        Some(d.update.update_id.to_string())
+    }
+
+    fn payload(&self, d: &Incoming) -> String {
+        d.raw.clone()
+    }
+
+    fn read(&self, payload: &str) -> Result<Incoming, String> {
+        let update = serde_json::from_str::<Update>(payload).map_err(|e| e.to_string())?;
+        Ok(Incoming {
+            update,
+            raw: payload.to_owned(),
+        })
+    }
+
+    async fn route(&self, intake: &UpdatesIntake, key: String, d: Incoming, _replay: bool) {
+        match self.tg.normalize(&d.update) {
+            Some((msg, callback)) => {
+                let lane = msg.chat_key(self.core.group_mode);
+                intake.lane(lane, key, (msg, callback));
+            }
+            None => intake.handled(&key).await,
+        }
+    }
+
+    async fn handle(&self, (msg, callback): (Inbound, Option<String>)) -> Self::Done {
+        let key = msg.key.clone();
+        let answer = match (&callback, &msg.kind) {
+            (Some(_), InKind::Text(_)) => Some("This button is not known.".to_string()),
+            _ => match crate::route::handle(&self.core, msg).await {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(channel = "telegram", "update {key} failed: {e}");
+                    Some(format!("⚠️ {e}"))
+                }
+            },
+        };
+        (answer, callback)
+    }
+
+    /// Answers the update's callback query, if any.
+    async fn follow_up(&self, (answer, callback): Self::Done) {
+        let Some(id) = callback else {
+            return;
+        };
+        let body = json!({
+            "callback_query_id": id,
+            "text": answer.unwrap_or_default(),
+        });
+        if let Err(e) = self
+            .tg
+            .bot
+            .call::<Value>("answerCallbackQuery", &body, CALL_TIMEOUT)
+            .await
+        {
+            tracing::info!(channel = "telegram", "answerCallbackQuery failed: {e}");
+        }
+    }
+}
 
 impl Telegram {
     /// Normalizes an update; `None` for updates tether does not act on. The callback
@@ -134,310 +218,12 @@ fn chat_of(m: &api::Message) -> InChat {
     }
 }
 
-/// Handles updates in arrival order, answering callback queries at once: first the ones
-/// accepted before a restart and not yet handled, then the new ones.
-async fn worker(core: SharedCore, tg: Arc<Telegram>, mut rx: mpsc::UnboundedReceiver<Update>) {
-    let (lanes_tx, lanes_rx) = mpsc::unbounded_channel();
-    let handler = {
-        let (core, tg) = (core.clone(), tg.clone());
-        move |(msg, callback): (Inbound, Option<String>)| {
-            let (core, tg) = (core.clone(), tg.clone());
-            async move { handle(&core, &tg, msg, callback).await }
-        }
-    };
-    tokio::spawn(crate::lanes::run_lanes(lanes_rx, handler));
-    let dispatch = |u: Update| {
-        let (core, lanes_tx) = (core.clone(), lanes_tx.clone());
-        let normalized = tg.normalize(&u);
-        async move {
-            match normalized {
-                Some((msg, callback)) => {
-                    let lane = msg.chat_key(core.group_mode);
-                    let _ = lanes_tx.send((lane, (msg, callback)));
-                }
-                None => mark_handled(&core, &u.update_id.to_string()).await,
-            }
-        }
-    };
-    // Accepted but not handled before the last stop. An update accepted meanwhile may be
-    // both in this list and in `rx`: it is handled once.
-    let pending = match core.store.unhandled_inbound("telegram").await {
-        Ok(p) => p,
-        Err(e) => {
-            tracing::warn!(channel = "telegram", "cannot read unhandled updates: {e}");
-            Vec::new()
-        }
-    };
-    let mut replayed = HashSet::new();
-    for p in pending {
-        replayed.insert(p.key.clone());
-        match serde_json::from_str::<Update>(&p.payload) {
-            Ok(u) => {
-                tracing::info!(channel = "telegram", update = p.key, "replaying an update");
-                dispatch(u).await;
-            }
-            Err(e) => {
-                tracing::warn!(
-                    channel = "telegram",
-                    "stored update {} unreadable: {e}",
-                    p.key
-                );
-                mark_handled(&core, &p.key).await;
-            }
-        }
-    }
-    while let Some(u) = rx.recv().await {
-        if !replayed.remove(&u.update_id.to_string()) {
-            dispatch(u).await;
-        }
-    }
-}
-
-/// The update will not be replayed at start-up.
-async fn mark_handled(core: &SharedCore, key: &str) {
-    if let Err(e) = core.store.mark_inbound_handled("telegram", key).await {
-        tracing::warn!(
-            channel = "telegram",
-            "cannot mark update {key} handled: {e}"
-        );
-    }
-}
-
-/// Handles one update and answers its callback query, if any.
-async fn handle(core: &SharedCore, tg: &Telegram, msg: Inbound, callback: Option<String>) {
-    let key = msg.key.clone();
-    let answer = match (&callback, &msg.kind) {
-        (Some(_), InKind::Text(_)) => Some("This button is not known.".to_string()),
-        _ => match inbound::handle(core, msg).await {
-            Ok(a) => a,
-            Err(e) => {
-                tracing::warn!(channel = "telegram", "update {key} failed: {e}");
-                Some(format!("⚠️ {e}"))
-            }
-        },
-    };
-    // The runtime has the message (its turn is stored, keyed by the update): a replay
-    // would not run it again, and it need not be replayed.
-    mark_handled(core, &key).await;
-    if let Some(id) = callback {
-        let body = json!({
-            "callback_query_id": id,
-            "text": answer.unwrap_or_default(),
-        });
-        if let Err(e) = tg
-            .bot
-            .call::<Value>("answerCallbackQuery", &body, CALL_TIMEOUT)
-            .await
-        {
-            tracing::info!(channel = "telegram", "answerCallbackQuery failed: {e}");
-        }
-    }
-}
-
-/// Records the update id with the raw update, in one transaction; `Ok(true)` when it is
-/// new (then it is queued). `Err`: not recorded, so not to be confirmed.
-pub(crate) async fn accept(
-    core: &SharedCore,
-    tx: &mpsc::UnboundedSender<Update>,
-    u: Update,
-    raw: &Value,
-) -> Result<bool, tether_store::StoreError> {
-    match core
-        .store
-        .accept_inbound("telegram", &u.update_id.to_string(), &raw.to_string())
-        .await
-    {
-        Ok(true) => {
-            let _ = tx.send(u);
-            Ok(true)
-        }
-        Ok(false) => {
-            tracing::info!(
-                channel = "telegram",
-                update = u.update_id,
-                "duplicate update ignored"
-            );
-            Ok(false)
-        }
-        Err(e) => {
-            tracing::warn!(channel = "telegram", "cannot record update: {e}");
-            Err(e)
-        }
-    }
-}
-
-/// Learns the bot's name and publishes the command menu, retrying until it works.
-async fn introduce(tg: Arc<Telegram>, webhook: Option<(String, String)>) {
-    let commands: Vec<api::BotCommand> = COMMANDS
-        .iter()
-        .map(|(command, description)| api::BotCommand {
-            command,
-            description,
-        })
-        .collect();
-    let mut wait = Duration::from_millis(500);
-    loop {
-        let me = tg
-            .bot
-            .call::<api::User>("getMe", &json!({}), CALL_TIMEOUT)
-            .await;
-        let set = tg
-            .bot
-            .call::<Value>(
-                "setMyCommands",
-                &json!({ "commands": commands }),
-                CALL_TIMEOUT,
-            )
-            .await;
-        let hooked = match &webhook {
-            Some((url, secret)) => {
-                let body = json!({
-                    "url": url,
-                    "secret_token": secret,
-                    "allowed_updates": ["message", "callback_query"],
-                });
-                tg.bot
-                    .call::<Value>("setWebhook", &body, CALL_TIMEOUT)
-                    .await
-            }
-            None => Ok(Value::Null),
-        };
-        match (me, set.and(hooked)) {
-            (Ok(me), Ok(_)) => {
-                if let Some(u) = me.username {
-                    let _ = tg.username.set(u);
-                }
-                return;
-            }
-            (me, set) => {
-                let err = me
-                    .err()
-                    .or(set.err())
-                    .map(|e| e.to_string())
-                    .unwrap_or_default();
-                tracing::warn!(
-                    channel = "telegram",
-                    "getMe/setMyCommands/setWebhook failed: {err}"
-                );
-            }
-        }
-        tokio::time::sleep(wait).await;
-        wait = (wait * 2).min(Duration::from_secs(60));
-    }
-}
-
-/// The running adapter's tasks and its webhook route (webhook mode only).
-pub(crate) struct Started {
-    pub tasks: Vec<tokio::task::JoinHandle<()>>,
-    pub hook: Option<axum::Router>,
-}
-
-#[derive(Clone)]
-pub(crate) struct HookState {
-    core: SharedCore,
-    tx: mpsc::UnboundedSender<Update>,
-    secret: Arc<[u8]>,
-}
-
-/// Largest update the webhook reads: a message of 4096 characters with its entities and
-/// a reply it quotes stays far below this.
-const MAX_UPDATE_BYTES: usize = 256 * 1024;
-
-/// `POST /hooks/telegram`: a wrong or missing secret token → 401 and nothing done (the
-/// body is not even read); a body over 256 KiB → 413; a body that is not JSON → 400; an
-/// update that does not fit the types is logged and acknowledged (200), or Telegram
-/// would redeliver it ahead of every later one; one that cannot be recorded → 500
-/// (Telegram retries it).
-#[utoipa::path(
-    post,
-    path = "/hooks/telegram",
-    tag = "webhooks",
-    description = "Telegram Bot API webhook (webhook mode only): an `Update` as Telegram \
-                   sends it. Checked against the `X-Telegram-Bot-Api-Secret-Token` header \
-                   before the body is read.",
-    params(("X-Telegram-Bot-Api-Secret-Token" = String, Header, description = "The configured webhook secret")),
-    request_body(content = serde_json::Value, content_type = "application/json", description = "A Telegram Update"),
-    responses(
-        (status = 200, description = "Accepted (or a duplicate, ignored)"),
-        (status = 400, description = "Not JSON"),
-        (status = 401, description = "Missing or wrong secret token"),
-        (status = 413, description = "Larger than 256 KiB"),
-        (status = 500, description = "Could not be recorded; Telegram retries"),
-    )
-)]
-pub(crate) async fn hook(
-    State(s): State<HookState>,
-    headers: HeaderMap,
-    body: axum::body::Body,
-) -> StatusCode {
-    let presented = headers
-        .get("x-telegram-bot-api-secret-token")
-        .map(|v| v.as_bytes())
-        .unwrap_or_default();
-    if s.secret.is_empty() || !crate::constant_time_eq(&s.secret, presented) {
-        crate::body::warn_refused("telegram", "a wrong secret token");
-        return StatusCode::UNAUTHORIZED;
-    }
-    let body = match crate::body::read_body(&headers, body, MAX_UPDATE_BYTES).await {
-        Ok(b) => b,
-        Err(status) => return status,
-    };
-    let Ok(raw) = serde_json::from_slice::<Value>(&body) else {
-        return StatusCode::BAD_REQUEST;
-    };
-    let update = match serde_json::from_value::<Update>(raw.clone()) {
-        Ok(u) => u,
-        Err(e) => {
-            tracing::warn!(
-                channel = "telegram",
-                update = raw["update_id"].as_i64(),
-                "webhook update skipped, it does not fit the Bot API types: {e}"
-            );
-            return StatusCode::OK;
-        }
-    };
-    match accept(&s.core, &s.tx, update, &raw).await {
-        Ok(_) => StatusCode::OK,
-        Err(_) => StatusCode::INTERNAL_SERVER_ERROR,
-    }
-}
-
-/// Starts the worker, the introduction, and the poller (or the webhook route).
-pub(crate) fn start(core: SharedCore, tg: Arc<Telegram>, cfg: &TelegramConfig) -> Started {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let webhook = match (cfg.mode, &cfg.webhook_url, &cfg.webhook_secret) {
-        (TelegramMode::Webhook, Some(url), Some(secret)) => Some((url.clone(), secret.clone())),
-        _ => None,
-    };
-    let mut tasks = vec![
-        tokio::spawn(worker(core.clone(), tg.clone(), rx)),
-        tokio::spawn(introduce(tg.clone(), webhook)),
-    ];
-    let hook = match cfg.mode {
-        TelegramMode::Polling => {
-            tasks.push(tokio::spawn(poll::run(core, tg, tx, cfg.poll_timeout)));
-            None
-        }
-        TelegramMode::Webhook => {
-            let secret = cfg.webhook_secret.clone().unwrap_or_default();
-            let state = HookState {
-                core,
-                tx,
-                secret: Arc::from(secret.into_bytes()),
-            };
-            Some(
-                axum::Router::new()
-                    .route("/hooks/telegram", post(hook))
-                    .with_state(state),
-            )
-        }
-    };
-    Started { tasks, hook }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::config::{TelegramConfig, TelegramMode};
 
     #[test]
     fn bot_names_are_stripped_from_commands() {

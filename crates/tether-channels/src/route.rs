@@ -1,0 +1,244 @@
+//! What happens to a normalized inbound message, handed to the same router as the web
+//! API: access check (config allowlist, then pairing), chat → conversation (created on
+//! first contact, see `chats`), then `send_message` or an approval answer. Unknown
+//! senders get a pairing code (while fewer than [`pairing::MAX_PENDING`] wait) and cause
+//! no conversation, no agent work and, once their lane is idle, no task. A prompt's turn
+//! id is derived from the inbound key, so a message replayed after a crash never runs
+//! twice.
+
+use tether_core::short_id;
+use tether_proto::{
+    ApprovalId, ApprovalStatus, Decision, MessageOutcome, MessageOutcomeKind, SendMessage,
+};
+use tether_runtime::RuntimeError;
+use tether_store::ChannelChat;
+
+use crate::ChannelError;
+use crate::channel::{Address, OutMessage};
+use crate::chats::{chat_for, new_conversation, turn_id};
+use crate::core::SharedCore;
+use crate::inbound::{InKind, Inbound};
+use crate::pairing;
+
+/// Handles one inbound message. Returns the short answer to a button press (shown by
+/// the adapter as a toast / callback answer); replies to texts go through the outbox.
+pub(crate) async fn handle(
+    core: &SharedCore,
+    msg: Inbound,
+) -> Result<Option<String>, ChannelError> {
+    // While the database is unreachable the message waits (its chat's lane with it, so
+    // the chat keeps its order) and is handed over once the store answers again: the
+    // runtime keys it by the platform's id, so a try that got through is not run twice
+    // (issue 25).
+    let mut wait = std::time::Duration::from_millis(250);
+    loop {
+        match handle_once(core, msg.clone()).await {
+            Err(e) if e.code() == tether_proto::ErrorCode::StoreUnavailable => {
+                tracing::debug!(
+                    channel = core.name(),
+                    key = msg.key,
+                    "the store is unreachable; the message waits: {e}"
+                );
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(std::time::Duration::from_secs(5));
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn handle_once(core: &SharedCore, msg: Inbound) -> Result<Option<String>, ChannelError> {
+    let allowed = allowed(core, &msg.sender.id).await?;
+    let chat_key = msg.chat_key(core.group_mode);
+    if !allowed {
+        tracing::info!(
+            channel = core.name(),
+            user = msg.sender.id,
+            "message from an unknown sender"
+        );
+        return match msg.kind {
+            InKind::Decide { .. } => Ok(Some("You are not allowed to answer here.".to_string())),
+            InKind::Text(_) | InKind::Files { .. } => {
+                // Over the cap of pending codes: no row and no reply.
+                let Some(p) = pairing::code_for(core, &msg, &chat_key).await? else {
+                    return Ok(None);
+                };
+                let text = format!(
+                    "🔒 This tether does not know you yet. Your pairing code is {}.\n\
+                     Ask the operator to run: tether pair approve {}",
+                    pairing::display(&p.code),
+                    p.code
+                );
+                let key = format!("in:{}:pairing", msg.key);
+                core.reply(&chat_key, &msg.address(), key, OutMessage::plain(text))
+                    .await?;
+                Ok(None)
+            }
+        };
+    }
+    let by = format!("{}:{}", core.name(), msg.sender.name);
+    match &msg.kind {
+        InKind::Decide {
+            approval_id,
+            decision,
+        } => decide(core, &msg, approval_id, *decision, &by)
+            .await
+            .map(Some),
+        InKind::Files { caption, files } => {
+            let mut chat = chat_for(core, &msg, &chat_key).await?;
+            let Some(req) =
+                crate::inbound_files::message(core, &msg, &chat_key, &mut chat, caption, files)
+                    .await?
+            else {
+                return Ok(None);
+            };
+            send(core, &msg, &chat_key, chat, req, &by).await
+        }
+        InKind::Text(text) => {
+            let req = SendMessage {
+                text: text.clone(),
+                ..SendMessage::default()
+            };
+            let chat = chat_for(core, &msg, &chat_key).await?;
+            send(core, &msg, &chat_key, chat, req, &by).await
+        }
+    }
+}
+
+/// The sender may talk to the agents here: allowed by the config file or by pairing.
+pub(crate) async fn allowed(core: &SharedCore, user_id: &str) -> Result<bool, ChannelError> {
+    Ok(core.allowed_users.contains(user_id)
+        || core
+            .store
+            .channel_user_allowed(core.name(), user_id)
+            .await?)
+}
+
+/// Routes a person's message (once: its turn id comes from the inbound key) and tells
+/// them right away what happened to it.
+async fn send(
+    core: &SharedCore,
+    msg: &Inbound,
+    chat_key: &str,
+    chat: ChannelChat,
+    req: SendMessage,
+    by: &str,
+) -> Result<Option<String>, ChannelError> {
+    let mut sent = core
+        .runtime
+        .send_message_once(
+            &chat.conversation_id,
+            req.clone(),
+            by,
+            &turn_id(core.name(), &chat.conversation_id, &msg.key),
+        )
+        .await;
+    if matches!(sent, Err(RuntimeError::Archived(_))) && req.attachments.is_empty() {
+        // Archived elsewhere (web page): this chat goes on in a new conversation.
+        // (Not with attachments: they belong to the archived one, and are gone.)
+        let chat = new_conversation(core, msg, chat_key, Some(&chat)).await?;
+        sent = core
+            .runtime
+            .send_message_once(
+                &chat.conversation_id,
+                req,
+                by,
+                &turn_id(core.name(), &chat.conversation_id, &msg.key),
+            )
+            .await;
+    }
+    let files = sent
+        .as_ref()
+        .map(|o| o.attachments.clone())
+        .unwrap_or_default();
+    let reply = match sent {
+        Ok(out) => outcome_reply(&out),
+        // The store is away: the message waits for it (see `handle`) rather than being
+        // answered with an error and lost.
+        Err(e) if e.code() == tether_proto::ErrorCode::StoreUnavailable => {
+            return Err(ChannelError::Runtime(e));
+        }
+        Err(e) => Some(format!("⚠️ {e}")),
+    };
+    if let Some(text) = reply {
+        let key = format!("in:{}:reply", msg.key);
+        core.reply(chat_key, &msg.address(), key, OutMessage::plain(text))
+            .await?;
+    }
+    // `/file`: each file as the platform's own file (or image) message.
+    for (i, a) in files.into_iter().enumerate() {
+        let mut out = OutMessage::plain(a.name.clone());
+        out.file = Some(crate::channel::OutFile {
+            attachment_id: a.id.clone(),
+            name: a.name,
+            image: a.kind == tether_proto::AttachmentKind::Image,
+        });
+        let key = format!("in:{}:file:{i}", msg.key);
+        core.reply(chat_key, &msg.address(), key, out).await?;
+    }
+    Ok(None)
+}
+
+/// What the person is told about a message right away (the rest follows from events).
+fn outcome_reply(out: &MessageOutcome) -> Option<String> {
+    match out.outcome {
+        // The status message and any new-session notice come from the events.
+        MessageOutcomeKind::Started => None,
+        MessageOutcomeKind::Queued => Some(format!(
+            "📥 Queued behind the running turn (position {}).",
+            out.queue_position.unwrap_or(1)
+        )),
+        MessageOutcomeKind::Answered | MessageOutcomeKind::Command => out.reply.clone(),
+    }
+}
+
+/// A button press: resolves exactly the approval it names, if it was asked in this chat.
+async fn decide(
+    core: &SharedCore,
+    msg: &Inbound,
+    approval_id: &ApprovalId,
+    decision: Decision,
+    by: &str,
+) -> Result<String, ChannelError> {
+    let Some(approval) = core.store.get_approval(approval_id).await? else {
+        return Ok("This approval is unknown here.".to_string());
+    };
+    // The approval's conversation must be the one this message's lane maps to: the
+    // same chat, and with `group_mode = "user"` the same member (issue 24 S4).
+    let chat = core.chat_of(&approval.conversation_id);
+    let here = chat
+        .as_ref()
+        .and_then(|c| serde_json::from_str::<Address>(&c.address).ok())
+        .is_some_and(|a| a == msg.address());
+    if !here {
+        return Ok("This approval belongs to another chat.".to_string());
+    }
+    if chat.is_some_and(|c| c.chat_key != msg.chat_key(core.group_mode)) {
+        return Ok("This approval belongs to another member's conversation.".to_string());
+    }
+    match core
+        .runtime
+        .answer_approval(approval_id, decision, by)
+        .await
+    {
+        Ok(a) => Ok(format!(
+            "{} {}",
+            match a.status {
+                ApprovalStatus::AllowedAlways => "Always allowed:",
+                ApprovalStatus::Denied => "Denied:",
+                _ => "Allowed:",
+            },
+            a.title
+        )),
+        Err(RuntimeError::Resolve(_)) => {
+            let now = core.store.get_approval(approval_id).await?;
+            let status = now.map_or(approval.status, |a| a.status);
+            Ok(format!(
+                "Approval {} is no longer pending ({}).",
+                short_id(approval_id),
+                status.as_str()
+            ))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
