@@ -29,6 +29,8 @@ pub(crate) struct Inner {
 
 /// Opens the runtime on `store` (see `Runtime::start_with`).
 pub(crate) async fn start(config: RuntimeConfig, store: Store, seams: Seams) -> Result<Runtime> {
+    // One clock: what the store records as `created_at` and the like is the runtime's time.
+    store.set_clock(seams.clock.clone());
     let records = crate::ctx::end_leftover_agents(&config);
     crate::attachments::blobs::Blobs::of(&config).tighten();
     // SQLite: the whole store; PostgreSQL: only what this node owned and orphans.
