@@ -90,7 +90,7 @@ async fn hold(store: Store, node: ClusterNode, name: String, start: Start) {
                 if term.take().is_some() {
                     tracing::warn!(
                         lease = name,
-                        leader = leader.node_id,
+                        leader = %leader.node_id,
                         "another node leads now; stopped"
                     );
                 }

@@ -7,7 +7,8 @@ use utoipa::ToSchema;
 /// One node: a `tether serve` process registered in the store.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct NodeView {
-    pub id: String,
+    #[schema(value_type = String)]
+    pub id: crate::NodeId,
     /// The host it runs on.
     pub name: String,
     /// The address its HTTP API listens on.
@@ -32,7 +33,8 @@ pub struct NodeView {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ClusterView {
     /// The node that answered.
-    pub node_id: String,
+    #[schema(value_type = String)]
+    pub node_id: crate::NodeId,
     /// `sqlite` or `postgres`.
     pub store: String,
     /// How long a lease lasts without a heartbeat.
@@ -49,7 +51,8 @@ pub struct ClusterView {
 pub struct LeaderView {
     pub name: String,
     /// The leading node (`""` once released).
-    pub node_id: String,
+    #[schema(value_type = String)]
+    pub node_id: crate::NodeId,
     /// Rises with every change of leader.
     pub epoch: i64,
     pub claimed_at_ms: i64,

@@ -178,6 +178,14 @@ string_id!(
     /// A stored attachment (an uploaded or received file), owned by one conversation.
     AttachmentId
 );
+string_id!(
+    /// A node of a cluster (stable across restarts of its data directory).
+    NodeId
+);
+string_id!(
+    /// A command forwarded from one node to another through the store.
+    CommandId
+);
 
 impl TaskId {
     /// The child's `delegate` conversation: a task's id is that conversation's id.

@@ -52,7 +52,7 @@ pub struct RuntimeConfig {
 pub struct ClusterConfig {
     /// This node's id in the store's `nodes` and `owners` tables: stable across restarts
     /// of the same data directory (`<data_dir>/node_id`).
-    pub node_id: String,
+    pub node_id: tether_proto::NodeId,
     /// A node without a heartbeat for this long counts as gone; its conversations are
     /// taken over.
     pub lease_ttl: Duration,
@@ -71,7 +71,7 @@ pub struct ClusterConfig {
 impl Default for ClusterConfig {
     fn default() -> Self {
         ClusterConfig {
-            node_id: "local".to_string(),
+            node_id: tether_proto::NodeId::new("local"),
             lease_ttl: Duration::from_secs(10),
             max_live_per_node: 0,
             attachments_dir: None,

@@ -44,12 +44,12 @@ pub enum RuntimeError {
     #[error(
         "node {node} took the command and stopped before it answered; it may or may not have run"
     )]
-    OwnerLost { node: String },
+    OwnerLost { node: tether_proto::NodeId },
     /// Issue 12: another live node owns the conversation (its live session runs there).
     #[error("conversation {conversation_id} is owned by node {node_id}")]
     OwnedElsewhere {
         conversation_id: tether_proto::ConversationId,
-        node_id: String,
+        node_id: tether_proto::NodeId,
     },
 }
 

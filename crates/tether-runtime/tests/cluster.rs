@@ -57,7 +57,7 @@ async fn node(
 async fn register_once(url: &str, id: &str, now: i64, lease_ms: i64) {
     let store = Store::connect(url).await.unwrap();
     let row = NodeRow {
-        id: id.to_owned(),
+        id: id.into(),
         name: "test".to_owned(),
         addr: "127.0.0.1:1".to_owned(),
         started_at_ms: now,

@@ -32,7 +32,7 @@ async fn commands_are_taken_once_answered_and_abandoned_only_when_pending(b: Bac
         .await
         .unwrap()
         .into_iter()
-        .map(|c| c.id)
+        .map(|c| c.id.into_string())
         .collect();
     assert_eq!(pending, ["k1", "k2"]);
     let k1 = store.get_command("k1").await.unwrap().unwrap();
@@ -80,7 +80,7 @@ async fn commands_are_taken_once_answered_and_abandoned_only_when_pending(b: Bac
         .await
         .unwrap()
         .into_iter()
-        .map(|c| c.id)
+        .map(|c| c.id.into_string())
         .collect();
     assert_eq!(taken, ["k4", "k5"]);
     assert!(

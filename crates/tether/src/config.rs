@@ -385,7 +385,7 @@ impl Settings {
             coalesce: tether_runtime::CoalesceConfig::default(),
             attachments: self.attachments,
             cluster: tether_runtime::ClusterConfig {
-                node_id: node_id.to_owned(),
+                node_id: node_id.into(),
                 lease_ttl: self.lease_ttl,
                 max_live_per_node: self.max_live_per_node,
                 attachments_dir: self.attachments_dir.clone(),

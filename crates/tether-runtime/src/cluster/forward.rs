@@ -16,6 +16,7 @@ use crate::cluster::service::Placement;
 use crate::error::Result;
 use crate::ids::new_id;
 use crate::{Runtime, RuntimeError};
+use tether_proto::{CommandId, NodeId};
 
 /// Commands left behind by senders that went away are removed after this long.
 const PRUNE_AFTER: Duration = Duration::from_secs(3600);
@@ -120,7 +121,9 @@ async fn listener(weak: Weak<Inner>) {
             let Some(rt) = upgrade(&weak) else { return };
             let cluster = rt.placement().cluster();
             match next {
-                Ok(Wakeup::Command(node)) if node == cluster.node_id() => cluster.work.notify_one(),
+                Ok(Wakeup::Command(node)) if node == cluster.node_id().as_str() => {
+                    cluster.work.notify_one()
+                }
                 Ok(Wakeup::Command(_)) => {}
                 Ok(Wakeup::Reply(id)) => cluster.replied(&id),
                 Ok(Wakeup::Reconnected) => cluster.wake_all(),
@@ -137,20 +140,20 @@ impl Placement<'_> {
     /// Sends `env` to node `to` and waits for its reply.
     pub(crate) async fn send_to(
         &self,
-        to: &str,
+        to: &NodeId,
         conversation_id: Option<&tether_proto::ConversationId>,
         env: &Envelope,
     ) -> Result<Sent> {
         let cluster = self.cluster();
         let store = &self.rt.ctx().store;
-        let id: String = new_id();
+        let id: CommandId = new_id();
         let body = serde_json::to_string(env).map_err(|e| RuntimeError::Internal(e.to_string()))?;
         let waiter = Waiter::new(cluster, &id);
         store
             .submit_command(&NewCommand {
                 id: id.clone(),
-                to_node: to.to_owned(),
-                from_node: cluster.node_id().to_owned(),
+                to_node: to.clone(),
+                from_node: cluster.node_id().clone(),
                 conversation_id: conversation_id.cloned(),
                 body,
                 created_at_ms: self.rt.ctx().clock.now_ms(),
@@ -182,7 +185,7 @@ impl Placement<'_> {
                     if store.abandon_command(&id).await? {
                         self.forget_command(&id).await;
                         tracing::info!(
-                            node = to,
+                            node = %to,
                             "its node died before taking a command: routing it again"
                         );
                         return Ok(Sent::Reroute);
@@ -191,9 +194,7 @@ impl Placement<'_> {
                 }
                 CommandStatus::Taken if !self.node_alive(to).await? => {
                     self.forget_command(&id).await;
-                    return Err(RuntimeError::OwnerLost {
-                        node: to.to_owned(),
-                    });
+                    return Err(RuntimeError::OwnerLost { node: to.clone() });
                 }
                 CommandStatus::Abandoned => {
                     self.forget_command(&id).await;

@@ -22,7 +22,7 @@ const PRESENCE_CHECK: Duration = Duration::from_millis(500);
 /// The running heartbeat of this node; [`Membership::leave`] removes it.
 pub struct Membership {
     store: Store,
-    id: String,
+    id: tether_proto::NodeId,
     stop: CancellationToken,
     beats: tokio::task::JoinHandle<()>,
     presence: tokio::task::JoinHandle<()>,
@@ -32,7 +32,7 @@ pub struct Membership {
 pub(crate) struct Joining {
     pub store: Store,
     pub clock: Arc<dyn Clock>,
-    pub id: String,
+    pub id: tether_proto::NodeId,
     pub addr: String,
     pub ttl: Duration,
 }
@@ -137,7 +137,7 @@ async fn heartbeat(
 /// it broke (on SQLite there is none to keep). Dropped at the end, which frees the lock.
 async fn keep_presence(
     store: Store,
-    id: String,
+    id: tether_proto::NodeId,
     mut presence: Option<Presence>,
     stop: CancellationToken,
 ) {

@@ -61,7 +61,7 @@ impl Cluster {
         self.enabled
     }
 
-    pub fn node_id(&self) -> &str {
+    pub fn node_id(&self) -> &tether_proto::NodeId {
         &self.config.node_id
     }
 

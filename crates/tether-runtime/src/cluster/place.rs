@@ -22,7 +22,7 @@ pub(crate) enum Place {
     /// Here; `claimed`: this command made this node the owner.
     Here { claimed: bool },
     /// On that node.
-    There(String),
+    There(tether_proto::NodeId),
 }
 
 /// How often a dead owner's conversation is looked at while failover runs.
@@ -54,7 +54,7 @@ impl Placement<'_> {
             });
             match placement::verdict(me, owner, now, failover_until) {
                 Verdict::Mine => return Ok(Place::Here { claimed: false }),
-                Verdict::There(node) => return Ok(Place::There(node.to_owned())),
+                Verdict::There(node) => return Ok(Place::There(node.into())),
                 Verdict::AwaitFailover => {
                     tracing::debug!(conversation = %id, "the owner is gone: waiting for failover");
                     tokio::time::sleep(FAILOVER_LOOK).await;
@@ -76,7 +76,7 @@ impl Placement<'_> {
 
     /// When this node owns `max_live_per_node` conversations or more: the live node that
     /// owns the fewest (`None`: no cap, not at it, or this node is the least loaded).
-    async fn elsewhere_at_cap(&self) -> Result<Option<String>> {
+    async fn elsewhere_at_cap(&self) -> Result<Option<tether_proto::NodeId>> {
         let cluster = self.cluster();
         let cap = cluster.config.max_live_per_node;
         if cap == 0 {
@@ -101,7 +101,7 @@ impl Placement<'_> {
             .iter()
             .filter(|n| {
                 n.alive(now)
-                    && n.id != cluster.node_id()
+                    && n.id != *cluster.node_id()
                     && !self
                         .rt
                         .ctx()
@@ -109,6 +109,6 @@ impl Placement<'_> {
                         .seen_gone(&n.id, Some(n.started_at_ms))
             })
             .map(|n| (n.id.as_str(), owned(&n.id)));
-        Ok(placement::elsewhere_at_cap(cap, mine, others).map(str::to_owned))
+        Ok(placement::elsewhere_at_cap(cap, mine, others).map(tether_proto::NodeId::from))
     }
 }

@@ -41,7 +41,7 @@ impl Placement<'_> {
                 .map_or(0, |(_, count)| *count)
         };
         Ok(tether_proto::ClusterView {
-            node_id: me.to_owned(),
+            node_id: me.clone(),
             store: store.backend_name().to_owned(),
             lease_ttl_ms: u64::try_from(self.cluster().config.lease_ttl.as_millis())
                 .unwrap_or(u64::MAX),
@@ -50,7 +50,7 @@ impl Placement<'_> {
                 .map(|n| NodeView {
                     live_conversations: live_of(&n.id),
                     alive: n.alive(now),
-                    this_node: n.id == me,
+                    this_node: n.id == *me,
                     id: n.id,
                     name: n.name,
                     addr: n.addr,
@@ -82,7 +82,7 @@ impl Placement<'_> {
         super::membership::Membership::join(super::membership::Joining {
             store: ctx.store.clone(),
             clock: ctx.clock.clone(),
-            id: self.cluster().node_id().to_owned(),
+            id: self.cluster().node_id().clone(),
             addr,
             ttl: self.cluster().config.lease_ttl,
         })

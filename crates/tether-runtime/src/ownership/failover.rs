@@ -109,7 +109,7 @@ const SWEEP_MAX: Duration = Duration::from_millis(500);
 /// Every `lease_ttl / 3` (at most [`SWEEP_MAX`]) on PostgreSQL: takes over the
 /// conversations of dead nodes — those whose lease ended, and those seen gone by their
 /// presence lock (`super::presence`).
-pub(crate) fn start_sweep(ctx: Weak<Ctx>, node_id: String, lease_ttl: Duration) {
+pub(crate) fn start_sweep(ctx: Weak<Ctx>, node_id: tether_proto::NodeId, lease_ttl: Duration) {
     tokio::spawn(async move {
         let every = (lease_ttl / 3).clamp(Duration::from_millis(100), SWEEP_MAX);
         let mut tick = tokio::time::interval(every);

@@ -31,7 +31,7 @@ pub(crate) struct Ownership(Arc<State>);
 
 struct State {
     store: Store,
-    node_id: String,
+    node_id: tether_proto::NodeId,
     /// Claims, leases and presence verdicts compare with its time.
     clock: Arc<dyn Clock>,
     /// PostgreSQL: a cluster of nodes may share the store. SQLite: this node alone.
@@ -41,7 +41,7 @@ struct State {
     /// Other nodes whose presence lock was free, and how many looks in a row (see
     /// `presence`).
     /// By node id: the run's `started_at` and the looks.
-    absent: Mutex<HashMap<String, (i64, u32)>>,
+    absent: Mutex<HashMap<tether_proto::NodeId, (i64, u32)>>,
 }
 
 struct Users {
@@ -50,7 +50,7 @@ struct Users {
 }
 
 impl Ownership {
-    pub fn new(store: Store, node_id: String, clock: Arc<dyn Clock>) -> Ownership {
+    pub fn new(store: Store, node_id: tether_proto::NodeId, clock: Arc<dyn Clock>) -> Ownership {
         let clustered = store.topology() == tether_store::Topology::Cluster;
         Ownership(Arc::new(State {
             store,

@@ -15,7 +15,7 @@ const LOOKS: u32 = 3;
 impl Ownership {
     /// Looks at the presence of every other node whose lease holds; returns those that
     /// count as gone now.
-    pub(crate) async fn look_at_nodes(&self) -> tether_store::Result<Vec<String>> {
+    pub(crate) async fn look_at_nodes(&self) -> tether_store::Result<Vec<tether_proto::NodeId>> {
         let state = &self.0;
         let now = self.0.clock.now_ms();
         let mut seen = Vec::new();

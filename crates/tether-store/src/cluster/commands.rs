@@ -40,9 +40,9 @@ impl CommandStatus {
 /// A command for node `to_node`, as its sender stores it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewCommand {
-    pub id: String,
-    pub to_node: String,
-    pub from_node: String,
+    pub id: tether_proto::CommandId,
+    pub to_node: tether_proto::NodeId,
+    pub from_node: tether_proto::NodeId,
     /// The conversation it is about (for the operator's eyes; routing reads `body`).
     pub conversation_id: Option<tether_proto::ConversationId>,
     /// The command itself (the runtime's JSON).
@@ -53,9 +53,9 @@ pub struct NewCommand {
 /// A stored command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandRow {
-    pub id: String,
-    pub to_node: String,
-    pub from_node: String,
+    pub id: tether_proto::CommandId,
+    pub to_node: tether_proto::NodeId,
+    pub from_node: tether_proto::NodeId,
     pub conversation_id: Option<tether_proto::ConversationId>,
     pub body: String,
     pub status: CommandStatus,

@@ -8,7 +8,7 @@
 pub struct LeaderRow {
     pub name: String,
     /// `''` once released.
-    pub node_id: String,
+    pub node_id: tether_proto::NodeId,
     /// Rises on every claim.
     pub epoch: i64,
     pub claimed_at_ms: i64,

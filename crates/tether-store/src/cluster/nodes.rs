@@ -3,7 +3,7 @@
 /// One registered node and its lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeRow {
-    pub id: String,
+    pub id: tether_proto::NodeId,
     /// Where it runs (the host name).
     pub name: String,
     /// The address its HTTP API listens on.

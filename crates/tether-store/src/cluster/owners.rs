@@ -13,7 +13,7 @@ use tether_proto::ConversationId;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnerRow {
     pub conversation_id: ConversationId,
-    pub node_id: String,
+    pub node_id: tether_proto::NodeId,
     /// Rises on every claim; a write carrying an older one is stale.
     pub epoch: i64,
     pub claimed_at_ms: i64,

@@ -15,9 +15,9 @@ use crate::{Result, StoreError};
 fn command(row: &SqlRow) -> Result<CommandRow> {
     let status: String = row.try_get("status")?;
     Ok(CommandRow {
-        id: row.try_get("id")?,
-        to_node: row.try_get("to_node")?,
-        from_node: row.try_get("from_node")?,
+        id: tether_proto::CommandId::new(row.try_get::<String, _>("id")?),
+        to_node: tether_proto::NodeId::new(row.try_get::<String, _>("to_node")?),
+        from_node: tether_proto::NodeId::new(row.try_get::<String, _>("from_node")?),
         conversation_id: row
             .try_get::<Option<String>, _>("conversation_id")?
             .map(ConversationId::from),
@@ -41,9 +41,9 @@ impl Db {
             "INSERT INTO commands (id, to_node, from_node, conversation_id, body, status, \
              created_at) VALUES ($1, $2, $3, $4, $5, 'pending', $6)",
         )
-        .bind(&c.id)
-        .bind(&c.to_node)
-        .bind(&c.from_node)
+        .bind(c.id.as_str())
+        .bind(c.to_node.as_str())
+        .bind(c.from_node.as_str())
         .bind(c.conversation_id.as_ref().map(ConversationId::as_str))
         .bind(&c.body)
         .bind(c.created_at_ms)
@@ -52,7 +52,7 @@ impl Db {
         if let Some(notify) = dialect::NOTIFY {
             sqlx::query(notify)
                 .bind(COMMANDS_CHANNEL)
-                .bind(&c.to_node)
+                .bind(c.to_node.as_str())
                 .execute(&mut *tx)
                 .await?;
         }

@@ -15,7 +15,7 @@ const LEADER: &str = "SELECT l.name, l.node_id, l.epoch, l.claimed_at, n.lease_u
 fn leader(row: &SqlRow) -> Result<LeaderRow> {
     Ok(LeaderRow {
         name: row.try_get("name")?,
-        node_id: row.try_get("node_id")?,
+        node_id: tether_proto::NodeId::new(row.try_get::<String, _>("node_id")?),
         epoch: row.try_get("epoch")?,
         claimed_at_ms: row.try_get("claimed_at")?,
         lease_until_ms: row.try_get("lease_until")?,

@@ -8,7 +8,7 @@ use crate::{NodeRow, Result};
 
 fn node(row: &SqlRow) -> Result<NodeRow> {
     Ok(NodeRow {
-        id: row.try_get("id")?,
+        id: tether_proto::NodeId::new(row.try_get::<String, _>("id")?),
         name: row.try_get("name")?,
         addr: row.try_get("addr")?,
         started_at_ms: row.try_get("started_at")?,
@@ -26,7 +26,7 @@ impl Db {
              name = excluded.name, addr = excluded.addr, started_at = excluded.started_at, \
              heartbeat_at = excluded.heartbeat_at, lease_until = excluded.lease_until",
         )
-        .bind(&n.id)
+        .bind(n.id.as_str())
         .bind(&n.name)
         .bind(&n.addr)
         .bind(n.started_at_ms)

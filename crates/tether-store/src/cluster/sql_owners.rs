@@ -15,7 +15,7 @@ const OWNER: &str = "SELECT o.conversation_id, o.node_id, o.epoch, o.claimed_at,
 fn owner(row: &SqlRow) -> Result<OwnerRow> {
     Ok(OwnerRow {
         conversation_id: ConversationId::from(row.try_get::<String, _>("conversation_id")?),
-        node_id: row.try_get("node_id")?,
+        node_id: tether_proto::NodeId::new(row.try_get::<String, _>("node_id")?),
         epoch: row.try_get("epoch")?,
         claimed_at_ms: row.try_get("claimed_at")?,
         lease_until_ms: row.try_get("lease_until")?,
