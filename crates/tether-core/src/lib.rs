@@ -9,6 +9,7 @@
 //! here has a `code()` giving its stable wire code.
 
 pub mod approval;
+pub mod authz;
 pub mod binding;
 pub mod clock;
 pub mod command;
@@ -25,6 +26,7 @@ pub use approval::{
     RequestKind, ResolveError, expired_notice, left_session_notice, pick_approval,
     resolve_approval, resolve_question,
 };
+pub use authz::{Action, Actor, Denied, Scopes, Target, decide, may_set_role};
 pub use binding::{
     BoundSession, Drift, Preferences, Requested, Selection, apply_overrides, explicit_new_status,
     model_choice, new_with_task_note, pending_switch, select_session,

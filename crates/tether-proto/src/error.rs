@@ -18,6 +18,9 @@ pub enum ErrorCode {
     PayloadTooLarge,
     /// Missing or wrong bearer token.
     Unauthorized,
+    /// Signed in, but the person's role or the token's scopes do not allow this (a
+    /// conversation they may not see is `not_found` instead).
+    Forbidden,
     /// The `Host` header names a host tether does not answer (DNS-rebinding defence).
     HostNotAllowed,
     /// No such resource.
@@ -150,6 +153,7 @@ impl ErrorCode {
             ErrorCode::InvalidParams => "invalid_params",
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::Forbidden => "forbidden",
             ErrorCode::HostNotAllowed => "host_not_allowed",
             ErrorCode::NotFound => "not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
@@ -221,6 +225,7 @@ impl ErrorCode {
             | ErrorCode::InvalidWorkingDir
             | ErrorCode::AttachmentBadName => 400,
             ErrorCode::Unauthorized => 401,
+            ErrorCode::Forbidden => 403,
             ErrorCode::HostNotAllowed | ErrorCode::FileRefused => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,

@@ -186,6 +186,10 @@ string_id!(
     /// A command forwarded from one node to another through the store.
     CommandId
 );
+string_id!(
+    /// A person of the team (issue 28): the owner of conversations and tokens.
+    PersonId
+);
 
 impl TaskId {
     /// The child's `delegate` conversation: a task's id is that conversation's id.

@@ -156,3 +156,43 @@ wire_enum!(
         Command => "command",
     }
 );
+
+wire_enum!(
+    /// A person's role (issue 28): what they may do is `tether_core::authz`'s table.
+    Role {
+        /// Everything, including making admins and owners.
+        Owner => "owner",
+        /// Manages people (members and viewers), tokens, pairing and the audit log; sees
+        /// every conversation.
+        Admin => "admin",
+        /// Starts conversations, writes in their own and the team's, answers their
+        /// approvals.
+        Member => "member",
+        /// Reads the team's conversations; writes nothing.
+        Viewer => "viewer",
+    }
+);
+
+wire_enum!(
+    /// What a personal API token may be used for (a sign-in session may do all four).
+    TokenScope {
+        /// Reading conversations, events, attachments, lists.
+        Read => "read",
+        /// Starting and steering conversations: messages, settings, stop, archive.
+        Write => "write",
+        /// Deciding approvals and answering questions.
+        Approve => "approve",
+        /// Administration: people, roles, tokens, pairing, links, the audit log.
+        Admin => "admin",
+    }
+);
+
+wire_enum!(
+    /// Who sees a conversation besides its owner.
+    Visibility {
+        /// The owner and the admins.
+        Private => "private",
+        /// Everyone on the team reads it; members write in it.
+        Team => "team",
+    }
+);

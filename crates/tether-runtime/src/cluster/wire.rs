@@ -71,6 +71,7 @@ pub(crate) fn rebuild(code: ErrorCode, message: String, known: Known<'_>) -> Run
         | ErrorCode::InvalidParams
         | ErrorCode::PayloadTooLarge
         | ErrorCode::Unauthorized
+        | ErrorCode::Forbidden
         | ErrorCode::HostNotAllowed
         | ErrorCode::NotFound
         | ErrorCode::MethodNotAllowed
