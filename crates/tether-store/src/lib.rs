@@ -21,6 +21,7 @@ mod cluster;
 mod conversations;
 mod delegation;
 mod events;
+mod people;
 mod recovery;
 mod requests;
 mod rules;
@@ -52,6 +53,7 @@ pub use delegation::{
 };
 pub use events::append::AppendStats;
 pub use events::feed::{Batch, Follower, Scope};
+pub use people::{NewPerson, NewToken, PersonRow, TokenRow};
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use requests::{NewApproval, NewQuestion};
 
@@ -100,6 +102,13 @@ pub enum StoreError {
         conversation_id: ConversationId,
         epoch: i64,
     },
+    /// A row that must be unique exists already (a person's id or email); nothing was
+    /// stored.
+    #[error("that {what} exists already")]
+    Duplicate { what: &'static str },
+    /// The change would leave no enabled owner; nothing was changed.
+    #[error("the team must keep at least one enabled owner")]
+    LastOwner,
 }
 
 impl StoreError {
@@ -118,7 +127,9 @@ impl StoreError {
             | StoreError::AppendAbandoned
             | StoreError::ChildrenCap { .. }
             | StoreError::LedgerTaken { .. }
-            | StoreError::Fenced { .. } => false,
+            | StoreError::Fenced { .. }
+            | StoreError::Duplicate { .. }
+            | StoreError::LastOwner => false,
         }
     }
 }

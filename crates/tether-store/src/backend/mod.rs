@@ -52,6 +52,8 @@ macro_rules! backend_modules {
         mod owners;
         #[path = "../conversations/sql_pages.rs"]
         mod pages;
+        #[path = "../people/sql.rs"]
+        mod people;
         #[path = "../recovery/sql.rs"]
         mod recovery;
         #[path = "../requests/sql.rs"]

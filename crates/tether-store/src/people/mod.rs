@@ -1,0 +1,68 @@
+//! People and their personal API tokens (issue 28; migration 0018 / PostgreSQL 0010).
+//! A person has a role; a token belongs to one person, carries scopes, may expire and
+//! is revocable. Only the SHA-256 of a token's secret is stored: the secret is shown
+//! once, when the token is made, and a request's token is found by its hash
+//! (`sql.rs`). The store keeps at least one enabled owner.
+
+use tether_proto::{PersonId, Role, TokenScope};
+
+/// A person of the team.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PersonRow {
+    pub id: PersonId,
+    pub name: String,
+    pub email: Option<String>,
+    pub role: Role,
+    pub disabled: bool,
+    pub created_at_ms: i64,
+    pub last_seen_at_ms: Option<i64>,
+}
+
+/// A person to add.
+#[derive(Debug, Clone)]
+pub struct NewPerson {
+    pub id: PersonId,
+    pub name: String,
+    pub email: Option<String>,
+    pub role: Role,
+}
+
+/// A personal API token, as listed (never its secret).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRow {
+    pub id: String,
+    pub person_id: PersonId,
+    pub name: String,
+    pub scopes: Vec<TokenScope>,
+    pub created_at_ms: i64,
+    pub expires_at_ms: Option<i64>,
+    pub revoked_at_ms: Option<i64>,
+    pub last_used_at_ms: Option<i64>,
+}
+
+impl TokenRow {
+    /// Whether it admits a request at `now_ms`: not revoked, not expired.
+    pub fn usable(&self, now_ms: i64) -> bool {
+        self.revoked_at_ms.is_none() && self.expires_at_ms.is_none_or(|at| now_ms < at)
+    }
+}
+
+/// A token to store: its secret's hash, never the secret.
+#[derive(Debug, Clone)]
+pub struct NewToken {
+    pub id: String,
+    pub person_id: PersonId,
+    pub name: String,
+    pub hash: String,
+    pub scopes: Vec<TokenScope>,
+    pub expires_at_ms: Option<i64>,
+}
+
+/// The scopes as stored: their names, comma-separated.
+pub(crate) fn scopes_text(scopes: &[TokenScope]) -> String {
+    scopes
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+}

@@ -1,0 +1,145 @@
+//! People and personal tokens (issue 28), on both backends (see `support`): the bootstrap
+//! owner, roles that always keep an enabled owner, tokens found by their hash only,
+//! revoked and expired tokens unusable, last use recorded.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use tether_proto::*;
+use tether_store::*;
+
+#[macro_use]
+mod support;
+use support::Backend;
+
+fn new_person(id: &str, email: Option<&str>, role: Role) -> NewPerson {
+    NewPerson {
+        id: PersonId::new(id),
+        name: id.to_uppercase(),
+        email: email.map(str::to_owned),
+        role,
+    }
+}
+
+async fn the_first_owner_is_made_once_and_the_last_owner_stays(b: Backend) {
+    let (_d, store) = support::open(b).await;
+    let owner = store
+        .ensure_owner(&PersonId::new("p-owner"), "Owner")
+        .await
+        .unwrap();
+    assert_eq!((owner.role, owner.disabled), (Role::Owner, false));
+    // A second start finds the same owner, whatever id it would have made.
+    let again = store
+        .ensure_owner(&PersonId::new("p-other"), "X")
+        .await
+        .unwrap();
+    assert_eq!(again.id, owner.id);
+    assert_eq!(store.list_people().await.unwrap().len(), 1);
+
+    // The only owner cannot be demoted or disabled.
+    for (role, disabled) in [(Role::Admin, false), (Role::Owner, true)] {
+        let err = store
+            .set_person_access(&owner.id, role, disabled)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::LastOwner), "{err}");
+    }
+    let ann = store
+        .add_person(&new_person("p-ann", Some("ann@example.com"), Role::Member))
+        .await
+        .unwrap();
+    let dup = store
+        .add_person(&new_person("p-ann2", Some("ann@example.com"), Role::Viewer))
+        .await
+        .unwrap_err();
+    assert!(matches!(dup, StoreError::Duplicate { .. }), "{dup}");
+    // With a second owner, the first may step down.
+    store
+        .set_person_access(&ann.id, Role::Owner, false)
+        .await
+        .unwrap();
+    let down = store
+        .set_person_access(&owner.id, Role::Member, false)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(down.role, Role::Member);
+    assert!(
+        store
+            .set_person_access(&PersonId::new("nobody"), Role::Viewer, false)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+async fn tokens_are_found_by_hash_and_stop_when_revoked_or_expired(b: Backend) {
+    let (_d, store) = support::open(b).await;
+    let me = store
+        .ensure_owner(&PersonId::new("p-me"), "Me")
+        .await
+        .unwrap();
+    let t = store
+        .add_token(&NewToken {
+            id: "tok-1".into(),
+            person_id: me.id.clone(),
+            name: "laptop".into(),
+            hash: "h1".into(),
+            scopes: vec![TokenScope::Read, TokenScope::Approve],
+            expires_at_ms: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(t.scopes, [TokenScope::Read, TokenScope::Approve]);
+    let (found, person) = store.token_by_hash("h1").await.unwrap().unwrap();
+    assert_eq!((found.id.as_str(), person.id.as_str()), ("tok-1", "p-me"));
+    assert!(found.usable(found.created_at_ms + 1));
+    assert!(store.token_by_hash("h2").await.unwrap().is_none());
+
+    store.touch_token("tok-1", &me.id, 60_000).await.unwrap();
+    let (used, person) = store.token_by_hash("h1").await.unwrap().unwrap();
+    assert!(used.last_used_at_ms.is_some() && person.last_seen_at_ms.is_some());
+
+    // Someone else's revoke does not reach it; the owner's does, once.
+    assert!(
+        !store
+            .revoke_token("tok-1", Some(&PersonId::new("q")))
+            .await
+            .unwrap()
+    );
+    assert!(store.revoke_token("tok-1", Some(&me.id)).await.unwrap());
+    assert!(!store.revoke_token("tok-1", None).await.unwrap());
+    let (revoked, _) = store.token_by_hash("h1").await.unwrap().unwrap();
+    assert!(!revoked.usable(revoked.created_at_ms + 1));
+
+    let expiring = store
+        .add_token(&NewToken {
+            id: "tok-2".into(),
+            person_id: me.id.clone(),
+            name: "ci".into(),
+            hash: "h2".into(),
+            scopes: vec![TokenScope::Read],
+            expires_at_ms: Some(1_000),
+        })
+        .await
+        .unwrap();
+    assert!(expiring.usable(999) && !expiring.usable(1_000));
+    let listed: Vec<_> = store
+        .list_tokens(Some(&me.id))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert!(
+        store
+            .list_tokens(Some(&PersonId::new("q")))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+contract!(
+    the_first_owner_is_made_once_and_the_last_owner_stays,
+    tokens_are_found_by_hash_and_stop_when_revoked_or_expired,
+);
