@@ -140,13 +140,14 @@ async fn a_message_sent_to_the_other_node_runs_on_the_owner() {
 #[tokio::test]
 async fn when_the_owners_lease_runs_out_on_the_clock_the_other_node_takes_over() {
     let (db, _tmp, clock, mut a, mut b) = two_nodes().await;
-    // a registers once and never renews: its lease ends when the clock passes it. b keeps
-    // its own lease (its heartbeat renews on the same clock).
+    // a registers once, with a lease of 1 s, and never renews: its lease ends when the
+    // clock passes it. b's lease (10 s, renewed by its heartbeat on the same clock) holds
+    // throughout, so a's own sweep never sees b gone and takes nothing back.
     register_once(
         &db.url,
         "a",
         tether_runtime::Clock::now_ms(clock.as_ref()),
-        10_000,
+        1_000,
     )
     .await;
     let _mb = within("join b", b.rt.join_cluster("127.0.0.1:2".into()))
@@ -166,7 +167,7 @@ async fn when_the_owners_lease_runs_out_on_the_clock_the_other_node_takes_over()
     .await;
 
     // Past a's lease: b's sweep takes the conversation over.
-    clock.advance(11_000);
+    clock.advance(2_000);
     within("b takes over", async {
         loop {
             let view = b.rt.cluster_view().await.unwrap();
