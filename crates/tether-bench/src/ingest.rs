@@ -7,7 +7,7 @@
 //! The bench counts the deltas each subscriber receives, then (daemon stopped) counts the
 //! persisted ones in the database; both must equal the streamed total. Rate = delivered
 //! deltas / wall time from the first message sent to the last turn's end; the daemon's CPU
-//! time gives tether's cost per event. Store only: `Store::append_events` of tether-store's
+//! time gives tether's cost per event. Store only: `Events::append_events` of tether-store's
 //! public API, one event per call and in batches, on a fresh database.
 
 use std::path::Path;

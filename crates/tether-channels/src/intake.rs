@@ -2,7 +2,7 @@
 //!
 //! A delivery (a Telegram update, a Slack event, a Discord message, a Feishu event) is
 //! recorded with its dedupe key and its payload in one transaction
-//! (`Store::accept_inbound`) before its transport is answered; a repeat is dropped there,
+//! (`Channels::accept_inbound`) before its transport is answered; a repeat is dropped there,
 //! before any work. It is then routed: to its chat's lane (`lanes`: in arrival order
 //! within a chat, chats in parallel), at once (a button press whose answer is awaited),
 //! or nowhere. Once handled (the runtime has the message: its turn id comes from the

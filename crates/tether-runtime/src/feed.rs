@@ -1,5 +1,5 @@
 //! The one way to read events live: [`Runtime::follow`] (architecture.md §5). The feed
-//! itself is the store's (`tether_store::Store::follow`): events are published there at
+//! itself is the store's (`tether_store::Events::follow`): events are published there at
 //! commit, in commit order, to the followers of their conversation.
 
 use tether_store::{Follower, Scope};

@@ -1,4 +1,4 @@
-//! The event feed (`Store::follow`): commit order per conversation, scopes, resume
+//! The event feed (`Events::follow`): commit order per conversation, scopes, resume
 //! points, recovery after lagging, and topics that go with their last follower.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
