@@ -27,20 +27,6 @@ where
 {
 }
 
-/// `f(&receiver, Option<&id>)`.
-fn takes_opt<R: 'static, A: 'static, F, Fut>(_: F)
-where
-    F: FnOnce(&'static R, Option<&'static A>) -> Fut,
-{
-}
-
-/// `f(&receiver, &id, b)`.
-fn takes_2<R: 'static, A: 'static, B, F, Fut>(_: F)
-where
-    F: FnOnce(&'static R, &'static A, B) -> Fut,
-{
-}
-
 /// `f(&receiver, &id, b, c)`.
 fn takes_3<R: 'static, A: 'static, B, C, F, Fut>(_: F)
 where
