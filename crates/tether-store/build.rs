@@ -4,20 +4,26 @@
 //!   must rebuild this crate (sqlx's documented build script).
 //! - Each public store method is declared once, as an async method of the backend's `Db`
 //!   in one of the SQL files compiled per backend (the list in `src/backend/mod.rs`).
-//!   This writes the `Store` method that runs it on the backend the store was opened on
+//!   This writes the method that runs it on the backend the store was opened on
 //!   (`$OUT_DIR/store_forwarders.rs`, included by `src/backend/mod.rs`): same name,
 //!   arguments, return type, documentation and visibility (`pub` or `pub(crate)`; a
 //!   `pub(super)` or private method is the backend's own). The compiler then checks the
 //!   forwarder against both backends.
+//! - The folder of the SQL file decides where the method lands: a file of a concept
+//!   folder (`../events/sql.rs`) puts it on that concept's handle (`Events`, reached by
+//!   `store.events()`), a file of `backend/` itself on `Store`. The handles and their
+//!   accessors are written here too (`$OUT_DIR/store_handles.rs`, included by
+//!   `src/handles.rs`): one per concept folder the list names.
 
+use std::collections::BTreeSet;
 use std::error::Error;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use quote::{ToTokens, format_ident, quote};
 
-/// `Db` methods whose `Store` side is written by hand (`src/cluster/tail.rs`: a claim
-/// first syncs the tail), so no forwarder is written for them.
+/// `Db` methods whose store side is written by hand (`src/cluster/tail.rs`, on the
+/// `Cluster` handle: a claim first syncs the tail), so no forwarder is written for them.
 const BY_HAND: &[&str] = &["claim_conversation", "take_over_conversation"];
 
 /// The file that lists the SQL files compiled per backend.
@@ -29,6 +35,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?);
     let list = root.join(MODULE_LIST);
     let mut out = String::from("// Written by build.rs from the files `backend_modules!` lists.\n");
+    let mut concepts = BTreeSet::new();
     let mut by_hand_seen = Vec::new();
     for (path, module) in module_list(&std::fs::read_to_string(&list)?)? {
         let file = list
@@ -40,7 +47,12 @@ fn main() -> Result<(), Box<dyn Error>> {
             .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
         let parsed = syn::parse_file(&source)
             .map_err(|e| format!("cannot parse {}: {e}", file.display()))?;
-        let forwarders = forwarders(&parsed, &mut by_hand_seen, &file)?;
+        let concept = concept_of(&path)?;
+        if let Some(c) = &concept {
+            concepts.insert(c.clone());
+        }
+        let target = Target::of(concept.as_deref());
+        let forwarders = forwarders(&parsed, &target, &mut by_hand_seen, &file)?;
         if forwarders.is_empty() {
             continue;
         }
@@ -51,13 +63,14 @@ fn main() -> Result<(), Box<dyn Error>> {
         });
         let name = format_ident!("forward_{}", module);
         let doc = format!("The store methods of `{path}`.");
+        let self_ty = &target.self_ty;
         let tokens = quote! {
             #[doc = #doc]
             #[allow(unused_imports)]
             mod #name {
                 #(#uses)*
                 use super::{Backend, UNBOUNDED};
-                impl crate::Store {
+                impl #self_ty {
                     #(#forwarders)*
                 }
             }
@@ -69,9 +82,104 @@ fn main() -> Result<(), Box<dyn Error>> {
             return Err(format!("BY_HAND names {name}, which no listed file declares").into());
         }
     }
-    let dest = PathBuf::from(std::env::var("OUT_DIR")?).join("store_forwarders.rs");
-    std::fs::write(dest, out)?;
+    let dir = PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(dir.join("store_forwarders.rs"), out)?;
+    std::fs::write(dir.join("store_handles.rs"), handles(&concepts)?)?;
     Ok(())
+}
+
+/// The concept folder of a listed path (`../events/sql.rs`: `events`), or `None` for a
+/// file of `backend/` itself.
+fn concept_of(path: &str) -> Result<Option<String>, Box<dyn Error>> {
+    let Some(rest) = path.strip_prefix("../") else {
+        return Ok(None);
+    };
+    let (folder, _) = rest
+        .split_once('/')
+        .ok_or_else(|| format!("{path}: a listed file outside a concept folder"))?;
+    let ok = folder.starts_with(|c: char| c.is_ascii_lowercase())
+        && folder
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if !ok {
+        return Err(format!("{path}: the folder {folder:?} is not a concept's name").into());
+    }
+    Ok(Some(folder.to_string()))
+}
+
+/// The handle type of a concept: `events` → `Events`, `view_parts` → `ViewParts`.
+fn handle_ident(concept: &str) -> proc_macro2::Ident {
+    let name: String = concept
+        .split('_')
+        .map(|part| {
+            let mut chars = part.chars();
+            chars.next().map_or(String::new(), |first| {
+                first.to_ascii_uppercase().to_string() + chars.as_str()
+            })
+        })
+        .collect();
+    format_ident!("{}", name)
+}
+
+/// Where the forwarders of one file go: the concept's handle or `Store`.
+struct Target {
+    /// The type of the `impl` block.
+    self_ty: proc_macro2::TokenStream,
+    /// The receiver of the forwarders (`self` on a handle, which is `Copy`).
+    receiver: proc_macro2::TokenStream,
+    /// The expression that is the `Store` inside a forwarder.
+    store: proc_macro2::TokenStream,
+}
+
+impl Target {
+    fn of(concept: Option<&str>) -> Target {
+        match concept {
+            Some(c) => {
+                let handle = handle_ident(c);
+                Target {
+                    self_ty: quote!(crate::#handle<'_>),
+                    receiver: quote!(self),
+                    store: quote!(self.store),
+                }
+            }
+            None => Target {
+                self_ty: quote!(crate::Store),
+                receiver: quote!(&self),
+                store: quote!(self),
+            },
+        }
+    }
+}
+
+/// The handle types, one per concept folder, and their accessors on `Store`.
+fn handles(concepts: &BTreeSet<String>) -> Result<String, Box<dyn Error>> {
+    let mut out = String::from("// Written by build.rs: one handle per concept folder.\n");
+    for concept in concepts {
+        let handle = handle_ident(concept);
+        let accessor = format_ident!("{}", concept);
+        let doc = format!(
+            "The store's `{concept}` calls (the SQL of `src/{concept}/`): \
+             `store.{concept}().…`. A borrowed view of the [`Store`](crate::Store), free to \
+             copy."
+        );
+        let accessor_doc = format!("The `{concept}` calls of this store (see [`{handle}`]).");
+        let tokens = quote! {
+            #[doc = #doc]
+            #[derive(Debug, Clone, Copy)]
+            pub struct #handle<'a> {
+                pub(crate) store: &'a crate::Store,
+            }
+
+            impl crate::Store {
+                #[doc = #accessor_doc]
+                pub fn #accessor(&self) -> #handle<'_> {
+                    #handle { store: self }
+                }
+            }
+        };
+        writeln!(out, "{tokens}")?;
+    }
+    Ok(out)
 }
 
 /// The `(path, module)` pairs of `#[path = "…"] mod …;` in the module list.
@@ -110,6 +218,7 @@ fn starts_with_super(tree: &syn::UseTree) -> bool {
 /// The forwarders of the `impl Db` blocks of one file.
 fn forwarders(
     file: &syn::File,
+    target: &Target,
     by_hand_seen: &mut Vec<&'static str>,
     path: &Path,
 ) -> Result<Vec<proc_macro2::TokenStream>, Box<dyn Error>> {
@@ -133,7 +242,7 @@ fn forwarders(
                 continue;
             }
             if let Some(fwd) =
-                forwarder(f).map_err(|e| format!("{}: {name}: {e}", path.display()))?
+                forwarder(f, target).map_err(|e| format!("{}: {name}: {e}", path.display()))?
             {
                 out.push(fwd);
             }
@@ -142,9 +251,12 @@ fn forwarders(
     Ok(out)
 }
 
-/// The `Store` method of one `Db` method, or `None` for the backend's own methods (not
+/// The store method of one `Db` method, or `None` for the backend's own methods (not
 /// `pub` or `pub(crate)`, or not async).
-fn forwarder(f: &syn::ImplItemFn) -> Result<Option<proc_macro2::TokenStream>, String> {
+fn forwarder(
+    f: &syn::ImplItemFn,
+    target: &Target,
+) -> Result<Option<proc_macro2::TokenStream>, String> {
     let vis = match &f.vis {
         syn::Visibility::Public(_) => quote!(pub),
         syn::Visibility::Restricted(r) if r.path.is_ident("crate") => quote!(pub(crate)),
@@ -183,11 +295,13 @@ fn forwarder(f: &syn::ImplItemFn) -> Result<Option<proc_macro2::TokenStream>, St
     let ident = &sig.ident;
     let output = &sig.output;
     let name = ident.to_string();
+    let receiver = &target.receiver;
+    let store = &target.store;
     Ok(Some(quote! {
         #(#attrs)*
-        #vis async fn #ident(&self, #(#params),*) #output {
-            self.count_call();
-            match self.backend() {
+        #vis async fn #ident(#receiver, #(#params),*) #output {
+            #store.count_call();
+            match #store.backend() {
                 Backend::Sqlite(db) => db.#ident(#(#names),*).await,
                 Backend::Postgres(db) if UNBOUNDED.contains(&#name) => {
                     db.#ident(#(#names),*).await

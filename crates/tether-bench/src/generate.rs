@@ -344,6 +344,7 @@ mod tests {
         let store = tether_store::Store::open(dir.path()).await?;
         assert!(store.integrity_check().await?);
         let conv = store
+            .conversations()
             .get_conversation(&id('c', 250).into())
             .await?
             .expect("conversation");
@@ -351,7 +352,10 @@ mod tests {
             conv.bound_session_id.as_deref(),
             Some(id('s', 250).as_str())
         );
-        let events = store.session_events(&id('s', 250).into(), 0, 100).await?;
+        let events = store
+            .events()
+            .session_events(&id('s', 250).into(), 0, 100)
+            .await?;
         assert_eq!(events.len(), 10);
         assert_eq!(events.last().map(|e| e.seq), Some(10));
         let kinds: Vec<&str> = events.iter().map(|e| e.payload.kind()).collect();
@@ -371,18 +375,27 @@ mod tests {
             ]
         );
         // A conversation caught mid-turn: its last event is a delta.
-        let events = store.session_events(&id('s', 7).into(), 0, 100).await?;
+        let events = store
+            .events()
+            .session_events(&id('s', 7).into(), 0, 100)
+            .await?;
         assert_eq!(
             events.last().map(|e| e.payload.kind()),
             Some("message_delta")
         );
-        let open = store.open_turns(&id('c', 0).into()).await?;
+        let open = store.conversations().open_turns(&id('c', 0).into()).await?;
         assert_eq!(open.len(), 1);
-        let report = store.recover(|_| "restarted".to_string()).await?;
+        let report = store
+            .recovery()
+            .recover(|_| "restarted".to_string())
+            .await?;
         assert_eq!(report.sessions_made_dormant, OPEN_TURNS);
         assert_eq!(report.conversations.len(), OPEN_TURNS);
         // The appended events (interrupted, notice) continue the seq without a clash.
-        let events = store.session_events(&id('s', 150).into(), 0, 100).await?;
+        let events = store
+            .events()
+            .session_events(&id('s', 150).into(), 0, 100)
+            .await?;
         assert_eq!(events.len(), 10 + 2);
         Ok(())
     }
@@ -396,7 +409,10 @@ mod tests {
         let cid = long_conversation(&dir.path().join("tether.db"), 1001).await?;
         let store = tether_store::Store::open(dir.path()).await?;
         assert!(store.integrity_check().await?);
-        let events = store.session_events(&id('M', 0).into(), 0, 2000).await?;
+        let events = store
+            .events()
+            .session_events(&id('M', 0).into(), 0, 2000)
+            .await?;
         assert_eq!(events.len(), 1001);
         assert!(events.iter().all(|e| e.conversation_id == cid));
         let kinds: Vec<&str> = events.iter().map(|e| e.payload.kind()).collect();
@@ -409,7 +425,10 @@ mod tests {
             kinds.iter().filter(|k| **k == "turn_started").count(),
             1000 / LONG_TURN
         );
-        let history = store.history(&cid.as_str().into(), 0, 1000).await?;
+        let history = store
+            .events()
+            .history(&cid.as_str().into(), 0, 1000)
+            .await?;
         assert_eq!(history.len(), 2 * 1000 / LONG_TURN);
         Ok(())
     }

@@ -7,7 +7,7 @@
 //! The bench counts the deltas each subscriber receives, then (daemon stopped) counts the
 //! persisted ones in the database; both must equal the streamed total. Rate = delivered
 //! deltas / wall time from the first message sent to the last turn's end; the daemon's CPU
-//! time gives tether's cost per event. Store only: `Store::append_events` of tether-store's
+//! time gives tether's cost per event. Store only: `Events::append_events` of tether-store's
 //! public API, one event per call and in batches, on a fresh database.
 
 use std::path::Path;
@@ -168,6 +168,7 @@ async fn store_only(events: usize) -> Result<Vec<Row>> {
     let store = Store::open(dir.path()).await?;
     let conv = ConversationId::from(uuid::Uuid::new_v4().simple().to_string());
     store
+        .conversations()
         .create_conversation(
             &conv,
             ConversationKind::Chat,
@@ -186,6 +187,7 @@ async fn store_only(events: usize) -> Result<Vec<Row>> {
         cwd: "/tmp".into(),
     };
     store
+        .conversations()
         .start_session(&session, NewSessionReason::Unbound, None)
         .await?;
     let turn = TurnId::from("turn");
@@ -197,6 +199,7 @@ async fn store_only(events: usize) -> Result<Vec<Row>> {
     let t0 = Instant::now();
     for i in 0..single_n {
         store
+            .events()
             .append_events(&session.id, Some(&turn), &[delta(i)])
             .await?;
     }
@@ -205,7 +208,10 @@ async fn store_only(events: usize) -> Result<Vec<Row>> {
     let t0 = Instant::now();
     let all: Vec<EventPayload> = (0..events).map(delta).collect();
     for chunk in all.chunks(BATCH) {
-        store.append_events(&session.id, Some(&turn), chunk).await?;
+        store
+            .events()
+            .append_events(&session.id, Some(&turn), chunk)
+            .await?;
     }
     let batched = rate(events, t0.elapsed());
     // One store round trip: a point read (one statement on sqlx's SQLite worker thread).
@@ -213,7 +219,7 @@ async fn store_only(events: usize) -> Result<Vec<Row>> {
     let cpu0 = cpu_time_of(std::process::id())?;
     for _ in 0..POINT_READS {
         let t = Instant::now();
-        store.get_conversation(&conv).await?;
+        store.conversations().get_conversation(&conv).await?;
         reads.push(t.elapsed());
     }
     let read_cpu = cpu_time_of(std::process::id())?.saturating_sub(cpu0) / POINT_READS as u32;

@@ -29,7 +29,12 @@ pub(crate) async fn chat_for(
     msg: &Inbound,
     chat_key: &str,
 ) -> Result<ChannelChat, ChannelError> {
-    match core.store.channel_chat(core.name(), chat_key).await? {
+    match core
+        .store
+        .channels()
+        .channel_chat(core.name(), chat_key)
+        .await?
+    {
         Some(chat) => Ok(chat),
         None => new_conversation(core, msg, chat_key, None).await,
     }
@@ -57,12 +62,14 @@ pub(crate) async fn new_conversation(
         Some(old) => {
             core.forget_chat(&old.conversation_id);
             core.store
+                .channels()
                 .remap_channel_chat(core.name(), chat_key, &conv.id)
                 .await?
         }
         None => {
             let address = serde_json::to_string(&msg.address())?;
             core.store
+                .channels()
                 .insert_channel_chat(core.name(), chat_key, &conv.id, &address, 0)
                 .await?
         }

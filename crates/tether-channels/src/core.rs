@@ -48,6 +48,7 @@ impl Core {
         units: Units,
     ) -> Result<SharedCore, ChannelError> {
         let chats = store
+            .channels()
             .channel_chats(channel.name())
             .await?
             .into_iter()
@@ -98,7 +99,7 @@ impl Core {
     /// another node led); a known chat keeps the furthest cursor. Tells the pump when
     /// the set of chats changed.
     pub async fn reload_chats(&self) -> Result<(), ChannelError> {
-        let stored = self.store.channel_chats(self.name()).await?;
+        let stored = self.store.channels().channel_chats(self.name()).await?;
         let changed = {
             let mut chats = self.lock();
             let mut fresh: HashMap<ConversationId, ChannelChat> = HashMap::new();
@@ -168,7 +169,7 @@ impl Core {
             replace: false,
         };
         let row = self.row(chat_key, &serde_json::to_string(address)?, &item)?;
-        self.store.enqueue_outbox(&[row]).await?;
+        self.store.channels().enqueue_outbox(&[row]).await?;
         self.wake.notify_one();
         Ok(())
     }

@@ -24,7 +24,7 @@ pub(crate) async fn message(
     files: &[InFile],
 ) -> Result<Option<SendMessage>, ChannelError> {
     let turn = turn_id(core.name(), &chat.conversation_id, &msg.key);
-    if core.store.get_turn(&turn).await?.is_some() {
+    if core.store.conversations().get_turn(&turn).await?.is_some() {
         // A replay of a message that was routed already: nothing is fetched again.
         return Ok(Some(SendMessage {
             text: caption.to_owned(),

@@ -2,7 +2,7 @@
 //!
 //! A delivery (a Telegram update, a Slack event, a Discord message, a Feishu event) is
 //! recorded with its dedupe key and its payload in one transaction
-//! (`Store::accept_inbound`) before its transport is answered; a repeat is dropped there,
+//! (`Channels::accept_inbound`) before its transport is answered; a repeat is dropped there,
 //! before any work. It is then routed: to its chat's lane (`lanes`: in arrival order
 //! within a chat, chats in parallel), at once (a button press whose answer is awaited),
 //! or nowhere. Once handled (the runtime has the message: its turn id comes from the
@@ -114,6 +114,7 @@ impl<P: Platform> Shared<P> {
         if let Err(e) = self
             .core
             .store
+            .channels()
             .mark_inbound_handled(self.core.name(), key)
             .await
         {
@@ -186,6 +187,7 @@ impl<P: Platform> Intake<P> {
     pub async fn remember(&self, key: &str) -> Result<bool, StoreError> {
         self.core()
             .store
+            .channels()
             .remember_inbound(self.core().name(), key)
             .await
     }
@@ -202,6 +204,7 @@ impl<P: Platform> Intake<P> {
         match self
             .core()
             .store
+            .channels()
             .accept_inbound(channel, &key, &platform.payload(&d))
             .await
         {
@@ -229,7 +232,13 @@ impl<P: Platform> Intake<P> {
     /// order it was recorded.
     pub async fn replay(&self) {
         let channel = self.core().name();
-        let pending = match self.core().store.unhandled_inbound(channel).await {
+        let pending = match self
+            .core()
+            .store
+            .channels()
+            .unhandled_inbound(channel)
+            .await
+        {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!(channel, "cannot read unhandled {}s: {e}", P::NOUN);

@@ -78,7 +78,11 @@ async fn hold(store: Store, node: ClusterNode, name: String, start: Start) {
             );
             term = None;
         }
-        match store.claim_leader(&name, &node.id, now_ms()).await {
+        match store
+            .cluster()
+            .claim_leader(&name, &node.id, now_ms())
+            .await
+        {
             Ok(LeaderClaim::Claimed { epoch } | LeaderClaim::Held { epoch }) => {
                 confirmed = Instant::now();
                 if term.is_none() {

@@ -25,6 +25,7 @@ pub(crate) async fn run(core: SharedCore, node_id: String) {
     // leader) are void: nothing of it is sending now.
     if let Err(e) = core
         .store
+        .channels()
         .release_outbox_claims(core.name(), &node_id)
         .await
     {
@@ -39,6 +40,7 @@ pub(crate) async fn run(core: SharedCore, node_id: String) {
         let now = now_ms();
         let claimed = core
             .store
+            .channels()
             .claim_outbox(core.name(), &node_id, now, now + claim_ms, CLAIM_BATCH)
             .await;
         let delivered = match claimed {
@@ -69,7 +71,7 @@ pub(crate) async fn run(core: SharedCore, node_id: String) {
             continue;
         }
         let idle = core.tuning.idle_poll;
-        let wait = match core.store.next_outbox_due(core.name()).await {
+        let wait = match core.store.channels().next_outbox_due(core.name()).await {
             Ok(Some(at)) => Duration::from_millis((at - now_ms()).clamp(0, i64::MAX) as u64),
             _ => idle,
         }
@@ -95,10 +97,16 @@ async fn deliver(core: &SharedCore, row: OutboxRow) {
     let done = match result {
         Ok(Some(remote_id)) => {
             store
+                .channels()
                 .mark_outbox_sent(row.id, row.version, Some(&remote_id))
                 .await
         }
-        Ok(None) => store.mark_outbox_sent(row.id, row.version, None).await,
+        Ok(None) => {
+            store
+                .channels()
+                .mark_outbox_sent(row.id, row.version, None)
+                .await
+        }
         Err(Outcome::Skip(why)) => {
             tracing::info!(
                 channel = core.name(),
@@ -106,6 +114,7 @@ async fn deliver(core: &SharedCore, row: OutboxRow) {
                 "skipped: {why}"
             );
             store
+                .channels()
                 .mark_outbox_done(row.id, OutboxStatus::Skipped, &why)
                 .await
         }
@@ -116,6 +125,7 @@ async fn deliver(core: &SharedCore, row: OutboxRow) {
                 "not delivered: {why}"
             );
             store
+                .channels()
                 .mark_outbox_done(row.id, OutboxStatus::Failed, &why)
                 .await
         }
@@ -127,6 +137,7 @@ async fn deliver(core: &SharedCore, row: OutboxRow) {
                     "giving up: {reason}"
                 );
                 store
+                    .channels()
                     .mark_outbox_done(row.id, OutboxStatus::Failed, &reason)
                     .await
             } else {
@@ -138,7 +149,10 @@ async fn deliver(core: &SharedCore, row: OutboxRow) {
                     "send failed ({reason}); retrying in {wait:?}"
                 );
                 let next = now_ms() + wait.as_millis() as i64;
-                store.mark_outbox_retry(row.id, next, &reason).await
+                store
+                    .channels()
+                    .mark_outbox_retry(row.id, next, &reason)
+                    .await
             }
         }
     };
@@ -184,6 +198,7 @@ async fn attempt(core: &SharedCore, row: &OutboxRow) -> Result<Option<String>, O
             let target_key = row.target_key.as_deref().unwrap_or_default();
             let target = core
                 .store
+                .channels()
                 .outbox_row(core.name(), target_key)
                 .await
                 .map_err(|e| {

@@ -89,6 +89,7 @@ pub(crate) async fn code_for(
 ) -> Result<Option<Pairing>, ChannelError> {
     if let Some(p) = core
         .store
+        .channels()
         .pending_pairing(core.name(), &msg.sender.id)
         .await?
         && now_ms() - p.created_at_ms <= CODE_TTL_MS
@@ -96,7 +97,10 @@ pub(crate) async fn code_for(
         return Ok(Some(p));
     }
     let fresh_since = now_ms() - CODE_TTL_MS;
-    core.store.prune_pairings(core.name(), fresh_since).await?;
+    core.store
+        .channels()
+        .prune_pairings(core.name(), fresh_since)
+        .await?;
     loop {
         let p = Pairing {
             code: new_code(),
@@ -112,6 +116,7 @@ pub(crate) async fn code_for(
         };
         if core
             .store
+            .channels()
             .insert_pairing_capped(&p, fresh_since, MAX_PENDING)
             .await?
         {
@@ -125,6 +130,7 @@ pub(crate) async fn code_for(
         }
         if core
             .store
+            .channels()
             .count_pending_pairings(core.name(), fresh_since)
             .await?
             >= MAX_PENDING
@@ -144,6 +150,7 @@ pub(crate) async fn code_for(
 pub async fn approve(store: &Store, code: &str, by: &str) -> Result<PairingView, ChannelError> {
     let code = normalize(code);
     let current = store
+        .channels()
         .get_pairing(&code)
         .await?
         .ok_or_else(|| ChannelError::NotFound(format!("pairing code {code}")))?;
@@ -162,6 +169,7 @@ pub async fn approve(store: &Store, code: &str, by: &str) -> Result<PairingView,
         "✅ You are paired: send a message or /new <task> to start.",
     ))?;
     let approved = store
+        .channels()
         .approve_pairing(&code, by, |p| NewOutbox {
             channel: p.channel.clone(),
             chat_key: p.chat_key.clone(),
@@ -181,6 +189,7 @@ pub async fn approve(store: &Store, code: &str, by: &str) -> Result<PairingView,
 pub async fn list(store: &Store, all: bool) -> Result<Vec<PairingView>, ChannelError> {
     let status = (!all).then_some("pending");
     Ok(store
+        .channels()
         .list_pairings(status)
         .await?
         .into_iter()

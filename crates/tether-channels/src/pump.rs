@@ -133,7 +133,7 @@ async fn handle(
         progress.observe(&chat.chat_key, ev);
         let approval = match &ev.payload {
             EventPayload::ApprovalResolved { approval_id, .. } => {
-                core.store.get_approval(approval_id).await?
+                core.store.requests().get_approval(approval_id).await?
             }
             _ => None,
         };
@@ -142,6 +142,7 @@ async fn handle(
         }
     }
     core.store
+        .channels()
         .advance_channel_chat(core.name(), &chat.chat_key, last, &rows)
         .await?;
     core.set_cursor(&chat.conversation_id, last);
@@ -168,6 +169,7 @@ async fn flush_progress(core: &SharedCore, progress: &mut Progress) {
         let written = match core.row(&chat.chat_key, &chat.address, &item) {
             Ok(row) => core
                 .store
+                .channels()
                 .enqueue_outbox(&[row])
                 .await
                 .map_err(ChannelError::from),

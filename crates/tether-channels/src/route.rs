@@ -110,6 +110,7 @@ pub(crate) async fn allowed(core: &SharedCore, user_id: &str) -> Result<bool, Ch
     Ok(core.allowed_users.contains(user_id)
         || core
             .store
+            .channels()
             .channel_user_allowed(core.name(), user_id)
             .await?)
 }
@@ -200,7 +201,7 @@ async fn decide(
     decision: Decision,
     by: &str,
 ) -> Result<String, ChannelError> {
-    let Some(approval) = core.store.get_approval(approval_id).await? else {
+    let Some(approval) = core.store.requests().get_approval(approval_id).await? else {
         return Ok("This approval is unknown here.".to_string());
     };
     // The approval's conversation must be the one this message's lane maps to: the
@@ -231,7 +232,7 @@ async fn decide(
             a.title
         )),
         Err(RuntimeError::Resolve(_)) => {
-            let now = core.store.get_approval(approval_id).await?;
+            let now = core.store.requests().get_approval(approval_id).await?;
             let status = now.map_or(approval.status, |a| a.status);
             Ok(format!(
                 "Approval {} is no longer pending ({}).",

@@ -23,6 +23,7 @@ pub(crate) async fn run(core: SharedCore) {
         let keep_ms = i64::try_from(DEDUPE_KEEP.as_millis()).unwrap_or(i64::MAX);
         match core
             .store
+            .channels()
             .prune_inbound(core.name(), now_ms() - keep_ms)
             .await
         {
@@ -32,6 +33,7 @@ pub(crate) async fn run(core: SharedCore) {
         }
         if let Err(e) = core
             .store
+            .channels()
             .prune_pairings(core.name(), now_ms() - CODE_TTL_MS)
             .await
         {

@@ -12,13 +12,25 @@ impl Conversations<'_> {
         &self,
         status: Option<ApprovalStatus>,
     ) -> Result<Vec<Approval>> {
-        Ok(self.rt.ctx().store.list_approvals(status, None).await?)
+        Ok(self
+            .rt
+            .ctx()
+            .store
+            .requests()
+            .list_approvals(status, None)
+            .await?)
     }
 
     pub(crate) async fn list_questions(
         &self,
         status: Option<QuestionStatus>,
     ) -> Result<Vec<Question>> {
-        Ok(self.rt.ctx().store.list_questions(status, None).await?)
+        Ok(self
+            .rt
+            .ctx()
+            .store
+            .requests()
+            .list_questions(status, None)
+            .await?)
     }
 }

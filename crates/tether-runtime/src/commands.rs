@@ -30,6 +30,7 @@ impl Router<'_> {
         self.rt
             .ctx()
             .store
+            .conversations()
             .set_preferences(&conv.id, &next.agent, next.model.as_deref())
             .await?;
         Ok(Preferences {
@@ -47,6 +48,7 @@ impl Router<'_> {
             .rt
             .ctx()
             .store
+            .conversations()
             .get_session(sid)
             .await?
             .map(|s| BoundSession {
@@ -115,6 +117,7 @@ impl Router<'_> {
                     (None, None) => format!("the next message starts a new {agent_name} session"),
                 };
                 if let Some(prev) = store
+                    .conversations()
                     .unbind(&conv.id, &note, Some(NewSessionReason::Explicit))
                     .await?
                 {
@@ -132,7 +135,7 @@ impl Router<'_> {
             }
             Command::Detach => {
                 let note = "detached: the next message starts a new session";
-                if let Some(prev) = store.unbind(&conv.id, note, None).await? {
+                if let Some(prev) = store.conversations().unbind(&conv.id, note, None).await? {
                     self.leave_session(&conv.id, &prev).await?;
                 }
                 return Ok(reply(MessageOutcomeKind::Command, note));
@@ -158,6 +161,7 @@ impl Router<'_> {
                     model: model_choice(&name).map(str::to_string),
                 };
                 store
+                    .conversations()
                     .set_preferences(&conv.id, &prefs.agent, prefs.model.as_deref())
                     .await?;
                 let shown = prefs.model.as_deref().unwrap_or("the agent's default");
@@ -170,6 +174,7 @@ impl Router<'_> {
             Command::File { path } => return self.rt.attachments().share_file(&conv, &path).await,
         };
         store
+            .events()
             .add_message(&conv.id, MessageRole::Command, &text, None, None)
             .await?;
         Ok(reply(MessageOutcomeKind::Command, text))
@@ -188,6 +193,7 @@ impl Router<'_> {
             .rt
             .ctx()
             .store
+            .requests()
             .list_approvals(None, Some(&conv.id))
             .await?;
         let (pending, resolved): (Vec<_>, Vec<_>) = all.into_iter().partition(|a| {

@@ -62,6 +62,7 @@ impl Conversations<'_> {
             .rt
             .ctx()
             .store
+            .conversations()
             .create_conversation(
                 &id,
                 ConversationKind::Chat,
@@ -83,6 +84,7 @@ impl Conversations<'_> {
             .rt
             .ctx()
             .store
+            .conversations()
             .list_conversations(include_archived)
             .await?;
         self.views(rows).await
@@ -100,6 +102,7 @@ impl Conversations<'_> {
         self.rt
             .ctx()
             .store
+            .conversations()
             .get_conversation(id)
             .await?
             .ok_or_else(|| RuntimeError::NotFound {
@@ -123,6 +126,7 @@ impl Conversations<'_> {
         self.rt
             .ctx()
             .store
+            .conversations()
             .update_conversation(id, title.as_deref(), req.archived)
             .await?;
         if req.archived == Some(true) {
@@ -157,6 +161,7 @@ impl Conversations<'_> {
             .rt
             .ctx()
             .store
+            .events()
             .history(id, after_id.unwrap_or(0), limit.clamp(1, 1000))
             .await?;
         self.rt.attachments().with_attachments(page).await
@@ -174,6 +179,7 @@ impl Conversations<'_> {
             .rt
             .ctx()
             .store
+            .events()
             .conversation_events(id, after_id, limit.clamp(1, 1000))
             .await?)
     }
@@ -182,6 +188,7 @@ impl Conversations<'_> {
         self.rt
             .ctx()
             .store
+            .conversations()
             .get_session(id)
             .await?
             .ok_or_else(|| RuntimeError::NotFound {
@@ -192,7 +199,13 @@ impl Conversations<'_> {
 
     pub(crate) async fn session_turns(&self, id: &SessionId) -> Result<Vec<Turn>> {
         self.get_session(id).await?;
-        Ok(self.rt.ctx().store.session_turns(id).await?)
+        Ok(self
+            .rt
+            .ctx()
+            .store
+            .conversations()
+            .session_turns(id)
+            .await?)
     }
 
     pub(crate) async fn session_events(
@@ -206,6 +219,7 @@ impl Conversations<'_> {
             .rt
             .ctx()
             .store
+            .events()
             .session_events(id, after_seq, limit.clamp(1, 1000))
             .await?;
         let next_after_seq = events.last().map(|e| e.seq);

@@ -1,5 +1,5 @@
 //! Shared context of the runtime: the store (which also publishes events to their
-//! followers, see `tether_store::Store::follow`), the configuration, the agent drivers
+//! followers, see `tether_store::Events::follow`), the configuration, the agent drivers
 //! and the clock (the last two given, see `seams`).
 
 use std::sync::Arc;

@@ -47,10 +47,12 @@ impl Dispatch<'_> {
         let store = &self.rt.ctx().store;
         Ok(match cmd {
             Command::AnswerApproval { approval_id, .. } => store
+                .requests()
                 .get_approval(approval_id)
                 .await?
                 .map(|a| a.conversation_id),
             Command::AnswerQuestion { question_id, .. } => store
+                .requests()
                 .get_question(question_id)
                 .await?
                 .map(|q| q.conversation_id),
@@ -110,7 +112,13 @@ impl Dispatch<'_> {
                 decision,
             } => {
                 // The actor that waits for it runs here (this node owns the conversation).
-                let approval = self.rt.ctx().store.get_approval(&approval_id).await?;
+                let approval = self
+                    .rt
+                    .ctx()
+                    .store
+                    .requests()
+                    .get_approval(&approval_id)
+                    .await?;
                 let actor = approval.and_then(|a| self.rt.router().existing_actor(&a.session_id));
                 answers::answer_approval(
                     self.rt.ctx(),
@@ -126,7 +134,13 @@ impl Dispatch<'_> {
                 question_id,
                 answer,
             } => {
-                let question = self.rt.ctx().store.get_question(&question_id).await?;
+                let question = self
+                    .rt
+                    .ctx()
+                    .store
+                    .requests()
+                    .get_question(&question_id)
+                    .await?;
                 let actor = question.and_then(|q| self.rt.router().existing_actor(&q.session_id));
                 answers::answer_question(
                     self.rt.ctx(),

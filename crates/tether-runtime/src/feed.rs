@@ -1,5 +1,5 @@
 //! The one way to read events live: [`Runtime::follow`] (architecture.md §5). The feed
-//! itself is the store's (`tether_store::Store::follow`): events are published there at
+//! itself is the store's (`tether_store::Events::follow`): events are published there at
 //! commit, in commit order, to the followers of their conversation.
 
 use tether_store::{Follower, Scope};
@@ -28,13 +28,13 @@ impl Feed<'_> {
     /// An unknown conversation or session is `not_found`.
     pub(crate) async fn follow(&self, scope: Scope, after_id: i64) -> Result<Follower> {
         self.check_scope(&scope).await?;
-        Ok(self.rt.ctx().store.follow(scope, after_id).await?)
+        Ok(self.rt.ctx().store.events().follow(scope, after_id).await?)
     }
 
     /// Follows from now on: what committed before the call is not delivered.
     pub(crate) async fn follow_from_now(&self, scope: Scope) -> Result<Follower> {
         self.check_scope(&scope).await?;
-        Ok(self.rt.ctx().store.follow_from_now(scope).await?)
+        Ok(self.rt.ctx().store.events().follow_from_now(scope).await?)
     }
 
     async fn check_scope(&self, scope: &Scope) -> Result<()> {
@@ -43,12 +43,12 @@ impl Feed<'_> {
             Scope::Conversation(id) => (
                 "conversation",
                 id.as_str(),
-                store.get_conversation(id).await?.is_some(),
+                store.conversations().get_conversation(id).await?.is_some(),
             ),
             Scope::Session(id) => (
                 "session",
                 id.as_str(),
-                store.get_session(id).await?.is_some(),
+                store.conversations().get_session(id).await?.is_some(),
             ),
         };
         if found {
@@ -63,7 +63,7 @@ impl Feed<'_> {
 
     /// Conversations with at least one follower (`GET /api/v1/runtime`).
     pub(crate) fn followed_conversations(&self) -> usize {
-        self.rt.ctx().store.followed_conversations()
+        self.rt.ctx().store.events().followed_conversations()
     }
 
     /// Other nodes' events handed to this node's followers, and the commit notices

@@ -49,6 +49,7 @@ impl Conversations<'_> {
             .rt
             .ctx()
             .store
+            .conversations()
             .list_conversations_page(include_archived, cursor.as_ref(), limit + 1)
             .await?;
         let more = rows.len() > limit as usize;
@@ -79,6 +80,7 @@ impl Conversations<'_> {
             .rt
             .ctx()
             .store
+            .conversations()
             .conversation_events_before(id, before_id, limit + 1)
             .await?;
         let has_more = events.len() > limit as usize;
@@ -100,6 +102,7 @@ impl Conversations<'_> {
             .rt
             .ctx()
             .store
+            .conversations()
             .history_before(id, before_id, limit.clamp(1, 1000))
             .await?;
         self.rt.attachments().with_attachments(page).await
@@ -110,7 +113,7 @@ impl Conversations<'_> {
     /// agent output for them (turns, approvals, questions, sessions). At most one id per
     /// commit, so a list follows every conversation without following their events.
     pub(crate) fn conversation_changes(&self) -> broadcast::Receiver<ConversationId> {
-        self.rt.ctx().store.conversation_changes()
+        self.rt.ctx().store.conversations().conversation_changes()
     }
 }
 

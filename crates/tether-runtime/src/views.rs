@@ -107,6 +107,7 @@ impl Conversations<'_> {
             .rt
             .ctx()
             .store
+            .conversations()
             .view_parts(&conversation_ids, &session_ids)
             .await?;
         Ok(rows.into_iter().map(|row| assemble(row, &parts)).collect())
@@ -156,7 +157,13 @@ impl Conversations<'_> {
     }
 
     pub(crate) async fn sessions_text(&self, row: &ConversationRow) -> Result<String> {
-        let sessions = self.rt.ctx().store.list_sessions(&row.id).await?;
+        let sessions = self
+            .rt
+            .ctx()
+            .store
+            .conversations()
+            .list_sessions(&row.id)
+            .await?;
         let rows: Vec<SessionRow> = sessions
             .into_iter()
             .map(|s| SessionRow {

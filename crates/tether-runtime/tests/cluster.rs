@@ -64,7 +64,9 @@ async fn register_once(url: &str, id: &str, now: i64, lease_ms: i64) {
         heartbeat_at_ms: now,
         lease_until_ms: now + lease_ms,
     };
-    within("register", store.register_node(&row)).await.unwrap();
+    within("register", store.cluster().register_node(&row))
+        .await
+        .unwrap();
 }
 
 async fn two_nodes() -> (

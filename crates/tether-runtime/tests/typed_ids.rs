@@ -15,29 +15,15 @@ use tether_proto::{
 };
 use tether_runtime::{Caller, Runtime, Scope};
 use tether_store::{
-    ChannelChat, ConversationRow, DelegationRow, DelegationTurnRow, LedgerEntry, ListCursor,
-    NewApproval, NewDelegation, NewDelegationTurn, NewQuestion, NewSession, NewTurn,
-    RecoveredConversation, Store,
+    ChannelChat, ConversationRow, Conversations, Delegation, DelegationRow, DelegationTurnRow,
+    Events, LedgerEntry, ListCursor, NewApproval, NewDelegation, NewDelegationTurn, NewQuestion,
+    NewSession, NewTurn, RecoveredConversation, Requests,
 };
 
 /// `f(&receiver, &id)`: compiles only if the id parameter is `&A`.
 fn takes_1<R: 'static, A: 'static, F, Fut>(_: F)
 where
     F: FnOnce(&'static R, &'static A) -> Fut,
-{
-}
-
-/// `f(&receiver, Option<&id>)`.
-fn takes_opt<R: 'static, A: 'static, F, Fut>(_: F)
-where
-    F: FnOnce(&'static R, Option<&'static A>) -> Fut,
-{
-}
-
-/// `f(&receiver, &id, b)`.
-fn takes_2<R: 'static, A: 'static, B, F, Fut>(_: F)
-where
-    F: FnOnce(&'static R, &'static A, B) -> Fut,
 {
 }
 
@@ -61,28 +47,61 @@ where
 {
 }
 
+/// The same for a method of a store handle (`Conversations`, `Events`, …), which takes
+/// its receiver, a `Copy` view of the store, by value: `f(handle, &id)`.
+fn handle_takes_1<H, A: 'static, F, Fut>(_: F)
+where
+    F: FnOnce(H, &'static A) -> Fut,
+{
+}
+
+/// `f(handle, Option<&id>)`.
+fn handle_takes_opt<H, A: 'static, F, Fut>(_: F)
+where
+    F: FnOnce(H, Option<&'static A>) -> Fut,
+{
+}
+
+/// `f(handle, &id, b)`.
+fn handle_takes_2<H, A: 'static, B, F, Fut>(_: F)
+where
+    F: FnOnce(H, &'static A, B) -> Fut,
+{
+}
+
+/// `f(handle, &id, b, c)`.
+fn handle_takes_3<H, A: 'static, B, C, F, Fut>(_: F)
+where
+    F: FnOnce(H, &'static A, B, C) -> Fut,
+{
+}
+
 #[test]
 fn the_store_takes_each_id_where_it_is_meant() {
-    takes_1::<Store, ConversationId, _, _>(Store::get_conversation);
-    takes_1::<Store, ConversationId, _, _>(Store::list_sessions);
-    takes_1::<Store, ConversationId, _, _>(Store::open_turns);
-    takes_1::<Store, ConversationId, _, _>(Store::children_of);
-    takes_opt::<Store, ConversationId, _, _>(Store::running_children);
-    takes_3::<Store, ConversationId, i64, u32, _, _>(Store::conversation_events);
-    takes_3::<Store, ConversationId, i64, u32, _, _>(Store::history);
-    takes_3::<Store, ConversationId, Option<i64>, u32, _, _>(Store::conversation_events_before);
-    takes_1::<Store, SessionId, _, _>(Store::get_session);
-    takes_1::<Store, SessionId, _, _>(Store::session_turns);
-    takes_3::<Store, SessionId, i64, u32, _, _>(Store::session_events);
-    takes_1::<Store, TurnId, _, _>(Store::get_turn);
-    takes_1::<Store, TurnId, _, _>(Store::start_turn);
-    takes_1::<Store, TurnId, _, _>(Store::delegation_turn);
-    takes_1::<Store, TurnId, _, _>(Store::open_turns_started_in);
-    takes_2::<Store, TurnId, &'static EventPayload, _, _>(Store::report_delegation_turn);
-    takes_1::<Store, ApprovalId, _, _>(Store::get_approval);
-    takes_1::<Store, QuestionId, _, _>(Store::get_question);
-    takes_1::<Store, TaskId, _, _>(Store::get_delegation);
-    takes_1::<Store, TaskId, _, _>(Store::latest_delegation_turn);
+    handle_takes_1::<Conversations<'static>, ConversationId, _, _>(Conversations::get_conversation);
+    handle_takes_1::<Conversations<'static>, ConversationId, _, _>(Conversations::list_sessions);
+    handle_takes_1::<Conversations<'static>, ConversationId, _, _>(Conversations::open_turns);
+    handle_takes_1::<Delegation<'static>, ConversationId, _, _>(Delegation::children_of);
+    handle_takes_opt::<Delegation<'static>, ConversationId, _, _>(Delegation::running_children);
+    handle_takes_3::<Events<'static>, ConversationId, i64, u32, _, _>(Events::conversation_events);
+    handle_takes_3::<Events<'static>, ConversationId, i64, u32, _, _>(Events::history);
+    handle_takes_3::<Conversations<'static>, ConversationId, Option<i64>, u32, _, _>(
+        Conversations::conversation_events_before,
+    );
+    handle_takes_1::<Conversations<'static>, SessionId, _, _>(Conversations::get_session);
+    handle_takes_1::<Conversations<'static>, SessionId, _, _>(Conversations::session_turns);
+    handle_takes_3::<Events<'static>, SessionId, i64, u32, _, _>(Events::session_events);
+    handle_takes_1::<Conversations<'static>, TurnId, _, _>(Conversations::get_turn);
+    handle_takes_1::<Conversations<'static>, TurnId, _, _>(Conversations::start_turn);
+    handle_takes_1::<Delegation<'static>, TurnId, _, _>(Delegation::delegation_turn);
+    handle_takes_1::<Delegation<'static>, TurnId, _, _>(Delegation::open_turns_started_in);
+    handle_takes_2::<Delegation<'static>, TurnId, &'static EventPayload, _, _>(
+        Delegation::report_delegation_turn,
+    );
+    handle_takes_1::<Requests<'static>, ApprovalId, _, _>(Requests::get_approval);
+    handle_takes_1::<Requests<'static>, QuestionId, _, _>(Requests::get_question);
+    handle_takes_1::<Delegation<'static>, TaskId, _, _>(Delegation::get_delegation);
+    handle_takes_1::<Delegation<'static>, TaskId, _, _>(Delegation::latest_delegation_turn);
 }
 
 #[test]

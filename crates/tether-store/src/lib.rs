@@ -4,7 +4,8 @@
 //! belong together run in one transaction. One contract for both backends: the SQL is
 //! written once (portable SQL, `$n` parameters) and compiled once per backend
 //! (`backend::sqlite`, `backend::pg`; see `backend`), and [`Store`] runs the backend it
-//! was opened on.
+//! was opened on. Its calls are grouped by concept, one handle per concept folder
+//! (`store.conversations()`, `store.events()`, `store.cluster()`, …; see `handles`).
 //!
 //! Must not depend on the agents, the channels or the web server. Writes go through one
 //! writer connection per store (SQLite has one writer anyway; on PostgreSQL it keeps
@@ -21,6 +22,7 @@ mod cluster;
 mod conversations;
 mod delegation;
 mod events;
+mod handles;
 mod people;
 mod recovery;
 mod requests;
@@ -53,6 +55,9 @@ pub use delegation::{
 };
 pub use events::append::AppendStats;
 pub use events::feed::{Batch, Follower, Scope};
+pub use handles::{
+    Attachments, Channels, Cluster, Conversations, Delegation, Events, People, Recovery, Requests,
+};
 pub use people::{NewPerson, NewToken, PersonRow, TokenRow};
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use requests::{NewApproval, NewQuestion};
@@ -294,45 +299,6 @@ impl Store {
             Backend::Sqlite(db) => db.shared(),
             Backend::Postgres(db) => db.shared(),
         }
-    }
-
-    /// The epoch this node holds for conversation `id` (what its last claim, take-over
-    /// or release through this store left; the database is the truth).
-    pub fn held_epoch(&self, id: &ConversationId) -> Option<i64> {
-        self.shared().held.get(id)
-    }
-
-    /// A `LISTEN` connection for forwarded commands' wake-ups (issue 12): `None` on
-    /// SQLite, which has no notices and no other node.
-    pub async fn command_wakeups(&self) -> Result<Option<Wakeups>> {
-        match &self.backend {
-            Backend::Sqlite(_) => Ok(None),
-            Backend::Postgres(db) => db.wakeups().await.map(Some),
-        }
-    }
-
-    /// Holds node `id`'s presence lock on a connection of its own while the returned
-    /// value lives (see `pg_presence`): `None` on SQLite, which has one node.
-    pub async fn hold_presence(&self, id: &str) -> Result<Option<Presence>> {
-        match &self.backend {
-            Backend::Sqlite(_) => Ok(None),
-            Backend::Postgres(db) => db.presence(id).await.map(Some),
-        }
-    }
-
-    /// Whether node `id` is present: its presence lock is held (on SQLite: always). A
-    /// node whose process died is not, at once; a paused one still is.
-    pub async fn node_present(&self, id: &str) -> Result<bool> {
-        match &self.backend {
-            Backend::Sqlite(_) => Ok(true),
-            Backend::Postgres(db) => db.node_present(id).await,
-        }
-    }
-
-    /// Whether a write on behalf of conversation `id` was refused because the epoch this
-    /// node holds for it is stale (another node took it over).
-    pub fn is_fenced(&self, id: &ConversationId) -> bool {
-        self.shared().held.is_stale(id)
     }
 
     /// Writes refused by fencing since the store opened.

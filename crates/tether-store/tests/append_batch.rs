@@ -13,6 +13,7 @@ use support::Backend;
 async fn store_with_session(b: Backend) -> (support::Guard, Store) {
     let (dir, store) = support::open(b).await;
     store
+        .conversations()
         .create_conversation(
             &"c1".into(),
             ConversationKind::Chat,
@@ -32,6 +33,7 @@ async fn store_with_session(b: Backend) -> (support::Guard, Store) {
         cwd: "/tmp".into(),
     };
     store
+        .conversations()
         .start_session(&s, NewSessionReason::Unbound, None)
         .await
         .unwrap();
@@ -53,6 +55,7 @@ async fn batches_of_any_size_keep_seq_gap_free_and_order(b: Backend) {
     // 0, 1, 2, 3 (2+1), 127, 128, 129 (128+1), 300 (128+128+32+8+4): every chunking path.
     for n in [0, 1, 2, 3, 127, 128, 129, 300] {
         let evs = store
+            .events()
             .append_events(&"s1".into(), Some(&"t1".into()), &deltas(sent, n))
             .await
             .unwrap();
@@ -60,7 +63,11 @@ async fn batches_of_any_size_keep_seq_gap_free_and_order(b: Backend) {
         sent += n;
         returned.extend(evs);
     }
-    let stored = store.session_events(&"s1".into(), 0, 10_000).await.unwrap();
+    let stored = store
+        .events()
+        .session_events(&"s1".into(), 0, 10_000)
+        .await
+        .unwrap();
     // seq 1 is session_started.
     assert_eq!(stored.len(), sent + 1);
     assert_eq!(
@@ -88,6 +95,7 @@ async fn batches_of_any_size_keep_seq_gap_free_and_order(b: Backend) {
     }
     // A later single append continues the counter.
     let next = store
+        .events()
         .append_events(&"s1".into(), None, &deltas(0, 1))
         .await
         .unwrap();
@@ -99,12 +107,14 @@ async fn a_batch_for_an_unknown_session_fails_and_stores_nothing(b: Backend) {
     let (_d, store) = store_with_session(b).await;
     assert!(
         store
+            .events()
             .append_events(&"nope".into(), None, &deltas(0, 5))
             .await
             .is_err()
     );
     assert_eq!(
         store
+            .events()
             .session_events(&"nope".into(), 0, 10)
             .await
             .unwrap()
@@ -117,12 +127,14 @@ async fn a_single_event_for_an_unknown_session_fails_and_stores_nothing(b: Backe
     let (_d, store) = store_with_session(b).await;
     assert!(
         store
+            .events()
             .append_events(&"nope".into(), None, &deltas(0, 1))
             .await
             .is_err()
     );
     assert_eq!(
         store
+            .events()
             .session_events(&"nope".into(), 0, 10)
             .await
             .unwrap()
@@ -131,6 +143,7 @@ async fn a_single_event_for_an_unknown_session_fails_and_stores_nothing(b: Backe
     );
     // The real session's counter is untouched.
     let evs = store
+        .events()
         .append_events(&"s1".into(), None, &deltas(0, 1))
         .await
         .unwrap();
@@ -139,9 +152,15 @@ async fn a_single_event_for_an_unknown_session_fails_and_stores_nothing(b: Backe
 
 async fn a_history_entry_touches_its_conversation(b: Backend) {
     let (_d, store) = store_with_session(b).await;
-    let before = store.get_conversation(&"c1".into()).await.unwrap().unwrap();
+    let before = store
+        .conversations()
+        .get_conversation(&"c1".into())
+        .await
+        .unwrap()
+        .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     let ev = store
+        .events()
         .add_message(
             &"c1".into(),
             MessageRole::Status,
@@ -153,9 +172,14 @@ async fn a_history_entry_touches_its_conversation(b: Backend) {
         .unwrap()
         .expect("a status event");
     assert_eq!(ev.seq, 2);
-    let after = store.get_conversation(&"c1".into()).await.unwrap().unwrap();
+    let after = store
+        .conversations()
+        .get_conversation(&"c1".into())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(after.updated_at_ms > before.updated_at_ms);
-    let hist = store.history(&"c1".into(), 0, 10).await.unwrap();
+    let hist = store.events().history(&"c1".into(), 0, 10).await.unwrap();
     assert_eq!(hist.len(), 1);
     assert_eq!(hist[0].text, "note");
 }
@@ -164,15 +188,18 @@ async fn single_batched_and_in_transaction_appends_interleave_gap_free(b: Backen
     let (_d, store) = store_with_session(b).await;
     for round in 0..3 {
         store
+            .events()
             .append_events(&"s1".into(), None, &deltas(round, 1))
             .await
             .unwrap();
         store
+            .events()
             .append_events(&"s1".into(), None, &deltas(round, 3))
             .await
             .unwrap();
         // An append inside a larger transaction (history entry + status event).
         store
+            .events()
             .add_message(
                 &"c1".into(),
                 MessageRole::Status,
@@ -184,6 +211,7 @@ async fn single_batched_and_in_transaction_appends_interleave_gap_free(b: Backen
             .unwrap();
     }
     let seqs: Vec<i64> = store
+        .events()
         .session_events(&"s1".into(), 0, 100)
         .await
         .unwrap()
@@ -192,6 +220,7 @@ async fn single_batched_and_in_transaction_appends_interleave_gap_free(b: Backen
         .collect();
     assert_eq!(seqs, (1..=16).collect::<Vec<_>>());
     let next = store
+        .events()
         .append_events(&"s1".into(), None, &deltas(0, 1))
         .await
         .unwrap();

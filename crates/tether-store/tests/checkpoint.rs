@@ -16,6 +16,7 @@ async fn the_wal_reaches_the_database_file_in_the_background() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).await.unwrap();
     store
+        .conversations()
         .create_conversation(
             &"c1".into(),
             ConversationKind::Chat,
@@ -35,6 +36,7 @@ async fn the_wal_reaches_the_database_file_in_the_background() {
         cwd: "/tmp".into(),
     };
     store
+        .conversations()
         .start_session(&s, NewSessionReason::Unbound, None)
         .await
         .unwrap();
@@ -46,6 +48,7 @@ async fn the_wal_reaches_the_database_file_in_the_background() {
             .map(|_| EventPayload::MessageDelta { text: text.clone() })
             .collect();
         store
+            .events()
             .append_events(&"s1".into(), None, &batch)
             .await
             .unwrap();
@@ -62,7 +65,11 @@ async fn the_wal_reaches_the_database_file_in_the_background() {
     }
     store.close().await;
     let store = Store::open(dir.path()).await.unwrap();
-    let events = store.session_events(&"s1".into(), 0, 5000).await.unwrap();
+    let events = store
+        .events()
+        .session_events(&"s1".into(), 0, 5000)
+        .await
+        .unwrap();
     assert_eq!(events.len(), 1 + 40 * 64);
     assert!(store.integrity_check().await.unwrap());
 }

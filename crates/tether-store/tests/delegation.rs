@@ -13,6 +13,7 @@ use support::Backend;
 async fn task_lifecycle_rows(b: Backend) {
     let (_dir, store) = support::open(b).await;
     store
+        .conversations()
         .create_conversation(
             &"p".into(),
             ConversationKind::Chat,
@@ -32,6 +33,7 @@ async fn task_lifecycle_rows(b: Backend) {
         cwd: "/tmp".into(),
     };
     store
+        .conversations()
         .start_session(&s, NewSessionReason::Unbound, None)
         .await
         .unwrap();
@@ -49,18 +51,31 @@ async fn task_lifecycle_rows(b: Backend) {
         session_id: "cs".into(),
         turn_id: "ct1".into(),
     };
-    let (session, events) = store.create_delegation(&d).await.unwrap();
+    let (session, events) = store.delegation().create_delegation(&d).await.unwrap();
     assert_eq!(session.conversation_id, "t1");
     assert!(events.iter().any(
         |e| e.session_id == "ps" && matches!(e.payload, EventPayload::DelegationStarted { .. })
     ));
-    let conv = store.get_conversation(&"t1".into()).await.unwrap().unwrap();
+    let conv = store
+        .conversations()
+        .get_conversation(&"t1".into())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(conv.kind, ConversationKind::Delegate);
     assert_eq!(conv.parent_conversation_id.as_deref(), Some("p"));
     assert_eq!(conv.bound_session_id.as_deref(), Some("cs"));
-    assert_eq!(store.running_children(Some(&"p".into())).await.unwrap(), 1);
     assert_eq!(
         store
+            .delegation()
+            .running_children(Some(&"p".into()))
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store
+            .delegation()
             .open_turns_started_in(&"pt".into())
             .await
             .unwrap()
@@ -77,6 +92,7 @@ async fn task_lifecycle_rows(b: Backend) {
         result: json!({"task_id": "t1"}),
     };
     let v = store
+        .delegation()
         .add_delegation_turn(
             &NewDelegationTurn {
                 task_id: "t1".into(),
@@ -92,9 +108,15 @@ async fn task_lifecycle_rows(b: Backend) {
         .await
         .unwrap();
     assert_eq!(v, 2);
-    let got = store.ledger_entry("p", "c-1").await.unwrap().unwrap();
+    let got = store
+        .delegation()
+        .ledger_entry("p", "c-1")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(got.result["turn_version"], 2);
     let latest = store
+        .delegation()
         .latest_delegation_turn(&"t1".into())
         .await
         .unwrap()
@@ -112,16 +134,26 @@ async fn task_lifecycle_rows(b: Backend) {
         error: None,
         usage: None,
     };
-    store.start_turn(&"ct1".into()).await.unwrap();
     store
+        .conversations()
+        .start_turn(&"ct1".into())
+        .await
+        .unwrap();
+    store
+        .conversations()
         .finish_turn(&"ct1".into(), &end, &EventPayload::TurnCancelled {}, None)
         .await
         .unwrap();
-    let pending = store.unreported_delegation_turns().await.unwrap();
+    let pending = store
+        .delegation()
+        .unreported_delegation_turns()
+        .await
+        .unwrap();
     assert_eq!(pending.len(), 1);
     let ev = EventPayload::Status { text: "x".into() };
     assert!(
         store
+            .delegation()
             .report_delegation_turn(&"ct1".into(), &ev)
             .await
             .unwrap()
@@ -129,6 +161,7 @@ async fn task_lifecycle_rows(b: Backend) {
     );
     assert!(
         store
+            .delegation()
             .report_delegation_turn(&"ct1".into(), &ev)
             .await
             .unwrap()
@@ -136,6 +169,7 @@ async fn task_lifecycle_rows(b: Backend) {
     );
     assert!(
         store
+            .delegation()
             .unreported_delegation_turns()
             .await
             .unwrap()
@@ -143,18 +177,30 @@ async fn task_lifecycle_rows(b: Backend) {
     );
 
     let (released, _) = store
+        .delegation()
         .release_delegation(&"t1".into(), "closed", None)
         .await
         .unwrap();
     assert!(released);
     let (again, _) = store
+        .delegation()
         .release_delegation(&"t1".into(), "closed", None)
         .await
         .unwrap();
     assert!(!again);
-    let row = store.get_delegation(&"t1".into()).await.unwrap().unwrap();
+    let row = store
+        .delegation()
+        .get_delegation(&"t1".into())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(row.released_at_ms.is_some());
-    let s = store.get_session(&"cs".into()).await.unwrap().unwrap();
+    let s = store
+        .conversations()
+        .get_session(&"cs".into())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(s.status, SessionStatus::Closed);
 }
 
@@ -173,12 +219,13 @@ async fn continuation_ids_are_claimed_in_the_store(b: Backend) {
         heartbeat_at_ms: 0,
         lease_until_ms: now_ms() + 600_000,
     };
-    store.register_node(&alive("a")).await.unwrap();
-    store.register_node(&alive("b")).await.unwrap();
+    store.cluster().register_node(&alive("a")).await.unwrap();
+    store.cluster().register_node(&alive("b")).await.unwrap();
     let claim = |node: &'static str, claim: &'static str| {
         let store = store.clone();
         async move {
             store
+                .delegation()
                 .claim_continuation("p", "k", node, claim)
                 .await
                 .unwrap()
@@ -195,15 +242,24 @@ async fn continuation_ids_are_claimed_in_the_store(b: Backend) {
     // are serialised in memory).
     assert_eq!(claim("a", "c3").await, ContinuationClaim::Claimed);
     // Given back under an old name: still held; under its own: free.
-    store.release_continuation("p", "k", "c1").await.unwrap();
+    store
+        .delegation()
+        .release_continuation("p", "k", "c1")
+        .await
+        .unwrap();
     assert!(matches!(
         claim("b", "c4").await,
         ContinuationClaim::Held { .. }
     ));
-    store.release_continuation("p", "k", "c3").await.unwrap();
+    store
+        .delegation()
+        .release_continuation("p", "k", "c3")
+        .await
+        .unwrap();
     assert_eq!(claim("b", "c4").await, ContinuationClaim::Claimed);
     // A node whose lease ended holds nothing.
     store
+        .cluster()
         .register_node(&NodeRow {
             lease_until_ms: now_ms() - 1,
             ..alive("b")
@@ -221,6 +277,7 @@ async fn continuation_ids_are_claimed_in_the_store(b: Backend) {
         result: json!({"ok": true}),
     };
     store
+        .delegation()
         .release_delegation(&"t1".into(), "closed", Some(&entry))
         .await
         .unwrap();

@@ -1,4 +1,4 @@
-//! The event feed (`Store::follow`): commit order per conversation, scopes, resume
+//! The event feed (`Events::follow`): commit order per conversation, scopes, resume
 //! points, recovery after lagging, and topics that go with their last follower.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -17,6 +17,7 @@ async fn open(b: Backend) -> (support::Guard, Store) {
 
 async fn conversation(store: &Store, id: &str) {
     store
+        .conversations()
         .create_conversation(
             &id.into(),
             ConversationKind::Chat,
@@ -39,6 +40,7 @@ async fn session(store: &Store, conv: &str, id: &str) {
         cwd: "/tmp".into(),
     };
     store
+        .conversations()
         .start_session(&s, NewSessionReason::Unbound, None)
         .await
         .unwrap();
@@ -70,6 +72,7 @@ async fn quiet(f: &mut Follower) {
 /// Every stored event of the conversation, by id.
 async fn stored(store: &Store, conv: &str) -> Vec<EventEnvelope> {
     store
+        .events()
         .conversation_events(&conv.into(), 0, 100_000)
         .await
         .unwrap()
@@ -88,6 +91,7 @@ async fn two_sessions_of_one_conversation_arrive_in_commit_order(b: Backend) {
                 let n = 1 + i % 3;
                 let batch: Vec<_> = (0..n).map(|k| delta(&format!("{sid}-{i}-{k}"))).collect();
                 store
+                    .events()
                     .append_events(&sid.into(), None, &batch)
                     .await
                     .unwrap();
@@ -99,12 +103,14 @@ async fn two_sessions_of_one_conversation_arrive_in_commit_order(b: Backend) {
     }
     // A follower from now on sees none of that…
     let mut now = store
+        .events()
         .follow_from_now(Scope::Conversation("c".into()))
         .await
         .unwrap();
     quiet(&mut now).await;
 
     let mut f = store
+        .events()
         .follow(Scope::Conversation("c".into()), 0)
         .await
         .unwrap();
@@ -119,6 +125,7 @@ async fn two_sessions_of_one_conversation_arrive_in_commit_order(b: Backend) {
             let mut ids = Vec::new();
             for i in 0..100 {
                 let evs = store
+                    .events()
                     .append_events(&sid.into(), None, &[delta(&format!("{i}")), delta("x")])
                     .await
                     .unwrap();
@@ -150,19 +157,27 @@ async fn a_session_scope_delivers_only_that_sessions_events(b: Backend) {
     session(&store, "c", "s1").await;
     session(&store, "c", "s2").await;
     let before = store
+        .events()
         .append_events(&"s1".into(), None, &[delta("a")])
         .await
         .unwrap();
     store
+        .events()
         .append_events(&"s2".into(), None, &[delta("b")])
         .await
         .unwrap();
-    let mut f = store.follow(Scope::Session("s1".into()), 0).await.unwrap();
+    let mut f = store
+        .events()
+        .follow(Scope::Session("s1".into()), 0)
+        .await
+        .unwrap();
     store
+        .events()
         .append_events(&"s2".into(), None, &[delta("c"), delta("d")])
         .await
         .unwrap();
     let after = store
+        .events()
         .append_events(&"s1".into(), None, &[delta("e"), delta("f")])
         .await
         .unwrap();
@@ -178,7 +193,10 @@ async fn a_session_scope_delivers_only_that_sessions_events(b: Backend) {
     assert!(got.contains(&before[0]));
     quiet(&mut f).await;
 
-    let unknown = store.follow(Scope::Session("nope".into()), 0).await;
+    let unknown = store
+        .events()
+        .follow(Scope::Session("nope".into()), 0)
+        .await;
     assert!(unknown.is_err(), "an unknown session cannot be followed");
 }
 
@@ -190,11 +208,13 @@ async fn resuming_after_an_event_replays_exactly_the_rest(b: Backend) {
     session(&store, "other", "o1").await;
     for i in 0..700 {
         store
+            .events()
             .append_events(&"s1".into(), None, &[delta(&format!("{i}"))])
             .await
             .unwrap();
         if i % 7 == 0 {
             store
+                .events()
                 .append_events(&"o1".into(), None, &[delta("o")])
                 .await
                 .unwrap();
@@ -203,6 +223,7 @@ async fn resuming_after_an_event_replays_exactly_the_rest(b: Backend) {
     let all = stored(&store, "c").await;
     let cut = all[345].id;
     let mut f = store
+        .events()
         .follow(Scope::Conversation("c".into()), cut)
         .await
         .unwrap();
@@ -214,6 +235,7 @@ async fn resuming_after_an_event_replays_exactly_the_rest(b: Backend) {
     );
     assert_eq!(f.last_id(), all.last().unwrap().id);
     let next = store
+        .events()
         .append_events(&"s1".into(), None, &[delta("live")])
         .await
         .unwrap();
@@ -226,10 +248,12 @@ async fn a_lagging_follower_recovers_from_the_store_without_gaps_or_duplicates(b
     conversation(&store, "c").await;
     session(&store, "c", "s1").await;
     let mut slow = store
+        .events()
         .follow(Scope::Conversation("c".into()), 0)
         .await
         .unwrap();
     let mut fast = store
+        .events()
         .follow(Scope::Conversation("c".into()), 0)
         .await
         .unwrap();
@@ -237,6 +261,7 @@ async fn a_lagging_follower_recovers_from_the_store_without_gaps_or_duplicates(b
     let mut delivered_fast = Vec::new();
     for i in 0..1500 {
         store
+            .events()
             .append_events(&"s1".into(), None, &[delta(&format!("{i}"))])
             .await
             .unwrap();
@@ -251,6 +276,7 @@ async fn a_lagging_follower_recovers_from_the_store_without_gaps_or_duplicates(b
     let got = take(&mut slow, all.len()).await;
     assert_eq!(got, all, "no gap, no duplicate after lagging");
     let next = store
+        .events()
         .append_events(&"s1".into(), None, &[delta("live")])
         .await
         .unwrap();
@@ -267,45 +293,58 @@ async fn a_conversations_topic_goes_with_its_last_follower(b: Backend) {
     conversation(&store, "c").await;
     conversation(&store, "d").await;
     session(&store, "c", "s1").await;
-    assert_eq!(store.followed_conversations(), 0);
+    assert_eq!(store.events().followed_conversations(), 0);
     // Commits nobody follows leave nothing behind.
     store
+        .events()
         .append_events(&"s1".into(), None, &[delta("a")])
         .await
         .unwrap();
-    assert_eq!(store.followed_conversations(), 0);
+    assert_eq!(store.events().followed_conversations(), 0);
 
     let a = store
+        .events()
         .follow(Scope::Conversation("c".into()), 0)
         .await
         .unwrap();
-    let b = store.follow(Scope::Session("s1".into()), 0).await.unwrap();
+    let b = store
+        .events()
+        .follow(Scope::Session("s1".into()), 0)
+        .await
+        .unwrap();
     let d = store
+        .events()
         .follow(Scope::Conversation("d".into()), 0)
         .await
         .unwrap();
     assert_eq!(
-        store.followed_conversations(),
+        store.events().followed_conversations(),
         2,
         "one topic per conversation"
     );
     drop(a);
-    assert_eq!(store.followed_conversations(), 2, "c still has a follower");
+    assert_eq!(
+        store.events().followed_conversations(),
+        2,
+        "c still has a follower"
+    );
     drop(b);
     assert_eq!(
-        store.followed_conversations(),
+        store.events().followed_conversations(),
         1,
         "c's topic went with its last follower"
     );
     drop(d);
-    assert_eq!(store.followed_conversations(), 0);
+    assert_eq!(store.events().followed_conversations(), 0);
 
     // A new follower after that starts a fresh topic and misses nothing.
     let mut again = store
+        .events()
         .follow(Scope::Conversation("c".into()), 0)
         .await
         .unwrap();
     store
+        .events()
         .append_events(&"s1".into(), None, &[delta("b")])
         .await
         .unwrap();
@@ -320,6 +359,7 @@ async fn one_batch_is_shared_by_every_follower(b: Backend) {
     let mut followers = Vec::new();
     for _ in 0..3 {
         let mut f = store
+            .events()
             .follow(Scope::Conversation("c".into()), 0)
             .await
             .unwrap();
@@ -328,6 +368,7 @@ async fn one_batch_is_shared_by_every_follower(b: Backend) {
         followers.push(f);
     }
     store
+        .events()
         .append_events(&"s1".into(), None, &[delta("a"), delta("b")])
         .await
         .unwrap();

@@ -31,6 +31,7 @@ async fn store_with_sessions(b: Backend, n: usize) -> (support::Guard, Store) {
     for i in 0..n {
         let c = cid(i);
         store
+            .conversations()
             .create_conversation(&c, ConversationKind::Chat, "t", "fake", None, "/tmp", None)
             .await
             .unwrap();
@@ -42,6 +43,7 @@ async fn store_with_sessions(b: Backend, n: usize) -> (support::Guard, Store) {
             cwd: "/tmp".into(),
         };
         store
+            .conversations()
             .start_session(&s, NewSessionReason::Unbound, None)
             .await
             .unwrap();
@@ -68,7 +70,13 @@ async fn concurrent_sessions_append_as_if_one_by_one(b: Backend) {
     // One follower per conversation, from the start.
     let mut followers = Vec::new();
     for i in 0..SESSIONS {
-        followers.push(store.follow(Scope::Conversation(cid(i)), 0).await.unwrap());
+        followers.push(
+            store
+                .events()
+                .follow(Scope::Conversation(cid(i)), 0)
+                .await
+                .unwrap(),
+        );
     }
     let tasks: Vec<_> = (0..SESSIONS)
         .map(|i| {
@@ -79,6 +87,7 @@ async fn concurrent_sessions_append_as_if_one_by_one(b: Backend) {
                     // Sizes 1..=5: single events and batches mix in one group.
                     let n = 1 + (i + round) % 5;
                     let evs = store
+                        .events()
                         .append_events(&sid(i), Some(&"t".into()), &deltas(i, round, n))
                         .await
                         .unwrap();
@@ -101,7 +110,11 @@ async fn concurrent_sessions_append_as_if_one_by_one(b: Backend) {
     );
     for i in 0..SESSIONS {
         let returned = &all_returned[&i];
-        let stored = store.session_events(&sid(i), 0, 10_000).await.unwrap();
+        let stored = store
+            .events()
+            .session_events(&sid(i), 0, 10_000)
+            .await
+            .unwrap();
         let sid = sid(i);
         // seq 1 is session_started.
         assert_eq!(&stored[1..], &returned[..], "{sid}: returned = stored");
@@ -132,7 +145,11 @@ async fn concurrent_sessions_append_as_if_one_by_one(b: Backend) {
     }
     // Each follower got its conversation's events exactly once, in order.
     for (i, f) in followers.iter_mut().enumerate() {
-        let want = store.session_events(&sid(i), 0, 10_000).await.unwrap();
+        let want = store
+            .events()
+            .session_events(&sid(i), 0, 10_000)
+            .await
+            .unwrap();
         let mut got = Vec::new();
         while got.len() < want.len() {
             let batch = within(f.next()).await.unwrap();
@@ -151,6 +168,7 @@ async fn a_missing_session_in_a_group_fails_alone(b: Backend) {
             let store = store.clone();
             tasks.push(tokio::spawn(async move {
                 store
+                    .events()
                     .append_events(&sid(i), None, &deltas(i, round, 2))
                     .await
                     .map(|evs| evs.len())
@@ -159,6 +177,7 @@ async fn a_missing_session_in_a_group_fails_alone(b: Backend) {
         let store = store.clone();
         tasks.push(tokio::spawn(async move {
             store
+                .events()
                 .append_events(&"gone".into(), None, &deltas(99, round, 3))
                 .await
                 .map(|evs| evs.len())
@@ -176,6 +195,7 @@ async fn a_missing_session_in_a_group_fails_alone(b: Backend) {
     assert_eq!((ok, failed), (160, 20));
     for i in 0..8 {
         let seqs: Vec<i64> = store
+            .events()
             .session_events(&sid(i), 0, 1000)
             .await
             .unwrap()
@@ -186,6 +206,7 @@ async fn a_missing_session_in_a_group_fails_alone(b: Backend) {
     }
     assert!(
         store
+            .events()
             .session_events(&"gone".into(), 0, 10)
             .await
             .unwrap()
@@ -205,6 +226,7 @@ async fn callers_that_go_away_do_not_lose_the_others_batches(b: Backend) {
                 let store = store.clone();
                 tokio::spawn(async move {
                     store
+                        .events()
                         .append_events(&sid(i), None, &deltas(i, round, 3))
                         .await
                 })
@@ -227,7 +249,11 @@ async fn callers_that_go_away_do_not_lose_the_others_batches(b: Backend) {
         }
     }
     for (i, kept) in kept.iter().enumerate() {
-        let evs = store.session_events(&sid(i), 0, 10_000).await.unwrap();
+        let evs = store
+            .events()
+            .session_events(&sid(i), 0, 10_000)
+            .await
+            .unwrap();
         // session_started, then whole batches of 3, gap-free.
         assert_eq!((evs.len() - 1) % 3, 0, "s{i}: a batch was cut");
         assert_eq!(

@@ -27,24 +27,49 @@ fn node(id: &str, lease_until_ms: i64) -> NodeRow {
 
 async fn leader_leases_are_claimed_held_taken_over_and_released(b: Backend) {
     let (_d, store) = support::open(b).await;
-    store.register_node(&node("a", 11_000)).await.unwrap();
-    store.register_node(&node("bb", 11_000)).await.unwrap();
-    assert!(store.leaders().await.unwrap().is_empty());
+    store
+        .cluster()
+        .register_node(&node("a", 11_000))
+        .await
+        .unwrap();
+    store
+        .cluster()
+        .register_node(&node("bb", 11_000))
+        .await
+        .unwrap();
+    assert!(store.cluster().leaders().await.unwrap().is_empty());
 
     assert_eq!(
-        store.claim_leader(TELEGRAM, "a", 2_000).await.unwrap(),
+        store
+            .cluster()
+            .claim_leader(TELEGRAM, "a", 2_000)
+            .await
+            .unwrap(),
         LeaderClaim::Claimed { epoch: 1 }
     );
     assert_eq!(
-        store.claim_leader(TELEGRAM, "a", 2_500).await.unwrap(),
+        store
+            .cluster()
+            .claim_leader(TELEGRAM, "a", 2_500)
+            .await
+            .unwrap(),
         LeaderClaim::Held { epoch: 1 }
     );
     // Another name is another lease.
     assert_eq!(
-        store.claim_leader("sweeps", "bb", 2_500).await.unwrap(),
+        store
+            .cluster()
+            .claim_leader("sweeps", "bb", 2_500)
+            .await
+            .unwrap(),
         LeaderClaim::Claimed { epoch: 1 }
     );
-    let LeaderClaim::Led(row) = store.claim_leader(TELEGRAM, "bb", 3_000).await.unwrap() else {
+    let LeaderClaim::Led(row) = store
+        .cluster()
+        .claim_leader(TELEGRAM, "bb", 3_000)
+        .await
+        .unwrap()
+    else {
         panic!("a live leader keeps its lease");
     };
     assert_eq!((row.node_id.as_str(), row.epoch), ("a", 1));
@@ -52,16 +77,29 @@ async fn leader_leases_are_claimed_held_taken_over_and_released(b: Backend) {
 
     // a's node lease ends: bb (still heart-beating) takes over under a higher epoch, and
     // a, back, is told who leads.
-    store.renew_node_lease("bb", 10_000, 30_000).await.unwrap();
+    store
+        .cluster()
+        .renew_node_lease("bb", 10_000, 30_000)
+        .await
+        .unwrap();
     assert_eq!(
-        store.claim_leader(TELEGRAM, "bb", 12_000).await.unwrap(),
+        store
+            .cluster()
+            .claim_leader(TELEGRAM, "bb", 12_000)
+            .await
+            .unwrap(),
         LeaderClaim::Claimed { epoch: 2 }
     );
-    let LeaderClaim::Led(row) = store.claim_leader(TELEGRAM, "a", 12_500).await.unwrap() else {
+    let LeaderClaim::Led(row) = store
+        .cluster()
+        .claim_leader(TELEGRAM, "a", 12_500)
+        .await
+        .unwrap()
+    else {
         panic!("bb leads now");
     };
     assert_eq!((row.node_id.as_str(), row.epoch), ("bb", 2));
-    let all = store.leaders().await.unwrap();
+    let all = store.cluster().leaders().await.unwrap();
     let names: Vec<_> = all
         .iter()
         .map(|l| (l.name.as_str(), l.node_id.as_str()))
@@ -71,20 +109,50 @@ async fn leader_leases_are_claimed_held_taken_over_and_released(b: Backend) {
 
     // Only the holder under its epoch releases; a released lease is claimed at once and
     // its epoch still rises.
-    assert!(!store.release_leader(TELEGRAM, "bb", 1).await.unwrap());
-    assert!(!store.release_leader(TELEGRAM, "a", 2).await.unwrap());
-    assert!(store.release_leader(TELEGRAM, "bb", 2).await.unwrap());
-    assert!(!store.leaders().await.unwrap()[0].alive(12_600));
-    store.renew_node_lease("a", 12_000, 30_000).await.unwrap();
+    assert!(
+        !store
+            .cluster()
+            .release_leader(TELEGRAM, "bb", 1)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .cluster()
+            .release_leader(TELEGRAM, "a", 2)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .cluster()
+            .release_leader(TELEGRAM, "bb", 2)
+            .await
+            .unwrap()
+    );
+    assert!(!store.cluster().leaders().await.unwrap()[0].alive(12_600));
+    store
+        .cluster()
+        .renew_node_lease("a", 12_000, 30_000)
+        .await
+        .unwrap();
     assert_eq!(
-        store.claim_leader(TELEGRAM, "a", 13_000).await.unwrap(),
+        store
+            .cluster()
+            .claim_leader(TELEGRAM, "a", 13_000)
+            .await
+            .unwrap(),
         LeaderClaim::Claimed { epoch: 3 }
     );
 
     // A leader whose node row is gone (it stopped) is replaced at once.
-    store.remove_node("a").await.unwrap();
+    store.cluster().remove_node("a").await.unwrap();
     assert_eq!(
-        store.claim_leader(TELEGRAM, "bb", 13_500).await.unwrap(),
+        store
+            .cluster()
+            .claim_leader(TELEGRAM, "bb", 13_500)
+            .await
+            .unwrap(),
         LeaderClaim::Claimed { epoch: 4 }
     );
 }
@@ -113,46 +181,62 @@ async fn outbox_claims_give_each_row_to_one_sender_in_lane_order(b: Backend) {
     // Rows are enqueued at the wall clock's now: claim after it.
     let t = now_ms() + 1_000;
     let until = t + 100_000;
-    a.register_node(&node("a", t + 1_000_000_000))
+    a.cluster()
+        .register_node(&node("a", t + 1_000_000_000))
         .await
         .unwrap();
-    a.register_node(&node("b", t + 5_000)).await.unwrap();
-    a.enqueue_outbox(&[
-        item("x", "k1"),
-        item("x", "k2"),
-        item("x", "k3"),
-        item("y", "k4"),
-    ])
-    .await
-    .unwrap();
+    a.cluster()
+        .register_node(&node("b", t + 5_000))
+        .await
+        .unwrap();
+    a.channels()
+        .enqueue_outbox(&[
+            item("x", "k1"),
+            item("x", "k2"),
+            item("x", "k3"),
+            item("y", "k4"),
+        ])
+        .await
+        .unwrap();
 
-    let first = a.claim_outbox("telegram", "a", t, until, 10).await.unwrap();
+    let first = a
+        .channels()
+        .claim_outbox("telegram", "a", t, until, 10)
+        .await
+        .unwrap();
     assert_eq!(
         keys(&first),
         vec!["k1", "k4"],
         "lane heads only, oldest first"
     );
     assert!(
-        bb.claim_outbox("telegram", "b", t, until, 10)
+        bb.channels()
+            .claim_outbox("telegram", "b", t, until, 10)
             .await
             .unwrap()
             .is_empty()
     );
     // A claimed head is due again when its claim runs out, at the latest.
-    assert_eq!(bb.next_outbox_due("telegram").await.unwrap(), Some(until));
+    assert_eq!(
+        bb.channels().next_outbox_due("telegram").await.unwrap(),
+        Some(until)
+    );
 
     // Marked sent: the claim ends with it, and the next row of the lane is the other
     // sender's; the first cannot get it too.
-    a.mark_outbox_sent(first[0].id, first[0].version, Some("m1"))
+    a.channels()
+        .mark_outbox_sent(first[0].id, first[0].version, Some("m1"))
         .await
         .unwrap();
     let second = bb
+        .channels()
         .claim_outbox("telegram", "b", t, until, 10)
         .await
         .unwrap();
     assert_eq!(keys(&second), vec!["k2"]);
     assert!(
-        a.claim_outbox("telegram", "a", t, until, 10)
+        a.channels()
+            .claim_outbox("telegram", "a", t, until, 10)
             .await
             .unwrap()
             .is_empty()
@@ -161,6 +245,7 @@ async fn outbox_claims_give_each_row_to_one_sender_in_lane_order(b: Backend) {
     // b's node lease ends (it crashed mid-send): its claim ends with it.
     let later = t + 5_001;
     let taken = a
+        .channels()
         .claim_outbox("telegram", "a", later, until, 10)
         .await
         .unwrap();
@@ -169,43 +254,59 @@ async fn outbox_claims_give_each_row_to_one_sender_in_lane_order(b: Backend) {
     // A live sender's claim ends at its deadline.
     let past = until + 1;
     let expired = bb
+        .channels()
         .claim_outbox("telegram", "b", past, past + 100_000, 10)
         .await
         .unwrap();
     assert_eq!(keys(&expired), vec!["k2", "k4"]);
 
     // A sender starting again drops the claims of its previous life.
-    assert_eq!(bb.release_outbox_claims("telegram", "b").await.unwrap(), 2);
+    assert_eq!(
+        bb.channels()
+            .release_outbox_claims("telegram", "b")
+            .await
+            .unwrap(),
+        2
+    );
     let again = a
+        .channels()
         .claim_outbox("telegram", "a", past, past + 100_000, 1)
         .await
         .unwrap();
     assert_eq!(keys(&again), vec!["k2"], "the limit holds");
 
     // A retry and a give-up end the claim too.
-    a.mark_outbox_retry(again[0].id, past, "429").await.unwrap();
+    a.channels()
+        .mark_outbox_retry(again[0].id, past, "429")
+        .await
+        .unwrap();
     let retried = bb
+        .channels()
         .claim_outbox("telegram", "b", past, past + 100_000, 10)
         .await
         .unwrap();
     assert_eq!(keys(&retried), vec!["k2", "k4"]);
-    bb.mark_outbox_done(retried[1].id, OutboxStatus::Failed, "gone")
+    bb.channels()
+        .mark_outbox_done(retried[1].id, OutboxStatus::Failed, "gone")
         .await
         .unwrap();
 
     // A body replaced while it was being sent stays pending, unclaimed, for the new body.
     let k2 = &retried[0];
-    a.enqueue_outbox(&[NewOutbox {
-        replace: true,
-        body: "newer".into(),
-        ..item("x", "k2")
-    }])
-    .await
-    .unwrap();
-    bb.mark_outbox_sent(k2.id, k2.version, Some("m2"))
+    a.channels()
+        .enqueue_outbox(&[NewOutbox {
+            replace: true,
+            body: "newer".into(),
+            ..item("x", "k2")
+        }])
+        .await
+        .unwrap();
+    bb.channels()
+        .mark_outbox_sent(k2.id, k2.version, Some("m2"))
         .await
         .unwrap();
     let newer = a
+        .channels()
         .claim_outbox("telegram", "a", past, past + 100_000, 10)
         .await
         .unwrap();
@@ -220,12 +321,12 @@ async fn two_senders_draining_together_send_every_row_once(b: Backend) {
     let (guard, a) = support::open(b).await;
     let bb = support::reopen(&guard).await;
     let far = now_ms() + 3_600_000;
-    a.register_node(&node("a", far)).await.unwrap();
-    a.register_node(&node("b", far)).await.unwrap();
+    a.cluster().register_node(&node("a", far)).await.unwrap();
+    a.cluster().register_node(&node("b", far)).await.unwrap();
     let rows: Vec<NewOutbox> = (0..60)
         .map(|i| item(&format!("lane{}", i % 12), &format!("k{i}")))
         .collect();
-    a.enqueue_outbox(&rows).await.unwrap();
+    a.channels().enqueue_outbox(&rows).await.unwrap();
 
     let drain = |store: Store, me: &'static str| async move {
         let mut sent = Vec::new();
@@ -233,6 +334,7 @@ async fn two_senders_draining_together_send_every_row_once(b: Backend) {
         while idle < 20 {
             let now = now_ms() + 1_000;
             let got = store
+                .channels()
                 .claim_outbox("telegram", me, now, now + 600_000, 3)
                 .await
                 .unwrap();
@@ -245,6 +347,7 @@ async fn two_senders_draining_together_send_every_row_once(b: Backend) {
             for r in got {
                 sent.push(r.dedupe_key.clone());
                 store
+                    .channels()
                     .mark_outbox_sent(r.id, r.version, Some(me))
                     .await
                     .unwrap();
@@ -264,7 +367,7 @@ async fn two_senders_draining_together_send_every_row_once(b: Backend) {
     assert_eq!(total, all.len(), "a row was sent twice: {one:?} / {two:?}");
     let expected: BTreeSet<String> = (0..60).map(|i| format!("k{i}")).collect();
     assert_eq!(all.into_iter().collect::<BTreeSet<_>>(), expected);
-    let left = a.list_outbox("telegram").await.unwrap();
+    let left = a.channels().list_outbox("telegram").await.unwrap();
     assert!(left.iter().all(|r| r.status == OutboxStatus::Sent));
 }
 

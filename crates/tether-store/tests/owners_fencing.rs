@@ -25,6 +25,7 @@ fn node(id: &str, now: i64) -> NodeRow {
 async fn conversation(store: &Store, c: &str) -> (ConversationId, SessionId) {
     let (cid, sid): (ConversationId, SessionId) = (c.into(), format!("{c}-s").into());
     store
+        .conversations()
         .create_conversation(
             &cid,
             ConversationKind::Chat,
@@ -44,6 +45,7 @@ async fn conversation(store: &Store, c: &str) -> (ConversationId, SessionId) {
         cwd: "/tmp".into(),
     };
     store
+        .conversations()
         .start_session(&s, NewSessionReason::Unbound, None)
         .await
         .unwrap();
@@ -58,8 +60,13 @@ async fn running_turn(store: &Store, c: &ConversationId, s: &SessionId, id: &str
         input: "hi".into(),
         status: TurnStatus::Queued,
     };
-    store.insert_turn(&t, true).await.unwrap();
-    store.start_turn(&t.id).await.unwrap().unwrap();
+    store.conversations().insert_turn(&t, true).await.unwrap();
+    store
+        .conversations()
+        .start_turn(&t.id)
+        .await
+        .unwrap()
+        .unwrap();
     t.id
 }
 
@@ -78,53 +85,76 @@ async fn a_stale_owner_writes_nothing_after_a_take_over(b: Backend) {
     let (guard, a) = support::open(b).await;
     // Two nodes: two stores on one database, each with its own held epochs.
     let bb = support::reopen(&guard).await;
-    a.register_node(&node("a", 1_000)).await.unwrap();
-    bb.register_node(&node("b", 1_000)).await.unwrap();
+    a.cluster().register_node(&node("a", 1_000)).await.unwrap();
+    bb.cluster().register_node(&node("b", 1_000)).await.unwrap();
     let (c, s) = conversation(&a, "c").await;
     let (other, other_s) = conversation(&a, "other").await;
     assert_eq!(
-        a.claim_conversation(&c, "a", 2_000).await.unwrap(),
+        a.cluster()
+            .claim_conversation(&c, "a", 2_000)
+            .await
+            .unwrap(),
         Claim::Claimed { epoch: 1 }
     );
-    a.claim_conversation(&other, "a", 2_000).await.unwrap();
+    a.cluster()
+        .claim_conversation(&other, "a", 2_000)
+        .await
+        .unwrap();
 
     // The owner writes under its epoch.
     let turn = running_turn(&a, &c, &s, "t1").await;
     let other_turn = running_turn(&a, &other, &other_s, "t2").await;
-    a.append_events(&s, Some(&turn), &delta("one"))
+    a.events()
+        .append_events(&s, Some(&turn), &delta("one"))
         .await
         .unwrap();
-    let stored = a.conversation_events(&c, 0, 1000).await.unwrap().len();
-    let history = a.history(&c, 0, 1000).await.unwrap().len();
+    let stored = a
+        .events()
+        .conversation_events(&c, 0, 1000)
+        .await
+        .unwrap()
+        .len();
+    let history = a.events().history(&c, 0, 1000).await.unwrap().len();
 
     // a pauses past its lease; b takes `c` over (compare and set from epoch 1).
     assert_eq!(
-        bb.take_over_conversation(&c, "b", 1, 12_000).await.unwrap(),
+        bb.cluster()
+            .take_over_conversation(&c, "b", 1, 12_000)
+            .await
+            .unwrap(),
         Some(2)
     );
 
     // Every kind of write a makes for `c` is refused, and stores nothing.
     assert_eq!(a.fenced_writes(), 0);
-    assert!(!a.is_fenced(&c));
-    fenced(a.append_events(&s, Some(&turn), &delta("two")).await);
+    assert!(!a.cluster().is_fenced(&c));
     fenced(
-        a.append_events(
-            &s,
-            Some(&turn),
-            &[delta("x")[0].clone(), delta("y")[0].clone()],
-        )
-        .await,
-    );
-    fenced(
-        a.add_message(&c, MessageRole::Status, "late", Some(&s), None)
+        a.events()
+            .append_events(&s, Some(&turn), &delta("two"))
             .await,
     );
     fenced(
-        a.add_message(&c, MessageRole::Agent, "late", None, None)
+        a.events()
+            .append_events(
+                &s,
+                Some(&turn),
+                &[delta("x")[0].clone(), delta("y")[0].clone()],
+            )
             .await,
     );
     fenced(
-        a.set_session_status(&s, SessionStatus::Dormant, None, None)
+        a.events()
+            .add_message(&c, MessageRole::Status, "late", Some(&s), None)
+            .await,
+    );
+    fenced(
+        a.events()
+            .add_message(&c, MessageRole::Agent, "late", None, None)
+            .await,
+    );
+    fenced(
+        a.conversations()
+            .set_session_status(&s, SessionStatus::Dormant, None, None)
             .await,
     );
     let end = TurnEnd {
@@ -135,16 +165,17 @@ async fn a_stale_owner_writes_nothing_after_a_take_over(b: Backend) {
         usage: None,
     };
     fenced(
-        a.finish_turn(
-            &turn,
-            &end,
-            &EventPayload::TurnCompleted {
-                stop_reason: None,
-                text: "late".into(),
-            },
-            None,
-        )
-        .await,
+        a.conversations()
+            .finish_turn(
+                &turn,
+                &end,
+                &EventPayload::TurnCompleted {
+                    stop_reason: None,
+                    text: "late".into(),
+                },
+                None,
+            )
+            .await,
     );
     let next = NewTurn {
         id: "t3".into(),
@@ -153,20 +184,38 @@ async fn a_stale_owner_writes_nothing_after_a_take_over(b: Backend) {
         input: "more".into(),
         status: TurnStatus::Queued,
     };
-    fenced(a.insert_turn(&next, true).await);
-    assert!(a.is_fenced(&c));
+    fenced(a.conversations().insert_turn(&next, true).await);
+    assert!(a.cluster().is_fenced(&c));
     assert_eq!(a.fenced_writes(), 7);
     let before_group = a.fenced_writes();
     assert_eq!(
-        a.conversation_events(&c, 0, 1000).await.unwrap().len(),
+        a.events()
+            .conversation_events(&c, 0, 1000)
+            .await
+            .unwrap()
+            .len(),
         stored
     );
-    assert_eq!(a.history(&c, 0, 1000).await.unwrap().len(), history);
     assert_eq!(
-        a.get_turn(&turn).await.unwrap().unwrap().status,
+        a.events().history(&c, 0, 1000).await.unwrap().len(),
+        history
+    );
+    assert_eq!(
+        a.conversations()
+            .get_turn(&turn)
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
         TurnStatus::Running
     );
-    assert!(a.get_turn(&"t3".into()).await.unwrap().is_none());
+    assert!(
+        a.conversations()
+            .get_turn(&"t3".into())
+            .await
+            .unwrap()
+            .is_none()
+    );
 
     // Batches that share a group commit: only the fenced ones are refused (`other` is
     // still a's), whether or not they met in one transaction.
@@ -181,7 +230,10 @@ async fn a_stale_owner_writes_nothing_after_a_take_over(b: Backend) {
             };
             (
                 i % 3 == 0,
-                store.append_events(&session, None, &delta(text)).await,
+                store
+                    .events()
+                    .append_events(&session, None, &delta(text))
+                    .await,
             )
         }));
     }
@@ -191,7 +243,7 @@ async fn a_stale_owner_writes_nothing_after_a_take_over(b: Backend) {
             (false, r) => assert_eq!(r.unwrap().len(), 1),
         }
     }
-    assert!(!a.is_fenced(&other));
+    assert!(!a.cluster().is_fenced(&other));
     assert_eq!(a.fenced_writes(), before_group + 8);
     let _ = other_turn;
 
@@ -202,6 +254,7 @@ async fn a_stale_owner_writes_nothing_after_a_take_over(b: Backend) {
     let mut tries = 0;
     let report = loop {
         match bb
+            .recovery()
             .recover_conversation(&c, |_| "taken over".to_string())
             .await
         {
@@ -217,29 +270,46 @@ async fn a_stale_owner_writes_nothing_after_a_take_over(b: Backend) {
     assert_eq!(report.conversations.len(), 1);
     assert_eq!(report.conversations[0].interrupted_turns, 1);
     assert_eq!(
-        bb.get_turn(&turn).await.unwrap().unwrap().status,
+        bb.conversations()
+            .get_turn(&turn)
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
         TurnStatus::Interrupted
     );
     assert_eq!(
-        bb.get_turn(&other_turn).await.unwrap().unwrap().status,
+        bb.conversations()
+            .get_turn(&other_turn)
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
         TurnStatus::Running
     );
-    assert!(bb.release_conversation(&c, "b", 2).await.unwrap());
+    assert!(bb.cluster().release_conversation(&c, "b", 2).await.unwrap());
 
     // A node that holds no epoch for `c` (it never claimed it) is not fenced: an answer
     // given on any node is not an owner's write.
     let cc = support::reopen(&guard).await;
-    cc.add_message(&c, MessageRole::Agent, "from anywhere", None, None)
+    cc.events()
+        .add_message(&c, MessageRole::Agent, "from anywhere", None, None)
         .await
         .unwrap();
     // The stale node stays refused until it claims again; then it writes.
-    fenced(a.append_events(&s, None, &delta("four")).await);
+    fenced(a.events().append_events(&s, None, &delta("four")).await);
     assert_eq!(
-        a.claim_conversation(&c, "a", 13_000).await.unwrap(),
+        a.cluster()
+            .claim_conversation(&c, "a", 13_000)
+            .await
+            .unwrap(),
         Claim::Claimed { epoch: 3 }
     );
-    assert!(!a.is_fenced(&c));
-    a.append_events(&s, None, &delta("five")).await.unwrap();
+    assert!(!a.cluster().is_fenced(&c));
+    a.events()
+        .append_events(&s, None, &delta("five"))
+        .await
+        .unwrap();
 }
 
 contract!(multi_thread; a_stale_owner_writes_nothing_after_a_take_over);

@@ -22,41 +22,48 @@ fn new_person(id: &str, email: Option<&str>, role: Role) -> NewPerson {
 async fn the_first_owner_is_made_once_and_the_last_owner_stays(b: Backend) {
     let (_d, store) = support::open(b).await;
     let owner = store
+        .people()
         .ensure_owner(&PersonId::new("p-owner"), "Owner")
         .await
         .unwrap();
     assert_eq!((owner.role, owner.disabled), (Role::Owner, false));
     // A second start finds the same owner, whatever id it would have made.
     let again = store
+        .people()
         .ensure_owner(&PersonId::new("p-other"), "X")
         .await
         .unwrap();
     assert_eq!(again.id, owner.id);
-    assert_eq!(store.list_people().await.unwrap().len(), 1);
+    assert_eq!(store.people().list_people().await.unwrap().len(), 1);
 
     // The only owner cannot be demoted or disabled.
     for (role, disabled) in [(Role::Admin, false), (Role::Owner, true)] {
         let err = store
+            .people()
             .set_person_access(&owner.id, role, disabled)
             .await
             .unwrap_err();
         assert!(matches!(err, StoreError::LastOwner), "{err}");
     }
     let ann = store
+        .people()
         .add_person(&new_person("p-ann", Some("ann@example.com"), Role::Member))
         .await
         .unwrap();
     let dup = store
+        .people()
         .add_person(&new_person("p-ann2", Some("ann@example.com"), Role::Viewer))
         .await
         .unwrap_err();
     assert!(matches!(dup, StoreError::Duplicate { .. }), "{dup}");
     // With a second owner, the first may step down.
     store
+        .people()
         .set_person_access(&ann.id, Role::Owner, false)
         .await
         .unwrap();
     let down = store
+        .people()
         .set_person_access(&owner.id, Role::Member, false)
         .await
         .unwrap()
@@ -64,6 +71,7 @@ async fn the_first_owner_is_made_once_and_the_last_owner_stays(b: Backend) {
     assert_eq!(down.role, Role::Member);
     assert!(
         store
+            .people()
             .set_person_access(&PersonId::new("nobody"), Role::Viewer, false)
             .await
             .unwrap()
@@ -74,10 +82,12 @@ async fn the_first_owner_is_made_once_and_the_last_owner_stays(b: Backend) {
 async fn tokens_are_found_by_hash_and_stop_when_revoked_or_expired(b: Backend) {
     let (_d, store) = support::open(b).await;
     let me = store
+        .people()
         .ensure_owner(&PersonId::new("p-me"), "Me")
         .await
         .unwrap();
     let t = store
+        .people()
         .add_token(&NewToken {
             id: "tok-1".into(),
             person_id: me.id.clone(),
@@ -89,28 +99,40 @@ async fn tokens_are_found_by_hash_and_stop_when_revoked_or_expired(b: Backend) {
         .await
         .unwrap();
     assert_eq!(t.scopes, [TokenScope::Read, TokenScope::Approve]);
-    let (found, person) = store.token_by_hash("h1").await.unwrap().unwrap();
+    let (found, person) = store.people().token_by_hash("h1").await.unwrap().unwrap();
     assert_eq!((found.id.as_str(), person.id.as_str()), ("tok-1", "p-me"));
     assert!(found.usable(found.created_at_ms + 1));
-    assert!(store.token_by_hash("h2").await.unwrap().is_none());
+    assert!(store.people().token_by_hash("h2").await.unwrap().is_none());
 
-    store.touch_token("tok-1", &me.id, 60_000).await.unwrap();
-    let (used, person) = store.token_by_hash("h1").await.unwrap().unwrap();
+    store
+        .people()
+        .touch_token("tok-1", &me.id, 60_000)
+        .await
+        .unwrap();
+    let (used, person) = store.people().token_by_hash("h1").await.unwrap().unwrap();
     assert!(used.last_used_at_ms.is_some() && person.last_seen_at_ms.is_some());
 
     // Someone else's revoke does not reach it; the owner's does, once.
     assert!(
         !store
+            .people()
             .revoke_token("tok-1", Some(&PersonId::new("q")))
             .await
             .unwrap()
     );
-    assert!(store.revoke_token("tok-1", Some(&me.id)).await.unwrap());
-    assert!(!store.revoke_token("tok-1", None).await.unwrap());
-    let (revoked, _) = store.token_by_hash("h1").await.unwrap().unwrap();
+    assert!(
+        store
+            .people()
+            .revoke_token("tok-1", Some(&me.id))
+            .await
+            .unwrap()
+    );
+    assert!(!store.people().revoke_token("tok-1", None).await.unwrap());
+    let (revoked, _) = store.people().token_by_hash("h1").await.unwrap().unwrap();
     assert!(!revoked.usable(revoked.created_at_ms + 1));
 
     let expiring = store
+        .people()
         .add_token(&NewToken {
             id: "tok-2".into(),
             person_id: me.id.clone(),
@@ -123,6 +145,7 @@ async fn tokens_are_found_by_hash_and_stop_when_revoked_or_expired(b: Backend) {
         .unwrap();
     assert!(expiring.usable(999) && !expiring.usable(1_000));
     let listed: Vec<_> = store
+        .people()
         .list_tokens(Some(&me.id))
         .await
         .unwrap()
@@ -132,6 +155,7 @@ async fn tokens_are_found_by_hash_and_stop_when_revoked_or_expired(b: Backend) {
     assert_eq!(listed.len(), 2, "{listed:?}");
     assert!(
         store
+            .people()
             .list_tokens(Some(&PersonId::new("q")))
             .await
             .unwrap()

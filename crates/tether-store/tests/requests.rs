@@ -29,6 +29,7 @@ impl Clock for FixedClock {
 /// A conversation `c1` with session `s1` and running turn `t1`.
 async fn running_turn(store: &Store) {
     store
+        .conversations()
         .create_conversation(
             &"c1".into(),
             ConversationKind::Chat,
@@ -48,6 +49,7 @@ async fn running_turn(store: &Store) {
         cwd: "/tmp".into(),
     };
     store
+        .conversations()
         .start_session(&s, NewSessionReason::Unbound, None)
         .await
         .unwrap();
@@ -58,8 +60,12 @@ async fn running_turn(store: &Store) {
         input: "hi".into(),
         status: TurnStatus::Queued,
     };
-    store.insert_turn(&t, true).await.unwrap();
-    store.start_turn(&"t1".into()).await.unwrap();
+    store.conversations().insert_turn(&t, true).await.unwrap();
+    store
+        .conversations()
+        .start_turn(&"t1".into())
+        .await
+        .unwrap();
 }
 
 fn question(id: &str) -> NewQuestion {
@@ -74,7 +80,13 @@ fn question(id: &str) -> NewQuestion {
 }
 
 async fn turn_status(store: &Store) -> TurnStatus {
-    store.get_turn(&"t1".into()).await.unwrap().unwrap().status
+    store
+        .conversations()
+        .get_turn(&"t1".into())
+        .await
+        .unwrap()
+        .unwrap()
+        .status
 }
 
 /// A question waits for the person, the first answer wins, and the turn runs again once
@@ -82,13 +94,18 @@ async fn turn_status(store: &Store) -> TurnStatus {
 async fn a_question_is_answered_once_and_its_turn_runs_on(b: Backend) {
     let (_d, store) = support::open(b).await;
     running_turn(&store).await;
-    let asked = store.create_question(&question("q1")).await.unwrap();
+    let asked = store
+        .requests()
+        .create_question(&question("q1"))
+        .await
+        .unwrap();
     assert!(matches!(
         asked.payload,
         EventPayload::QuestionAsked { ref question_id, .. } if question_id.as_str() == "q1"
     ));
     assert_eq!(turn_status(&store).await, TurnStatus::WaitingUser);
     store
+        .requests()
         .create_approval(&NewApproval {
             id: "a1".into(),
             conversation_id: "c1".into(),
@@ -103,11 +120,17 @@ async fn a_question_is_answered_once_and_its_turn_runs_on(b: Backend) {
         .await
         .unwrap();
     assert_eq!(turn_status(&store).await, TurnStatus::WaitingApproval);
-    let approval = store.get_approval(&"a1".into()).await.unwrap().unwrap();
+    let approval = store
+        .requests()
+        .get_approval(&"a1".into())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(approval.kind.as_deref(), Some("execute"));
     assert_eq!(approval.detail, Some(serde_json::json!({"command": "ls"})));
     assert_eq!(approval.options, vec![Decision::Allow, Decision::Deny]);
     store
+        .requests()
         .resolve_approval(&"a1".into(), ApprovalStatus::Allowed, Some("me"))
         .await
         .unwrap()
@@ -115,6 +138,7 @@ async fn a_question_is_answered_once_and_its_turn_runs_on(b: Backend) {
     assert_eq!(turn_status(&store).await, TurnStatus::WaitingUser);
 
     let (answered, ev) = store
+        .requests()
         .resolve_question(
             &"q1".into(),
             QuestionStatus::Answered,
@@ -132,15 +156,26 @@ async fn a_question_is_answered_once_and_its_turn_runs_on(b: Backend) {
     ));
     assert_eq!(turn_status(&store).await, TurnStatus::Running);
     let again = store
+        .requests()
         .resolve_question(&"q1".into(), QuestionStatus::Answered, Some("lib.rs"), None)
         .await
         .unwrap();
     assert!(again.is_none(), "a second answer must not win");
-    let stored = store.get_question(&"q1".into()).await.unwrap().unwrap();
+    let stored = store
+        .requests()
+        .get_question(&"q1".into())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(stored.answer.as_deref(), Some("main.rs"));
 
-    store.create_question(&question("q2")).await.unwrap();
+    store
+        .requests()
+        .create_question(&question("q2"))
+        .await
+        .unwrap();
     let pending = store
+        .requests()
         .list_questions(Some(QuestionStatus::Pending), Some(&"c1".into()))
         .await
         .unwrap();
@@ -148,18 +183,35 @@ async fn a_question_is_answered_once_and_its_turn_runs_on(b: Backend) {
         pending.iter().map(|q| q.id.as_str()).collect::<Vec<_>>(),
         ["q2"]
     );
-    assert_eq!(store.list_questions(None, None).await.unwrap().len(), 2);
+    assert_eq!(
+        store
+            .requests()
+            .list_questions(None, None)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
     let elsewhere = store
+        .requests()
         .list_questions(None, Some(&"other".into()))
         .await
         .unwrap();
     assert!(elsewhere.is_empty());
     let allowed = store
+        .requests()
         .list_approvals(Some(ApprovalStatus::Allowed), None)
         .await
         .unwrap();
     assert_eq!(allowed.len(), 1);
-    assert!(store.get_question(&"nope".into()).await.unwrap().is_none());
+    assert!(
+        store
+            .requests()
+            .get_question(&"nope".into())
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 /// What the store writes carries the time of the clock it was given, not the system's.
@@ -168,18 +220,37 @@ async fn writes_take_their_time_from_the_store_clock(b: Backend) {
     let clock = Arc::new(FixedClock(AtomicI64::new(1_000_000)));
     store.set_clock(clock.clone());
     running_turn(&store).await;
-    let conv = store.get_conversation(&"c1".into()).await.unwrap().unwrap();
+    let conv = store
+        .conversations()
+        .get_conversation(&"c1".into())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(conv.created_at_ms, 1_000_000);
-    let turn = store.get_turn(&"t1".into()).await.unwrap().unwrap();
+    let turn = store
+        .conversations()
+        .get_turn(&"t1".into())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(turn.created_at_ms, 1_000_000);
     assert_eq!(turn.started_at_ms, Some(1_000_000));
 
     clock.0.store(2_000_000, Ordering::SeqCst);
-    let asked = store.create_question(&question("q1")).await.unwrap();
+    let asked = store
+        .requests()
+        .create_question(&question("q1"))
+        .await
+        .unwrap();
     assert_eq!(asked.at_ms, 2_000_000);
-    let q = store.get_question(&"q1".into()).await.unwrap().unwrap();
+    let q = store
+        .requests()
+        .get_question(&"q1".into())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(q.created_at_ms, 2_000_000);
-    let history = store.history(&"c1".into(), 0, 100).await.unwrap();
+    let history = store.events().history(&"c1".into(), 0, 100).await.unwrap();
     assert!(!history.is_empty());
     assert!(history.iter().all(|m| m.at_ms == 1_000_000), "{history:?}");
 }

@@ -14,6 +14,7 @@ async fn open(b: Backend) -> (support::Guard, Store) {
 
 async fn conv_with_session(store: &Store) -> (ConversationId, SessionId) {
     store
+        .conversations()
         .create_conversation(
             &"c1".into(),
             ConversationKind::Chat,
@@ -33,6 +34,7 @@ async fn conv_with_session(store: &Store) -> (ConversationId, SessionId) {
         cwd: "/tmp".into(),
     };
     store
+        .conversations()
         .start_session(&s, NewSessionReason::Unbound, Some("why"))
         .await
         .unwrap();
@@ -51,16 +53,19 @@ async fn one_external_id_one_session(b: Backend) {
         cwd: "/tmp".into(),
     };
     store
+        .conversations()
         .start_session(&s2, NewSessionReason::Explicit, None)
         .await
         .unwrap();
     let live = tether_proto::SessionStatus::Live;
     store
+        .conversations()
         .set_session_status(&s1, live, Some("ext-1"), None)
         .await
         .unwrap();
     assert_eq!(
         store
+            .conversations()
             .session_with_external_id("fake", "ext-1")
             .await
             .unwrap(),
@@ -68,6 +73,7 @@ async fn one_external_id_one_session(b: Backend) {
     );
     assert!(
         store
+            .conversations()
             .session_with_external_id("other", "ext-1")
             .await
             .unwrap()
@@ -75,6 +81,7 @@ async fn one_external_id_one_session(b: Backend) {
     );
     assert!(
         store
+            .conversations()
             .set_session_status(&"s2".into(), live, Some("ext-1"), None)
             .await
             .is_err(),
@@ -82,6 +89,7 @@ async fn one_external_id_one_session(b: Backend) {
     );
     // Setting a session's own id again is fine.
     store
+        .conversations()
         .set_session_status(&s1, live, Some("ext-1"), None)
         .await
         .unwrap();
@@ -90,20 +98,29 @@ async fn one_external_id_one_session(b: Backend) {
 async fn seq_is_gap_free_and_binding_set(b: Backend) {
     let (_d, store) = open(b).await;
     let (c, s) = conv_with_session(&store).await;
-    let conv = store.get_conversation(&c).await.unwrap().unwrap();
+    let conv = store
+        .conversations()
+        .get_conversation(&c)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(conv.bound_session_id.as_deref(), Some("s1"));
     let deltas: Vec<_> = (0..5)
         .map(|i| EventPayload::MessageDelta {
             text: i.to_string(),
         })
         .collect();
-    store.append_events(&s, None, &deltas).await.unwrap();
-    let evs = store.session_events(&s, 0, 100).await.unwrap();
+    store
+        .events()
+        .append_events(&s, None, &deltas)
+        .await
+        .unwrap();
+    let evs = store.events().session_events(&s, 0, 100).await.unwrap();
     let seqs: Vec<i64> = evs.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=7).collect::<Vec<_>>());
-    let page = store.session_events(&s, 3, 2).await.unwrap();
+    let page = store.events().session_events(&s, 3, 2).await.unwrap();
     assert_eq!(page.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![4, 5]);
-    let hist = store.history(&c, 0, 10).await.unwrap();
+    let hist = store.events().history(&c, 0, 10).await.unwrap();
     assert_eq!(hist.len(), 1);
     assert_eq!(hist[0].role, MessageRole::Status);
 }
@@ -118,10 +135,15 @@ async fn approval_first_answer_wins_and_recovery_expires(b: Backend) {
         input: "hi".into(),
         status: TurnStatus::Queued,
     };
-    store.insert_turn(&t, true).await.unwrap();
-    store.start_turn(&"t1".into()).await.unwrap();
+    store.conversations().insert_turn(&t, true).await.unwrap();
+    store
+        .conversations()
+        .start_turn(&"t1".into())
+        .await
+        .unwrap();
     for id in ["a1", "a2"] {
         store
+            .requests()
             .create_approval(&NewApproval {
                 id: id.into(),
                 conversation_id: c.clone(),
@@ -137,21 +159,30 @@ async fn approval_first_answer_wins_and_recovery_expires(b: Backend) {
             .unwrap();
     }
     assert_eq!(
-        store.get_turn(&"t1".into()).await.unwrap().unwrap().status,
+        store
+            .conversations()
+            .get_turn(&"t1".into())
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
         TurnStatus::WaitingApproval
     );
     let first = store
+        .requests()
         .resolve_approval(&"a1".into(), ApprovalStatus::Allowed, Some("me"))
         .await
         .unwrap();
     assert!(first.is_some());
     let second = store
+        .requests()
         .resolve_approval(&"a1".into(), ApprovalStatus::Denied, Some("you"))
         .await
         .unwrap();
     assert!(second.is_none());
 
     let report = store
+        .recovery()
         .recover(|rc| format!("restarted {}", rc.interrupted_turns))
         .await
         .unwrap();
@@ -159,11 +190,18 @@ async fn approval_first_answer_wins_and_recovery_expires(b: Backend) {
     assert_eq!(report.conversations[0].interrupted_turns, 1);
     assert_eq!(report.conversations[0].expired_approvals, 1);
     assert_eq!(
-        store.get_turn(&"t1".into()).await.unwrap().unwrap().status,
+        store
+            .conversations()
+            .get_turn(&"t1".into())
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
         TurnStatus::Interrupted
     );
     assert_eq!(
         store
+            .requests()
             .get_approval(&"a2".into())
             .await
             .unwrap()
@@ -173,6 +211,7 @@ async fn approval_first_answer_wins_and_recovery_expires(b: Backend) {
     );
     assert_eq!(
         store
+            .requests()
             .get_approval(&"a1".into())
             .await
             .unwrap()
@@ -180,7 +219,12 @@ async fn approval_first_answer_wins_and_recovery_expires(b: Backend) {
             .status,
         ApprovalStatus::Allowed
     );
-    let conv = store.get_conversation(&c).await.unwrap().unwrap();
+    let conv = store
+        .conversations()
+        .get_conversation(&c)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(conv.bound_session_id.as_deref(), Some("s1"));
     // A finished turn is immutable.
     let end = TurnEnd {
@@ -191,6 +235,7 @@ async fn approval_first_answer_wins_and_recovery_expires(b: Backend) {
         usage: None,
     };
     let again = store
+        .conversations()
         .finish_turn(
             &"t1".into(),
             &end,
@@ -205,7 +250,7 @@ async fn approval_first_answer_wins_and_recovery_expires(b: Backend) {
     assert!(again.is_none());
     assert!(store.integrity_check().await.unwrap());
     // Second recovery finds nothing.
-    let report = store.recover(|_| String::new()).await.unwrap();
+    let report = store.recovery().recover(|_| String::new()).await.unwrap();
     assert!(report.conversations.is_empty());
 }
 
@@ -213,6 +258,7 @@ async fn view_parts_reads_only_the_conversations_asked_for(b: Backend) {
     let (_d, store) = open(b).await;
     let (c, s) = conv_with_session(&store).await;
     store
+        .conversations()
         .create_conversation(
             &"c2".into(),
             ConversationKind::Chat,
@@ -231,9 +277,14 @@ async fn view_parts_reads_only_the_conversations_asked_for(b: Backend) {
         input: "hi".into(),
         status: TurnStatus::Queued,
     };
-    store.insert_turn(&t, true).await.unwrap();
-    store.start_turn(&"t1".into()).await.unwrap();
+    store.conversations().insert_turn(&t, true).await.unwrap();
     store
+        .conversations()
+        .start_turn(&"t1".into())
+        .await
+        .unwrap();
+    store
+        .requests()
         .create_approval(&NewApproval {
             id: "a1".into(),
             conversation_id: c.clone(),
@@ -249,17 +300,21 @@ async fn view_parts_reads_only_the_conversations_asked_for(b: Backend) {
         .unwrap();
 
     let c2 = ConversationId::from("c2");
-    let both = store.view_parts(&[&c, &c2], &[&s]).await.unwrap();
+    let both = store
+        .conversations()
+        .view_parts(&[&c, &c2], &[&s])
+        .await
+        .unwrap();
     assert_eq!(both.sessions.len(), 1);
     assert_eq!(both.open_turns.len(), 1);
     assert_eq!(both.open_turns[0].status, TurnStatus::WaitingApproval);
     assert_eq!(both.pending_approvals.len(), 1);
     assert!(both.pending_questions.is_empty());
 
-    let other = store.view_parts(&[&c2], &[]).await.unwrap();
+    let other = store.conversations().view_parts(&[&c2], &[]).await.unwrap();
     assert!(other.sessions.is_empty() && other.open_turns.is_empty());
     assert!(other.pending_approvals.is_empty());
-    let none = store.view_parts(&[], &[]).await.unwrap();
+    let none = store.conversations().view_parts(&[], &[]).await.unwrap();
     assert!(none.open_turns.is_empty());
 }
 

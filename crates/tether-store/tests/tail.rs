@@ -16,6 +16,7 @@ use support::Backend;
 
 async fn conversation(store: &Store, id: &str) {
     store
+        .conversations()
         .create_conversation(
             &id.into(),
             ConversationKind::Chat,
@@ -35,6 +36,7 @@ async fn conversation(store: &Store, id: &str) {
         cwd: "/tmp".into(),
     };
     store
+        .conversations()
         .start_session(&s, NewSessionReason::Unbound, None)
         .await
         .unwrap();
@@ -47,6 +49,7 @@ fn delta(text: &str) -> EventPayload {
 async fn append(store: &Store, conv: &str, texts: &[&str]) {
     let batch: Vec<EventPayload> = texts.iter().map(|t| delta(t)).collect();
     store
+        .events()
         .append_events(&format!("{conv}-s").into(), None, &batch)
         .await
         .unwrap();
@@ -98,12 +101,22 @@ async fn events_of_one_node_reach_the_other(notify: bool) {
     append(&a, "c", &["1", "2"]).await;
     // Resumes after the first event stored: the rest, then what A commits live.
     // (The conversation's first event is the session's start, then "1".)
-    let first = a.conversation_events(&"c".into(), 0, 2).await.unwrap()[1].id;
+    let first = a
+        .events()
+        .conversation_events(&"c".into(), 0, 2)
+        .await
+        .unwrap()[1]
+        .id;
     let mut f = b
+        .events()
         .follow(Scope::Conversation("c".into()), first)
         .await
         .unwrap();
-    let mut mine = b.follow(Scope::Conversation("c".into()), 0).await.unwrap();
+    let mut mine = b
+        .events()
+        .follow(Scope::Conversation("c".into()), 0)
+        .await
+        .unwrap();
     // What is stored already comes from B's own reads of the store...
     assert_eq!(texts(&take(&mut f, 1).await), ["2"]);
     assert_eq!(texts(&take(&mut mine, 3).await), ["1", "2"]);
@@ -143,13 +156,18 @@ async fn a_claim_hands_over_the_previous_owners_events_before_this_nodes_own() {
     // A poll that never comes within the test, no notices: only the claim can sync.
     let (_g, a, b, _tails) = two_nodes(false, Duration::from_secs(3600)).await;
     conversation(&a, "c").await;
-    let mut f = b.follow(Scope::Conversation("c".into()), 0).await.unwrap();
+    let mut f = b
+        .events()
+        .follow(Scope::Conversation("c".into()), 0)
+        .await
+        .unwrap();
     append(&a, "c", &["a1"]).await;
     // The session's start, then a1.
     assert_eq!(texts(&take(&mut f, 2).await), ["a1"]);
     append(&a, "c", &["a2", "a3"]).await;
     assert!(matches!(
-        b.claim_conversation(&"c".into(), "node-b", now_ms())
+        b.cluster()
+            .claim_conversation(&"c".into(), "node-b", now_ms())
             .await
             .unwrap(),
         Claim::Claimed { .. }
@@ -163,8 +181,9 @@ async fn a_list_change_on_one_node_reaches_the_others_list_followers() {
     for notify in [true, false] {
         let (_g, a, b, _tails) = two_nodes(notify, Duration::from_millis(200)).await;
         conversation(&a, "c").await;
-        let mut changes = b.conversation_changes();
-        a.update_conversation(&"c".into(), Some("renamed"), None)
+        let mut changes = b.conversations().conversation_changes();
+        a.conversations()
+            .update_conversation(&"c".into(), Some("renamed"), None)
             .await
             .unwrap();
         let got = tokio::time::timeout(Duration::from_secs(10), changes.recv())

@@ -43,7 +43,12 @@ pub(crate) fn start(core: SharedCore, dc: Arc<Discord>) -> Vec<tokio::task::Join
     let gw = {
         let (core, dc) = (core.clone(), dc.clone());
         async move {
-            let stored = match core.store.channel_state("discord", SESSION_KEY).await {
+            let stored = match core
+                .store
+                .channels()
+                .channel_state("discord", SESSION_KEY)
+                .await
+            {
                 Ok(v) => v.and_then(|v| serde_json::from_str::<Session>(&v).ok()),
                 Err(e) => {
                     tracing::warn!(channel = "discord", "cannot read the gateway session: {e}");
@@ -162,6 +167,7 @@ async fn store_session(core: &SharedCore, session: Option<&Session>) {
     };
     if let Err(e) = core
         .store
+        .channels()
         .set_channel_state("discord", SESSION_KEY, &v)
         .await
     {
@@ -288,6 +294,7 @@ async fn normalize(
     // A thread that is already a conversation: everything in it is for the agent.
     let known = core
         .store
+        .channels()
         .channel_chat("discord", channel)
         .await
         .map_err(|e| e.to_string())?;
@@ -349,6 +356,7 @@ pub(crate) async fn interaction_answer(core: &SharedCore, ix: &Interaction) -> O
     let id = ix.id.as_deref()?;
     match core
         .store
+        .channels()
         .remember_inbound("discord", &format!("i:{id}"))
         .await
     {

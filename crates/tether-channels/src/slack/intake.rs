@@ -196,7 +196,13 @@ impl Platform for Deliveries {
 async fn message(core: &SharedCore, m: Message, replay: bool) -> Result<(), ChannelError> {
     if !m.addressed {
         let key = m.inbound.chat_key(core.group_mode);
-        if core.store.channel_chat(core.name(), &key).await?.is_none() {
+        if core
+            .store
+            .channels()
+            .channel_chat(core.name(), &key)
+            .await?
+            .is_none()
+        {
             // A channel message that is not for tether.
             return Ok(());
         }
@@ -206,6 +212,7 @@ async fn message(core: &SharedCore, m: Message, replay: bool) -> Result<(), Chan
     // was not handled); the turn id derived from the message keeps it from running twice.
     let first = core
         .store
+        .channels()
         .remember_inbound("slack", &format!("message:{}", m.message_key))
         .await?;
     if !first && !replay {
@@ -226,6 +233,7 @@ async fn command(intake: SlackIntake, c: SlashCommand, key: String) {
         let allowed = core.allowed_users.contains(&c.user)
             || core
                 .store
+                .channels()
                 .channel_user_allowed(core.name(), &c.user)
                 .await
                 .unwrap_or(false);

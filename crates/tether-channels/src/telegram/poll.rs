@@ -17,7 +17,12 @@ const OFFSET_KEY: &str = "update_offset";
 
 pub(crate) async fn run(intake: UpdatesIntake, tg: Arc<Telegram>, timeout: Duration) {
     let core = intake.core().clone();
-    let mut offset: i64 = match core.store.channel_state("telegram", OFFSET_KEY).await {
+    let mut offset: i64 = match core
+        .store
+        .channels()
+        .channel_state("telegram", OFFSET_KEY)
+        .await
+    {
         Ok(v) => v.and_then(|v| v.parse().ok()).unwrap_or(0),
         Err(e) => {
             tracing::warn!(channel = "telegram", "cannot read the update offset: {e}");
@@ -94,6 +99,7 @@ pub(crate) async fn run(intake: UpdatesIntake, tg: Arc<Telegram>, timeout: Durat
         }
         if let Err(e) = core
             .store
+            .channels()
             .set_channel_state("telegram", OFFSET_KEY, &offset.to_string())
             .await
         {

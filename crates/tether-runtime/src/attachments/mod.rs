@@ -105,7 +105,13 @@ impl Attachments<'_> {
             rows.push(row);
         }
         // One transaction for the whole upload (issue 24 S8).
-        Ok(self.rt.ctx().store.insert_attachments(&rows).await?)
+        Ok(self
+            .rt
+            .ctx()
+            .store
+            .attachments()
+            .insert_attachments(&rows)
+            .await?)
     }
 
     /// The row a file would get (without its conversation and hash), or why it is refused.
@@ -150,6 +156,7 @@ impl Attachments<'_> {
             .rt
             .ctx()
             .store
+            .attachments()
             .get_attachment(id)
             .await?
             .ok_or_else(not_found)?;
@@ -181,7 +188,7 @@ impl Attachments<'_> {
             if out.iter().any(|a| &a.id == id) {
                 continue;
             }
-            let a = match self.rt.ctx().store.get_attachment(id).await? {
+            let a = match self.rt.ctx().store.attachments().get_attachment(id).await? {
                 Some(a) if a.conversation_id == conversation_id => a,
                 _ => return Err(AttachmentError::NotFound(id.to_string()).into()),
             };
@@ -219,6 +226,7 @@ impl Attachments<'_> {
             .rt
             .ctx()
             .store
+            .attachments()
             .attachments_of_messages(&replies)
             .await?;
         for m in messages
@@ -231,7 +239,13 @@ impl Attachments<'_> {
                 .map(|(_, a)| a.clone())
                 .collect();
         }
-        let all = self.rt.ctx().store.attachments_of_turns(&turns).await?;
+        let all = self
+            .rt
+            .ctx()
+            .store
+            .attachments()
+            .attachments_of_turns(&turns)
+            .await?;
         if all.is_empty() {
             return Ok(messages);
         }
@@ -257,7 +271,14 @@ impl Attachments<'_> {
                 .await?
                 .cwd,
         ];
-        for s in self.rt.ctx().store.list_sessions(conversation_id).await? {
+        for s in self
+            .rt
+            .ctx()
+            .store
+            .conversations()
+            .list_sessions(conversation_id)
+            .await?
+        {
             if !cwds.contains(&s.cwd) {
                 cwds.push(s.cwd);
             }
@@ -272,12 +293,20 @@ impl Attachments<'_> {
             .rt
             .ctx()
             .store
+            .attachments()
             .delete_conversation_attachments(conversation_id)
             .await?;
         let blobs = self.blobs();
         for sha in unused {
             // Another upload of the same content may have come in meanwhile.
-            if self.rt.ctx().store.attachment_blob_used(&sha).await? {
+            if self
+                .rt
+                .ctx()
+                .store
+                .attachments()
+                .attachment_blob_used(&sha)
+                .await?
+            {
                 continue;
             }
             if let Err(e) = blobs.remove(&sha).await {

@@ -62,6 +62,7 @@ impl Attachments<'_> {
             .rt
             .ctx()
             .store
+            .attachments()
             .turn_edit_details(&turn.conversation_id, turn_id)
             .await?;
         let mut paths: Vec<String> = Vec::new();
@@ -162,6 +163,7 @@ impl Attachments<'_> {
         self.rt
             .ctx()
             .store
+            .attachments()
             .add_message_with_attachments(&conv.id, tether_proto::MessageRole::Command, &text, &ids)
             .await?;
         let mut out =
@@ -175,6 +177,7 @@ impl Attachments<'_> {
             .rt
             .ctx()
             .store
+            .conversations()
             .get_turn(turn_id)
             .await?
             .ok_or_else(|| RuntimeError::NotFound {

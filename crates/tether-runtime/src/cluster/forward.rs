@@ -53,6 +53,7 @@ async fn worker(weak: Weak<Inner>) {
         let store = &rt.ctx().store;
         let me = rt.placement().cluster().node_id().to_owned();
         let taken = match store
+            .cluster()
             .take_pending_commands(&me, rt.ctx().clock.now_ms(), TAKE_BATCH)
             .await
         {
@@ -83,7 +84,7 @@ async fn worker(weak: Weak<Inner>) {
         if now - last_prune > 60_000 {
             last_prune = now;
             let before = now - super::place::ttl_ms(PRUNE_AFTER);
-            if let Err(e) = store.prune_commands(before).await {
+            if let Err(e) = store.cluster().prune_commands(before).await {
                 tracing::warn!(error = %e, "cannot prune forwarded commands");
             }
         }
@@ -98,7 +99,7 @@ async fn listener(weak: Weak<Inner>) {
         let stopping = rt.ctx().delegation.stopping().clone();
         let store = rt.ctx().store.clone();
         drop(rt);
-        let mut wakeups = match store.command_wakeups().await {
+        let mut wakeups = match store.cluster().command_wakeups().await {
             Ok(Some(w)) => w,
             Ok(None) => return,
             Err(e) => {
@@ -150,6 +151,7 @@ impl Placement<'_> {
         let body = serde_json::to_string(env).map_err(|e| RuntimeError::Internal(e.to_string()))?;
         let waiter = Waiter::new(cluster, &id);
         store
+            .cluster()
             .submit_command(&NewCommand {
                 id: id.clone(),
                 to_node: to.clone(),
@@ -161,7 +163,7 @@ impl Placement<'_> {
             .await?;
         loop {
             let _ = tokio::time::timeout(POLL, waiter.notify.notified()).await;
-            let Some(row) = store.get_command(&id).await? else {
+            let Some(row) = store.cluster().get_command(&id).await? else {
                 return Err(RuntimeError::Internal(format!(
                     "forwarded command {id} vanished before it was answered"
                 )));
@@ -171,7 +173,7 @@ impl Placement<'_> {
                     // Removed behind the caller's back: the answer does not wait for it.
                     let store = store.clone();
                     tokio::spawn(async move {
-                        if let Err(e) = store.remove_command(&id).await {
+                        if let Err(e) = store.cluster().remove_command(&id).await {
                             tracing::warn!(command = %id, error = %e, "cannot remove a forwarded command");
                         }
                     });
@@ -182,7 +184,7 @@ impl Placement<'_> {
                     return Ok(Sent::Replied(reply));
                 }
                 CommandStatus::Pending if !self.node_alive(to).await? => {
-                    if store.abandon_command(&id).await? {
+                    if store.cluster().abandon_command(&id).await? {
                         self.forget_command(&id).await;
                         tracing::info!(
                             node = %to,
@@ -206,7 +208,7 @@ impl Placement<'_> {
     }
 
     async fn forget_command(&self, id: &str) {
-        if let Err(e) = self.rt.ctx().store.remove_command(id).await {
+        if let Err(e) = self.rt.ctx().store.cluster().remove_command(id).await {
             // Pruned later.
             tracing::warn!(command = id, error = %e, "cannot remove a forwarded command");
         }
@@ -216,9 +218,17 @@ impl Placement<'_> {
     async fn node_alive(&self, id: &str) -> Result<bool> {
         let now = self.rt.ctx().clock.now_ms();
         let ownership = &self.rt.ctx().ownership;
-        Ok(self.rt.ctx().store.nodes().await?.iter().any(|n| {
-            n.id == id && n.alive(now) && !ownership.seen_gone(&n.id, Some(n.started_at_ms))
-        }))
+        Ok(self
+            .rt
+            .ctx()
+            .store
+            .cluster()
+            .nodes()
+            .await?
+            .iter()
+            .any(|n| {
+                n.id == id && n.alive(now) && !ownership.seen_gone(&n.id, Some(n.started_at_ms))
+            }))
     }
 
     /// Starts this node's worker (and its listener unless notices are off). Only on
@@ -252,6 +262,7 @@ impl Placement<'_> {
                 self.rt
                     .ctx()
                     .store
+                    .cluster()
                     .reply_command(&row.id, &json, self.rt.ctx().clock.now_ms())
                     .await
             }

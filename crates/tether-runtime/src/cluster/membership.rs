@@ -51,14 +51,14 @@ impl Membership {
         };
         let store = j.store;
         // Present before registered: the node never looks registered and dead.
-        let presence = match store.hold_presence(&j.id).await {
+        let presence = match store.cluster().hold_presence(&j.id).await {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot hold this node's presence lock yet; retrying");
                 None
             }
         };
-        store.register_node(&node).await?;
+        store.cluster().register_node(&node).await?;
         let stop = CancellationToken::new();
         let presence = tokio::spawn(keep_presence(
             store.clone(),
@@ -81,7 +81,7 @@ impl Membership {
         self.stop.cancel();
         let _ = self.beats.await;
         let _ = self.presence.await;
-        if let Err(e) = self.store.remove_node(&self.id).await {
+        if let Err(e) = self.store.cluster().remove_node(&self.id).await {
             tracing::warn!(error = %e, "cannot remove this node from the registry");
         }
     }
@@ -107,7 +107,7 @@ async fn heartbeat(
         }
         let now = clock.now_ms();
         let until = now + ttl_ms(ttl);
-        let renewed = match store.renew_node_lease(&node.id, now, until).await {
+        let renewed = match store.cluster().renew_node_lease(&node.id, now, until).await {
             Ok(true) => Ok(()),
             Ok(false) => {
                 let again = NodeRow {
@@ -115,7 +115,7 @@ async fn heartbeat(
                     lease_until_ms: until,
                     ..node.clone()
                 };
-                store.register_node(&again).await
+                store.cluster().register_node(&again).await
             }
             Err(e) => Err(e),
         };
@@ -154,7 +154,11 @@ async fn keep_presence(
         }
         let checked = match presence.as_mut() {
             Some(p) => p.renew().await.map(|_| ()),
-            None => store.hold_presence(&id).await.map(|p| presence = p),
+            None => store
+                .cluster()
+                .hold_presence(&id)
+                .await
+                .map(|p| presence = p),
         };
         match checked {
             Ok(()) if presence.is_some() => {

@@ -42,7 +42,7 @@ impl Placement<'_> {
         let failover_until = self.rt.ctx().clock.now_ms() + ttl_ms(cluster.config.lease_ttl);
         loop {
             let now = self.rt.ctx().clock.now_ms();
-            let row = store.conversation_owner(id).await?;
+            let row = store.cluster().conversation_owner(id).await?;
             let owner = row.as_ref().map(|o| placement::Owner {
                 node_id: &o.node_id,
                 lease_until_ms: o.lease_until_ms,
@@ -65,12 +65,14 @@ impl Placement<'_> {
             if !forwarded && let Some(node) = self.elsewhere_at_cap().await? {
                 return Ok(Place::There(node));
             }
-            return Ok(match store.claim_conversation(id, me, now).await? {
-                Claim::Claimed { .. } => Place::Here { claimed: true },
-                Claim::Held { .. } => Place::Here { claimed: false },
-                // Another node claimed it a moment ago.
-                Claim::Owned(o) => Place::There(o.node_id),
-            });
+            return Ok(
+                match store.cluster().claim_conversation(id, me, now).await? {
+                    Claim::Claimed { .. } => Place::Here { claimed: true },
+                    Claim::Held { .. } => Place::Here { claimed: false },
+                    // Another node claimed it a moment ago.
+                    Claim::Owned(o) => Place::There(o.node_id),
+                },
+            );
         }
     }
 
@@ -83,7 +85,7 @@ impl Placement<'_> {
             return Ok(None);
         }
         let store = &self.rt.ctx().store;
-        let counts = store.owner_counts().await?;
+        let counts = store.cluster().owner_counts().await?;
         let owned = |node: &str| {
             counts
                 .iter()
@@ -96,7 +98,7 @@ impl Placement<'_> {
             return Ok(None);
         }
         let now = self.rt.ctx().clock.now_ms();
-        let nodes = store.nodes().await?;
+        let nodes = store.cluster().nodes().await?;
         let others = nodes
             .iter()
             .filter(|n| {

@@ -81,13 +81,13 @@ impl Placement<'_> {
         let store = &self.rt.ctx().store;
         let resolved = match (code, cmd) {
             (ErrorCode::ApprovalAlreadyResolved, Command::AnswerApproval { approval_id, .. }) => {
-                match store.get_approval(approval_id).await {
+                match store.requests().get_approval(approval_id).await {
                     Ok(Some(a)) => Some(ResolveError::AlreadyResolved { status: a.status }),
                     Ok(None) | Err(_) => None,
                 }
             }
             (ErrorCode::QuestionAlreadyResolved, Command::AnswerQuestion { question_id, .. }) => {
-                match store.get_question(question_id).await {
+                match store.requests().get_question(question_id).await {
                     Ok(Some(q)) => Some(ResolveError::QuestionAlreadyResolved { status: q.status }),
                     Ok(None) | Err(_) => None,
                 }
@@ -116,18 +116,19 @@ impl Placement<'_> {
             if self.rt.ctx().ownership.in_use(conv) {
                 return Ok::<bool, tether_store::StoreError>(true);
             }
-            let row = store.get_conversation(conv).await?;
+            let row = store.conversations().get_conversation(conv).await?;
             let bound = row.and_then(|r| r.bound_session_id);
             if bound.is_some_and(|s| self.rt.router().existing_actor(&s).is_some()) {
                 return Ok::<bool, tether_store::StoreError>(true);
             }
-            Ok(!store.open_turns(conv).await?.is_empty())
+            Ok(!store.conversations().open_turns(conv).await?.is_empty())
         };
         match busy.await {
             Ok(true) => {}
             Ok(false) => {
-                if let Some(epoch) = store.held_epoch(conv)
+                if let Some(epoch) = store.cluster().held_epoch(conv)
                     && let Err(e) = store
+                        .cluster()
                         .release_conversation(conv, self.cluster().node_id(), epoch)
                         .await
                 {

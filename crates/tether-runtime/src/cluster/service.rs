@@ -31,9 +31,9 @@ impl Placement<'_> {
         let ctx = self.rt.ctx();
         let (store, me) = (&ctx.store, self.cluster().node_id());
         let now = ctx.clock.now_ms();
-        let nodes = store.nodes().await?;
-        let owned = store.owner_counts().await?;
-        let leaders = store.leaders().await?;
+        let nodes = store.cluster().nodes().await?;
+        let owned = store.cluster().owner_counts().await?;
+        let leaders = store.cluster().leaders().await?;
         let live_of = |id: &str| {
             owned
                 .iter()

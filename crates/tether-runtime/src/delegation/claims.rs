@@ -40,6 +40,7 @@ impl Drop for HeldContinuation {
         rt.spawn(async move {
             if let Err(e) = c
                 .store
+                .delegation()
                 .release_continuation(&c.scope, &c.continuation_id, &c.name)
                 .await
             {
@@ -73,6 +74,7 @@ impl Delegations<'_> {
         let name: String = new_id();
         let node = &self.rt.ctx().config.cluster.node_id;
         match store
+            .delegation()
             .claim_continuation(scope, continuation_id, node, &name)
             .await?
         {

@@ -41,7 +41,13 @@ impl Delegations<'_> {
     /// Returns whether a turn was running.
     async fn stop_task_turn(&self, row: &DelegationRow) -> Result<bool> {
         let conversation_id = row.task_id.conversation_id();
-        let open = self.rt.ctx().store.open_turns(&conversation_id).await?;
+        let open = self
+            .rt
+            .ctx()
+            .store
+            .conversations()
+            .open_turns(&conversation_id)
+            .await?;
         if open.is_empty() {
             return Ok(false);
         }
@@ -61,6 +67,7 @@ impl Delegations<'_> {
                     .rt
                     .ctx()
                     .store
+                    .conversations()
                     .open_turns(&conversation_id)
                     .await?
                     .is_empty()
@@ -118,7 +125,11 @@ impl Delegations<'_> {
             ));
         }
         // Re-read under the lock: a racing close may have released it.
-        let row = store.get_delegation(task_id).await?.unwrap_or(row);
+        let row = store
+            .delegation()
+            .get_delegation(task_id)
+            .await?
+            .unwrap_or(row);
         if row.released_at_ms.is_some() {
             return Err(released(task_id));
         }
@@ -128,6 +139,7 @@ impl Delegations<'_> {
             tracing::warn!(task_id = %row.task_id, error = %e, "cannot end the task's process");
         }
         let version = store
+            .delegation()
             .latest_delegation_turn(task_id)
             .await?
             .map(|t| t.turn_version)
@@ -149,6 +161,7 @@ impl Delegations<'_> {
         };
         let note = "closed: the delegated session was released; its history is kept";
         store
+            .delegation()
             .release_delegation(task_id, note, Some(&entry))
             .await?;
         self.forget_task(task_id);
@@ -162,6 +175,7 @@ impl Delegations<'_> {
             .rt
             .ctx()
             .store
+            .delegation()
             .open_turns_started_in(parent_turn_id)
             .await
         {
@@ -197,6 +211,7 @@ impl Delegations<'_> {
             .rt
             .ctx()
             .store
+            .delegation()
             .children_of(parent_conversation_id)
             .await?;
         let mut n = 0;
@@ -232,6 +247,7 @@ impl Delegations<'_> {
             .rt
             .ctx()
             .store
+            .delegation()
             .get_delegation(&TaskId::of_conversation(&conv.id))
             .await?
             .ok_or_else(|| RuntimeError::NotFound {

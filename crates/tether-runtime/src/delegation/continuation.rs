@@ -114,7 +114,7 @@ impl Delegations<'_> {
         let store = &self.rt.ctx().store;
         if let Some(cid) = continuation_id {
             check_continuation_id(cid)?;
-            if let Some(e) = store.ledger_entry(row.scope(), cid).await? {
+            if let Some(e) = store.delegation().ledger_entry(row.scope(), cid).await? {
                 let same = e.task_id == row.task_id
                     && e.action == "continue"
                     && e.message.as_deref() == Some(message.trim());
@@ -128,6 +128,7 @@ impl Delegations<'_> {
         let message = check_text("message", message)?;
         // Re-read under the lock: a close may have released it meanwhile.
         let row = &store
+            .delegation()
             .get_delegation(&row.task_id)
             .await?
             .unwrap_or_else(|| row.clone());
@@ -194,6 +195,7 @@ impl Delegations<'_> {
                 .map_err(|e| RuntimeError::Internal(e.to_string()))?,
         };
         let version = store
+            .delegation()
             .add_delegation_turn(
                 &tether_store::NewDelegationTurn {
                     task_id: row.task_id.clone(),
@@ -236,7 +238,13 @@ impl Delegations<'_> {
         if max == 0 {
             return Ok(());
         }
-        let running = self.rt.ctx().store.running_children(parent).await?;
+        let running = self
+            .rt
+            .ctx()
+            .store
+            .delegation()
+            .running_children(parent)
+            .await?;
         if running >= max {
             let whose = match parent {
                 Some(_) => "of this conversation",

@@ -27,19 +27,19 @@ impl Delegations<'_> {
         let here = &self.rt.ctx().config.cluster.node_id;
         let mut remote = 0;
         let mut remote_idle = Vec::new();
-        for row in store.children_of(parent).await? {
+        for row in store.delegation().children_of(parent).await? {
             if row.released_at_ms.is_some() || row.session_id == *child {
                 continue;
             }
             let conv = row.task_id.conversation_id();
-            let Some(owner) = store.conversation_owner(&conv).await? else {
+            let Some(owner) = store.cluster().conversation_owner(&conv).await? else {
                 continue;
             };
             if owner.node_id.is_empty() || owner.node_id == *here {
                 continue;
             }
             remote += 1;
-            if store.open_turns(&conv).await?.is_empty() {
+            if store.conversations().open_turns(&conv).await?.is_empty() {
                 remote_idle.push(conv);
             }
         }
@@ -62,7 +62,14 @@ impl Delegations<'_> {
 
     /// Evicts the live session of `conv` on this node when it is idle; `true` when it was.
     pub(crate) async fn evict_idle_here(&self, conv: &ConversationId) -> Result<bool> {
-        let Some(row) = self.rt.ctx().store.get_conversation(conv).await? else {
+        let Some(row) = self
+            .rt
+            .ctx()
+            .store
+            .conversations()
+            .get_conversation(conv)
+            .await?
+        else {
             return Ok(false);
         };
         let Some(session) = row.bound_session_id else {

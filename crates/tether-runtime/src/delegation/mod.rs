@@ -190,6 +190,7 @@ impl Delegations<'_> {
                 .rt
                 .ctx()
                 .store
+                .delegation()
                 .get_delegation(&TaskId::of_conversation(&p.id))
                 .await?
                 .map(|d| d.depth)
@@ -229,7 +230,12 @@ impl Delegations<'_> {
             session_id: new_id(),
             turn_id: new_id(),
         };
-        self.rt.ctx().store.create_delegation(&d).await?;
+        self.rt
+            .ctx()
+            .store
+            .delegation()
+            .create_delegation(&d)
+            .await?;
         // Followed before its turn can run, so its end is reported.
         self.watch_task(&d.task_id).await?;
         // Here, or on another node when this one is at its cap (issue 12).
@@ -250,7 +256,7 @@ impl Delegations<'_> {
         conv: &ConversationId,
         session: &SessionId,
     ) -> Result<Option<TurnId>> {
-        let open = self.rt.ctx().store.open_turns(conv).await?;
+        let open = self.rt.ctx().store.conversations().open_turns(conv).await?;
         Ok(open
             .into_iter()
             .find(|t| t.session_id == *session && t.status != TurnStatus::Queued)
@@ -305,7 +311,14 @@ impl Delegations<'_> {
         caller: &Caller,
         task_id: &TaskId,
     ) -> Result<Option<DelegationRow>> {
-        let Some(row) = self.rt.ctx().store.get_delegation(task_id).await? else {
+        let Some(row) = self
+            .rt
+            .ctx()
+            .store
+            .delegation()
+            .get_delegation(task_id)
+            .await?
+        else {
             return Ok(None);
         };
         let visible = match caller {

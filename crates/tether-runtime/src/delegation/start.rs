@@ -35,6 +35,7 @@ impl Delegations<'_> {
     pub(crate) async fn start_task_here(&self, task_id: &TaskId, turn_id: &TurnId) -> Result<()> {
         let store = &self.rt.ctx().store;
         let row = store
+            .delegation()
             .get_delegation(task_id)
             .await?
             .ok_or_else(|| RuntimeError::NotFound {
@@ -42,15 +43,20 @@ impl Delegations<'_> {
                 id: task_id.to_string(),
             })?;
         let turn = store
+            .conversations()
             .get_turn(turn_id)
             .await?
             .ok_or_else(|| RuntimeError::Internal(format!("turn {turn_id} vanished")))?;
         if turn.status != TurnStatus::Queued {
             return Ok(());
         }
-        let session = store.get_session(&row.session_id).await?.ok_or_else(|| {
-            RuntimeError::Internal(format!("session {} vanished", row.session_id))
-        })?;
+        let session = store
+            .conversations()
+            .get_session(&row.session_id)
+            .await?
+            .ok_or_else(|| {
+                RuntimeError::Internal(format!("session {} vanished", row.session_id))
+            })?;
         if let Some(parent) = &row.parent_conversation_id {
             self.make_room_for_child(parent, &row.session_id).await?;
         }

@@ -156,6 +156,7 @@ impl Delegations<'_> {
         }
         let store = &self.rt.ctx().store;
         if !store
+            .conversations()
             .open_turns(&row.task_id.conversation_id())
             .await?
             .is_empty()
@@ -178,9 +179,12 @@ impl Delegations<'_> {
         // open, so the turn read after it never looks older than the availability (read
         // the other way round, a turn ending in between gave `running` + `continuable_live`).
         let availability = self.availability(row).await?;
-        let latest = store.latest_delegation_turn(&row.task_id).await?;
+        let latest = store
+            .delegation()
+            .latest_delegation_turn(&row.task_id)
+            .await?;
         let turn = match &latest {
-            Some(dt) => store.get_turn(&dt.turn_id).await?,
+            Some(dt) => store.conversations().get_turn(&dt.turn_id).await?,
             None => None,
         };
         let (Some(dt), Some(turn)) = (latest, turn) else {
@@ -215,6 +219,7 @@ impl Delegations<'_> {
         let store = &self.rt.ctx().store;
         let conversation_id = task_id.conversation_id();
         let approvals = store
+            .requests()
             .list_approvals(Some(ApprovalStatus::Pending), Some(&conversation_id))
             .await?;
         if let Some(a) = approvals.into_iter().find(|a| a.turn_id == *turn_id) {
@@ -225,6 +230,7 @@ impl Delegations<'_> {
             }));
         }
         let questions = store
+            .requests()
             .list_questions(Some(QuestionStatus::Pending), Some(&conversation_id))
             .await?;
         Ok(questions
@@ -291,6 +297,7 @@ impl Delegations<'_> {
                     .rt
                     .ctx()
                     .store
+                    .events()
                     .follow_from_now(Scope::Conversation(id.conversation_id()))
                     .await?;
                 feeds.insert(id, f);
@@ -391,6 +398,7 @@ impl Delegations<'_> {
             .rt
             .ctx()
             .store
+            .delegation()
             .children_of(parent_conversation_id)
             .await?
         {

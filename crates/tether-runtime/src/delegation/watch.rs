@@ -110,7 +110,7 @@ impl Delegations<'_> {
     /// next look.
     async fn look_at_cluster_tasks(&self, feeds: &mut StreamMap<TaskId, TaskFeed>) {
         let store = &self.rt.ctx().store;
-        match store.unreleased_delegation_ids().await {
+        match store.delegation().unreleased_delegation_ids().await {
             Ok(ids) => {
                 // A task released (on any node) ends no more turns: stop following it.
                 let gone: Vec<TaskId> =
@@ -132,7 +132,7 @@ impl Delegations<'_> {
             }
             Err(e) => tracing::debug!(error = %e, "cannot list delegated tasks yet"),
         }
-        match store.unreported_delegation_turn_ids().await {
+        match store.delegation().unreported_delegation_turn_ids().await {
             Ok(ids) => {
                 for turn_id in ids {
                     if let Err(e) = self.report_delegation_turn(&turn_id).await {
@@ -150,6 +150,7 @@ impl Delegations<'_> {
             .rt
             .ctx()
             .store
+            .events()
             .follow(Scope::Conversation(task_id.conversation_id()), 0)
             .await?;
         self.rt
@@ -170,7 +171,7 @@ impl Delegations<'_> {
     /// Follows a task from now on (at start-up, before the pending turns are reported).
     async fn task_feed(&self, task_id: &TaskId) -> Result<TaskFeed> {
         let scope = Scope::Conversation(task_id.conversation_id());
-        let f = self.rt.ctx().store.follow_from_now(scope).await?;
+        let f = self.rt.ctx().store.events().follow_from_now(scope).await?;
         Ok(Box::pin(f.into_stream()))
     }
 
@@ -178,7 +179,14 @@ impl Delegations<'_> {
     async fn unreleased_tasks(&self) -> Vec<TaskId> {
         let mut delay = RETRY_FIRST;
         loop {
-            match self.rt.ctx().store.unreleased_delegation_ids().await {
+            match self
+                .rt
+                .ctx()
+                .store
+                .delegation()
+                .unreleased_delegation_ids()
+                .await
+            {
                 Ok(ids) => return ids,
                 Err(e) => {
                     tracing::error!(error = %e, "cannot list delegated tasks; retrying");
@@ -205,7 +213,14 @@ impl Delegations<'_> {
     async fn report_pending_delegation_turns(&self) {
         let mut delay = RETRY_FIRST;
         let ids = loop {
-            match self.rt.ctx().store.unreported_delegation_turn_ids().await {
+            match self
+                .rt
+                .ctx()
+                .store
+                .delegation()
+                .unreported_delegation_turn_ids()
+                .await
+            {
                 Ok(ids) => break ids,
                 Err(e) => {
                     tracing::error!(error = %e, "cannot list unreported delegated turns; retrying");
@@ -246,6 +261,7 @@ impl Delegations<'_> {
             .rt
             .ctx()
             .store
+            .delegation()
             .record_unreportable_turn(turn_id, &last)
             .await
         {
@@ -266,7 +282,7 @@ impl Delegations<'_> {
         };
         if self.rt.ctx().ownership.clustered() {
             let store = &self.rt.ctx().store;
-            if let Some(owner) = store.conversation_owner(&target).await?
+            if let Some(owner) = store.cluster().conversation_owner(&target).await?
                 && owner.node_id != self.rt.ctx().config.cluster.node_id
             {
                 // Its owner's watcher looks every second and writes it.
@@ -287,19 +303,19 @@ impl Delegations<'_> {
     /// parent's, or the task's own without a parent session); `None`: nothing to report.
     async fn report_target(&self, turn_id: &TurnId) -> Result<Option<ConversationId>> {
         let store = &self.rt.ctx().store;
-        let Some(dt) = store.delegation_turn(turn_id).await? else {
+        let Some(dt) = store.delegation().delegation_turn(turn_id).await? else {
             return Ok(None);
         };
         if dt.reported {
             return Ok(None);
         }
-        let Some(turn) = store.get_turn(turn_id).await? else {
+        let Some(turn) = store.conversations().get_turn(turn_id).await? else {
             return Ok(None);
         };
         if !turn.status.is_terminal() {
             return Ok(None);
         }
-        let target = match store.get_delegation(&dt.task_id).await? {
+        let target = match store.delegation().get_delegation(&dt.task_id).await? {
             Some(d) if d.parent_session_id.is_some() => d.parent_conversation_id,
             _ => None,
         };
@@ -310,13 +326,14 @@ impl Delegations<'_> {
     /// write); on the node that owns its conversation.
     pub(crate) async fn write_report(&self, turn_id: &TurnId) -> Result<()> {
         let store = &self.rt.ctx().store;
-        let Some(dt) = store.delegation_turn(turn_id).await? else {
+        let Some(dt) = store.delegation().delegation_turn(turn_id).await? else {
             return Ok(());
         };
         if dt.reported {
             return Ok(());
         }
         let turn = store
+            .conversations()
             .get_turn(turn_id)
             .await?
             .ok_or_else(|| RuntimeError::Internal(format!("turn {turn_id} vanished")))?;
@@ -340,7 +357,10 @@ impl Delegations<'_> {
                 outcome,
             }
         };
-        store.report_delegation_turn(turn_id, &payload).await?;
+        store
+            .delegation()
+            .report_delegation_turn(turn_id, &payload)
+            .await?;
         Ok(())
     }
 }

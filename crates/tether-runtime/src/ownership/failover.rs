@@ -44,12 +44,13 @@ pub(crate) async fn recover_at_start(
     clock: &dyn Clock,
 ) -> tether_store::Result<RecoveryReport> {
     if store.topology() != tether_store::Topology::Cluster {
-        return store.recover(notice).await;
+        return store.recovery().recover(notice).await;
     }
     let mut report = RecoveryReport::default();
-    let mut rows = store.owned_conversations(node_id).await?;
+    let mut rows = store.cluster().owned_conversations(node_id).await?;
     rows.extend(
         store
+            .cluster()
             .orphaned_conversations(clock.now_ms())
             .await?
             .into_iter()
@@ -73,6 +74,7 @@ async fn take_over(
 ) -> tether_store::Result<Option<RecoveryReport>> {
     let id = &row.conversation_id;
     let Some(epoch) = store
+        .cluster()
         .take_over_conversation(id, node_id, row.epoch, clock.now_ms())
         .await?
     else {
@@ -84,8 +86,11 @@ async fn take_over(
     } else {
         failover_notice
     };
-    let report = store.recover_conversation(id, words).await?;
-    store.release_conversation(id, node_id, epoch).await?;
+    let report = store.recovery().recover_conversation(id, words).await?;
+    store
+        .cluster()
+        .release_conversation(id, node_id, epoch)
+        .await?;
     tracing::info!(conversation = %id, from = %row.node_id, epoch,
         turns = report.conversations.iter().map(|c| c.interrupted_turns).sum::<usize>(),
         "took over a conversation whose owner is gone");
@@ -140,12 +145,23 @@ async fn sweep(ctx: &Ctx, node_id: &str, retry: &mut Vec<OwnerRow>) -> tether_st
     // Taken over earlier: recover under the epoch this node holds (unless it lost it).
     for row in std::mem::take(retry) {
         let id = &row.conversation_id;
-        let Some(epoch) = store.held_epoch(id).filter(|_| !store.is_fenced(id)) else {
+        let Some(epoch) = store
+            .cluster()
+            .held_epoch(id)
+            .filter(|_| !store.cluster().is_fenced(id))
+        else {
             continue;
         };
-        match store.recover_conversation(id, failover_notice).await {
+        match store
+            .recovery()
+            .recover_conversation(id, failover_notice)
+            .await
+        {
             Ok(_) => {
-                store.release_conversation(id, node_id, epoch).await?;
+                store
+                    .cluster()
+                    .release_conversation(id, node_id, epoch)
+                    .await?;
             }
             Err(e) => {
                 tracing::debug!(conversation = %id, error = %e, "recovery after a take-over waits");
@@ -163,9 +179,12 @@ async fn sweep(ctx: &Ctx, node_id: &str, retry: &mut Vec<OwnerRow>) -> tether_st
     }
     // Our own rows are never orphans to us: a node whose lease lapsed (paused) and came
     // back renews it; if a survivor took them over meanwhile, fencing stops our writes.
-    let mut orphans = store.orphaned_conversations(ctx.clock.now_ms()).await?;
+    let mut orphans = store
+        .cluster()
+        .orphaned_conversations(ctx.clock.now_ms())
+        .await?;
     for gone in ctx.ownership.look_at_nodes().await? {
-        orphans.extend(store.owned_conversations(&gone).await?);
+        orphans.extend(store.cluster().owned_conversations(&gone).await?);
     }
     for row in orphans.into_iter().filter(|r| r.node_id != node_id) {
         if let Err(e) = take_over(store, node_id, &row, ctx.clock.as_ref()).await {

@@ -100,6 +100,7 @@ impl Ownership {
         match self
             .0
             .store
+            .cluster()
             .claim_conversation(id, &self.0.node_id, self.0.clock.now_ms())
             .await?
         {
@@ -137,14 +138,15 @@ impl State {
                 _ => return,
             }
         }
-        if self.store.is_fenced(&id) {
+        if self.store.cluster().is_fenced(&id) {
             return;
         }
-        let Some(epoch) = self.store.held_epoch(&id) else {
+        let Some(epoch) = self.store.cluster().held_epoch(&id) else {
             return;
         };
         match self
             .store
+            .cluster()
             .release_conversation(&id, &self.node_id, epoch)
             .await
         {
@@ -172,8 +174,8 @@ impl OwnerGuard {
     /// was refused, or a newer claim replaced the epoch (this guard's holder is stale).
     pub fn lost(&self) -> bool {
         let store = &self.state.store;
-        store.is_fenced(&self.conversation_id)
-            || store.held_epoch(&self.conversation_id) != Some(self.epoch)
+        store.cluster().is_fenced(&self.conversation_id)
+            || store.cluster().held_epoch(&self.conversation_id) != Some(self.epoch)
     }
 
     /// Drops the guard without giving the conversation up.

@@ -19,11 +19,11 @@ impl Ownership {
         let state = &self.0;
         let now = self.0.clock.now_ms();
         let mut seen = Vec::new();
-        for node in state.store.nodes().await? {
+        for node in state.store.cluster().nodes().await? {
             if node.id == state.node_id || !node.alive(now) {
                 continue;
             }
-            let present = state.store.node_present(&node.id).await?;
+            let present = state.store.cluster().node_present(&node.id).await?;
             seen.push((node.id, node.started_at_ms, present));
         }
         let mut absent = lock(&state.absent);

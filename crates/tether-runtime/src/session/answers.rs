@@ -25,6 +25,7 @@ pub(crate) async fn answer_approval(
 ) -> Result<Approval, RuntimeError> {
     let current = ctx
         .store
+        .requests()
         .get_approval(id)
         .await?
         .ok_or_else(|| RuntimeError::NotFound {
@@ -39,9 +40,15 @@ pub(crate) async fn answer_approval(
             offered.join(", ")
         )));
     }
-    let Some((approval, _)) = ctx.store.resolve_approval(id, status, Some(by)).await? else {
+    let Some((approval, _)) = ctx
+        .store
+        .requests()
+        .resolve_approval(id, status, Some(by))
+        .await?
+    else {
         let now = ctx
             .store
+            .requests()
             .get_approval(id)
             .await?
             .map(|a| a.status)
@@ -69,6 +76,7 @@ pub(crate) async fn answer_question(
 ) -> Result<Question, RuntimeError> {
     let current = ctx
         .store
+        .requests()
         .get_question(id)
         .await?
         .ok_or_else(|| RuntimeError::NotFound {
@@ -78,11 +86,13 @@ pub(crate) async fn answer_question(
     resolve_question(current.status)?;
     let resolved = ctx
         .store
+        .requests()
         .resolve_question(id, QuestionStatus::Answered, Some(answer), Some(by))
         .await?;
     let Some((question, _)) = resolved else {
         let now = ctx
             .store
+            .requests()
             .get_question(id)
             .await?
             .map(|q| q.status)
@@ -122,6 +132,7 @@ async fn note(
 ) {
     match ctx
         .store
+        .events()
         .add_message(
             conversation_id,
             MessageRole::Status,
@@ -144,13 +155,18 @@ pub(crate) async fn expire(ctx: &Ctx, pending: &Pending, actor: Option<&ActorHan
         Pending::Approval(id) => {
             // The core decides whether it expires now (still pending, deadline reached);
             // the store's conditional update then lets only one of expiry and answer win.
-            let current = ctx.store.get_approval(id).await;
+            let current = ctx.store.requests().get_approval(id).await;
             let Some(status) = due(current, "approval", |a| {
                 rules::expire(a.status, now, a.deadline_ms)
             }) else {
                 return;
             };
-            match ctx.store.resolve_approval(id, status, None).await {
+            match ctx
+                .store
+                .requests()
+                .resolve_approval(id, status, None)
+                .await
+            {
                 Ok(Some((approval, _))) => {
                     let (reply, outcome) = fail_closed(&approval);
                     let text = expired_notice(
@@ -183,13 +199,18 @@ pub(crate) async fn expire(ctx: &Ctx, pending: &Pending, actor: Option<&ActorHan
             }
         }
         Pending::Question(id) => {
-            let current = ctx.store.get_question(id).await;
+            let current = ctx.store.requests().get_question(id).await;
             let Some(status) = due(current, "question", |q| {
                 rules::expire_question(q.status, now, q.deadline_ms)
             }) else {
                 return;
             };
-            match ctx.store.resolve_question(id, status, None, None).await {
+            match ctx
+                .store
+                .requests()
+                .resolve_question(id, status, None, None)
+                .await
+            {
                 Ok(Some((question, _))) => {
                     let text = expired_notice(
                         RequestKind::Question,
@@ -250,11 +271,13 @@ pub(crate) async fn cancel_left_requests(
     let mut deliveries = Vec::new();
     let approvals = ctx
         .store
+        .requests()
         .list_approvals(Some(ApprovalStatus::Pending), Some(conversation_id))
         .await?;
     for a in approvals.iter().filter(|a| a.session_id == *session_id) {
         let Some((approval, _)) = ctx
             .store
+            .requests()
             .resolve_approval(&a.id, ApprovalStatus::Cancelled, None)
             .await?
         else {
@@ -275,11 +298,13 @@ pub(crate) async fn cancel_left_requests(
     }
     let questions = ctx
         .store
+        .requests()
         .list_questions(Some(QuestionStatus::Pending), Some(conversation_id))
         .await?;
     for q in questions.iter().filter(|q| q.session_id == *session_id) {
         let Some((question, _)) = ctx
             .store
+            .requests()
             .resolve_question(&q.id, QuestionStatus::Cancelled, None, None)
             .await?
         else {

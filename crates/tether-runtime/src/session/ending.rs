@@ -133,6 +133,7 @@ impl TurnEnding {
     pub async fn record(&self, ctx: &Ctx, turn_id: &TurnId) -> Result<bool, StoreError> {
         let ev = ctx
             .store
+            .conversations()
             .finish_turn(turn_id, &self.end, &self.event, self.line.as_ref())
             .await?;
         Ok(ev.is_some())

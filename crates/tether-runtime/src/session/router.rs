@@ -56,6 +56,7 @@ impl Router<'_> {
             Input::Command(cmd) => {
                 let store = &self.rt.ctx().store;
                 store
+                    .events()
                     .add_message(id, MessageRole::User, req.text.trim(), None, None)
                     .await?;
                 self.run_command(conv, cmd, by).await
@@ -120,6 +121,7 @@ impl Router<'_> {
             .rt
             .ctx()
             .store
+            .conversations()
             .name_untitled(&conv.id, tether_core::title::UNTITLED, &title)
             .await;
         if let Err(e) = named {
@@ -158,7 +160,10 @@ impl Router<'_> {
         let turn_id: TurnId = turn_id.map_or_else(new_id, TurnId::clone);
         let ids: Vec<&AttachmentId> = attachments.iter().map(|a| &a.id).collect();
         let store = &self.rt.ctx().store;
-        store.claim_attachments(&conv.id, &ids, &turn_id).await?;
+        store
+            .attachments()
+            .claim_attachments(&conv.id, &ids, &turn_id)
+            .await?;
         let routed = self
             .route_prompt(
                 conv,
@@ -168,8 +173,8 @@ impl Router<'_> {
                 Some(&turn_id),
             )
             .await;
-        if routed.is_err() && store.get_turn(&turn_id).await?.is_none() {
-            store.release_attachments(&turn_id).await?;
+        if routed.is_err() && store.conversations().get_turn(&turn_id).await?.is_none() {
+            store.attachments().release_attachments(&turn_id).await?;
         }
         routed
     }
@@ -187,6 +192,7 @@ impl Router<'_> {
         };
         // Only the bound session's questions: after /new a message goes to the new session.
         let pending = store
+            .requests()
             .list_questions(Some(QuestionStatus::Pending), Some(&conv.id))
             .await?;
         let Some(q) = pending.iter().rev().find(|q| &q.session_id == bound) else {
@@ -199,6 +205,7 @@ impl Router<'_> {
             Err(e) => return Err(e),
         }
         store
+            .events()
             .add_message(
                 &conv.id,
                 MessageRole::User,
@@ -240,11 +247,12 @@ impl Router<'_> {
         self.rt.conversations().agent_spec(&requested.agent)?;
         if requested.agent != prefs.agent || requested.model != prefs.model {
             store
+                .conversations()
                 .set_preferences(&conv.id, &requested.agent, requested.model.as_deref())
                 .await?;
         }
         let bound = match &conv.bound_session_id {
-            Some(sid) => store.get_session(sid).await?,
+            Some(sid) => store.conversations().get_session(sid).await?,
             None => None,
         };
         let bound_view = bound.as_ref().map(|s| BoundSession {
@@ -279,6 +287,7 @@ impl Router<'_> {
                     cwd: conv.cwd.clone(),
                 };
                 let (session, _) = store
+                    .conversations()
                     .start_session(&new, reason, status_message.as_deref())
                     .await?;
                 (session, Some(reason), status_message)
@@ -291,7 +300,7 @@ impl Router<'_> {
             input: text,
             status: TurnStatus::Queued,
         };
-        store.insert_turn(&turn, true).await?;
+        store.conversations().insert_turn(&turn, true).await?;
         let owner = conv
             .parent_conversation_id
             .clone()
@@ -377,7 +386,13 @@ impl Router<'_> {
     /// turn handed over a moment ago is stopped too.
     pub(crate) async fn stop_running(&self, conv_id: &ConversationId) -> Result<MessageOutcome> {
         let conv = self.rt.conversations().conversation_row(conv_id).await?;
-        let open = self.rt.ctx().store.open_turns(conv_id).await?;
+        let open = self
+            .rt
+            .ctx()
+            .store
+            .conversations()
+            .open_turns(conv_id)
+            .await?;
         let mut sessions: Vec<SessionId> = conv.bound_session_id.into_iter().collect();
         for t in &open {
             if !sessions.contains(&t.session_id) {

@@ -93,7 +93,13 @@ impl Router<'_> {
     ) -> Result<MessageOutcome> {
         let (_guard, conv) = self.lock_existing(id).await?;
         if let Some(turn_id) = turn_id
-            && let Some(t) = self.rt.ctx().store.get_turn(turn_id).await?
+            && let Some(t) = self
+                .rt
+                .ctx()
+                .store
+                .conversations()
+                .get_turn(turn_id)
+                .await?
         {
             return Ok(MessageOutcome {
                 outcome: tether_proto::MessageOutcomeKind::Started,

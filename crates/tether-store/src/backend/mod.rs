@@ -5,8 +5,9 @@
 //!
 //! Each public method is declared once, as a method of the backend's `Db` in one of
 //! those files; the build script (`build.rs`) reads the same list and writes the
-//! `Store` method that runs it on the backend the store was opened on (counted by
-//! `Store::calls`; on PostgreSQL within the query time-out, see [`UNBOUNDED`]). The
+//! method that runs it on the backend the store was opened on (counted by
+//! `Store::calls`; on PostgreSQL within the query time-out, see [`UNBOUNDED`]), on the
+//! handle of the file's concept folder (`store.events()`, see `handles`). The
 //! compiler checks the result against both backends: a method missing on one, or of
 //! another type, does not build. A `match` per call is all the SQLite path pays for it.
 
@@ -94,7 +95,8 @@ impl crate::Store {
 /// has.
 pub(crate) const UNBOUNDED: &[&str] = &["append_events", "recover", "recover_conversation"];
 
-// The `Store` forwarders written by `build.rs`: one per `pub` / `pub(crate)` async
-// method of `Db` in the files above, with its documentation and visibility (except the
-// ones `build.rs` lists in `BY_HAND`, whose `Store` side is written by hand).
+// The forwarders written by `build.rs`: one per `pub` / `pub(crate)` async method of
+// `Db` in the files above, on its concept's handle (a file of this folder: on `Store`),
+// with its documentation and visibility (except the ones `build.rs` lists in `BY_HAND`,
+// whose store side is written by hand).
 include!(concat!(env!("OUT_DIR"), "/store_forwarders.rs"));

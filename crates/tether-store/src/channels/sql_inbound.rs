@@ -32,7 +32,7 @@ impl Db {
 
     /// Records the dedupe key and keeps the raw update, in one transaction; `true` when
     /// the key is new (the caller then handles the update and later calls
-    /// [`Store::mark_inbound_handled`]).
+    /// [`Channels::mark_inbound_handled`](crate::Channels::mark_inbound_handled)).
     ///
     /// When the database goes away on the way (issue 25), whether the transaction
     /// committed is read back (the key's row carries this call's time) before answering:
@@ -114,7 +114,8 @@ impl Db {
     }
 
     /// Marks an accepted update handled: it will not be replayed, and its row goes (the
-    /// dedupe key stays in `inbound_dedupe` until [`Store::prune_inbound`]).
+    /// dedupe key stays in `inbound_dedupe` until
+    /// [`Channels::prune_inbound`](crate::Channels::prune_inbound)).
     pub async fn mark_inbound_handled(&self, channel: &str, key: &str) -> Result<()> {
         sqlx::query("DELETE FROM channel_inbound WHERE channel = $1 AND key = $2")
             .bind(channel)

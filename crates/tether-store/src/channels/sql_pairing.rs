@@ -80,7 +80,7 @@ impl Db {
     /// Stores a new pending pairing code unless `channel` already has `max` pending ones
     /// created at or after `fresh_since_ms` (checked in the same statement, so parallel
     /// senders cannot overshoot); `false` when full or the code is taken (tell them apart
-    /// with [`Store::count_pending_pairings`]).
+    /// with [`Channels::count_pending_pairings`](crate::Channels::count_pending_pairings)).
     pub async fn insert_pairing_capped(
         &self,
         p: &Pairing,

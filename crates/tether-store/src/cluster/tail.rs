@@ -20,7 +20,8 @@
 //! **Why per conversation.** Ids come from one sequence but nodes commit concurrently,
 //! so across conversations ids are not in commit order; within one they are, because
 //! only its owner appends its events (a claim comes after the previous owner's last
-//! commit, and a claim syncs the tail of that conversation first: [`Store::claim_conversation`]).
+//! commit, and a claim syncs the tail of that conversation first:
+//! [`Cluster::claim_conversation`](crate::Cluster::claim_conversation)).
 //!
 //! SQLite has no tail: nothing here runs, and the commit path pays one empty
 //! `OnceLock` look-up.
@@ -189,6 +190,16 @@ impl Store {
         }
     }
 
+    async fn sync_tail(&self, id: &ConversationId) {
+        if let Backend::Postgres(db) = self.backend()
+            && let Err(e) = db.tail_one(id).await
+        {
+            tracing::warn!(conversation_id = %id, error = %e, "cannot read the previous owner's events");
+        }
+    }
+}
+
+impl crate::Cluster<'_> {
     /// Claims conversation `id` for node `node_id` at `now_ms`: it becomes this node's
     /// under a new epoch when it had no owner or its owner's lease ended; a node that owns
     /// it already keeps its epoch; another live owner keeps it.
@@ -197,17 +208,17 @@ impl Store {
     /// and the tail has not brought yet: from now on this node's own commits feed them,
     /// and an older event arriving after those would be skipped.
     pub async fn claim_conversation(
-        &self,
+        self,
         id: &ConversationId,
         node_id: &str,
         now_ms: i64,
     ) -> Result<Claim> {
-        let claim = match self.backend() {
+        let claim = match self.store.backend() {
             Backend::Sqlite(db) => return db.claim_conversation(id, node_id, now_ms).await,
             Backend::Postgres(db) => db.claim_conversation(id, node_id, now_ms).await?,
         };
         if matches!(claim, Claim::Claimed { .. }) {
-            self.sync_tail(id).await;
+            self.store.sync_tail(id).await;
         }
         Ok(claim)
     }
@@ -216,13 +227,13 @@ impl Store {
     /// (failover, or a node restarting under its own id): the new epoch, or `None` when
     /// someone claimed it in between. Like a claim, it syncs the tail first.
     pub async fn take_over_conversation(
-        &self,
+        self,
         id: &ConversationId,
         node_id: &str,
         from_epoch: i64,
         now_ms: i64,
     ) -> Result<Option<i64>> {
-        let taken = match self.backend() {
+        let taken = match self.store.backend() {
             Backend::Sqlite(db) => {
                 return db
                     .take_over_conversation(id, node_id, from_epoch, now_ms)
@@ -234,16 +245,8 @@ impl Store {
             }
         };
         if taken.is_some() {
-            self.sync_tail(id).await;
+            self.store.sync_tail(id).await;
         }
         Ok(taken)
-    }
-
-    async fn sync_tail(&self, id: &ConversationId) {
-        if let Backend::Postgres(db) = self.backend()
-            && let Err(e) = db.tail_one(id).await
-        {
-            tracing::warn!(conversation_id = %id, error = %e, "cannot read the previous owner's events");
-        }
     }
 }

@@ -8,8 +8,6 @@
 use tether_proto::ConversationId;
 use tokio::sync::broadcast;
 
-use crate::Store;
-
 /// Change notices buffered per follower; a follower that lags re-reads its list.
 pub(crate) const CHANGES_BUFFER: usize = 1024;
 
@@ -20,9 +18,9 @@ pub struct ListCursor {
     pub id: ConversationId,
 }
 
-impl Store {
+impl crate::Conversations<'_> {
     /// Ids of conversations whose row changed (see the module header).
-    pub fn conversation_changes(&self) -> broadcast::Receiver<ConversationId> {
-        self.shared().changes.subscribe()
+    pub fn conversation_changes(self) -> broadcast::Receiver<ConversationId> {
+        self.store.shared().changes.subscribe()
     }
 }

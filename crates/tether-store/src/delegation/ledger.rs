@@ -15,7 +15,7 @@ pub struct LedgerEntry {
     pub result: serde_json::Value,
 }
 
-/// What claiming a continuation id found (see `Store::claim_continuation`).
+/// What claiming a continuation id found (see `Delegation::claim_continuation`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum ContinuationClaim {
     /// The id is recorded: the request it was used for, to answer again or refuse.

@@ -1,5 +1,5 @@
-//! Group commit of streamed events: [`Store::append_events`] of every session that
-//! waits for the writer at the same moment share one transaction.
+//! Group commit of streamed events: [`Events::append_events`](crate::Events::append_events)
+//! of every session that waits for the writer at the same moment share one transaction.
 //!
 //! A busy daemon has many session actors storing small batches at once (a batch holds
 //! what one agent streamed within the coalescing window, often one or two deltas). One
@@ -59,7 +59,8 @@ pub(crate) struct Appends {
 pub struct AppendStats {
     /// Transactions (group commits) that stored batches.
     pub commits: u64,
-    /// Batches (calls of [`Store::append_events`]) stored by them.
+    /// Batches (calls of [`Events::append_events`](crate::Events::append_events)) stored
+    /// by them.
     pub batches: u64,
 }
 

@@ -1,4 +1,4 @@
-//! The event feed: the one way anything reads events live ([`Store::follow`]).
+//! The event feed: the one way anything reads events live ([`Events::follow`](crate::Events::follow)).
 //!
 //! **Order.** Events are published by the store itself, at commit, while the writer
 //! connection is still held ([`Store::commit_events`]). There is one writer, so publication
@@ -283,7 +283,11 @@ impl Follower {
                 let until = match self.fill_until {
                     Some(until) => until,
                     None => {
-                        let until = self.store.newest_event_id(&self.conversation_id).await?;
+                        let until = self
+                            .store
+                            .events()
+                            .newest_event_id(&self.conversation_id)
+                            .await?;
                         self.store.shared().feed.cover(&self.conversation_id, until);
                         self.fill_until = Some(until);
                         until
@@ -353,6 +357,7 @@ impl Follower {
     /// The next page of the scope's stored events after `last`, up to id `until`.
     async fn read_store(&self, until: i64) -> Result<Vec<EventEnvelope>> {
         self.store
+            .events()
             .events_window(
                 &self.conversation_id,
                 self.session_id.as_ref(),
@@ -364,11 +369,11 @@ impl Follower {
     }
 }
 
-impl Store {
+impl crate::Events<'_> {
     /// Follows `scope` live from after event id `after` (0: from the beginning; see the
     /// module header). A session that does not exist is `RowNotFound`; a conversation is
     /// not checked (followers of one not created yet see its events once it is).
-    pub async fn follow(&self, scope: Scope, after: i64) -> Result<Follower> {
+    pub async fn follow(self, scope: Scope, after: i64) -> Result<Follower> {
         let (conversation_id, session_id) = match scope {
             Scope::Conversation(id) => (id, None),
             Scope::Session(sid) => {
@@ -380,9 +385,9 @@ impl Store {
         };
         // Join before reading the store: whatever commits from now on is in the channel,
         // whatever committed before is in the store.
-        let rx = self.shared().feed.join(&conversation_id);
+        let rx = self.store.shared().feed.join(&conversation_id);
         Ok(Follower {
-            store: self.clone(),
+            store: self.store.clone(),
             conversation_id,
             session_id,
             rx: Some(rx),
@@ -393,17 +398,17 @@ impl Store {
     }
 
     /// Follows `scope` from now on: events committed before the call are not delivered.
-    pub async fn follow_from_now(&self, scope: Scope) -> Result<Follower> {
+    pub async fn follow_from_now(self, scope: Scope) -> Result<Follower> {
         let mut f = self.follow(scope, 0).await?;
         // Joined first, so whatever commits after this read is in the channel.
         f.last = self.newest_event_id(&f.conversation_id).await?;
-        self.shared().feed.cover(&f.conversation_id, f.last);
+        self.store.shared().feed.cover(&f.conversation_id, f.last);
         f.filling = false;
         Ok(f)
     }
 
     /// Conversations that have at least one follower.
-    pub fn followed_conversations(&self) -> usize {
-        self.shared().feed.followed()
+    pub fn followed_conversations(self) -> usize {
+        self.store.shared().feed.followed()
     }
 }

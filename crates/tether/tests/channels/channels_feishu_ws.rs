@@ -269,6 +269,7 @@ async fn an_event_recorded_but_not_handled_before_a_crash_is_replayed_once() {
         let id = ev["header"]["event_id"].as_str().unwrap().to_owned();
         assert!(
             store
+                .channels()
                 .accept_inbound("feishu", &id, &ev.to_string())
                 .await
                 .unwrap()

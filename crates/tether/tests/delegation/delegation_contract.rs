@@ -333,7 +333,11 @@ async fn depth_limit_and_people_share_the_ledger() {
     if d.database_url().is_none() {
         let store = tether_store::Store::open(d.data_dir()).await.unwrap();
         let cid = format!("person:{}", turn["id"].as_str().unwrap());
-        let entry = store.ledger_entry(&parent, &cid).await.unwrap();
+        let entry = store
+            .delegation()
+            .ledger_entry(&parent, &cid)
+            .await
+            .unwrap();
         let entry = entry.unwrap_or_else(|| panic!("no ledger entry {cid}"));
         assert_eq!(
             (entry.action.as_str(), entry.message.as_deref()),

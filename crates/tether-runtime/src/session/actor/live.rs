@@ -68,6 +68,7 @@ impl Actor {
             let holder = self
                 .ctx
                 .store
+                .conversations()
                 .session_with_external_id(&self.session.agent, &external_id)
                 .await;
             if let Ok(Some(other)) = holder.as_ref()
@@ -92,6 +93,7 @@ impl Actor {
         let recorded = self
             .ctx
             .store
+            .conversations()
             .set_session_status(
                 &self.session.id,
                 SessionStatus::Live,
@@ -177,6 +179,7 @@ impl Actor {
         match self
             .ctx
             .store
+            .conversations()
             .set_session_status(&self.session.id, SessionStatus::Dormant, None, Some(&ev))
             .await
         {

@@ -93,6 +93,7 @@ impl Actor {
         match self
             .ctx
             .store
+            .events()
             .append_events(&self.session.id, turn_id.as_ref(), &events)
             .await
         {
@@ -204,7 +205,9 @@ impl Actor {
         let store = self.ctx.store.clone();
         let session_id = self.session.id.clone();
         match patiently("a turn's events", || {
-            store.append_events(&session_id, turn_id.as_ref(), &events)
+            store
+                .events()
+                .append_events(&session_id, turn_id.as_ref(), &events)
         })
         .await
         {

@@ -58,10 +58,10 @@ impl Actor {
                     let again = tried.swap(true, std::sync::atomic::Ordering::Relaxed);
                     let (store, row) = (&store, &row);
                     async move {
-                        if again && store.get_approval(&row.id).await?.is_some() {
+                        if again && store.requests().get_approval(&row.id).await?.is_some() {
                             return Ok(());
                         }
-                        store.create_approval(row).await.map(drop)
+                        store.requests().create_approval(row).await.map(drop)
                     }
                 };
                 match self.store_in_order("an approval", create).await {
@@ -94,10 +94,10 @@ impl Actor {
                     let again = tried.swap(true, std::sync::atomic::Ordering::Relaxed);
                     let (store, row) = (&store, &row);
                     async move {
-                        if again && store.get_question(&row.id).await?.is_some() {
+                        if again && store.requests().get_question(&row.id).await?.is_some() {
                             return Ok(());
                         }
-                        store.create_question(row).await.map(drop)
+                        store.requests().create_question(row).await.map(drop)
                     }
                 };
                 match self.store_in_order("a question", create).await {
@@ -151,7 +151,13 @@ impl Actor {
     /// Resolves this turn's pending approvals and questions as cancelled/expired.
     pub(super) async fn cancel_pending(&mut self, status: ApprovalStatus) {
         for (id, tx) in self.approvals.drain() {
-            match self.ctx.store.resolve_approval(&id, status, None).await {
+            match self
+                .ctx
+                .store
+                .requests()
+                .resolve_approval(&id, status, None)
+                .await
+            {
                 Ok(_) => {}
                 Err(e) => tracing::error!(error = %e, "cannot cancel approval"),
             }
@@ -165,6 +171,7 @@ impl Actor {
             match self
                 .ctx
                 .store
+                .requests()
                 .resolve_question(&id, qstatus, None, None)
                 .await
             {

@@ -24,8 +24,9 @@ impl Actor {
             let store = store.clone();
             let turn_id = turn_id.clone();
             async move {
-                match store.start_turn(&turn_id).await {
+                match store.conversations().start_turn(&turn_id).await {
                     Ok(None) if !first => Ok(store
+                        .conversations()
                         .get_turn(&turn_id)
                         .await?
                         .filter(|t| t.status == tether_proto::TurnStatus::Running)
@@ -54,7 +55,13 @@ impl Actor {
                 return;
             }
         }
-        let attachments = match self.ctx.store.turn_attachments(&turn_id).await {
+        let attachments = match self
+            .ctx
+            .store
+            .attachments()
+            .turn_attachments(&turn_id)
+            .await
+        {
             Ok(a) => a,
             Err(e) => {
                 // The text still goes; the person is told the files did not.
@@ -117,6 +124,7 @@ impl Actor {
                 // Not a silent drop: what did not reach the agent as sent is said.
                 let stored = ctx
                     .store
+                    .events()
                     .add_message(
                         &session.conversation_id,
                         tether_proto::MessageRole::Status,
