@@ -138,14 +138,21 @@ async fn concurrent_streams_share_commits_and_stay_complete_and_apart() {
         convs.push((c, sse));
     }
     let before = d.get_ok("/api/v1/runtime").await;
-    let mut turns = Vec::new();
-    for (c, _) in &convs {
-        let o = d.say(c, &format!("rate {N} 0")).await;
-        turns.push((
-            o["session_id"].as_str().unwrap().to_string(),
-            o["turn_id"].as_str().unwrap().to_string(),
-        ));
-    }
+    // The turns start together and stream at 2 000 deltas/s (about 150 ms each), so the
+    // streams overlap whatever the machine's load: one after another at full speed, each
+    // could end before the next began and no commit would be shared (seen on PostgreSQL).
+    let prompt = format!("rate {N} 2000");
+    let says = convs.iter().map(|(c, _)| d.say(c, &prompt));
+    let turns: Vec<(String, String)> = futures::future::join_all(says)
+        .await
+        .iter()
+        .map(|o| {
+            (
+                o["session_id"].as_str().unwrap().to_string(),
+                o["turn_id"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
     for ((c, sse), (sid, tid)) in convs.iter_mut().zip(&turns) {
         let live = collect_until(sse, |v| {
             v["turn_id"] == tid.as_str() && v["payload"]["type"] == "turn_completed"
