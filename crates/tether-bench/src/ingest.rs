@@ -169,15 +169,17 @@ async fn store_only(events: usize) -> Result<Vec<Row>> {
     let conv = ConversationId::from(uuid::Uuid::new_v4().simple().to_string());
     store
         .conversations()
-        .create_conversation(
-            &conv,
-            ConversationKind::Chat,
-            "bench",
-            "fake",
-            None,
-            "/tmp",
-            None,
-        )
+        .create_conversation(&tether_store::NewConversation {
+            id: &conv,
+            kind: ConversationKind::Chat,
+            title: "bench",
+            agent: "fake",
+            model: None,
+            cwd: "/tmp",
+            parent_conversation_id: None,
+            owner_id: None,
+            visibility: tether_proto::Visibility::Private,
+        })
         .await?;
     let session = NewSession {
         id: SessionId::from(uuid::Uuid::new_v4().simple().to_string()),

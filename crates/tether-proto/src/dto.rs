@@ -5,8 +5,8 @@ use utoipa::ToSchema;
 
 use crate::{
     ApprovalId, ApprovalStatus, ConversationId, ConversationKind, ConversationState, Decision,
-    ErrorCode, MessageRole, NewSessionReason, QuestionId, QuestionStatus, SessionId, SessionStatus,
-    TurnId, TurnStatus,
+    ErrorCode, MessageRole, NewSessionReason, PersonId, QuestionId, QuestionStatus, SessionId,
+    SessionStatus, TurnId, TurnStatus, Visibility,
 };
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -45,6 +45,9 @@ pub struct CreateConversation {
     pub model: Option<String>,
     #[serde(default)]
     pub cwd: Option<String>,
+    /// Who else sees it: `private` (the default: its owner and the admins) or `team`.
+    #[serde(default)]
+    pub visibility: Option<Visibility>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
@@ -54,6 +57,9 @@ pub struct UpdateConversation {
     pub title: Option<String>,
     #[serde(default)]
     pub archived: Option<bool>,
+    /// Only its owner or an admin may change it.
+    #[serde(default)]
+    pub visibility: Option<Visibility>,
 }
 
 /// The bound runtime session, as seen from its conversation.
@@ -94,8 +100,18 @@ pub struct Conversation {
     pub pending_approvals: Vec<ApprovalId>,
     #[schema(value_type = Vec<String>)]
     pub pending_questions: Vec<QuestionId>,
+    /// The person it belongs to (issue 28).
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub owner_id: Option<PersonId>,
+    #[serde(default = "private")]
+    pub visibility: Visibility,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
+}
+
+fn private() -> Visibility {
+    Visibility::Private
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]

@@ -142,6 +142,9 @@ pub enum ErrorCode {
     /// The server has as many connections as it takes from unauthenticated clients (the
     /// rest are kept for authenticated ones); try again shortly.
     ServerBusy,
+    /// People (issue 28): the change conflicts with what is stored (an email taken, the
+    /// last enabled owner demoted); nothing was changed.
+    Conflict,
 }
 
 impl ErrorCode {
@@ -178,6 +181,7 @@ impl ErrorCode {
             ErrorCode::Interrupted => "interrupted",
             ErrorCode::Expired => "expired",
             ErrorCode::ConversationArchived => "conversation_archived",
+            ErrorCode::Conflict => "conflict",
             ErrorCode::Internal => "internal",
             ErrorCode::DepthLimit => "depth_limit",
             ErrorCode::InvalidAgentType => "invalid_agent_type",
@@ -241,6 +245,7 @@ impl ErrorCode {
             | ErrorCode::SessionReleased
             | ErrorCode::NotContinuable
             | ErrorCode::ContinuationConflict
+            | ErrorCode::Conflict
             | ErrorCode::OwnedElsewhere => 409,
             ErrorCode::PayloadTooLarge | ErrorCode::AttachmentTooLarge => 413,
             ErrorCode::AttachmentTypeMismatch => 415,

@@ -12,6 +12,7 @@ mod event;
 mod ids;
 mod pages;
 mod params;
+mod people;
 mod status;
 
 pub use attachment::*;
@@ -23,4 +24,5 @@ pub use event::*;
 pub use ids::*;
 pub use pages::*;
 pub use params::*;
+pub use people::*;
 pub use status::*;

@@ -12,25 +12,27 @@ impl Conversations<'_> {
         &self,
         status: Option<ApprovalStatus>,
     ) -> Result<Vec<Approval>> {
-        Ok(self
+        let all = self
             .rt
             .ctx()
             .store
             .requests()
             .list_approvals(status, None)
-            .await?)
+            .await?;
+        self.rt.access().readable(all, |a| &a.conversation_id).await
     }
 
     pub(crate) async fn list_questions(
         &self,
         status: Option<QuestionStatus>,
     ) -> Result<Vec<Question>> {
-        Ok(self
+        let all = self
             .rt
             .ctx()
             .store
             .requests()
             .list_questions(status, None)
-            .await?)
+            .await?;
+        self.rt.access().readable(all, |q| &q.conversation_id).await
     }
 }

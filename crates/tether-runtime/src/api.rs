@@ -15,7 +15,8 @@ use tether_proto::{
 use tether_store::{Follower, Scope};
 use tokio::sync::broadcast;
 
-use crate::call::{Call, Command, Principal, Reply};
+use crate::access::Access;
+use crate::call::{Call, Command, Identity, Principal, Reply};
 use crate::delegation::registry::Caller;
 use tether_store::Store;
 
@@ -33,7 +34,6 @@ use crate::{Runtime, RuntimeConfig, RuntimeError};
 
 impl Runtime {
     // Start-up and the services.
-
     /// Opens the runtime on a store, running start-up recovery first: open turns become
     /// `interrupted`, pending approvals and questions `expired`, sessions dormant.
     pub async fn start(config: RuntimeConfig, store: Store) -> Result<Runtime> {
@@ -73,12 +73,45 @@ impl Runtime {
     pub(crate) fn dispatch(&self) -> Dispatch<'_> {
         Dispatch::new(self)
     }
+    pub(crate) fn access(&self) -> Access<'_> {
+        Access::new(self)
+    }
+
+    // People (issue 28).
+    /// This runtime acting for `who` (reads filtered, calls checked: `access.rs`).
+    pub fn acting_as(&self, who: Identity) -> Runtime {
+        let who = Some(std::sync::Arc::new(who));
+        Runtime {
+            inner: self.inner.clone(),
+            who,
+        }
+    }
+    /// tether's own handle (background work is not the person's).
+    pub(crate) fn trusted(&self) -> Runtime {
+        Runtime {
+            inner: self.inner.clone(),
+            who: None,
+        }
+    }
+
+    /// The person this handle acts for (`None`: tether's own).
+    pub fn identity(&self) -> Option<&Identity> {
+        self.who.as_deref()
+    }
+    /// The install's owner, whom the bootstrap token (`TETHER_TOKEN`) stands for.
+    pub fn owner_identity(&self) -> Identity {
+        self.access().owner()
+    }
+
+    pub fn people(&self) -> crate::People<'_> {
+        crate::People::new(self)
+    }
 
     // Commands: every change goes through `call` (dispatch.rs).
-
     /// Runs `call` where the conversation it acts on runs (this node, or its owner).
     /// Boxed: a call may make calls (archiving closes the children's tasks).
-    pub fn call(&self, call: Call) -> BoxFuture<'_, Result<Reply>> {
+    pub fn call(&self, mut call: Call) -> BoxFuture<'_, Result<Reply>> {
+        call.by = self.access().as_person(call.by);
         Box::pin(self.dispatch().call(call))
     }
 
@@ -211,13 +244,6 @@ impl Runtime {
     }
 
     // Conversations, sessions and their history.
-
-    pub async fn list_conversations(&self, include_archived: bool) -> Result<Vec<Conversation>> {
-        self.conversations()
-            .list_conversations(include_archived)
-            .await
-    }
-
     /// One page of conversations, most recently updated first, after `cursor`.
     pub async fn list_conversations_page(
         &self,
@@ -309,7 +335,6 @@ impl Runtime {
     }
 
     // Delegated tasks.
-
     /// The caller a per-session MCP token stands for (`None`: unknown token).
     pub fn mcp_caller(&self, token: &str) -> Option<Caller> {
         self.delegations().mcp_caller(token)
@@ -353,15 +378,7 @@ impl Runtime {
         self.delegations().continuation(task_id).await
     }
 
-    /// Releases every child of a parent conversation (for when the parent goes away).
-    pub async fn release_children(&self, parent_conversation_id: &ConversationId) -> Result<usize> {
-        self.delegations()
-            .release_children(parent_conversation_id)
-            .await
-    }
-
     // Attachments and a turn's files.
-
     /// The configured size limits.
     pub fn attachment_limits(&self) -> crate::AttachmentLimits {
         self.attachments().attachment_limits()
@@ -396,7 +413,6 @@ impl Runtime {
     }
 
     // Following events live.
-
     /// Follows a conversation's or a session's events after event id `after_id` (0: from the
     /// beginning), never a gap or a duplicate; unknown is `not_found` (see `Feed::follow`).
     pub async fn follow(&self, scope: Scope, after_id: i64) -> Result<Follower> {
@@ -409,7 +425,6 @@ impl Runtime {
     }
 
     // The node: the cluster, configuration, figures, shutdown.
-
     /// Registers this node (reached at `addr`) in the node registry; its lease and
     /// presence hold until [`Membership::leave`](crate::Membership::leave).
     pub async fn join_cluster(&self, addr: String) -> Result<crate::Membership> {

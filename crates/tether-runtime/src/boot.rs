@@ -17,6 +17,9 @@ use crate::{RuntimeConfig, Seams};
 #[derive(Clone)]
 pub struct Runtime {
     pub(crate) inner: Arc<Inner>,
+    /// The person this handle acts for (`Runtime::acting_as`): its reads are checked and
+    /// its calls carry them. `None`: tether's own handle, trusted.
+    pub(crate) who: Option<Arc<crate::call::Identity>>,
 }
 
 pub(crate) struct Inner {
@@ -25,6 +28,9 @@ pub(crate) struct Inner {
     pub router: crate::session::router_state::RouterState,
     /// Where commands run when other nodes share the store (issue 12).
     pub cluster: crate::cluster::Cluster,
+    /// The install's first enabled owner: whom the bootstrap token stands for, and whose
+    /// are the conversations nobody else started (issue 28).
+    pub owner: tether_store::PersonRow,
 }
 
 /// Opens the runtime on `store` (see `Runtime::start_with`).
@@ -46,6 +52,16 @@ pub(crate) async fn start(config: RuntimeConfig, store: Store, seams: Seams) -> 
             sessions = report.sessions_made_dormant,
             "recovered after restart"
         );
+    }
+    // The install's owner (made on first start: an upgraded single-token install's token
+    // stands for them), and the conversations of before people existed are theirs.
+    let owner = store
+        .people()
+        .ensure_owner(&tether_proto::PersonId::from("owner"), "owner")
+        .await?;
+    let adopted = store.conversations().adopt_unowned(&owner.id).await?;
+    if adopted > 0 {
+        tracing::info!(adopted, owner = %owner.id, "gave the conversations of before people to the owner");
     }
     let cluster = crate::cluster::Cluster::new(config.cluster.clone(), &store);
     let ctx = Ctx::new(store, config, records, seams);
@@ -74,7 +90,9 @@ pub(crate) async fn start(config: RuntimeConfig, store: Store, seams: Seams) -> 
             ctx,
             router: crate::session::router_state::RouterState::new(),
             cluster,
+            owner,
         }),
+        who: None,
     };
     rt.delegations().start_delegation_watch();
     rt.placement().start_cluster();

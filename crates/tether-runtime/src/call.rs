@@ -8,22 +8,55 @@
 use serde::{Deserialize, Serialize};
 use tether_proto::{
     Approval, ApprovalId, Conversation, ConversationId, CreateConversation, Decision,
-    MessageOutcome, Question, QuestionId, SendMessage, SessionId, TaskClosed, TaskId, TaskSnapshot,
-    TaskStarted, TurnId, UpdateConversation,
+    MessageOutcome, PersonId, Question, QuestionId, Role, SendMessage, SessionId, TaskClosed,
+    TaskId, TaskSnapshot, TaskStarted, TokenScope, TurnId, UpdateConversation,
 };
 
 use crate::RuntimeError;
 use crate::delegation::registry::Caller;
 use crate::error::Result;
 
-/// Who asked. Today people are named by what carried their request (`api`, `web`,
-/// `telegram:<user>`); the teams issue gives them ids and roles, checked where every
-/// call passes ([`crate::Runtime::call`]).
+/// A person as the runtime checks them (issue 28): who, their role, and the scopes of
+/// what they signed in with. Resolved by the adapter that took the request (a token, a
+/// sign-in session), carried with every call and checked where every call passes
+/// ([`crate::Runtime::call`], `access.rs`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    pub person: PersonId,
+    pub name: String,
+    pub role: Role,
+    pub scopes: Vec<TokenScope>,
+}
+
+impl Identity {
+    /// The actor `tether_core::authz` decides for.
+    pub fn actor(&self) -> tether_core::Actor<'_> {
+        tether_core::Actor {
+            person: &self.person,
+            role: self.role,
+            scopes: tether_core::Scopes::of(&self.scopes),
+        }
+    }
+
+    /// Whether they see every conversation (owners and admins do).
+    pub fn sees_all(&self) -> bool {
+        tether_core::authz::at_least(self.role, Role::Admin)
+    }
+}
+
+/// Who asked. A person is named as history and approvals record them (`api`, `web`,
+/// `telegram:<user>`, or their own name); with an [`Identity`] what they may do is
+/// checked, without one they are trusted (tether's own adapters acting for someone the
+/// adapter admitted: a channel's allowed user until accounts are linked to people).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Principal {
     /// A person, named as history and approvals record them.
-    Person { name: String },
+    Person {
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        identity: Option<Identity>,
+    },
     /// An agent session tether launched, calling through its MCP token.
     Agent {
         conversation_id: ConversationId,
@@ -44,13 +77,24 @@ impl Principal {
 
     /// A person named `name`.
     pub fn person(name: impl Into<String>) -> Principal {
-        Principal::Person { name: name.into() }
+        Principal::Person {
+            name: name.into(),
+            identity: None,
+        }
+    }
+
+    /// The identity to check, when there is one.
+    pub fn identity(&self) -> Option<&Identity> {
+        match self {
+            Principal::Person { identity, .. } => identity.as_ref(),
+            Principal::Agent { .. } | Principal::External | Principal::System => None,
+        }
     }
 
     /// The name recorded with what this caller does (`by` of a message or an answer).
     pub fn name(&self) -> String {
         match self {
-            Principal::Person { name } => name.clone(),
+            Principal::Person { name, .. } => name.clone(),
             Principal::Agent { session_id, .. } => format!("agent:{session_id}"),
             Principal::External => "mcp".to_owned(),
             Principal::System => "tether".to_owned(),

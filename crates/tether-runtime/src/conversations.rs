@@ -6,7 +6,11 @@ use tether_proto::{
     HistoryMessage, Session, SessionId, Turn, UpdateConversation,
 };
 
+use tether_proto::PersonId;
+use tether_store::NewConversation;
+
 use crate::RuntimeError;
+use crate::access::Access;
 use crate::error::Result;
 use crate::ids::new_id;
 
@@ -38,7 +42,11 @@ impl Conversations<'_> {
             })
     }
 
-    pub(crate) async fn create_here(&self, req: CreateConversation) -> Result<Conversation> {
+    pub(crate) async fn create_here(
+        &self,
+        req: CreateConversation,
+        owner: &PersonId,
+    ) -> Result<Conversation> {
         let cfg = &self.rt.ctx().config;
         let agent = req.agent.unwrap_or_else(|| cfg.default_agent.clone());
         self.agent_spec(&agent)?;
@@ -63,36 +71,39 @@ impl Conversations<'_> {
             .ctx()
             .store
             .conversations()
-            .create_conversation(
-                &id,
-                ConversationKind::Chat,
-                &title,
-                &agent,
-                model.as_deref(),
-                &cwd,
-                None,
-            )
+            .create_conversation(&NewConversation {
+                id: &id,
+                kind: ConversationKind::Chat,
+                title: &title,
+                agent: &agent,
+                model: model.as_deref(),
+                cwd: &cwd,
+                parent_conversation_id: None,
+                owner_id: Some(owner),
+                visibility: Access::visibility(req.visibility),
+            })
             .await?;
         self.view(row).await
-    }
-
-    pub(crate) async fn list_conversations(
-        &self,
-        include_archived: bool,
-    ) -> Result<Vec<Conversation>> {
-        let rows = self
-            .rt
-            .ctx()
-            .store
-            .conversations()
-            .list_conversations(include_archived)
-            .await?;
-        self.views(rows).await
     }
 
     pub(crate) async fn get_conversation(&self, id: &ConversationId) -> Result<Conversation> {
-        let row = self.conversation_row(id).await?;
+        let row = self.readable_row(id).await?;
         self.view(row).await
+    }
+
+    /// The row of a conversation the acting person may read (one they may not is
+    /// `not_found`, as one that does not exist).
+    pub(crate) async fn readable_row(
+        &self,
+        id: &ConversationId,
+    ) -> Result<tether_store::ConversationRow> {
+        let row = self.conversation_row(id).await?;
+        if let Some(who) = self.rt.who.as_deref() {
+            self.rt
+                .access()
+                .decide_row(who, tether_core::authz::Action::Read, &row)?;
+        }
+        Ok(row)
     }
 
     pub(crate) async fn conversation_row(
@@ -129,6 +140,14 @@ impl Conversations<'_> {
             .conversations()
             .update_conversation(id, title.as_deref(), req.archived)
             .await?;
+        if let Some(visibility) = req.visibility {
+            self.rt
+                .ctx()
+                .store
+                .conversations()
+                .set_visibility(id, visibility)
+                .await?;
+        }
         if req.archived == Some(true) {
             // Its agents' MCP tokens die with it (callers of an archived conversation are
             // refused too).
@@ -156,7 +175,7 @@ impl Conversations<'_> {
         after_id: Option<i64>,
         limit: u32,
     ) -> Result<Vec<HistoryMessage>> {
-        self.conversation_row(id).await?;
+        self.readable_row(id).await?;
         let page = self
             .rt
             .ctx()
@@ -174,7 +193,7 @@ impl Conversations<'_> {
         after_id: i64,
         limit: u32,
     ) -> Result<Vec<EventEnvelope>> {
-        self.conversation_row(id).await?;
+        self.readable_row(id).await?;
         Ok(self
             .rt
             .ctx()
@@ -185,6 +204,7 @@ impl Conversations<'_> {
     }
 
     pub(crate) async fn get_session(&self, id: &SessionId) -> Result<Session> {
+        self.rt.access().read_session(id).await?;
         self.rt
             .ctx()
             .store

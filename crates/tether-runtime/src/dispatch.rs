@@ -33,6 +33,7 @@ impl<'a> Dispatch<'a> {
 impl Dispatch<'_> {
     /// Runs `call` where the conversation it acts on runs (this node, or its owner).
     pub(crate) async fn call(self, call: Call) -> Result<Reply> {
+        self.rt.access().check_call(&call).await?;
         let conv = if self.rt.placement().cluster().enabled() {
             self.conversation_of(&call.command).await?
         } else {
@@ -66,7 +67,12 @@ impl Dispatch<'_> {
         let name = by.name();
         Ok(match command {
             Command::CreateConversation { request } => {
-                self.rt.conversations().create_here(request).await?.into()
+                let owner = self.rt.access().owner_for(by.identity());
+                self.rt
+                    .conversations()
+                    .create_here(request, &owner)
+                    .await?
+                    .into()
             }
             Command::UpdateConversation {
                 conversation_id,

@@ -45,6 +45,10 @@ pub enum RuntimeError {
         "node {node} took the command and stopped before it answered; it may or may not have run"
     )]
     OwnerLost { node: tether_proto::NodeId },
+    /// Issue 28: the person's role or token may not do this (a conversation they may not
+    /// see is `NotFound` instead).
+    #[error(transparent)]
+    Denied(#[from] tether_core::authz::Denied),
     /// Issue 12: another live node owns the conversation (its live session runs there).
     #[error("conversation {conversation_id} is owned by node {node_id}")]
     OwnedElsewhere {
@@ -79,6 +83,9 @@ impl RuntimeError {
             RuntimeError::Store(tether_store::StoreError::ChildrenCap { .. }) => {
                 ErrorCode::ConcurrencyLimit
             }
+            RuntimeError::Store(
+                tether_store::StoreError::Duplicate { .. } | tether_store::StoreError::LastOwner,
+            ) => ErrorCode::Conflict,
             // The database is unreachable (or SQLite's disk full): retryable.
             RuntimeError::Store(e) if e.is_unavailable() => ErrorCode::StoreUnavailable,
             RuntimeError::Store(_) | RuntimeError::Internal(_) => ErrorCode::Internal,
@@ -88,6 +95,7 @@ impl RuntimeError {
             RuntimeError::Remote { code, .. } => *code,
             RuntimeError::OwnerLost { .. } => ErrorCode::OwnerLost,
             RuntimeError::OwnedElsewhere { .. } => ErrorCode::OwnedElsewhere,
+            RuntimeError::Denied(d) => d.code(),
         }
     }
 }

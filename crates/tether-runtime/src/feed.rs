@@ -38,6 +38,7 @@ impl Feed<'_> {
     }
 
     async fn check_scope(&self, scope: &Scope) -> Result<()> {
+        self.rt.access().follow(scope).await?;
         let store = &self.rt.ctx().store;
         let (what, id, found) = match scope {
             Scope::Conversation(id) => (

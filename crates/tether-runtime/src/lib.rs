@@ -4,6 +4,7 @@
 //!
 //! Must not depend on a web framework or a channel: adapters call [`Runtime`].
 
+mod access;
 mod answering;
 mod api;
 mod attachments;
@@ -22,6 +23,7 @@ mod feed;
 mod ids;
 mod listing;
 mod ownership;
+mod people;
 mod seams;
 mod session;
 mod spare;
@@ -32,7 +34,7 @@ pub use attachments::prompt::{ATTACHMENTS_DIR, copies_dir};
 pub use attachments::rules::{AttachmentError, AttachmentLimits, sanitize_name};
 pub use attachments::{AttachmentName, NewAttachment};
 pub use boot::Runtime;
-pub use call::{Call, Command, Principal, Reply, TraceContext};
+pub use call::{Call, Command, Identity, Principal, Reply, TraceContext};
 pub use cluster::membership::Membership;
 pub use config::{ClusterConfig, CoalesceConfig, RuntimeConfig};
 pub use delegation::registry::{
@@ -42,6 +44,7 @@ pub use delegation::registry::{
 pub use delegation::status::{MAX_WAIT_MS, outcome_of};
 pub use error::RuntimeError;
 pub use listing::ConversationPage;
+pub use people::People;
 pub use seams::{Clock, Drivers, Seams, SystemClock, Wait};
 pub use session::pool::{PoolConfig, PoolStatus};
-pub use tether_store::{Batch, Follower, Scope};
+pub use tether_store::{Batch, Follower, Scope, TOKEN_PREFIX};

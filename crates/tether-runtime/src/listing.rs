@@ -45,12 +45,18 @@ impl Conversations<'_> {
     ) -> Result<ConversationPage> {
         let cursor = cursor.map(parse_cursor).transpose()?;
         let limit = limit.max(1);
+        let viewer = self.rt.access().viewer()?;
         let mut rows = self
             .rt
             .ctx()
             .store
             .conversations()
-            .list_conversations_page(include_archived, cursor.as_ref(), limit + 1)
+            .list_conversations_page(
+                include_archived,
+                cursor.as_ref(),
+                limit + 1,
+                viewer.as_ref(),
+            )
             .await?;
         let more = rows.len() > limit as usize;
         rows.truncate(limit as usize);
@@ -74,7 +80,7 @@ impl Conversations<'_> {
         before_id: Option<i64>,
         limit: u32,
     ) -> Result<ConversationEventPage> {
-        self.conversation_row(id).await?;
+        self.readable_row(id).await?;
         let limit = limit.clamp(1, 1000);
         let mut events = self
             .rt
@@ -97,7 +103,7 @@ impl Conversations<'_> {
         before_id: i64,
         limit: u32,
     ) -> Result<Vec<HistoryMessage>> {
-        self.conversation_row(id).await?;
+        self.readable_row(id).await?;
         let page = self
             .rt
             .ctx()

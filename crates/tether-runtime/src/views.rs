@@ -69,6 +69,8 @@ fn assemble(row: ConversationRow, parts: &ViewParts) -> Conversation {
         running_turn_id: running.map(|t| t.id.clone()),
         pending_approvals: approvals.into_iter().map(|a| a.id.clone()).collect(),
         pending_questions: questions.into_iter().map(|q| q.id.clone()).collect(),
+        owner_id: row.owner_id,
+        visibility: row.visibility,
         created_at_ms: row.created_at_ms,
         updated_at_ms: row.updated_at_ms,
     }

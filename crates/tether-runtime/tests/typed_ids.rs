@@ -111,7 +111,6 @@ fn the_runtime_takes_each_id_where_it_is_meant() {
     takes_1::<Runtime, ConversationId, _, _>(Runtime::detach);
     takes_1::<Runtime, ConversationId, _, _>(Runtime::stop);
     takes_1::<Runtime, ConversationId, _, _>(Runtime::delegations_of);
-    takes_1::<Runtime, ConversationId, _, _>(Runtime::release_children);
     takes_3::<Runtime, ConversationId, SendMessage, &'static str, _, _>(Runtime::send_message);
     takes_3::<Runtime, ConversationId, Option<i64>, u32, _, _>(Runtime::history);
     takes_1::<Runtime, SessionId, _, _>(Runtime::get_session);

@@ -1,24 +1,58 @@
-//! Bearer-token auth. The token is compared in constant time and never logged.
+//! Who is calling (issue 28). A request's bearer token is the bootstrap token
+//! (`TETHER_TOKEN` or the data dir's token file, compared in constant time: the install's
+//! owner) or a personal token (`tth_…`, found by its hash: its person, with its scopes).
+//! The person rides the request as an [`Identity`]; each route's rule ([`rules`]) is
+//! checked here for what is not about one conversation, and handlers reach the runtime
+//! acting as that person ([`Api`]), which checks the rest where every call passes.
+//! Tokens are never logged.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::extract::{Query, Request, State};
-use axum::http::{HeaderMap, Uri, header};
+use axum::extract::{FromRequestParts, MatchedPath, Query, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, Method, Uri, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use serde::Deserialize;
+use tether_core::authz::{self, decide};
+use tether_proto::PersonId;
+use tether_runtime::{Identity, Runtime};
 
+use crate::AppState;
 use crate::error::ApiError;
+
+pub(crate) mod rules;
 
 #[derive(Clone)]
 pub(crate) struct Auth {
     token: Arc<[u8]>,
+    owner: Arc<Identity>,
+    /// `None` only in this crate's unit tests (the bootstrap token alone).
+    runtime: Option<Runtime>,
 }
 
 impl Auth {
-    pub fn new(token: String) -> Self {
+    pub fn new(token: String, runtime: Runtime) -> Self {
         Auth {
             token: Arc::from(token.into_bytes()),
+            owner: Arc::new(runtime.owner_identity()),
+            runtime: Some(runtime),
+        }
+    }
+
+    /// The bootstrap token alone, standing for an owner named `owner`.
+    #[cfg(test)]
+    pub fn bootstrap_only(token: String) -> Self {
+        Auth {
+            token: Arc::from(token.into_bytes()),
+            owner: Arc::new(Identity {
+                person: PersonId::from("owner"),
+                name: "owner".into(),
+                role: tether_proto::Role::Owner,
+                scopes: tether_proto::TokenScope::ALL.to_vec(),
+            }),
+            runtime: None,
         }
     }
 
@@ -27,9 +61,37 @@ impl Auth {
         String::from_utf8_lossy(&self.token).into_owned()
     }
 
-    /// Whether `presented` is the token. An empty configured token admits nobody.
+    /// Whether `presented` is the bootstrap token. An empty configured token admits
+    /// nobody.
     pub(crate) fn admits(&self, presented: &str) -> bool {
         !self.token.is_empty() && constant_time_eq(&self.token, presented.as_bytes())
+    }
+
+    /// The install's owner (the bootstrap token's person).
+    pub(crate) fn owner(&self) -> Identity {
+        self.owner.as_ref().clone()
+    }
+
+    /// `person`, reading only (a signed link made for them); `None` when they are
+    /// disabled or gone.
+    pub(crate) async fn reader(&self, person: &PersonId) -> Result<Option<Identity>, ApiError> {
+        match &self.runtime {
+            Some(rt) => Ok(rt.people().reader(person).await?),
+            None => Ok(None),
+        }
+    }
+
+    /// Who `presented` stands for; `None`: nobody (unknown, revoked, expired, disabled).
+    pub(crate) async fn identify(&self, presented: &str) -> Result<Option<Identity>, ApiError> {
+        if self.admits(presented) {
+            return Ok(Some(self.owner()));
+        }
+        match &self.runtime {
+            Some(rt) if presented.starts_with(tether_runtime::TOKEN_PREFIX) => {
+                Ok(rt.people().identify_token(presented).await?)
+            }
+            _ => Ok(None),
+        }
     }
 }
 
@@ -58,15 +120,59 @@ fn query_token(uri: &Uri) -> Option<String> {
     Query::<TokenQuery>::try_from_uri(uri).ok()?.0.token
 }
 
+/// Checks the route's rule for `who` and lets the request on, carrying them.
+pub(crate) async fn admit(
+    who: Identity,
+    mut req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let path = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_default();
+    check_route(&who, req.method(), &path)?;
+    req.extensions_mut().insert(who);
+    Ok(next.run(req).await)
+}
+
+/// The route's rule: an action on one conversation needs its scope here and is decided
+/// by the runtime (it knows whose the conversation is); any other is decided here.
+pub(crate) fn check_route(who: &Identity, method: &Method, path: &str) -> Result<(), ApiError> {
+    let Some(action) = rules::action(method, path) else {
+        // A route without a rule is nobody's (the route × role test keeps this empty).
+        tracing::error!(%method, path, "route without an access rule");
+        return Err(ApiError::from(tether_runtime::RuntimeError::Denied(
+            authz::Denied::Forbidden,
+        )));
+    };
+    let actor = who.actor();
+    let verdict = if action.on_conversation() {
+        let scope = authz::rule(action).scope;
+        if actor.scopes.contains(scope) {
+            Ok(())
+        } else {
+            Err(authz::Denied::Scope(scope))
+        }
+    } else {
+        decide(&actor, action, None)
+    };
+    verdict.map_err(|d| ApiError::from(tether_runtime::RuntimeError::Denied(d)))
+}
+
 /// Requires the bearer header.
 pub(crate) async fn require_header(
     State(auth): State<Auth>,
     req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    match bearer(req.headers()) {
-        Some(token) if auth.admits(token) => Ok(next.run(req).await),
-        _ => Err(ApiError::unauthorized()),
+    let who = match bearer(req.headers()) {
+        Some(token) => auth.identify(token).await?,
+        None => None,
+    };
+    match who {
+        Some(who) => admit(who, req, next).await,
+        None => Err(ApiError::unauthorized()),
     }
 }
 
@@ -76,14 +182,33 @@ pub(crate) async fn require_header_or_query(
     req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let ok = match bearer(req.headers()) {
-        Some(token) => auth.admits(token),
-        None => query_token(req.uri()).is_some_and(|t| auth.admits(&t)),
+    let presented = match bearer(req.headers()) {
+        Some(token) => Some(token.to_owned()),
+        None => query_token(req.uri()),
     };
-    if ok {
-        Ok(next.run(req).await)
-    } else {
-        Err(ApiError::unauthorized())
+    let who = match presented {
+        Some(token) => auth.identify(&token).await?,
+        None => None,
+    };
+    match who {
+        Some(who) => admit(who, req, next).await,
+        None => Err(ApiError::unauthorized()),
+    }
+}
+
+/// The handlers' state with the runtime acting as the request's person (tether's own
+/// where no person was admitted: the public routes).
+pub(crate) struct Api(pub AppState);
+
+impl FromRequestParts<AppState> for Api {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Api, Infallible> {
+        let mut s = state.clone();
+        if let Some(who) = parts.extensions.get::<Identity>() {
+            s.runtime = s.runtime.acting_as(who.clone());
+        }
+        Ok(Api(s))
     }
 }
 
@@ -97,12 +222,6 @@ mod tests {
         assert!(!constant_time_eq(b"abc", b"abd"));
         assert!(!constant_time_eq(b"abc", b"abcd"));
         assert!(constant_time_eq(b"", b""));
-    }
-
-    #[test]
-    fn empty_token_admits_nobody() {
-        assert!(!Auth::new(String::new()).admits(""));
-        assert!(Auth::new("t".into()).admits("t"));
     }
 
     #[test]

@@ -148,7 +148,7 @@ pub fn router_with(
     extra: ExtraRoutes,
 ) -> Router {
     use utoipa::OpenApi as _;
-    let auth = auth::Auth::new(auth.token);
+    let auth = auth::Auth::new(auth.token, runtime.clone());
     let mut doc = ApiDoc::openapi();
     if let Some(more) = extra.openapi {
         doc.merge(more);
@@ -281,6 +281,23 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
         .route("/api/v1/runtime", get(handlers::runtime))
         .route("/api/v1/cluster", get(handlers::cluster))
         .route("/api/v1/links", post(links::make_links))
+        .route("/api/v1/me", get(handlers::people::me))
+        .route(
+            "/api/v1/tokens",
+            get(handlers::people::list_tokens).post(handlers::people::create_token),
+        )
+        .route(
+            "/api/v1/tokens/{id}",
+            axum::routing::delete(handlers::people::revoke_token),
+        )
+        .route(
+            "/api/v1/people",
+            get(handlers::people::list_people).post(handlers::people::add_person),
+        )
+        .route(
+            "/api/v1/people/{id}",
+            axum::routing::patch(handlers::people::update_person),
+        )
         .route_layer(axum::middleware::from_fn_with_state(
             auth.clone(),
             auth::require_header,

@@ -3,8 +3,11 @@
 //! download list. So the page asks `POST /api/v1/links` for a link per object: the
 //! object's own address plus `exp=<unix seconds>&sig=<hex>`, an HMAC-SHA256 over the
 //! address and the expiry under a key derived from the API token. A link opens that one
-//! object, for [`LIFETIME`]; it never reveals the token.
+//! object, for [`LIFETIME`]; it never reveals the token. A link made for a person
+//! (issue 28) carries `by=<person id>` inside what is signed, and opens its object only as
+//! that person may see it, while they are not disabled.
 
+use crate::auth::Api;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Json;
@@ -14,9 +17,8 @@ use axum::middleware::Next;
 use axum::response::Response;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use tether_proto::{ErrorBody, LinkRequest, SignedLink, SignedLinks};
+use tether_proto::{ErrorBody, LinkRequest, PersonId, SignedLink, SignedLinks};
 
-use crate::AppState;
 use crate::auth::{self, Auth};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
@@ -62,19 +64,26 @@ impl Signer {
 
     /// Whether `uri` is a link this signer made that has not expired at `now` (unix
     /// seconds).
+    #[cfg(test)]
     pub fn admits(&self, uri: &Uri, now: u64) -> bool {
-        let Some(pq) = uri.path_and_query() else {
-            return false;
-        };
-        let Some((address, exp, sig)) = split_link(pq.as_str()) else {
-            return false;
-        };
+        self.opened_by(uri, now).is_some()
+    }
+
+    /// For a link this signer made that has not expired at `now`: the person it was made
+    /// for (`Some(None)`: a link of before people, made with the bootstrap token).
+    pub fn opened_by(&self, uri: &Uri, now: u64) -> Option<Option<PersonId>> {
+        let pq = uri.path_and_query()?;
+        let (address, exp, sig) = split_link(pq.as_str())?;
         let in_time = exp >= now && exp <= now + LIFETIME.as_secs() + 60;
-        let Some(mac) = self.mac(address, exp) else {
-            return false;
-        };
-        let expected = hex(&mac.finalize().into_bytes());
-        in_time && auth::constant_time_eq(expected.as_bytes(), sig.as_bytes())
+        let expected = hex(&self.mac(address, exp)?.finalize().into_bytes());
+        if !(in_time && auth::constant_time_eq(expected.as_bytes(), sig.as_bytes())) {
+            return None;
+        }
+        let by = address
+            .rsplit_once(['?', '&'])
+            .and_then(|(_, last)| last.strip_prefix("by="))
+            .map(|p| PersonId::from(p.to_owned()));
+        Some(by)
     }
 }
 
@@ -149,16 +158,24 @@ fn linkable(address: &str) -> Result<(), String> {
     security(("bearer" = []))
 )]
 pub(crate) async fn make_links(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiJson(req): ApiJson<LinkRequest>,
 ) -> Result<Json<SignedLinks>, ApiError> {
     let exp = now_secs() + LIFETIME.as_secs();
     let mut links = Vec::with_capacity(req.paths.len());
+    let by = s.runtime.identity().map(|who| who.person.clone());
     for path in req.paths {
         linkable(&path).map_err(ApiError::bad_request)?;
+        let signed = match &by {
+            Some(person) => {
+                let sep = if path.contains('?') { '&' } else { '?' };
+                format!("{path}{sep}by={}", urlencoding_free(person.as_str()))
+            }
+            None => path.clone(),
+        };
         let url = s
             .links
-            .sign(&path, exp)
+            .sign(&signed, exp)
             .ok_or_else(|| ApiError::bad_request("cannot sign this address"))?;
         links.push(SignedLink {
             path,
@@ -169,20 +186,32 @@ pub(crate) async fn make_links(
     Ok(Json(SignedLinks { links }))
 }
 
-/// The download routes: the bearer header, or a signed link for this very address.
+/// Person ids are made of letters, digits, `-` and `_`; anything else would not survive
+/// an address unescaped, and is refused by the link check.
+fn urlencoding_free(id: &str) -> String {
+    id.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .collect()
+}
+
+/// The download routes: the bearer header, or a signed link for this very address (as
+/// the person it was made for).
 pub(crate) async fn require_header_or_link(
     State((auth, signer)): State<(Auth, Signer)>,
     req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let ok = match auth::bearer(req.headers()) {
-        Some(token) => auth.admits(token),
-        None => signer.admits(req.uri(), now_secs()),
+    let who = match auth::bearer(req.headers()) {
+        Some(token) => auth.identify(token).await?,
+        None => match signer.opened_by(req.uri(), now_secs()) {
+            None => None,
+            Some(None) => Some(auth.owner()),
+            Some(Some(person)) => auth.reader(&person).await?,
+        },
     };
-    if ok {
-        Ok(next.run(req).await)
-    } else {
-        Err(ApiError::unauthorized())
+    match who {
+        Some(who) => auth::admit(who, req, next).await,
+        None => Err(ApiError::unauthorized()),
     }
 }
 

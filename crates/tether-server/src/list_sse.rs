@@ -10,12 +10,12 @@
 //! this stream sent last. There is no resume point: a client reloads its list when the
 //! stream (re)opens and when it gets `resync` (the stream fell behind).
 
+use crate::auth::Api;
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::Extension;
-use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 use serde::Deserialize;
@@ -27,7 +27,6 @@ use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use utoipa::IntoParams;
 
-use crate::AppState;
 use crate::extract::ApiQuery;
 use crate::sse::Closing;
 
@@ -62,7 +61,7 @@ pub(crate) struct ListStreamQuery {
     security(("bearer" = []), ("query_token" = []))
 )]
 pub(crate) async fn list_events(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiQuery(_q): ApiQuery<ListStreamQuery>,
     closing: Option<Extension<Closing>>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {

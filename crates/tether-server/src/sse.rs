@@ -10,6 +10,7 @@
 //!
 //! [`Runtime::follow`]: tether_runtime::Runtime::follow
 
+use crate::auth::Api;
 use std::convert::Infallible;
 use std::io::Write as _;
 use std::pin::Pin;
@@ -17,7 +18,6 @@ use std::time::Duration;
 
 use axum::Extension;
 use axum::body::{Body, Bytes};
-use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -27,7 +27,6 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use utoipa::IntoParams;
 
-use crate::AppState;
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
 
@@ -67,7 +66,7 @@ pub(crate) struct StreamQuery {
     security(("bearer" = []), ("query_token" = []))
 )]
 pub(crate) async fn conversation_events(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiPath(id): ApiPath<ConversationId>,
     ApiQuery(q): ApiQuery<StreamQuery>,
     headers: HeaderMap,

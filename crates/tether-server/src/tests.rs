@@ -27,7 +27,7 @@ async fn boom() -> &'static str {
 }
 
 fn app() -> Router {
-    let auth = Auth::new(TOKEN.into());
+    let auth = Auth::bootstrap_only(TOKEN.into());
     let protected = Router::new()
         .route(
             "/echo",

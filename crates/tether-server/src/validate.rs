@@ -55,6 +55,25 @@ impl Checked for UpdateConversation {
     }
 }
 
+impl Checked for tether_proto::NewApiToken {
+    fn check(&self) -> Result<(), ApiError> {
+        chars("name", Some(&self.name), MAX_NAME_CHARS)
+    }
+}
+
+impl Checked for tether_proto::NewPersonRequest {
+    fn check(&self) -> Result<(), ApiError> {
+        chars("name", Some(&self.name), MAX_NAME_CHARS)?;
+        chars("email", self.email.as_deref(), 254)
+    }
+}
+
+impl Checked for tether_proto::UpdatePerson {
+    fn check(&self) -> Result<(), ApiError> {
+        Ok(())
+    }
+}
+
 impl Checked for SendMessage {
     fn check(&self) -> Result<(), ApiError> {
         bytes("text", Some(&self.text), MAX_TEXT_BYTES)?;

@@ -48,7 +48,9 @@ pub use cluster::pg_presence::Presence;
 pub use cluster::tail::{TailHandle, TailOptions, TailStats};
 pub use conversations::pages::ListCursor;
 pub use conversations::view_parts::ViewParts;
-pub use conversations::{ConversationRow, NewMessage, NewSession, NewTurn, TurnEnd};
+pub use conversations::{
+    ConversationRow, NewConversation, NewMessage, NewSession, NewTurn, TurnEnd,
+};
 pub use delegation::ledger::{CLAIM_STALE_MS, ContinuationClaim, LedgerEntry};
 pub use delegation::{
     DelegationRow, DelegationTurnRow, EXTERNAL_SCOPE, NewDelegation, NewDelegationTurn,
@@ -58,6 +60,7 @@ pub use events::feed::{Batch, Follower, Scope};
 pub use handles::{
     Attachments, Channels, Cluster, Conversations, Delegation, Events, People, Recovery, Requests,
 };
+pub use people::secret::{TOKEN_PREFIX, hash_secret, new_secret, new_token_id};
 pub use people::{NewPerson, NewToken, PersonRow, TokenRow};
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use requests::{NewApproval, NewQuestion};

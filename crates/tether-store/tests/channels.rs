@@ -118,7 +118,17 @@ async fn chats_map_to_conversations_and_the_cursor_only_moves_forward(b: Backend
     let ch = s.channels();
     let c1 = tether_proto::ConversationId::from("c1");
     s.conversations()
-        .create_conversation(&c1, ConversationKind::Chat, "t", "fake", None, "/tmp", None)
+        .create_conversation(&tether_store::NewConversation {
+            id: &c1,
+            kind: ConversationKind::Chat,
+            title: "t",
+            agent: "fake",
+            model: None,
+            cwd: "/tmp",
+            parent_conversation_id: None,
+            owner_id: None,
+            visibility: tether_proto::Visibility::Private,
+        })
         .await
         .unwrap();
     let c = ch
@@ -303,7 +313,17 @@ async fn attachments_of_one_upload_are_stored_all_or_none(b: Backend) {
     let (_d, s) = store(b).await;
     let c1 = tether_proto::ConversationId::from("c1");
     s.conversations()
-        .create_conversation(&c1, ConversationKind::Chat, "t", "fake", None, "/tmp", None)
+        .create_conversation(&tether_store::NewConversation {
+            id: &c1,
+            kind: ConversationKind::Chat,
+            title: "t",
+            agent: "fake",
+            model: None,
+            cwd: "/tmp",
+            parent_conversation_id: None,
+            owner_id: None,
+            visibility: tether_proto::Visibility::Private,
+        })
         .await
         .unwrap();
     let row = |id: &str| tether_proto::Attachment {

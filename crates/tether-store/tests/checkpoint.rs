@@ -17,15 +17,17 @@ async fn the_wal_reaches_the_database_file_in_the_background() {
     let store = Store::open(dir.path()).await.unwrap();
     store
         .conversations()
-        .create_conversation(
-            &"c1".into(),
-            ConversationKind::Chat,
-            "t",
-            "fake",
-            None,
-            "/tmp",
-            None,
-        )
+        .create_conversation(&tether_store::NewConversation {
+            id: &"c1".into(),
+            kind: ConversationKind::Chat,
+            title: "t",
+            agent: "fake",
+            model: None,
+            cwd: "/tmp",
+            parent_conversation_id: None,
+            owner_id: None,
+            visibility: tether_proto::Visibility::Private,
+        })
         .await
         .unwrap();
     let s = NewSession {

@@ -14,15 +14,17 @@ async fn task_lifecycle_rows(b: Backend) {
     let (_dir, store) = support::open(b).await;
     store
         .conversations()
-        .create_conversation(
-            &"p".into(),
-            ConversationKind::Chat,
-            "t",
-            "fake",
-            None,
-            "/tmp",
-            None,
-        )
+        .create_conversation(&tether_store::NewConversation {
+            id: &"p".into(),
+            kind: ConversationKind::Chat,
+            title: "t",
+            agent: "fake",
+            model: None,
+            cwd: "/tmp",
+            parent_conversation_id: None,
+            owner_id: None,
+            visibility: tether_proto::Visibility::Private,
+        })
         .await
         .unwrap();
     let s = NewSession {

@@ -32,7 +32,17 @@ async fn store_with_sessions(b: Backend, n: usize) -> (support::Guard, Store) {
         let c = cid(i);
         store
             .conversations()
-            .create_conversation(&c, ConversationKind::Chat, "t", "fake", None, "/tmp", None)
+            .create_conversation(&tether_store::NewConversation {
+                id: &c,
+                kind: ConversationKind::Chat,
+                title: "t",
+                agent: "fake",
+                model: None,
+                cwd: "/tmp",
+                parent_conversation_id: None,
+                owner_id: None,
+                visibility: tether_proto::Visibility::Private,
+            })
             .await
             .unwrap();
         let s = NewSession {

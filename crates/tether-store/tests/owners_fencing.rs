@@ -26,15 +26,17 @@ async fn conversation(store: &Store, c: &str) -> (ConversationId, SessionId) {
     let (cid, sid): (ConversationId, SessionId) = (c.into(), format!("{c}-s").into());
     store
         .conversations()
-        .create_conversation(
-            &cid,
-            ConversationKind::Chat,
-            "t",
-            "fake",
-            None,
-            "/tmp",
-            None,
-        )
+        .create_conversation(&tether_store::NewConversation {
+            id: &cid,
+            kind: ConversationKind::Chat,
+            title: "t",
+            agent: "fake",
+            model: None,
+            cwd: "/tmp",
+            parent_conversation_id: None,
+            owner_id: None,
+            visibility: tether_proto::Visibility::Private,
+        })
         .await
         .unwrap();
     let s = NewSession {

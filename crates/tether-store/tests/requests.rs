@@ -30,15 +30,17 @@ impl Clock for FixedClock {
 async fn running_turn(store: &Store) {
     store
         .conversations()
-        .create_conversation(
-            &"c1".into(),
-            ConversationKind::Chat,
-            "t",
-            "fake",
-            None,
-            "/tmp",
-            None,
-        )
+        .create_conversation(&tether_store::NewConversation {
+            id: &"c1".into(),
+            kind: ConversationKind::Chat,
+            title: "t",
+            agent: "fake",
+            model: None,
+            cwd: "/tmp",
+            parent_conversation_id: None,
+            owner_id: None,
+            visibility: tether_proto::Visibility::Private,
+        })
         .await
         .unwrap();
     let s = NewSession {

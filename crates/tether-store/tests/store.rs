@@ -15,15 +15,17 @@ async fn open(b: Backend) -> (support::Guard, Store) {
 async fn conv_with_session(store: &Store) -> (ConversationId, SessionId) {
     store
         .conversations()
-        .create_conversation(
-            &"c1".into(),
-            ConversationKind::Chat,
-            "t",
-            "fake",
-            None,
-            "/tmp",
-            None,
-        )
+        .create_conversation(&tether_store::NewConversation {
+            id: &"c1".into(),
+            kind: ConversationKind::Chat,
+            title: "t",
+            agent: "fake",
+            model: None,
+            cwd: "/tmp",
+            parent_conversation_id: None,
+            owner_id: None,
+            visibility: tether_proto::Visibility::Private,
+        })
         .await
         .unwrap();
     let s = NewSession {
@@ -259,15 +261,17 @@ async fn view_parts_reads_only_the_conversations_asked_for(b: Backend) {
     let (c, s) = conv_with_session(&store).await;
     store
         .conversations()
-        .create_conversation(
-            &"c2".into(),
-            ConversationKind::Chat,
-            "t",
-            "fake",
-            None,
-            "/tmp",
-            None,
-        )
+        .create_conversation(&tether_store::NewConversation {
+            id: &"c2".into(),
+            kind: ConversationKind::Chat,
+            title: "t",
+            agent: "fake",
+            model: None,
+            cwd: "/tmp",
+            parent_conversation_id: None,
+            owner_id: None,
+            visibility: tether_proto::Visibility::Private,
+        })
         .await
         .unwrap();
     let t = NewTurn {

@@ -522,7 +522,13 @@ impl Daemon {
 
     /// Polls a session's turns until `turn_id` has ended; returns the turn.
     pub async fn wait_turn(&self, session_id: &str, turn_id: &str) -> Value {
-        within(&format!("turn {turn_id} ends"), async {
+        self.wait_turn_for(session_id, turn_id, crate::TIMEOUT)
+            .await
+    }
+
+    /// [`Daemon::wait_turn`] for at most `limit`.
+    pub async fn wait_turn_for(&self, session_id: &str, turn_id: &str, limit: Duration) -> Value {
+        crate::within_for(&format!("turn {turn_id} ends"), limit, async {
             loop {
                 let turns = self
                     .get_ok(&format!("/api/v1/sessions/{session_id}/turns"))

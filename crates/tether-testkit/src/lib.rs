@@ -50,9 +50,18 @@ pub fn bin_path(name: &str) -> PathBuf {
 
 /// Awaits `fut` for at most [`TIMEOUT`], panicking with `what` on time-out.
 pub async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
-    match tokio::time::timeout(TIMEOUT, fut).await {
+    within_for(what, TIMEOUT, fut).await
+}
+
+/// Awaits `fut` for at most `limit`, panicking with `what` on time-out.
+pub async fn within_for<T>(
+    what: &str,
+    limit: Duration,
+    fut: impl std::future::Future<Output = T>,
+) -> T {
+    match tokio::time::timeout(limit, fut).await {
         Ok(v) => v,
-        Err(_) => panic!("timed out after {TIMEOUT:?}: {what}"),
+        Err(_) => panic!("timed out after {limit:?}: {what}"),
     }
 }
 

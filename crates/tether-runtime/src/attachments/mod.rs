@@ -66,6 +66,7 @@ impl Attachments<'_> {
         conversation_id: &ConversationId,
         files: &[NewAttachment<'_>],
     ) -> Result<Vec<Attachment>> {
+        self.rt.access().write(conversation_id).await?;
         let conv = self
             .rt
             .conversations()
@@ -160,6 +161,8 @@ impl Attachments<'_> {
             .get_attachment(id)
             .await?
             .ok_or_else(not_found)?;
+        let readable = self.rt.access().read(&a.conversation_id).await;
+        readable.map_err(|e| crate::access::hide_as(e, not_found))?;
         let bytes = self
             .blobs()
             .read(&a.sha256)

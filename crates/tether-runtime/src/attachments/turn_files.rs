@@ -184,6 +184,13 @@ impl Attachments<'_> {
                 what: "turn",
                 id: turn_id.to_string(),
             })?;
+        let hidden = || RuntimeError::NotFound {
+            what: "turn",
+            id: turn_id.to_string(),
+        };
+        let access = self.rt.access();
+        let readable = access.read(&turn.conversation_id).await;
+        readable.map_err(|e| crate::access::hide_as(e, hidden))?;
         let session = self
             .rt
             .conversations()

@@ -32,7 +32,7 @@ pub(crate) enum Sent {
 }
 
 fn upgrade(weak: &Weak<Inner>) -> Option<Runtime> {
-    weak.upgrade().map(|inner| Runtime { inner })
+    weak.upgrade().map(|inner| Runtime { inner, who: None })
 }
 
 /// Takes this node's commands as they come (woken by a notice, or every [`POLL`]) and

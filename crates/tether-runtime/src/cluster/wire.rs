@@ -72,6 +72,7 @@ pub(crate) fn rebuild(code: ErrorCode, message: String, known: Known<'_>) -> Run
         | ErrorCode::PayloadTooLarge
         | ErrorCode::Unauthorized
         | ErrorCode::Forbidden
+        | ErrorCode::Conflict
         | ErrorCode::HostNotAllowed
         | ErrorCode::NotFound
         | ErrorCode::MethodNotAllowed

@@ -189,7 +189,7 @@ impl Delegations<'_> {
             // A child lives where its owner is, on any node (issue 26 item 4): the cancel
             // is routed there like any command, in the background (the parent's `/stop`
             // does not wait for its children's ends).
-            let rt = self.rt.clone();
+            let rt = self.rt.trusted();
             tokio::spawn(async move {
                 match rt.cancel_task(&Caller::Person, &dt.task_id).await {
                     Ok(_) => {}

@@ -391,7 +391,7 @@ impl Delegations<'_> {
     ) -> Result<Vec<Continuation>> {
         self.rt
             .conversations()
-            .conversation_row(parent_conversation_id)
+            .readable_row(parent_conversation_id)
             .await?;
         let mut out = Vec::new();
         for row in self
@@ -410,6 +410,8 @@ impl Delegations<'_> {
     /// `GET /api/v1/conversations/{id}/continuation`.
     pub(crate) async fn continuation(&self, task_id: &TaskId) -> Result<Continuation> {
         self.delegation_gate()?;
+        let task_conversation = task_id.conversation_id();
+        self.rt.access().read(&task_conversation).await?;
         let row = self.task_or_not_found(&Caller::Person, task_id).await?;
         let snap = self.snapshot(&row).await?;
         Ok(Continuation {

@@ -43,7 +43,7 @@ const RETRY_FIRST: Duration = Duration::from_millis(250);
 const RETRY_MAX: Duration = Duration::from_secs(5);
 
 fn upgrade(weak: &Weak<Inner>) -> Option<Runtime> {
-    weak.upgrade().map(|inner| Runtime { inner })
+    weak.upgrade().map(|inner| Runtime { inner, who: None })
 }
 
 impl Delegations<'_> {

@@ -1,12 +1,10 @@
 //! `/api/v1/agents`: the configured agents (for the web page's agent picker).
 
+use crate::auth::Api;
 use axum::Json;
-use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use tether_proto::ErrorBody;
 use utoipa::ToSchema;
-
-use crate::AppState;
 
 /// A configured agent.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -25,7 +23,7 @@ pub(crate) struct AgentInfo {
     ),
     security(("bearer" = []))
 )]
-pub(crate) async fn list(State(s): State<AppState>) -> Json<Vec<AgentInfo>> {
+pub(crate) async fn list(Api(s): Api) -> Json<Vec<AgentInfo>> {
     Json(
         s.runtime
             .agent_names()
@@ -46,6 +44,6 @@ pub(crate) async fn list(State(s): State<AppState>) -> Json<Vec<AgentInfo>> {
     ),
     security(("bearer" = []))
 )]
-pub(crate) async fn workspace(State(s): State<AppState>) -> Json<tether_proto::Workspace> {
+pub(crate) async fn workspace(Api(s): Api) -> Json<tether_proto::Workspace> {
     Json(s.runtime.workspace())
 }

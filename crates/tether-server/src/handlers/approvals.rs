@@ -1,8 +1,8 @@
 //! `/api/v1/approvals` and `/api/v1/questions`: list and answer. The first answer wins,
 //! whichever channel it comes from.
 
+use crate::auth::Api;
 use axum::Json;
-use axum::extract::State;
 use serde::Deserialize;
 use tether_proto::{
     AnswerApproval, AnswerQuestion, Approval, ApprovalId, ApprovalStatus, ErrorBody, Question,
@@ -11,7 +11,6 @@ use tether_proto::{
 use utoipa::IntoParams;
 
 use super::conversations::API_SENDER;
-use crate::AppState;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 
@@ -42,7 +41,7 @@ pub(crate) struct QuestionsQuery {
     security(("bearer" = []))
 )]
 pub(crate) async fn list_approvals(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiQuery(q): ApiQuery<ApprovalsQuery>,
 ) -> Result<Json<Vec<Approval>>, ApiError> {
     Ok(Json(s.runtime.list_approvals(q.status).await?))
@@ -64,7 +63,7 @@ pub(crate) async fn list_approvals(
     security(("bearer" = []))
 )]
 pub(crate) async fn answer_approval(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiPath(id): ApiPath<ApprovalId>,
     ApiJson(req): ApiJson<AnswerApproval>,
 ) -> Result<Json<Approval>, ApiError> {
@@ -88,7 +87,7 @@ pub(crate) async fn answer_approval(
     security(("bearer" = []))
 )]
 pub(crate) async fn list_questions(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiQuery(q): ApiQuery<QuestionsQuery>,
 ) -> Result<Json<Vec<Question>>, ApiError> {
     Ok(Json(s.runtime.list_questions(q.status).await?))
@@ -110,7 +109,7 @@ pub(crate) async fn list_questions(
     security(("bearer" = []))
 )]
 pub(crate) async fn answer_question(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiPath(id): ApiPath<QuestionId>,
     ApiJson(req): ApiJson<AnswerQuestion>,
 ) -> Result<Json<Question>, ApiError> {

@@ -1,6 +1,7 @@
 //! Attachments: multipart upload into a conversation (the ids then go with
 //! `POST …/messages`), and download of a stored attachment's bytes.
 
+use crate::auth::Api;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
@@ -12,7 +13,6 @@ use tether_proto::{
 };
 use tether_runtime::{AttachmentName, NewAttachment};
 
-use crate::AppState;
 use crate::error::ApiError;
 use crate::extract::ApiPath;
 
@@ -57,7 +57,7 @@ fn multipart_error(e: &MultipartError) -> ApiError {
     security(("bearer" = []))
 )]
 pub(crate) async fn upload(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiPath(id): ApiPath<ConversationId>,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<(StatusCode, Json<Uploaded>), ApiError> {
@@ -158,7 +158,7 @@ pub(crate) async fn one_of_few(
     security(("bearer" = []))
 )]
 pub(crate) async fn download(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiPath(id): ApiPath<AttachmentId>,
 ) -> Result<Response, ApiError> {
     let (a, bytes) = s.runtime.attachment(&id).await?;
@@ -216,7 +216,7 @@ fn set_disposition(h: &mut axum::http::HeaderMap, disposition: &str, name: &str)
     security(("bearer" = []))
 )]
 pub(crate) async fn turn_files(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiPath(id): ApiPath<TurnId>,
 ) -> Result<Json<TurnFiles>, ApiError> {
     Ok(Json(s.runtime.turn_files(&id).await?))
@@ -249,7 +249,7 @@ pub(crate) struct FileQuery {
     security(("bearer" = []))
 )]
 pub(crate) async fn turn_file(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiPath(id): ApiPath<TurnId>,
     crate::extract::ApiQuery(q): crate::extract::ApiQuery<FileQuery>,
 ) -> Result<Response, ApiError> {

@@ -1,8 +1,8 @@
 //! `/api/v1/conversations`: create, list, read, rename/archive, send messages, read the
 //! history, and the session controls (new session, detach, stop).
 
+use crate::auth::Api;
 use axum::Json;
-use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -13,7 +13,6 @@ use tether_proto::{
 use utoipa::IntoParams;
 
 use super::page_limit;
-use crate::AppState;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 
@@ -58,7 +57,7 @@ pub(crate) struct HistoryQuery {
     security(("bearer" = []))
 )]
 pub(crate) async fn create(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiJson(req): ApiJson<CreateConversation>,
 ) -> Result<(StatusCode, Json<Conversation>), ApiError> {
     let conv = s.runtime.create_conversation(req).await?;
@@ -80,7 +79,7 @@ pub(crate) async fn create(
     security(("bearer" = []))
 )]
 pub(crate) async fn list(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<Response, ApiError> {
     let page = s
@@ -114,7 +113,7 @@ pub(crate) async fn list(
     security(("bearer" = []))
 )]
 pub(crate) async fn get(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiPath(id): ApiPath<ConversationId>,
 ) -> Result<Json<Conversation>, ApiError> {
     Ok(Json(s.runtime.get_conversation(&id).await?))
@@ -135,7 +134,7 @@ pub(crate) async fn get(
     security(("bearer" = []))
 )]
 pub(crate) async fn update(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiPath(id): ApiPath<ConversationId>,
     ApiJson(req): ApiJson<UpdateConversation>,
 ) -> Result<Json<Conversation>, ApiError> {
@@ -159,7 +158,7 @@ pub(crate) async fn update(
     security(("bearer" = []))
 )]
 pub(crate) async fn send_message(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiPath(id): ApiPath<ConversationId>,
     ApiJson(req): ApiJson<SendMessage>,
 ) -> Result<Json<MessageOutcome>, ApiError> {
@@ -180,7 +179,7 @@ pub(crate) async fn send_message(
     security(("bearer" = []))
 )]
 pub(crate) async fn history(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiPath(id): ApiPath<ConversationId>,
     ApiQuery(q): ApiQuery<HistoryQuery>,
 ) -> Result<Json<Vec<HistoryMessage>>, ApiError> {
@@ -205,7 +204,7 @@ pub(crate) async fn history(
     security(("bearer" = []))
 )]
 pub(crate) async fn new_session(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiPath(id): ApiPath<ConversationId>,
     _: crate::extract::NoBody,
 ) -> Result<Json<MessageOutcome>, ApiError> {
@@ -226,7 +225,7 @@ pub(crate) async fn new_session(
     security(("bearer" = []))
 )]
 pub(crate) async fn detach(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiPath(id): ApiPath<ConversationId>,
     _: crate::extract::NoBody,
 ) -> Result<Json<MessageOutcome>, ApiError> {
@@ -248,7 +247,7 @@ pub(crate) async fn detach(
     security(("bearer" = []))
 )]
 pub(crate) async fn stop(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiPath(id): ApiPath<ConversationId>,
     _: crate::extract::NoBody,
 ) -> Result<Json<MessageOutcome>, ApiError> {

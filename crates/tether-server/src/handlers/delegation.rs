@@ -2,10 +2,11 @@
 //! parent agents' idempotency ledger), the children of a conversation, and the
 //! streamable HTTP MCP endpoint `/mcp` (API token or a session's MCP token).
 
+use crate::auth::Api;
 use std::sync::{Arc, OnceLock};
 
 use axum::Json;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use tether_proto::{
     CloseRequest, Continuation, ContinueRequest, ConversationId, ErrorBody, TaskClosed, TaskId,
@@ -14,7 +15,6 @@ use tether_proto::{
 use tether_runtime::Caller;
 use tower::ServiceExt;
 
-use crate::AppState;
 use crate::error::ApiError;
 use crate::extract::{ApiParams, ApiPath};
 
@@ -32,7 +32,7 @@ use crate::extract::{ApiParams, ApiPath};
     security(("bearer" = []))
 )]
 pub(crate) async fn continuation(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiPath(id): ApiPath<TaskId>,
 ) -> Result<Json<Continuation>, ApiError> {
     Ok(Json(s.runtime.continuation(&id).await?))
@@ -55,7 +55,7 @@ pub(crate) async fn continuation(
     security(("bearer" = []))
 )]
 pub(crate) async fn continue_task(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiPath(id): ApiPath<TaskId>,
     ApiParams(req): ApiParams<ContinueRequest>,
 ) -> Result<Json<TaskStarted>, ApiError> {
@@ -82,7 +82,7 @@ pub(crate) async fn continue_task(
     security(("bearer" = []))
 )]
 pub(crate) async fn close_task(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiPath(id): ApiPath<TaskId>,
     ApiParams(req): ApiParams<CloseRequest>,
 ) -> Result<Json<TaskClosed>, ApiError> {
@@ -106,7 +106,7 @@ pub(crate) async fn close_task(
     security(("bearer" = []))
 )]
 pub(crate) async fn children(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiPath(id): ApiPath<ConversationId>,
 ) -> Result<Json<Vec<Continuation>>, ApiError> {
     Ok(Json(s.runtime.delegations_of(&id).await?))
@@ -149,7 +149,7 @@ impl McpSlot {
     security(("bearer" = []))
 )]
 pub(crate) async fn mcp(
-    State(s): State<AppState>,
+    Api(s): Api,
     axum::Extension(slot): axum::Extension<McpSlot>,
     req: Request,
 ) -> Response {

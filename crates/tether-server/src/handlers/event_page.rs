@@ -2,14 +2,13 @@
 //! from the end, so a client opens a long conversation at its latest events and fetches
 //! older ones as the person scrolls up (the SSE stream then follows from the last one).
 
+use crate::auth::Api;
 use axum::Json;
-use axum::extract::State;
 use serde::Deserialize;
 use tether_proto::{ConversationEventPage, ConversationId, ErrorBody};
 use utoipa::IntoParams;
 
 use super::page_limit;
-use crate::AppState;
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
 
@@ -36,7 +35,7 @@ pub(crate) struct EventPageQuery {
     security(("bearer" = []))
 )]
 pub(crate) async fn events_page(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiPath(id): ApiPath<ConversationId>,
     ApiQuery(q): ApiQuery<EventPageQuery>,
 ) -> Result<Json<ConversationEventPage>, ApiError> {

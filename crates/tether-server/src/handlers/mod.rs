@@ -6,13 +6,12 @@ pub(crate) mod attachments;
 pub(crate) mod conversations;
 pub(crate) mod delegation;
 pub(crate) mod event_page;
+pub(crate) mod people;
 pub(crate) mod sessions;
 
-use axum::extract::State;
+use crate::auth::Api;
 use axum::{Extension, Json};
 use tether_proto::{ClusterView, Health, PoolStatus, Readiness, RuntimeFigures};
-
-use crate::AppState;
 
 /// Default and largest page size of list endpoints.
 pub(crate) const DEFAULT_LIMIT: u32 = 100;
@@ -56,7 +55,7 @@ pub(crate) async fn health(instance: Option<Extension<crate::InstanceId>>) -> Js
         (status = 503, description = "The store is unreachable; tether reconnects by itself", body = Readiness),
     )
 )]
-pub(crate) async fn ready(State(s): State<AppState>) -> axum::response::Response {
+pub(crate) async fn ready(Api(s): Api) -> axum::response::Response {
     use axum::response::IntoResponse;
     match s.runtime.ready().await {
         Ok(()) => Json(Readiness {
@@ -85,7 +84,7 @@ pub(crate) async fn ready(State(s): State<AppState>) -> axum::response::Response
     responses((status = 200, description = "The live pool", body = PoolStatus)),
     security(("bearer" = []))
 )]
-pub(crate) async fn pool(State(s): State<AppState>) -> Json<PoolStatus> {
+pub(crate) async fn pool(Api(s): Api) -> Json<PoolStatus> {
     Json(s.runtime.pool_status())
 }
 
@@ -98,7 +97,7 @@ pub(crate) async fn pool(State(s): State<AppState>) -> Json<PoolStatus> {
     responses((status = 200, description = "Runtime figures", body = RuntimeFigures)),
     security(("bearer" = []))
 )]
-pub(crate) async fn runtime(State(s): State<AppState>) -> Json<RuntimeFigures> {
+pub(crate) async fn runtime(Api(s): Api) -> Json<RuntimeFigures> {
     Json(s.runtime.figures())
 }
 
@@ -110,8 +109,6 @@ pub(crate) async fn runtime(State(s): State<AppState>) -> Json<RuntimeFigures> {
     responses((status = 200, description = "The nodes and their leases", body = ClusterView)),
     security(("bearer" = []))
 )]
-pub(crate) async fn cluster(
-    State(s): State<AppState>,
-) -> Result<Json<ClusterView>, crate::error::ApiError> {
+pub(crate) async fn cluster(Api(s): Api) -> Result<Json<ClusterView>, crate::error::ApiError> {
     Ok(Json(s.runtime.cluster_view().await?))
 }

@@ -1,13 +1,12 @@
 //! `/api/v1/sessions/{id}`: a runtime session, its turns and its events.
 
+use crate::auth::Api;
 use axum::Json;
-use axum::extract::State;
 use serde::Deserialize;
 use tether_proto::{ErrorBody, EventPage, Session, SessionId, Turn};
 use utoipa::IntoParams;
 
 use super::page_limit;
-use crate::AppState;
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
 
@@ -33,7 +32,7 @@ pub(crate) struct EventsQuery {
     security(("bearer" = []))
 )]
 pub(crate) async fn get(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiPath(id): ApiPath<SessionId>,
 ) -> Result<Json<Session>, ApiError> {
     Ok(Json(s.runtime.get_session(&id).await?))
@@ -52,7 +51,7 @@ pub(crate) async fn get(
     security(("bearer" = []))
 )]
 pub(crate) async fn turns(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiPath(id): ApiPath<SessionId>,
 ) -> Result<Json<Vec<Turn>>, ApiError> {
     Ok(Json(s.runtime.session_turns(&id).await?))
@@ -72,7 +71,7 @@ pub(crate) async fn turns(
     security(("bearer" = []))
 )]
 pub(crate) async fn events(
-    State(s): State<AppState>,
+    Api(s): Api,
     ApiPath(id): ApiPath<SessionId>,
     ApiQuery(q): ApiQuery<EventsQuery>,
 ) -> Result<Json<EventPage>, ApiError> {

@@ -6,7 +6,7 @@ use sqlx::Row;
 use tether_proto::{
     Approval, ApprovalStatus, ConversationKind, EventEnvelope, EventPayload, HistoryMessage,
     MessageRole, NewSessionReason, Question, QuestionStatus, Session, SessionStatus, Turn,
-    TurnStatus,
+    TurnStatus, Visibility,
 };
 
 use crate::{ConversationRow, Result, StoreError};
@@ -44,6 +44,12 @@ pub(crate) fn conversation(row: &SqlRow) -> Result<ConversationRow> {
         next_session_reason: row
             .try_get::<Option<String>, _>("next_session_reason")?
             .and_then(|r| NewSessionReason::parse(&r)),
+        owner_id: opt_id(row, "owner_id")?,
+        visibility: parse_enum(
+            "conversations",
+            row.try_get("visibility")?,
+            Visibility::parse,
+        )?,
         created_at_ms: row.try_get("created_at")?,
         updated_at_ms: row.try_get("updated_at")?,
     })

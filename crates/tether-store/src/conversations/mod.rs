@@ -7,8 +7,8 @@ pub(crate) mod pages;
 pub(crate) mod view_parts;
 
 use tether_proto::{
-    ConversationId, ConversationKind, ErrorCode, MessageRole, NewSessionReason, SessionId, TurnId,
-    TurnStatus,
+    ConversationId, ConversationKind, ErrorCode, MessageRole, NewSessionReason, PersonId,
+    SessionId, TurnId, TurnStatus, Visibility,
 };
 
 /// A stored conversation (without the derived fields of the API view).
@@ -25,8 +25,26 @@ pub struct ConversationRow {
     pub parent_conversation_id: Option<ConversationId>,
     /// Why the next session will start (`explicit` after `/new`), while unbound.
     pub next_session_reason: Option<NewSessionReason>,
+    /// The person it belongs to (`None` only in a store upgraded from before people
+    /// existed, until the first start gives it to the install's owner).
+    pub owner_id: Option<PersonId>,
+    pub visibility: Visibility,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
+}
+
+/// A conversation to insert.
+#[derive(Debug, Clone)]
+pub struct NewConversation<'a> {
+    pub id: &'a ConversationId,
+    pub kind: ConversationKind,
+    pub title: &'a str,
+    pub agent: &'a str,
+    pub model: Option<&'a str>,
+    pub cwd: &'a str,
+    pub parent_conversation_id: Option<&'a ConversationId>,
+    pub owner_id: Option<&'a PersonId>,
+    pub visibility: Visibility,
 }
 
 /// A session to insert.

@@ -1,60 +1,76 @@
 //! Conversations, their binding, and runtime sessions.
 
 use tether_proto::{
-    ConversationId, ConversationKind, EventEnvelope, EventPayload, MessageRole, NewSessionReason,
-    Session, SessionId, SessionStatus,
+    ConversationId, EventEnvelope, EventPayload, MessageRole, NewSessionReason, PersonId, Session,
+    SessionId, SessionStatus, Visibility,
 };
 
 use super::events::{add_message, append};
 
 use super::{Db, rows};
-use crate::{ConversationRow, NewSession, Result};
+use crate::{ConversationRow, NewConversation, NewSession, Result};
 
 impl Db {
     /// Inserts a conversation.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn create_conversation(
-        &self,
-        id: &ConversationId,
-        kind: ConversationKind,
-        title: &str,
-        agent: &str,
-        model: Option<&str>,
-        cwd: &str,
-        parent_conversation_id: Option<&ConversationId>,
-    ) -> Result<ConversationRow> {
+    pub async fn create_conversation(&self, c: &NewConversation<'_>) -> Result<ConversationRow> {
         let now = self.now_ms();
         sqlx::query(
             "INSERT INTO conversations (id, kind, title, agent, model, cwd, archived, \
-             bound_session_id, parent_conversation_id, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, 0, NULL, $7, $8, $9)",
+             bound_session_id, parent_conversation_id, owner_id, visibility, created_at, \
+             updated_at) VALUES ($1, $2, $3, $4, $5, $6, 0, NULL, $7, $8, $9, $10, $11)",
         )
-        .bind(id.as_str())
-        .bind(kind.as_str())
-        .bind(title)
-        .bind(agent)
-        .bind(model)
-        .bind(cwd)
-        .bind(parent_conversation_id.map(ConversationId::as_str))
+        .bind(c.id.as_str())
+        .bind(c.kind.as_str())
+        .bind(c.title)
+        .bind(c.agent)
+        .bind(c.model)
+        .bind(c.cwd)
+        .bind(c.parent_conversation_id.map(ConversationId::as_str))
+        .bind(c.owner_id.map(PersonId::as_str))
+        .bind(c.visibility.as_str())
         .bind(now)
         .bind(now)
         .execute(&self.writer)
         .await?;
-        self.changed(id);
+        self.changed(c.id);
         Ok(ConversationRow {
-            id: id.clone(),
-            kind,
-            title: title.to_string(),
-            agent: agent.to_string(),
-            model: model.map(str::to_string),
-            cwd: cwd.to_string(),
+            id: c.id.clone(),
+            kind: c.kind,
+            title: c.title.to_string(),
+            agent: c.agent.to_string(),
+            model: c.model.map(str::to_string),
+            cwd: c.cwd.to_string(),
             archived: false,
             bound_session_id: None,
-            parent_conversation_id: parent_conversation_id.cloned(),
+            parent_conversation_id: c.parent_conversation_id.cloned(),
             next_session_reason: None,
+            owner_id: c.owner_id.cloned(),
+            visibility: c.visibility,
             created_at_ms: now,
             updated_at_ms: now,
         })
+    }
+
+    /// Gives every conversation without an owner to `owner` (a store upgraded from before
+    /// people existed: the install's one token stood for its owner); how many.
+    pub async fn adopt_unowned(&self, owner: &PersonId) -> Result<u64> {
+        let done = sqlx::query("UPDATE conversations SET owner_id = $1 WHERE owner_id IS NULL")
+            .bind(owner.as_str())
+            .execute(&self.writer)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Sets who else sees a conversation.
+    pub async fn set_visibility(&self, id: &ConversationId, visibility: Visibility) -> Result<()> {
+        sqlx::query("UPDATE conversations SET visibility = $1, updated_at = $2 WHERE id = $3")
+            .bind(visibility.as_str())
+            .bind(self.now_ms())
+            .bind(id.as_str())
+            .execute(&self.writer)
+            .await?;
+        self.changed(id);
+        Ok(())
     }
 
     pub async fn get_conversation(&self, id: &ConversationId) -> Result<Option<ConversationRow>> {
@@ -65,12 +81,20 @@ impl Db {
         row.as_ref().map(rows::conversation).transpose()
     }
 
-    /// Conversations, most recently active first.
-    pub async fn list_conversations(&self, include_archived: bool) -> Result<Vec<ConversationRow>> {
+    /// Conversations, most recently active first: all, or (`viewer`) a member's own and
+    /// the team's.
+    pub async fn list_conversations(
+        &self,
+        include_archived: bool,
+        viewer: Option<&PersonId>,
+    ) -> Result<Vec<ConversationRow>> {
         let rows = sqlx::query(
-            "SELECT * FROM conversations WHERE ($1 OR archived = 0) ORDER BY updated_at DESC, id",
+            "SELECT * FROM conversations WHERE ($1 OR archived = 0) \
+             AND ($2 IS NULL OR owner_id = $2 OR visibility = 'team') \
+             ORDER BY updated_at DESC, id",
         )
         .bind(include_archived)
+        .bind(viewer.map(PersonId::as_str))
         .fetch_all(&self.reader)
         .await?;
         rows.iter().map(rows::conversation).collect()

@@ -5,7 +5,7 @@
 //! more than streamed agent output, sent by the feed at commit), so a list can follow
 //! changes instead of polling.
 
-use tether_proto::{ConversationId, EventEnvelope, HistoryMessage};
+use tether_proto::{ConversationId, EventEnvelope, HistoryMessage, PersonId};
 
 use super::{Db, rows};
 use crate::{ConversationRow, ListCursor, Result};
@@ -17,29 +17,47 @@ impl Db {
     }
 
     /// One page of conversations, most recently updated first (ties by id), after
-    /// `cursor`.
+    /// `cursor`: every conversation, or (`viewer`) only those a member sees — their own
+    /// and the team's, each read in order from its own index and merged, so a page costs
+    /// two short index scans however many conversations others have.
     pub async fn list_conversations_page(
         &self,
         include_archived: bool,
         cursor: Option<&ListCursor>,
         limit: u32,
+        viewer: Option<&PersonId>,
     ) -> Result<Vec<ConversationRow>> {
         let (at, id) = match cursor {
             Some(c) => (c.updated_at_ms, c.id.as_str()),
             None => (i64::MAX, ""),
         };
-        let rows = sqlx::query(
-            "SELECT * FROM conversations WHERE ($1 OR archived = 0) \
-             AND (updated_at < $2 OR (updated_at = $3 AND id > $4)) \
-             ORDER BY updated_at DESC, id LIMIT $5",
-        )
-        .bind(include_archived)
-        .bind(at)
-        .bind(at)
-        .bind(id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.reader)
-        .await?;
+        // Keyset: `updated_at <= at` bounds the index range; the rest breaks ties.
+        const AFTER: &str = "($1 OR archived = 0) AND updated_at <= $2 \
+             AND (updated_at < $2 OR id > $3)";
+        let sql = match viewer {
+            None => format!(
+                "SELECT * FROM conversations WHERE {AFTER} \
+                 ORDER BY updated_at DESC, id LIMIT $4"
+            ),
+            Some(_) => format!(
+                "SELECT * FROM ( \
+                 SELECT * FROM (SELECT * FROM conversations WHERE owner_id = $5 \
+                 AND visibility <> 'team' AND {AFTER} ORDER BY updated_at DESC, id LIMIT $4) AS mine \
+                 UNION ALL \
+                 SELECT * FROM (SELECT * FROM conversations WHERE visibility = 'team' \
+                 AND {AFTER} ORDER BY updated_at DESC, id LIMIT $4) AS team \
+                 ) AS seen ORDER BY updated_at DESC, id LIMIT $4"
+            ),
+        };
+        let mut query = sqlx::query(&sql)
+            .bind(include_archived)
+            .bind(at)
+            .bind(id)
+            .bind(i64::from(limit));
+        if let Some(viewer) = viewer {
+            query = query.bind(viewer.as_str());
+        }
+        let rows = query.fetch_all(&self.reader).await?;
         rows.iter().map(rows::conversation).collect()
     }
 

@@ -4,6 +4,8 @@
 //! once, when the token is made, and a request's token is found by its hash
 //! (`sql.rs`). The store keeps at least one enabled owner.
 
+pub mod secret;
+
 use tether_proto::{PersonId, Role, TokenScope};
 
 /// A person of the team.

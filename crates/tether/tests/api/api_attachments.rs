@@ -560,7 +560,17 @@ async fn downloads_open_with_signed_links_not_the_token_in_the_address() {
         links[0]["url"].as_str().unwrap().to_owned(),
         links[1]["url"].as_str().unwrap().to_owned(),
     );
-    assert!(url_a.starts_with(&format!("{path_a}?exp=")), "{url_a}");
+    // Made by the bootstrap token: for the install's owner, named inside what is signed.
+    assert!(
+        url_a.starts_with(&format!("{path_a}?by=owner&exp=")),
+        "{url_a}"
+    );
+    let forged = url_a.replace("by=owner", "by=someone");
+    assert_eq!(
+        status(d.url(&forged)).await.0,
+        401,
+        "another person in the link"
+    );
     assert!(!url_a.contains(&d.token), "{url_a}");
     let expires = links[0]["expires_at_ms"].as_i64().unwrap();
     let now = std::time::SystemTime::now()
