@@ -80,18 +80,11 @@ impl Runtime {
     // People (issue 28).
     /// This runtime acting for `who` (reads filtered, calls checked: `access.rs`).
     pub fn acting_as(&self, who: Identity) -> Runtime {
-        let who = Some(std::sync::Arc::new(who));
-        Runtime {
-            inner: self.inner.clone(),
-            who,
-        }
+        crate::boot::handle(&self.inner, Some(who))
     }
     /// tether's own handle (background work is not the person's).
     pub(crate) fn trusted(&self) -> Runtime {
-        Runtime {
-            inner: self.inner.clone(),
-            who: None,
-        }
+        crate::boot::handle(&self.inner, None)
     }
 
     /// The person this handle acts for (`None`: tether's own).

@@ -22,6 +22,14 @@ pub struct Runtime {
     pub(crate) who: Option<Arc<crate::call::Identity>>,
 }
 
+/// A handle on `inner` acting for `who` (`Runtime::acting_as`, `Runtime::trusted`).
+pub(crate) fn handle(inner: &Arc<Inner>, who: Option<crate::call::Identity>) -> Runtime {
+    Runtime {
+        inner: inner.clone(),
+        who: who.map(Arc::new),
+    }
+}
+
 pub(crate) struct Inner {
     pub ctx: Arc<Ctx>,
     /// The session actors and the routing locks.
