@@ -22,3 +22,4 @@ mod api_process_cap;
 mod api_recovery;
 mod api_shared_process;
 mod api_streaming;
+mod api_teams;

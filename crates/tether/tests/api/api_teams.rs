@@ -1,0 +1,395 @@
+//! Teams end to end (issue 28): people with roles, personal tokens, conversations that
+//! belong to someone and are private or the team's — through a real `tether serve`, on
+//! SQLite and (second run of `scripts/test`) on PostgreSQL.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tether_testkit::{Daemon, DaemonOptions, within};
+
+/// Requests to `d` with someone's token.
+struct Who<'a> {
+    d: &'a Daemon,
+    token: String,
+}
+
+impl Who<'_> {
+    async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut req = self
+            .d
+            .client
+            .request(method, self.d.url(path))
+            .bearer_auth(&self.token);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = within("HTTP request", req.send()).await.unwrap();
+        let status = resp.status().as_u16();
+        let text = within("HTTP body", resp.text()).await.unwrap_or_default();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+    async fn get(&self, path: &str) -> (u16, Value) {
+        self.send(reqwest::Method::GET, path, None).await
+    }
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.send(reqwest::Method::POST, path, Some(body)).await
+    }
+    async fn patch(&self, path: &str, body: Value) -> (u16, Value) {
+        self.send(reqwest::Method::PATCH, path, Some(body)).await
+    }
+    async fn delete(&self, path: &str) -> (u16, Value) {
+        self.send(reqwest::Method::DELETE, path, None).await
+    }
+    /// The status of opening an SSE stream (200 streams; the body is not read).
+    async fn sse_status(&self, path: &str) -> u16 {
+        let req = self.d.client.get(self.d.url(path)).bearer_auth(&self.token);
+        within("open SSE", req.send())
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+    /// Sends `text` to `conv` and waits for its turn to end.
+    async fn say_and_wait(&self, conv: &str, text: &str) -> Value {
+        let (status, out) = self
+            .post(
+                &format!("/api/v1/conversations/{conv}/messages"),
+                json!({ "text": text }),
+            )
+            .await;
+        assert_eq!(status, 200, "say: {out}");
+        let (sid, tid) = (&out["session_id"], &out["turn_id"]);
+        within("turn ends", async {
+            loop {
+                let (_, turns) = self
+                    .get(&format!("/api/v1/sessions/{}/turns", str(sid)))
+                    .await;
+                let done = turns.as_array().and_then(|a| {
+                    a.iter()
+                        .find(|t| t["id"] == *tid && t["status"] != "running")
+                        .cloned()
+                });
+                if let Some(t) = done {
+                    return t;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+    }
+}
+
+fn str(v: &Value) -> &str {
+    v.as_str().unwrap_or_else(|| panic!("not a string: {v}"))
+}
+
+fn code(body: &Value) -> &str {
+    body["error"]["code"].as_str().unwrap_or("")
+}
+
+/// Adds a person with `role` and makes them a token; returns (their id, their handle).
+async fn person<'a>(owner: &Who<'a>, name: &str, role: &str) -> (String, Who<'a>) {
+    let (status, p) = owner
+        .post("/api/v1/people", json!({ "name": name, "role": role }))
+        .await;
+    assert_eq!(status, 201, "add {name}: {p}");
+    let id = str(&p["id"]).to_string();
+    let (status, t) = owner
+        .post(
+            "/api/v1/tokens",
+            json!({ "name": format!("{name}'s laptop"), "person_id": id }),
+        )
+        .await;
+    assert_eq!(status, 201, "token for {name}: {t}");
+    assert!(str(&t["secret"]).starts_with("tth_"), "{t}");
+    let who = Who {
+        d: owner.d,
+        token: str(&t["secret"]).to_string(),
+    };
+    (id, who)
+}
+
+fn listed(list: &Value, conv: &str) -> bool {
+    list.as_array().unwrap().iter().any(|c| c["id"] == conv)
+}
+
+#[tokio::test]
+async fn each_person_sees_and_steers_only_what_their_role_and_the_visibility_allow() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let owner = Who {
+        d: &d,
+        token: d.token.clone(),
+    };
+    // The bootstrap token is the owner's (the upgrade path).
+    let (_, me) = owner.get("/api/v1/me").await;
+    assert_eq!(me["person"]["role"], "owner", "{me}");
+    let owner_id = str(&me["person"]["id"]).to_string();
+
+    let (alice_id, alice) = person(&owner, "alice", "member").await;
+    let (_, bob) = person(&owner, "bob", "member").await;
+    let (vera_id, vera) = person(&owner, "vera", "viewer").await;
+    let (_, adam) = person(&owner, "adam", "admin").await;
+    let (_, me) = alice.get("/api/v1/me").await;
+    assert_eq!(me["person"]["name"], "alice", "{me}");
+
+    // Alice's conversation is hers, and private.
+    let (status, c) = alice.post("/api/v1/conversations", json!({})).await;
+    assert_eq!(status, 201, "{c}");
+    assert_eq!(c["owner_id"], alice_id.as_str());
+    assert_eq!(c["visibility"], "private");
+    let conv = str(&c["id"]).to_string();
+    let turn = alice.say_and_wait(&conv, "hello").await;
+    assert_eq!(turn["status"], "completed", "{turn}");
+    let sid = str(&turn["session_id"]).to_string();
+
+    // To Bob and Vera it does not exist: 404 everywhere, never 403.
+    for who in [&bob, &vera] {
+        for path in [
+            format!("/api/v1/conversations/{conv}"),
+            format!("/api/v1/conversations/{conv}/messages"),
+            format!("/api/v1/conversations/{conv}/events/page"),
+            format!("/api/v1/conversations/{conv}/delegations"),
+            format!("/api/v1/sessions/{sid}"),
+            format!("/api/v1/sessions/{sid}/turns"),
+        ] {
+            let (status, body) = who.get(&path).await;
+            assert_eq!(status, 404, "GET {path}: {body}");
+            assert_eq!(code(&body), "not_found", "{body}");
+        }
+        let events = format!("/api/v1/conversations/{conv}/events");
+        assert_eq!(who.sse_status(&events).await, 404);
+        let (_, list) = who.get("/api/v1/conversations").await;
+        assert!(!listed(&list, &conv), "{list}");
+    }
+    let (status, body) = bob
+        .post(
+            &format!("/api/v1/conversations/{conv}/messages"),
+            json!({"text": "hi"}),
+        )
+        .await;
+    assert_eq!((status, code(&body)), (404, "not_found"), "{body}");
+    // Admins and the owner see it.
+    for who in [&adam, &owner] {
+        let (status, _) = who.get(&format!("/api/v1/conversations/{conv}")).await;
+        assert_eq!(status, 200);
+        let (_, list) = who.get("/api/v1/conversations").await;
+        assert!(listed(&list, &conv), "{list}");
+    }
+
+    // Her approvals are hers: Bob neither lists nor answers them.
+    let (status, out) = alice
+        .post(
+            &format!("/api/v1/conversations/{conv}/messages"),
+            json!({"text": "approve rm -rf build"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{out}");
+    let approval = within("approval is pending", async {
+        loop {
+            let (_, list) = alice.get("/api/v1/approvals?status=pending").await;
+            if let Some(a) = list.as_array().and_then(|l| l.first().cloned()) {
+                return a;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let aid = str(&approval["id"]).to_string();
+    let (_, bobs) = bob.get("/api/v1/approvals?status=pending").await;
+    assert_eq!(bobs, json!([]), "bob lists none");
+    let (status, body) = bob
+        .post(
+            &format!("/api/v1/approvals/{aid}"),
+            json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!((status, code(&body)), (404, "not_found"), "{body}");
+    let (status, body) = vera
+        .post(
+            &format!("/api/v1/approvals/{aid}"),
+            json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!((status, code(&body)), (404, "not_found"), "{body}");
+    let (status, body) = alice
+        .post(
+            &format!("/api/v1/approvals/{aid}"),
+            json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+
+    // Shared with the team: Bob reads and writes, Vera reads only; only Alice (or an
+    // admin) changes who sees it.
+    let path = format!("/api/v1/conversations/{conv}");
+    let (status, body) = bob.patch(&path, json!({"visibility": "team"})).await;
+    assert_eq!(status, 404, "still hidden from bob: {body}");
+    let (status, body) = alice.patch(&path, json!({"visibility": "team"})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["visibility"], "team");
+    let (status, body) = bob.patch(&path, json!({"visibility": "private"})).await;
+    assert_eq!((status, code(&body)), (403, "forbidden"), "{body}");
+    let (status, _) = bob.get(&path).await;
+    assert_eq!(status, 200);
+    let turn = bob.say_and_wait(&conv, "bob was here").await;
+    assert_eq!(turn["status"], "completed", "{turn}");
+    let (status, _) = vera.get(&format!("{path}/messages")).await;
+    assert_eq!(status, 200);
+    let (_, list) = vera.get("/api/v1/conversations").await;
+    assert!(listed(&list, &conv), "{list}");
+    let (status, body) = vera
+        .post(&format!("{path}/messages"), json!({"text": "hi"}))
+        .await;
+    assert_eq!((status, code(&body)), (403, "forbidden"), "{body}");
+    let (status, body) = vera.post("/api/v1/conversations", json!({})).await;
+    assert_eq!((status, code(&body)), (403, "forbidden"), "{body}");
+
+    // Roles: members do not manage people; an admin makes no owner; the last owner stays.
+    let (status, _) = alice.get("/api/v1/people").await;
+    assert_eq!(status, 403);
+    let (status, body) = adam
+        .patch(
+            &format!("/api/v1/people/{vera_id}"),
+            json!({"role": "owner"}),
+        )
+        .await;
+    assert_eq!((status, code(&body)), (403, "forbidden"), "{body}");
+    let (status, body) = adam
+        .patch(
+            &format!("/api/v1/people/{vera_id}"),
+            json!({"role": "member"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = owner
+        .patch(
+            &format!("/api/v1/people/{owner_id}"),
+            json!({"role": "admin"}),
+        )
+        .await;
+    assert_eq!((status, code(&body)), (409, "conflict"), "{body}");
+
+    // A disabled person's tokens stop at once.
+    let (status, _) = owner
+        .patch(
+            &format!("/api/v1/people/{alice_id}"),
+            json!({"disabled": true}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (status, body) = alice.get("/api/v1/me").await;
+    assert_eq!(status, 401, "{body}");
+}
+
+#[tokio::test]
+async fn personal_tokens_carry_their_scopes_and_stop_when_revoked_or_expired() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let owner = Who {
+        d: &d,
+        token: d.token.clone(),
+    };
+    let (_, alice) = person(&owner, "alice", "member").await;
+    let (status, c) = alice.post("/api/v1/conversations", json!({})).await;
+    assert_eq!(status, 201, "{c}");
+    let conv = str(&c["id"]).to_string();
+
+    // A read-only token reads and cannot write.
+    let (status, t) = alice
+        .post(
+            "/api/v1/tokens",
+            json!({"name": "dashboard", "scopes": ["read"]}),
+        )
+        .await;
+    assert_eq!(status, 201, "{t}");
+    let ro = Who {
+        d: &d,
+        token: str(&t["secret"]).to_string(),
+    };
+    let ro_id = str(&t["token"]["id"]).to_string();
+    let (status, _) = ro.get(&format!("/api/v1/conversations/{conv}")).await;
+    assert_eq!(status, 200);
+    let (status, body) = ro
+        .post(
+            &format!("/api/v1/conversations/{conv}/messages"),
+            json!({"text": "hi"}),
+        )
+        .await;
+    assert_eq!((status, code(&body)), (403, "forbidden"), "{body}");
+    // Nor make itself a stronger token.
+    let (status, _) = ro.post("/api/v1/tokens", json!({"name": "more"})).await;
+    assert_eq!(status, 403);
+
+    // The list shows it without its secret and with when it was used; the secret is
+    // stored only as a hash, so it is nowhere in the store.
+    let (_, list) = alice.get("/api/v1/tokens").await;
+    let mine = list["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == ro_id.as_str())
+        .cloned()
+        .unwrap();
+    assert!(mine["last_used_at_ms"].as_i64().is_some(), "{mine}");
+    assert!(!list.to_string().contains(&ro.token));
+    if d.database_url().is_none() {
+        let raw = std::fs::read(d.db_path()).unwrap();
+        let secret = ro.token.as_bytes();
+        assert!(
+            !raw.windows(secret.len()).any(|w| w == secret),
+            "secret stored"
+        );
+    }
+    // Someone else's token is not Alice's to revoke.
+    let (_, ops) = owner.post("/api/v1/tokens", json!({"name": "ops"})).await;
+    let theirs = str(&ops["token"]["id"]).to_string();
+    let (status, _) = alice.delete(&format!("/api/v1/tokens/{theirs}")).await;
+    assert_eq!(status, 404);
+
+    // Revoked: the next request is refused.
+    let (status, _) = alice.delete(&format!("/api/v1/tokens/{ro_id}")).await;
+    assert_eq!(status, 204);
+    let (status, body) = ro.get(&format!("/api/v1/conversations/{conv}")).await;
+    assert_eq!(status, 401, "{body}");
+    let (status, _) = alice.delete(&format!("/api/v1/tokens/{ro_id}")).await;
+    assert_eq!(status, 404, "revoked already");
+
+    // Expired: works until its time, then not.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let (status, body) = alice
+        .post(
+            "/api/v1/tokens",
+            json!({"name": "old", "expires_at_ms": now - 1000}),
+        )
+        .await;
+    assert_eq!((status, code(&body)), (400, "bad_request"), "{body}");
+    let (status, t) = alice
+        .post(
+            "/api/v1/tokens",
+            json!({"name": "brief", "expires_at_ms": now + 1500}),
+        )
+        .await;
+    assert_eq!(status, 201, "{t}");
+    let brief = Who {
+        d: &d,
+        token: str(&t["secret"]).to_string(),
+    };
+    let (status, _) = brief.get("/api/v1/me").await;
+    assert_eq!(status, 200);
+    tokio::time::sleep(Duration::from_millis(1700)).await;
+    let (status, _) = brief.get("/api/v1/me").await;
+    assert_eq!(status, 401);
+
+    // A made-up token of the right shape is refused like any wrong token.
+    let forged = Who {
+        d: &d,
+        token: format!("tth_{}", "0".repeat(64)),
+    };
+    let (status, _) = forged.get("/api/v1/me").await;
+    assert_eq!(status, 401);
+}
