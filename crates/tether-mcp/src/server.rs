@@ -11,7 +11,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 use tether_proto::ErrorCode;
-use tether_runtime::{Caller, Runtime};
+use tether_runtime::{Caller, Identity, Runtime, RuntimeError};
 
 use crate::tools;
 
@@ -36,19 +36,49 @@ impl DelegationServer {
         DelegationServer { runtime, source }
     }
 
-    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Option<Caller> {
-        match &self.source {
-            CallerSource::Token(token) => self.runtime.mcp_caller(token),
+    /// Who calls, and the runtime acting with their rights (issue 28): an agent session
+    /// as its conversation's owner; the bootstrap token as the install's owner; a
+    /// personal token (resolved by the HTTP route, which puts its [`Identity`] on the
+    /// request) as its person with its scopes. `Ok(None)`: refused (an unknown token, or
+    /// a conversation whose owner is disabled or gone).
+    async fn caller(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Option<(Caller, Runtime)>, RuntimeError> {
+        let session = |token: &str| self.runtime.mcp_caller(token);
+        let found = match &self.source {
+            CallerSource::Token(token) => session(token),
             CallerSource::Bearer { api_token } => {
-                let parts = ctx.extensions.get::<http::request::Parts>()?;
-                let token = crate::bearer(&parts.headers)?;
-                if crate::constant_time_eq(token.as_bytes(), api_token.as_bytes()) {
-                    Some(Caller::External)
-                } else {
-                    self.runtime.mcp_caller(token)
+                let Some(parts) = ctx.extensions.get::<http::request::Parts>() else {
+                    return Ok(None);
+                };
+                if let Some(who) = parts.extensions.get::<Identity>() {
+                    let rt = self.runtime.acting_as(who.clone());
+                    return Ok(Some((Caller::External, rt)));
+                }
+                match crate::bearer(&parts.headers) {
+                    Some(t) if crate::constant_time_eq(t.as_bytes(), api_token.as_bytes()) => {
+                        let rt = self.runtime.acting_as(self.runtime.owner_identity());
+                        return Ok(Some((Caller::External, rt)));
+                    }
+                    Some(t) => session(t),
+                    None => None,
                 }
             }
-        }
+        };
+        let Some(caller) = found else {
+            return Ok(None);
+        };
+        let Caller::Session {
+            conversation_id, ..
+        } = &caller
+        else {
+            return Ok(None);
+        };
+        let people = self.runtime.people();
+        let who = people.conversation_owner(conversation_id).await?;
+        let rt = who.map(|who| self.runtime.acting_as(who));
+        Ok(rt.map(|rt| (caller.clone(), rt)))
     }
 }
 
@@ -87,10 +117,15 @@ impl ServerHandler for DelegationServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let Some(caller) = self.caller(&context) else {
+        let found = match self.caller(&context).await {
+            Ok(found) => found,
+            Err(e) => return Ok(tools::from_err(e).into()),
+        };
+        let Some((caller, runtime)) = found else {
             return Ok(tools::error_result(
                 ErrorCode::Unauthorized,
-                "this MCP connection's token is not (or no longer) valid",
+                "this MCP connection's token is not (or no longer) valid, or the person it acts \
+                 for is disabled",
             )
             .into());
         };
@@ -100,13 +135,7 @@ impl ServerHandler for DelegationServer {
             .as_ref()
             .and_then(|m| tool_call_id(serde_json::to_value(m).ok()))
             .or_else(|| tool_call_id(serde_json::to_value(&context.meta).ok()));
-        let call = tools::call(
-            &self.runtime,
-            &caller,
-            &request.name,
-            &args,
-            call_id.as_deref(),
-        );
+        let call = tools::call(&runtime, &caller, &request.name, &args, call_id.as_deref());
         tokio::select! {
             res = call => Ok(res.into()),
             () = context.ct.cancelled() => Err(ErrorData::internal_error("cancelled by the client", None)),

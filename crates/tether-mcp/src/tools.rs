@@ -170,7 +170,7 @@ fn ok<T: serde::Serialize>(v: &T) -> CallToolResult {
     }
 }
 
-fn from_err(e: RuntimeError) -> CallToolResult {
+pub fn from_err(e: RuntimeError) -> CallToolResult {
     let code = e.code();
     if code == ErrorCode::Internal {
         tracing::error!(error = %e, "delegation tool failed");

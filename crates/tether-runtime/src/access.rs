@@ -45,15 +45,21 @@ impl Access<'_> {
         }
     }
 
-    /// `by`, made the acting person when the runtime acts for one: their name is what
-    /// history records, their identity what is checked.
-    pub(crate) fn as_person(&self, by: Principal) -> Principal {
-        match (by, &self.rt.who) {
-            (Principal::Person { .. }, Some(who)) => Principal::Person {
-                name: who.name.clone(),
-                identity: Some(who.as_ref().clone()),
-            },
-            (by, _) => by,
+    /// `call`, carrying the person this runtime acts for: their identity is what is
+    /// checked, and a person's name is what history records. tether's own work a call
+    /// leads to (`Principal::System`: a task's first turn, a report) is not the person's.
+    pub(crate) fn attach(&self, call: &mut Call) {
+        let Some(who) = &self.rt.who else {
+            return;
+        };
+        if call.by == Principal::System {
+            return;
+        }
+        if call.who.is_none() {
+            call.who = Some(who.as_ref().clone());
+        }
+        if let Principal::Person { name } = &mut call.by {
+            name.clone_from(&who.name);
         }
     }
 
@@ -68,7 +74,7 @@ impl Access<'_> {
 
     /// Checks `call` before it is placed; a call without an identity is tether's own.
     pub(crate) async fn check_call(&self, call: &Call) -> Result<()> {
-        let Some(who) = call.by.identity() else {
+        let Some(who) = call.who.as_ref() else {
             return Ok(());
         };
         let store = &self.rt.ctx().store;

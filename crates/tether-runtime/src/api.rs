@@ -104,7 +104,7 @@ impl Runtime {
     /// Runs `call` where the conversation it acts on runs (this node, or its owner).
     /// Boxed: a call may make calls (archiving closes the children's tasks).
     pub fn call(&self, mut call: Call) -> BoxFuture<'_, Result<Reply>> {
-        call.by = self.access().as_person(call.by);
+        self.access().attach(&mut call);
         Box::pin(self.dispatch().call(call))
     }
 

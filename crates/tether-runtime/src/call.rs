@@ -52,11 +52,7 @@ impl Identity {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Principal {
     /// A person, named as history and approvals record them.
-    Person {
-        name: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        identity: Option<Identity>,
-    },
+    Person { name: String },
     /// An agent session tether launched, calling through its MCP token.
     Agent {
         conversation_id: ConversationId,
@@ -77,24 +73,13 @@ impl Principal {
 
     /// A person named `name`.
     pub fn person(name: impl Into<String>) -> Principal {
-        Principal::Person {
-            name: name.into(),
-            identity: None,
-        }
-    }
-
-    /// The identity to check, when there is one.
-    pub fn identity(&self) -> Option<&Identity> {
-        match self {
-            Principal::Person { identity, .. } => identity.as_ref(),
-            Principal::Agent { .. } | Principal::External | Principal::System => None,
-        }
+        Principal::Person { name: name.into() }
     }
 
     /// The name recorded with what this caller does (`by` of a message or an answer).
     pub fn name(&self) -> String {
         match self {
-            Principal::Person { name, .. } => name.clone(),
+            Principal::Person { name } => name.clone(),
             Principal::Agent { session_id, .. } => format!("agent:{session_id}"),
             Principal::External => "mcp".to_owned(),
             Principal::System => "tether".to_owned(),
@@ -146,6 +131,11 @@ pub struct TraceContext {
 pub struct Call {
     pub command: Command,
     pub by: Principal,
+    /// The person whose rights the call is checked with (a person, an agent session
+    /// acting as its conversation's owner, an MCP client with a personal token); `None`:
+    /// tether's own, trusted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub who: Option<Identity>,
     #[serde(default)]
     pub trace: TraceContext,
 }
@@ -155,6 +145,7 @@ impl Call {
         Call {
             command,
             by,
+            who: None,
             trace: TraceContext::default(),
         }
     }

@@ -63,11 +63,13 @@ impl Dispatch<'_> {
 
     /// Runs `call` on this node, which runs its conversation's commands now.
     pub(crate) async fn run_here(&self, call: Call) -> Result<Reply> {
-        let Call { command, by, .. } = call;
+        let Call {
+            command, by, who, ..
+        } = call;
         let name = by.name();
         Ok(match command {
             Command::CreateConversation { request } => {
-                let owner = self.rt.access().owner_for(by.identity());
+                let owner = self.rt.access().owner_for(who.as_ref());
                 self.rt
                     .conversations()
                     .create_here(request, &owner)
@@ -168,6 +170,7 @@ impl Dispatch<'_> {
                 .delegations()
                 .delegate_here(
                     &by.caller(),
+                    &self.rt.access().owner_for(who.as_ref()),
                     &agent_type,
                     &task,
                     working_dir.as_deref(),

@@ -123,6 +123,29 @@ impl People<'_> {
         }))
     }
 
+    /// Whom an agent session of `conversation` acts as (issue 28): the conversation's
+    /// owner, with every scope their role has; `None` when they are disabled or gone (the
+    /// agent's calls are refused then).
+    pub async fn conversation_owner(
+        &self,
+        conversation: &tether_proto::ConversationId,
+    ) -> Result<Option<Identity>> {
+        let store = &self.rt.ctx().store;
+        let Some(row) = store.conversations().get_conversation(conversation).await? else {
+            return Ok(None);
+        };
+        let Some(owner) = row.owner_id else {
+            return Ok(Some(self.rt.owner_identity()));
+        };
+        let p = store.people().get_person(&owner).await?;
+        Ok(p.filter(|p| !p.disabled).map(|p| Identity {
+            person: p.id,
+            name: p.name,
+            role: p.role,
+            scopes: TokenScope::ALL.to_vec(),
+        }))
+    }
+
     /// Whether the person behind `who` may still act (not disabled, still there): a
     /// stream opened earlier checks it again.
     pub async fn still_allowed(&self, who: &Identity) -> Result<bool> {

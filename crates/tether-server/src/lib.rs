@@ -219,7 +219,7 @@ fn upload_routes(auth: auth::Auth, limits: Limits) -> Router<AppState> {
 }
 
 fn api_routes(auth: auth::Auth) -> Router<AppState> {
-    let mcp_slot = handlers::delegation::McpSlot::new(&auth.token());
+    let mcp_slot = handlers::delegation::McpSlot::new(auth.clone());
     use handlers::{agents, approvals, conversations, delegation, sessions};
 
     let protected = Router::new()

@@ -52,6 +52,7 @@ async fn task_lifecycle_rows(b: Backend) {
         task: "do it".into(),
         session_id: "cs".into(),
         turn_id: "ct1".into(),
+        owner_id: None,
     };
     let (session, events) = store.delegation().create_delegation(&d).await.unwrap();
     assert_eq!(session.conversation_id, "t1");

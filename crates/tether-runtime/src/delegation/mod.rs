@@ -144,6 +144,7 @@ impl Delegations<'_> {
     pub(crate) async fn delegate_here(
         &self,
         caller: &Caller,
+        owner: &tether_proto::PersonId,
         agent_type: &str,
         task: &str,
         working_dir: Option<&str>,
@@ -229,6 +230,7 @@ impl Delegations<'_> {
             task: task.clone(),
             session_id: new_id(),
             turn_id: new_id(),
+            owner_id: Some(owner.clone()),
         };
         self.rt
             .ctx()
@@ -328,7 +330,16 @@ impl Delegations<'_> {
             Caller::External => row.parent_conversation_id.is_none(),
             Caller::Person => true,
         };
-        Ok(visible.then_some(row))
+        // And the person acting may read it (issue 28): someone else's private task is
+        // unknown to them, like one that does not exist.
+        if !visible {
+            return Ok(None);
+        }
+        match self.rt.access().read(&task_id.conversation_id()).await {
+            Ok(()) => Ok(Some(row)),
+            Err(RuntimeError::NotFound { .. } | RuntimeError::Denied(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     pub(crate) async fn task_or_not_found(

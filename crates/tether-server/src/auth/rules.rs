@@ -64,6 +64,10 @@ pub(crate) const RULES: &[(&str, &str, Action)] = &[
     ("GET", "/api/v1/turns/{id}/files/content", Action::Read),
     ("POST", "/api/v1/links", Action::ReadNode),
     ("GET", "/api/v1/me", Action::ReadNode),
+    // MCP: let in to list the tools; each tool call is checked by the runtime.
+    ("GET", "/mcp", Action::ReadNode),
+    ("POST", "/mcp", Action::ReadNode),
+    ("DELETE", "/mcp", Action::ReadNode),
     ("GET", "/api/v1/tokens", Action::ManageOwnTokens),
     ("POST", "/api/v1/tokens", Action::ManageOwnTokens),
     ("DELETE", "/api/v1/tokens/{id}", Action::ManageOwnTokens),
@@ -97,3 +101,75 @@ const TEST_RULES: &[(&str, &str, Action)] = &[
 ];
 #[cfg(not(test))]
 const TEST_RULES: &[(&str, &str, Action)] = &[];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use utoipa::OpenApi;
+
+    /// Every operation of the OpenAPI document, as (method, path, behind a token).
+    fn operations() -> Vec<(Method, String, bool)> {
+        let doc = crate::openapi::ApiDoc::openapi();
+        let mut out = Vec::new();
+        for (path, item) in doc.paths.paths {
+            let ops = [
+                (Method::GET, &item.get),
+                (Method::POST, &item.post),
+                (Method::PUT, &item.put),
+                (Method::PATCH, &item.patch),
+                (Method::DELETE, &item.delete),
+            ];
+            for (method, op) in ops {
+                if let Some(op) = op {
+                    let secured = op.security.as_ref().is_some_and(|s| !s.is_empty());
+                    out.push((method, path.clone(), secured));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_route_behind_a_token_has_an_action_and_every_rule_a_route() {
+        let ops = operations();
+        assert!(ops.len() > 30, "the document lists the routes");
+        let missing: Vec<String> = ops
+            .iter()
+            .filter(|(m, p, secured)| *secured && action(m, p).is_none())
+            .map(|(m, p, _)| format!("{m} {p}"))
+            .collect();
+        assert!(missing.is_empty(), "routes without a rule: {missing:?}");
+        // A rule for a route that does not exist is a typo that leaves the real one
+        // refused; pairings are documented by the channels (`extra_openapi`).
+        let stale: Vec<String> = RULES
+            .iter()
+            .filter(|(m, p, _)| {
+                !p.starts_with("/api/v1/pairings")
+                    && !ops.iter().any(|(om, op, _)| om.as_str() == *m && op == p)
+            })
+            .map(|(m, p, _)| format!("{m} {p}"))
+            .collect();
+        assert!(stale.is_empty(), "rules without a route: {stale:?}");
+    }
+
+    #[test]
+    fn administration_needs_an_admin_and_conversations_are_decided_by_the_runtime() {
+        use tether_core::authz::rule;
+        use tether_proto::Role;
+        for (method, path, a) in RULES {
+            let r = rule(*a);
+            if path.starts_with("/api/v1/people") || path.starts_with("/api/v1/pairings") {
+                assert_eq!(r.own, Role::Admin, "{method} {path}");
+            }
+            if path.contains("{id}") && path.starts_with("/api/v1/conversations") {
+                assert!(
+                    a.on_conversation(),
+                    "{method} {path} is on one conversation"
+                );
+            }
+            if *method != "GET" && path.starts_with("/api/v1/conversations/{id}") {
+                assert_ne!(*a, Action::Read, "{method} {path} changes something");
+            }
+        }
+    }
+}

@@ -116,20 +116,24 @@ pub(crate) async fn children(
 #[derive(Clone)]
 pub(crate) struct McpSlot {
     token: Arc<str>,
+    auth: crate::auth::Auth,
     service: Arc<OnceLock<tether_mcp::HttpService>>,
 }
 
 impl McpSlot {
-    pub fn new(token: &str) -> Self {
+    pub fn new(auth: crate::auth::Auth) -> Self {
         McpSlot {
-            token: Arc::from(token),
+            token: Arc::from(auth.token()),
+            auth,
             service: Arc::new(OnceLock::new()),
         }
     }
 }
 
-/// `/mcp`: MCP over streamable HTTP. Admits the API token (an external client: its
-/// tasks have no parent) or a launched session's MCP token (acting as that session).
+/// `/mcp`: MCP over streamable HTTP. Admits the API token (an external client acting as
+/// the install's owner: its tasks have no parent), a personal token (an external client
+/// acting as its person, found again on every request, so a revoked token stops at once)
+/// or a launched session's MCP token (that session, with its conversation owner's rights).
 #[utoipa::path(
     method(post, get, delete),
     path = "/mcp",
@@ -139,7 +143,8 @@ impl McpSlot {
                    `cancel_delegation`, `continue_with_session`, `close_session`. POST sends \
                    a JSON-RPC message (answered as JSON or an SSE stream), GET opens the \
                    session's event stream, DELETE ends the MCP session (`Mcp-Session-Id`). \
-                   Takes the API token or a launched session's MCP token as bearer.",
+                   Takes the API token, a personal token (`tth_…`: its person's rights) or a \
+                   launched session's MCP token as bearer.",
     request_body(content = serde_json::Value, content_type = "application/json", description = "A JSON-RPC 2.0 message"),
     responses(
         (status = 200, description = "JSON-RPC answer (application/json) or an event stream (text/event-stream)"),
@@ -151,10 +156,25 @@ impl McpSlot {
 pub(crate) async fn mcp(
     Api(s): Api,
     axum::Extension(slot): axum::Extension<McpSlot>,
-    req: Request,
+    mut req: Request,
 ) -> Response {
-    if !tether_mcp::admits(&s.runtime, &slot.token, req.headers()) {
-        return ApiError::unauthorized().into_response();
+    let personal = match crate::auth::bearer(req.headers()) {
+        Some(t) if t.starts_with(tether_runtime::TOKEN_PREFIX) => slot.auth.identify(t).await,
+        _ => Ok(None),
+    };
+    match personal {
+        Err(e) => return e.into_response(),
+        Ok(Some(who)) => {
+            if let Err(e) = crate::auth::check_route(&who, req.method(), "/mcp") {
+                return e.into_response();
+            }
+            // The MCP server reads it from the request (`DelegationServer::caller`).
+            req.extensions_mut().insert(who);
+        }
+        Ok(None) if !tether_mcp::admits(&s.runtime, &slot.token, req.headers()) => {
+            return ApiError::unauthorized().into_response();
+        }
+        Ok(None) => {}
     }
     let service = slot
         .service

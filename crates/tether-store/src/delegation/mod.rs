@@ -61,6 +61,9 @@ pub struct NewDelegation {
     pub task: String,
     pub session_id: SessionId,
     pub turn_id: TurnId,
+    /// Whose the task is when it has no parent (an MCP client's; issue 28); a child of a
+    /// parent is its parent's owner's.
+    pub owner_id: Option<tether_proto::PersonId>,
 }
 
 /// The next turn of a task.

@@ -76,11 +76,12 @@ impl Db {
         let conversation_id = d.task_id.conversation_id();
         let mut tx = self.writer.begin().await?;
         sqlx::query(
-            // The child is its parent's owner's, seen as its parent is (issue 28).
+            // The child is its parent's owner's, seen as its parent is (issue 28); a
+            // task without a parent is its caller's (`$9`).
             "INSERT INTO conversations (id, kind, title, agent, model, cwd, archived, \
              bound_session_id, parent_conversation_id, owner_id, visibility, created_at, \
              updated_at) VALUES ($1, $2, $3, $4, NULL, $5, 0, NULL, $6, \
-             (SELECT owner_id FROM conversations WHERE id = $6), \
+             COALESCE((SELECT owner_id FROM conversations WHERE id = $6), $9), \
              COALESCE((SELECT visibility FROM conversations WHERE id = $6), 'private'), $7, $8)",
         )
         .bind(conversation_id.as_str())
@@ -91,6 +92,7 @@ impl Db {
         .bind(d.parent_conversation_id.as_deref())
         .bind(now)
         .bind(now)
+        .bind(d.owner_id.as_deref())
         .execute(&mut *tx)
         .await?;
         sqlx::query(

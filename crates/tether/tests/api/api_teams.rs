@@ -393,3 +393,61 @@ async fn personal_tokens_carry_their_scopes_and_stop_when_revoked_or_expired() {
     let (status, _) = forged.get("/api/v1/me").await;
     assert_eq!(status, 401);
 }
+
+#[tokio::test]
+async fn mcp_callers_act_with_a_persons_rights() {
+    use crate::delegation_util::{http_tool, mcp_http, tool_result};
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let owner = Who {
+        d: &d,
+        token: d.token.clone(),
+    };
+    let (alice_id, alice) = person(&owner, "alice", "member").await;
+    let (_, bob) = person(&owner, "bob", "member").await;
+    let (_, vera) = person(&owner, "vera", "viewer").await;
+
+    // Alice's agent delegates through its session token: the child is Alice's, private.
+    let (_, c) = alice.post("/api/v1/conversations", json!({})).await;
+    let parent = str(&c["id"]).to_string();
+    let args = json!({"agent_type": "fake", "task": "hello"});
+    let turn = alice
+        .say_and_wait(&parent, &format!("mcp delegate_to_agent {args}"))
+        .await;
+    let started = tool_result(&turn);
+    assert_eq!(started["status"], "running", "{started}");
+    let (_, list) = alice.get("/api/v1/conversations").await;
+    let child = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] != parent.as_str())
+        .cloned()
+        .unwrap_or_else(|| panic!("no child in {list}"));
+    assert_eq!(child["owner_id"], alice_id.as_str(), "{child}");
+    assert_eq!(child["visibility"], "private");
+    let (status, _) = bob
+        .get(&format!("/api/v1/conversations/{}", str(&child["id"])))
+        .await;
+    assert_eq!(status, 404);
+
+    // A personal token on `/mcp`: a member delegates as herself, a viewer may not, and
+    // a task of someone else's private conversation is not there for Bob.
+    let mine = http_tool(&d, &bob.token, "delegate_to_agent", args.clone()).await;
+    assert_eq!(mine["status"], "running", "{mine}");
+    let (_, bobs) = bob.get("/api/v1/conversations").await;
+    assert_eq!(bobs.as_array().unwrap().len(), 1, "{bobs}");
+    let refused = http_tool(&d, &vera.token, "delegate_to_agent", args.clone()).await;
+    assert_eq!(refused["error_code"], "forbidden", "{refused}");
+    // An MCP client's tasks are its person's: Bob does not see Alice's.
+    let hers = http_tool(&d, &alice.token, "delegate_to_agent", args.clone()).await;
+    let task = str(&hers["task_id"]);
+    for (who, sees) in [(&alice, true), (&bob, false), (&owner, true)] {
+        let args = json!({"task_ids": [task]});
+        let r = http_tool(&d, &who.token, "get_delegation_status", args).await;
+        assert_eq!(r["tasks"][0]["status"] != "unknown", sees, "{r}");
+    }
+
+    // Revoked or unknown personal tokens are refused by the route itself.
+    let (status, _) = mcp_http(&d, "tth_nope", 1, "tools/list", json!({})).await;
+    assert_eq!(status, 401);
+}
