@@ -120,6 +120,35 @@ fn query_token(uri: &Uri) -> Option<String> {
     Query::<TokenQuery>::try_from_uri(uri).ok()?.0.token
 }
 
+/// How often an open stream checks that its personal token still works.
+const RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The personal token a request presented (header, else `?token=`); `None` for the
+/// bootstrap token or none.
+pub(crate) fn personal_token(headers: &HeaderMap, uri: &Uri) -> Option<String> {
+    let presented = bearer(headers)
+        .map(str::to_owned)
+        .or_else(|| query_token(uri))?;
+    presented
+        .starts_with(tether_runtime::TOKEN_PREFIX)
+        .then_some(presented)
+}
+
+/// Ends when `secret` stops working (revoked, expired, its person disabled), checked
+/// every [`RECHECK`]: an open event stream closes then. Never ends without a personal
+/// token; a store that cannot answer keeps the stream (the next check decides).
+pub(crate) async fn until_revoked(runtime: Runtime, secret: Option<String>) {
+    let Some(secret) = secret else {
+        return std::future::pending().await;
+    };
+    loop {
+        tokio::time::sleep(RECHECK).await;
+        if let Ok(None) = runtime.people().identify_token(&secret).await {
+            return;
+        }
+    }
+}
+
 /// Checks the route's rule for `who` and lets the request on, carrying them.
 pub(crate) async fn admit(
     who: Identity,

@@ -63,8 +63,12 @@ pub(crate) struct ListStreamQuery {
 pub(crate) async fn list_events(
     Api(s): Api,
     ApiQuery(_q): ApiQuery<ListStreamQuery>,
+    headers: axum::http::HeaderMap,
+    uri: axum::http::Uri,
     closing: Option<Extension<Closing>>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let token = crate::auth::personal_token(&headers, &uri);
+    let revoked = Box::pin(crate::auth::until_revoked(s.runtime.clone(), token));
     // Subscribe before the client can read the list, so no change falls in between.
     let changes = s.runtime.conversation_changes();
     let (tx, out) = mpsc::channel(BUFFER);
@@ -74,7 +78,7 @@ pub(crate) async fn list_events(
         sent: HashMap::new(),
         tx,
     };
-    tokio::spawn(pump.run(changes, closing.map(|Extension(c)| c.0)));
+    tokio::spawn(pump.run(changes, closing.map(|Extension(c)| c.0), revoked));
     Sse::new(ReceiverStream::new(out)).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
 }
 
@@ -98,6 +102,7 @@ impl ListPump {
         mut self,
         mut changes: broadcast::Receiver<ConversationId>,
         closing: Option<watch::Receiver<bool>>,
+        mut revoked: crate::sse::Revoked,
     ) {
         let mut closing = closing;
         let mut dirty: HashSet<ConversationId> = HashSet::new();
@@ -120,6 +125,7 @@ impl ListPump {
             let id = tokio::select! {
                 () = self.tx.closed() => return,
                 () = shut => return,
+                () = revoked.as_mut() => return,
                 () = flush => {
                     flush_at = None;
                     if !self.flush(std::mem::take(&mut dirty)).await {

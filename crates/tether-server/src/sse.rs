@@ -70,12 +70,15 @@ pub(crate) async fn conversation_events(
     ApiPath(id): ApiPath<ConversationId>,
     ApiQuery(q): ApiQuery<StreamQuery>,
     headers: HeaderMap,
+    uri: axum::http::Uri,
     closing: Option<Extension<Closing>>,
 ) -> Result<Response, ApiError> {
     let after = resume_point(&headers, q.after_id)?;
     let follower = s.runtime.follow(Scope::Conversation(id), after).await?;
     let closing = closing.map(|Extension(c)| c.0);
-    let body = Body::from_stream(frames(follower, closing));
+    let token = crate::auth::personal_token(&headers, &uri);
+    let revoked = Box::pin(crate::auth::until_revoked(s.runtime.clone(), token));
+    let body = Body::from_stream(frames(follower, closing, revoked));
     let mut res = body.into_response();
     let h = res.headers_mut();
     h.insert(
@@ -87,23 +90,25 @@ pub(crate) async fn conversation_events(
 }
 
 /// The SSE text of a stream: the follower's batches, a heartbeat comment after
-/// [`KEEP_ALIVE`] without one, until the server closes or the store fails (the client
-/// then reconnects with `Last-Event-ID`). A client that goes away drops the body, and
-/// with it the follower.
+/// [`KEEP_ALIVE`] without one, until the server closes, the store fails (the client
+/// then reconnects with `Last-Event-ID`) or `revoked` ends (its token stopped working).
+/// A client that goes away drops the body, and with it the follower.
 fn frames(
     follower: Follower,
     closing: Option<watch::Receiver<bool>>,
+    revoked: Revoked,
 ) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
     let beat = Heartbeat {
         timer: Box::pin(tokio::time::sleep(KEEP_ALIVE)),
         last_sent: Instant::now(),
     };
     futures::stream::unfold(
-        (follower, closing, beat),
-        |(mut f, mut closing, mut beat)| async move {
+        (follower, closing, beat, revoked),
+        |(mut f, mut closing, mut beat, mut revoked)| async move {
             let frame = loop {
                 tokio::select! {
                     () = wait_closing(&mut closing) => return None,
+                    () = revoked.as_mut() => return None,
                     () = beat.timer.as_mut() => {
                         // Re-armed lazily: a busy stream never touches its timer.
                         let due = beat.last_sent + KEEP_ALIVE;
@@ -123,10 +128,13 @@ fn frames(
                 }
             };
             beat.last_sent = Instant::now();
-            Some((Ok(frame), (f, closing, beat)))
+            Some((Ok(frame), (f, closing, beat, revoked)))
         },
     )
 }
+
+/// Ends when the stream's token stops working (`auth::until_revoked`).
+pub(crate) type Revoked = Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// When the stream last sent something, and the timer of its next heartbeat.
 struct Heartbeat {

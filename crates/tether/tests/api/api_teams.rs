@@ -348,9 +348,27 @@ async fn personal_tokens_carry_their_scopes_and_stop_when_revoked_or_expired() {
     let (status, _) = alice.delete(&format!("/api/v1/tokens/{theirs}")).await;
     assert_eq!(status, 404);
 
-    // Revoked: the next request is refused.
+    // Revoked: the next request is refused, and the streams it opened close.
+    let open = |path: String| {
+        let req = d.client.get(d.url(&path)).bearer_auth(&ro.token);
+        async move {
+            let resp = within("open SSE", req.send()).await.unwrap();
+            assert_eq!(resp.status().as_u16(), 200, "{path}");
+            tether_testkit::SseStream::new(resp)
+        }
+    };
+    let mut events = open(format!("/api/v1/conversations/{conv}/events")).await;
+    let mut list = open("/api/v1/conversations/events".to_string()).await;
     let (status, _) = alice.delete(&format!("/api/v1/tokens/{ro_id}")).await;
     assert_eq!(status, 204);
+    within("the event stream closes", async {
+        while events.next().await.is_some() {}
+    })
+    .await;
+    within("the list stream closes", async {
+        while list.next().await.is_some() {}
+    })
+    .await;
     let (status, body) = ro.get(&format!("/api/v1/conversations/{conv}")).await;
     assert_eq!(status, 401, "{body}");
     let (status, _) = alice.delete(&format!("/api/v1/tokens/{ro_id}")).await;
