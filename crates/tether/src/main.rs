@@ -23,6 +23,7 @@ mod pair;
 mod paths;
 mod serve;
 mod token;
+mod token_cmd;
 mod warnings;
 
 use std::io::Write;
@@ -61,8 +62,12 @@ enum Command {
         #[arg(long, value_name = "URL")]
         database: Option<String>,
     },
-    /// Print the API token (creating it if missing).
-    Token,
+    /// Print the bootstrap (owner) API token, creating it if missing; or manage personal
+    /// tokens.
+    Token {
+        #[command(subcommand)]
+        action: Option<TokenAction>,
+    },
     /// Show the configuration, check that the agents are installed and start a session
     /// of each (no prompt is sent), try the store and the channels' credentials.
     Doctor {
@@ -88,6 +93,29 @@ enum PairAction {
     },
     /// Allow the person who got this code (e.g. ABCD-2345) on their channel.
     Approve { code: String },
+}
+
+#[derive(Debug, Subcommand)]
+enum TokenAction {
+    /// Make a personal token (`tth_…`), printed this once.
+    Create {
+        /// What it is for, e.g. "ci" or "alice's laptop".
+        #[arg(long)]
+        name: String,
+        /// Comma-separated scopes: read, write, approve, admin (default: all).
+        #[arg(long)]
+        scope: Option<String>,
+        /// It stops working after this many days (default: never).
+        #[arg(long, value_name = "DAYS")]
+        expires_in_days: Option<u32>,
+        /// Whose (a person's name or id; default: the install's owner).
+        #[arg(long)]
+        person: Option<String>,
+    },
+    /// List everyone's personal tokens (never their secrets).
+    List,
+    /// Revoke a token by id (`tok_…`): it stops working at once, on every node.
+    Revoke { id: String },
 }
 
 fn main() -> ExitCode {
@@ -125,10 +153,23 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     match cli.command {
         Command::Serve { .. } => serve::run(settings).await,
-        Command::Token => {
-            let token = token::for_command(&settings).await?;
+        Command::Token { action } => {
+            let text = match action {
+                None => format!("{}\n", token::for_command(&settings).await?),
+                Some(TokenAction::Create {
+                    name,
+                    scope,
+                    expires_in_days,
+                    person,
+                }) => {
+                    let (scope, person) = (scope.as_deref(), person.as_deref());
+                    token_cmd::create(&settings, &name, scope, expires_in_days, person).await?
+                }
+                Some(TokenAction::List) => token_cmd::list(&settings).await?,
+                Some(TokenAction::Revoke { id }) => token_cmd::revoke(&settings, &id).await?,
+            };
             let mut out = std::io::stdout().lock();
-            writeln!(out, "{token}")?;
+            write!(out, "{text}")?;
             out.flush()?;
             Ok(())
         }

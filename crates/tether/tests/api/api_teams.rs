@@ -469,3 +469,64 @@ async fn mcp_callers_act_with_a_persons_rights() {
     let (status, _) = mcp_http(&d, "tth_nope", 1, "tools/list", json!({})).await;
     assert_eq!(status, 401);
 }
+
+#[tokio::test]
+async fn the_cli_makes_lists_and_revokes_personal_tokens_while_the_daemon_runs() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let owner = Who {
+        d: &d,
+        token: d.token.clone(),
+    };
+    let (_, _alice) = person(&owner, "alice", "member").await;
+    let out = d
+        .cli(&[
+            "token", "create", "--name", "ci", "--scope", "read", "--person", "alice",
+        ])
+        .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let secret = text.lines().next().unwrap().to_string();
+    assert!(secret.starts_with("tth_"), "{text}");
+    let ci = Who {
+        d: &d,
+        token: secret,
+    };
+    let (status, me) = ci.get("/api/v1/me").await;
+    assert_eq!(status, 200, "{me}");
+    assert_eq!(me["person"]["name"], "alice");
+    assert_eq!(me["scopes"], json!(["read"]));
+    let (status, _) = ci.post("/api/v1/conversations", json!({})).await;
+    assert_eq!(status, 403, "read only");
+
+    let list = d.cli(&["token", "list"]).await;
+    let list = String::from_utf8_lossy(&list.stdout).to_string();
+    let line = list
+        .lines()
+        .find(|l| l.ends_with(" ci"))
+        .unwrap_or_else(|| panic!("{list}"));
+    assert!(line.contains("active"), "{list}");
+    assert!(!list.contains(&ci.token), "no secrets listed");
+    let id = line.split_whitespace().next().unwrap();
+    let out = d.cli(&["token", "revoke", id]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (status, _) = ci.get("/api/v1/me").await;
+    assert_eq!(status, 401);
+    let again = d.cli(&["token", "revoke", id]).await;
+    assert!(!again.status.success(), "revoking twice is an error");
+    let bad = d
+        .cli(&["token", "create", "--name", "x", "--scope", "root"])
+        .await;
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown scope"));
+    // `tether token` alone is still the bootstrap (owner) token.
+    let boot = d.cli(&["token"]).await;
+    assert_eq!(String::from_utf8_lossy(&boot.stdout).trim(), d.token);
+}
