@@ -70,7 +70,7 @@ test("files chosen with the button go with the message and show as a thumbnail a
   const src = await thumb.getAttribute("src");
   const href = await page.locator("#timeline .msg.user .msg-file").getAttribute("href");
   for (const link of [src, href]) {
-    assert.match(link, /^\/api\/v1\/attachments\/[^?]+\?exp=\d+&sig=[0-9a-f]{64}$/, link);
+    assert.match(link, /^\/api\/v1\/attachments\/[^?]+\?by=[^&]+&exp=\d+&sig=[0-9a-f]{64}$/, link);
     assert.ok(!link.includes(daemon.token), link);
   }
   const got = await page.evaluate(async (u) => {

@@ -51,7 +51,7 @@ test("an approval card answered with Allow lets the turn finish", async () => {
   await card.locator("button[data-decision=allow]").click();
   const [text] = await sendAndWait(page, null, "completed");
   assert.match(text, /approval: allowed/);
-  assert.match(await page.locator(".card.approval").innerText(), /Allowed \(by api\)/);
+  assert.match(await page.locator(".card.approval").innerText(), /Allowed \(by owner on web\)/);
   assert.equal(await page.locator(".card.approval button").count(), 0, "no buttons once answered");
   // The tool call row: compact, expandable, with the command and its output.
   const tool = lastTurn().locator("details.tool");

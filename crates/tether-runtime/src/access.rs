@@ -59,7 +59,7 @@ impl Access<'_> {
             call.who = Some(who.as_ref().clone());
         }
         if let Principal::Person { name } = &mut call.by {
-            name.clone_from(&who.name);
+            *name = attributed(&who.name, name);
         }
     }
 
@@ -292,5 +292,31 @@ pub(crate) fn hide_as(e: RuntimeError, not_found: impl FnOnce() -> RuntimeError)
     match e {
         RuntimeError::NotFound { .. } => not_found(),
         other => other,
+    }
+}
+
+/// What history records for a person's act: "<name> on <channel>" (`ana on web`,
+/// `ana on api`); the name alone when the adapter named no channel, and unchanged when it
+/// was attributed already (a call attached twice).
+fn attributed(person: &str, via: &str) -> String {
+    if via.is_empty() || via == person {
+        person.to_owned()
+    } else if via.starts_with(&format!("{person} on ")) {
+        via.to_owned()
+    } else {
+        format!("{person} on {via}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::attributed;
+
+    #[test]
+    fn an_act_is_attributed_to_the_person_on_their_channel_once() {
+        assert_eq!(attributed("ana", "web"), "ana on web");
+        assert_eq!(attributed("ana", "ana on web"), "ana on web");
+        assert_eq!(attributed("ana", "ana"), "ana");
+        assert_eq!(attributed("ana", ""), "ana");
     }
 }

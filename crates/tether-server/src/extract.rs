@@ -158,6 +158,27 @@ pub(crate) fn json_rejection(rejection: JsonRejection) -> ApiError {
     ApiError::new(ErrorCode::InvalidJson, message)
 }
 
+/// Where an HTTP request came from, as the history names it after the person: `web` for
+/// the page (it sends `X-Tether-Client: web`), `api` for anything else (issue 28: "by
+/// <name> on <channel>").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Via(pub &'static str);
+
+/// The header the page sends with its calls.
+pub const CLIENT_HEADER: &str = "x-tether-client";
+
+impl<S: Send + Sync> FromRequestParts<S> for Via {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let web = parts
+            .headers
+            .get(CLIENT_HEADER)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"web"));
+        Ok(Via(if web { "web" } else { "api" }))
+    }
+}
+
 /// Query-string parameters.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ApiQuery<T>(pub T);

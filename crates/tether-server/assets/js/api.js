@@ -56,7 +56,7 @@ export class ApiError extends Error {
 
 /** `api("POST", "/api/v1/...", body)` → the parsed JSON body; throws ApiError. */
 export async function api(method, path, body, opts = {}) {
-  const headers = { Authorization: `Bearer ${opts.token ?? memoryToken}` };
+  const headers = { Authorization: `Bearer ${opts.token ?? memoryToken}`, "X-Tether-Client": "web" };
   const init = { method, headers, cache: "no-store" };
   if (body !== undefined) {
     headers["Content-Type"] = "application/json";

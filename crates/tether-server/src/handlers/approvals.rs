@@ -10,9 +10,8 @@ use tether_proto::{
 };
 use utoipa::IntoParams;
 
-use super::conversations::API_SENDER;
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::extract::{ApiJson, ApiPath, ApiQuery, Via};
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -64,13 +63,12 @@ pub(crate) async fn list_approvals(
 )]
 pub(crate) async fn answer_approval(
     Api(s): Api,
+    Via(via): Via,
     ApiPath(id): ApiPath<ApprovalId>,
     ApiJson(req): ApiJson<AnswerApproval>,
 ) -> Result<Json<Approval>, ApiError> {
     Ok(Json(
-        s.runtime
-            .answer_approval(&id, req.decision, API_SENDER)
-            .await?,
+        s.runtime.answer_approval(&id, req.decision, via).await?,
     ))
 }
 
@@ -110,12 +108,11 @@ pub(crate) async fn list_questions(
 )]
 pub(crate) async fn answer_question(
     Api(s): Api,
+    Via(via): Via,
     ApiPath(id): ApiPath<QuestionId>,
     ApiJson(req): ApiJson<AnswerQuestion>,
 ) -> Result<Json<Question>, ApiError> {
     Ok(Json(
-        s.runtime
-            .answer_question(&id, &req.answer, API_SENDER)
-            .await?,
+        s.runtime.answer_question(&id, &req.answer, via).await?,
     ))
 }

@@ -14,10 +14,7 @@ use utoipa::IntoParams;
 
 use super::page_limit;
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath, ApiQuery};
-
-/// Sender name recorded for messages and answers that come through the HTTP API.
-pub(crate) const API_SENDER: &str = "api";
+use crate::extract::{ApiJson, ApiPath, ApiQuery, Via};
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -159,10 +156,11 @@ pub(crate) async fn update(
 )]
 pub(crate) async fn send_message(
     Api(s): Api,
+    Via(via): Via,
     ApiPath(id): ApiPath<ConversationId>,
     ApiJson(req): ApiJson<SendMessage>,
 ) -> Result<Json<MessageOutcome>, ApiError> {
-    Ok(Json(s.runtime.send_message(&id, req, API_SENDER).await?))
+    Ok(Json(s.runtime.send_message(&id, req, via).await?))
 }
 
 #[utoipa::path(

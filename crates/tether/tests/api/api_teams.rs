@@ -221,6 +221,7 @@ async fn each_person_sees_and_steers_only_what_their_role_and_the_visibility_all
         )
         .await;
     assert_eq!(status, 200, "{body}");
+    assert_eq!(body["decided_by"], "alice on api", "who and where: {body}");
 
     // Shared with the team: Bob reads and writes, Vera reads only; only Alice (or an
     // admin) changes who sees it.
