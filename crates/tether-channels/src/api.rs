@@ -76,9 +76,23 @@ async fn list(
 )]
 async fn approve(
     State(s): State<PairingState>,
+    who: Option<axum::Extension<tether_runtime::Identity>>,
     Path(code): Path<String>,
 ) -> Result<Response, ChannelError> {
-    let p = pairing::approve(&s.store, &code, "api").await?;
+    let by = who
+        .as_ref()
+        .map_or_else(|| "api".to_owned(), |w| format!("{} on api", w.name));
+    let p = pairing::approve(&s.store, &code, &by).await?;
+    let entry = tether_store::NewAudit {
+        action: tether_proto::AuditAction::PairingApproved,
+        person_id: who.map(|w| w.0.person),
+        by,
+        target: Some(format!("{}:{}", p.channel, p.user_id)),
+        detail: Some(format!("code {}", p.code)),
+    };
+    if let Err(e) = s.store.people().record_audit(&entry).await {
+        tracing::error!("the audit log did not take a pairing approval: {e}");
+    }
     if let Some(core) = s.cores.get(p.channel.as_str()) {
         core.wake.notify_one();
     }

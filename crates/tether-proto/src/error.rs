@@ -145,6 +145,9 @@ pub enum ErrorCode {
     /// People (issue 28): the change conflicts with what is stored (an email taken, the
     /// last enabled owner demoted); nothing was changed.
     Conflict,
+    /// Too many failed attempts from this client (wrong tokens, wrong link codes): wait
+    /// for the `Retry-After` seconds, then try again.
+    TooManyAttempts,
 }
 
 impl ErrorCode {
@@ -210,6 +213,7 @@ impl ErrorCode {
             ErrorCode::FileRefused => "file_refused",
             ErrorCode::StoreUnavailable => "store_unavailable",
             ErrorCode::ServerBusy => "server_busy",
+            ErrorCode::TooManyAttempts => "too_many_attempts",
         }
     }
 
@@ -249,7 +253,10 @@ impl ErrorCode {
             | ErrorCode::OwnedElsewhere => 409,
             ErrorCode::PayloadTooLarge | ErrorCode::AttachmentTooLarge => 413,
             ErrorCode::AttachmentTypeMismatch => 415,
-            ErrorCode::QueueFull | ErrorCode::ConcurrencyLimit | ErrorCode::ProcessLimit => 429,
+            ErrorCode::QueueFull
+            | ErrorCode::ConcurrencyLimit
+            | ErrorCode::ProcessLimit
+            | ErrorCode::TooManyAttempts => 429,
             ErrorCode::ResumeUnavailable
             | ErrorCode::SpawnFailed
             | ErrorCode::AgentCrashed

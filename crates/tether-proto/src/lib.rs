@@ -4,6 +4,7 @@
 //! I/O crate; logic over these types lives in `tether-core`.
 
 mod attachment;
+mod audit;
 mod cluster;
 mod delegation;
 mod dto;
@@ -16,6 +17,7 @@ mod people;
 mod status;
 
 pub use attachment::*;
+pub use audit::*;
 pub use cluster::*;
 pub use delegation::*;
 pub use dto::*;

@@ -12,19 +12,17 @@ use tether_proto::{
     MessageOutcome, Question, QuestionId, QuestionStatus, SendMessage, Session, SessionId,
     TaskClosed, TaskId, TaskSnapshot, TaskStarted, Turn, TurnFiles, TurnId, UpdateConversation,
 };
-use tether_store::{Follower, Scope};
+use tether_store::{Follower, Scope, Store};
 use tokio::sync::broadcast;
 
 use crate::access::Access;
-use crate::call::{Call, Command, Identity, Principal, Reply};
-use crate::delegation::registry::Caller;
-use tether_store::Store;
-
 use crate::attachments::Attachments;
+use crate::call::{Call, Command, Identity, Principal, Reply};
 use crate::cluster::service::Placement;
 use crate::conversations::Conversations;
 use crate::ctx::Ctx;
 use crate::delegation::Delegations;
+use crate::delegation::registry::Caller;
 use crate::dispatch::Dispatch;
 use crate::error::Result;
 use crate::feed::Feed;
@@ -86,7 +84,6 @@ impl Runtime {
     pub(crate) fn trusted(&self) -> Runtime {
         crate::boot::handle(&self.inner, None)
     }
-
     /// The person this handle acts for (`None`: tether's own).
     pub fn identity(&self) -> Option<&Identity> {
         self.who.as_deref()
@@ -95,7 +92,6 @@ impl Runtime {
     pub fn owner_identity(&self) -> Identity {
         self.access().owner()
     }
-
     pub fn people(&self) -> crate::People<'_> {
         crate::People::new(self)
     }
@@ -372,7 +368,6 @@ impl Runtime {
     }
 
     // Attachments and a turn's files.
-    /// The configured size limits.
     pub fn attachment_limits(&self) -> crate::AttachmentLimits {
         self.attachments().attachment_limits()
     }

@@ -63,6 +63,19 @@ impl Dispatch<'_> {
 
     /// Runs `call` on this node, which runs its conversation's commands now.
     pub(crate) async fn run_here(&self, call: Call) -> Result<Reply> {
+        let audited = crate::audit::of_command(&call.command);
+        let (who, name) = (call.who.clone(), call.by.name());
+        let reply = self.run_command(call).await?;
+        if let Some((action, target, detail)) = audited {
+            self.rt
+                .people()
+                .record(who.as_ref(), &name, action, Some(&target), detail)
+                .await;
+        }
+        Ok(reply)
+    }
+
+    async fn run_command(&self, call: Call) -> Result<Reply> {
         let Call {
             command, by, who, ..
         } = call;

@@ -6,8 +6,8 @@
 
 use tether_core::authz::{Action, Denied, decide, may_set_role};
 use tether_proto::{
-    ApiToken, CreatedToken, Me, NewApiToken, NewPersonRequest, Person, PersonId, Role, TokenScope,
-    UpdatePerson,
+    ApiToken, AuditAction, CreatedToken, Me, NewApiToken, NewPersonRequest, Person, PersonId, Role,
+    TokenScope, UpdatePerson,
 };
 use tether_store::{NewPerson, NewToken, PersonRow, TokenRow};
 
@@ -61,6 +61,11 @@ fn token(t: TokenRow) -> ApiToken {
     }
 }
 
+fn scopes_of(t: &TokenRow) -> String {
+    let names: Vec<_> = t.scopes.iter().map(|s| s.as_str()).collect();
+    names.join(",")
+}
+
 fn checked_name(name: &str, what: &str) -> Result<String> {
     let name = name.trim();
     if name.is_empty()
@@ -76,15 +81,25 @@ fn checked_name(name: &str, what: &str) -> Result<String> {
 
 impl People<'_> {
     /// Who acts: the person the runtime acts for, else the install's owner.
-    fn actor(&self) -> Identity {
+    pub(crate) fn actor(&self) -> Identity {
         match self.rt.who.as_deref() {
             Some(who) => who.clone(),
             None => self.rt.owner_identity(),
         }
     }
 
-    fn may(&self, who: &Identity, action: Action) -> Result<()> {
+    pub(crate) fn may(&self, who: &Identity, action: Action) -> Result<()> {
         decide(&who.actor(), action, None).map_err(RuntimeError::from)
+    }
+
+    /// Whether the person the runtime acts for may do `action` (read, write, answer) on
+    /// conversation `id`: checked where a request is admitted, before its body is read
+    /// (the command is checked again where it runs). Tether's own may.
+    pub async fn may_on(&self, id: &tether_proto::ConversationId, action: Action) -> Result<()> {
+        match self.rt.who.as_deref() {
+            Some(who) => self.rt.access().on(who, action, id).await.map(drop),
+            None => Ok(()),
+        }
     }
 
     /// The person a personal token's secret stands for, with the token's scopes; `None`
@@ -217,6 +232,20 @@ impl People<'_> {
                 expires_at_ms: req.expires_at_ms,
             })
             .await?;
+        let detail = format!(
+            "{:?} for {}, scopes {}",
+            row.name,
+            row.person_id,
+            scopes_of(&row)
+        );
+        self.record(
+            Some(&who),
+            "",
+            AuditAction::TokenCreated,
+            Some(&row.id),
+            Some(detail),
+        )
+        .await;
         Ok(CreatedToken {
             token: token(row),
             secret,
@@ -247,6 +276,8 @@ impl People<'_> {
             Err(_) => Some(&who.person),
         };
         if self.rt.ctx().store.people().revoke_token(id, of).await? {
+            self.record(Some(&who), "", AuditAction::TokenRevoked, Some(id), None)
+                .await;
             Ok(())
         } else {
             Err(RuntimeError::NotFound {
@@ -291,6 +322,15 @@ impl People<'_> {
                 role,
             })
             .await?;
+        let detail = format!("{:?} as {}", row.name, row.role.as_str());
+        self.record(
+            Some(&who),
+            "",
+            AuditAction::PersonAdded,
+            Some(row.id.as_str()),
+            Some(detail),
+        )
+        .await;
         Ok(person(row))
     }
 
@@ -319,6 +359,22 @@ impl People<'_> {
             .people()
             .set_person_access(id, role, disabled)
             .await?;
+        if row.is_some() && (role != current.role || disabled != current.disabled) {
+            let detail = format!(
+                "role {} → {}, {}",
+                current.role.as_str(),
+                role.as_str(),
+                if disabled { "disabled" } else { "enabled" }
+            );
+            self.record(
+                Some(&who),
+                "",
+                AuditAction::PersonChanged,
+                Some(id.as_str()),
+                Some(detail),
+            )
+            .await;
+        }
         row.map(person).ok_or_else(|| RuntimeError::NotFound {
             what: "person",
             id: id.to_string(),

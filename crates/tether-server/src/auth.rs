@@ -7,6 +7,7 @@
 //! Tokens are never logged.
 
 use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::extract::{FromRequestParts, MatchedPath, Query, Request, State};
@@ -16,13 +17,16 @@ use axum::middleware::Next;
 use axum::response::Response;
 use serde::Deserialize;
 use tether_core::authz::{self, decide};
-use tether_proto::PersonId;
+use tether_proto::{AuditAction, PersonId};
 use tether_runtime::{Identity, Runtime};
 
 use crate::AppState;
 use crate::error::ApiError;
 
+pub(crate) mod guesses;
 pub(crate) mod rules;
+
+use guesses::{Counted, Guesses};
 
 #[derive(Clone)]
 pub(crate) struct Auth {
@@ -30,14 +34,16 @@ pub(crate) struct Auth {
     owner: Arc<Identity>,
     /// `None` only in this crate's unit tests (the bootstrap token alone).
     runtime: Option<Runtime>,
+    guesses: Arc<Guesses>,
 }
 
 impl Auth {
-    pub fn new(token: String, runtime: Runtime) -> Self {
+    pub fn new(token: String, runtime: Runtime, failures_per_minute: u32) -> Self {
         Auth {
             token: Arc::from(token.into_bytes()),
             owner: Arc::new(runtime.owner_identity()),
             runtime: Some(runtime),
+            guesses: Arc::new(Guesses::new(failures_per_minute)),
         }
     }
 
@@ -53,6 +59,7 @@ impl Auth {
                 scopes: tether_proto::TokenScope::ALL.to_vec(),
             }),
             runtime: None,
+            guesses: Arc::new(Guesses::new(guesses::MAX_FAILURES)),
         }
     }
 
@@ -81,18 +88,64 @@ impl Auth {
         }
     }
 
-    /// Who `presented` stands for; `None`: nobody (unknown, revoked, expired, disabled).
-    pub(crate) async fn identify(&self, presented: &str) -> Result<Option<Identity>, ApiError> {
+    /// Who `presented` (from `peer`) stands for; `None`: nobody (unknown, revoked,
+    /// expired, disabled). An address that presented too many refused credentials is
+    /// refused first ([`guesses`]); a refusal is counted, and the first of a window and
+    /// the one that blocks the address go to the audit log.
+    pub(crate) async fn identify(
+        &self,
+        presented: &str,
+        peer: Option<IpAddr>,
+    ) -> Result<Option<Identity>, ApiError> {
+        let now = std::time::Instant::now();
+        if let Some(left) = self.guesses.blocked(peer, now) {
+            return Err(ApiError::too_many_attempts(left.as_secs().max(1)));
+        }
         if self.admits(presented) {
             return Ok(Some(self.owner()));
         }
-        match &self.runtime {
+        let who = match &self.runtime {
             Some(rt) if presented.starts_with(tether_runtime::TOKEN_PREFIX) => {
-                Ok(rt.people().identify_token(presented).await?)
+                rt.people().identify_token(presented).await?
             }
-            _ => Ok(None),
+            _ => None,
+        };
+        if who.is_none() {
+            self.refused(peer, now).await;
+        }
+        Ok(who)
+    }
+
+    async fn refused(&self, peer: Option<IpAddr>, now: std::time::Instant) {
+        let detail = match self.guesses.failed(peer, now) {
+            Counted::More => return,
+            Counted::First => "a wrong, revoked or expired token".to_owned(),
+            Counted::Blocked => format!(
+                "{} refused tokens within {} s: the address waits",
+                self.guesses.max(),
+                guesses::WINDOW.as_secs()
+            ),
+        };
+        if let Some(rt) = &self.runtime {
+            let from = peer.map_or_else(|| "an unknown address".to_owned(), |a| a.to_string());
+            rt.people()
+                .record(
+                    None,
+                    "unknown",
+                    AuditAction::SignInFailed,
+                    Some(&from),
+                    Some(detail),
+                )
+                .await;
         }
     }
+}
+
+/// The address a request came from (`serve` puts it on every request).
+pub(crate) fn peer(extensions: &axum::http::Extensions) -> Option<IpAddr> {
+    extensions
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip())
 }
 
 /// Equal contents, in time independent of where they differ (the length is not secret).
@@ -149,8 +202,15 @@ pub(crate) async fn until_revoked(runtime: Runtime, secret: Option<String>) {
     }
 }
 
-/// Checks the route's rule for `who` and lets the request on, carrying them.
+/// The route template of a conversation's own routes (its id is the third segment).
+const OF_CONVERSATION: &str = "/api/v1/conversations/{id}";
+
+/// Checks the route's rule for `who` and lets the request on, carrying them. On a
+/// conversation's own routes the person's right to it is checked here too, before the
+/// body is read (a viewer's upload is refused unread; the command is checked again
+/// where it runs).
 pub(crate) async fn admit(
+    auth: &Auth,
     who: Identity,
     mut req: Request,
     next: Next,
@@ -161,6 +221,18 @@ pub(crate) async fn admit(
         .map(|p| p.as_str().to_owned())
         .unwrap_or_default();
     check_route(&who, req.method(), &path)?;
+    let action = rules::action(req.method(), &path);
+    if let (Some(action), Some(rt)) = (action, &auth.runtime)
+        && action.on_conversation()
+        && (path == OF_CONVERSATION || path.starts_with(&format!("{OF_CONVERSATION}/")))
+        && let Some(id) = req.uri().path().split('/').nth(4)
+    {
+        let id = tether_proto::ConversationId::from(id);
+        rt.acting_as(who.clone())
+            .people()
+            .may_on(&id, action)
+            .await?;
+    }
     req.extensions_mut().insert(who);
     Ok(next.run(req).await)
 }
@@ -196,11 +268,11 @@ pub(crate) async fn require_header(
     next: Next,
 ) -> Result<Response, ApiError> {
     let who = match bearer(req.headers()) {
-        Some(token) => auth.identify(token).await?,
+        Some(token) => auth.identify(token, peer(req.extensions())).await?,
         None => None,
     };
     match who {
-        Some(who) => admit(who, req, next).await,
+        Some(who) => admit(&auth, who, req, next).await,
         None => Err(ApiError::unauthorized()),
     }
 }
@@ -216,11 +288,11 @@ pub(crate) async fn require_header_or_query(
         None => query_token(req.uri()),
     };
     let who = match presented {
-        Some(token) => auth.identify(&token).await?,
+        Some(token) => auth.identify(&token, peer(req.extensions())).await?,
         None => None,
     };
     match who {
-        Some(who) => admit(who, req, next).await,
+        Some(who) => admit(&auth, who, req, next).await,
         None => Err(ApiError::unauthorized()),
     }
 }

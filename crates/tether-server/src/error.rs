@@ -18,6 +18,8 @@ pub struct ApiError {
     pub message: String,
     /// Overrides the code's status (only for HTTP-level errors such as 405).
     status: Option<StatusCode>,
+    /// A `Retry-After` header, in seconds (a client that must wait).
+    retry_after_secs: Option<u64>,
 }
 
 impl ApiError {
@@ -26,7 +28,18 @@ impl ApiError {
             code,
             message: message.into(),
             status: None,
+            retry_after_secs: None,
         }
+    }
+
+    /// `too_many_attempts`, to try again after `secs`.
+    pub fn too_many_attempts(secs: u64) -> Self {
+        let mut e = Self::new(
+            ErrorCode::TooManyAttempts,
+            format!("too many failed attempts from this address; try again in {secs} s"),
+        );
+        e.retry_after_secs = Some(secs);
+        e
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -70,7 +83,12 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
         let unauthorized = self.code == ErrorCode::Unauthorized;
+        let retry_after = self.retry_after_secs;
         let mut resp = (status, Json(ErrorBody::new(self.code, self.message))).into_response();
+        if let Some(secs) = retry_after {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
         if unauthorized {
             resp.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

@@ -34,6 +34,8 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
+/// The access rule of a route (method, template): what the route × role test checks.
+pub use auth::rules::action as route_action;
 pub use error::ApiError;
 pub use host::HostPolicy;
 pub use openapi::ApiDoc;
@@ -94,6 +96,9 @@ pub struct Limits {
     /// Uploads read at once (default 4; each is held in memory up to `upload_limit`):
     /// more answer 503 `server_busy`.
     pub max_uploads: usize,
+    /// Refused tokens an address may present per minute before it is refused everything
+    /// for the rest of the minute (default 20; 0: no limit). See `auth/guesses.rs`.
+    pub token_failures_per_minute: u32,
 }
 
 impl Default for Limits {
@@ -109,8 +114,13 @@ impl Default for Limits {
             reserved_connections: 64,
             upload_deadline: Duration::from_secs(300),
             max_uploads: 4,
+            token_failures_per_minute: guesses_default(),
         }
     }
+}
+
+fn guesses_default() -> u32 {
+    auth::guesses::MAX_FAILURES
 }
 
 /// Shared by every handler.
@@ -148,7 +158,11 @@ pub fn router_with(
     extra: ExtraRoutes,
 ) -> Router {
     use utoipa::OpenApi as _;
-    let auth = auth::Auth::new(auth.token, runtime.clone());
+    let auth = auth::Auth::new(
+        auth.token,
+        runtime.clone(),
+        limits.token_failures_per_minute,
+    );
     let mut doc = ApiDoc::openapi();
     if let Some(more) = extra.openapi {
         doc.merge(more);
@@ -298,6 +312,7 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
             "/api/v1/people/{id}",
             axum::routing::patch(handlers::people::update_person),
         )
+        .route("/api/v1/audit", get(handlers::audit::audit))
         .route_layer(axum::middleware::from_fn_with_state(
             auth.clone(),
             auth::require_header,

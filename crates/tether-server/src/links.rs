@@ -202,7 +202,7 @@ pub(crate) async fn require_header_or_link(
     next: Next,
 ) -> Result<Response, ApiError> {
     let who = match auth::bearer(req.headers()) {
-        Some(token) => auth.identify(token).await?,
+        Some(token) => auth.identify(token, auth::peer(req.extensions())).await?,
         None => match signer.opened_by(req.uri(), now_secs()) {
             None => None,
             Some(None) => Some(auth.owner()),
@@ -210,7 +210,7 @@ pub(crate) async fn require_header_or_link(
         },
     };
     match who {
-        Some(who) => auth::admit(who, req, next).await,
+        Some(who) => auth::admit(&auth, who, req, next).await,
         None => Err(ApiError::unauthorized()),
     }
 }

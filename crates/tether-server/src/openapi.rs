@@ -65,6 +65,7 @@ use crate::{AppState, list_sse, sse, web};
         handlers::people::list_people,
         handlers::people::add_person,
         handlers::people::update_person,
+        handlers::audit::audit,
     ),
     components(schemas(
         tether_proto::Health,
@@ -140,6 +141,9 @@ use crate::{AppState, list_sse, sse, web};
         tether_proto::NewPersonRequest,
         tether_proto::UpdatePerson,
         tether_proto::TokenList,
+        tether_proto::AuditPage,
+        tether_proto::AuditEntry,
+        tether_proto::AuditAction,
         tether_proto::PeopleList,
         tether_proto::Role,
         tether_proto::TokenScope,

@@ -22,6 +22,7 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use tower::ServiceExt as _;
 
 use crate::{Limits, sse};
 
@@ -57,9 +58,9 @@ pub async fn serve(
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     accept_failed(e).await;
                     continue;
@@ -85,7 +86,14 @@ pub async fn serve(
         let mut timed = tokio_io_timeout::TimeoutStream::new(stream);
         timed.set_write_timeout(Some(limits.write_timeout));
         let io = TokioIo::new(Box::pin(timed));
-        let service = TowerToHyperService::new(router.clone());
+        // Handlers and the token guard see where the request came from.
+        let peer = axum::extract::ConnectInfo(peer);
+        let service = TowerToHyperService::new(router.clone().map_request(
+            move |mut req: hyper::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(peer);
+                req
+            },
+        ));
         let conn = graceful.watch(builder.serve_connection(io, service));
         tokio::spawn(async move {
             let _counted = counted;

@@ -61,7 +61,7 @@ pub use handles::{
     Attachments, Channels, Cluster, Conversations, Delegation, Events, People, Recovery, Requests,
 };
 pub use people::secret::{TOKEN_PREFIX, hash_secret, new_secret, new_token_id};
-pub use people::{NewPerson, NewToken, PersonRow, TokenRow};
+pub use people::{NewAudit, NewPerson, NewToken, PersonRow, TokenRow};
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use requests::{NewApproval, NewQuestion};
 

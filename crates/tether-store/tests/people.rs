@@ -163,7 +163,47 @@ async fn tokens_are_found_by_hash_and_stop_when_revoked_or_expired(b: Backend) {
     );
 }
 
+async fn the_audit_log_pages_newest_first(b: Backend) {
+    let (_d, store) = support::open(b).await;
+    assert!(
+        store
+            .people()
+            .audit_page(None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    for i in 0..5 {
+        store
+            .people()
+            .record_audit(&NewAudit {
+                action: AuditAction::TokenCreated,
+                person_id: (i % 2 == 0).then(|| PersonId::new("p")),
+                by: format!("p{i} on api"),
+                target: Some(format!("t{i}")),
+                detail: None,
+            })
+            .await
+            .unwrap();
+    }
+    let first = store.people().audit_page(None, 3).await.unwrap();
+    let targets: Vec<_> = first.iter().map(|e| e.target.clone().unwrap()).collect();
+    assert_eq!(targets, ["t4", "t3", "t2"]);
+    assert_eq!(first[0].person_id, Some(PersonId::new("p")));
+    assert_eq!(first[1].person_id, None);
+    assert_eq!(first[0].action, AuditAction::TokenCreated);
+    assert!(first[0].at_ms > 0);
+    let rest = store
+        .people()
+        .audit_page(Some(first[2].id), 10)
+        .await
+        .unwrap();
+    let targets: Vec<_> = rest.iter().map(|e| e.target.clone().unwrap()).collect();
+    assert_eq!(targets, ["t1", "t0"]);
+}
+
 contract!(
     the_first_owner_is_made_once_and_the_last_owner_stays,
     tokens_are_found_by_hash_and_stop_when_revoked_or_expired,
+    the_audit_log_pages_newest_first,
 );

@@ -13,6 +13,7 @@
 //! reserved_connections = 64               # of those, kept for authenticated clients
 //! upload_deadline_secs = 300              # a whole attachment upload, body included
 //! max_uploads = 4                         # uploads read at once (each held in memory)
+//! token_failures_per_minute = 20          # refused tokens from one address before it waits (0: off)
 //! ```
 
 use std::time::Duration;
@@ -34,6 +35,7 @@ pub struct ServerFile {
     pub reserved_connections: Option<usize>,
     pub upload_deadline_secs: Option<u64>,
     pub max_uploads: Option<usize>,
+    pub token_failures_per_minute: Option<u32>,
 }
 
 /// `[server]` resolved.
@@ -105,6 +107,9 @@ pub fn resolve(file: Option<ServerFile>) -> Result<ServerSettings> {
                 Some(0) => bail!("[server] max_uploads must be greater than 0"),
                 n => n.unwrap_or(defaults.max_uploads),
             },
+            token_failures_per_minute: file
+                .token_failures_per_minute
+                .unwrap_or(defaults.token_failures_per_minute),
             ..defaults
         },
         allowed_hosts,

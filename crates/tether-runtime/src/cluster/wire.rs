@@ -66,6 +66,7 @@ pub(crate) fn rebuild(code: ErrorCode, message: String, known: Known<'_>) -> Run
         | ErrorCode::FileRefused
         | ErrorCode::StoreUnavailable
         | ErrorCode::ServerBusy
+        | ErrorCode::TooManyAttempts
         | ErrorCode::BadRequest
         | ErrorCode::InvalidJson
         | ErrorCode::InvalidParams

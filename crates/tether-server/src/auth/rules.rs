@@ -74,6 +74,7 @@ pub(crate) const RULES: &[(&str, &str, Action)] = &[
     ("GET", "/api/v1/people", Action::ManagePeople),
     ("POST", "/api/v1/people", Action::ManagePeople),
     ("PATCH", "/api/v1/people/{id}", Action::ManagePeople),
+    ("GET", "/api/v1/audit", Action::ReadAudit),
     ("GET", "/api/v1/pairings", Action::DecidePairing),
     (
         "POST",
@@ -83,7 +84,7 @@ pub(crate) const RULES: &[(&str, &str, Action)] = &[
 ];
 
 /// The action of a request to route `path` (its template) with `method`.
-pub(crate) fn action(method: &Method, path: &str) -> Option<Action> {
+pub fn action(method: &Method, path: &str) -> Option<Action> {
     RULES
         .iter()
         .chain(TEST_RULES)

@@ -159,7 +159,11 @@ pub(crate) async fn mcp(
     mut req: Request,
 ) -> Response {
     let personal = match crate::auth::bearer(req.headers()) {
-        Some(t) if t.starts_with(tether_runtime::TOKEN_PREFIX) => slot.auth.identify(t).await,
+        Some(t) if t.starts_with(tether_runtime::TOKEN_PREFIX) => {
+            slot.auth
+                .identify(t, crate::auth::peer(req.extensions()))
+                .await
+        }
         _ => Ok(None),
     };
     match personal {

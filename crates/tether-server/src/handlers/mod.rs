@@ -3,6 +3,7 @@
 pub(crate) mod agents;
 pub(crate) mod approvals;
 pub(crate) mod attachments;
+pub(crate) mod audit;
 pub(crate) mod conversations;
 pub(crate) mod delegation;
 pub(crate) mod event_page;

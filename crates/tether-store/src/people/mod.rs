@@ -68,3 +68,13 @@ pub(crate) fn scopes_text(scopes: &[TokenScope]) -> String {
         .collect::<Vec<_>>()
         .join(",")
 }
+
+/// An entry to append to the audit log (`sql_audit.rs`; `at` set by the store).
+#[derive(Debug, Clone)]
+pub struct NewAudit {
+    pub action: tether_proto::AuditAction,
+    pub person_id: Option<PersonId>,
+    pub by: String,
+    pub target: Option<String>,
+    pub detail: Option<String>,
+}

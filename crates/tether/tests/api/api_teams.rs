@@ -8,13 +8,18 @@ use serde_json::{Value, json};
 use tether_testkit::{Daemon, DaemonOptions, within};
 
 /// Requests to `d` with someone's token.
-struct Who<'a> {
-    d: &'a Daemon,
-    token: String,
+pub(crate) struct Who<'a> {
+    pub(crate) d: &'a Daemon,
+    pub(crate) token: String,
 }
 
 impl Who<'_> {
-    async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+    pub(crate) async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
         let mut req = self
             .d
             .client
@@ -31,10 +36,10 @@ impl Who<'_> {
             serde_json::from_str(&text).unwrap_or(Value::String(text)),
         )
     }
-    async fn get(&self, path: &str) -> (u16, Value) {
+    pub(crate) async fn get(&self, path: &str) -> (u16, Value) {
         self.send(reqwest::Method::GET, path, None).await
     }
-    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+    pub(crate) async fn post(&self, path: &str, body: Value) -> (u16, Value) {
         self.send(reqwest::Method::POST, path, Some(body)).await
     }
     async fn patch(&self, path: &str, body: Value) -> (u16, Value) {
@@ -91,7 +96,7 @@ fn code(body: &Value) -> &str {
 }
 
 /// Adds a person with `role` and makes them a token; returns (their id, their handle).
-async fn person<'a>(owner: &Who<'a>, name: &str, role: &str) -> (String, Who<'a>) {
+pub(crate) async fn person<'a>(owner: &Who<'a>, name: &str, role: &str) -> (String, Who<'a>) {
     let (status, p) = owner
         .post("/api/v1/people", json!({ "name": name, "role": role }))
         .await;
@@ -283,6 +288,97 @@ async fn each_person_sees_and_steers_only_what_their_role_and_the_visibility_all
     assert_eq!(status, 200);
     let (status, body) = alice.get("/api/v1/me").await;
     assert_eq!(status, 401, "{body}");
+
+    // The audit log says who did what, newest first, to admins only.
+    let (status, body) = bob.get("/api/v1/audit").await;
+    assert_eq!((status, code(&body)), (403, "forbidden"), "{body}");
+    let (status, page) = adam.get("/api/v1/audit?limit=500").await;
+    assert_eq!(status, 200, "{page}");
+    let entries = page["entries"].as_array().unwrap().clone();
+    let find = |action: &str, target: &str| {
+        entries
+            .iter()
+            .find(|e| e["action"] == action && e["target"] == target)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {action} of {target} in {page}"))
+    };
+    let decided = find("approval_decided", &aid);
+    assert_eq!(decided["person_id"], alice_id.as_str(), "{decided}");
+    assert_eq!(decided["by"], "alice on api", "{decided}");
+    assert_eq!(decided["detail"], "allow", "{decided}");
+    assert_eq!(find("visibility_changed", &conv)["detail"], "team");
+    assert_eq!(
+        find("person_added", &alice_id)["person_id"],
+        owner_id.as_str()
+    );
+    let changed = find("person_changed", &alice_id);
+    assert!(str(&changed["detail"]).contains("disabled"), "{changed}");
+    let failed = find("sign_in_failed", "127.0.0.1");
+    assert_eq!(failed["person_id"], Value::Null, "{failed}");
+    assert!(
+        entries.iter().any(|e| e["action"] == "token_created"),
+        "{page}"
+    );
+    let ids: Vec<i64> = entries.iter().map(|e| e["id"].as_i64().unwrap()).collect();
+    assert!(ids.windows(2).all(|w| w[0] > w[1]), "newest first: {ids:?}");
+    assert!(
+        !page.to_string().contains("tth_"),
+        "no secret in the audit log"
+    );
+    // Paged: two at a time reach the same entries.
+    let (_, first) = adam.get("/api/v1/audit?limit=2").await;
+    let before = first["next_before"].as_i64().expect("a next page");
+    let (_, second) = adam
+        .get(&format!("/api/v1/audit?limit=2&before={before}"))
+        .await;
+    assert_eq!(
+        second["entries"][0]["id"].as_i64(),
+        Some(ids[2]),
+        "{second}"
+    );
+}
+
+#[tokio::test]
+async fn token_guessing_is_slowed_and_learns_nothing_once_blocked() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let owner = Who {
+        d: &d,
+        token: d.token.clone(),
+    };
+    let (_, bob) = person(&owner, "bob", "member").await;
+    let guess = |n: usize| Who {
+        d: &d,
+        token: format!("tth_{n:064x}"),
+    };
+    for n in 0..20 {
+        let (status, body) = guess(n).get("/api/v1/me").await;
+        assert_eq!(
+            (status, code(&body)),
+            (401, "unauthorized"),
+            "guess {n}: {body}"
+        );
+    }
+    // Blocked now: wrong and right tokens alike get 429 with Retry-After.
+    let (status, body) = guess(99).get("/api/v1/me").await;
+    assert_eq!((status, code(&body)), (429, "too_many_attempts"), "{body}");
+    let (status, body) = bob.get("/api/v1/me").await;
+    assert_eq!((status, code(&body)), (429, "too_many_attempts"), "{body}");
+    let resp = within(
+        "blocked request",
+        d.client
+            .get(d.url("/api/v1/me"))
+            .bearer_auth(&d.token)
+            .send(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.status().as_u16(), 429);
+    let secs: u64 = resp.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&secs), "Retry-After {secs}");
 }
 
 #[tokio::test]

@@ -23,3 +23,4 @@ mod api_recovery;
 mod api_shared_process;
 mod api_streaming;
 mod api_teams;
+mod api_teams_matrix;

@@ -487,7 +487,13 @@ async fn hostile_working_directories_are_refused_for_conversations_and_delegatio
 
 #[tokio::test]
 async fn oversized_bodies_and_wrong_tokens_are_refused_with_json_errors() {
-    let d = Daemon::start(DaemonOptions::default()).await;
+    // Every kind of wrong token on every kind of route: more than the guessing limit
+    // allows in a minute (that limit has its own test, `api_teams`).
+    let d = Daemon::start(DaemonOptions {
+        extra_config: "[server]\ntoken_failures_per_minute = 0\n".into(),
+        ..DaemonOptions::default()
+    })
+    .await;
     let c = d.new_conversation(None).await;
     let msgs = format!("/api/v1/conversations/{c}/messages");
 
