@@ -17,10 +17,13 @@ use anyhow::{Result, bail};
 use serde_json::Value;
 
 use crate::daemon::{BenchDaemon, Home, Spec, write_config};
-use crate::generate::{big_store, dir_size, long_conversation};
+use crate::generate::{big_store, dir_size, long_conversation, spread_owners, visible_to};
 use crate::report::{Row, Verdict};
 use crate::stats::{Samples, count, mb, ms, secs};
 
+/// People the conversations belong to, and the member who lists them (issue 28).
+const PEOPLE: usize = 1000;
+const MEMBER: &str = "p1";
 /// Page size of the listing figure.
 const LIST_PAGE: u32 = 100;
 /// Times the first page is fetched.
@@ -40,6 +43,8 @@ pub async fn run(conversations: usize, events: usize, long_events: usize) -> Res
     let t_long = Instant::now();
     let long = long_conversation(&data.join("tether.db"), long_events).await?;
     let long_time = t_long.elapsed();
+    spread_owners(&data.join("tether.db"), PEOPLE).await?;
+    let member_sees = visible_to(&data.join("tether.db"), MEMBER).await?;
     let db_size = dir_size(&data);
     let d = BenchDaemon::launch(home.path(), &config).await?;
     let total = conversations + 1;
@@ -52,20 +57,39 @@ pub async fn run(conversations: usize, events: usize, long_events: usize) -> Res
         secs(gen_time),
         secs(long_time)
     );
-    let mut rows = vec![listing(&d, total, &store_note).await?];
+    let mut rows = vec![listing(&d, None, total, &store_note).await?];
+    // The same list as one member of PEOPLE (their own and the team's conversations).
+    let token = d
+        .post(
+            "/api/v1/tokens",
+            serde_json::json!({"name": "bench", "person_id": MEMBER}),
+        )
+        .await?;
+    let secret = token["secret"].as_str().unwrap_or_default().to_owned();
+    let note = format!("{store_note}; owned by {PEOPLE} people, a tenth shared with the team");
+    rows.push(listing(&d, Some(&secret), member_sees, &note).await?);
     rows.push(latest_page(&d, &long, long_events, &store_note).await?);
     d.stop().await?;
     Ok(rows)
 }
 
 /// One page of the list: (conversation ids, next cursor).
-async fn list_page(d: &BenchDaemon, cursor: Option<&str>) -> Result<(Vec<String>, Option<String>)> {
+async fn list_page(
+    d: &BenchDaemon,
+    token: Option<&str>,
+    cursor: Option<&str>,
+) -> Result<(Vec<String>, Option<String>)> {
     let mut url = d.url(&format!("/api/v1/conversations?limit={LIST_PAGE}"));
     if let Some(c) = cursor {
         url.push_str("&cursor=");
         url.push_str(c);
     }
-    let resp = d.authed(d.client.get(url)).send().await?;
+    let req = match token {
+        // Its own token only: a second Authorization header would not replace the first.
+        Some(t) => d.client.get(url).bearer_auth(t),
+        None => d.authed(d.client.get(url)),
+    };
+    let resp = req.send().await?;
     if !resp.status().is_success() {
         bail!("list: HTTP {}", resp.status());
     }
@@ -82,11 +106,18 @@ async fn list_page(d: &BenchDaemon, cursor: Option<&str>) -> Result<(Vec<String>
     Ok((ids, next))
 }
 
-async fn listing(d: &BenchDaemon, total: usize, store_note: &str) -> Result<Row> {
+/// Figure 7 as the bootstrap owner (`token` `None`: every conversation), 7b as a member
+/// with a personal token (`total`: what they may see).
+async fn listing(
+    d: &BenchDaemon,
+    token: Option<&str>,
+    total: usize,
+    store_note: &str,
+) -> Result<Row> {
     let mut first = Vec::with_capacity(FIRST_PAGES);
     for _ in 0..FIRST_PAGES {
         let t = Instant::now();
-        let (ids, _) = list_page(d, None).await?;
+        let (ids, _) = list_page(d, token, None).await?;
         first.push(t.elapsed());
         if ids.len() != LIST_PAGE as usize {
             bail!("the first page has {} conversations", ids.len());
@@ -98,7 +129,7 @@ async fn listing(d: &BenchDaemon, total: usize, store_note: &str) -> Result<Row>
     let t_walk = Instant::now();
     loop {
         let t = Instant::now();
-        let (ids, next) = list_page(d, cursor.as_deref()).await?;
+        let (ids, next) = list_page(d, token, cursor.as_deref()).await?;
         if cursor.is_some() {
             deeper.push(t.elapsed());
         }
@@ -123,11 +154,20 @@ async fn listing(d: &BenchDaemon, total: usize, store_note: &str) -> Result<Row>
     let last_page = deeper.last().copied().unwrap_or_default();
     let deeper = Samples::new(deeper);
     let p99 = first.p99().max(deeper.p99());
+    let (figure, what) = match token {
+        None => ("7", format!("with {} in the store", count(total as f64))),
+        Some(_) => (
+            "7b",
+            format!(
+                "as one member of {PEOPLE} (personal token; {} of theirs and the team's)",
+                count(total as f64)
+            ),
+        ),
+    };
     Ok(Row::new(
-        "7",
+        figure,
         format!(
-            "listing conversations with {} in the store (`GET /api/v1/conversations?limit={LIST_PAGE}`, deeper pages with `cursor`)",
-            count(total as f64)
+            "listing conversations {what} (`GET /api/v1/conversations?limit={LIST_PAGE}`, deeper pages with `cursor`)"
         ),
         format!(
             "p99 {} per page\n(first page p50 {} / p99 {} over {FIRST_PAGES}; the {} deeper pages p50 {} / p99 {} / max {}, the last one {}; all {} listed once each in {}; {store_note})",

@@ -331,6 +331,44 @@ pub fn dir_size(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// Gives the store's conversations to `people` people (`p0` … made here, members): the
+/// i-th conversation to `p<i mod people>`, every tenth shared with the team, the rest
+/// private (issue 28's listing figure: what one member sees of many people's).
+pub async fn spread_owners(path: &Path, people: usize) -> Result<()> {
+    let mut conn = connect(path).await?;
+    let now = tether_store::now_ms();
+    let mut tx = conn.begin().await?;
+    sqlx::query(&format!(
+        "{} INSERT INTO people (id, name, role, disabled, created_at) \
+         SELECT 'p' || i, 'person ' || i, 'member', 0, {now} FROM n",
+        counter(people.max(1))
+    ))
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(&format!(
+        "UPDATE conversations SET owner_id = 'p' || (rowid % {n}), \
+         visibility = CASE WHEN rowid % 10 = 0 THEN 'team' ELSE 'private' END",
+        n = people.max(1)
+    ))
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// How many conversations `person` may list after [`spread_owners`]: theirs and the
+/// team's.
+pub async fn visible_to(path: &Path, person: &str) -> Result<usize> {
+    let mut conn = connect(path).await?;
+    let n: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM conversations WHERE owner_id = ? OR visibility = 'team'",
+    )
+    .bind(person)
+    .fetch_one(&mut conn)
+    .await?;
+    Ok(usize::try_from(n)?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
