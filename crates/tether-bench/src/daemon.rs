@@ -40,6 +40,8 @@ pub struct BenchDaemon {
     pub start_time: Duration,
     home: PathBuf,
     config: PathBuf,
+    /// The token requests carry: the bootstrap token, or a person's ([`BenchDaemon::act_as`]).
+    token: String,
 }
 
 /// Memory of a process from `/proc/<pid>/status`, in KiB.
@@ -227,6 +229,7 @@ impl BenchDaemon {
             start_time: Duration::ZERO,
             home: home.to_path_buf(),
             config: config.to_path_buf(),
+            token: TOKEN.to_owned(),
         };
         d.start_time = d.wait_healthy(started).await?;
         Ok(d)
@@ -324,14 +327,14 @@ impl BenchDaemon {
 
     /// `req` with the API token and the turn time-out.
     pub fn authed(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        req.bearer_auth(TOKEN).timeout(TURN_LIMIT)
+        req.bearer_auth(&self.token).timeout(TURN_LIMIT)
     }
 
     pub async fn get(&self, path: &str) -> Result<Value> {
         let resp = self
             .client
             .get(self.url(path))
-            .bearer_auth(TOKEN)
+            .bearer_auth(&self.token)
             .timeout(TURN_LIMIT)
             .send()
             .await
@@ -343,7 +346,7 @@ impl BenchDaemon {
         let resp = self
             .client
             .post(self.url(path))
-            .bearer_auth(TOKEN)
+            .bearer_auth(&self.token)
             .timeout(TURN_LIMIT)
             .json(&body)
             .send()
@@ -362,6 +365,17 @@ impl BenchDaemon {
         str_field(&c, "id")
     }
 
+    /// From now on, requests carry `secret` (a personal token) instead of the bootstrap
+    /// token.
+    pub fn act_as(&mut self, secret: &str) {
+        secret.clone_into(&mut self.token);
+    }
+
+    /// Back to the bootstrap token.
+    pub fn act_as_owner(&mut self) {
+        TOKEN.clone_into(&mut self.token);
+    }
+
     /// Sends a message; returns the outcome.
     pub async fn say(&self, conv: &str, text: &str) -> Result<Value> {
         self.post(
@@ -376,7 +390,7 @@ impl BenchDaemon {
         let resp = self
             .client
             .get(self.url(&format!("/api/v1/conversations/{conv}/events")))
-            .bearer_auth(TOKEN)
+            .bearer_auth(&self.token)
             .send()
             .await
             .context("opening SSE")?;

@@ -2,7 +2,8 @@
 //! bench waits for `turn_completed` on the conversation's SSE stream, with the fake agent
 //! answering at once. The agent's own time is measured by driving the same fake agent
 //! directly over ACP (no tether), interleaved turn by turn with the tether turns so both
-//! see the same machine load; tether's share = total − the agent's median.
+//! see the same machine load; tether's share = total − the agent's median. Figure 1b runs
+//! the same as a member with a personal token, side by side (issue 28).
 
 use std::time::Duration;
 
@@ -21,10 +22,7 @@ const WARMUP: usize = 20;
 
 pub async fn run(turns: usize) -> Result<Vec<Row>> {
     let home = Home::new()?;
-    let d = BenchDaemon::start(home.path(), &Spec::default()).await?;
-    let conv = d.new_conversation(None).await?;
-    let mut sse = d.events(&conv).await?;
-
+    let mut d = BenchDaemon::start(home.path(), &Spec::default()).await?;
     let direct_state = home.path().join("direct-state");
     let mut agent = AcpAgent::spawn(
         &bin_path("fake-agent"),
@@ -32,8 +30,84 @@ pub async fn run(turns: usize) -> Result<Vec<Row>> {
         &home.path().join("work"),
     )
     .await?;
-    agent.new_session().await?;
+    // The same with authorisation doing all its work (issue 28): a member's personal token
+    // (found by its hash on every request) on their own private conversation. The member
+    // goes first, the owner second, each on a new conversation (so the owner's series is
+    // not favoured by coming first).
+    let token = d
+        .post(
+            "/api/v1/people",
+            serde_json::json!({"name": "bench member", "role": "member"}),
+        )
+        .await?;
+    let person = token["id"].as_str().unwrap_or_default().to_owned();
+    let made = d
+        .post(
+            "/api/v1/tokens",
+            serde_json::json!({"name": "bench", "person_id": person}),
+        )
+        .await?;
+    d.act_as(made["secret"].as_str().unwrap_or_default());
+    let member = timed(&d, &mut agent, turns).await?;
+    d.act_as_owner();
+    let owner = timed(&d, &mut agent, turns).await?;
+    d.stop().await?;
 
+    let (p50, p99) = (owner.share.p50(), owner.share.p99());
+    let met = p50 <= Duration::from_millis(1) && p99 <= Duration::from_millis(5);
+    let ratio = member.share.p50().as_secs_f64() / p50.as_secs_f64().max(1e-9);
+    Ok(vec![
+        Row::new(
+            "1",
+            "overhead: tether's share of a turn (HTTP message in → `turn_completed` out over SSE, fake agent answering at once)",
+            owner.describe(turns),
+            "p50 ≤ 1 ms, p99 ≤ 5 ms",
+            Verdict::of(met),
+        )
+        .was("p50 1.61 ms · p99 2.67 ms"),
+        Row::new(
+            "1b",
+            "the same as a member with a personal token (hash look-up per request, role and visibility checked on every call) instead of the bootstrap owner token",
+            format!(
+                "{}\n(member p50 / owner p50 = {ratio:.2})",
+                member.describe(turns)
+            ),
+            "no worse than the owner's (ratio ≤ 1.1)",
+            Verdict::of(ratio <= 1.1),
+        ),
+    ])
+}
+
+/// One series of turns: tether's share per turn, the totals, the agent alone, tether's CPU.
+struct Timed {
+    share: Samples,
+    total: Samples,
+    direct: Samples,
+    cpu: Duration,
+}
+
+impl Timed {
+    fn describe(&self, turns: usize) -> String {
+        format!(
+            "p50 {} · p99 {}\n(total p50 {} / p99 {}; the agent alone over ACP p50 {} / p99 {}; tether CPU {} per turn; {} turns)",
+            ms(self.share.p50()),
+            ms(self.share.p99()),
+            ms(self.total.p50()),
+            ms(self.total.p99()),
+            ms(self.direct.p50()),
+            ms(self.direct.p99()),
+            ms(self.cpu / turns.max(1) as u32),
+            self.total.len()
+        )
+    }
+}
+
+/// `turns` timed turns on a new conversation of whoever `d` acts as, interleaved with the
+/// same prompts to the agent alone.
+async fn timed(d: &BenchDaemon, agent: &mut AcpAgent, turns: usize) -> Result<Timed> {
+    let conv = d.new_conversation(None).await?;
+    let mut sse = d.events(&conv).await?;
+    agent.new_session().await?;
     for i in 0..WARMUP {
         let text = format!("warm-up {i}");
         d.turn(&conv, &mut sse, &text).await?;
@@ -57,29 +131,12 @@ pub async fn run(turns: usize) -> Result<Vec<Row>> {
         totals.push(t0.elapsed());
     }
     let cpu = d.cpu_time()?.saturating_sub(cpu0);
-    d.stop().await?;
-
     let total = Samples::new(totals);
     let direct = Samples::new(direct);
-    let share = total.minus(direct.p50());
-    let (p50, p99) = (share.p50(), share.p99());
-    let met = p50 <= Duration::from_millis(1) && p99 <= Duration::from_millis(5);
-    Ok(vec![Row::new(
-        "1",
-        "overhead: tether's share of a turn (HTTP message in → `turn_completed` out over SSE, fake agent answering at once)",
-        format!(
-            "p50 {} · p99 {}\n(total p50 {} / p99 {}; the agent alone over ACP p50 {} / p99 {}; tether CPU {} per turn; {} turns)",
-            ms(p50),
-            ms(p99),
-            ms(total.p50()),
-            ms(total.p99()),
-            ms(direct.p50()),
-            ms(direct.p99()),
-            ms(cpu / turns.max(1) as u32),
-            total.len()
-        ),
-        "p50 ≤ 1 ms, p99 ≤ 5 ms",
-        Verdict::of(met),
-    )
-    .was("p50 1.61 ms · p99 2.67 ms")])
+    Ok(Timed {
+        share: total.minus(direct.p50()),
+        total,
+        direct,
+        cpu,
+    })
 }
