@@ -98,9 +98,7 @@ impl Auth {
         peer: Option<IpAddr>,
     ) -> Result<Option<Identity>, ApiError> {
         let now = std::time::Instant::now();
-        if let Some(left) = self.guesses.blocked(peer, now) {
-            return Err(ApiError::too_many_attempts(left.as_secs().max(1)));
-        }
+        self.not_blocked(peer)?;
         if self.admits(presented) {
             return Ok(Some(self.owner()));
         }
@@ -116,7 +114,17 @@ impl Auth {
         Ok(who)
     }
 
-    async fn refused(&self, peer: Option<IpAddr>, now: std::time::Instant) {
+    /// `too_many_attempts` while `peer` waits out its window (see [`guesses`]).
+    pub(crate) fn not_blocked(&self, peer: Option<IpAddr>) -> Result<(), ApiError> {
+        match self.guesses.blocked(peer, std::time::Instant::now()) {
+            Some(left) => Err(ApiError::too_many_attempts(left.as_secs().max(1))),
+            None => Ok(()),
+        }
+    }
+
+    /// Counts a credential refused from `peer` (by [`Auth::identify`], or by a route that
+    /// checks its own tokens, like `/mcp`'s session tokens).
+    pub(crate) async fn refused(&self, peer: Option<IpAddr>, now: std::time::Instant) {
         let detail = match self.guesses.failed(peer, now) {
             Counted::More => return,
             Counted::First => "a wrong, revoked or expired token".to_owned(),

@@ -158,12 +158,14 @@ pub(crate) async fn mcp(
     axum::Extension(slot): axum::Extension<McpSlot>,
     mut req: Request,
 ) -> Response {
-    let personal = match crate::auth::bearer(req.headers()) {
-        Some(t) if t.starts_with(tether_runtime::TOKEN_PREFIX) => {
-            slot.auth
-                .identify(t, crate::auth::peer(req.extensions()))
-                .await
-        }
+    let peer = crate::auth::peer(req.extensions());
+    if let Err(e) = slot.auth.not_blocked(peer) {
+        return e.into_response();
+    }
+    let bearer = crate::auth::bearer(req.headers());
+    let personal_token = bearer.is_some_and(|t| t.starts_with(tether_runtime::TOKEN_PREFIX));
+    let personal = match bearer {
+        Some(t) if personal_token => slot.auth.identify(t, peer).await,
         _ => Ok(None),
     };
     match personal {
@@ -176,6 +178,10 @@ pub(crate) async fn mcp(
             req.extensions_mut().insert(who);
         }
         Ok(None) if !tether_mcp::admits(&s.runtime, &slot.token, req.headers()) => {
+            // A personal token was counted by `identify`; any other refused one here.
+            if bearer.is_some() && !personal_token {
+                slot.auth.refused(peer, std::time::Instant::now()).await;
+            }
             return ApiError::unauthorized().into_response();
         }
         Ok(None) => {}

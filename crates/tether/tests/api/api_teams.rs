@@ -350,7 +350,16 @@ async fn token_guessing_is_slowed_and_learns_nothing_once_blocked() {
         d: &d,
         token: format!("tth_{n:064x}"),
     };
-    for n in 0..20 {
+    // Half of them on /mcp, which checks its own session tokens: they count alike.
+    for n in 0..10 {
+        let wrong = Who {
+            d: &d,
+            token: format!("session-{n}"),
+        };
+        let (status, _) = wrong.post("/mcp", json!({})).await;
+        assert_eq!(status, 401, "mcp guess {n}");
+    }
+    for n in 10..20 {
         let (status, body) = guess(n).get("/api/v1/me").await;
         assert_eq!(
             (status, code(&body)),
@@ -358,6 +367,8 @@ async fn token_guessing_is_slowed_and_learns_nothing_once_blocked() {
             "guess {n}: {body}"
         );
     }
+    let (status, _) = guess(98).post("/mcp", json!({})).await;
+    assert_eq!(status, 429, "/mcp refuses a blocked address too");
     // Blocked now: wrong and right tokens alike get 429 with Retry-After.
     let (status, body) = guess(99).get("/api/v1/me").await;
     assert_eq!((status, code(&body)), (429, "too_many_attempts"), "{body}");
