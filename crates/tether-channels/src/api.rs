@@ -60,15 +60,19 @@ async fn list(
     Ok(Json(pairing::list(&s.store, q.all).await?).into_response())
 }
 
-/// Approves a pending, fresh code: its user is allowed on its channel and told so.
+/// Approves a pending, fresh code: its account is linked to the person chosen in the
+/// body (absent or `{}`: a new member named after the account), allowed on its channel,
+/// and told so.
 #[utoipa::path(
     post,
     path = "/api/v1/pairings/{code}/approve",
     tag = "pairings",
     params(("code" = String, Path, description = "The pairing code (case and dashes do not matter)")),
+    request_body(content = Option<pairing::ApprovePairing>, description = "Whom the account becomes"),
     responses(
         (status = 200, description = "Approved", body = pairing::PairingView),
-        (status = 400, description = "Already approved, or expired", body = ErrorBody),
+        (status = 400, description = "Already approved, expired, a disabled person, a role \
+            above member, or the account is linked already", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
         (status = 404, description = "No such code", body = ErrorBody),
     ),
@@ -78,11 +82,18 @@ async fn approve(
     State(s): State<PairingState>,
     who: Option<axum::Extension<tether_runtime::Identity>>,
     Path(code): Path<String>,
+    body: axum::body::Bytes,
 ) -> Result<Response, ChannelError> {
+    let to: pairing::ApprovePairing = if body.iter().all(u8::is_ascii_whitespace) {
+        pairing::ApprovePairing::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ChannelError::BadRequest(format!("invalid body: {e}")))?
+    };
     let by = who
         .as_ref()
         .map_or_else(|| "api".to_owned(), |w| format!("{} on api", w.name));
-    let p = pairing::approve(&s.store, &code, &by).await?;
+    let p = pairing::approve(&s.store, &code, &by, &to).await?;
     let entry = tether_store::NewAudit {
         action: tether_proto::AuditAction::PairingApproved,
         person_id: who.map(|w| w.0.person),
@@ -106,7 +117,7 @@ async fn approve(
     paths(list, approve, crate::telegram::webhook::hook, crate::feishu::webhook::hook,
         crate::slack::webhook::hook, crate::discord::interactions::hook
     ),
-    components(schemas(pairing::PairingView)),
+    components(schemas(pairing::PairingView, pairing::ApprovePairing)),
     tags(
         (name = "pairings", description = "Pairing codes of unknown channel senders"),
         (name = "webhooks", description = "Platform callbacks (no token: each checks its own secret or signature; the Host check does not apply)"),

@@ -4,6 +4,7 @@
 //! runs twice.
 
 use tether_proto::{ConversationId, CreateConversation, TurnId};
+use tether_runtime::Runtime;
 use tether_store::ChannelChat;
 
 use crate::ChannelError;
@@ -26,6 +27,7 @@ pub(crate) fn turn_id(channel: &str, conversation_id: &ConversationId, key: &str
 /// The chat's conversation, created on first contact.
 pub(crate) async fn chat_for(
     core: &SharedCore,
+    rt: &Runtime,
     msg: &Inbound,
     chat_key: &str,
 ) -> Result<ChannelChat, ChannelError> {
@@ -36,13 +38,16 @@ pub(crate) async fn chat_for(
         .await?
     {
         Some(chat) => Ok(chat),
-        None => new_conversation(core, msg, chat_key, None).await,
+        None => new_conversation(core, rt, msg, chat_key, None).await,
     }
 }
 
-/// A new conversation for the chat; `old`: the mapping it replaces.
+/// A new conversation for the chat, the sender's (`rt` acts for them: a linked
+/// person's, or tether's own for the install's owner); a lane a group shares is the
+/// team's. `old`: the mapping it replaces.
 pub(crate) async fn new_conversation(
     core: &SharedCore,
+    rt: &Runtime,
     msg: &Inbound,
     chat_key: &str,
     old: Option<&ChannelChat>,
@@ -51,10 +56,11 @@ pub(crate) async fn new_conversation(
         (true, GroupMode::User) => format!("{} in {}", msg.sender.name, msg.chat.title),
         _ => msg.chat.title.clone(),
     };
-    let conv = core
-        .runtime
+    let shared = !crate::identity::own_lane(core, msg);
+    let conv = rt
         .create_conversation(CreateConversation {
             title: Some(format!("{}: {title}", label(core.name()))),
+            visibility: shared.then_some(tether_proto::Visibility::Team),
             ..Default::default()
         })
         .await?;
@@ -63,7 +69,7 @@ pub(crate) async fn new_conversation(
             core.forget_chat(&old.conversation_id);
             core.store
                 .channels()
-                .remap_channel_chat(core.name(), chat_key, &conv.id)
+                .remap_channel_chat(core.name(), chat_key, &conv.id, 0)
                 .await?
         }
         None => {
@@ -78,7 +84,8 @@ pub(crate) async fn new_conversation(
     Ok(chat)
 }
 
-fn label(channel: &str) -> &str {
+/// The channel's name as people write it (`Telegram`).
+pub(crate) fn label(channel: &str) -> &str {
     match channel {
         "telegram" => "Telegram",
         "feishu" => "Feishu",

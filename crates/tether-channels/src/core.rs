@@ -32,6 +32,8 @@ pub(crate) struct Core {
     chats: Mutex<HashMap<ConversationId, ChannelChat>>,
     /// Tells the pump that a chat was mapped or unmapped (it follows the mapped ones).
     pub chats_changed: Notify,
+    /// Wrong `/link <code>` tries per account.
+    pub link_failures: crate::identity::LinkFailures,
 }
 
 pub(crate) type SharedCore = Arc<Core>;
@@ -65,6 +67,7 @@ impl Core {
             wake: Notify::new(),
             chats: Mutex::new(chats),
             chats_changed: Notify::new(),
+            link_failures: crate::identity::LinkFailures::default(),
         }))
     }
 
@@ -122,6 +125,14 @@ impl Core {
             self.chats_changed.notify_one();
         }
         Ok(())
+    }
+
+    /// Whether the conversation's replies come to this channel's chat (`reply_here`),
+    /// as the store says now.
+    pub fn set_muted(&self, conversation_id: &ConversationId, muted: bool) {
+        if let Some(c) = self.lock().get_mut(conversation_id) {
+            c.muted = muted;
+        }
     }
 
     pub fn set_cursor(&self, conversation_id: &ConversationId, cursor: i64) {

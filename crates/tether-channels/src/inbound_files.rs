@@ -17,6 +17,7 @@ use crate::inbound::{InFile, Inbound};
 /// send. `chat` is replaced when its conversation was archived meanwhile.
 pub(crate) async fn message(
     core: &SharedCore,
+    rt: &tether_runtime::Runtime,
     msg: &Inbound,
     chat_key: &str,
     chat: &mut ChannelChat,
@@ -35,7 +36,7 @@ pub(crate) async fn message(
     let mut ids: Vec<AttachmentId> = Vec::new();
     let mut problems = Vec::new();
     for f in files {
-        match store_one(core, msg, chat_key, chat, f, limit).await {
+        match store_one(core, rt, msg, chat_key, chat, f, limit).await {
             Ok(id) => ids.push(id),
             Err(problem) => problems.push(problem),
         }
@@ -59,6 +60,7 @@ pub(crate) async fn message(
 /// Fetches and stores one file; the reason (with its stable code) when it cannot.
 async fn store_one(
     core: &SharedCore,
+    rt: &tether_runtime::Runtime,
     msg: &Inbound,
     chat_key: &str,
     chat: &mut ChannelChat,
@@ -86,19 +88,13 @@ async fn store_one(
         declared: f.declared.as_deref(),
         bytes: &bytes,
     }];
-    let mut stored = core
-        .runtime
-        .add_attachments(&chat.conversation_id, &new)
-        .await;
+    let mut stored = rt.add_attachments(&chat.conversation_id, &new).await;
     if matches!(stored, Err(RuntimeError::Archived(_))) {
         // Archived elsewhere (web page): this chat goes on in a new conversation.
-        *chat = new_conversation(core, msg, chat_key, Some(&*chat))
+        *chat = new_conversation(core, rt, msg, chat_key, Some(&*chat))
             .await
             .map_err(|e| e.to_string())?;
-        stored = core
-            .runtime
-            .add_attachments(&chat.conversation_id, &new)
-            .await;
+        stored = rt.add_attachments(&chat.conversation_id, &new).await;
     }
     match stored {
         Ok(mut rows) if !rows.is_empty() => Ok(rows.remove(0).id),

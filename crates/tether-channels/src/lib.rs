@@ -28,6 +28,7 @@ mod chats;
 mod core;
 mod error;
 mod hex;
+mod identity;
 mod inbound_files;
 mod intake;
 mod json;

@@ -2,18 +2,15 @@
 //! fresh); an operator approves it (`tether pair approve <code>` or the API), which
 //! allows that user on that channel and tells them so through the outbox.
 
-use rand::Rng;
 use serde::{Deserialize, Serialize};
-use tether_store::{NewOutbox, Pairing, Store, now_ms};
+use tether_proto::{PersonId, Role};
+use tether_store::{NewOutbox, NewPerson, Pairing, PersonRow, Store, now_ms};
 
 use crate::ChannelError;
 use crate::channel::OutMessage;
 use crate::core::SharedCore;
 use crate::inbound::Inbound;
 
-/// Codes use letters and digits that cannot be confused (no 0/O, 1/I/L).
-const ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
-const CODE_LEN: usize = 8;
 /// A pending code older than this is replaced by a new one and cannot be approved.
 pub const CODE_TTL_MS: i64 = 60 * 60 * 1000;
 /// At most this many fresh codes wait per channel: a flood of unknown senders stops
@@ -58,26 +55,12 @@ impl From<Pairing> for PairingView {
 
 /// `ABCD2345` → `ABCD-2345`.
 pub fn display(code: &str) -> String {
-    if code.len() == CODE_LEN {
-        format!("{}-{}", &code[..4], &code[4..])
-    } else {
-        code.to_string()
-    }
+    tether_store::display_code(code)
 }
 
 /// What a person typed → the stored spelling (upper case, no separators).
 pub fn normalize(code: &str) -> String {
-    code.chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .map(|c| c.to_ascii_uppercase())
-        .collect()
-}
-
-fn new_code() -> String {
-    let mut rng = rand::thread_rng();
-    (0..CODE_LEN)
-        .map(|_| char::from(ALPHABET[rng.gen_range(0..ALPHABET.len())]))
-        .collect()
+    tether_store::normalize_code(code)
 }
 
 /// The sender's pending code, or a new one; `None` when [`MAX_PENDING`] fresh codes
@@ -103,7 +86,7 @@ pub(crate) async fn code_for(
         .await?;
     loop {
         let p = Pairing {
-            code: new_code(),
+            code: tether_store::new_code(),
             channel: core.name().to_string(),
             user_id: msg.sender.id.clone(),
             user_name: msg.sender.name.clone(),
@@ -146,8 +129,28 @@ pub(crate) async fn code_for(
     }
 }
 
-/// Approves a pending, fresh code: the user is allowed on its channel and told so.
-pub async fn approve(store: &Store, code: &str, by: &str) -> Result<PairingView, ChannelError> {
+/// Whom an approved pairing's account becomes (issue 28): a person of the team, or a new
+/// one named after the account.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovePairing {
+    /// An existing person (enabled).
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub person_id: Option<PersonId>,
+    /// With no `person_id`: the new person's role, `member` (default) or `viewer`.
+    #[serde(default)]
+    pub role: Option<Role>,
+}
+
+/// Approves a pending, fresh code: the account is linked to the chosen person (or a new
+/// member named after it), allowed on its channel, and told so.
+pub async fn approve(
+    store: &Store,
+    code: &str,
+    by: &str,
+    to: &ApprovePairing,
+) -> Result<PairingView, ChannelError> {
     let code = normalize(code);
     let current = store
         .channels()
@@ -165,9 +168,31 @@ pub async fn approve(store: &Store, code: &str, by: &str) -> Result<PairingView,
             "pairing code {code} has expired; the person gets a new one with their next message"
         )));
     }
-    let body = serde_json::to_string(&OutMessage::plain(
-        "✅ You are paired: send a message or /new <task> to start.",
-    ))?;
+    if let Some(a) = store
+        .people()
+        .channel_account(&current.channel, &current.user_id)
+        .await?
+    {
+        return Err(ChannelError::BadRequest(format!(
+            "{}:{} is linked to person {} already",
+            a.channel, a.user_id, a.person_id
+        )));
+    }
+    let person = person_for(store, &current, to).await?;
+    store
+        .people()
+        .link_account(
+            &current.channel,
+            &current.user_id,
+            &current.user_name,
+            &person.id,
+            by,
+        )
+        .await?;
+    let body = serde_json::to_string(&OutMessage::plain(format!(
+        "✅ You are paired as {}: send a message or /new <task> to start.",
+        person.name
+    )))?;
     let approved = store
         .channels()
         .approve_pairing(&code, by, |p| NewOutbox {
@@ -183,6 +208,41 @@ pub async fn approve(store: &Store, code: &str, by: &str) -> Result<PairingView,
         .await?
         .ok_or_else(|| ChannelError::BadRequest(format!("pairing code {code} is not pending")))?;
     Ok(approved.into())
+}
+
+/// The person an approved pairing's account is linked to.
+async fn person_for(
+    store: &Store,
+    p: &Pairing,
+    to: &ApprovePairing,
+) -> Result<PersonRow, ChannelError> {
+    if let Some(id) = &to.person_id {
+        return match store.people().get_person(id).await? {
+            Some(person) if !person.disabled => Ok(person),
+            Some(_) => Err(ChannelError::BadRequest(format!("person {id} is disabled"))),
+            None => Err(ChannelError::NotFound(format!("person {id}"))),
+        };
+    }
+    let role = to.role.unwrap_or(Role::Member);
+    if !matches!(role, Role::Member | Role::Viewer) {
+        return Err(ChannelError::BadRequest(
+            "a pairing makes a member or a viewer; change the role afterwards".to_owned(),
+        ));
+    }
+    let name: String = p.user_name.chars().take(100).collect();
+    Ok(store
+        .people()
+        .add_person(&NewPerson {
+            id: PersonId::from(uuid::Uuid::new_v4().simple().to_string()),
+            name: if name.trim().is_empty() {
+                p.user_id.clone()
+            } else {
+                name
+            },
+            email: None,
+            role,
+        })
+        .await?)
 }
 
 /// Pairings, newest first; only pending ones unless `all`.
@@ -203,9 +263,10 @@ mod tests {
 
     #[test]
     fn codes_are_readable_and_normalized() {
-        let c = new_code();
-        assert_eq!(c.len(), CODE_LEN);
-        assert!(c.bytes().all(|b| ALPHABET.contains(&b)));
+        let c = tether_store::new_code();
+        assert_eq!(c.len(), tether_store::CODE_LEN);
+        assert!(c.bytes().all(|b| b.is_ascii_uppercase() || (b'2'..=b'9').contains(&b)));
+        assert!(!c.contains(['0', 'O', '1', 'I', 'L']));
         assert_eq!(display("ABCD2345"), "ABCD-2345");
         assert_eq!(normalize(" abcd-2345 "), "ABCD2345");
     }

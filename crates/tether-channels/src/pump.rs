@@ -3,6 +3,10 @@
 //! transaction, so after a crash or restart the pump resumes exactly where it stopped —
 //! including the restart notices written by recovery before the channels started.
 //!
+//! A conversation carried into chats on several channels (`/here`) replies to the one
+//! its latest message came from; the others stay quiet (`muted`, read at each turn's
+//! start) while their cursors move on.
+//!
 //! Each mapped chat follows its conversation from its cursor ([`Runtime::follow`]): the
 //! follower hands over each commit's events in order and reads the store only to catch
 //! up, so nothing is missed or handled twice. A chat whose events could not be turned
@@ -129,7 +133,22 @@ async fn handle(
         return Ok(());
     };
     let mut rows = Vec::new();
+    let mut muted = chat.muted;
     for ev in events {
+        // Replies go to the chat the conversation's latest message came from: whether
+        // that is still this one is read as each turn starts (issue 28).
+        if matches!(ev.payload, EventPayload::TurnStarted { .. }) {
+            let now = core
+                .store
+                .channels()
+                .channel_chat(core.name(), &chat.chat_key)
+                .await?;
+            muted = now.is_some_and(|c| c.muted && c.conversation_id == chat.conversation_id);
+            core.set_muted(&chat.conversation_id, muted);
+        }
+        if muted {
+            continue;
+        }
         progress.observe(&chat.chat_key, ev);
         let approval = match &ev.payload {
             EventPayload::ApprovalResolved { approval_id, .. } => {

@@ -10,13 +10,14 @@ use tether_core::short_id;
 use tether_proto::{
     ApprovalId, ApprovalStatus, Decision, MessageOutcome, MessageOutcomeKind, SendMessage,
 };
-use tether_runtime::RuntimeError;
+use tether_runtime::{Runtime, RuntimeError};
 use tether_store::ChannelChat;
 
 use crate::ChannelError;
 use crate::channel::{Address, OutMessage};
 use crate::chats::{chat_for, new_conversation, turn_id};
 use crate::core::SharedCore;
+use crate::identity::{self, Who};
 use crate::inbound::{InKind, Inbound};
 use crate::pairing;
 
@@ -48,9 +49,23 @@ pub(crate) async fn handle(
 }
 
 async fn handle_once(core: &SharedCore, msg: Inbound) -> Result<Option<String>, ChannelError> {
-    let allowed = allowed(core, &msg.sender.id).await?;
+    let who = identity::of(core, &msg).await?;
     let chat_key = msg.chat_key(core.group_mode);
-    if !allowed {
+    if let InKind::Text(text) = &msg.kind
+        && let Some(answer) = identity::command(core, &msg, &chat_key, &who, text).await?
+    {
+        let key = format!("in:{}:reply", msg.key);
+        core.reply(&chat_key, &msg.address(), key, OutMessage::plain(answer))
+            .await?;
+        return Ok(None);
+    }
+    if matches!(who, Who::Disabled) {
+        return Ok(match msg.kind {
+            InKind::Decide { .. } => Some("You are not allowed to answer here.".to_string()),
+            InKind::Text(_) | InKind::Files { .. } => None,
+        });
+    }
+    if matches!(who, Who::Stranger) {
         tracing::info!(
             channel = core.name(),
             user = msg.sender.id,
@@ -65,7 +80,9 @@ async fn handle_once(core: &SharedCore, msg: Inbound) -> Result<Option<String>, 
                 };
                 let text = format!(
                     "🔒 This tether does not know you yet. Your pairing code is {}.\n\
-                     Ask the operator to run: tether pair approve {}",
+                     Ask the operator to run: tether pair approve {}\n\
+                     On this tether's team? Make a link code on the tether page and send \
+                     /link <code> here.",
                     pairing::display(&p.code),
                     p.code
                 );
@@ -76,33 +93,44 @@ async fn handle_once(core: &SharedCore, msg: Inbound) -> Result<Option<String>, 
             }
         };
     }
-    let by = format!("{}:{}", core.name(), msg.sender.name);
+    let (rt, by) = who.acting(core, &msg);
+    let to = To { rt: &rt, by: &by };
     match &msg.kind {
         InKind::Decide {
             approval_id,
             decision,
-        } => decide(core, &msg, approval_id, *decision, &by)
+        } => decide(core, &msg, approval_id, *decision, &to)
             .await
             .map(Some),
         InKind::Files { caption, files } => {
-            let mut chat = chat_for(core, &msg, &chat_key).await?;
-            let Some(req) =
-                crate::inbound_files::message(core, &msg, &chat_key, &mut chat, caption, files)
-                    .await?
+            let mut chat = chat_for(core, &rt, &msg, &chat_key).await?;
+            identity::claim(core, &msg, &who, &chat.conversation_id).await?;
+            let Some(req) = crate::inbound_files::message(
+                core, &rt, &msg, &chat_key, &mut chat, caption, files,
+            )
+            .await?
             else {
                 return Ok(None);
             };
-            send(core, &msg, &chat_key, chat, req, &by).await
+            send(core, &msg, &chat_key, chat, req, &to).await
         }
         InKind::Text(text) => {
             let req = SendMessage {
                 text: text.clone(),
                 ..SendMessage::default()
             };
-            let chat = chat_for(core, &msg, &chat_key).await?;
-            send(core, &msg, &chat_key, chat, req, &by).await
+            let chat = chat_for(core, &rt, &msg, &chat_key).await?;
+            identity::claim(core, &msg, &who, &chat.conversation_id).await?;
+            send(core, &msg, &chat_key, chat, req, &to).await
         }
     }
+}
+
+/// Who a message acts as: the runtime to call (a linked person's, or tether's own for
+/// an admitted account) and the name history records.
+struct To<'a> {
+    rt: &'a Runtime,
+    by: &'a str,
 }
 
 /// The sender may talk to the agents here: allowed by the config file or by pairing.
@@ -123,27 +151,32 @@ async fn send(
     chat_key: &str,
     chat: ChannelChat,
     req: SendMessage,
-    by: &str,
+    to: &To<'_>,
 ) -> Result<Option<String>, ChannelError> {
-    let mut sent = core
-        .runtime
+    // Replies go to the chat the latest message came from (issue 28).
+    core.store
+        .channels()
+        .reply_here(core.name(), chat_key, &chat.conversation_id)
+        .await?;
+    let mut sent = to
+        .rt
         .send_message_once(
             &chat.conversation_id,
             req.clone(),
-            by,
+            to.by,
             &turn_id(core.name(), &chat.conversation_id, &msg.key),
         )
         .await;
     if matches!(sent, Err(RuntimeError::Archived(_))) && req.attachments.is_empty() {
         // Archived elsewhere (web page): this chat goes on in a new conversation.
         // (Not with attachments: they belong to the archived one, and are gone.)
-        let chat = new_conversation(core, msg, chat_key, Some(&chat)).await?;
-        sent = core
-            .runtime
+        let chat = new_conversation(core, to.rt, msg, chat_key, Some(&chat)).await?;
+        sent = to
+            .rt
             .send_message_once(
                 &chat.conversation_id,
                 req,
-                by,
+                to.by,
                 &turn_id(core.name(), &chat.conversation_id, &msg.key),
             )
             .await;
@@ -199,7 +232,7 @@ async fn decide(
     msg: &Inbound,
     approval_id: &ApprovalId,
     decision: Decision,
-    by: &str,
+    to: &To<'_>,
 ) -> Result<String, ChannelError> {
     let Some(approval) = core.store.requests().get_approval(approval_id).await? else {
         return Ok("This approval is unknown here.".to_string());
@@ -217,11 +250,7 @@ async fn decide(
     if chat.is_some_and(|c| c.chat_key != msg.chat_key(core.group_mode)) {
         return Ok("This approval belongs to another member's conversation.".to_string());
     }
-    match core
-        .runtime
-        .answer_approval(approval_id, decision, by)
-        .await
-    {
+    match to.rt.answer_approval(approval_id, decision, to.by).await {
         Ok(a) => Ok(format!(
             "{} {}",
             match a.status {

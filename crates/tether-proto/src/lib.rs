@@ -13,6 +13,7 @@ mod event;
 mod ids;
 mod pages;
 mod params;
+mod accounts;
 mod people;
 mod status;
 
@@ -26,5 +27,6 @@ pub use event::*;
 pub use ids::*;
 pub use pages::*;
 pub use params::*;
+pub use accounts::*;
 pub use people::*;
 pub use status::*;

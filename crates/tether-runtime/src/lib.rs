@@ -5,6 +5,7 @@
 //! Must not depend on a web framework or a channel: adapters call [`Runtime`].
 
 mod access;
+mod accounts;
 mod answering;
 mod api;
 mod attachments;
@@ -30,6 +31,7 @@ mod session;
 mod spare;
 mod views;
 
+pub use accounts::{AccountStatus, LINK_CODE_TTL_MS};
 pub use attachments::file_out::{FileOutError, home_secrets};
 pub use attachments::prompt::{ATTACHMENTS_DIR, copies_dir};
 pub use attachments::rules::{AttachmentError, AttachmentLimits, sanitize_name};

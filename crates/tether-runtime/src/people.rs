@@ -184,7 +184,7 @@ impl People<'_> {
         })
     }
 
-    async fn get(&self, id: &PersonId) -> Result<PersonRow> {
+    pub(crate) async fn get(&self, id: &PersonId) -> Result<PersonRow> {
         let p = self.rt.ctx().store.people().get_person(id).await?;
         p.ok_or_else(|| RuntimeError::NotFound {
             what: "person",

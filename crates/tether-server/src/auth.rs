@@ -109,7 +109,8 @@ impl Auth {
             _ => None,
         };
         if who.is_none() {
-            self.refused(peer, now).await;
+            self.refused(peer, now, "a wrong, revoked or expired token")
+                .await;
         }
         Ok(who)
     }
@@ -124,12 +125,12 @@ impl Auth {
 
     /// Counts a credential refused from `peer` (by [`Auth::identify`], or by a route that
     /// checks its own tokens, like `/mcp`'s session tokens).
-    pub(crate) async fn refused(&self, peer: Option<IpAddr>, now: std::time::Instant) {
+    pub(crate) async fn refused(&self, peer: Option<IpAddr>, now: std::time::Instant, what: &str) {
         let detail = match self.guesses.failed(peer, now) {
             Counted::More => return,
-            Counted::First => "a wrong, revoked or expired token".to_owned(),
+            Counted::First => what.to_owned(),
             Counted::Blocked => format!(
-                "{} refused tokens within {} s: the address waits",
+                "{} refused tokens or codes within {} s: the address waits",
                 self.guesses.max(),
                 guesses::WINDOW.as_secs()
             ),

@@ -179,6 +179,18 @@ impl<S: Send + Sync> FromRequestParts<S> for Via {
     }
 }
 
+/// The address a request came from (`serve` puts it on every request; none in tests
+/// that call the router directly).
+pub struct Peer(pub Option<std::net::IpAddr>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Peer {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Peer(crate::auth::peer(&parts.extensions)))
+    }
+}
+
 /// Query-string parameters.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ApiQuery<T>(pub T);

@@ -131,6 +131,8 @@ pub(crate) struct AppState {
     pub openapi: Arc<utoipa::openapi::OpenApi>,
     /// Signs the page's download links (`POST /api/v1/links`).
     pub links: links::Signer,
+    /// The guessing limit, for routes that check codes of their own (link codes).
+    pub guard: auth::Auth,
 }
 
 /// The whole HTTP API: `/api/v1/*`, `/api/openapi.json`, the web page at `/`, JSON 404
@@ -171,6 +173,7 @@ pub fn router_with(
         runtime,
         openapi: Arc::new(doc),
         links: links::Signer::new(&auth.token()),
+        guard: auth.clone(),
     };
     let uploads = limit_bodies(
         upload_routes(auth.clone(), limits).with_state(state.clone()),
@@ -313,6 +316,23 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
             axum::routing::patch(handlers::people::update_person),
         )
         .route("/api/v1/audit", get(handlers::audit::audit))
+        .route(
+            "/api/v1/me/accounts",
+            get(handlers::accounts::my_accounts).post(handlers::accounts::redeem),
+        )
+        .route(
+            "/api/v1/me/accounts/{channel}/{user_id}",
+            axum::routing::delete(handlers::accounts::unlink_mine),
+        )
+        .route("/api/v1/me/link-codes", post(handlers::accounts::make_code))
+        .route(
+            "/api/v1/people/{id}/accounts",
+            get(handlers::accounts::accounts_of).post(handlers::accounts::link),
+        )
+        .route(
+            "/api/v1/people/{id}/accounts/{channel}/{user_id}",
+            axum::routing::delete(handlers::accounts::unlink),
+        )
         .route_layer(axum::middleware::from_fn_with_state(
             auth.clone(),
             auth::require_header,

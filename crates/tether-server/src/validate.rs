@@ -68,6 +68,20 @@ impl Checked for tether_proto::NewPersonRequest {
     }
 }
 
+impl Checked for tether_proto::RedeemLinkCode {
+    fn check(&self) -> Result<(), ApiError> {
+        chars("code", Some(&self.code), 32)
+    }
+}
+
+impl Checked for tether_proto::LinkAccount {
+    fn check(&self) -> Result<(), ApiError> {
+        chars("channel", Some(&self.channel), MAX_NAME_CHARS)?;
+        chars("user_id", Some(&self.user_id), 200)?;
+        chars("user_name", self.user_name.as_deref(), MAX_NAME_CHARS)
+    }
+}
+
 impl Checked for tether_proto::UpdatePerson {
     fn check(&self) -> Result<(), ApiError> {
         Ok(())

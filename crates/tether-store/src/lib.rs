@@ -60,8 +60,13 @@ pub use events::feed::{Batch, Follower, Scope};
 pub use handles::{
     Attachments, Channels, Cluster, Conversations, Delegation, Events, People, Recovery, Requests,
 };
-pub use people::secret::{TOKEN_PREFIX, hash_secret, new_secret, new_token_id};
-pub use people::{NewAudit, NewPerson, NewToken, PersonRow, TokenRow};
+pub use people::secret::{
+    CODE_LEN, TOKEN_PREFIX, display_code, hash_secret, new_code, new_secret, new_token_id,
+    normalize_code,
+};
+pub use people::{
+    AccountRow, LinkCodeRow, NewAudit, NewPerson, NewToken, PersonRow, TokenRow,
+};
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use requests::{NewApproval, NewQuestion};
 

@@ -91,8 +91,18 @@ enum PairAction {
         #[arg(long)]
         all: bool,
     },
-    /// Allow the person who got this code (e.g. ABCD-2345) on their channel.
-    Approve { code: String },
+    /// Allow the person who got this code (e.g. ABCD-2345) on their channel, as an
+    /// existing person (`--person <id>`) or a new member named after the account.
+    Approve {
+        code: String,
+        /// Link the account to this person (see `tether token list`, the API's
+        /// `/api/v1/people`).
+        #[arg(long)]
+        person: Option<String>,
+        /// The new person's role: `member` (default) or `viewer`.
+        #[arg(long)]
+        role: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -187,7 +197,19 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Pair { action } => {
             let text = match action {
                 PairAction::List { all } => pair::list(&settings, all).await?,
-                PairAction::Approve { code } => pair::approve(&settings, &code).await?,
+                PairAction::Approve { code, person, role } => {
+                    let role = match role.as_deref() {
+                        None => None,
+                        Some(r) => Some(tether_proto::Role::parse(r).ok_or_else(|| {
+                            anyhow::anyhow!("unknown role {r:?}: member or viewer")
+                        })?),
+                    };
+                    let to = tether_channels::pairing::ApprovePairing {
+                        person_id: person.map(tether_proto::PersonId::from),
+                        role,
+                    };
+                    pair::approve(&settings, &code, &to).await?
+                }
             };
             let mut out = std::io::stdout().lock();
             write!(out, "{text}")?;

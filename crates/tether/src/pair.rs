@@ -50,13 +50,23 @@ pub async fn list(settings: &Settings, all: bool) -> Result<String> {
 }
 
 /// The text `tether pair approve <code>` prints.
-pub async fn approve(settings: &Settings, code: &str) -> Result<String> {
+pub async fn approve(
+    settings: &Settings,
+    code: &str,
+    to: &pairing::ApprovePairing,
+) -> Result<String> {
     let store = open(settings).await?;
-    let result = pairing::approve(&store, code, "cli").await;
+    let result = pairing::approve(&store, code, "cli", to).await;
     store.close().await;
     let p = result?;
     Ok(format!(
-        "approved: {} ({}) may now use tether on {}\n",
-        p.user_name, p.user_id, p.channel
+        "approved: {} ({}) may now use tether on {}, linked to {}\n",
+        p.user_name,
+        p.user_id,
+        p.channel,
+        match &to.person_id {
+            Some(id) => format!("person {id}"),
+            None => "a new member named after the account".to_owned(),
+        }
     ))
 }

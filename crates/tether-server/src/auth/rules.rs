@@ -75,6 +75,21 @@ pub(crate) const RULES: &[(&str, &str, Action)] = &[
     ("POST", "/api/v1/people", Action::ManagePeople),
     ("PATCH", "/api/v1/people/{id}", Action::ManagePeople),
     ("GET", "/api/v1/audit", Action::ReadAudit),
+    ("GET", "/api/v1/me/accounts", Action::LinkSelf),
+    ("POST", "/api/v1/me/accounts", Action::LinkSelf),
+    (
+        "DELETE",
+        "/api/v1/me/accounts/{channel}/{user_id}",
+        Action::LinkSelf,
+    ),
+    ("POST", "/api/v1/me/link-codes", Action::LinkSelf),
+    ("GET", "/api/v1/people/{id}/accounts", Action::LinkOthers),
+    ("POST", "/api/v1/people/{id}/accounts", Action::LinkOthers),
+    (
+        "DELETE",
+        "/api/v1/people/{id}/accounts/{channel}/{user_id}",
+        Action::LinkOthers,
+    ),
     ("GET", "/api/v1/pairings", Action::DecidePairing),
     (
         "POST",

@@ -180,7 +180,10 @@ pub(crate) async fn mcp(
         Ok(None) if !tether_mcp::admits(&s.runtime, &slot.token, req.headers()) => {
             // A personal token was counted by `identify`; any other refused one here.
             if bearer.is_some() && !personal_token {
-                slot.auth.refused(peer, std::time::Instant::now()).await;
+                let now = std::time::Instant::now();
+                slot.auth
+                    .refused(peer, now, "a wrong, revoked or expired token")
+                    .await;
             }
             return ApiError::unauthorized().into_response();
         }

@@ -1,5 +1,6 @@
 //! JSON endpoints of `/api/v1`, grouped by resource.
 
+pub(crate) mod accounts;
 pub(crate) mod agents;
 pub(crate) mod approvals;
 pub(crate) mod attachments;

@@ -55,6 +55,8 @@ macro_rules! backend_modules {
         mod pages;
         #[path = "../people/sql.rs"]
         mod people;
+        #[path = "../people/sql_accounts.rs"]
+        mod people_accounts;
         #[path = "../people/sql_audit.rs"]
         mod people_audit;
         #[path = "../recovery/sql.rs"]

@@ -16,6 +16,9 @@ pub struct ChannelChat {
     /// The last conversation event id already turned into outbox rows.
     pub event_cursor: i64,
     pub created_at_ms: i64,
+    /// Another chat mapped to the same conversation got its latest message: this one
+    /// stays quiet (`reply_here`).
+    pub muted: bool,
 }
 
 /// Delivery state of an outbox row.

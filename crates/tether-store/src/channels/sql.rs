@@ -21,6 +21,7 @@ fn chat(row: &SqlRow) -> Result<ChannelChat> {
         address: row.try_get("address")?,
         event_cursor: row.try_get("event_cursor")?,
         created_at_ms: row.try_get("created_at")?,
+        muted: row.try_get::<i64, _>("muted")? != 0,
     })
 }
 
@@ -106,21 +107,23 @@ impl Db {
         rows.iter().map(chat).collect()
     }
 
-    /// Points a mapped chat at another conversation (its old one was archived), with a
-    /// fresh event cursor.
+    /// Points a mapped chat at another conversation (its old one was archived: from its
+    /// start; `/here`: from its latest event, `cursor`).
     pub async fn remap_channel_chat(
         &self,
         channel: &str,
         chat_key: &str,
         conversation_id: &ConversationId,
+        cursor: i64,
     ) -> Result<ChannelChat> {
         sqlx::query(
-            "UPDATE channel_chats SET conversation_id = $1, event_cursor = 0 \
+            "UPDATE channel_chats SET conversation_id = $1, event_cursor = $4 \
              WHERE channel = $2 AND chat_key = $3",
         )
         .bind(conversation_id.as_str())
         .bind(channel)
         .bind(chat_key)
+        .bind(cursor)
         .execute(&self.writer)
         .await?;
         self.channel_chat(channel, chat_key)
@@ -159,6 +162,55 @@ impl Db {
                 table: "channel_chats",
                 detail: format!("mapping {channel}/{chat_key} vanished"),
             })
+    }
+
+    /// Makes this chat the one its conversation's replies go to: every other chat mapped
+    /// to the conversation (on any channel) is muted, this one is not. Returns whether
+    /// anything changed.
+    pub async fn reply_here(
+        &self,
+        channel: &str,
+        chat_key: &str,
+        conversation_id: &ConversationId,
+    ) -> Result<bool> {
+        let res = sqlx::query(
+            "UPDATE channel_chats SET muted = CASE WHEN channel = $1 AND chat_key = $2 \
+             THEN 0 ELSE 1 END WHERE conversation_id = $3 AND muted <> CASE WHEN \
+             channel = $1 AND chat_key = $2 THEN 0 ELSE 1 END",
+        )
+        .bind(channel)
+        .bind(chat_key)
+        .bind(conversation_id.as_str())
+        .execute(&self.writer)
+        .await?;
+        Ok(res.rows_affected() > 0)
+    }
+
+    /// The id of the conversation's latest event (0: none yet): where a chat that takes
+    /// the conversation over (`/here`) starts following it.
+    pub async fn conversation_head(&self, conversation_id: &ConversationId) -> Result<i64> {
+        let row = sqlx::query(
+            "SELECT COALESCE(MAX(id), 0) AS head FROM events WHERE conversation_id = $1",
+        )
+        .bind(conversation_id.as_str())
+        .fetch_one(&self.reader)
+        .await?;
+        Ok(row.try_get("head")?)
+    }
+
+    /// The chats mapped to a conversation, on every channel (the one not muted gets its
+    /// replies).
+    pub async fn chats_of_conversation(
+        &self,
+        conversation_id: &ConversationId,
+    ) -> Result<Vec<ChannelChat>> {
+        let rows = sqlx::query(
+            "SELECT * FROM channel_chats WHERE conversation_id = $1 ORDER BY created_at",
+        )
+        .bind(conversation_id.as_str())
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(chat).collect()
     }
 
     /// Inserts outbox rows (see [`NewOutbox::replace`]) and moves the chat's event

@@ -78,3 +78,27 @@ pub struct NewAudit {
     pub target: Option<String>,
     pub detail: Option<String>,
 }
+
+/// A channel account linked to a person (`sql_accounts.rs`): at most one person per
+/// account.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountRow {
+    pub channel: String,
+    pub user_id: String,
+    pub user_name: String,
+    pub person_id: PersonId,
+    pub linked_at_ms: i64,
+    /// Who confirmed it: the person (`alice on web`) or an admin.
+    pub linked_by: String,
+}
+
+/// A one-time link code, by the hash of its code: made on a channel (the account is
+/// known, the person is not) or on the page (the other way round).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkCodeRow {
+    pub hash: String,
+    pub account: Option<(String, String, String)>,
+    pub person_id: Option<PersonId>,
+    pub created_at_ms: i64,
+    pub expires_at_ms: i64,
+}

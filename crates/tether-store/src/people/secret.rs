@@ -29,6 +29,38 @@ pub fn new_token_id() -> String {
     format!("tok_{}", hex(&bytes))
 }
 
+/// One-time codes (pairing, account links) use letters and digits that cannot be
+/// confused (no 0/O, 1/I/L).
+const CODE_ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
+/// How long a one-time code is: 31⁸ ≈ 8.5 × 10¹¹ of them.
+pub const CODE_LEN: usize = 8;
+
+/// A new one-time code, as stored and typed without its dash.
+pub fn new_code() -> String {
+    use rand::Rng;
+    let mut rng = rand::rngs::OsRng;
+    (0..CODE_LEN)
+        .map(|_| char::from(CODE_ALPHABET[rng.gen_range(0..CODE_ALPHABET.len())]))
+        .collect()
+}
+
+/// `ABCD2345` → `ABCD-2345`.
+pub fn display_code(code: &str) -> String {
+    if code.len() == CODE_LEN {
+        format!("{}-{}", &code[..4], &code[4..])
+    } else {
+        code.to_string()
+    }
+}
+
+/// What a person typed → the stored spelling (upper case, no separators).
+pub fn normalize_code(code: &str) -> String {
+    code.chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .map(|c| c.to_ascii_uppercase())
+        .collect()
+}
+
 fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
     bytes.iter().fold(String::new(), |mut s, b| {
