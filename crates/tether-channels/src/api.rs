@@ -110,14 +110,74 @@ async fn approve(
     Ok(Json(p).into_response())
 }
 
+/// A chat a conversation is in (issue 28).
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct ConversationChat {
+    pub channel: String,
+    /// The chat (and topic, or member of a group) on that channel.
+    pub chat_key: String,
+    /// Its replies come to this chat: the one its latest channel message came from.
+    pub replies: bool,
+}
+
+/// `GET /api/v1/conversations/{id}/chats`.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct ConversationChats {
+    pub chats: Vec<ConversationChat>,
+}
+
+/// The channel chats a conversation is in, and which of them its replies go to (the
+/// page shows it in the binding bar; the page itself always shows everything).
+#[utoipa::path(
+    get,
+    path = "/api/v1/conversations/{id}/chats",
+    tag = "pairings",
+    params(("id" = String, Path, description = "Conversation id")),
+    responses(
+        (status = 200, description = "Its chats, oldest first", body = ConversationChats),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "No such conversation (or not one's to see)", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+async fn chats(
+    State(s): State<PairingState>,
+    Path(id): Path<String>,
+) -> Result<Response, ChannelError> {
+    let id = tether_proto::ConversationId::from(id);
+    if s.store
+        .conversations()
+        .get_conversation(&id)
+        .await?
+        .is_none()
+    {
+        return Err(ChannelError::NotFound(format!("conversation {id}")));
+    }
+    let rows = s.store.channels().chats_of_conversation(&id).await?;
+    let chats = rows
+        .into_iter()
+        .map(|c| ConversationChat {
+            channel: c.channel,
+            chat_key: c.chat_key,
+            replies: !c.muted,
+        })
+        .collect();
+    Ok(Json(ConversationChats { chats }).into_response())
+}
+
 /// The OpenAPI paths of the channels: the pairing API and the webhooks (documented
 /// whether or not a channel is configured: a webhook that is off answers 404).
 #[derive(utoipa::OpenApi)]
 #[openapi(
-    paths(list, approve, crate::telegram::webhook::hook, crate::feishu::webhook::hook,
+    paths(list, approve, chats, crate::telegram::webhook::hook, crate::feishu::webhook::hook,
         crate::slack::webhook::hook, crate::discord::interactions::hook
     ),
-    components(schemas(pairing::PairingView, pairing::ApprovePairing)),
+    components(schemas(
+        pairing::PairingView,
+        pairing::ApprovePairing,
+        ConversationChat,
+        ConversationChats
+    )),
     tags(
         (name = "pairings", description = "Pairing codes of unknown channel senders"),
         (name = "webhooks", description = "Platform callbacks (no token: each checks its own secret or signature; the Host check does not apply)"),
@@ -133,5 +193,6 @@ pub(crate) fn pairing_routes(
     axum::Router::new()
         .route("/api/v1/pairings", get(list))
         .route("/api/v1/pairings/{code}/approve", post(approve))
+        .route("/api/v1/conversations/{id}/chats", get(chats))
         .with_state(PairingState { store, cores })
 }

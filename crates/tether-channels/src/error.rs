@@ -22,9 +22,7 @@ impl ChannelError {
     pub fn code(&self) -> ErrorCode {
         match self {
             ChannelError::Store(e) if e.is_unavailable() => ErrorCode::StoreUnavailable,
-            ChannelError::Store(tether_store::StoreError::Duplicate { .. }) => {
-                ErrorCode::Conflict
-            }
+            ChannelError::Store(tether_store::StoreError::Duplicate { .. }) => ErrorCode::Conflict,
             ChannelError::Store(_) | ChannelError::Json(_) | ChannelError::Platform(_) => {
                 ErrorCode::Internal
             }

@@ -39,7 +39,10 @@ pub const LINK_FAILURE_WINDOW: Duration = Duration::from_secs(600);
 /// Who a message is from.
 pub(crate) enum Who {
     /// A linked account: `rt` acts as the person.
-    Person { rt: Runtime, identity: Identity },
+    Person {
+        rt: Runtime,
+        identity: Identity,
+    },
     /// Allowed here, not linked: tether's own runtime, for the install's owner.
     Admitted,
     /// Linked to a disabled person: nothing they send is taken.
@@ -206,7 +209,9 @@ async fn link(
                     let p = people.account_identity(core.name(), &a.user_id).await?;
                     let name = match p {
                         AccountStatus::Linked(i) => i.name,
-                        AccountStatus::Disabled | AccountStatus::Unlinked => a.person_id.to_string(),
+                        AccountStatus::Disabled | AccountStatus::Unlinked => {
+                            a.person_id.to_string()
+                        }
                     };
                     Ok(format!(
                         "✅ Linked: what this account sends now acts as {name}."
@@ -233,12 +238,16 @@ async fn here(
     id: Option<&str>,
 ) -> Result<String, ChannelError> {
     let Who::Person { rt, .. } = who else {
-        return Ok("Link this account first (/link): /here carries your own conversations \
+        return Ok(
+            "Link this account first (/link): /here carries your own conversations \
              between channels."
-            .to_owned());
+                .to_owned(),
+        );
     };
     let Some(id) = id else {
-        return Ok("Usage: /here <conversation id> (the page shows it under \"Continue on…\").".to_owned());
+        return Ok(
+            "Usage: /here <conversation id> (the page shows it under \"Continue on…\").".to_owned(),
+        );
     };
     let id = ConversationId::from(id.trim());
     let conv = match rt.get_conversation(&id).await {

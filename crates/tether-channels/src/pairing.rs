@@ -265,7 +265,10 @@ mod tests {
     fn codes_are_readable_and_normalized() {
         let c = tether_store::new_code();
         assert_eq!(c.len(), tether_store::CODE_LEN);
-        assert!(c.bytes().all(|b| b.is_ascii_uppercase() || (b'2'..=b'9').contains(&b)));
+        assert!(
+            c.bytes()
+                .all(|b| b.is_ascii_uppercase() || (b'2'..=b'9').contains(&b))
+        );
         assert!(!c.contains(['0', 'O', '1', 'I', 'L']));
         assert_eq!(display("ABCD2345"), "ABCD-2345");
         assert_eq!(normalize(" abcd-2345 "), "ABCD2345");

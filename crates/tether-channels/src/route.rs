@@ -8,7 +8,8 @@
 
 use tether_core::short_id;
 use tether_proto::{
-    ApprovalId, ApprovalStatus, Decision, MessageOutcome, MessageOutcomeKind, SendMessage,
+    ApprovalId, ApprovalStatus, Decision, ErrorCode, MessageOutcome, MessageOutcomeKind,
+    SendMessage,
 };
 use tether_runtime::{Runtime, RuntimeError};
 use tether_store::ChannelChat;
@@ -79,10 +80,10 @@ async fn handle_once(core: &SharedCore, msg: Inbound) -> Result<Option<String>, 
                     return Ok(None);
                 };
                 let text = format!(
-                    "🔒 This tether does not know you yet. Your pairing code is {}.\n\
-                     Ask the operator to run: tether pair approve {}\n\
-                     On this tether's team? Make a link code on the tether page and send \
-                     /link <code> here.",
+                    "🔒 This tether does not know you yet. On its team? Make a link code \
+                     on the tether page and send /link <code> here.\n\
+                     Else your pairing code is {}. Ask the operator to run: tether pair \
+                     approve {}",
                     pairing::display(&p.code),
                     p.code
                 );
@@ -95,33 +96,58 @@ async fn handle_once(core: &SharedCore, msg: Inbound) -> Result<Option<String>, 
     }
     let (rt, by) = who.acting(core, &msg);
     let to = To { rt: &rt, by: &by };
+    let done = act(core, &msg, &chat_key, &who, &to).await;
+    match done {
+        // A linked person's role or the conversation's owner says no (a viewer writing):
+        // they are told, and nothing else happens.
+        Err(ChannelError::Runtime(e))
+            if matches!(e.code(), ErrorCode::Forbidden | ErrorCode::NotFound) =>
+        {
+            let key = format!("in:{}:refused", msg.key);
+            let text = format!("⚠️ {e}");
+            core.reply(&chat_key, &msg.address(), key, OutMessage::plain(text))
+                .await?;
+            Ok(None)
+        }
+        other => other,
+    }
+}
+
+/// The message of an allowed sender: a button press, files or a text.
+async fn act(
+    core: &SharedCore,
+    msg: &Inbound,
+    chat_key: &str,
+    who: &Who,
+    to: &To<'_>,
+) -> Result<Option<String>, ChannelError> {
+    let rt = to.rt;
     match &msg.kind {
         InKind::Decide {
             approval_id,
             decision,
-        } => decide(core, &msg, approval_id, *decision, &to)
+        } => decide(core, msg, approval_id, *decision, to)
             .await
             .map(Some),
         InKind::Files { caption, files } => {
-            let mut chat = chat_for(core, &rt, &msg, &chat_key).await?;
-            identity::claim(core, &msg, &who, &chat.conversation_id).await?;
-            let Some(req) = crate::inbound_files::message(
-                core, &rt, &msg, &chat_key, &mut chat, caption, files,
-            )
-            .await?
+            let mut chat = chat_for(core, rt, msg, chat_key).await?;
+            identity::claim(core, msg, who, &chat.conversation_id).await?;
+            let Some(req) =
+                crate::inbound_files::message(core, rt, msg, chat_key, &mut chat, caption, files)
+                    .await?
             else {
                 return Ok(None);
             };
-            send(core, &msg, &chat_key, chat, req, &to).await
+            send(core, msg, chat_key, chat, req, to).await
         }
         InKind::Text(text) => {
             let req = SendMessage {
                 text: text.clone(),
                 ..SendMessage::default()
             };
-            let chat = chat_for(core, &rt, &msg, &chat_key).await?;
-            identity::claim(core, &msg, &who, &chat.conversation_id).await?;
-            send(core, &msg, &chat_key, chat, req, &to).await
+            let chat = chat_for(core, rt, msg, chat_key).await?;
+            identity::claim(core, msg, who, &chat.conversation_id).await?;
+            send(core, msg, chat_key, chat, req, to).await
         }
     }
 }

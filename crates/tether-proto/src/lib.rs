@@ -3,6 +3,7 @@
 //! This crate holds data only. It must not depend on tokio, sqlx, axum or any other
 //! I/O crate; logic over these types lives in `tether-core`.
 
+mod accounts;
 mod attachment;
 mod audit;
 mod cluster;
@@ -13,10 +14,10 @@ mod event;
 mod ids;
 mod pages;
 mod params;
-mod accounts;
 mod people;
 mod status;
 
+pub use accounts::*;
 pub use attachment::*;
 pub use audit::*;
 pub use cluster::*;
@@ -27,6 +28,5 @@ pub use event::*;
 pub use ids::*;
 pub use pages::*;
 pub use params::*;
-pub use accounts::*;
 pub use people::*;
 pub use status::*;

@@ -206,7 +206,13 @@ impl People<'_> {
     pub async fn accounts(&self, person: Option<&PersonId>) -> Result<AccountList> {
         let who = self.actor();
         let of = self.whose(&who, person)?;
-        let rows = self.rt.ctx().store.people().list_accounts(Some(&of)).await?;
+        let rows = self
+            .rt
+            .ctx()
+            .store
+            .people()
+            .list_accounts(Some(&of))
+            .await?;
         Ok(AccountList {
             accounts: rows.into_iter().map(account).collect(),
         })

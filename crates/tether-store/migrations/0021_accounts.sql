@@ -25,7 +25,25 @@ CREATE TABLE link_codes (
     used_at INTEGER
 );
 
--- Which chat a conversation's replies go to (the one its latest channel message came
--- from): the others mapped to it stay quiet.
-ALTER TABLE channel_chats ADD COLUMN muted INTEGER NOT NULL DEFAULT 0;
+-- A conversation may now be in one chat per channel (`/here` carries it from Slack to
+-- Telegram), not in one chat overall; which chat its replies go to (the one its latest
+-- channel message came from) is `muted` on the others. SQLite changes a constraint by
+-- rebuilding the table (nothing references it).
+CREATE TABLE channel_chats_new (
+    channel TEXT NOT NULL,
+    chat_key TEXT NOT NULL,
+    conversation_id TEXT NOT NULL REFERENCES conversations(id),
+    address TEXT NOT NULL,
+    event_cursor INTEGER NOT NULL DEFAULT 0,
+    created_at INTEGER NOT NULL,
+    muted INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (channel, chat_key),
+    UNIQUE (channel, conversation_id)
+);
+INSERT INTO channel_chats_new (channel, chat_key, conversation_id, address, event_cursor,
+    created_at)
+    SELECT channel, chat_key, conversation_id, address, event_cursor, created_at
+    FROM channel_chats;
+DROP TABLE channel_chats;
+ALTER TABLE channel_chats_new RENAME TO channel_chats;
 CREATE INDEX channel_chats_of_conversation ON channel_chats (conversation_id);

@@ -64,9 +64,7 @@ pub use people::secret::{
     CODE_LEN, TOKEN_PREFIX, display_code, hash_secret, new_code, new_secret, new_token_id,
     normalize_code,
 };
-pub use people::{
-    AccountRow, LinkCodeRow, NewAudit, NewPerson, NewToken, PersonRow, TokenRow,
-};
+pub use people::{AccountRow, LinkCodeRow, NewAudit, NewPerson, NewToken, PersonRow, TokenRow};
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use requests::{NewApproval, NewQuestion};
 

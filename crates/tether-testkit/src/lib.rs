@@ -13,6 +13,7 @@ pub mod fake_feishu;
 pub mod fake_slack;
 pub mod fake_telegram;
 pub mod mock_model;
+pub mod people;
 pub mod postgres;
 pub mod real_agents;
 mod sse;

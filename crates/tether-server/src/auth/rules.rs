@@ -91,6 +91,7 @@ pub(crate) const RULES: &[(&str, &str, Action)] = &[
         Action::LinkOthers,
     ),
     ("GET", "/api/v1/pairings", Action::DecidePairing),
+    ("GET", "/api/v1/conversations/{id}/chats", Action::Read),
     (
         "POST",
         "/api/v1/pairings/{code}/approve",

@@ -60,7 +60,10 @@ pub(crate) async fn redeem(
         Err(e) => {
             if e.code() == ErrorCode::NotFound {
                 let now = std::time::Instant::now();
-                state.guard.refused(peer.0, now, "a wrong, used or expired link code").await;
+                state
+                    .guard
+                    .refused(peer.0, now, "a wrong, used or expired link code")
+                    .await;
             }
             Err(e.into())
         }

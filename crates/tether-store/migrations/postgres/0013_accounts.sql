@@ -26,7 +26,11 @@ CREATE TABLE link_codes (
     used_at BIGINT
 );
 
--- Which chat a conversation's replies go to (the one its latest channel message came
--- from): the others mapped to it stay quiet.
+-- A conversation may now be in one chat per channel (`/here` carries it from Slack to
+-- Telegram), not in one chat overall; which chat its replies go to (the one its latest
+-- channel message came from) is `muted` on the others.
+ALTER TABLE channel_chats DROP CONSTRAINT channel_chats_conversation_id_key;
+ALTER TABLE channel_chats ADD CONSTRAINT channel_chats_channel_conversation_id_key
+    UNIQUE (channel, conversation_id);
 ALTER TABLE channel_chats ADD COLUMN muted BIGINT NOT NULL DEFAULT 0;
 CREATE INDEX channel_chats_of_conversation ON channel_chats (conversation_id);

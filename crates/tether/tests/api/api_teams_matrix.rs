@@ -11,7 +11,7 @@ use tether_core::authz::{Actor, Scopes, Target, decide};
 use tether_proto::{PersonId, Role, TokenScope, Visibility};
 use tether_testkit::{Daemon, DaemonOptions, within};
 
-use crate::api_teams::{Who, person};
+use tether_testkit::people::{Who, person};
 
 /// Every operation behind a token: (method, path template).
 fn secured_operations(doc: &Value) -> Vec<(String, String)> {

@@ -7,5 +7,6 @@ mod channels_discord;
 mod channels_feishu;
 mod channels_feishu_ws;
 mod channels_files;
+mod channels_people;
 mod channels_slack;
 mod channels_telegram;
