@@ -202,7 +202,70 @@ async fn the_audit_log_pages_newest_first(b: Backend) {
     assert_eq!(targets, ["t1", "t0"]);
 }
 
+async fn an_account_links_once_and_a_link_code_is_taken_once_before_it_expires(b: Backend) {
+    let (_d, store) = support::open(b).await;
+    let people = store.people();
+    for id in ["ann", "bob"] {
+        people
+            .add_person(&new_person(id, None, Role::Member))
+            .await
+            .unwrap();
+    }
+    let (ann, bob) = (PersonId::new("ann"), PersonId::new("bob"));
+    let a = people
+        .link_account("telegram", "111", "Ann", &ann, "Ann on web")
+        .await
+        .unwrap();
+    assert_eq!((a.person_id.clone(), a.linked_by.as_str()), (ann.clone(), "Ann on web"));
+    let twice = people
+        .link_account("telegram", "111", "Ann", &bob, "admin")
+        .await;
+    assert!(matches!(twice, Err(StoreError::Duplicate { .. })), "{twice:?}");
+    assert_eq!(
+        people.channel_account("telegram", "111").await.unwrap(),
+        Some(a.clone())
+    );
+    assert_eq!(people.list_accounts(Some(&bob)).await.unwrap(), []);
+    assert_eq!(people.list_accounts(None).await.unwrap(), [a.clone()]);
+    assert_eq!(
+        people.unlink_account("telegram", "111").await.unwrap(),
+        Some(a)
+    );
+    assert_eq!(people.unlink_account("telegram", "111").await.unwrap(), None);
+    people
+        .link_account("telegram", "111", "Ann", &bob, "admin")
+        .await
+        .unwrap();
+
+    // A code is taken once; an expired one never; an unknown one is the same `None`.
+    let later = now_ms() + 600_000;
+    people
+        .add_link_code("h-account", Some(("slack", "UANN", "Ann")), None, later)
+        .await
+        .unwrap();
+    people
+        .add_link_code("h-person", None, Some(&ann), later)
+        .await
+        .unwrap();
+    people
+        .add_link_code("h-old", None, Some(&ann), now_ms() - 1)
+        .await
+        .unwrap();
+    let taken = people.take_link_code("h-account").await.unwrap().unwrap();
+    assert_eq!(
+        taken.account,
+        Some(("slack".into(), "UANN".into(), "Ann".into()))
+    );
+    assert_eq!(taken.person_id, None);
+    assert_eq!(people.take_link_code("h-account").await.unwrap(), None);
+    let taken = people.take_link_code("h-person").await.unwrap().unwrap();
+    assert_eq!((taken.account, taken.person_id), (None, Some(ann)));
+    assert_eq!(people.take_link_code("h-old").await.unwrap(), None);
+    assert_eq!(people.take_link_code("h-unknown").await.unwrap(), None);
+}
+
 contract!(
+    an_account_links_once_and_a_link_code_is_taken_once_before_it_expires,
     the_first_owner_is_made_once_and_the_last_owner_stays,
     tokens_are_found_by_hash_and_stop_when_revoked_or_expired,
     the_audit_log_pages_newest_first,
