@@ -43,8 +43,8 @@ fn account(a: AccountRow) -> ChannelAccount {
 
 fn no_code() -> RuntimeError {
     RuntimeError::NotFound {
-        what: "link code (unknown, used or expired)",
-        id: String::new(),
+        what: "link code",
+        id: "unknown, used or expired".to_owned(),
     }
 }
 

@@ -51,6 +51,7 @@ static ASSETS: &[Asset] = &[
     asset!("js/delegate.js", JS),
     asset!("js/tasks.js", JS),
     asset!("js/spans.js", JS),
+    asset!("js/people.js", JS),
 ];
 
 /// Strong validators, computed once: FNV-1a of each file's bytes.

@@ -216,11 +216,17 @@ async fn an_account_links_once_and_a_link_code_is_taken_once_before_it_expires(b
         .link_account("telegram", "111", "Ann", &ann, "Ann on web")
         .await
         .unwrap();
-    assert_eq!((a.person_id.clone(), a.linked_by.as_str()), (ann.clone(), "Ann on web"));
+    assert_eq!(
+        (a.person_id.clone(), a.linked_by.as_str()),
+        (ann.clone(), "Ann on web")
+    );
     let twice = people
         .link_account("telegram", "111", "Ann", &bob, "admin")
         .await;
-    assert!(matches!(twice, Err(StoreError::Duplicate { .. })), "{twice:?}");
+    assert!(
+        matches!(twice, Err(StoreError::Duplicate { .. })),
+        "{twice:?}"
+    );
     assert_eq!(
         people.channel_account("telegram", "111").await.unwrap(),
         Some(a.clone())
@@ -231,7 +237,10 @@ async fn an_account_links_once_and_a_link_code_is_taken_once_before_it_expires(b
         people.unlink_account("telegram", "111").await.unwrap(),
         Some(a)
     );
-    assert_eq!(people.unlink_account("telegram", "111").await.unwrap(), None);
+    assert_eq!(
+        people.unlink_account("telegram", "111").await.unwrap(),
+        None
+    );
     people
         .link_account("telegram", "111", "Ann", &bob, "admin")
         .await

@@ -9,6 +9,7 @@ import { Composer } from "./composer.js";
 import { DelegateBar, continues } from "./delegate.js";
 import { TaskCards } from "./tasks.js";
 import { loadSpan } from "./spans.js";
+import { renderChats, continueOn } from "./people.js";
 
 /** Older messages load when the view is this close to the top (px). */
 const NEAR_TOP = 300;
@@ -43,6 +44,7 @@ export class Chat {
     });
     $("new-session").addEventListener("click", () => this.control("new-session"));
     $("detach").addEventListener("click", () => this.control("detach"));
+    $("continue-on").addEventListener("click", () => this.id && continueOn(this.id));
     $("agent-picker").addEventListener("change", () => this.pickerChanged());
     $("model-picker").addEventListener("input", () => this.pickerChanged());
     $("rename").addEventListener("click", () => this.startRename());
@@ -182,6 +184,13 @@ export class Chat {
     this.composer.setRunning(busy);
     this.timeline.setQueueLen(conv.queue_len || 0);
     this.renderBinding();
+    // Which chat gets the replies can change with each message (any channel's).
+    const chatsKey = `${conv.id} ${conv.state} ${conv.updated_at_ms}`;
+    if (this.chatsKey !== chatsKey) {
+      if (!this.conv || $("conv-chats").dataset.conversation !== conv.id) $("continue-hint").hidden = true;
+      this.chatsKey = chatsKey;
+      renderChats(conv.id);
+    }
     this.delegate.show(conv);
     this.onChange(conv);
   }
