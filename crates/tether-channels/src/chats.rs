@@ -56,7 +56,7 @@ pub(crate) async fn new_conversation(
         (true, GroupMode::User) => format!("{} in {}", msg.sender.name, msg.chat.title),
         _ => msg.chat.title.clone(),
     };
-    let shared = !crate::identity::own_lane(core, msg);
+    let shared = !own_lane(core, msg);
     let conv = rt
         .create_conversation(CreateConversation {
             title: Some(format!("{}: {title}", label(core.name()))),
@@ -82,6 +82,12 @@ pub(crate) async fn new_conversation(
     };
     core.remember_chat(chat.clone());
     Ok(chat)
+}
+
+/// Whether the lane is the sender's own (a direct message, or their lane in a group),
+/// not one a group shares.
+pub(crate) fn own_lane(core: &SharedCore, msg: &Inbound) -> bool {
+    !msg.chat.is_group || core.group_mode == GroupMode::User
 }
 
 /// The channel's name as people write it (`Telegram`).

@@ -33,7 +33,7 @@ pub(crate) struct Core {
     /// Tells the pump that a chat was mapped or unmapped (it follows the mapped ones).
     pub chats_changed: Notify,
     /// Wrong `/link <code>` tries per account.
-    pub link_failures: crate::identity::LinkFailures,
+    pub link_failures: crate::tries::LinkFailures,
 }
 
 pub(crate) type SharedCore = Arc<Core>;
@@ -67,7 +67,7 @@ impl Core {
             wake: Notify::new(),
             chats: Mutex::new(chats),
             chats_changed: Notify::new(),
-            link_failures: crate::identity::LinkFailures::default(),
+            link_failures: crate::tries::LinkFailures::default(),
         }))
     }
 

@@ -13,28 +13,20 @@
 //! - A **stranger** gets a pairing code, or links with a code the page gave.
 //!
 //! `/link` gives a code to enter on the page; `/link <code>` takes one the page gave.
-//! Wrong codes are counted per account (at most [`MAX_LINK_FAILURES`] in
-//! [`LINK_FAILURE_WINDOW`]). `/here <conversation>` carries a conversation the person may
+//! Wrong codes are counted per account (`tries.rs`). `/here <conversation>` carries a conversation the person may
 //! write to into this chat: the same agent session goes on here, and its replies come to
 //! the chat its latest message came from.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tether_core::authz::Action;
 use tether_proto::{ConversationId, ErrorCode, Visibility};
 use tether_runtime::{AccountStatus, Identity, Runtime, RuntimeError};
 
 use crate::ChannelError;
-use crate::chats::label;
-use crate::config::GroupMode;
+use crate::chats::{label, own_lane};
 use crate::core::SharedCore;
 use crate::inbound::Inbound;
-
-/// Wrong link codes one account may send within [`LINK_FAILURE_WINDOW`].
-pub const MAX_LINK_FAILURES: u32 = 5;
-pub const LINK_FAILURE_WINDOW: Duration = Duration::from_secs(600);
 
 /// Who a message is from.
 pub(crate) enum Who {
@@ -76,17 +68,19 @@ pub(crate) async fn of(core: &SharedCore, msg: &Inbound) -> Result<Who, ChannelE
             identity,
         },
         AccountStatus::Disabled => Who::Disabled,
-        AccountStatus::Unlinked if crate::route::allowed(core, &msg.sender.id).await? => {
-            Who::Admitted
-        }
+        AccountStatus::Unlinked if allowed(core, &msg.sender.id).await? => Who::Admitted,
         AccountStatus::Unlinked => Who::Stranger,
     })
 }
 
-/// Whether the lane is the sender's own (a direct message, or their lane in a group),
-/// not one a group shares.
-pub(crate) fn own_lane(core: &SharedCore, msg: &Inbound) -> bool {
-    !msg.chat.is_group || core.group_mode == GroupMode::User
+/// The sender may talk to the agents here: allowed by the config file or by pairing.
+pub(crate) async fn allowed(core: &SharedCore, user_id: &str) -> Result<bool, ChannelError> {
+    Ok(core.allowed_users.contains(user_id)
+        || core
+            .store
+            .channels()
+            .channel_user_allowed(core.name(), user_id)
+            .await?)
 }
 
 /// Before a linked person's message runs in `conversation`: their own lane's
@@ -124,28 +118,6 @@ pub(crate) async fn claim(
             .await?;
     }
     Ok(())
-}
-
-/// Wrong `/link <code>` tries per account.
-#[derive(Default)]
-pub(crate) struct LinkFailures(Mutex<HashMap<String, (Instant, u32)>>);
-
-impl LinkFailures {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, u32)>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn blocked(&self, user: &str, now: Instant) -> bool {
-        self.lock().get(user).is_some_and(|(since, n)| {
-            now.duration_since(*since) < LINK_FAILURE_WINDOW && *n >= MAX_LINK_FAILURES
-        })
-    }
-
-    fn failed(&self, user: &str, now: Instant) {
-        let mut map = self.lock();
-        map.retain(|_, (since, _)| now.duration_since(*since) < LINK_FAILURE_WINDOW);
-        map.entry(user.to_owned()).or_insert((now, 0)).1 += 1;
-    }
 }
 
 /// `/link` and `/here`: the answer when `text` is one of them (`None`: it is not).

@@ -42,6 +42,7 @@ mod registry;
 mod route;
 mod signed;
 mod sweep;
+mod tries;
 
 use std::collections::HashMap;
 use std::sync::Arc;

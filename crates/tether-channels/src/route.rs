@@ -159,16 +159,6 @@ struct To<'a> {
     by: &'a str,
 }
 
-/// The sender may talk to the agents here: allowed by the config file or by pairing.
-pub(crate) async fn allowed(core: &SharedCore, user_id: &str) -> Result<bool, ChannelError> {
-    Ok(core.allowed_users.contains(user_id)
-        || core
-            .store
-            .channels()
-            .channel_user_allowed(core.name(), user_id)
-            .await?)
-}
-
 /// Routes a person's message (once: its turn id comes from the inbound key) and tells
 /// them right away what happened to it.
 async fn send(

@@ -92,10 +92,9 @@ impl People<'_> {
     ) -> Result<LinkCode> {
         let code = new_code();
         let store = &self.rt.ctx().store;
-        let expires_at_ms = tether_store::now_ms() + LINK_CODE_TTL_MS;
-        store
+        let expires_at_ms = store
             .people()
-            .add_link_code(&hash_secret(&code), account, person, expires_at_ms)
+            .add_link_code(&hash_secret(&code), account, person, LINK_CODE_TTL_MS)
             .await?;
         let shown = display_code(&code);
         Ok(LinkCode {

@@ -305,7 +305,7 @@ async fn normalize(
         return Ok(None);
     }
     // An unknown sender is answered where they wrote (no thread for them).
-    if !route::allowed(core, &sender.id)
+    if !crate::identity::allowed(core, &sender.id)
         .await
         .map_err(|e| e.to_string())?
     {

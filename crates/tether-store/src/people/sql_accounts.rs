@@ -106,17 +106,18 @@ impl Db {
         rows.iter().map(account).collect()
     }
 
-    /// Stores a code (its hash) that expires at `expires_at_ms`, for an account (made on
-    /// the channel) or for a person (made on the page). Codes used or expired over a day
-    /// ago are deleted here.
+    /// Stores a code (its hash) that expires `ttl_ms` from the store's now, for an account
+    /// (made on the channel) or for a person (made on the page); returns when it expires.
+    /// Codes expired over a day ago are deleted here.
     pub async fn add_link_code(
         &self,
         hash: &str,
         account: Option<(&str, &str, &str)>,
         person: Option<&PersonId>,
-        expires_at_ms: i64,
-    ) -> Result<()> {
+        ttl_ms: i64,
+    ) -> Result<i64> {
         let now = self.now_ms();
+        let expires_at_ms = now + ttl_ms;
         let mut tx = self.writer.begin().await?;
         sqlx::query("DELETE FROM link_codes WHERE expires_at < $1")
             .bind(now - 24 * 3600 * 1000)
@@ -136,7 +137,7 @@ impl Db {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(())
+        Ok(expires_at_ms)
     }
 
     /// Takes the code with `hash`: once, and only before it expires. `None`: unknown,
