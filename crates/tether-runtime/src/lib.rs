@@ -28,6 +28,7 @@ mod ownership;
 mod people;
 mod seams;
 mod session;
+mod sign_in;
 mod spare;
 mod views;
 
@@ -51,4 +52,5 @@ pub use listing::ConversationPage;
 pub use people::People;
 pub use seams::{Clock, Drivers, Seams, SystemClock, Wait};
 pub use session::pool::{PoolConfig, PoolStatus};
+pub use sign_in::{SignedIn, VerifiedUser};
 pub use tether_store::{Batch, Follower, Scope, TOKEN_PREFIX};

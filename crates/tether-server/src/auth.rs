@@ -23,6 +23,7 @@ use tether_runtime::{Identity, Runtime};
 use crate::AppState;
 use crate::error::ApiError;
 
+pub(crate) mod cookies;
 pub(crate) mod guesses;
 pub(crate) mod rules;
 
@@ -278,7 +279,7 @@ pub(crate) async fn require_header(
 ) -> Result<Response, ApiError> {
     let who = match bearer(req.headers()) {
         Some(token) => auth.identify(token, peer(req.extensions())).await?,
-        None => None,
+        None => auth.cookie_identity(req.headers(), req.method()).await?,
     };
     match who {
         Some(who) => admit(&auth, who, req, next).await,
@@ -298,7 +299,7 @@ pub(crate) async fn require_header_or_query(
     };
     let who = match presented {
         Some(token) => auth.identify(&token, peer(req.extensions())).await?,
-        None => None,
+        None => auth.cookie_identity(req.headers(), req.method()).await?,
     };
     match who {
         Some(who) => admit(&auth, who, req, next).await,

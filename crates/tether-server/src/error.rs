@@ -46,6 +46,14 @@ impl ApiError {
         Self::new(ErrorCode::BadRequest, message)
     }
 
+    /// A change signed in by cookie without the session's `X-Tether-CSRF` token.
+    pub fn csrf() -> Self {
+        Self::new(
+            ErrorCode::Forbidden,
+            "a change made with the sign-in cookie needs the X-Tether-CSRF header",
+        )
+    }
+
     pub fn unauthorized() -> Self {
         Self::new(ErrorCode::Unauthorized, "missing or wrong bearer token")
     }

@@ -16,6 +16,7 @@ mod handlers;
 mod host;
 mod links;
 mod list_sse;
+mod oidc;
 mod openapi;
 mod serve;
 mod sse;
@@ -46,6 +47,47 @@ pub use serve::serve;
 pub struct AuthConfig {
     /// The bearer token every protected request must carry.
     pub token: String,
+    /// `[auth.oidc]`: sign-in on the page with OpenID Connect.
+    pub oidc: Option<OidcConfig>,
+}
+
+/// `[auth.oidc]` (issue 28): the provider, the client, who may be added and with which
+/// role, and the session's cookies.
+#[derive(Clone)]
+pub struct OidcConfig {
+    /// Without the trailing slash; discovery is `<issuer>/.well-known/openid-configuration`.
+    pub issuer: String,
+    pub client_id: String,
+    pub client_secret: Option<String>,
+    /// Where the provider returns (default: `http(s)://<Host>/api/v1/auth/oidc/callback`).
+    pub redirect_url: Option<String>,
+    /// Email domains a person may be added from at first sign-in (empty: any the
+    /// provider vouches for); a person an admin added by email always may sign in.
+    pub allowed_domains: Vec<String>,
+    /// The ID token claim whose values map to roles (`roles`).
+    pub role_claim: Option<String>,
+    pub roles: std::collections::BTreeMap<String, tether_proto::Role>,
+    pub default_role: tether_proto::Role,
+    pub session_ttl: std::time::Duration,
+    /// Cookies marked `Secure` (served over TLS).
+    pub secure_cookies: bool,
+}
+
+impl std::fmt::Debug for OidcConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OidcConfig")
+            .field("issuer", &self.issuer)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &self.client_secret.as_ref().map(|_| "<redacted>"))
+            .field("redirect_url", &self.redirect_url)
+            .field("allowed_domains", &self.allowed_domains)
+            .field("role_claim", &self.role_claim)
+            .field("roles", &self.roles)
+            .field("default_role", &self.default_role)
+            .field("session_ttl", &self.session_ttl)
+            .field("secure_cookies", &self.secure_cookies)
+            .finish()
+    }
 }
 
 impl std::fmt::Debug for AuthConfig {
@@ -133,6 +175,8 @@ pub(crate) struct AppState {
     pub links: links::Signer,
     /// The guessing limit, for routes that check codes of their own (link codes).
     pub guard: auth::Auth,
+    /// `[auth.oidc]`'s provider.
+    pub oidc: Option<Arc<oidc::provider::Provider>>,
 }
 
 /// The whole HTTP API: `/api/v1/*`, `/api/openapi.json`, the web page at `/`, JSON 404
@@ -160,8 +204,9 @@ pub fn router_with(
     extra: ExtraRoutes,
 ) -> Router {
     use utoipa::OpenApi as _;
+    let auth_config = auth;
     let auth = auth::Auth::new(
-        auth.token,
+        auth_config.token.clone(),
         runtime.clone(),
         limits.token_failures_per_minute,
     );
@@ -174,6 +219,7 @@ pub fn router_with(
         openapi: Arc::new(doc),
         links: links::Signer::new(&auth.token()),
         guard: auth.clone(),
+        oidc: oidc::provider(auth_config.oidc),
     };
     let uploads = limit_bodies(
         upload_routes(auth.clone(), limits).with_state(state.clone()),
@@ -316,6 +362,7 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
             axum::routing::patch(handlers::people::update_person),
         )
         .route("/api/v1/audit", get(handlers::audit::audit))
+        .route("/api/v1/auth/signout", post(oidc::signout))
         .route(
             "/api/v1/me/accounts",
             get(handlers::accounts::my_accounts).post(handlers::accounts::redeem),
@@ -374,6 +421,9 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
 
     let public = Router::new()
         .route("/api/v1/health", get(handlers::health))
+        .route("/api/v1/auth/providers", get(oidc::providers))
+        .route("/api/v1/auth/oidc/login", get(oidc::login))
+        .route("/api/v1/auth/oidc/callback", get(oidc::callback))
         .route("/api/v1/ready", get(handlers::ready))
         .route("/api/openapi.json", get(openapi::serve_openapi))
         .merge(web::routes());

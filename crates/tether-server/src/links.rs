@@ -204,7 +204,7 @@ pub(crate) async fn require_header_or_link(
     let who = match auth::bearer(req.headers()) {
         Some(token) => auth.identify(token, auth::peer(req.extensions())).await?,
         None => match signer.opened_by(req.uri(), now_secs()) {
-            None => None,
+            None => auth.cookie_identity(req.headers(), req.method()).await?,
             Some(None) => Some(auth.owner()),
             Some(Some(person)) => auth.reader(&person).await?,
         },

@@ -61,10 +61,13 @@ pub use handles::{
     Attachments, Channels, Cluster, Conversations, Delegation, Events, People, Recovery, Requests,
 };
 pub use people::secret::{
-    CODE_LEN, TOKEN_PREFIX, display_code, hash_secret, new_code, new_secret, new_token_id,
-    normalize_code,
+    CODE_LEN, SESSION_PREFIX, TOKEN_PREFIX, display_code, hash_secret, new_code, new_secret,
+    new_secret_with, new_token_id, normalize_code,
 };
-pub use people::{AccountRow, LinkCodeRow, NewAudit, NewPerson, NewToken, PersonRow, TokenRow};
+pub use people::{
+    AccountRow, LinkCodeRow, NewAudit, NewPerson, NewToken, OidcLoginRow, PersonRow, TokenRow,
+    WebSessionRow,
+};
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use requests::{NewApproval, NewQuestion};
 

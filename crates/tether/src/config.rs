@@ -52,6 +52,8 @@ pub struct FileConfig {
     pub store: Option<crate::config_store::StoreFile>,
     /// `[cluster]`: this node's lease (see `cluster`).
     pub cluster: Option<crate::cluster::ClusterFile>,
+    /// `[auth]`: sign-in on the page (see `config_auth`).
+    pub auth: Option<crate::config_auth::AuthFile>,
 }
 
 /// `[attachments]`: the largest file and the largest sum of one message's files, in
@@ -155,6 +157,8 @@ pub struct Settings {
     pub channels: tether_channels::ChannelsConfig,
     /// `[server]`: HTTP time-outs and allowed host names.
     pub server: crate::config_server::ServerSettings,
+    /// `[auth.oidc]`: sign-in on the page with OpenID Connect (`None`: tokens only).
+    pub oidc: Option<tether_server::OidcConfig>,
     /// `[attachments]`: size limits.
     pub attachments: tether_runtime::AttachmentLimits,
     /// The database URL (`None`: SQLite in the data dir; see `config_store`).
@@ -336,6 +340,7 @@ impl Settings {
             token_override,
             channels: crate::config_channels::resolve(file.channels)?,
             server: crate::config_server::resolve(file.server)?,
+            oidc: crate::config_auth::resolve(file.auth, env("TETHER_OIDC_CLIENT_SECRET"))?,
             attachments: attachment_limits(file.attachments.unwrap_or_default())?,
             query_timeout: crate::config_store::query_timeout(file.store.as_ref()),
             database_url: crate::config_store::resolve(env("TETHER_DATABASE_URL"), file.store)?,

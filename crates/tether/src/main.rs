@@ -8,6 +8,7 @@
 
 mod cluster;
 mod config;
+mod config_auth;
 mod config_channels;
 mod config_server;
 mod config_slack;

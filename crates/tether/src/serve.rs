@@ -92,7 +92,16 @@ pub async fn run(settings: Settings) -> Result<()> {
     limits.upload_limit =
         usize::try_from(settings.attachments.max_message_bytes).unwrap_or(usize::MAX) + 1024 * 1024;
     let router =
-        tether_server::router_with(runtime.clone(), AuthConfig { token }, limits, hosts, extra)
+        tether_server::router_with(
+            runtime.clone(),
+            AuthConfig {
+                token,
+                oidc: settings.oidc.clone(),
+            },
+            limits,
+            hosts,
+            extra,
+        )
             .layer(axum::Extension(InstanceId(record.instance_id.clone())));
     // Written before the address is printed, so whoever reads that line finds it;
     // removed when this function returns.

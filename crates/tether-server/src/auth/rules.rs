@@ -64,6 +64,7 @@ pub(crate) const RULES: &[(&str, &str, Action)] = &[
     ("GET", "/api/v1/turns/{id}/files/content", Action::Read),
     ("POST", "/api/v1/links", Action::ReadNode),
     ("GET", "/api/v1/me", Action::ReadNode),
+    ("POST", "/api/v1/auth/signout", Action::ReadNode),
     // MCP: let in to list the tools; each tool call is checked by the runtime.
     ("GET", "/mcp", Action::ReadNode),
     ("POST", "/mcp", Action::ReadNode),

@@ -59,6 +59,8 @@ macro_rules! backend_modules {
         mod people_accounts;
         #[path = "../people/sql_audit.rs"]
         mod people_audit;
+        #[path = "../people/sql_sessions.rs"]
+        mod people_sessions;
         #[path = "../recovery/sql.rs"]
         mod recovery;
         #[path = "../requests/sql.rs"]

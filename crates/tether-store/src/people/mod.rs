@@ -102,3 +102,20 @@ pub struct LinkCodeRow {
     pub created_at_ms: i64,
     pub expires_at_ms: i64,
 }
+
+/// A browser's sign-in session (`sql_sessions.rs`), by the hash of its cookie's secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebSessionRow {
+    pub person_id: PersonId,
+    /// What the page sends back in `X-Tether-CSRF` with every change.
+    pub csrf: String,
+    pub created_at_ms: i64,
+    pub expires_at_ms: i64,
+}
+
+/// An OpenID Connect sign-in in flight, as its callback takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OidcLoginRow {
+    pub nonce: String,
+    pub verifier: String,
+}

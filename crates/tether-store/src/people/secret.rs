@@ -10,9 +10,18 @@ pub const TOKEN_PREFIX: &str = "tth_";
 
 /// A new secret and its hash.
 pub fn new_secret() -> (String, String) {
+    new_secret_with(TOKEN_PREFIX)
+}
+
+/// What a sign-in session's cookie secret starts with.
+pub const SESSION_PREFIX: &str = "tts_";
+
+/// A new secret with `prefix` (32 random bytes in hex) and its hash: a sign-in
+/// session's cookie, its CSRF token.
+pub fn new_secret_with(prefix: &str) -> (String, String) {
     let mut bytes = [0u8; 32];
     rand::rngs::OsRng.fill_bytes(&mut bytes);
-    let secret = format!("{TOKEN_PREFIX}{}", hex(&bytes));
+    let secret = format!("{prefix}{}", hex(&bytes));
     let hash = hash_secret(&secret);
     (secret, hash)
 }
