@@ -50,7 +50,7 @@ export async function startPostgres() {
 }
 
 /** A running daemon; `stop()` kills it and removes its home. */
-export async function startDaemon({ approvalTimeoutSecs = 1800, database = null } = {}) {
+export async function startDaemon({ approvalTimeoutSecs = 1800, database = null, extraConfig = "" } = {}) {
   for (const b of ["tether", "fake-agent"]) {
     if (!existsSync(BIN(b))) throw new Error(`${BIN(b)} is missing: run \`cargo build --workspace --bins\` first`);
   }
@@ -72,6 +72,7 @@ export async function startDaemon({ approvalTimeoutSecs = 1800, database = null 
     "",
     agent("fake") + agent("fake2") + agent("fake-broken", `, "--exit-on-start"`),
     database ? `[store]\nurl = ${toml(database)}\n` : "",
+    extraConfig,
   ].join("\n");
   const configPath = path.join(home, "tether.toml");
   await writeFile(configPath, config);

@@ -66,8 +66,11 @@ impl People<'_> {
                 _ => p,
             },
             None if !user.may_add => {
-                self.refuse(user, "no person has this email, and its domain is not allowed")
-                    .await;
+                self.refuse(
+                    user,
+                    "no person has this email, and its domain is not allowed",
+                )
+                .await;
                 return Err(Denied::Forbidden.into());
             }
             None => {
@@ -86,7 +89,11 @@ impl People<'_> {
                     })
                     .await?;
                 let who = identity(&added);
-                let detail = format!("{:?} as {} at first sign-in", added.name, added.role.as_str());
+                let detail = format!(
+                    "{:?} as {} at first sign-in",
+                    added.name,
+                    added.role.as_str()
+                );
                 self.record(
                     Some(&who),
                     &user.via,
@@ -106,8 +113,14 @@ impl People<'_> {
             .await?;
         let who = identity(&person);
         let by = format!("{} on {}", person.name, user.via);
-        self.record(Some(&who), &by, AuditAction::SignIn, Some(&user.email), None)
-            .await;
+        self.record(
+            Some(&who),
+            &by,
+            AuditAction::SignIn,
+            Some(&user.email),
+            None,
+        )
+        .await;
         Ok(SignedIn {
             secret,
             csrf,

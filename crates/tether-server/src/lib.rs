@@ -78,7 +78,10 @@ impl std::fmt::Debug for OidcConfig {
         f.debug_struct("OidcConfig")
             .field("issuer", &self.issuer)
             .field("client_id", &self.client_id)
-            .field("client_secret", &self.client_secret.as_ref().map(|_| "<redacted>"))
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| "<redacted>"),
+            )
             .field("redirect_url", &self.redirect_url)
             .field("allowed_domains", &self.allowed_domains)
             .field("role_claim", &self.role_claim)

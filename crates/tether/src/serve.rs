@@ -91,18 +91,17 @@ pub async fn run(settings: Settings) -> Result<()> {
     // An upload carries at most one message's files, plus the multipart framing.
     limits.upload_limit =
         usize::try_from(settings.attachments.max_message_bytes).unwrap_or(usize::MAX) + 1024 * 1024;
-    let router =
-        tether_server::router_with(
-            runtime.clone(),
-            AuthConfig {
-                token,
-                oidc: settings.oidc.clone(),
-            },
-            limits,
-            hosts,
-            extra,
-        )
-            .layer(axum::Extension(InstanceId(record.instance_id.clone())));
+    let router = tether_server::router_with(
+        runtime.clone(),
+        AuthConfig {
+            token,
+            oidc: settings.oidc.clone(),
+        },
+        limits,
+        hosts,
+        extra,
+    )
+    .layer(axum::Extension(InstanceId(record.instance_id.clone())));
     // Written before the address is printed, so whoever reads that line finds it;
     // removed when this function returns.
     let _published = daemon_record::publish(&settings.data_dir, &record)?;

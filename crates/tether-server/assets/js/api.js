@@ -55,8 +55,26 @@ export class ApiError extends Error {
 }
 
 /** `api("POST", "/api/v1/...", body)` → the parsed JSON body; throws ApiError. */
+/** The sign-in cookie's CSRF token (a session from "Sign in with…"), or "". */
+export function csrfToken() {
+  const m = document.cookie.match(/(?:^|;\s*)tether_csrf=([^;]*)/);
+  return m ? decodeURIComponent(m[1]) : "";
+}
+
+/** With a token: the bearer header. Without one (signed in by cookie): the cookie goes
+ * by itself, and a change carries the session's CSRF token. */
+function authHeaders(token, method) {
+  if (token) return { Authorization: `Bearer ${token}` };
+  return method === "GET" || method === "HEAD" ? {} : { "X-Tether-CSRF": csrfToken() };
+}
+
+/** `?token=…&` for an EventSource URL (nothing when signed in by cookie). */
+export function tokenParam() {
+  return memoryToken ? `token=${enc(memoryToken)}` : "";
+}
+
 export async function api(method, path, body, opts = {}) {
-  const headers = { Authorization: `Bearer ${opts.token ?? memoryToken}`, "X-Tether-Client": "web" };
+  const headers = { ...authHeaders(opts.token ?? memoryToken, method), "X-Tether-Client": "web" };
   const init = { method, headers, cache: "no-store" };
   if (body !== undefined) {
     headers["Content-Type"] = "application/json";
@@ -94,7 +112,7 @@ export async function uploadFiles(convId, files) {
   let resp;
   try {
     resp = await fetch(`/api/v1/conversations/${encodeURIComponent(convId)}/attachments`, {
-      method: "POST", headers: { Authorization: `Bearer ${memoryToken}` }, body: form, cache: "no-store",
+      method: "POST", headers: authHeaders(memoryToken, "POST"), body: form, cache: "no-store",
     });
   } catch {
     throw new ApiError(0, "network", "cannot reach tether (network error)");
@@ -177,7 +195,7 @@ export async function historyAfter(convId, afterId) {
 export async function apiPage(path) {
   let resp;
   try {
-    resp = await fetch(path, { headers: { Authorization: `Bearer ${memoryToken}` }, cache: "no-store" });
+    resp = await fetch(path, { headers: authHeaders(memoryToken, "GET"), cache: "no-store" });
   } catch {
     throw new ApiError(0, "network", "cannot reach tether (network error)");
   }
@@ -276,7 +294,7 @@ export function followEvents(convId, afterId, onEvent, onState) {
   const handlers = Object.fromEntries(EVENT_TYPES.map((t) => [t, handle]));
   handlers.message = handle;
   const stream = followStream(
-    () => `/api/v1/conversations/${enc(convId)}/events?after_id=${last}&token=${enc(memoryToken)}`,
+    () => `/api/v1/conversations/${enc(convId)}/events?after_id=${last}&${tokenParam()}`,
     handlers,
     onState,
     () => api("GET", `/api/v1/conversations/${enc(convId)}`).catch(() => {}));
@@ -296,7 +314,7 @@ export function followEvents(convId, afterId, onEvent, onState) {
  */
 export function followList(onChange, onResync, onState) {
   return followStream(
-    () => `/api/v1/conversations/events?token=${enc(memoryToken)}`,
+    () => `/api/v1/conversations/events?${tokenParam()}`,
     { conversation: onChange, resync: () => onResync() },
     (state) => {
       if (state === "live") onResync();

@@ -2,7 +2,7 @@
 // `tether serve` prints, `/#token=…`, and kept in localStorage), the conversation list,
 // the open chat, and the `#c=<id>` address of the open conversation.
 
-import { api, getToken, setToken, handleUnauthorized, handleStoreUnavailable, storeReady, ApiError } from "./api.js";
+import { api, getToken, setToken, handleUnauthorized, handleStoreUnavailable, storeReady, csrfToken, ApiError } from "./api.js";
 import { $, setError } from "./dom.js";
 import { Sidebar } from "./sidebar.js";
 import { Chat } from "./chat.js";
@@ -86,10 +86,37 @@ $("signin-form").addEventListener("submit", (e) => {
   if (token) signIn(token);
 });
 
-$("signout").addEventListener("click", () => {
+$("signout").addEventListener("click", async () => {
+  // A cookie session ends on the server (on every node); a token is only forgotten here.
+  if (!getToken() && csrfToken()) await api("POST", "/api/v1/auth/signout").catch(() => {});
   setToken("");
   showSignIn("");
 });
+
+/** Offers "Sign in with…" when the server has a provider. */
+async function offerProvider() {
+  try {
+    const resp = await fetch("/api/v1/auth/providers", { cache: "no-store" });
+    const p = await resp.json();
+    if (p.oidc) {
+      $("signin-oidc-link").textContent = `Sign in with ${new URL(p.oidc).host}`;
+      $("signin-oidc").hidden = false;
+    }
+  } catch {
+    // Tokens only.
+  }
+}
+
+/** A failed "Sign in with…" comes back as `#signin_error=<code>`. */
+function signInError() {
+  const hash = new URLSearchParams(location.hash.slice(1));
+  const code = hash.get("signin_error");
+  if (!code) return null;
+  hash.delete("signin_error");
+  const f = hash.toString();
+  history.replaceState(null, "", location.pathname + location.search + (f ? "#" + f : ""));
+  return { code, message: "Signing in with your account did not work." };
+}
 
 handleUnauthorized(() => {
   setToken("");
@@ -166,6 +193,9 @@ window.addEventListener("hashchange", () => {
 
 const linked = tokenFromAddress();
 const stored = getToken();
+const refused = signInError();
+offerProvider();
 if (linked) signIn(linked);
 else if (stored) signIn(stored);
-else showSignIn("");
+else if (!refused && csrfToken()) signIn("");
+else showSignIn(refused || "");

@@ -21,8 +21,8 @@ use tether_proto::{AuditAction, Role};
 use tether_runtime::VerifiedUser;
 
 use crate::AppState;
-use crate::auth::cookies::{CSRF_COOKIE, SESSION_COOKIE, cookie, set_cookie};
 use crate::auth::constant_time_eq;
+use crate::auth::cookies::{CSRF_COOKIE, SESSION_COOKIE, cookie, set_cookie};
 use crate::error::ApiError;
 use provider::{OidcError, Provider};
 
@@ -116,7 +116,12 @@ pub(crate) async fn login(State(s): State<AppState>, headers: HeaderMap) -> Resp
     let kept = s
         .runtime
         .people()
-        .keep_sign_in(&started.state, &started.nonce, &started.verifier, LOGIN_TTL_MS)
+        .keep_sign_in(
+            &started.state,
+            &started.nonce,
+            &started.verifier,
+            LOGIN_TTL_MS,
+        )
         .await;
     if let Err(e) = kept {
         return ApiError::from(e).into_response();
@@ -223,8 +228,8 @@ async fn finish(
         .finish(&redirect, code, &login.nonce, &login.verifier)
         .await?;
     let domain = claims.email.rsplit('@').next().unwrap_or_default();
-    let may_add = p.config.allowed_domains.is_empty()
-        || p.config.allowed_domains.iter().any(|d| d == domain);
+    let may_add =
+        p.config.allowed_domains.is_empty() || p.config.allowed_domains.iter().any(|d| d == domain);
     let user = VerifiedUser {
         email: claims.email.clone(),
         name: claims.name,
@@ -273,7 +278,14 @@ async fn failed(s: &AppState, p: &Provider, e: OidcError, email: Option<String>)
             Some(format!("{}: {e}", e.code())),
         )
         .await;
-    let clear = set_cookie(STATE_COOKIE, "", 0, true, p.config.secure_cookies, STATE_PATH);
+    let clear = set_cookie(
+        STATE_COOKIE,
+        "",
+        0,
+        true,
+        p.config.secure_cookies,
+        STATE_PATH,
+    );
     see_other(&format!("/#signin_error={}", e.code()), &[clear])
 }
 
