@@ -6,7 +6,9 @@
 
 use std::sync::Arc;
 
-use openidconnect::core::{CoreAuthenticationFlow, CoreClient, CoreIdToken, CoreProviderMetadata};
+use openidconnect::core::{
+    CoreAuthenticationFlow, CoreClient, CoreIdToken, CoreJwsSigningAlgorithm, CoreProviderMetadata,
+};
 use openidconnect::{
     AuthorizationCode, ClaimsVerificationError, ClientId, ClientSecret, CsrfToken, IssuerUrl,
     Nonce, PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, Scope, SignatureVerificationError,
@@ -194,6 +196,14 @@ impl Provider {
             ClientSecret::new(self.config.client_secret.clone().unwrap_or_default()),
             m.issuer().clone(),
             m.jwks().clone(),
+        )
+        // What the provider says it signs with (RS256 alone is the crate's default), never
+        // `none`.
+        .set_allowed_algs(
+            m.id_token_signing_alg_values_supported()
+                .iter()
+                .filter(|a| **a != CoreJwsSigningAlgorithm::None)
+                .cloned(),
         );
         let claims = token
             .claims(&verifier, &Nonce::new(nonce.to_owned()))
