@@ -186,27 +186,35 @@ fn query_token(uri: &Uri) -> Option<String> {
 /// How often an open stream checks that its personal token still works.
 const RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// The personal token a request presented (header, else `?token=`); `None` for the
-/// bootstrap token or none.
+/// The revocable credential a request presented: a personal token (header, else
+/// `?token=`), else a sign-in session's cookie; `None` for the bootstrap token or none.
 pub(crate) fn personal_token(headers: &HeaderMap, uri: &Uri) -> Option<String> {
     let presented = bearer(headers)
         .map(str::to_owned)
-        .or_else(|| query_token(uri))?;
-    presented
-        .starts_with(tether_runtime::TOKEN_PREFIX)
-        .then_some(presented)
+        .or_else(|| query_token(uri));
+    match presented {
+        Some(p) => p.starts_with(tether_runtime::TOKEN_PREFIX).then_some(p),
+        None => cookies::cookie(headers, cookies::SESSION_COOKIE).map(str::to_owned),
+    }
 }
 
-/// Ends when `secret` stops working (revoked, expired, its person disabled), checked
+/// Ends when `secret` stops working (revoked, signed out, expired, its person disabled), checked
 /// every [`RECHECK`]: an open event stream closes then. Never ends without a personal
 /// token; a store that cannot answer keeps the stream (the next check decides).
 pub(crate) async fn until_revoked(runtime: Runtime, secret: Option<String>) {
     let Some(secret) = secret else {
         return std::future::pending().await;
     };
+    let session = secret.starts_with(tether_runtime::SESSION_PREFIX);
     loop {
         tokio::time::sleep(RECHECK).await;
-        if let Ok(None) = runtime.people().identify_token(&secret).await {
+        let people = runtime.people();
+        let gone = if session {
+            matches!(people.session_identity(&secret).await, Ok(None))
+        } else {
+            matches!(people.identify_token(&secret).await, Ok(None))
+        };
+        if gone {
             return;
         }
     }
