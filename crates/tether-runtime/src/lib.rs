@@ -53,4 +53,4 @@ pub use people::People;
 pub use seams::{Clock, Drivers, Seams, SystemClock, Wait};
 pub use session::pool::{PoolConfig, PoolStatus};
 pub use sign_in::{SignedIn, VerifiedUser};
-pub use tether_store::{Batch, Follower, Scope, SESSION_PREFIX, TOKEN_PREFIX};
+pub use tether_store::{Batch, Follower, SESSION_PREFIX, Scope, TOKEN_PREFIX};
