@@ -73,11 +73,9 @@ fn redirect_url(p: &Provider, headers: &HeaderMap) -> String {
     format!("{scheme}://{host}/api/v1/auth/oidc/callback")
 }
 
-fn see_other(to: &str, cookies: &[String]) -> Response {
-    let mut resp = StatusCode::SEE_OTHER.into_response();
-    if let Ok(v) = HeaderValue::from_str(to) {
-        resp.headers_mut().insert(header::LOCATION, v);
-    }
+/// `status` with `cookies` set, never cached.
+fn with_cookies(status: StatusCode, cookies: &[String]) -> Response {
+    let mut resp = status.into_response();
     for c in cookies {
         if let Ok(v) = HeaderValue::from_str(c) {
             resp.headers_mut().append(header::SET_COOKIE, v);
@@ -85,6 +83,14 @@ fn see_other(to: &str, cookies: &[String]) -> Response {
     }
     resp.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+fn see_other(to: &str, cookies: &[String]) -> Response {
+    let mut resp = with_cookies(StatusCode::SEE_OTHER, cookies);
+    if let Ok(v) = HeaderValue::from_str(to) {
+        resp.headers_mut().insert(header::LOCATION, v);
+    }
     resp
 }
 
@@ -308,16 +314,13 @@ pub(crate) async fn signout(State(s): State<AppState>, headers: HeaderMap) -> Re
     {
         return ApiError::from(e).into_response();
     }
-    let mut resp = StatusCode::NO_CONTENT.into_response();
-    for c in [
-        set_cookie(SESSION_COOKIE, "", 0, true, secure, "/"),
-        set_cookie(CSRF_COOKIE, "", 0, false, secure, "/"),
-    ] {
-        if let Ok(v) = HeaderValue::from_str(&c) {
-            resp.headers_mut().append(header::SET_COOKIE, v);
-        }
-    }
-    resp
+    with_cookies(
+        StatusCode::NO_CONTENT,
+        &[
+            set_cookie(SESSION_COOKIE, "", 0, true, secure, "/"),
+            set_cookie(CSRF_COOKIE, "", 0, false, secure, "/"),
+        ],
+    )
 }
 
 /// The provider, when `[auth.oidc]` is configured (`None` when it is not, or is

@@ -24,6 +24,9 @@ pub(crate) mod dialect {
     pub const SKIP_LOCKED: &str = " FOR UPDATE SKIP LOCKED";
     /// The larger of two values.
     pub const GREATEST: &str = "GREATEST";
+    /// A suspect connection is pinged (a reconnect costs several round trips); the
+    /// server ends a transaction whose connection is gone.
+    pub const REPLACE_SUSPECT: bool = false;
     /// How a fencing check locks the owners rows it reads: a take-over (an `UPDATE` of
     /// the row) waits for the checking transaction to commit.
     pub const FOR_SHARE: &str = " FOR SHARE";

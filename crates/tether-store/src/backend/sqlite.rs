@@ -24,6 +24,10 @@ pub(crate) mod dialect {
     pub const SKIP_LOCKED: &str = "";
     /// The larger of two values.
     pub const GREATEST: &str = "MAX";
+    /// A connection whose last user met an error is replaced, not pinged: SQLite may
+    /// keep a transaction open after a failed `COMMIT` (a full disk), and a ping cannot
+    /// tell; a new connection costs a file open.
+    pub const REPLACE_SUSPECT: bool = true;
     /// How a fencing check locks the owners rows it reads: SQLite's one writer already
     /// serialises every write.
     pub const FOR_SHARE: &str = "";
