@@ -21,6 +21,7 @@ pub mod status;
 pub mod throttle;
 pub mod title;
 pub mod turn;
+pub mod usage;
 
 pub use approval::{
     RequestKind, ResolveError, expired_notice, left_session_notice, pick_approval,
