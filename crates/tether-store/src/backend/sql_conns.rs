@@ -257,11 +257,12 @@ impl Conns {
         if g.conn.is_some() && !g.suspect && g.checked >= generation && !idle {
             return Ok(());
         }
-        if g.suspect && super::dialect::REPLACE_SUSPECT {
-            if let Some(c) = g.conn.take() {
-                // Closing ends whatever transaction SQLite kept open (rolled back).
-                let _ = c.close().await;
-            }
+        if g.suspect
+            && super::dialect::REPLACE_SUSPECT
+            && let Some(c) = g.conn.take()
+        {
+            // Closing ends whatever transaction SQLite kept open (rolled back).
+            let _ = c.close().await;
         }
         if let Some(c) = g.conn.as_mut() {
             match tokio::time::timeout(CONNECT_TIMEOUT, c.ping()).await {
