@@ -129,30 +129,30 @@ impl State {
             return;
         };
         let _gate = gate.lock().await;
-        {
-            let mut users = self.lock();
-            match users.get(&id) {
-                Some(u) if u.count == 0 => {
-                    users.remove(&id);
-                }
-                _ => return,
-            }
-        }
-        if self.store.cluster().is_fenced(&id) {
+        if self.lock().get(&id).is_none_or(|u| u.count != 0) {
             return;
         }
-        let Some(epoch) = self.store.cluster().held_epoch(&id) else {
-            return;
-        };
-        match self
-            .store
-            .cluster()
-            .release_conversation(&id, &self.node_id, epoch)
-            .await
+        // The entry (and its gate) stays until the row is released: a claim that comes
+        // meanwhile counts itself on it and waits for this gate, then claims the released
+        // row anew. Removed first, a claim would make a new gate and race the release
+        // (seeing the row still ours, then released: "owned by node ''").
+        if !self.store.cluster().is_fenced(&id)
+            && let Some(epoch) = self.store.cluster().held_epoch(&id)
+            && let Err(e) = self
+                .store
+                .cluster()
+                .release_conversation(&id, &self.node_id, epoch)
+                .await
         {
-            Ok(_) => {}
-            Err(e) => tracing::warn!(conversation = %id, error = %e,
-                "cannot release the conversation; it is taken over once this node's lease ends"),
+            tracing::warn!(conversation = %id, error = %e,
+                "cannot release the conversation; it is taken over once this node's lease ends");
+        }
+        let mut users = self.lock();
+        if users
+            .get(&id)
+            .is_some_and(|u| u.count == 0 && Arc::ptr_eq(&u.gate, &gate))
+        {
+            users.remove(&id);
         }
     }
 }
