@@ -20,6 +20,7 @@ mod ndjson;
 pub mod process;
 mod spawner;
 mod turn;
+pub mod usage;
 
 pub use acp::AcpDriver;
 pub use ceiling::{ProcessCeiling, ProcessSlot};

@@ -17,6 +17,8 @@ pub struct Tokens {
     pub input: u64,
     /// Input tokens read from the vendor's prompt cache (billed lower).
     pub cached_input: u64,
+    /// Input tokens written to the vendor's prompt cache (Anthropic bills them higher).
+    pub cache_write: u64,
     pub output: u64,
     /// Reasoning tokens (billed as output; counted apart when the vendor says).
     pub reasoning: u64,
@@ -24,7 +26,7 @@ pub struct Tokens {
 
 impl Tokens {
     pub fn total(&self) -> u64 {
-        self.input + self.cached_input + self.output + self.reasoning
+        self.input + self.cached_input + self.cache_write + self.output + self.reasoning
     }
 
     pub fn is_zero(&self) -> bool {
@@ -38,6 +40,7 @@ impl Add for Tokens {
         Tokens {
             input: self.input + o.input,
             cached_input: self.cached_input + o.cached_input,
+            cache_write: self.cache_write + o.cache_write,
             output: self.output + o.output,
             reasoning: self.reasoning + o.reasoning,
         }
@@ -56,6 +59,8 @@ impl AddAssign for Tokens {
 pub struct Price {
     pub input: u64,
     pub cached_input: u64,
+    /// Tokens written to the prompt cache (Anthropic: 1.25 × input for five minutes).
+    pub cache_write: u64,
     /// Output and reasoning tokens.
     pub output: u64,
 }
@@ -65,6 +70,7 @@ impl Price {
     pub fn cost_nanos(&self, t: &Tokens) -> u128 {
         let micro_per_mtok = u128::from(t.input) * u128::from(self.input)
             + u128::from(t.cached_input) * u128::from(self.cached_input)
+            + u128::from(t.cache_write) * u128::from(self.cache_write)
             + u128::from(t.output + t.reasoning) * u128::from(self.output);
         // µ$/Mtok × tokens = 10⁻⁶ $ × 10⁻⁶ per token… = 10⁻¹² $; / 1000 = n$.
         micro_per_mtok / 1000
@@ -82,10 +88,22 @@ pub struct Prices {
 /// The version of [`Prices::defaults`].
 pub const DEFAULT_PRICES_VERSION: &str = "tether-defaults-1";
 
+/// A price whose cache writes cost what input does (OpenAI, Google).
 const fn p(input: u64, cached_input: u64, output: u64) -> Price {
     Price {
         input,
         cached_input,
+        cache_write: input,
+        output,
+    }
+}
+
+/// Anthropic's: cache writes at 1.25 × input.
+const fn a(input: u64, cached_input: u64, output: u64) -> Price {
+    Price {
+        input,
+        cached_input,
+        cache_write: input + input / 4,
         output,
     }
 }
@@ -100,11 +118,11 @@ impl Prices {
             ("gpt-5-nano*", p(50_000, 5_000, 400_000)),
             ("gpt-4.1*", p(2_000_000, 500_000, 8_000_000)),
             ("o4-mini*", p(1_100_000, 275_000, 4_400_000)),
-            ("claude-opus-4*", p(15_000_000, 1_500_000, 75_000_000)),
-            ("claude-sonnet-4*", p(3_000_000, 300_000, 15_000_000)),
-            ("claude-3-7-sonnet*", p(3_000_000, 300_000, 15_000_000)),
-            ("claude-haiku-4*", p(1_000_000, 100_000, 5_000_000)),
-            ("claude-3-5-haiku*", p(800_000, 80_000, 4_000_000)),
+            ("claude-opus-4*", a(15_000_000, 1_500_000, 75_000_000)),
+            ("claude-sonnet-4*", a(3_000_000, 300_000, 15_000_000)),
+            ("claude-3-7-sonnet*", a(3_000_000, 300_000, 15_000_000)),
+            ("claude-haiku-4*", a(1_000_000, 100_000, 5_000_000)),
+            ("claude-3-5-haiku*", a(800_000, 80_000, 4_000_000)),
             ("gemini-2.5-pro*", p(1_250_000, 310_000, 10_000_000)),
             ("gemini-2.5-flash*", p(300_000, 75_000, 2_500_000)),
         ];
@@ -155,6 +173,20 @@ mod tests {
             "$1.25 per million: 1.25 µ$ a token"
         );
         assert_eq!(one(|t| t.cached_input = 1), 125);
+        assert_eq!(
+            one(|t| t.cache_write = 1),
+            1_250,
+            "OpenAI: cache writes at input price"
+        );
+        let one_write = Tokens {
+            cache_write: 1,
+            ..Tokens::default()
+        };
+        assert_eq!(
+            a(3_000_000, 300_000, 15_000_000).cost_nanos(&one_write),
+            3_750,
+            "Anthropic: 1.25 × input"
+        );
         assert_eq!(one(|t| t.output = 1), 10_000);
         assert_eq!(
             one(|t| t.reasoning = 1),
@@ -167,23 +199,25 @@ mod tests {
         };
         assert_eq!(price.cost_nanos(&million), 1_250_000_000, "$1.25");
         // Rows add up to the cost of their sum.
-        let (a, b) = (
+        let (x, y) = (
             Tokens {
                 input: 3,
                 cached_input: 7,
+                cache_write: 5,
                 output: 11,
                 reasoning: 13,
             },
             Tokens {
                 input: 17,
                 cached_input: 19,
+                cache_write: 2,
                 output: 23,
                 reasoning: 29,
             },
         );
         assert_eq!(
-            price.cost_nanos(&a) + price.cost_nanos(&b),
-            price.cost_nanos(&(a + b))
+            price.cost_nanos(&x) + price.cost_nanos(&y),
+            price.cost_nanos(&(x + y))
         );
     }
 
@@ -197,7 +231,7 @@ mod tests {
         );
         assert_eq!(
             prices.price("claude-sonnet-4-5-20250929"),
-            Some(p(3_000_000, 300_000, 15_000_000))
+            Some(a(3_000_000, 300_000, 15_000_000))
         );
         prices.models.insert("gpt-5-codex".to_owned(), p(1, 1, 1));
         assert_eq!(prices.price("gpt-5-codex"), Some(p(1, 1, 1)), "exact wins");
@@ -213,6 +247,7 @@ mod tests {
         let mut t = Tokens {
             input: 1,
             cached_input: 2,
+            cache_write: 0,
             output: 3,
             reasoning: 4,
         };
