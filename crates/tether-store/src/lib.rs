@@ -27,6 +27,7 @@ mod people;
 mod recovery;
 mod requests;
 mod rules;
+mod usage;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -59,6 +60,7 @@ pub use events::append::AppendStats;
 pub use events::feed::{Batch, Follower, Scope};
 pub use handles::{
     Attachments, Channels, Cluster, Conversations, Delegation, Events, People, Recovery, Requests,
+    Usage,
 };
 pub use people::secret::{
     CODE_LEN, SESSION_PREFIX, TOKEN_PREFIX, display_code, hash_secret, new_code, new_secret,
@@ -70,6 +72,7 @@ pub use people::{
 };
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use requests::{NewApproval, NewQuestion};
+pub use usage::{NewUsage, UsageScope, UsageTotals};
 
 /// Errors from the store.
 #[derive(Debug, thiserror::Error)]

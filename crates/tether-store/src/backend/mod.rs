@@ -71,6 +71,8 @@ macro_rules! backend_modules {
         mod turns;
         #[path = "sql_tx.rs"]
         mod tx;
+        #[path = "../usage/sql.rs"]
+        mod usage;
         #[path = "../conversations/sql_view_parts.rs"]
         mod view_parts;
     };
