@@ -109,6 +109,17 @@ pub enum AgentEvent {
     Permission(PermissionRequest),
     /// The agent asks the person a question; answer through `reply`.
     Question(QuestionRequest),
+    /// Tokens the agent reports spent since its previous report (issue 29): each report
+    /// is new usage, never a running total, so the ledger adds them as they come.
+    Usage(UsageReport),
+}
+
+/// New usage, as the agent reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageReport {
+    pub tokens: tether_core::usage::Tokens,
+    /// The model that spent them, when the agent says.
+    pub model: Option<String>,
 }
 
 #[derive(Debug)]

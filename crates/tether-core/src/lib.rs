@@ -11,6 +11,7 @@
 pub mod approval;
 pub mod authz;
 pub mod binding;
+pub mod budget;
 pub mod clock;
 pub mod command;
 pub mod placement;

@@ -32,6 +32,28 @@ impl Tokens {
     pub fn is_zero(&self) -> bool {
         self.total() == 0
     }
+
+    /// The larger of each count (two sightings of one message's usage).
+    pub fn max(self, o: Tokens) -> Tokens {
+        Tokens {
+            input: self.input.max(o.input),
+            cached_input: self.cached_input.max(o.cached_input),
+            cache_write: self.cache_write.max(o.cache_write),
+            output: self.output.max(o.output),
+            reasoning: self.reasoning.max(o.reasoning),
+        }
+    }
+
+    /// Each count less `o`'s, never below zero (what a later sighting adds).
+    pub fn saturating_sub(self, o: Tokens) -> Tokens {
+        Tokens {
+            input: self.input.saturating_sub(o.input),
+            cached_input: self.cached_input.saturating_sub(o.cached_input),
+            cache_write: self.cache_write.saturating_sub(o.cache_write),
+            output: self.output.saturating_sub(o.output),
+            reasoning: self.reasoning.saturating_sub(o.reasoning),
+        }
+    }
 }
 
 impl Add for Tokens {
@@ -119,6 +141,8 @@ impl Prices {
             ("gpt-4.1*", p(2_000_000, 500_000, 8_000_000)),
             ("o4-mini*", p(1_100_000, 275_000, 4_400_000)),
             ("claude-opus-4*", a(15_000_000, 1_500_000, 75_000_000)),
+            // As Claude Code 2.1 itself prices it (`costUSD` in `result.modelUsage`).
+            ("claude-opus-5*", a(4_000_000, 400_000, 20_000_000)),
             ("claude-sonnet-4*", a(3_000_000, 300_000, 15_000_000)),
             ("claude-3-7-sonnet*", a(3_000_000, 300_000, 15_000_000)),
             ("claude-haiku-4*", a(1_000_000, 100_000, 5_000_000)),

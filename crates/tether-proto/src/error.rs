@@ -148,6 +148,10 @@ pub enum ErrorCode {
     /// Too many failed attempts from this client (wrong tokens, wrong link codes): wait
     /// for the `Retry-After` seconds, then try again.
     TooManyAttempts,
+    /// A budget's hard cap is reached (issue 29): the usage report that crossed it
+    /// stopped the turn, and new turns counting toward it are refused until its period
+    /// ends or an admin raises it.
+    BudgetExceeded,
 }
 
 impl ErrorCode {
@@ -214,6 +218,7 @@ impl ErrorCode {
             ErrorCode::StoreUnavailable => "store_unavailable",
             ErrorCode::ServerBusy => "server_busy",
             ErrorCode::TooManyAttempts => "too_many_attempts",
+            ErrorCode::BudgetExceeded => "budget_exceeded",
         }
     }
 
@@ -233,6 +238,7 @@ impl ErrorCode {
             | ErrorCode::InvalidWorkingDir
             | ErrorCode::AttachmentBadName => 400,
             ErrorCode::Unauthorized => 401,
+            ErrorCode::BudgetExceeded => 402,
             ErrorCode::Forbidden => 403,
             ErrorCode::HostNotAllowed | ErrorCode::FileRefused => 403,
             ErrorCode::NotFound => 404,

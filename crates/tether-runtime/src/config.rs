@@ -44,6 +44,39 @@ pub struct RuntimeConfig {
     pub attachments: crate::AttachmentLimits,
     /// This node and the cluster it belongs to (issue 12).
     pub cluster: ClusterConfig,
+    /// Prices and accounts of the usage ledger (issue 29).
+    pub usage: UsageConfig,
+}
+
+/// What the usage ledger records beside the tokens (issue 29).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageConfig {
+    /// The price table (`[prices]` over [`Prices::defaults`]).
+    ///
+    /// [`Prices::defaults`]: tether_core::usage::Prices::defaults
+    pub prices: tether_core::usage::Prices,
+    /// The vendor account each agent runs on (`[agents.NAME] account`; by default the
+    /// agent's name): usage and limits are per account.
+    pub accounts: BTreeMap<String, String>,
+}
+
+impl Default for UsageConfig {
+    fn default() -> Self {
+        UsageConfig {
+            prices: tether_core::usage::Prices::defaults(),
+            accounts: BTreeMap::new(),
+        }
+    }
+}
+
+impl UsageConfig {
+    /// The account `agent` runs on.
+    pub fn account(&self, agent: &str) -> String {
+        self.accounts
+            .get(agent)
+            .cloned()
+            .unwrap_or_else(|| agent.to_owned())
+    }
 }
 
 /// This node in a cluster of nodes sharing one PostgreSQL store (issue 12; on SQLite the

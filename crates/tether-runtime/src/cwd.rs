@@ -101,6 +101,7 @@ mod tests {
             coalesce: crate::CoalesceConfig::default(),
             attachments: crate::AttachmentLimits::default(),
             cluster: crate::ClusterConfig::default(),
+            usage: crate::UsageConfig::default(),
         }
     }
 

@@ -49,6 +49,9 @@ pub enum RuntimeError {
     /// see is `NotFound` instead).
     #[error(transparent)]
     Denied(#[from] tether_core::authz::Denied),
+    /// Issue 29: a budget's hard cap is reached; the message names it and its use.
+    #[error("{0}")]
+    BudgetExceeded(String),
     /// Issue 12: another live node owns the conversation (its live session runs there).
     #[error("conversation {conversation_id} is owned by node {node_id}")]
     OwnedElsewhere {
@@ -96,6 +99,7 @@ impl RuntimeError {
             RuntimeError::OwnerLost { .. } => ErrorCode::OwnerLost,
             RuntimeError::OwnedElsewhere { .. } => ErrorCode::OwnedElsewhere,
             RuntimeError::Denied(d) => d.code(),
+            RuntimeError::BudgetExceeded(_) => ErrorCode::BudgetExceeded,
         }
     }
 }

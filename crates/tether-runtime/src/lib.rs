@@ -30,6 +30,7 @@ mod seams;
 mod session;
 mod sign_in;
 mod spare;
+mod usage;
 mod views;
 
 pub use accounts::{AccountStatus, LINK_CODE_TTL_MS};
@@ -41,7 +42,7 @@ pub use audit::MAX_AUDIT_PAGE;
 pub use boot::Runtime;
 pub use call::{Call, Command, Identity, Principal, Reply, TraceContext};
 pub use cluster::membership::Membership;
-pub use config::{ClusterConfig, CoalesceConfig, RuntimeConfig};
+pub use config::{ClusterConfig, CoalesceConfig, RuntimeConfig, UsageConfig};
 pub use delegation::registry::{
     Caller, DelegationConfig, MAX_WAITS_PER_CALLER, MCP_SERVER_NAME, MCP_SOCKET_ENV, MCP_TOKEN_ENV,
     McpLaunch,

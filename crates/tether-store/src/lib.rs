@@ -72,7 +72,10 @@ pub use people::{
 };
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use requests::{NewApproval, NewQuestion};
-pub use usage::{NewUsage, UsageScope, UsageTotals};
+pub use usage::{
+    Budget, BudgetHit, BudgetScope, BudgetUse, Bucket, Counted, NewUsage, Recorded, SeriesPoint,
+    UsageScope, UsageTotals,
+};
 
 /// Errors from the store.
 #[derive(Debug, thiserror::Error)]

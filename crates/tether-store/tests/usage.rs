@@ -20,6 +20,8 @@ fn row(
     cost: Option<i64>,
 ) -> NewUsage {
     NewUsage {
+        report_id: uuid(),
+        unreported: false,
         conversation_id: ConversationId::from(conv),
         root_conversation_id: ConversationId::from(root),
         session_id: Some(SessionId::from(format!("s-{conv}"))),
@@ -38,6 +40,12 @@ fn row(
     }
 }
 
+fn uuid() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!("r{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst))
+}
+
 async fn the_ledger_sums_every_scope_and_keeps_unknown_costs_apart(b: Backend) {
     let (_d, store) = support::open(b).await;
     let usage = store.usage();
@@ -51,19 +59,19 @@ async fn the_ledger_sums_every_scope_and_keeps_unknown_costs_apart(b: Backend) {
     // A parent with two reports in one turn, its child (a Claude task) with one, and
     // someone else's conversation with an unpriced model.
     usage
-        .add_usage(&row("parent", "parent", "t1", "ann", 10, Some(1_000)))
+        .record_usage(&row("parent", "parent", "t1", "ann", 10, Some(1_000)))
         .await
         .unwrap();
     usage
-        .add_usage(&row("parent", "parent", "t1", "ann", 5, Some(500)))
+        .record_usage(&row("parent", "parent", "t1", "ann", 5, Some(500)))
         .await
         .unwrap();
     usage
-        .add_usage(&row("child", "parent", "t2", "ann", 7, Some(700)))
+        .record_usage(&row("child", "parent", "t2", "ann", 7, Some(700)))
         .await
         .unwrap();
     usage
-        .add_usage(&row("other", "other", "t3", "bob", 4, None))
+        .record_usage(&row("other", "other", "t3", "bob", 4, None))
         .await
         .unwrap();
 
@@ -124,4 +132,169 @@ async fn the_ledger_sums_every_scope_and_keeps_unknown_costs_apart(b: Backend) {
     assert_eq!(none.reports, 0);
 }
 
-contract!(the_ledger_sums_every_scope_and_keeps_unknown_costs_apart,);
+async fn a_report_written_twice_counts_once_and_an_unreported_turn_is_unknown(b: Backend) {
+    let (_d, store) = support::open(b).await;
+    let usage = store.usage();
+    let r = row("c", "c", "t1", "ann", 10, Some(100));
+    assert!(usage.record_usage(&r).await.unwrap().inserted);
+    assert!(!usage.record_usage(&r).await.unwrap().inserted, "a retry");
+    let mut silent = row("c", "c", "t2", "ann", 0, None);
+    (silent.cached_input, silent.output, silent.reasoning) = (0, 0, 0);
+    silent.unreported = true;
+    usage.record_usage(&silent).await.unwrap();
+    let t = usage
+        .usage_totals(&UsageScope::Conversation(ConversationId::from("c")), None)
+        .await
+        .unwrap();
+    assert_eq!((t.reports, t.input, t.unreported, t.unpriced), (2, 10, 1, 0));
+}
+
+fn budget(id: &str, scope: BudgetScope, cap: i64, period: tether_core::budget::Period) -> Budget {
+    Budget {
+        id: id.to_owned(),
+        scope,
+        unit: tether_core::budget::Unit::Tokens,
+        cap,
+        warn_percent: Some(50),
+        period,
+        created_by: None,
+        created_at_ms: now_ms(),
+    }
+}
+
+async fn budgets_count_every_row_of_their_scope_and_tell_the_crossing_one(b: Backend) {
+    use tether_core::budget::Period;
+    let (_d, store) = support::open(b).await;
+    let usage = store.usage();
+    // Each row below is 10 + 20 + 30 + 1 = 61 tokens.
+    let tree = budget("b-tree", BudgetScope::Tree(ConversationId::from("p")), 150, Period::Day);
+    let ann = budget("b-ann", BudgetScope::Person(PersonId::from("ann")), 1_000, Period::Month);
+    let team = budget("b-team", BudgetScope::Team, 10_000, Period::Total);
+    for b in [&tree, &ann, &team] {
+        usage.create_budget(b).await.unwrap();
+    }
+    let first = usage
+        .record_usage(&row("p", "p", "t1", "ann", 10, Some(1)))
+        .await
+        .unwrap();
+    assert_eq!(first.budgets.len(), 3, "tree, person and team");
+    assert!(first.over().is_none());
+    let second = usage
+        .record_usage(&row("child", "p", "t2", "ann", 10, Some(1)))
+        .await
+        .unwrap();
+    let hit = second.budgets.iter().find(|h| h.usage.budget.id == "b-tree").unwrap();
+    assert_eq!(hit.usage.used, 122);
+    assert!(hit.crossing.warned && !hit.crossing.over, "past 50 %: warned once");
+    let third = usage
+        .record_usage(&row("child", "p", "t2", "ann", 10, Some(1)))
+        .await
+        .unwrap();
+    let over = third.over().unwrap();
+    assert_eq!((over.usage.budget.id.as_str(), over.usage.used), ("b-tree", 183));
+    assert!(!over.crossing.warned);
+    // Someone else's conversation counts only toward the team.
+    let other = usage
+        .record_usage(&row("o", "o", "t3", "bob", 10, None))
+        .await
+        .unwrap();
+    assert_eq!(other.budgets.len(), 1);
+    let counting = usage
+        .budgets_counting(
+            &Counted {
+                conversation_id: &ConversationId::from("child"),
+                root_conversation_id: &ConversationId::from("p"),
+                person_id: Some(&PersonId::from("ann")),
+            },
+            now_ms(),
+        )
+        .await
+        .unwrap();
+    let used: Vec<(String, i64)> = counting
+        .iter()
+        .map(|u| (u.budget.id.clone(), u.used))
+        .collect();
+    assert_eq!(
+        used,
+        vec![
+            ("b-ann".to_owned(), 183),
+            ("b-team".to_owned(), 244),
+            ("b-tree".to_owned(), 183)
+        ]
+    );
+    // Tomorrow the daily budget starts again.
+    let tomorrow = now_ms() + 86_400_000;
+    let all = usage.list_budgets(tomorrow).await.unwrap();
+    assert_eq!(all.iter().find(|u| u.budget.id == "b-tree").unwrap().used, 0);
+    assert!(usage.delete_budget("b-tree").await.unwrap());
+    assert!(!usage.delete_budget("b-tree").await.unwrap());
+    assert_eq!(usage.list_budgets(now_ms()).await.unwrap().len(), 2);
+}
+
+async fn series_group_usage_by_day_week_and_month(b: Backend) {
+    let (_d, store) = support::open(b).await;
+    let usage = store.usage();
+    usage
+        .record_usage(&row("c", "c", "t1", "ann", 10, Some(5)))
+        .await
+        .unwrap();
+    usage
+        .record_usage(&row("c", "c", "t2", "ann", 10, Some(5)))
+        .await
+        .unwrap();
+    let now = now_ms();
+    for (bucket, period) in [
+        (Bucket::Day, tether_core::budget::Period::Day),
+        (Bucket::Week, tether_core::budget::Period::Week),
+        (Bucket::Month, tether_core::budget::Period::Month),
+    ] {
+        let s = usage
+            .usage_series(&UsageScope::Everything, bucket, 0, now + 60_000)
+            .await
+            .unwrap();
+        assert_eq!(s.len(), 1, "{bucket:?}");
+        assert_eq!(s[0].start_ms, period.start(now), "{bucket:?}");
+        assert_eq!((s[0].totals.reports, s[0].totals.cost_nanos), (2, 10));
+    }
+}
+
+contract!(
+    the_ledger_sums_every_scope_and_keeps_unknown_costs_apart,
+    a_report_written_twice_counts_once_and_an_unreported_turn_is_unknown,
+    budgets_count_every_row_of_their_scope_and_tell_the_crossing_one,
+    series_group_usage_by_day_week_and_month,
+);
+
+/// Concurrent reports (on PostgreSQL: separate connections, as from separate nodes) each
+/// read a sum that includes every report before them: no update is lost and exactly
+/// one report is the one that crosses the cap.
+async fn concurrent_reports_cross_a_cap_exactly_once(b: Backend) {
+    use tether_core::budget::Period;
+    let (_d, store) = support::open(b).await;
+    let cap = 61 * 10;
+    let team = budget("b-team", BudgetScope::Team, cap, Period::Total);
+    store.usage().create_budget(&team).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let r = row(&format!("c{i}"), &format!("c{i}"), "t", "ann", 10, Some(1));
+            store.usage().record_usage(&r).await.unwrap()
+        }));
+    }
+    let mut sums = Vec::new();
+    for t in tasks {
+        let rec = tokio::time::timeout(std::time::Duration::from_secs(30), t)
+            .await
+            .unwrap()
+            .unwrap();
+        sums.push(rec.budgets[0].usage.used);
+    }
+    sums.sort_unstable();
+    let expected: Vec<i64> = (1..=20).map(|n| n * 61).collect();
+    assert_eq!(sums, expected, "every report saw all before it");
+    let crossing = sums.iter().filter(|u| **u - 61 < cap && **u >= cap).count();
+    assert_eq!(crossing, 1);
+}
+
+contract!(multi_thread; concurrent_reports_cross_a_cap_exactly_once);

@@ -54,6 +54,8 @@ pub struct FileConfig {
     pub cluster: Option<crate::cluster::ClusterFile>,
     /// `[auth]`: sign-in on the page (see `config_auth`).
     pub auth: Option<crate::config_auth::AuthFile>,
+    /// `[prices]`: the usage ledger's price table (see `config_usage`).
+    pub prices: Option<crate::config_usage::PricesFile>,
 }
 
 /// `[attachments]`: the largest file and the largest sum of one message's files, in
@@ -130,6 +132,9 @@ pub struct AgentConfig {
     /// Variables passed from tether's environment, added to the built-in agent's list.
     pub pass_env: Option<Vec<String>>,
     pub env: Option<BTreeMap<String, String>>,
+    /// The vendor account it runs on (usage and limits are per account; default: the
+    /// agent's name).
+    pub account: Option<String>,
 }
 
 /// Everything the binary needs, resolved and validated.
@@ -159,6 +164,8 @@ pub struct Settings {
     pub server: crate::config_server::ServerSettings,
     /// `[auth.oidc]`: sign-in on the page with OpenID Connect (`None`: tokens only).
     pub oidc: Option<tether_server::OidcConfig>,
+    /// `[prices]` and the agents' accounts (the usage ledger).
+    pub usage: tether_runtime::UsageConfig,
     /// `[attachments]`: size limits.
     pub attachments: tether_runtime::AttachmentLimits,
     /// The database URL (`None`: SQLite in the data dir; see `config_store`).
@@ -250,6 +257,11 @@ impl Settings {
             (None, None) => paths::default_data_dir(env)?,
         };
 
+        let accounts = file
+            .agents
+            .iter()
+            .filter_map(|(name, a)| Some((name.clone(), a.account.clone()?)))
+            .collect();
         let agents = merge_agents(file.agents)?;
         let (default_agent, agent_from) = match (env("TETHER_DEFAULT_AGENT"), file.default_agent) {
             (Some(var), _) => (var, "TETHER_DEFAULT_AGENT".to_owned()),
@@ -341,6 +353,7 @@ impl Settings {
             channels: crate::config_channels::resolve(file.channels)?,
             server: crate::config_server::resolve(file.server)?,
             oidc: crate::config_auth::resolve(file.auth, env("TETHER_OIDC_CLIENT_SECRET"))?,
+            usage: crate::config_usage::resolve(file.prices, accounts)?,
             attachments: attachment_limits(file.attachments.unwrap_or_default())?,
             query_timeout: crate::config_store::query_timeout(file.store.as_ref()),
             database_url: crate::config_store::resolve(env("TETHER_DATABASE_URL"), file.store)?,
@@ -396,6 +409,7 @@ impl Settings {
                 attachments_dir: self.attachments_dir.clone(),
                 notices: self.cluster_notices,
             },
+            usage: self.usage.clone(),
         }
     }
 }

@@ -9,6 +9,7 @@
 mod cluster;
 mod config;
 mod config_auth;
+mod config_usage;
 mod config_channels;
 mod config_server;
 mod config_slack;

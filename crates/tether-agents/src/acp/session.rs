@@ -104,13 +104,23 @@ impl AgentSession for AcpSession {
             return Err(self.resume_error(&other));
         }
         let result = reply.map_err(|e| e.into_agent_error())?;
-        let text = self
-            .shared
-            .lock()
-            .phase
-            .take_turn()
-            .map(|turn| turn.text)
-            .unwrap_or_default();
+        let usage = result.get("usage").filter(|u| !u.is_null());
+        let turn = self.shared.lock().phase.take_turn();
+        let text = match turn {
+            Some(turn) => {
+                // The turn's usage, reported once at its end (ACP has no mid-turn count).
+                if let Some(tokens) = usage.and_then(crate::usage::acp) {
+                    let model = usage
+                        .and_then(|u| u.get("model"))
+                        .and_then(serde_json::Value::as_str)
+                        .map(str::to_owned);
+                    let report = crate::driver::UsageReport { tokens, model };
+                    let _ = turn.events.send(AgentEvent::Usage(report));
+                }
+                turn.text
+            }
+            None => String::new(),
+        };
         Ok(TurnOutcome {
             stop_reason: wire::prompt_stop(&result),
             text,

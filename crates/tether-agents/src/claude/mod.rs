@@ -13,6 +13,7 @@
 
 mod control;
 mod map;
+mod meter;
 #[cfg(test)]
 mod routing_tests;
 mod session;

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
 use super::map::{self, Partial};
+use super::meter::Meter;
 use super::wire::{Handler, Incoming, Link};
 use crate::driver::AgentEvent;
 use crate::jsonrpc::CloseInfo;
@@ -35,6 +36,8 @@ pub(crate) struct Turn {
     pub interrupted: bool,
     /// Ids of messages whose text arrived as partial deltas (not to be shown twice).
     streamed: HashSet<String>,
+    /// The turn's usage, reported as it grows.
+    meter: Meter,
     done: Option<oneshot::Sender<TurnEnd>>,
 }
 
@@ -45,6 +48,7 @@ impl Turn {
             text: String::new(),
             interrupted: false,
             streamed: HashSet::new(),
+            meter: Meter::default(),
             done: Some(done),
         }
     }
@@ -152,7 +156,11 @@ impl Shared {
         let payload = message.get("message").unwrap_or(&Value::Null);
         match kind {
             "stream_event" if main_thread => {
-                match map::partial(message.get("event").unwrap_or(&Value::Null)) {
+                let event = message.get("event").unwrap_or(&Value::Null);
+                if let Some(report) = turn.meter.partial(event) {
+                    turn.emit(AgentEvent::Usage(report));
+                }
+                match map::partial(event) {
                     Partial::Start(id) => {
                         turn.streamed.insert(id);
                     }
@@ -164,6 +172,9 @@ impl Shared {
             "assistant" => {
                 let id = payload.get("id").and_then(Value::as_str).unwrap_or("");
                 let streamed = turn.streamed.contains(id);
+                if let Some(report) = turn.meter.assistant(payload) {
+                    turn.emit(AgentEvent::Usage(report));
+                }
                 for block in blocks(payload) {
                     let text = |key: &str| {
                         block
@@ -192,7 +203,12 @@ impl Shared {
                     }
                 }
             }
-            "result" => turn.end(TurnEnd::Result(message.clone())),
+            "result" => {
+                if let Some(report) = turn.meter.result(message) {
+                    turn.emit(AgentEvent::Usage(report));
+                }
+                turn.end(TurnEnd::Result(message.clone()));
+            }
             _ => {}
         }
     }

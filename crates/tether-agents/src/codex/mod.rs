@@ -257,12 +257,21 @@ impl Starter<'_> {
         params
     }
 
+    /// The model the thread runs on, as `thread/start` or `thread/resume` says (for the
+    /// usage reports).
+    fn note_model(&self, result: &Value) {
+        if let Some(model) = result.get("model").and_then(Value::as_str) {
+            self.shared.lock().meter.model = Some(model.to_owned());
+        }
+    }
+
     async fn new_thread(&self) -> Result<String, AgentError> {
         let result = self
             .rpc
             .call("thread/start", self.thread_params())
             .await
             .map_err(|e| self.rpc.start_error("thread/start", e))?;
+        self.note_model(&result);
         thread_id(&result).ok_or_else(|| AgentError::Protocol {
             message: "thread/start returned no thread id".to_owned(),
         })
@@ -293,6 +302,7 @@ impl Starter<'_> {
                 StepError::Timeout(e) => e,
                 StepError::Rpc(e) => unavailable(resume_failure("thread/resume", e)),
             })?;
+        self.note_model(&result);
         match thread_id(&result) {
             Some(reported) if reported == id => Ok(reported),
             Some(other) => Err(unavailable(format!(

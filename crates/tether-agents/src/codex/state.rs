@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use super::items::{self, str_field};
-use crate::driver::AgentEvent;
+use crate::driver::{AgentEvent, UsageReport};
+use crate::usage;
+use tether_core::usage::Tokens;
 use crate::jsonrpc::{CloseInfo, Connection, Incoming};
 
 /// What the thread is doing: `Quiet` before the thread exists (notifications are dropped).
@@ -85,6 +87,32 @@ impl Turn {
 pub(crate) struct State {
     pub thread_id: Option<String>,
     pub phase: Phase,
+    pub meter: Meter,
+}
+
+/// The thread's usage as reports of new tokens (issue 29): `thread/tokenUsage/updated`
+/// carries the latest step (`last`) and the thread's running sum (`total`). Codex sends
+/// it again unchanged (on a rate-limit update, say), so a step is reported only when the
+/// running sum moved.
+#[derive(Debug, Default)]
+pub(crate) struct Meter {
+    pub model: Option<String>,
+    last_total: Option<Tokens>,
+}
+
+impl Meter {
+    pub fn update(&mut self, token_usage: &Value) -> Option<UsageReport> {
+        let total = usage::codex_total(token_usage);
+        if total.is_none() || total == self.last_total {
+            return None;
+        }
+        self.last_total = total;
+        let step = usage::codex_step(token_usage).filter(|t| !t.is_zero())?;
+        Some(UsageReport {
+            tokens: step,
+            model: self.model.clone(),
+        })
+    }
 }
 
 /// Shared between the session handle and the reader task's handler.
@@ -95,6 +123,7 @@ impl Shared {
         Shared::with_state(State {
             thread_id: None,
             phase: Phase::Quiet,
+            meter: Meter::default(),
         })
     }
 
@@ -154,9 +183,19 @@ impl Shared {
     fn on_notification(&self, conn: &Connection, method: &str, params: &Value) {
         let mut state = self.lock();
         let thread_id = state.thread_id.clone().unwrap_or_default();
+        if Self::turn_of(&mut state, params).is_none() {
+            return;
+        }
+        let report = match params.get("tokenUsage") {
+            Some(u) if method == "thread/tokenUsage/updated" => state.meter.update(u),
+            _ => None,
+        };
         let Some(turn) = Self::turn_of(&mut state, params) else {
             return;
         };
+        if let Some(report) = report {
+            let _ = turn.events.send(AgentEvent::Usage(report));
+        }
         match method {
             "item/agentMessage/delta" => {
                 let delta = params.get("delta").and_then(Value::as_str).unwrap_or("");

@@ -67,6 +67,7 @@ pub(crate) fn rebuild(code: ErrorCode, message: String, known: Known<'_>) -> Run
         | ErrorCode::StoreUnavailable
         | ErrorCode::ServerBusy
         | ErrorCode::TooManyAttempts
+        | ErrorCode::BudgetExceeded
         | ErrorCode::BadRequest
         | ErrorCode::InvalidJson
         | ErrorCode::InvalidParams

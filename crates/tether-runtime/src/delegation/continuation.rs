@@ -305,6 +305,7 @@ mod tests {
             coalesce: crate::CoalesceConfig::default(),
             attachments: crate::AttachmentLimits::default(),
             cluster: crate::ClusterConfig::default(),
+            usage: crate::UsageConfig::default(),
         };
         let rt = Runtime::start(config, store).await.unwrap();
         tokio::time::timeout(Duration::from_secs(10), async {

@@ -331,6 +331,7 @@ pub fn config(dir: &Path) -> RuntimeConfig {
         coalesce: CoalesceConfig::default(),
         attachments: tether_runtime::AttachmentLimits::default(),
         cluster: tether_runtime::ClusterConfig::default(),
+        usage: tether_runtime::UsageConfig::default(),
     }
 }
 

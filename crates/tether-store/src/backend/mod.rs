@@ -73,6 +73,8 @@ macro_rules! backend_modules {
         mod tx;
         #[path = "../usage/sql.rs"]
         mod usage;
+        #[path = "../usage/sql_budgets.rs"]
+        mod budgets;
         #[path = "../conversations/sql_view_parts.rs"]
         mod view_parts;
     };

@@ -1,23 +1,72 @@
-//! The usage ledger in SQL (see `usage/mod.rs`): appended, never changed; totals are
-//! sums over one indexed column.
+//! The usage ledger in SQL (see `usage/mod.rs`): appended, never changed; a row's write
+//! adds it to the budgets it counts toward in the same transaction (`sql_budgets.rs`);
+//! totals are sums over one indexed column, series group them by day or week (months
+//! are made of days).
 
 use sqlx::Row;
 
-use super::Db;
+use super::{Db, SqlRow};
 use crate::Result;
-use crate::usage::{NewUsage, UsageScope, UsageTotals};
+use crate::usage::{Bucket, Counted, NewUsage, Recorded, SeriesPoint, UsageScope, UsageTotals};
+
+const DAY_MS: i64 = 86_400_000;
+
+/// The sums every totals query selects.
+fn sums() -> String {
+    let sum = |c: &str| format!("CAST(COALESCE(SUM({c}), 0) AS BIGINT) AS {c}");
+    format!(
+        "CAST(COUNT(*) AS BIGINT) AS reports, {}, {}, {}, {}, {}, {}, \
+         CAST(COALESCE(SUM(CASE WHEN cost_nanos IS NULL AND unreported = 0 THEN 1 ELSE 0 END), 0) \
+         AS BIGINT) AS unpriced, CAST(COALESCE(SUM(unreported), 0) AS BIGINT) AS unreported",
+        sum("input_tokens"),
+        sum("cached_input_tokens"),
+        sum("cache_write_tokens"),
+        sum("output_tokens"),
+        sum("reasoning_tokens"),
+        sum("cost_nanos"),
+    )
+}
+
+fn totals(row: &SqlRow) -> Result<UsageTotals> {
+    Ok(UsageTotals {
+        reports: row.try_get("reports")?,
+        input: row.try_get("input_tokens")?,
+        cached_input: row.try_get("cached_input_tokens")?,
+        cache_write: row.try_get("cache_write_tokens")?,
+        output: row.try_get("output_tokens")?,
+        reasoning: row.try_get("reasoning_tokens")?,
+        cost_nanos: row.try_get("cost_nanos")?,
+        unpriced: row.try_get("unpriced")?,
+        unreported: row.try_get("unreported")?,
+    })
+}
+
+fn scope_filter(scope: &UsageScope) -> (&'static str, Option<String>) {
+    match scope {
+        UsageScope::Turn(t) => ("turn_id", Some(t.as_str().to_owned())),
+        UsageScope::Session(s) => ("session_id", Some(s.as_str().to_owned())),
+        UsageScope::Conversation(c) => ("conversation_id", Some(c.as_str().to_owned())),
+        UsageScope::Tree(c) => ("root_conversation_id", Some(c.as_str().to_owned())),
+        UsageScope::Person(p) => ("person_id", Some(p.as_str().to_owned())),
+        UsageScope::Everything => ("agent", None),
+    }
+}
 
 impl Db {
-    /// Appends a usage row at the store's now; its id.
-    pub async fn add_usage(&self, u: &NewUsage) -> Result<i64> {
-        let row = sqlx::query(
+    /// Appends a usage row at the store's now and adds it to every budget it counts
+    /// toward, atomically; a report id already stored changes nothing.
+    pub async fn record_usage(&self, u: &NewUsage) -> Result<Recorded> {
+        let now = self.now_ms();
+        let mut tx = self.writer.begin().await?;
+        let inserted = sqlx::query(
             "INSERT INTO usage_ledger (at, conversation_id, root_conversation_id, session_id, \
              turn_id, person_id, agent, model, account, input_tokens, cached_input_tokens, \
-             cache_write_tokens, output_tokens, reasoning_tokens, cost_nanos, price_version) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
-             RETURNING id",
+             cache_write_tokens, output_tokens, reasoning_tokens, cost_nanos, price_version, \
+             report_id, unreported) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
+             $17, $18) ON CONFLICT (report_id) DO NOTHING RETURNING id",
         )
-        .bind(self.now_ms())
+        .bind(now)
         .bind(u.conversation_id.as_str())
         .bind(u.root_conversation_id.as_str())
         .bind(u.session_id.as_ref().map(|s| s.as_str().to_owned()))
@@ -33,9 +82,26 @@ impl Db {
         .bind(u.reasoning)
         .bind(u.cost_nanos)
         .bind(&u.price_version)
-        .fetch_one(&self.writer)
+        .bind(&u.report_id)
+        .bind(i64::from(u.unreported))
+        .fetch_optional(&mut *tx)
         .await?;
-        Ok(row.try_get("id")?)
+        if inserted.is_none() {
+            tx.commit_unchecked().await?;
+            return Ok(Recorded::default());
+        }
+        let counted = Counted {
+            conversation_id: &u.conversation_id,
+            root_conversation_id: &u.root_conversation_id,
+            person_id: u.person_id.as_ref(),
+        };
+        let tokens = u.input + u.cached_input + u.cache_write + u.output + u.reasoning;
+        let budgets = super::budgets::count(&mut tx, &counted, now, tokens, u.cost_nanos).await?;
+        tx.commit_unchecked().await?;
+        Ok(Recorded {
+            inserted: true,
+            budgets,
+        })
     }
 
     /// Totals over `scope` of the rows at or after `since_ms` (`None`: all of them).
@@ -44,41 +110,79 @@ impl Db {
         scope: &UsageScope,
         since_ms: Option<i64>,
     ) -> Result<UsageTotals> {
-        let (column, key) = match scope {
-            UsageScope::Turn(t) => ("turn_id", Some(t.as_str().to_owned())),
-            UsageScope::Session(s) => ("session_id", Some(s.as_str().to_owned())),
-            UsageScope::Conversation(c) => ("conversation_id", Some(c.as_str().to_owned())),
-            UsageScope::Tree(c) => ("root_conversation_id", Some(c.as_str().to_owned())),
-            UsageScope::Person(p) => ("person_id", Some(p.as_str().to_owned())),
-            UsageScope::Everything => ("agent", None),
-        };
-        let sum = |c: &str| format!("CAST(COALESCE(SUM({c}), 0) AS BIGINT) AS {c}");
+        let (column, key) = scope_filter(scope);
         let sql = format!(
-            "SELECT CAST(COUNT(*) AS BIGINT) AS reports, {}, {}, {}, {}, {}, {}, \
-             CAST(COALESCE(SUM(CASE WHEN cost_nanos IS NULL THEN 1 ELSE 0 END), 0) AS BIGINT) \
-             AS unpriced FROM usage_ledger WHERE ($1 IS NULL OR {column} = $1) \
+            "SELECT {} FROM usage_ledger WHERE ($1 IS NULL OR {column} = $1) \
              AND ($2 IS NULL OR at >= $2)",
-            sum("input_tokens"),
-            sum("cached_input_tokens"),
-            sum("cache_write_tokens"),
-            sum("output_tokens"),
-            sum("reasoning_tokens"),
-            sum("cost_nanos"),
+            sums()
         );
         let row = sqlx::query(&sql)
             .bind(key)
             .bind(since_ms)
             .fetch_one(&self.reader)
             .await?;
-        Ok(UsageTotals {
-            reports: row.try_get("reports")?,
-            input: row.try_get("input_tokens")?,
-            cached_input: row.try_get("cached_input_tokens")?,
-            cache_write: row.try_get("cache_write_tokens")?,
-            output: row.try_get("output_tokens")?,
-            reasoning: row.try_get("reasoning_tokens")?,
-            cost_nanos: row.try_get("cost_nanos")?,
-            unpriced: row.try_get("unpriced")?,
-        })
+        totals(&row)
+    }
+
+    /// Totals over `scope` per UTC day, Monday-based week or calendar month, of the rows
+    /// in `[from_ms, to_ms)`; buckets without rows are left out.
+    pub async fn usage_series(
+        &self,
+        scope: &UsageScope,
+        bucket: Bucket,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<SeriesPoint>> {
+        use tether_core::budget::Period;
+        let (column, key) = scope_filter(scope);
+        // Days and weeks are whole multiples of a day since the epoch; months are days
+        // summed below. 1970-01-01 was a Thursday: weeks count from Monday 1969-12-29.
+        let (width, offset) = match bucket {
+            Bucket::Week => (7 * DAY_MS, 3 * DAY_MS),
+            Bucket::Day | Bucket::Month => (DAY_MS, 0),
+        };
+        let sql = format!(
+            "SELECT CAST((at + {offset}) / {width} AS BIGINT) AS n, {} FROM usage_ledger \
+             WHERE ($1 IS NULL OR {column} = $1) AND at >= $2 AND at < $3 \
+             GROUP BY (at + {offset}) / {width} ORDER BY n",
+            sums()
+        );
+        let rows = sqlx::query(&sql)
+            .bind(key)
+            .bind(from_ms)
+            .bind(to_ms)
+            .fetch_all(&self.reader)
+            .await?;
+        let mut points: Vec<SeriesPoint> = Vec::new();
+        for row in &rows {
+            let n: i64 = row.try_get("n")?;
+            let t = totals(row)?;
+            let start_ms = match bucket {
+                Bucket::Month => Period::Month.start(n * DAY_MS),
+                Bucket::Day | Bucket::Week => n * width - offset,
+            };
+            match points.last_mut() {
+                Some(p) if p.start_ms == start_ms => p.totals = add(p.totals, t),
+                _ => points.push(SeriesPoint {
+                    start_ms,
+                    totals: t,
+                }),
+            }
+        }
+        Ok(points)
+    }
+}
+
+fn add(a: UsageTotals, b: UsageTotals) -> UsageTotals {
+    UsageTotals {
+        reports: a.reports + b.reports,
+        input: a.input + b.input,
+        cached_input: a.cached_input + b.cached_input,
+        cache_write: a.cache_write + b.cache_write,
+        output: a.output + b.output,
+        reasoning: a.reasoning + b.reasoning,
+        cost_nanos: a.cost_nanos + b.cost_nanos,
+        unpriced: a.unpriced + b.unpriced,
+        unreported: a.unreported + b.unreported,
     }
 }

@@ -83,7 +83,8 @@ impl Actor {
         tokio::time::timeout_at(due, rx.recv()).await.ok().flatten()
     }
 
-    /// Maps streamable events to payloads; hands back permission and question requests.
+    /// Maps streamable events to payloads; hands back permission and question requests
+    /// and usage reports.
     #[allow(clippy::result_large_err)] // Err hands the event back; it is not an error.
     fn simple_payload(&mut self, ev: AgentEvent) -> Result<EventPayload, AgentEvent> {
         match ev {
@@ -118,7 +119,9 @@ impl Actor {
                 title,
                 detail,
             }),
-            other @ (AgentEvent::Permission(_) | AgentEvent::Question(_)) => Err(other),
+            other @ (AgentEvent::Permission(_)
+            | AgentEvent::Question(_)
+            | AgentEvent::Usage(_)) => Err(other),
         }
     }
 

@@ -36,6 +36,7 @@ mod live;
 mod outage;
 mod requests;
 mod turn;
+mod usage;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum DeadlineKind {
@@ -52,6 +53,12 @@ struct Current {
     timed_out: bool,
     /// Stopped because the store stayed unreachable (see `outage`): ends `interrupted`.
     store_lost: bool,
+    /// Stopped by a budget's hard cap (issue 29): ends `budget_exceeded` with this.
+    over_budget: Option<String>,
+    /// The agent was prompted (a turn refused or failed before that has no usage).
+    prompted: bool,
+    /// Usage reports the agent sent in this turn.
+    usage_reports: u32,
     text: String,
 }
 
@@ -84,6 +91,10 @@ pub(crate) struct Actor {
     claim: Option<OwnerGuard>,
     /// Streamed events waiting for an unreachable store (see `outage`).
     held: outage::Held,
+    /// Whom the session's usage counts for (read at its first report).
+    meter: Option<crate::usage::Meter>,
+    /// Ledger rows waiting for an unreachable store (see `usage`).
+    unsaved_usage: Vec<tether_store::NewUsage>,
 }
 impl Actor {
     /// Spawns the actor for `session` and returns its handle.
@@ -118,6 +129,8 @@ impl Actor {
             closing: Vec::new(),
             claim,
             held: outage::Held::default(),
+            meter: None,
+            unsaved_usage: Vec::new(),
         };
         tokio::spawn(actor.run());
         ActorHandle { tx }

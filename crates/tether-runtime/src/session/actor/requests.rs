@@ -12,10 +12,17 @@ use crate::session::mailbox::ActorHandle;
 
 impl Actor {
     pub(super) async fn on_special(&mut self, ev: AgentEvent) {
+        if let AgentEvent::Usage(report) = ev {
+            // Counted whatever the turn's state: the tokens were spent.
+            if self.on_usage(Some(report)).await {
+                self.stop().await;
+            }
+            return;
+        }
         let stopping = self
             .current
             .as_ref()
-            .is_none_or(|c| c.cancel_requested || c.timed_out);
+            .is_none_or(|c| c.cancel_requested || c.timed_out || c.over_budget.is_some());
         if stopping {
             // The turn is being stopped: nobody may grant anything for it any more.
             match ev {
@@ -28,7 +35,8 @@ impl Actor {
                 AgentEvent::MessageDelta(_)
                 | AgentEvent::ThoughtDelta(_)
                 | AgentEvent::ToolCall { .. }
-                | AgentEvent::ToolCallUpdate { .. } => {}
+                | AgentEvent::ToolCallUpdate { .. }
+                | AgentEvent::Usage(_) => {}
             }
             return;
         }
@@ -117,7 +125,8 @@ impl Actor {
             AgentEvent::MessageDelta(_)
             | AgentEvent::ThoughtDelta(_)
             | AgentEvent::ToolCall { .. }
-            | AgentEvent::ToolCallUpdate { .. } => {}
+            | AgentEvent::ToolCallUpdate { .. }
+            | AgentEvent::Usage(_) => {}
         }
         if self.parked {
             // The conversation has left this session: nobody answers from there, so the

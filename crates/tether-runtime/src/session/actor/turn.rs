@@ -76,8 +76,16 @@ impl Actor {
             cancel_requested: false,
             timed_out: false,
             store_lost: false,
+            over_budget: None,
+            prompted: false,
+            usage_reports: 0,
             text: String::new(),
         });
+        if let Some(message) = self.refused_by_budget().await {
+            // Refused before any agent starts (issue 29).
+            self.fail(ErrorCode::BudgetExceeded, message).await;
+            return;
+        }
         if let Some(t) = self.ctx.config.turn_timeout {
             self.deadline = Some((Instant::now() + t, DeadlineKind::TurnTimeout));
         }
@@ -95,6 +103,9 @@ impl Actor {
     }
 
     pub(super) fn spawn_prompt(&mut self) {
+        if let Some(c) = self.current.as_mut() {
+            c.prompted = true;
+        }
         let (Some(live), Some(cur)) = (self.live.clone(), self.current.as_ref()) else {
             return;
         };
@@ -157,7 +168,10 @@ impl Actor {
 
     pub(super) async fn on_prompted(&mut self, result: Result<TurnOutcome, AgentError>) {
         let (cancel_requested, stopped_by_tether) = match &self.current {
-            Some(c) => (c.cancel_requested, c.timed_out || c.store_lost),
+            Some(c) => (
+                c.cancel_requested,
+                c.timed_out || c.store_lost || c.over_budget.is_some(),
+            ),
             None => return,
         };
         if stopped_by_tether {
@@ -241,9 +255,12 @@ impl Actor {
         }
     }
 
-    /// Ends a stopped turn: `turn_timeout` when the timeout stopped it, else `cancelled`.
+    /// Ends a stopped turn: `turn_timeout` when the timeout stopped it, `budget_exceeded`
+    /// when a budget did, else `cancelled`.
     pub(super) async fn end_stopped(&mut self) {
-        if self.current.as_ref().is_some_and(|c| c.store_lost) {
+        if let Some(message) = self.current.as_ref().and_then(|c| c.over_budget.clone()) {
+            self.fail(ErrorCode::BudgetExceeded, message).await;
+        } else if self.current.as_ref().is_some_and(|c| c.store_lost) {
             let ending = TurnEnding::interrupted(self.store_lost_message(), self.streamed());
             self.end_turn(ending).await;
         } else if self.current.as_ref().is_some_and(|c| c.timed_out) {
@@ -290,6 +307,16 @@ impl Actor {
     }
 
     pub(super) async fn end_turn(&mut self, ending: TurnEnding) {
+        if self
+            .current
+            .as_ref()
+            .is_some_and(|c| c.prompted && c.usage_reports == 0)
+        {
+            // The turn ends either way: a cap it crossed refuses the next one.
+            let _ = self.on_usage(None).await;
+        } else {
+            let _ = self.save_usage().await;
+        }
         if let Some(c) = self.canceller.take() {
             c.abort();
         }

@@ -214,20 +214,19 @@ impl Acp {
             peer: Arc::clone(&self.peer),
             session_id: session_id.to_owned(),
             mcp: lock(&self.mcp).get(session_id).cloned().unwrap_or_default(),
+            spent: None,
         };
         let end = self.engine.run_turn(session_id, text, &mut io, token).await;
         lock(&self.turns).remove(session_id);
+        let reply = |stop: &str| match io.spent {
+            Some((i, o)) => json!({"stopReason": stop,
+                                   "usage": {"inputTokens": i, "outputTokens": o,
+                                             "totalTokens": i + o}}),
+            None => json!({"stopReason": stop}),
+        };
         match end {
-            Ok(TurnEnd::Completed) => {
-                self.peer
-                    .respond(id, json!({"stopReason": "end_turn"}))
-                    .await
-            }
-            Ok(TurnEnd::Cancelled) => {
-                self.peer
-                    .respond(id, json!({"stopReason": "cancelled"}))
-                    .await
-            }
+            Ok(TurnEnd::Completed) => self.peer.respond(id, reply("end_turn")).await,
+            Ok(TurnEnd::Cancelled) => self.peer.respond(id, reply("cancelled")).await,
             Ok(TurnEnd::Failed(message)) => {
                 self.peer
                     .respond_error(id, rpc::INTERNAL_ERROR, &message)
@@ -258,6 +257,8 @@ struct AcpIo {
     peer: Arc<Peer>,
     session_id: String,
     mcp: Vec<McpServerSpec>,
+    /// Tokens reported in the turn (the prompt reply's `usage`): input, output.
+    spent: Option<(u64, u64)>,
 }
 
 impl AcpIo {
@@ -336,6 +337,13 @@ impl TurnIo for AcpIo {
             "content": [{"type": "content", "content": {"type": "text", "text": text}}],
         }))
         .await
+    }
+
+    async fn usage(&mut self, input: u64, output: u64) -> Result<()> {
+        let (i, o) = self.spent.get_or_insert((0, 0));
+        *i += input;
+        *o += output;
+        Ok(())
     }
 
     async fn ask(&mut self, question: &str) -> Result<Option<String>> {

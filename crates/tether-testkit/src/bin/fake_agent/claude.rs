@@ -209,7 +209,7 @@ async fn run_one(
         "num_turns": 1,
         "session_id": session_id,
         "total_cost_usd": 0,
-        "usage": {"input_tokens": 0, "output_tokens": 0,
+        "usage": {"input_tokens": io.spent.0, "output_tokens": io.spent.1,
                   "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
         "modelUsage": {},
         "permission_denials": io.denials,

@@ -106,6 +106,8 @@ pub struct ClaudeIo {
     pub text: String,
     /// Denied tool uses (the `permission_denials` field).
     pub denials: Vec<Value>,
+    /// Tokens reported in the turn (`result.usage`): input, output.
+    pub spent: (u64, u64),
 }
 
 fn tool_use_id(call: &ToolCall) -> String {
@@ -123,6 +125,7 @@ impl ClaudeIo {
             session_id: session_id.to_owned(),
             text: String::new(),
             denials: Vec::new(),
+            spent: (0, 0),
         }
     }
 
@@ -243,6 +246,26 @@ impl TurnIo for ClaudeIo {
             }
             ToolEnd::Cancelled => self.tool_result(&id, "Interrupted by user", true).await,
         }
+    }
+
+    async fn usage(&mut self, input: u64, output: u64) -> Result<()> {
+        self.spent.0 += input;
+        self.spent.1 += output;
+        // An API call of its own: a message with no content but its usage.
+        let message = json!({
+            "type": "assistant",
+            "message": {
+                "id": format!("msg_{}", uuid::Uuid::new_v4().simple()),
+                "type": "message", "role": "assistant", "model": MODEL, "content": [],
+                "stop_reason": null, "stop_sequence": null,
+                "usage": {"input_tokens": input, "output_tokens": output,
+                          "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+            },
+            "parent_tool_use_id": null,
+            "session_id": self.session_id,
+            "uuid": new_uuid(),
+        });
+        self.control.out().send(&message).await
     }
 
     async fn ask(&mut self, question: &str) -> Result<Option<String>> {

@@ -34,6 +34,10 @@ pub struct CodexIo {
     open: Option<(String, String)>,
 }
 
+/// The running sum of tokens this process reported (`tokenUsage.total`): it only grows,
+/// as a thread's does in codex.
+static TOTAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 fn new_item_id(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
 }
@@ -175,6 +179,20 @@ impl TurnIo for CodexIo {
             ToolEnd::Cancelled => self.command_item(call, "failed", None),
         };
         self.item("item/completed", item).await
+    }
+
+    async fn usage(&mut self, input: u64, output: u64) -> Result<()> {
+        let step = input + output;
+        let total = TOTAL.fetch_add(step, std::sync::atomic::Ordering::SeqCst) + step;
+        let breakdown = |i: u64, o: u64| {
+            json!({"inputTokens": i, "cachedInputTokens": 0, "outputTokens": o,
+                   "reasoningOutputTokens": 0, "totalTokens": i + o})
+        };
+        let params = json!({"threadId": self.thread_id, "turnId": self.turn_id,
+                            "tokenUsage": {"last": breakdown(input, output),
+                                           "total": breakdown(total, 0),
+                                           "modelContextWindow": 272000}});
+        self.peer.notify("thread/tokenUsage/updated", params).await
     }
 
     async fn ask(&mut self, question: &str) -> Result<Option<String>> {

@@ -55,6 +55,8 @@ pub trait TurnIo: Send {
         call: &ToolCall,
         end: &ToolEnd,
     ) -> impl Future<Output = Result<()>> + Send;
+    /// Report usage: `input` and `output` tokens spent since the last report.
+    fn usage(&mut self, input: u64, output: u64) -> impl Future<Output = Result<()>> + Send;
     /// Ask the user a question; `None` = declined / cancelled. Dropped on cancel.
     fn ask(&mut self, question: &str) -> impl Future<Output = Result<Option<String>>> + Send;
     /// The stdio MCP servers the client gave this session (ACP `mcpServers`).
@@ -225,6 +227,23 @@ impl Engine {
                     return Ok(TurnEnd::Cancelled);
                 };
                 io.chunk(&reply(&script::answer_reply(answer.as_deref())))
+                    .await?;
+            }
+            Directive::Spend {
+                reports,
+                tokens,
+                interval_ms,
+            } => {
+                for i in 1..=reports {
+                    if i > 1 && sleep_or_cancel(interval_ms, cancel).await {
+                        return Ok(TurnEnd::Cancelled);
+                    }
+                    if cancel.is_cancelled() {
+                        return Ok(TurnEnd::Cancelled);
+                    }
+                    io.usage(tokens, 0).await?;
+                }
+                io.chunk(&reply(&format!("spent {reports}×{tokens}")))
                     .await?;
             }
             Directive::Sleep { ms } => {

@@ -55,6 +55,9 @@ pub enum Directive {
     Ask { question: String },
     /// `sleep MS`: wait, then reply `slept MS`.
     Sleep { ms: u64 },
+    /// `spend N TOKENS MS`: N usage reports of TOKENS input tokens each, MS milliseconds
+    /// apart, then reply `spent N×TOKENS`.
+    Spend { reports: u32, tokens: u64, interval_ms: u64 },
     /// `crash`: one chunk, then exit with code 3 mid-turn.
     Crash,
     /// `garbage`: three non-JSON stdout lines, then reply `garbage done`.
@@ -140,6 +143,17 @@ pub fn parse(text: &str) -> Directive {
         },
         "ask" if !rest.is_empty() => Directive::Ask {
             question: rest.join(" "),
+        },
+        "spend" => match rest.as_slice() {
+            [n, t, ms] => match (n.parse(), t.parse(), ms.parse()) {
+                (Ok(reports), Ok(tokens), Ok(interval_ms)) => Directive::Spend {
+                    reports,
+                    tokens,
+                    interval_ms,
+                },
+                _ => Directive::Echo,
+            },
+            _ => Directive::Echo,
         },
         "sleep" => match rest.as_slice() {
             [ms] => ms

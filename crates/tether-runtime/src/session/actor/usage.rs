@@ -1,0 +1,141 @@
+//! The session actor's usage (a child module of `actor`): each report the agent sends is
+//! a ledger row written as it arrives (issue 29), which also counts it toward every
+//! budget it falls under; the report that crosses a warning line posts a status line,
+//! the one that crosses a hard cap stops the turn (`budget_exceeded`). A turn whose agent
+//! reported nothing gets one row marked unreported: an unknown, never a silent zero.
+//! Rows the store could not take wait (bounded) and go with the next write.
+
+use tether_agents::UsageReport;
+use tether_proto::MessageRole;
+use tether_store::Recorded;
+
+use super::Actor;
+use crate::usage::{Meter, describe};
+
+/// Rows kept for an unreachable store; past it the oldest are dropped, and said so.
+const MAX_UNSAVED: usize = 10_000;
+
+impl Actor {
+    /// The session's meter, read once.
+    async fn meter(&mut self) -> Option<Meter> {
+        if self.meter.is_none() {
+            match Meter::of(&self.ctx, &self.session).await {
+                Ok(m) => self.meter = Some(m),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read whom the usage counts for");
+                    return None;
+                }
+            }
+        }
+        self.meter.clone()
+    }
+
+    /// A report from the agent (`None`: the turn ended without any); whether a hard cap
+    /// now stops the running turn (the caller stops it).
+    pub(super) async fn on_usage(&mut self, report: Option<UsageReport>) -> bool {
+        let turn_id = self.current.as_ref().map(|c| c.turn_id.clone());
+        if let Some(c) = self.current.as_mut()
+            && report.is_some()
+        {
+            c.usage_reports += 1;
+        }
+        let Some(meter) = self.meter().await else {
+            return false;
+        };
+        let row = meter.row(&self.ctx, &self.session, turn_id.as_ref(), report.as_ref());
+        if self.unsaved_usage.len() >= MAX_UNSAVED {
+            self.unsaved_usage.remove(0);
+            tracing::error!("usage rows dropped: the store stayed unreachable");
+        }
+        self.unsaved_usage.push(row);
+        self.save_usage().await
+    }
+
+    /// Writes the rows waiting, oldest first, until one cannot be written; whether a
+    /// hard cap now stops the running turn.
+    pub(super) async fn save_usage(&mut self) -> bool {
+        let mut stop = false;
+        while let Some(row) = self.unsaved_usage.first() {
+            match self.ctx.store.usage().record_usage(row).await {
+                Ok(recorded) => {
+                    self.unsaved_usage.remove(0);
+                    stop |= self.on_recorded(recorded).await;
+                }
+                Err(e) if e.is_unavailable() => {
+                    tracing::warn!(error = %e, waiting = self.unsaved_usage.len(), "usage waits for the store");
+                    return stop;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot store a usage row");
+                    self.unsaved_usage.remove(0);
+                }
+            }
+        }
+        stop
+    }
+
+    /// Tells the warnings; marks the running turn over budget (true) at a hard cap.
+    async fn on_recorded(&mut self, recorded: Recorded) -> bool {
+        for hit in recorded.budgets.iter().filter(|h| h.crossing.warned) {
+            let warn = hit.usage.budget.warn_percent.unwrap_or(0);
+            let text = format!("⚠️ {warn} % of {}", describe(&hit.usage));
+            self.status_line(&text).await;
+        }
+        let Some(over) = recorded.over() else {
+            return false;
+        };
+        let running = self
+            .current
+            .as_ref()
+            .is_some_and(|c| !c.cancel_requested && c.over_budget.is_none());
+        if running {
+            let message = format!("stopped: {} (budget_exceeded)", describe(&over.usage));
+            if let Some(c) = self.current.as_mut() {
+                c.over_budget = Some(message);
+            }
+        }
+        running
+    }
+
+    /// A status line in the conversation (and so on the page and the channels).
+    async fn status_line(&self, text: &str) {
+        let turn_id = self.current.as_ref().map(|c| c.turn_id.clone());
+        let added = self
+            .ctx
+            .store
+            .events()
+            .add_message(
+                &self.session.conversation_id,
+                MessageRole::Status,
+                text,
+                Some(&self.session.id),
+                turn_id.as_ref(),
+            )
+            .await;
+        if let Err(e) = added {
+            tracing::warn!(error = %e, "cannot post a budget status line");
+        }
+    }
+
+    /// Before a turn prompts its agent: the budget that refuses it, if any. It waits
+    /// for an unreachable store and refuses when the budgets cannot be read (a cap
+    /// never fails open).
+    pub(super) async fn refused_by_budget(&mut self) -> Option<String> {
+        let Some(meter) = self.meter().await else {
+            return Some("refused: the budgets could not be read (budget_exceeded)".to_owned());
+        };
+        let ctx = self.ctx.clone();
+        let read = super::outage::patiently("a budget check", || {
+            crate::usage::blocking(&ctx, &meter)
+        })
+        .await;
+        match read {
+            Ok(Some(u)) => Some(format!("refused: {} (budget_exceeded)", describe(&u))),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read the budgets");
+                Some(format!("refused: the budgets could not be read: {e} (budget_exceeded)"))
+            }
+        }
+    }
+}

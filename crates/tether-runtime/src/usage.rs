@@ -1,0 +1,151 @@
+//! The usage ledger's runtime side (issue 29): who a session's usage is counted for (its
+//! conversation, the delegation tree's root, the conversation's person, the agent's
+//! account), each report made a ledger row priced by the configured table, and the
+//! budget check a turn passes before its agent is prompted. The session actor writes
+//! the rows as the reports arrive (`session/actor/usage.rs`).
+
+use tether_agents::UsageReport;
+use tether_core::usage::Tokens;
+use tether_proto::{ConversationId, PersonId, Session, TurnId};
+use tether_store::{BudgetUse, Counted, NewUsage, StoreError};
+
+use crate::ctx::Ctx;
+
+/// Delegation trees are at most `[delegation] max_depth` (≤ 8) deep; more hops than this
+/// mean a parent link that loops.
+const MAX_HOPS: usize = 16;
+
+/// Where a session's usage counts.
+#[derive(Debug, Clone)]
+pub(crate) struct Meter {
+    pub conversation_id: ConversationId,
+    pub root: ConversationId,
+    pub person: Option<PersonId>,
+    pub agent: String,
+    pub account: String,
+    /// The session's chosen model, for reports that do not name theirs.
+    pub model: Option<String>,
+}
+
+impl Meter {
+    /// The meter of `session`: its conversation's owner and delegation root, read now.
+    pub async fn of(ctx: &Ctx, session: &Session) -> Result<Meter, StoreError> {
+        let conversations = ctx.store.conversations();
+        let conv = conversations
+            .get_conversation(&session.conversation_id)
+            .await?;
+        let person = conv.as_ref().and_then(|c| c.owner_id.clone());
+        let mut root = session.conversation_id.clone();
+        let mut parent = conv.and_then(|c| c.parent_conversation_id);
+        for _ in 0..MAX_HOPS {
+            let Some(p) = parent.take() else { break };
+            parent = conversations
+                .get_conversation(&p)
+                .await?
+                .and_then(|c| c.parent_conversation_id);
+            root = p;
+        }
+        Ok(Meter {
+            conversation_id: session.conversation_id.clone(),
+            root,
+            person,
+            agent: session.agent.clone(),
+            account: ctx.config.usage.account(&session.agent),
+            model: session.model.clone(),
+        })
+    }
+
+    pub fn counted(&self) -> Counted<'_> {
+        Counted {
+            conversation_id: &self.conversation_id,
+            root_conversation_id: &self.root,
+            person_id: self.person.as_ref(),
+        }
+    }
+
+    /// The ledger row of `report` (`None`: a turn whose agent reported nothing).
+    pub fn row(
+        &self,
+        ctx: &Ctx,
+        session: &Session,
+        turn_id: Option<&TurnId>,
+        report: Option<&UsageReport>,
+    ) -> NewUsage {
+        let prices = &ctx.config.usage.prices;
+        let tokens = report.map(|r| r.tokens).unwrap_or_default();
+        let model = report
+            .and_then(|r| r.model.clone())
+            .or_else(|| self.model.clone());
+        let cost = match report {
+            Some(_) => model
+                .as_deref()
+                .and_then(|m| prices.cost(m, &tokens))
+                .and_then(|c| i64::try_from(c).ok()),
+            None => None,
+        };
+        let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let Tokens {
+            input,
+            cached_input,
+            cache_write,
+            output,
+            reasoning,
+        } = tokens;
+        NewUsage {
+            report_id: crate::ids::new_id::<String>(),
+            unreported: report.is_none(),
+            conversation_id: self.conversation_id.clone(),
+            root_conversation_id: self.root.clone(),
+            session_id: Some(session.id.clone()),
+            turn_id: turn_id.cloned(),
+            person_id: self.person.clone(),
+            agent: self.agent.clone(),
+            model,
+            account: Some(self.account.clone()),
+            input: n(input),
+            cached_input: n(cached_input),
+            cache_write: n(cache_write),
+            output: n(output),
+            reasoning: n(reasoning),
+            cost_nanos: cost,
+            price_version: prices.version.clone(),
+        }
+    }
+}
+
+/// What a person is told about a budget: "the tree's daily budget: 1 200 of 1 000 tokens".
+pub(crate) fn describe(u: &BudgetUse) -> String {
+    use tether_core::budget::{Period, Unit};
+    let scope = match &u.budget.scope {
+        tether_store::BudgetScope::Conversation(_) => "this conversation's",
+        tether_store::BudgetScope::Tree(_) => "this task tree's",
+        tether_store::BudgetScope::Person(_) => "your",
+        tether_store::BudgetScope::Team => "the team's",
+    };
+    let period = match u.budget.period {
+        Period::Day => "daily ",
+        Period::Week => "weekly ",
+        Period::Month => "monthly ",
+        Period::Total => "",
+    };
+    let amount = |v: i64| match u.budget.unit {
+        Unit::Tokens => format!("{v} tokens"),
+        Unit::Cost => format!("${:.2}", v as f64 / 1e9),
+    };
+    format!(
+        "{scope} {period}budget: {} of {}",
+        amount(u.used),
+        amount(u.budget.cap)
+    )
+}
+
+/// The first budget `meter`'s usage counts toward that is at or over its cap now.
+pub(crate) async fn blocking(ctx: &Ctx, meter: &Meter) -> Result<Option<BudgetUse>, StoreError> {
+    let now = ctx.clock.now_ms();
+    let budgets = ctx
+        .store
+        .usage()
+        .budgets_counting(&meter.counted(), now)
+        .await?;
+    Ok(budgets.into_iter().find(|u| u.used >= u.budget.cap))
+}

@@ -1,0 +1,183 @@
+//! Budgets and their counters in SQL (see `usage/mod.rs`). A counter is one row per
+//! budget and period; a ledger row's write upserts it (`used = used + amount`) and
+//! reads the sum back in the same statement, under the row's lock on PostgreSQL and the
+//! writer's on SQLite, so concurrent reports on any node see each other's sums. The
+//! counters are taken in budget-id order, so two writers never wait on each other in
+//! a circle.
+
+use sqlx::Row;
+use tether_core::budget::{Period, Unit, crossing};
+use tether_proto::PersonId;
+
+use super::conns::Tx;
+use super::{Db, SqlRow};
+use crate::usage::{Budget, BudgetHit, BudgetScope, BudgetUse, Counted};
+use crate::{Result, StoreError};
+
+const BUDGET_COLUMNS: &str =
+    "id, scope, scope_id, unit, cap, warn_percent, period, created_by, created_at";
+
+/// The budgets `counted` counts toward, in id order.
+const COUNTING: &str = "SELECT id, scope, scope_id, unit, cap, warn_percent, period, created_by, \
+     created_at FROM budgets WHERE (scope = 'conversation' AND scope_id = $1) \
+     OR (scope = 'tree' AND scope_id = $2) OR (scope = 'person' AND scope_id = $3) \
+     OR scope = 'team' ORDER BY id";
+
+fn corrupt(detail: String) -> StoreError {
+    StoreError::Corrupt {
+        table: "budgets",
+        detail,
+    }
+}
+
+fn budget(row: &SqlRow) -> Result<Budget> {
+    let scope: String = row.try_get("scope")?;
+    let scope_id: Option<String> = row.try_get("scope_id")?;
+    let unit: String = row.try_get("unit")?;
+    let period: String = row.try_get("period")?;
+    let warn: Option<i64> = row.try_get("warn_percent")?;
+    Ok(Budget {
+        id: row.try_get("id")?,
+        scope: BudgetScope::from_parts(&scope, scope_id)
+            .ok_or_else(|| corrupt(format!("unknown scope {scope:?}")))?,
+        unit: Unit::parse(&unit).ok_or_else(|| corrupt(format!("unknown unit {unit:?}")))?,
+        cap: row.try_get("cap")?,
+        warn_percent: warn.and_then(|w| u8::try_from(w).ok()),
+        period: Period::parse(&period)
+            .ok_or_else(|| corrupt(format!("unknown period {period:?}")))?,
+        created_by: row
+            .try_get::<Option<String>, _>("created_by")?
+            .map(PersonId::from),
+        created_at_ms: row.try_get("created_at")?,
+    })
+}
+
+/// Adds a ledger row's `tokens` or `cost` to every budget it counts toward (in `tx`);
+/// what each crossed.
+pub(crate) async fn count(
+    tx: &mut Tx,
+    counted: &Counted<'_>,
+    now_ms: i64,
+    tokens: i64,
+    cost_nanos: Option<i64>,
+) -> Result<Vec<BudgetHit>> {
+    let rows = sqlx::query(COUNTING)
+        .bind(counted.conversation_id.as_str())
+        .bind(counted.root_conversation_id.as_str())
+        .bind(counted.person_id.map(PersonId::as_str))
+        .fetch_all(&mut **tx)
+        .await?;
+    let mut hits = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let b = budget(row)?;
+        let amount = match b.unit {
+            Unit::Tokens => tokens,
+            Unit::Cost => cost_nanos.unwrap_or(0),
+        };
+        if amount == 0 {
+            continue;
+        }
+        let start = b.period.start(now_ms);
+        let (used,): (i64,) = sqlx::query_as(
+            "INSERT INTO budget_counters (budget_id, period_start, used) VALUES ($1, $2, $3) \
+             ON CONFLICT (budget_id, period_start) \
+             DO UPDATE SET used = budget_counters.used + excluded.used RETURNING used",
+        )
+        .bind(&b.id)
+        .bind(start)
+        .bind(amount)
+        .fetch_one(&mut **tx)
+        .await?;
+        let crossing = crossing(b.cap, b.warn_percent, used, amount);
+        hits.push(BudgetHit {
+            usage: BudgetUse {
+                budget: b,
+                period_start_ms: start,
+                used,
+            },
+            crossing,
+        });
+    }
+    Ok(hits)
+}
+
+impl Db {
+    /// Stores a budget (its id chosen by the caller).
+    pub async fn create_budget(&self, b: &Budget) -> Result<()> {
+        sqlx::query(&format!(
+            "INSERT INTO budgets ({BUDGET_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+        ))
+        .bind(&b.id)
+        .bind(b.scope.kind())
+        .bind(b.scope.id())
+        .bind(b.unit.as_str())
+        .bind(b.cap)
+        .bind(b.warn_percent.map(i64::from))
+        .bind(b.period.as_str())
+        .bind(b.created_by.as_ref().map(PersonId::as_str))
+        .bind(b.created_at_ms)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    /// Deletes a budget and its counters; whether it existed.
+    pub async fn delete_budget(&self, id: &str) -> Result<bool> {
+        let mut tx = self.writer.begin().await?;
+        sqlx::query("DELETE FROM budget_counters WHERE budget_id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        let gone = sqlx::query("DELETE FROM budgets WHERE id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit_unchecked().await?;
+        Ok(gone > 0)
+    }
+
+    /// Every budget with what it has used in its period at `now_ms`, in id order.
+    pub async fn list_budgets(&self, now_ms: i64) -> Result<Vec<BudgetUse>> {
+        let rows = sqlx::query(&format!("SELECT {BUDGET_COLUMNS} FROM budgets ORDER BY id"))
+            .fetch_all(&self.reader)
+            .await?;
+        self.with_use(&rows, now_ms).await
+    }
+
+    /// The budgets `counted` counts toward, with what each has used at `now_ms`.
+    pub async fn budgets_counting(
+        &self,
+        counted: &Counted<'_>,
+        now_ms: i64,
+    ) -> Result<Vec<BudgetUse>> {
+        let rows = sqlx::query(COUNTING)
+            .bind(counted.conversation_id.as_str())
+            .bind(counted.root_conversation_id.as_str())
+            .bind(counted.person_id.map(PersonId::as_str))
+            .fetch_all(&self.reader)
+            .await?;
+        self.with_use(&rows, now_ms).await
+    }
+
+    async fn with_use(&self, rows: &[SqlRow], now_ms: i64) -> Result<Vec<BudgetUse>> {
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let b = budget(row)?;
+            let start = b.period.start(now_ms);
+            let used: Option<(i64,)> = sqlx::query_as(
+                "SELECT used FROM budget_counters WHERE budget_id = $1 AND period_start = $2",
+            )
+            .bind(&b.id)
+            .bind(start)
+            .fetch_optional(&self.reader)
+            .await?;
+            out.push(BudgetUse {
+                budget: b,
+                period_start_ms: start,
+                used: used.map_or(0, |(u,)| u),
+            });
+        }
+        Ok(out)
+    }
+}
