@@ -224,7 +224,12 @@ async fn more_than_the_schema_knows_is_still_understood() {
     while let Ok(event) = rx.try_recv() {
         events.push(event);
     }
-    assert_eq!(events.len(), 4, "{events:?}");
+    assert_eq!(events.len(), 5, "{events:?}");
+    // The reply's usage, as a report (issue 29).
+    assert!(
+        matches!(&events[4], AgentEvent::Usage(u) if u.tokens.input == 3),
+        "{events:?}"
+    );
     assert!(
         matches!(&events[0], AgentEvent::MessageDelta(t) if t == "a"),
         "{events:?}"

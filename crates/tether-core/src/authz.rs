@@ -39,6 +39,11 @@ pub enum Action {
     DecidePairing,
     /// Read the audit log.
     ReadAudit,
+    /// Read anyone's usage and the team's (one's own and one's conversations' usage is
+    /// `Read` on them).
+    ReadTeamUsage,
+    /// Create and delete budgets.
+    ManageBudgets,
 }
 
 impl Action {
@@ -56,6 +61,8 @@ impl Action {
         Action::LinkOthers,
         Action::DecidePairing,
         Action::ReadAudit,
+        Action::ReadTeamUsage,
+        Action::ManageBudgets,
     ];
 
     /// Whether the action is on one conversation (and needs its [`Target`]).
@@ -113,6 +120,8 @@ pub fn rule(action: Action) -> Rule {
         Action::LinkOthers => global(S::Admin, Admin),
         Action::DecidePairing => global(S::Admin, Admin),
         Action::ReadAudit => global(S::Admin, Admin),
+        Action::ReadTeamUsage => global(S::Read, Admin),
+        Action::ManageBudgets => global(S::Admin, Admin),
     }
 }
 

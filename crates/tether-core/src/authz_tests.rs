@@ -96,6 +96,8 @@ fn administration_is_for_admins_only() {
         Action::LinkOthers,
         Action::DecidePairing,
         Action::ReadAudit,
+        Action::ReadTeamUsage,
+        Action::ManageBudgets,
     ] {
         for role in ROLES {
             let allowed = decide(&actor(&me, role), action, None).is_ok();

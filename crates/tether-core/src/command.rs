@@ -31,6 +31,8 @@ pub enum Command {
     Model { name: String },
     /// `/sessions`: list this conversation's sessions.
     Sessions,
+    /// `/usage`: this conversation's usage, its task tree's and its budgets.
+    Usage,
     /// `/file <path>`: send a file from the working directory (the rest of the line).
     File { path: String },
     /// `/help` (also Telegram's `/start`).
@@ -50,6 +52,7 @@ impl Command {
             Command::Agent { .. } => "agent",
             Command::Model { .. } => "model",
             Command::Sessions => "sessions",
+            Command::Usage => "usage",
             Command::File { .. } => "file",
             Command::Help => "help",
         }
@@ -155,6 +158,11 @@ const COMMANDS: &[Spec] = &[
         about: "list this conversation's sessions",
     },
     Spec {
+        name: "usage",
+        usage: "/usage",
+        about: "show the tokens and cost spent here and the budgets that apply",
+    },
+    Spec {
         name: "file",
         usage: "/file <path>",
         about: "send a file from the working directory",
@@ -201,6 +209,7 @@ pub fn is_command_word(word: &str) -> bool {
             | "status"
             | "stop"
             | "sessions"
+            | "usage"
             | "help"
             | "approve"
             | "deny"
@@ -233,6 +242,7 @@ pub fn parse_input(text: &str, known_agents: &[&str]) -> Result<Input, CommandEr
         "status" => no_args("status", rest, Command::Status)?,
         "stop" => no_args("stop", rest, Command::Stop)?,
         "sessions" => no_args("sessions", rest, Command::Sessions)?,
+        "usage" => no_args("usage", rest, Command::Usage)?,
         "help" | "start" => Command::Help,
         "approve" => Command::Approve {
             id: optional_arg("approve", rest)?,

@@ -16,6 +16,7 @@ mod pages;
 mod params;
 mod people;
 mod status;
+mod usage;
 
 pub use accounts::*;
 pub use attachment::*;
@@ -30,3 +31,4 @@ pub use pages::*;
 pub use params::*;
 pub use people::*;
 pub use status::*;
+pub use usage::*;

@@ -95,6 +95,10 @@ impl Runtime {
     pub fn people(&self) -> crate::People<'_> {
         crate::People::new(self)
     }
+    /// The usage ledger and budgets (issue 29).
+    pub fn usage(&self) -> crate::Usage<'_> {
+        crate::Usage { rt: self }
+    }
 
     // Commands: every change goes through `call` (dispatch.rs).
     /// Runs `call` where the conversation it acts on runs (this node, or its owner).

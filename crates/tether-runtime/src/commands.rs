@@ -170,6 +170,7 @@ impl Router<'_> {
             }
             Command::Status => self.rt.conversations().status_text(&conv).await?,
             Command::Sessions => self.rt.conversations().sessions_text(&conv).await?,
+            Command::Usage => self.rt.usage().text(&conv.id).await?,
             Command::Help => tether_core::help_text(),
             Command::File { path } => return self.rt.attachments().share_file(&conv, &path).await,
         };

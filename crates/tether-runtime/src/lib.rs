@@ -31,6 +31,7 @@ mod session;
 mod sign_in;
 mod spare;
 mod usage;
+mod usage_view;
 mod views;
 
 pub use accounts::{AccountStatus, LINK_CODE_TTL_MS};
@@ -54,4 +55,6 @@ pub use people::People;
 pub use seams::{Clock, Drivers, Seams, SystemClock, Wait};
 pub use session::pool::{PoolConfig, PoolStatus};
 pub use sign_in::{SignedIn, VerifiedUser};
+pub use tether_store::Bucket as UsageBucket;
 pub use tether_store::{Batch, Follower, SESSION_PREFIX, Scope, TOKEN_PREFIX};
+pub use usage_view::{Usage, UsageAsk};

@@ -7,13 +7,9 @@
 use tether_agents::UsageReport;
 use tether_core::usage::Tokens;
 use tether_proto::{ConversationId, PersonId, Session, TurnId};
-use tether_store::{BudgetUse, Counted, NewUsage, StoreError};
+use tether_store::{BudgetUse, NewUsage, StoreError, TurnBudgets};
 
 use crate::ctx::Ctx;
-
-/// Delegation trees are at most `[delegation] max_depth` (≤ 8) deep; more hops than this
-/// mean a parent link that loops.
-const MAX_HOPS: usize = 16;
 
 /// Where a session's usage counts.
 #[derive(Debug, Clone)]
@@ -28,39 +24,24 @@ pub(crate) struct Meter {
 }
 
 impl Meter {
-    /// The meter of `session`: its conversation's owner and delegation root, read now.
-    pub async fn of(ctx: &Ctx, session: &Session) -> Result<Meter, StoreError> {
-        let conversations = ctx.store.conversations();
-        let conv = conversations
-            .get_conversation(&session.conversation_id)
+    /// The meter of `session` and the budgets its turns count toward, read now (one
+    /// store call).
+    pub async fn of(ctx: &Ctx, session: &Session) -> Result<(Meter, TurnBudgets), StoreError> {
+        let now = ctx.clock.now_ms();
+        let t = ctx
+            .store
+            .usage()
+            .turn_budgets(&session.conversation_id, now)
             .await?;
-        let person = conv.as_ref().and_then(|c| c.owner_id.clone());
-        let mut root = session.conversation_id.clone();
-        let mut parent = conv.and_then(|c| c.parent_conversation_id);
-        for _ in 0..MAX_HOPS {
-            let Some(p) = parent.take() else { break };
-            parent = conversations
-                .get_conversation(&p)
-                .await?
-                .and_then(|c| c.parent_conversation_id);
-            root = p;
-        }
-        Ok(Meter {
+        let meter = Meter {
             conversation_id: session.conversation_id.clone(),
-            root,
-            person,
+            root: t.root.clone(),
+            person: t.person.clone(),
             agent: session.agent.clone(),
             account: ctx.config.usage.account(&session.agent),
             model: session.model.clone(),
-        })
-    }
-
-    pub fn counted(&self) -> Counted<'_> {
-        Counted {
-            conversation_id: &self.conversation_id,
-            root_conversation_id: &self.root,
-            person_id: self.person.as_ref(),
-        }
+        };
+        Ok((meter, t))
     }
 
     /// The ledger row of `report` (`None`: a turn whose agent reported nothing).
@@ -137,15 +118,4 @@ pub(crate) fn describe(u: &BudgetUse) -> String {
         amount(u.used),
         amount(u.budget.cap)
     )
-}
-
-/// The first budget `meter`'s usage counts toward that is at or over its cap now.
-pub(crate) async fn blocking(ctx: &Ctx, meter: &Meter) -> Result<Option<BudgetUse>, StoreError> {
-    let now = ctx.clock.now_ms();
-    let budgets = ctx
-        .store
-        .usage()
-        .budgets_counting(&meter.counted(), now)
-        .await?;
-    Ok(budgets.into_iter().find(|u| u.used >= u.budget.cap))
 }

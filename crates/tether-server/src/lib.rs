@@ -365,6 +365,15 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
             axum::routing::patch(handlers::people::update_person),
         )
         .route("/api/v1/audit", get(handlers::audit::audit))
+        .route("/api/v1/usage", get(handlers::usage::usage))
+        .route(
+            "/api/v1/budgets",
+            get(handlers::usage::budgets).post(handlers::usage::create_budget),
+        )
+        .route(
+            "/api/v1/budgets/{id}",
+            axum::routing::delete(handlers::usage::delete_budget),
+        )
         .route("/api/v1/auth/signout", post(oidc::signout))
         .route(
             "/api/v1/me/accounts",

@@ -61,6 +61,13 @@ impl Checked for tether_proto::NewApiToken {
     }
 }
 
+impl Checked for tether_proto::NewBudget {
+    fn check(&self) -> Result<(), ApiError> {
+        chars("scope", Some(&self.scope), 32)?;
+        chars("scope_id", self.scope_id.as_deref(), MAX_NAME_CHARS)
+    }
+}
+
 impl Checked for tether_proto::NewPersonRequest {
     fn check(&self) -> Result<(), ApiError> {
         chars("name", Some(&self.name), MAX_NAME_CHARS)?;

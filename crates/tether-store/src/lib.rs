@@ -73,8 +73,8 @@ pub use people::{
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use requests::{NewApproval, NewQuestion};
 pub use usage::{
-    Budget, BudgetHit, BudgetScope, BudgetUse, Bucket, Counted, NewUsage, Recorded, SeriesPoint,
-    UsageScope, UsageTotals,
+    Bucket, Budget, BudgetHit, BudgetScope, BudgetUse, Counted, NewUsage, Recorded, SeriesPoint,
+    TurnBudgets, UsageScope, UsageTotals,
 };
 
 /// Errors from the store.

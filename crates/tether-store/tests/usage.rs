@@ -43,7 +43,11 @@ fn row(
 fn uuid() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
-    format!("r{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst))
+    format!(
+        "r{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
 }
 
 async fn the_ledger_sums_every_scope_and_keeps_unknown_costs_apart(b: Backend) {
@@ -146,7 +150,10 @@ async fn a_report_written_twice_counts_once_and_an_unreported_turn_is_unknown(b:
         .usage_totals(&UsageScope::Conversation(ConversationId::from("c")), None)
         .await
         .unwrap();
-    assert_eq!((t.reports, t.input, t.unreported, t.unpriced), (2, 10, 1, 0));
+    assert_eq!(
+        (t.reports, t.input, t.unreported, t.unpriced),
+        (2, 10, 1, 0)
+    );
 }
 
 fn budget(id: &str, scope: BudgetScope, cap: i64, period: tether_core::budget::Period) -> Budget {
@@ -167,8 +174,18 @@ async fn budgets_count_every_row_of_their_scope_and_tell_the_crossing_one(b: Bac
     let (_d, store) = support::open(b).await;
     let usage = store.usage();
     // Each row below is 10 + 20 + 30 + 1 = 61 tokens.
-    let tree = budget("b-tree", BudgetScope::Tree(ConversationId::from("p")), 150, Period::Day);
-    let ann = budget("b-ann", BudgetScope::Person(PersonId::from("ann")), 1_000, Period::Month);
+    let tree = budget(
+        "b-tree",
+        BudgetScope::Tree(ConversationId::from("p")),
+        150,
+        Period::Day,
+    );
+    let ann = budget(
+        "b-ann",
+        BudgetScope::Person(PersonId::from("ann")),
+        1_000,
+        Period::Month,
+    );
     let team = budget("b-team", BudgetScope::Team, 10_000, Period::Total);
     for b in [&tree, &ann, &team] {
         usage.create_budget(b).await.unwrap();
@@ -183,15 +200,25 @@ async fn budgets_count_every_row_of_their_scope_and_tell_the_crossing_one(b: Bac
         .record_usage(&row("child", "p", "t2", "ann", 10, Some(1)))
         .await
         .unwrap();
-    let hit = second.budgets.iter().find(|h| h.usage.budget.id == "b-tree").unwrap();
+    let hit = second
+        .budgets
+        .iter()
+        .find(|h| h.usage.budget.id == "b-tree")
+        .unwrap();
     assert_eq!(hit.usage.used, 122);
-    assert!(hit.crossing.warned && !hit.crossing.over, "past 50 %: warned once");
+    assert!(
+        hit.crossing.warned && !hit.crossing.over,
+        "past 50 %: warned once"
+    );
     let third = usage
         .record_usage(&row("child", "p", "t2", "ann", 10, Some(1)))
         .await
         .unwrap();
     let over = third.over().unwrap();
-    assert_eq!((over.usage.budget.id.as_str(), over.usage.used), ("b-tree", 183));
+    assert_eq!(
+        (over.usage.budget.id.as_str(), over.usage.used),
+        ("b-tree", 183)
+    );
     assert!(!over.crossing.warned);
     // Someone else's conversation counts only toward the team.
     let other = usage
@@ -225,7 +252,10 @@ async fn budgets_count_every_row_of_their_scope_and_tell_the_crossing_one(b: Bac
     // Tomorrow the daily budget starts again.
     let tomorrow = now_ms() + 86_400_000;
     let all = usage.list_budgets(tomorrow).await.unwrap();
-    assert_eq!(all.iter().find(|u| u.budget.id == "b-tree").unwrap().used, 0);
+    assert_eq!(
+        all.iter().find(|u| u.budget.id == "b-tree").unwrap().used,
+        0
+    );
     assert!(usage.delete_budget("b-tree").await.unwrap());
     assert!(!usage.delete_budget("b-tree").await.unwrap());
     assert_eq!(usage.list_budgets(now_ms()).await.unwrap().len(), 2);

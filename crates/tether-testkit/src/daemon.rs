@@ -437,6 +437,11 @@ impl Daemon {
         .await
     }
 
+    pub async fn delete(&self, path: &str) -> (u16, Value) {
+        self.send(self.client.delete(self.url(path)).bearer_auth(&self.token))
+            .await
+    }
+
     pub async fn get(&self, path: &str) -> (u16, Value) {
         self.send(self.client.get(self.url(path)).bearer_auth(&self.token))
             .await

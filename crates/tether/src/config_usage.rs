@@ -45,7 +45,9 @@ pub struct PriceFile {
 /// the micro-dollar).
 fn micros(model: &str, what: &str, dollars: f64) -> Result<u64> {
     if !dollars.is_finite() || !(0.0..=1_000_000.0).contains(&dollars) {
-        bail!("[prices.models.{model:?}] {what} must be between 0 and 1000000 dollars per million tokens (got {dollars})");
+        bail!(
+            "[prices.models.{model:?}] {what} must be between 0 and 1000000 dollars per million tokens (got {dollars})"
+        );
     }
     Ok((dollars * 1_000_000.0).round() as u64)
 }
@@ -105,8 +107,14 @@ mod tests {
         let usage = resolve(Some(file), BTreeMap::new()).unwrap();
         assert_eq!(usage.prices.version, "team-1");
         let p = usage.prices.price("gpt-5-codex").unwrap();
-        assert_eq!((p.input, p.cached_input, p.output), (2_000_000, 2_000_000, 8_500_000));
-        assert!(usage.prices.price("claude-sonnet-4-5").is_some(), "defaults stay");
+        assert_eq!(
+            (p.input, p.cached_input, p.output),
+            (2_000_000, 2_000_000, 8_500_000)
+        );
+        assert!(
+            usage.prices.price("claude-sonnet-4-5").is_some(),
+            "defaults stay"
+        );
         assert_eq!(usage.account("codex"), "codex");
     }
 
@@ -114,7 +122,9 @@ mod tests {
     fn bad_prices_are_refused_naming_the_field() {
         let file: PricesFile =
             toml::from_str("[models.\"m\"]\ninput = -1.0\noutput = 1.0\n").unwrap();
-        let err = resolve(Some(file), BTreeMap::new()).unwrap_err().to_string();
+        let err = resolve(Some(file), BTreeMap::new())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("input"), "{err}");
         assert!(toml::from_str::<PricesFile>("[models.m]\ninput = 1.0\n").is_err());
     }

@@ -9,11 +9,11 @@
 mod cluster;
 mod config;
 mod config_auth;
-mod config_usage;
 mod config_channels;
 mod config_server;
 mod config_slack;
 mod config_store;
+mod config_usage;
 mod daemon_record;
 mod datadir;
 mod doctor;

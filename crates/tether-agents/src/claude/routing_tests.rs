@@ -91,6 +91,7 @@ fn describe(event: &AgentEvent) -> String {
         }
         AgentEvent::Permission(p) => format!("permission:{}", p.title),
         AgentEvent::Question(q) => format!("question:{}", q.prompt),
+        AgentEvent::Usage(u) => format!("usage:{}", u.tokens.total()),
     }
 }
 

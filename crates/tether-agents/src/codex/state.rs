@@ -12,9 +12,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::items::{self, str_field};
 use crate::driver::{AgentEvent, UsageReport};
+use crate::jsonrpc::{CloseInfo, Connection, Incoming};
 use crate::usage;
 use tether_core::usage::Tokens;
-use crate::jsonrpc::{CloseInfo, Connection, Incoming};
 
 /// What the thread is doing: `Quiet` before the thread exists (notifications are dropped).
 pub(crate) type Phase = crate::turn::Phase<Box<Turn>>;

@@ -28,7 +28,7 @@ pub const MAX_TEXT: usize = 4096;
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The commands shown in Telegram's menu (`setMyCommands`).
-const COMMANDS: [(&str, &str); 11] = [
+const COMMANDS: [(&str, &str); 12] = [
     ("new", "Start a new session: /new [agent] [task]"),
     ("status", "Agent, model, session, state, queue, approvals"),
     ("stop", "Cancel the running turn"),
@@ -38,6 +38,7 @@ const COMMANDS: [(&str, &str); 11] = [
     ("agent", "Choose the agent: /agent <name>"),
     ("model", "Choose the model: /model <name>"),
     ("sessions", "This chat's sessions"),
+    ("usage", "Tokens and cost spent here, and the budgets"),
     (
         "file",
         "Send a file from the working directory: /file <path>",

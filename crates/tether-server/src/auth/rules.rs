@@ -76,6 +76,11 @@ pub(crate) const RULES: &[(&str, &str, Action)] = &[
     ("POST", "/api/v1/people", Action::ManagePeople),
     ("PATCH", "/api/v1/people/{id}", Action::ManagePeople),
     ("GET", "/api/v1/audit", Action::ReadAudit),
+    // Usage: the runtime checks the scope asked for (a conversation's is `Read` on it).
+    ("GET", "/api/v1/usage", Action::ReadNode),
+    ("GET", "/api/v1/budgets", Action::ManageBudgets),
+    ("POST", "/api/v1/budgets", Action::ManageBudgets),
+    ("DELETE", "/api/v1/budgets/{id}", Action::ManageBudgets),
     ("GET", "/api/v1/me/accounts", Action::LinkSelf),
     ("POST", "/api/v1/me/accounts", Action::LinkSelf),
     (

@@ -10,6 +10,7 @@ pub(crate) mod delegation;
 pub(crate) mod event_page;
 pub(crate) mod people;
 pub(crate) mod sessions;
+pub(crate) mod usage;
 
 use crate::auth::Api;
 use axum::{Extension, Json};

@@ -21,6 +21,8 @@ macro_rules! backend_modules {
         mod append;
         #[path = "../attachments/sql.rs"]
         mod attachments;
+        #[path = "../usage/sql_budgets.rs"]
+        mod budgets;
         #[path = "../channels/sql.rs"]
         mod channels;
         #[path = "../channels/sql_inbound.rs"]
@@ -73,8 +75,6 @@ macro_rules! backend_modules {
         mod tx;
         #[path = "../usage/sql.rs"]
         mod usage;
-        #[path = "../usage/sql_budgets.rs"]
-        mod budgets;
         #[path = "../conversations/sql_view_parts.rs"]
         mod view_parts;
     };

@@ -178,3 +178,20 @@ pub struct Counted<'a> {
     pub root_conversation_id: &'a ConversationId,
     pub person_id: Option<&'a PersonId>,
 }
+
+/// Whom a turn counts for, and the budgets it counts toward (`turn_budgets`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnBudgets {
+    /// The delegation tree's root (the conversation itself when it is no child).
+    pub root: ConversationId,
+    /// The conversation's owner.
+    pub person: Option<PersonId>,
+    pub budgets: Vec<BudgetUse>,
+}
+
+impl TurnBudgets {
+    /// The first budget at or over its cap.
+    pub fn blocking(&self) -> Option<&BudgetUse> {
+        self.budgets.iter().find(|u| u.used >= u.budget.cap)
+    }
+}

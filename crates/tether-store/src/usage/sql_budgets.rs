@@ -160,6 +160,49 @@ impl Db {
         self.with_use(&rows, now_ms).await
     }
 
+    /// Whom a turn of `conversation_id` counts for (its owner and delegation root, found
+    /// in one recursive query) and the budgets it counts toward with their use at
+    /// `now_ms`: one call before each turn.
+    pub async fn turn_budgets(
+        &self,
+        conversation_id: &tether_proto::ConversationId,
+        now_ms: i64,
+    ) -> Result<crate::usage::TurnBudgets> {
+        let rows = sqlx::query(
+            "WITH RECURSIVE up (id, parent, owner, depth) AS (                SELECT id, parent_conversation_id, owner_id, 0 FROM conversations WHERE id = $1                UNION ALL                SELECT c.id, c.parent_conversation_id, c.owner_id, up.depth + 1                FROM conversations c JOIN up ON c.id = up.parent WHERE up.depth < 16)              SELECT id, owner, depth FROM up ORDER BY depth",
+        )
+        .bind(conversation_id.as_str())
+        .fetch_all(&self.reader)
+        .await?;
+        let person: Option<String> = match rows.first() {
+            Some(r) => r.try_get("owner")?,
+            None => None,
+        };
+        let root: String = match rows.last() {
+            Some(r) => r.try_get("id")?,
+            None => conversation_id.as_str().to_owned(),
+        };
+        let root = tether_proto::ConversationId::from(root);
+        let person = person.map(PersonId::from);
+        let counted = Counted {
+            conversation_id,
+            root_conversation_id: &root,
+            person_id: person.as_ref(),
+        };
+        let budgets = sqlx::query(COUNTING)
+            .bind(counted.conversation_id.as_str())
+            .bind(counted.root_conversation_id.as_str())
+            .bind(counted.person_id.map(PersonId::as_str))
+            .fetch_all(&self.reader)
+            .await?;
+        let budgets = self.with_use(&budgets, now_ms).await?;
+        Ok(crate::usage::TurnBudgets {
+            root,
+            person,
+            budgets,
+        })
+    }
+
     async fn with_use(&self, rows: &[SqlRow], now_ms: i64) -> Result<Vec<BudgetUse>> {
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {

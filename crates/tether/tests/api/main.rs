@@ -24,3 +24,4 @@ mod api_shared_process;
 mod api_streaming;
 mod api_teams;
 mod api_teams_matrix;
+mod api_usage;

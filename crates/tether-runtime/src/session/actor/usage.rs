@@ -16,11 +16,11 @@ use crate::usage::{Meter, describe};
 const MAX_UNSAVED: usize = 10_000;
 
 impl Actor {
-    /// The session's meter, read once.
+    /// The session's meter (read again before each turn, see `refused_by_budget`).
     async fn meter(&mut self) -> Option<Meter> {
         if self.meter.is_none() {
             match Meter::of(&self.ctx, &self.session).await {
-                Ok(m) => self.meter = Some(m),
+                Ok((m, _)) => self.meter = Some(m),
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot read whom the usage counts for");
                     return None;
@@ -117,24 +117,25 @@ impl Actor {
         }
     }
 
-    /// Before a turn prompts its agent: the budget that refuses it, if any. It waits
-    /// for an unreachable store and refuses when the budgets cannot be read (a cap
-    /// never fails open).
+    /// Before a turn prompts its agent: the budget that refuses it, if any (and the
+    /// meter, read afresh: the conversation may have changed hands). It waits for an
+    /// unreachable store and refuses when the budgets cannot be read: a cap never fails
+    /// open.
     pub(super) async fn refused_by_budget(&mut self) -> Option<String> {
-        let Some(meter) = self.meter().await else {
-            return Some("refused: the budgets could not be read (budget_exceeded)".to_owned());
-        };
         let ctx = self.ctx.clone();
-        let read = super::outage::patiently("a budget check", || {
-            crate::usage::blocking(&ctx, &meter)
-        })
-        .await;
+        let session = self.session.clone();
+        let read = super::outage::patiently("a budget check", || Meter::of(&ctx, &session)).await;
         match read {
-            Ok(Some(u)) => Some(format!("refused: {} (budget_exceeded)", describe(&u))),
-            Ok(None) => None,
+            Ok((meter, budgets)) => {
+                self.meter = Some(meter);
+                let blocking = budgets.blocking()?;
+                Some(format!("refused: {} (budget_exceeded)", describe(blocking)))
+            }
             Err(e) => {
                 tracing::error!(error = %e, "cannot read the budgets");
-                Some(format!("refused: the budgets could not be read: {e} (budget_exceeded)"))
+                Some(format!(
+                    "refused: the budgets could not be read: {e} (budget_exceeded)"
+                ))
             }
         }
     }

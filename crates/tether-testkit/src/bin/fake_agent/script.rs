@@ -57,7 +57,11 @@ pub enum Directive {
     Sleep { ms: u64 },
     /// `spend N TOKENS MS`: N usage reports of TOKENS input tokens each, MS milliseconds
     /// apart, then reply `spent N×TOKENS`.
-    Spend { reports: u32, tokens: u64, interval_ms: u64 },
+    Spend {
+        reports: u32,
+        tokens: u64,
+        interval_ms: u64,
+    },
     /// `crash`: one chunk, then exit with code 3 mid-turn.
     Crash,
     /// `garbage`: three non-JSON stdout lines, then reply `garbage done`.
