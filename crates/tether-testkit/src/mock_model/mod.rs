@@ -85,6 +85,8 @@ pub(crate) struct State {
     error_mode: Option<u16>,
     counter: u64,
     verbose: bool,
+    /// Per request number: the (input, output) tokens its response reported so far.
+    billed: std::collections::BTreeMap<u64, (u64, u64)>,
 }
 
 pub(crate) type Shared = Arc<Mutex<State>>;
@@ -178,6 +180,15 @@ impl MockModel {
     /// `Some(status)`: every model request fails with that HTTP status; `None`: normal.
     pub fn set_error_mode(&self, status: Option<u16>) {
         lock(&self.state).error_mode = status;
+    }
+
+    /// The model's own count: (input, output) tokens its responses reported, summed
+    /// over every response (a stream cut short counts what it had sent).
+    pub fn billed_tokens(&self) -> (u64, u64) {
+        lock(&self.state)
+            .billed
+            .values()
+            .fold((0, 0), |(i, o), (bi, bo)| (i + bi, o + bo))
     }
 }
 

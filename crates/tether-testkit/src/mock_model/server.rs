@@ -96,7 +96,11 @@ fn generate(state: &Shared, api: Api, path: String, body: Value, stream: bool) -
     if let Reply::Error(status) = reply {
         return json_response(status, error_body(api, status));
     }
-    render(api, &reply, &t, &body, n, stream)
+    let billing = super::sse::Billing {
+        state: state.clone(),
+        n,
+    };
+    super::sse::BILLING.sync_scope(billing, || render(api, &reply, &t, &body, n, stream))
 }
 
 fn render(api: Api, reply: &Reply, t: &Transcript, body: &Value, n: u64, stream: bool) -> Response {

@@ -15,3 +15,4 @@ mod real_codex;
 mod real_daemon_kill;
 mod real_pool;
 mod real_shared;
+mod real_usage;
