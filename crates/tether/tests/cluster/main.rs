@@ -7,6 +7,7 @@ mod delegation_util;
 
 mod common;
 
+mod cluster_budget;
 mod cluster_nodes;
 mod cluster_owner;
 mod cluster_presence;
