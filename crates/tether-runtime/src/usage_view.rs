@@ -305,9 +305,16 @@ impl Usage<'_> {
         };
         let store = &self.rt.ctx().store;
         store.usage().create_budget(&budget).await?;
+        // With what its period used already.
+        let now = self.rt.ctx().clock.now_ms();
+        let made = store.usage().list_budgets(now).await?;
+        let used = made
+            .into_iter()
+            .find(|u| u.budget.id == budget.id)
+            .map_or(0, |u| u.used);
         Ok(budget_view(&BudgetUse {
-            period_start_ms: period.start(budget.created_at_ms),
-            used: 0,
+            period_start_ms: period.start(now),
+            used,
             budget,
         }))
     }

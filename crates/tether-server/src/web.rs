@@ -52,6 +52,7 @@ static ASSETS: &[Asset] = &[
     asset!("js/tasks.js", JS),
     asset!("js/spans.js", JS),
     asset!("js/people.js", JS),
+    asset!("js/usage.js", JS),
 ];
 
 /// Strong validators, computed once: FNV-1a of each file's bytes.

@@ -259,6 +259,19 @@ async fn budgets_count_every_row_of_their_scope_and_tell_the_crossing_one(b: Bac
     assert!(usage.delete_budget("b-tree").await.unwrap());
     assert!(!usage.delete_budget("b-tree").await.unwrap());
     assert_eq!(usage.list_budgets(now_ms()).await.unwrap().len(), 2);
+    // A budget made now counts what its period already used (ann's 3 rows of 61).
+    let late = budget(
+        "b-late",
+        BudgetScope::Person(PersonId::from("ann")),
+        100,
+        Period::Day,
+    );
+    usage.create_budget(&late).await.unwrap();
+    let all = usage.list_budgets(now_ms()).await.unwrap();
+    assert_eq!(
+        all.iter().find(|u| u.budget.id == "b-late").unwrap().used,
+        183
+    );
 }
 
 async fn series_group_usage_by_day_week_and_month(b: Backend) {

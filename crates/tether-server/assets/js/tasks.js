@@ -7,6 +7,7 @@
 import { api, enc } from "./api.js";
 import { h, toast } from "./dom.js";
 import { continuationId } from "./delegate.js";
+import { treeTotal } from "./usage.js";
 
 const AVAILABILITY = {
   running: "running",
@@ -54,6 +55,7 @@ export class TaskCards {
         h("span", { class: "task-availability-label" }, "availability:"),
         h("span", { class: "task-availability" }, "")),
       h("p", { class: "task-blocked", hidden: true }),
+      h("p", { class: "task-usage muted small-text" }),
       h("div", { class: "card-actions" }, message, cont, close));
     cont.addEventListener("click", () => this.continueTask(p.task_id, message));
     message.addEventListener("keydown", (e) => {
@@ -109,6 +111,10 @@ export class TaskCards {
     el.querySelector("[data-action=continue]").disabled = !continuable;
     el.querySelector(".task-message").disabled = !continuable;
     el.querySelector("[data-action=close]").disabled = c.availability === "released";
+    // The tree's total (the child and anything it delegated), read with the state.
+    treeTotal(c.task_id)
+      .then((text) => { el.querySelector(".task-usage").textContent = text; })
+      .catch(() => {});
   }
 
   async continueTask(taskId, input) {

@@ -102,8 +102,11 @@ pub(crate) async fn count(
 }
 
 impl Db {
-    /// Stores a budget (its id chosen by the caller).
+    /// Stores a budget (its id chosen by the caller), its current period's counter
+    /// starting at what the ledger already holds for its scope in that period (a daily
+    /// budget made at noon counts the morning).
     pub async fn create_budget(&self, b: &Budget) -> Result<()> {
+        let mut tx = self.writer.begin().await?;
         sqlx::query(&format!(
             "INSERT INTO budgets ({BUDGET_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
         ))
@@ -116,8 +119,33 @@ impl Db {
         .bind(b.period.as_str())
         .bind(b.created_by.as_ref().map(PersonId::as_str))
         .bind(b.created_at_ms)
-        .execute(&self.writer)
+        .execute(&mut *tx)
         .await?;
+        let column = match &b.scope {
+            BudgetScope::Conversation(_) => "conversation_id",
+            BudgetScope::Tree(_) => "root_conversation_id",
+            BudgetScope::Person(_) => "person_id",
+            BudgetScope::Team => "agent",
+        };
+        let amount = match b.unit {
+            Unit::Tokens => {
+                "input_tokens + cached_input_tokens + cache_write_tokens + output_tokens + \
+                 reasoning_tokens"
+            }
+            Unit::Cost => "COALESCE(cost_nanos, 0)",
+        };
+        let start = b.period.start(self.now_ms());
+        sqlx::query(&format!(
+            "INSERT INTO budget_counters (budget_id, period_start, used) \
+             SELECT $1, $2, CAST(COALESCE(SUM({amount}), 0) AS BIGINT) FROM usage_ledger \
+             WHERE ($3 IS NULL OR {column} = $3) AND at >= $2"
+        ))
+        .bind(&b.id)
+        .bind(start)
+        .bind(b.scope.id())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit_unchecked().await?;
         Ok(())
     }
 
