@@ -258,6 +258,14 @@ pub enum AgentError {
          every one is busy; try again when a turn has ended"
     )]
     ProcessCeiling { limit: usize },
+    /// The vendor's usage or rate limit stopped the turn (issue 29): Codex's
+    /// `usageLimitExceeded`, Claude's 429 `rate_limit_error` (or `rate_limit_event`
+    /// rejected). `resets_at_ms` when the vendor said when it resets.
+    #[error("usage limit reached: {message}")]
+    UsageLimit {
+        message: String,
+        resets_at_ms: Option<i64>,
+    },
 }
 
 fn tail(stderr_tail: &str) -> String {
@@ -282,6 +290,7 @@ impl AgentError {
             AgentError::ProcessLimit { .. } | AgentError::ProcessCeiling { .. } => {
                 ErrorCode::ProcessLimit
             }
+            AgentError::UsageLimit { .. } => ErrorCode::UsageLimit,
         }
     }
 }

@@ -152,6 +152,9 @@ pub enum ErrorCode {
     /// stopped the turn, and new turns counting toward it are refused until its period
     /// ends or an admin raises it.
     BudgetExceeded,
+    /// The vendor's usage or rate limit stopped the turn (issue 29); tether continues
+    /// the session by itself when the limit resets (a status line says when).
+    UsageLimit,
 }
 
 impl ErrorCode {
@@ -219,6 +222,7 @@ impl ErrorCode {
             ErrorCode::ServerBusy => "server_busy",
             ErrorCode::TooManyAttempts => "too_many_attempts",
             ErrorCode::BudgetExceeded => "budget_exceeded",
+            ErrorCode::UsageLimit => "usage_limit",
         }
     }
 
@@ -262,7 +266,8 @@ impl ErrorCode {
             ErrorCode::QueueFull
             | ErrorCode::ConcurrencyLimit
             | ErrorCode::ProcessLimit
-            | ErrorCode::TooManyAttempts => 429,
+            | ErrorCode::TooManyAttempts
+            | ErrorCode::UsageLimit => 429,
             ErrorCode::ResumeUnavailable
             | ErrorCode::SpawnFailed
             | ErrorCode::AgentCrashed

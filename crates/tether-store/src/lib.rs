@@ -27,6 +27,7 @@ mod people;
 mod recovery;
 mod requests;
 mod rules;
+mod timers;
 mod usage;
 
 use std::path::{Path, PathBuf};
@@ -60,7 +61,7 @@ pub use events::append::AppendStats;
 pub use events::feed::{Batch, Follower, Scope};
 pub use handles::{
     Attachments, Channels, Cluster, Conversations, Delegation, Events, People, Recovery, Requests,
-    Usage,
+    Timers, Usage,
 };
 pub use people::secret::{
     CODE_LEN, SESSION_PREFIX, TOKEN_PREFIX, display_code, hash_secret, new_code, new_secret,
@@ -72,6 +73,7 @@ pub use people::{
 };
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use requests::{NewApproval, NewQuestion};
+pub use timers::{CONTINUE_AFTER_LIMIT, NewTimer, Timer};
 pub use usage::{
     Bucket, Budget, BudgetHit, BudgetScope, BudgetUse, Counted, NewUsage, Recorded, SeriesPoint,
     TurnBudgets, UsageScope, UsageTotals,

@@ -146,6 +146,18 @@ fn stop_reason(reason: &str) -> StopReason {
     }
 }
 
+/// The key under which the reader adds a `rate_limit_event`'s reset time (ms) to the
+/// turn's `result` (see `state.rs`).
+pub(crate) const LIMIT_RESETS_AT: &str = "tether_limit_resets_at_ms";
+
+/// The reset time (Unix ms) of a `rate_limit_event` that says the limit was hit.
+pub(crate) fn limit_resets_at(message: &Map<String, Value>) -> Option<i64> {
+    let info = message.get("rate_limit_info")?;
+    let rejected = info.get("status").and_then(Value::as_str) == Some("rejected");
+    let at = info.get("resetsAt").and_then(Value::as_i64)?;
+    rejected.then_some(at * 1000)
+}
+
 /// The message of an error `result`: its `errors`, else its `result` text, else its subtype.
 fn error_message(result: &Map<String, Value>, subtype: &str) -> String {
     let errors: Vec<String> = result
@@ -192,9 +204,18 @@ pub(crate) fn outcome(
         });
     }
     if is_error || subtype != "success" {
-        return Err(AgentError::Agent {
-            message: error_message(result, subtype),
-        });
+        let message = error_message(result, subtype);
+        // A 429 is the vendor's limit (Claude Code 2.1: `api_error_status`,
+        // `api_error_type`); a subscription's `rate_limit_event` said when it resets.
+        let limited = result.get("api_error_status").and_then(Value::as_u64) == Some(429)
+            || result.get("api_error_type").and_then(Value::as_str) == Some("rate_limit_error");
+        if limited {
+            return Err(AgentError::UsageLimit {
+                message,
+                resets_at_ms: result.get(LIMIT_RESETS_AT).and_then(Value::as_i64),
+            });
+        }
+        return Err(AgentError::Agent { message });
     }
     let text = match result.get("result").and_then(Value::as_str) {
         Some(final_text) if text.is_empty() => final_text.to_owned(),

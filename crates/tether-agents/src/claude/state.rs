@@ -38,6 +38,8 @@ pub(crate) struct Turn {
     streamed: HashSet<String>,
     /// The turn's usage, reported as it grows.
     meter: Meter,
+    /// A `rate_limit_event` said the limit was hit, resetting then (Unix ms).
+    limit_resets_at_ms: Option<i64>,
     done: Option<oneshot::Sender<TurnEnd>>,
 }
 
@@ -49,6 +51,7 @@ impl Turn {
             interrupted: false,
             streamed: HashSet::new(),
             meter: Meter::default(),
+            limit_resets_at_ms: None,
             done: Some(done),
         }
     }
@@ -203,11 +206,20 @@ impl Shared {
                     }
                 }
             }
+            "rate_limit_event" => {
+                if let Some(at) = map::limit_resets_at(message) {
+                    turn.limit_resets_at_ms = Some(at);
+                }
+            }
             "result" => {
                 if let Some(report) = turn.meter.result(message) {
                     turn.emit(AgentEvent::Usage(report));
                 }
-                turn.end(TurnEnd::Result(message.clone()));
+                let mut result = message.clone();
+                if let Some(at) = turn.limit_resets_at_ms {
+                    result.insert(map::LIMIT_RESETS_AT.to_owned(), at.into());
+                }
+                turn.end(TurnEnd::Result(result));
             }
             _ => {}
         }

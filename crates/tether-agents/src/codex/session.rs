@@ -59,6 +59,15 @@ fn outcome(
                 .and_then(|e| str_field(e, "message"))
                 .or(error)
                 .unwrap_or_else(|| "the turn failed".to_owned());
+            // Codex says which limit in `codexErrorInfo`; the reset time only in its
+            // (localised) message, which is not parsed.
+            let info = turn.pointer("/error/codexErrorInfo").and_then(Value::as_str);
+            if matches!(info, Some("usageLimitExceeded")) {
+                return Err(AgentError::UsageLimit {
+                    message,
+                    resets_at_ms: None,
+                });
+            }
             return Err(AgentError::Agent { message });
         }
         other => {

@@ -68,6 +68,7 @@ pub(crate) fn rebuild(code: ErrorCode, message: String, known: Known<'_>) -> Run
         | ErrorCode::ServerBusy
         | ErrorCode::TooManyAttempts
         | ErrorCode::BudgetExceeded
+        | ErrorCode::UsageLimit
         | ErrorCode::BadRequest
         | ErrorCode::InvalidJson
         | ErrorCode::InvalidParams

@@ -71,6 +71,8 @@ macro_rules! backend_modules {
         mod rows;
         #[path = "../conversations/sql_turns.rs"]
         mod turns;
+        #[path = "../timers/sql.rs"]
+        mod timers;
         #[path = "sql_tx.rs"]
         mod tx;
         #[path = "../usage/sql.rs"]

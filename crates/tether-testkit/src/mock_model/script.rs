@@ -22,11 +22,14 @@ pub enum Reply {
     Slow { n: u32, ms: u64 },
     /// This HTTP status with the API's JSON error body.
     Error(u16),
+    /// The vendor's usage limit, resetting in `secs` seconds, answered as each vendor
+    /// does (429 with its body and headers; see `server::limit_response`).
+    Limit { secs: u64 },
 }
 
 impl Reply {
     /// Parses a scripting command: `shell <command>`, `patch <path> <content>`,
-    /// `mcp <server> <tool> <json-args>`, `slow <N> <MS>`, `error <status>`.
+    /// `mcp <server> <tool> <json-args>`, `slow <N> <MS>`, `error <status>`, `limit <secs>`.
     /// Anything else is `None` (the default text reply).
     pub fn parse_command(text: &str) -> Option<Reply> {
         let text = text.trim();
@@ -58,6 +61,9 @@ impl Reply {
                 Some(Reply::Slow { n, ms })
             }
             "error" => Some(Reply::Error(rest.parse().ok()?)),
+            "limit" => Some(Reply::Limit {
+                secs: rest.parse().ok()?,
+            }),
             _ => None,
         }
     }

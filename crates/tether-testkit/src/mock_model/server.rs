@@ -96,11 +96,65 @@ fn generate(state: &Shared, api: Api, path: String, body: Value, stream: bool) -
     if let Reply::Error(status) = reply {
         return json_response(status, error_body(api, status));
     }
+    if let Reply::Limit { secs } = reply {
+        return limit_response(api, secs);
+    }
     let billing = super::sse::Billing {
         state: state.clone(),
         n,
     };
     super::sse::BILLING.sync_scope(billing, || render(api, &reply, &t, &body, n, stream))
+}
+
+/// The vendor's own answer at a usage limit resetting in `secs`: OpenAI's
+/// `usage_limit_reached` (with Codex's rate-limit headers), Anthropic's
+/// `rate_limit_error` with the unified rate-limit headers Claude Code reads, Gemini's
+/// `RESOURCE_EXHAUSTED` with a `RetryInfo`.
+fn limit_response(api: Api, secs: u64) -> Response {
+    use axum::http::{HeaderValue, StatusCode};
+    use axum::response::IntoResponse;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let reset = now + secs;
+    let (body, headers): (Value, Vec<(&str, String)>) = match api {
+        Api::OpenAiResponses => (
+            json!({"error": {"type": "usage_limit_reached",
+                             "message": "You've hit your usage limit.",
+                             "plan_type": "plus", "resets_in_seconds": secs, "resets_at": reset}}),
+            vec![
+                ("x-codex-primary-used-percent", "100".to_owned()),
+                ("x-codex-primary-window-minutes", "300".to_owned()),
+                ("x-codex-primary-reset-after-seconds", secs.to_string()),
+                ("x-codex-primary-reset-at", reset.to_string()),
+            ],
+        ),
+        Api::AnthropicMessages => (
+            json!({"type": "error", "error": {"type": "rate_limit_error",
+                   "message": "This request would exceed your account's rate limit."}}),
+            vec![
+                ("retry-after", secs.to_string()),
+                ("anthropic-ratelimit-unified-status", "rejected".to_owned()),
+                ("anthropic-ratelimit-unified-reset", reset.to_string()),
+                ("anthropic-ratelimit-unified-representative-claim", "five_hour".to_owned()),
+            ],
+        ),
+        Api::Gemini => (
+            json!({"error": {"code": 429, "message": "Resource has been exhausted (e.g. check quota).",
+                   "status": "RESOURCE_EXHAUSTED",
+                   "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo",
+                                "retryDelay": format!("{secs}s")}]}}),
+            vec![],
+        ),
+    };
+    let mut resp = (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
+    for (k, v) in headers {
+        if let Ok(v) = HeaderValue::from_str(&v) {
+            resp.headers_mut().insert(k, v);
+        }
+    }
+    resp
 }
 
 fn render(api: Api, reply: &Reply, t: &Transcript, body: &Value, n: u64, stream: bool) -> Response {

@@ -14,5 +14,6 @@ mod real_cluster;
 mod real_codex;
 mod real_daemon_kill;
 mod real_pool;
+mod real_limits;
 mod real_shared;
 mod real_usage;

@@ -1,0 +1,95 @@
+//! The durable timer facility (issue 29), on both backends: a due timer is claimed by one
+//! node only (also when several claim at once), a lapsed claim is claimed again, a fired
+//! or cancelled timer never fires again; account limits keep the later moment.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use tether_proto::*;
+use tether_store::*;
+
+#[macro_use]
+mod support;
+use support::Backend;
+
+fn timer(id: &str, conv: &str, due: i64) -> NewTimer {
+    NewTimer {
+        id: id.to_owned(),
+        kind: CONTINUE_AFTER_LIMIT.to_owned(),
+        conversation_id: ConversationId::from(conv),
+        account: Some("acct".to_owned()),
+        due_at_ms: due,
+        attempt: 1,
+        payload: "{}".to_owned(),
+    }
+}
+
+async fn timers_fire_once_and_cancel(b: Backend) {
+    let (_d, store) = support::open(b).await;
+    let t = store.timers();
+    let now = now_ms();
+    t.add_timer(&timer("t1", "c1", now - 10)).await.unwrap();
+    t.add_timer(&timer("t2", "c1", now + 60_000)).await.unwrap();
+    t.add_timer(&timer("t3", "c2", now - 5)).await.unwrap();
+    assert_eq!(t.account_timers("acct").await.unwrap(), 3);
+    let got = t.claim_due_timers("a", now, 10_000, 10).await.unwrap();
+    let ids: Vec<&str> = got.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, ["t1", "t3"], "only the due ones, oldest first");
+    // Claimed: nobody else gets them while the claim holds.
+    assert!(t.claim_due_timers("b", now, 10_000, 10).await.unwrap().is_empty());
+    assert!(t.fire_timer("t1").await.unwrap());
+    assert!(!t.fire_timer("t1").await.unwrap(), "fired once");
+    // Node a died holding t3: its claim lapses and b takes it.
+    let later = now + 20_000;
+    let again = t.claim_due_timers("b", later, 10_000, 10).await.unwrap();
+    assert_eq!(again.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), ["t3"]);
+    assert!(t.fire_timer("t3").await.unwrap());
+    // Cancelling c1 stops t2 and forgets t1's firing.
+    let c1 = ConversationId::from("c1");
+    assert_eq!(t.cancel_timers(&c1, CONTINUE_AFTER_LIMIT).await.unwrap(), 1);
+    assert!(t.conversation_timers(&c1, CONTINUE_AFTER_LIMIT).await.unwrap().is_empty());
+    assert!(t.claim_due_timers("b", now + 120_000, 10_000, 10).await.unwrap().is_empty());
+    // Account limits: the later moment wins; past it the account is free.
+    t.limit_account("acct", now + 1_000, "codex").await.unwrap();
+    t.limit_account("acct", now + 500, "codex").await.unwrap();
+    assert_eq!(t.account_limited("acct", now).await.unwrap(), Some(now + 1_000));
+    assert_eq!(t.account_limited("acct", now + 2_000).await.unwrap(), None);
+    assert_eq!(t.account_limited("other", now).await.unwrap(), None);
+}
+
+/// Ten claimers at once (on PostgreSQL: separate connections, as separate nodes): each
+/// of twenty due timers is claimed exactly once.
+async fn concurrent_claims_take_each_timer_once(b: Backend) {
+    let (_d, store) = support::open(b).await;
+    let now = now_ms();
+    for i in 0..20 {
+        store
+            .timers()
+            .add_timer(&timer(&format!("t{i:02}"), "c", now - 1))
+            .await
+            .unwrap();
+    }
+    let mut tasks = Vec::new();
+    for n in 0..10 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .timers()
+                .claim_due_timers(&format!("node{n}"), now, 60_000, 5)
+                .await
+                .unwrap()
+        }));
+    }
+    let mut ids = Vec::new();
+    for t in tasks {
+        let got = tokio::time::timeout(std::time::Duration::from_secs(30), t)
+            .await
+            .unwrap()
+            .unwrap();
+        ids.extend(got.into_iter().map(|t| t.id));
+    }
+    ids.sort();
+    let expected: Vec<String> = (0..20).map(|i| format!("t{i:02}")).collect();
+    assert_eq!(ids, expected, "each once");
+}
+
+contract!(timers_fire_once_and_cancel,);
+contract!(multi_thread; concurrent_claims_take_each_timer_once);
