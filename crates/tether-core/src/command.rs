@@ -33,6 +33,8 @@ pub enum Command {
     Sessions,
     /// `/usage`: this conversation's usage, its task tree's and its budgets.
     Usage,
+    /// `/cancel`: cancel the continuation waiting for a vendor's limit to reset.
+    Cancel,
     /// `/file <path>`: send a file from the working directory (the rest of the line).
     File { path: String },
     /// `/help` (also Telegram's `/start`).
@@ -53,6 +55,7 @@ impl Command {
             Command::Model { .. } => "model",
             Command::Sessions => "sessions",
             Command::Usage => "usage",
+            Command::Cancel => "cancel",
             Command::File { .. } => "file",
             Command::Help => "help",
         }
@@ -163,6 +166,11 @@ const COMMANDS: &[Spec] = &[
         about: "show the tokens and cost spent here and the budgets that apply",
     },
     Spec {
+        name: "cancel",
+        usage: "/cancel",
+        about: "cancel the automatic continuation after a usage limit",
+    },
+    Spec {
         name: "file",
         usage: "/file <path>",
         about: "send a file from the working directory",
@@ -210,6 +218,7 @@ pub fn is_command_word(word: &str) -> bool {
             | "stop"
             | "sessions"
             | "usage"
+            | "cancel"
             | "help"
             | "approve"
             | "deny"
@@ -243,6 +252,7 @@ pub fn parse_input(text: &str, known_agents: &[&str]) -> Result<Input, CommandEr
         "stop" => no_args("stop", rest, Command::Stop)?,
         "sessions" => no_args("sessions", rest, Command::Sessions)?,
         "usage" => no_args("usage", rest, Command::Usage)?,
+        "cancel" => no_args("cancel", rest, Command::Cancel)?,
         "help" | "start" => Command::Help,
         "approve" => Command::Approve {
             id: optional_arg("approve", rest)?,

@@ -171,6 +171,13 @@ impl Router<'_> {
             Command::Status => self.rt.conversations().status_text(&conv).await?,
             Command::Sessions => self.rt.conversations().sessions_text(&conv).await?,
             Command::Usage => self.rt.usage().text(&conv.id).await?,
+            Command::Cancel => {
+                if crate::parking::cancel(self.rt.ctx(), &conv.id).await {
+                    "The automatic continuation was cancelled.".to_owned()
+                } else {
+                    "No continuation is waiting.".to_owned()
+                }
+            }
             Command::Help => tether_core::help_text(),
             Command::File { path } => return self.rt.attachments().share_file(&conv, &path).await,
         };

@@ -58,6 +58,32 @@ pub struct UsageConfig {
     /// The vendor account each agent runs on (`[agents.NAME] account`; by default the
     /// agent's name): usage and limits are per account.
     pub accounts: BTreeMap<String, String>,
+    /// Turns parked at a vendor's limit (`[limits]`).
+    pub limits: LimitsConfig,
+}
+
+/// How a turn stopped by a vendor's usage limit is continued (issue 29).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitsConfig {
+    /// When the vendor does not say when its limit resets: wait this long.
+    pub unknown_reset_wait: Duration,
+    /// Continuations of one parked turn before tether gives up (2).
+    pub attempts: u32,
+    /// A reset further away than this is not waited for (the person is told).
+    pub horizon: Duration,
+    /// Sessions parked on one account wake this far apart.
+    pub stagger: Duration,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            unknown_reset_wait: Duration::from_secs(300),
+            attempts: 2,
+            horizon: Duration::from_secs(24 * 3600),
+            stagger: Duration::from_secs(3),
+        }
+    }
 }
 
 impl Default for UsageConfig {
@@ -65,6 +91,7 @@ impl Default for UsageConfig {
         UsageConfig {
             prices: tether_core::usage::Prices::defaults(),
             accounts: BTreeMap::new(),
+            limits: LimitsConfig::default(),
         }
     }
 }

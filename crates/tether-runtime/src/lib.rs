@@ -25,6 +25,7 @@ mod feed;
 mod ids;
 mod listing;
 mod ownership;
+mod parking;
 mod people;
 mod seams;
 mod session;
@@ -43,7 +44,7 @@ pub use audit::MAX_AUDIT_PAGE;
 pub use boot::Runtime;
 pub use call::{Call, Command, Identity, Principal, Reply, TraceContext};
 pub use cluster::membership::Membership;
-pub use config::{ClusterConfig, CoalesceConfig, RuntimeConfig, UsageConfig};
+pub use config::{ClusterConfig, CoalesceConfig, LimitsConfig, RuntimeConfig, UsageConfig};
 pub use delegation::registry::{
     Caller, DelegationConfig, MAX_WAITS_PER_CALLER, MCP_SERVER_NAME, MCP_SOCKET_ENV, MCP_TOKEN_ENV,
     McpLaunch,

@@ -34,23 +34,44 @@ async fn timers_fire_once_and_cancel(b: Backend) {
     let ids: Vec<&str> = got.iter().map(|t| t.id.as_str()).collect();
     assert_eq!(ids, ["t1", "t3"], "only the due ones, oldest first");
     // Claimed: nobody else gets them while the claim holds.
-    assert!(t.claim_due_timers("b", now, 10_000, 10).await.unwrap().is_empty());
+    assert!(
+        t.claim_due_timers("b", now, 10_000, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert!(t.fire_timer("t1").await.unwrap());
     assert!(!t.fire_timer("t1").await.unwrap(), "fired once");
     // Node a died holding t3: its claim lapses and b takes it.
     let later = now + 20_000;
     let again = t.claim_due_timers("b", later, 10_000, 10).await.unwrap();
-    assert_eq!(again.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), ["t3"]);
+    assert_eq!(
+        again.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+        ["t3"]
+    );
     assert!(t.fire_timer("t3").await.unwrap());
     // Cancelling c1 stops t2 and forgets t1's firing.
     let c1 = ConversationId::from("c1");
     assert_eq!(t.cancel_timers(&c1, CONTINUE_AFTER_LIMIT).await.unwrap(), 1);
-    assert!(t.conversation_timers(&c1, CONTINUE_AFTER_LIMIT).await.unwrap().is_empty());
-    assert!(t.claim_due_timers("b", now + 120_000, 10_000, 10).await.unwrap().is_empty());
+    assert!(
+        t.conversation_timers(&c1, CONTINUE_AFTER_LIMIT)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        t.claim_due_timers("b", now + 120_000, 10_000, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     // Account limits: the later moment wins; past it the account is free.
     t.limit_account("acct", now + 1_000, "codex").await.unwrap();
     t.limit_account("acct", now + 500, "codex").await.unwrap();
-    assert_eq!(t.account_limited("acct", now).await.unwrap(), Some(now + 1_000));
+    assert_eq!(
+        t.account_limited("acct", now).await.unwrap(),
+        Some(now + 1_000)
+    );
     assert_eq!(t.account_limited("acct", now + 2_000).await.unwrap(), None);
     assert_eq!(t.account_limited("other", now).await.unwrap(), None);
 }

@@ -56,6 +56,8 @@ pub struct FileConfig {
     pub auth: Option<crate::config_auth::AuthFile>,
     /// `[prices]`: the usage ledger's price table (see `config_usage`).
     pub prices: Option<crate::config_usage::PricesFile>,
+    /// `[limits]`: turns parked at a vendor's usage limit (see `config_usage`).
+    pub limits: Option<crate::config_usage::LimitsFile>,
 }
 
 /// `[attachments]`: the largest file and the largest sum of one message's files, in
@@ -353,7 +355,7 @@ impl Settings {
             channels: crate::config_channels::resolve(file.channels)?,
             server: crate::config_server::resolve(file.server)?,
             oidc: crate::config_auth::resolve(file.auth, env("TETHER_OIDC_CLIENT_SECRET"))?,
-            usage: crate::config_usage::resolve(file.prices, accounts)?,
+            usage: crate::config_usage::resolve(file.prices, file.limits, accounts)?,
             attachments: attachment_limits(file.attachments.unwrap_or_default())?,
             query_timeout: crate::config_store::query_timeout(file.store.as_ref()),
             database_url: crate::config_store::resolve(env("TETHER_DATABASE_URL"), file.store)?,

@@ -11,6 +11,12 @@
 //! output = 10.0
 //! cache_write = 1.25              # default: input
 //!
+//! [limits]                        # turns stopped by a vendor's usage limit
+//! unknown_reset_secs = 300        # the wait when the vendor does not say (default 300)
+//! attempts = 2                    # continuations of one parked turn (default 2)
+//! horizon_hours = 24              # a later reset is not waited for
+//! stagger_secs = 3                # sessions parked on one account wake this far apart
+//!
 //! [agents.claude]
 //! account = "team-anthropic"      # the vendor account (default: the agent's name)
 //! ```
@@ -29,6 +35,42 @@ pub struct PricesFile {
     pub version: Option<String>,
     #[serde(default)]
     pub models: BTreeMap<String, PriceFile>,
+}
+
+/// `[limits]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsFile {
+    pub unknown_reset_secs: Option<u64>,
+    pub attempts: Option<u32>,
+    pub horizon_hours: Option<u64>,
+    pub stagger_secs: Option<u64>,
+}
+
+fn limits(file: Option<LimitsFile>) -> Result<tether_runtime::LimitsConfig> {
+    use std::time::Duration;
+    let d = tether_runtime::LimitsConfig::default();
+    let f = file.unwrap_or_default();
+    let l = tether_runtime::LimitsConfig {
+        unknown_reset_wait: f
+            .unknown_reset_secs
+            .map_or(d.unknown_reset_wait, Duration::from_secs),
+        attempts: f.attempts.unwrap_or(d.attempts),
+        horizon: f
+            .horizon_hours
+            .map_or(d.horizon, |h| Duration::from_secs(h * 3600)),
+        stagger: f.stagger_secs.map_or(d.stagger, Duration::from_secs),
+    };
+    if l.unknown_reset_wait.is_zero() || l.unknown_reset_wait > Duration::from_secs(86_400) {
+        bail!("[limits] unknown_reset_secs must be between 1 and 86400");
+    }
+    if !(1..=10).contains(&l.attempts) {
+        bail!("[limits] attempts must be between 1 and 10");
+    }
+    if !(1..=168).contains(&(l.horizon.as_secs() / 3600)) {
+        bail!("[limits] horizon_hours must be between 1 and 168");
+    }
+    Ok(l)
 }
 
 /// One model's prices, in US dollars per million tokens.
@@ -55,6 +97,7 @@ fn micros(model: &str, what: &str, dollars: f64) -> Result<u64> {
 /// `[prices]` over the built-in table, and each agent's account.
 pub fn resolve(
     file: Option<PricesFile>,
+    limits_file: Option<LimitsFile>,
     accounts: BTreeMap<String, String>,
 ) -> Result<UsageConfig> {
     let mut prices = Prices::defaults();
@@ -91,7 +134,11 @@ pub fn resolve(
             bail!("[agents.{agent}] account must not be empty");
         }
     }
-    Ok(UsageConfig { prices, accounts })
+    Ok(UsageConfig {
+        prices,
+        accounts,
+        limits: limits(limits_file)?,
+    })
 }
 
 #[cfg(test)]
@@ -104,7 +151,7 @@ mod tests {
             "version = \"team-1\"\n[models.\"gpt-5*\"]\ninput = 2.0\noutput = 8.5\n",
         )
         .unwrap();
-        let usage = resolve(Some(file), BTreeMap::new()).unwrap();
+        let usage = resolve(Some(file), None, BTreeMap::new()).unwrap();
         assert_eq!(usage.prices.version, "team-1");
         let p = usage.prices.price("gpt-5-codex").unwrap();
         assert_eq!(
@@ -122,7 +169,7 @@ mod tests {
     fn bad_prices_are_refused_naming_the_field() {
         let file: PricesFile =
             toml::from_str("[models.\"m\"]\ninput = -1.0\noutput = 1.0\n").unwrap();
-        let err = resolve(Some(file), BTreeMap::new())
+        let err = resolve(Some(file), None, BTreeMap::new())
             .unwrap_err()
             .to_string();
         assert!(err.contains("input"), "{err}");

@@ -61,7 +61,9 @@ fn outcome(
                 .unwrap_or_else(|| "the turn failed".to_owned());
             // Codex says which limit in `codexErrorInfo`; the reset time only in its
             // (localised) message, which is not parsed.
-            let info = turn.pointer("/error/codexErrorInfo").and_then(Value::as_str);
+            let info = turn
+                .pointer("/error/codexErrorInfo")
+                .and_then(Value::as_str);
             if matches!(info, Some("usageLimitExceeded")) {
                 return Err(AgentError::UsageLimit {
                     message,

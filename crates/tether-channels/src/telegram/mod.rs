@@ -28,7 +28,7 @@ pub const MAX_TEXT: usize = 4096;
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The commands shown in Telegram's menu (`setMyCommands`).
-const COMMANDS: [(&str, &str); 12] = [
+const COMMANDS: [(&str, &str); 13] = [
     ("new", "Start a new session: /new [agent] [task]"),
     ("status", "Agent, model, session, state, queue, approvals"),
     ("stop", "Cancel the running turn"),
@@ -39,6 +39,7 @@ const COMMANDS: [(&str, &str); 12] = [
     ("model", "Choose the model: /model <name>"),
     ("sessions", "This chat's sessions"),
     ("usage", "Tokens and cost spent here, and the budgets"),
+    ("cancel", "Cancel the continuation after a usage limit"),
     (
         "file",
         "Send a file from the working directory: /file <path>",

@@ -69,10 +69,10 @@ macro_rules! backend_modules {
         mod requests;
         #[path = "sql_rows.rs"]
         mod rows;
-        #[path = "../conversations/sql_turns.rs"]
-        mod turns;
         #[path = "../timers/sql.rs"]
         mod timers;
+        #[path = "../conversations/sql_turns.rs"]
+        mod turns;
         #[path = "sql_tx.rs"]
         mod tx;
         #[path = "../usage/sql.rs"]

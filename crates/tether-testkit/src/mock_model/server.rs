@@ -137,7 +137,10 @@ fn limit_response(api: Api, secs: u64) -> Response {
                 ("retry-after", secs.to_string()),
                 ("anthropic-ratelimit-unified-status", "rejected".to_owned()),
                 ("anthropic-ratelimit-unified-reset", reset.to_string()),
-                ("anthropic-ratelimit-unified-representative-claim", "five_hour".to_owned()),
+                (
+                    "anthropic-ratelimit-unified-representative-claim",
+                    "five_hour".to_owned(),
+                ),
             ],
         ),
         Api::Gemini => (

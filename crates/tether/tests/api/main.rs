@@ -16,6 +16,7 @@ mod api_dormant;
 mod api_feed;
 mod api_hardening;
 mod api_http;
+mod api_limits;
 mod api_list;
 mod api_pool;
 mod api_process_cap;

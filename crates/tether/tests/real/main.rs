@@ -13,7 +13,7 @@ mod real_claude_spare;
 mod real_cluster;
 mod real_codex;
 mod real_daemon_kill;
-mod real_pool;
 mod real_limits;
+mod real_pool;
 mod real_shared;
 mod real_usage;

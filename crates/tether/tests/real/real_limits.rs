@@ -1,28 +1,48 @@
-//! Vendor usage limits with the REAL CLIs against the mock model (issue 29).
+//! Vendor usage limits with the REAL CLIs against the mock model (issue 29): the mock
+//! answers as OpenAI and Anthropic do at a limit (429 `usage_limit_reached` with Codex's
+//! rate-limit headers; 429 `rate_limit_error` with the unified rate-limit headers), and
+//! tether recognises it from what Codex (`usageLimitExceeded`) and Claude Code
+//! (`api_error_status: 429`) print: the turn ends `usage_limit`, the conversation is
+//! parked with a continuation the person can cancel.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use tether_testkit::real_agents::{self, RealAgent};
 use tether_testkit::{Daemon, DaemonOptions, MockModel};
 
 #[tokio::test]
-async fn probe_codex_limit() {
+async fn codex_and_claude_at_their_limit_are_parked_not_failed() {
     let model = MockModel::start().await;
     let codex_home = real_agents::codex_home(&model.base_url());
-    let config = real_agents::agent_toml(
+    let claude_dir = tempfile::tempdir().unwrap();
+    let mut config = real_agents::agent_toml(
         "codex",
         RealAgent::Codex,
         &real_agents::codex_env(codex_home.path()),
     );
+    config.push_str(&real_agents::agent_toml(
+        "claude",
+        RealAgent::Claude,
+        &real_agents::claude_env(&model.base_url(), claude_dir.path()),
+    ));
     let d = Daemon::start(DaemonOptions {
         extra_config: config,
         ..DaemonOptions::default()
     })
     .await;
-    let c = d.new_conversation(Some("codex")).await;
-    let (o, t) = d.say_and_wait(&c, "limit 600").await;
-    eprintln!("PROBE turn: {t}");
-    let sid = o["session_id"].as_str().unwrap();
-    let ev = d.get_ok(&format!("/api/v1/sessions/{sid}/events?limit=100")).await;
-    eprintln!("PROBE events: {ev}");
-    eprintln!("PROBE requests: {}", model.requests().len());
+    for agent in ["codex", "claude"] {
+        let c = d.new_conversation(Some(agent)).await;
+        let (_, t) = d.say_and_wait(&c, "limit 600").await;
+        assert_eq!(t["status"], "failed", "{agent}: {t}");
+        assert_eq!(t["error_code"], "usage_limit", "{agent}: {t}");
+        let history = d
+            .get_ok(&format!("/api/v1/conversations/{c}/messages"))
+            .await
+            .to_string();
+        assert!(history.contains("I will continue at"), "{agent}: {history}");
+        let r = d.say(&c, "/cancel").await;
+        assert_eq!(
+            r["reply"], "The automatic continuation was cancelled.",
+            "{agent}: {r}"
+        );
+    }
 }

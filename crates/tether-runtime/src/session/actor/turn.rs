@@ -86,6 +86,17 @@ impl Actor {
             self.fail(ErrorCode::BudgetExceeded, message).await;
             return;
         }
+        if let Some(until) = self.account_limited().await {
+            // The account is at its vendor's limit: parked at once, the vendor not asked.
+            let message = format!(
+                "{}'s account is at its usage limit; this turn waits for it to reset",
+                self.session.agent
+            );
+            let input = self.current.as_ref().map(|c| c.input.clone());
+            self.fail(ErrorCode::UsageLimit, message).await;
+            self.park_after_limit(Some(until), input).await;
+            return;
+        }
         if let Some(t) = self.ctx.config.turn_timeout {
             self.deadline = Some((Instant::now() + t, DeadlineKind::TurnTimeout));
         }
@@ -183,6 +194,13 @@ impl Actor {
                 }
                 Ok(outcome) => self.complete(outcome).await,
                 Err(_) if cancel_requested => self.finish_cancelled().await,
+                Err(AgentError::UsageLimit {
+                    message,
+                    resets_at_ms,
+                }) => {
+                    self.fail(ErrorCode::UsageLimit, message).await;
+                    self.park_after_limit(resets_at_ms, None).await;
+                }
                 Err(e) => {
                     if e.code() == ErrorCode::ResumeUnavailable {
                         // The agent is not in the session we asked for: never prompt it again.

@@ -97,6 +97,32 @@ impl Actor {
         running
     }
 
+    /// After a turn the vendor's limit stopped (or one refused because its account is
+    /// limited): parks the conversation for a continuation and says so (see `parking`).
+    pub(super) async fn park_after_limit(
+        &mut self,
+        resets_at_ms: Option<i64>,
+        unsent: Option<String>,
+    ) {
+        let account = self.ctx.config.usage.account(&self.session.agent);
+        let line = crate::parking::park(
+            &self.ctx,
+            &self.session.conversation_id,
+            &self.session.agent,
+            &account,
+            resets_at_ms,
+            unsent.as_deref(),
+        )
+        .await;
+        self.status_line(&line).await;
+    }
+
+    /// Until when this session's account is known to be at its vendor's limit.
+    pub(super) async fn account_limited(&self) -> Option<i64> {
+        let account = self.ctx.config.usage.account(&self.session.agent);
+        crate::parking::limited_until(&self.ctx, &account).await
+    }
+
     /// A status line in the conversation (and so on the page and the channels).
     async fn status_line(&self, text: &str) {
         let turn_id = self.current.as_ref().map(|c| c.turn_id.clone());

@@ -227,6 +227,12 @@ impl Acp {
         match end {
             Ok(TurnEnd::Completed) => self.peer.respond(id, reply("end_turn")).await,
             Ok(TurnEnd::Cancelled) => self.peer.respond(id, reply("cancelled")).await,
+            Ok(TurnEnd::Limited { secs }) => {
+                let message = format!("usage limit reached; resets in {secs} s");
+                self.peer
+                    .respond_error(id, rpc::INTERNAL_ERROR, &message)
+                    .await
+            }
             Ok(TurnEnd::Failed(message)) => {
                 self.peer
                     .respond_error(id, rpc::INTERNAL_ERROR, &message)

@@ -215,10 +215,32 @@ async fn run_one(
         "permission_denials": io.denials,
         "uuid": uuid::Uuid::new_v4().to_string(),
     });
+    if let Ok(TurnEnd::Limited { secs }) = &end {
+        // As Claude Code 2.1 reports a subscription's limit: a rejected
+        // `rate_limit_event`, then a 429 `result`.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let event = json!({"type": "rate_limit_event", "session_id": session_id,
+                           "rate_limit_info": {"status": "rejected", "resetsAt": now + secs,
+                                               "rateLimitType": "five_hour"},
+                           "uuid": uuid::Uuid::new_v4().to_string()});
+        control.out().send(&event).await?;
+        result["is_error"] = json!(true);
+        result["api_error_status"] = json!(429);
+        result["api_error_type"] = json!("rate_limit_error");
+        result["result"] = json!(
+            "API Error: Request rejected (429) · This request would exceed your account's rate limit."
+        );
+        control.out().send(&result).await?;
+        return Ok(true);
+    }
     let error = match end {
         Ok(TurnEnd::Completed) => None,
         Ok(TurnEnd::Cancelled) => Some("interrupted".to_owned()),
         Ok(TurnEnd::Failed(message)) => Some(message),
+        Ok(TurnEnd::Limited { .. }) => None,
         Err(e) => Some(format!("{e:#}")),
     };
     let is_error = error.is_some();

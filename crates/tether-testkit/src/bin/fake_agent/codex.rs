@@ -312,17 +312,28 @@ impl Codex {
         let end = self.engine.run_turn(tid, text, &mut io, &token).await;
         io.close_message().await?;
         lock(&self.turns).remove(tid);
+        let info = match &end {
+            Ok(TurnEnd::Limited { .. }) => "usageLimitExceeded",
+            _ => "other",
+        };
         let failure = match end {
             Ok(TurnEnd::Completed) => None,
             Ok(TurnEnd::Cancelled) => Some(("interrupted", Value::Null)),
             Ok(TurnEnd::Failed(message)) => Some(("failed", json!(message))),
+            Ok(TurnEnd::Limited { secs }) => Some((
+                "failed",
+                json!(format!(
+                    "You've hit your usage limit. Try again in {secs} s."
+                )),
+            )),
             Err(e) => Some(("failed", json!(format!("{e:#}")))),
         };
+
         let (status, error) = match failure {
             None => ("completed", Value::Null),
             Some((status, Value::Null)) => (status, Value::Null),
             Some((status, message)) => {
-                let error = json!({"message": message, "codexErrorInfo": "other",
+                let error = json!({"message": message, "codexErrorInfo": info,
                                    "additionalDetails": null});
                 peer.notify(
                     "error",

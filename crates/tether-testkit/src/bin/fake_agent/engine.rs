@@ -37,6 +37,10 @@ pub enum TurnEnd {
     Completed,
     Cancelled,
     Failed(String),
+    /// The vendor's usage limit, resetting in this many seconds.
+    Limited {
+        secs: u64,
+    },
 }
 
 /// The wire side of a turn; one implementation per dialect.
@@ -264,6 +268,7 @@ impl Engine {
                 io.chunk(&reply("garbage done")).await?;
             }
             Directive::Fail => return Ok(TurnEnd::Failed(script::FAIL_MESSAGE.to_owned())),
+            Directive::Limit { secs } => return Ok(TurnEnd::Limited { secs }),
             Directive::Hang => {
                 cancel.cancelled().await;
                 return Ok(TurnEnd::Cancelled);

@@ -68,6 +68,10 @@ pub enum Directive {
     Garbage,
     /// `fail`: the turn fails.
     Fail,
+    /// `limit SECS`: the vendor's usage limit, resetting in SECS seconds, as the
+    /// dialect's CLI reports it (Codex `usageLimitExceeded`, Claude a rejected
+    /// `rate_limit_event` and a 429 result; ACP an error).
+    Limit { secs: u64 },
     /// `hang`: the turn never ends until cancelled.
     Hang,
     /// `freeze`: the turn never ends, and cancelling it does nothing either.
@@ -157,6 +161,13 @@ pub fn parse(text: &str) -> Directive {
                 },
                 _ => Directive::Echo,
             },
+            _ => Directive::Echo,
+        },
+        "limit" => match rest.as_slice() {
+            [secs] => secs
+                .parse()
+                .map(|secs| Directive::Limit { secs })
+                .unwrap_or(Directive::Echo),
             _ => Directive::Echo,
         },
         "sleep" => match rest.as_slice() {
