@@ -103,7 +103,7 @@ pub(crate) async fn start(config: RuntimeConfig, store: Store, seams: Seams) -> 
         who: None,
     };
     rt.delegations().start_delegation_watch();
-    crate::parking::start(&rt);
+    rt.usage().start_timers();
     rt.placement().start_cluster();
     rt.ctx().spares.fill();
     Ok(rt)

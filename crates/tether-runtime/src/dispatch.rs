@@ -5,7 +5,7 @@
 
 use tether_proto::{ConversationId, SendMessage};
 
-use crate::call::{Call, Command, Principal, Reply};
+use crate::call::{Call, Command, Reply};
 use crate::error::Result;
 use crate::session::answers;
 
@@ -102,18 +102,12 @@ impl Dispatch<'_> {
                 conversation_id,
                 message,
                 turn_id,
-            } => {
-                if by != Principal::System && !message.text.trim_start().starts_with('/') {
-                    // A person's own message cancels a continuation parked at a vendor's
-                    // limit (issue 29): it runs as usual instead.
-                    crate::parking::cancel(self.rt.ctx(), &conversation_id).await;
-                }
-                self.rt
-                    .router()
-                    .send_here(&conversation_id, message, &name, turn_id.as_ref())
-                    .await?
-                    .into()
-            }
+            } => self
+                .rt
+                .router()
+                .send_here(&conversation_id, message, &name, turn_id.as_ref())
+                .await?
+                .into(),
             Command::NewSession { conversation_id } => self
                 .rt
                 .router()

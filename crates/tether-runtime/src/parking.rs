@@ -9,14 +9,13 @@
 //! and a reset past the horizon is not waited for. A person's own message cancels the
 //! continuation and runs as usual; so does `/cancel`.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tether_proto::{ConversationId, MessageRole, SendMessage, TurnId};
 use tether_store::{CONTINUE_AFTER_LIMIT, NewTimer};
 
 use crate::Runtime;
-use crate::boot::Inner;
 use crate::call::{Command, Principal};
 use crate::ctx::Ctx;
 
@@ -34,9 +33,10 @@ fn clock_time(ms: i64) -> String {
     format!("{:02}:{:02} UTC", secs / 3600, (secs / 60) % 60)
 }
 
-/// Up to a second of spread, so two parkings of one moment do not wake together.
-fn jitter_ms() -> i64 {
-    i64::from(uuid::Uuid::new_v4().as_bytes()[0]) * 4
+/// Up to a quarter of the stagger (so the herd's order holds), so two parkings of one
+/// moment do not wake together.
+fn jitter_ms(stagger_ms: i64) -> i64 {
+    i64::from(uuid::Uuid::new_v4().as_bytes()[0]) * stagger_ms / 1024
 }
 
 /// Parks conversation `conv` after its agent hit `account`'s limit (`resets_at_ms` when
@@ -103,7 +103,8 @@ async fn try_park(
         ));
     }
     let herd = timers.account_timers(account).await?;
-    let due = reset.max(now) + herd * limits.stagger.as_millis() as i64 + jitter_ms();
+    let stagger = limits.stagger.as_millis() as i64;
+    let due = reset.max(now) + herd * stagger + jitter_ms(stagger);
     timers
         .add_timer(&NewTimer {
             id: crate::ids::new_id::<String>(),
@@ -143,28 +144,16 @@ pub(crate) async fn cancel(ctx: &Ctx, conv: &ConversationId) -> bool {
     }
 }
 
-/// Until when `account` is known to be limited, if it is now.
-pub(crate) async fn limited_until(ctx: &Ctx, account: &str) -> Option<i64> {
-    let now = ctx.clock.now_ms();
-    match ctx.store.timers().account_limited(account, now).await {
-        Ok(until) => until,
-        Err(e) => {
-            tracing::warn!(account, error = %e, "cannot read the account's limit");
-            None
-        }
-    }
-}
-
 /// Starts this node's timer loop (called once at start).
 pub(crate) fn start(rt: &Runtime) {
-    let weak: Weak<Inner> = Arc::downgrade(&rt.inner);
+    let weak = Arc::downgrade(&rt.inner);
     tokio::spawn(async move {
         let mut look = tokio::time::interval(LOOK);
         look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             look.tick().await;
             let Some(inner) = weak.upgrade() else { return };
-            let rt = crate::boot::handle(&inner, None);
+            let rt = Runtime { inner, who: None };
             fire_due(&rt).await;
         }
     });

@@ -26,19 +26,31 @@ pub(crate) struct Meter {
 impl Meter {
     /// The meter of `session` and the budgets its turns count toward, read now (one
     /// store call).
-    pub async fn of(ctx: &Ctx, session: &Session) -> Result<(Meter, TurnBudgets), StoreError> {
+    /// With `turn_id` (a turn about to start) it also supersedes a parked continuation
+    /// the turn is not, and reads the account's limit (see `turn_budgets`).
+    pub async fn of(
+        ctx: &Ctx,
+        session: &Session,
+        turn_id: Option<&TurnId>,
+    ) -> Result<(Meter, TurnBudgets), StoreError> {
         let now = ctx.clock.now_ms();
+        let account = ctx.config.usage.account(&session.agent);
         let t = ctx
             .store
             .usage()
-            .turn_budgets(&session.conversation_id, now)
+            .turn_budgets(
+                &session.conversation_id,
+                turn_id.map(TurnId::as_str),
+                &account,
+                now,
+            )
             .await?;
         let meter = Meter {
             conversation_id: session.conversation_id.clone(),
             root: t.root.clone(),
             person: t.person.clone(),
             agent: session.agent.clone(),
-            account: ctx.config.usage.account(&session.agent),
+            account,
             model: session.model.clone(),
         };
         Ok((meter, t))

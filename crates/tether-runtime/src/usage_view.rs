@@ -76,6 +76,11 @@ fn bad(message: String) -> RuntimeError {
 }
 
 impl Usage<'_> {
+    /// Starts this node's loop firing due timers (parked continuations; `parking`).
+    pub(crate) fn start_timers(&self) {
+        crate::parking::start(self.rt);
+    }
+
     fn people(&self) -> crate::People<'_> {
         self.rt.people()
     }

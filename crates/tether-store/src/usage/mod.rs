@@ -187,6 +187,8 @@ pub struct TurnBudgets {
     /// The conversation's owner.
     pub person: Option<PersonId>,
     pub budgets: Vec<BudgetUse>,
+    /// The turn's account is at its vendor's limit until then.
+    pub account_limited_until: Option<i64>,
 }
 
 impl TurnBudgets {

@@ -188,13 +188,75 @@ impl Db {
         self.with_use(&rows, now_ms).await
     }
 
-    /// Whom a turn of `conversation_id` counts for (its owner and delegation root, found
-    /// in one recursive query) and the budgets it counts toward with their use at
-    /// `now_ms`: one call before each turn.
+    /// Whom turn `turn_id` of `conversation_id` counts for (its owner and delegation
+    /// root, found in one recursive query), the budgets it counts toward with their use
+    /// at `now_ms`, and until when `account` is at its vendor's limit: one call before
+    /// each turn. A turn that is not the continuation a timer sent (its id is the
+    /// timer's) supersedes the conversation's parked continuation, which is cancelled
+    /// here (issue 29: a person's message runs instead).
     pub async fn turn_budgets(
         &self,
         conversation_id: &tether_proto::ConversationId,
+        turn_id: Option<&str>,
+        account: &str,
         now_ms: i64,
+    ) -> Result<crate::usage::TurnBudgets> {
+        if let Some(turn_id) = turn_id {
+            self.supersede_parking(conversation_id, turn_id, now_ms).await?;
+        }
+        let limited: Option<(i64,)> = sqlx::query_as(
+            "SELECT until_ms FROM account_limits WHERE account = $1 AND until_ms > $2",
+        )
+        .bind(account)
+        .bind(now_ms)
+        .fetch_optional(&self.reader)
+        .await?;
+        self.turn_budgets_of(conversation_id, now_ms, limited.map(|(u,)| u))
+            .await
+    }
+
+    async fn supersede_parking(
+        &self,
+        conversation_id: &tether_proto::ConversationId,
+        turn_id: &str,
+        now_ms: i64,
+    ) -> Result<()> {
+        let superseded = sqlx::query(
+            "UPDATE timers SET state = 'cancelled', ended_at = $1 WHERE conversation_id = $2 \
+             AND kind = $3 AND state IN ('waiting', 'claimed') AND id <> $4",
+        )
+        .bind(now_ms)
+        .bind(conversation_id.as_str())
+        .bind(crate::timers::CONTINUE_AFTER_LIMIT)
+        .bind(turn_id)
+        .execute(&self.writer)
+        .await?
+        .rows_affected();
+        let continuation: Option<(i64,)> = sqlx::query_as(
+            "SELECT attempt FROM timers WHERE id = $1",
+        )
+        .bind(turn_id)
+        .fetch_optional(&self.reader)
+        .await?;
+        if superseded == 0 && continuation.is_none() {
+            // A new turn of its own: a later parking counts its attempts from one again.
+            sqlx::query(
+                "UPDATE timers SET state = 'done' WHERE conversation_id = $1 AND kind = $2 \
+                 AND state = 'fired'",
+            )
+            .bind(conversation_id.as_str())
+            .bind(crate::timers::CONTINUE_AFTER_LIMIT)
+            .execute(&self.writer)
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn turn_budgets_of(
+        &self,
+        conversation_id: &tether_proto::ConversationId,
+        now_ms: i64,
+        limited: Option<i64>,
     ) -> Result<crate::usage::TurnBudgets> {
         let rows = sqlx::query(
             "WITH RECURSIVE up (id, parent, owner, depth) AS (                SELECT id, parent_conversation_id, owner_id, 0 FROM conversations WHERE id = $1                UNION ALL                SELECT c.id, c.parent_conversation_id, c.owner_id, up.depth + 1                FROM conversations c JOIN up ON c.id = up.parent WHERE up.depth < 16)              SELECT id, owner, depth FROM up ORDER BY depth",
@@ -228,6 +290,7 @@ impl Db {
             root,
             person,
             budgets,
+            account_limited_until: limited,
         })
     }
 

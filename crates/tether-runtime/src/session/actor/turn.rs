@@ -81,21 +81,25 @@ impl Actor {
             usage_reports: 0,
             text: String::new(),
         });
-        if let Some(message) = self.refused_by_budget().await {
-            // Refused before any agent starts (issue 29).
-            self.fail(ErrorCode::BudgetExceeded, message).await;
-            return;
-        }
-        if let Some(until) = self.account_limited().await {
-            // The account is at its vendor's limit: parked at once, the vendor not asked.
-            let message = format!(
-                "{}'s account is at its usage limit; this turn waits for it to reset",
-                self.session.agent
-            );
-            let input = self.current.as_ref().map(|c| c.input.clone());
-            self.fail(ErrorCode::UsageLimit, message).await;
-            self.park_after_limit(Some(until), input).await;
-            return;
+        match self.refused_by_budget().await {
+            super::usage::Refusal::None => {}
+            super::usage::Refusal::Budget(message) => {
+                // Refused before any agent starts (issue 29).
+                self.fail(ErrorCode::BudgetExceeded, message).await;
+                return;
+            }
+            super::usage::Refusal::Limited(until) => {
+                // The account is at its vendor's limit: parked at once, the vendor not
+                // asked, the message kept for the continuation.
+                let message = format!(
+                    "{}'s account is at its usage limit; this turn waits for it to reset",
+                    self.session.agent
+                );
+                let input = self.current.as_ref().map(|c| c.input.clone());
+                self.fail(ErrorCode::UsageLimit, message).await;
+                self.park_after_limit(Some(until), input).await;
+                return;
+            }
         }
         if let Some(t) = self.ctx.config.turn_timeout {
             self.deadline = Some((Instant::now() + t, DeadlineKind::TurnTimeout));

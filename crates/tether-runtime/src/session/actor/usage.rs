@@ -12,6 +12,15 @@ use tether_store::Recorded;
 use super::Actor;
 use crate::usage::{Meter, describe};
 
+/// Why a turn may not start (see `refused_by_budget`).
+pub(super) enum Refusal {
+    None,
+    /// A budget at its cap: the message.
+    Budget(String),
+    /// The account is at its vendor's limit until then.
+    Limited(i64),
+}
+
 /// Rows kept for an unreachable store; past it the oldest are dropped, and said so.
 const MAX_UNSAVED: usize = 10_000;
 
@@ -19,7 +28,7 @@ impl Actor {
     /// The session's meter (read again before each turn, see `refused_by_budget`).
     async fn meter(&mut self) -> Option<Meter> {
         if self.meter.is_none() {
-            match Meter::of(&self.ctx, &self.session).await {
+            match Meter::of(&self.ctx, &self.session, None).await {
                 Ok((m, _)) => self.meter = Some(m),
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot read whom the usage counts for");
@@ -117,12 +126,6 @@ impl Actor {
         self.status_line(&line).await;
     }
 
-    /// Until when this session's account is known to be at its vendor's limit.
-    pub(super) async fn account_limited(&self) -> Option<i64> {
-        let account = self.ctx.config.usage.account(&self.session.agent);
-        crate::parking::limited_until(&self.ctx, &account).await
-    }
-
     /// A status line in the conversation (and so on the page and the channels).
     async fn status_line(&self, text: &str) {
         let turn_id = self.current.as_ref().map(|c| c.turn_id.clone());
@@ -147,19 +150,29 @@ impl Actor {
     /// meter, read afresh: the conversation may have changed hands). It waits for an
     /// unreachable store and refuses when the budgets cannot be read: a cap never fails
     /// open.
-    pub(super) async fn refused_by_budget(&mut self) -> Option<String> {
+    pub(super) async fn refused_by_budget(&mut self) -> Refusal {
         let ctx = self.ctx.clone();
         let session = self.session.clone();
-        let read = super::outage::patiently("a budget check", || Meter::of(&ctx, &session)).await;
+        let turn_id = self.current.as_ref().map(|c| c.turn_id.clone());
+        let read = super::outage::patiently("a budget check", || {
+            Meter::of(&ctx, &session, turn_id.as_ref())
+        })
+        .await;
         match read {
             Ok((meter, budgets)) => {
                 self.meter = Some(meter);
-                let blocking = budgets.blocking()?;
-                Some(format!("refused: {} (budget_exceeded)", describe(blocking)))
+                if let Some(blocking) = budgets.blocking() {
+                    let m = format!("refused: {} (budget_exceeded)", describe(blocking));
+                    return Refusal::Budget(m);
+                }
+                match budgets.account_limited_until {
+                    Some(until) => Refusal::Limited(until),
+                    None => Refusal::None,
+                }
             }
             Err(e) => {
                 tracing::error!(error = %e, "cannot read the budgets");
-                Some(format!(
+                Refusal::Budget(format!(
                     "refused: the budgets could not be read: {e} (budget_exceeded)"
                 ))
             }
