@@ -287,6 +287,30 @@ impl Drop for AgentReaper {
     }
 }
 
+/// The real `codex` and `claude` registered as agents `codex` and `claude` against the
+/// mock at `mock_url`: the daemon's `extra_config`, and their homes (kept for the test).
+pub struct CodexAndClaude {
+    pub config: String,
+    _codex_home: tempfile::TempDir,
+    _claude_dir: tempfile::TempDir,
+}
+
+pub fn codex_and_claude(mock_url: &str) -> CodexAndClaude {
+    let codex_home = codex_home(mock_url);
+    let claude_dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let mut config = agent_toml("codex", RealAgent::Codex, &codex_env(codex_home.path()));
+    config.push_str(&agent_toml(
+        "claude",
+        RealAgent::Claude,
+        &claude_env(mock_url, claude_dir.path()),
+    ));
+    CodexAndClaude {
+        config,
+        _codex_home: codex_home,
+        _claude_dir: claude_dir,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,26 +6,15 @@
 //! parked with a continuation the person can cancel.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use tether_testkit::real_agents::{self, RealAgent};
+use tether_testkit::real_agents;
 use tether_testkit::{Daemon, DaemonOptions, MockModel};
 
 #[tokio::test]
 async fn codex_and_claude_at_their_limit_are_parked_not_failed() {
     let model = MockModel::start().await;
-    let codex_home = real_agents::codex_home(&model.base_url());
-    let claude_dir = tempfile::tempdir().unwrap();
-    let mut config = real_agents::agent_toml(
-        "codex",
-        RealAgent::Codex,
-        &real_agents::codex_env(codex_home.path()),
-    );
-    config.push_str(&real_agents::agent_toml(
-        "claude",
-        RealAgent::Claude,
-        &real_agents::claude_env(&model.base_url(), claude_dir.path()),
-    ));
+    let agents = real_agents::codex_and_claude(&model.base_url());
     let d = Daemon::start(DaemonOptions {
-        extra_config: config,
+        extra_config: agents.config.clone(),
         ..DaemonOptions::default()
     })
     .await;

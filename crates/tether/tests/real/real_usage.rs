@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tether_testkit::real_agents::{self, RealAgent};
+use tether_testkit::real_agents;
 use tether_testkit::{Daemon, DaemonOptions, MockModel, within};
 
 fn ids(o: &Value) -> (String, String) {
@@ -21,20 +21,9 @@ fn ids(o: &Value) -> (String, String) {
 #[tokio::test]
 async fn the_ledger_equals_the_models_own_count_after_a_mixed_workload() {
     let model = MockModel::start().await;
-    let codex_home = real_agents::codex_home(&model.base_url());
-    let claude_dir = tempfile::tempdir().unwrap();
-    let mut config = real_agents::agent_toml(
-        "codex",
-        RealAgent::Codex,
-        &real_agents::codex_env(codex_home.path()),
-    );
-    config.push_str(&real_agents::agent_toml(
-        "claude",
-        RealAgent::Claude,
-        &real_agents::claude_env(&model.base_url(), claude_dir.path()),
-    ));
+    let agents = real_agents::codex_and_claude(&model.base_url());
     let d = Daemon::start(DaemonOptions {
-        extra_config: config,
+        extra_config: agents.config.clone(),
         ..DaemonOptions::default()
     })
     .await;
