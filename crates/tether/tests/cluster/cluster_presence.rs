@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use tether_testkit::{Cluster, DaemonOptions};
+use tether_testkit::{within, Cluster, DaemonOptions};
 
 use crate::common::{self, node_options, str_of};
 
@@ -32,10 +32,21 @@ async fn a_killed_owner_is_taken_over_long_before_its_lease_ends() {
     let c = a.new_conversation(None).await;
     let (first, _) = a.say_and_wait(&c, "remember pears").await;
     let sid = str_of(&first, "session_id");
+    let mut sse = a.events(&c, None).await;
     let running = a.say(&c, "stream 200 100").await;
     let tid = str_of(&running, "turn_id");
-    a.wait_conversation(&c, "turn running", |v| v["state"] == "bound/running")
-        .await;
+    // The first chunk, not just `bound/running`: the agent has the prompt (it keeps it
+    // before answering), so the session remembers it after the kill.
+    within("the first chunk", async {
+        while let Some(ev) = sse.next().await {
+            let v = ev.json();
+            if v["turn_id"] == tid.as_str() && v["payload"]["type"] == "message_delta" {
+                return;
+            }
+        }
+        panic!("the event stream ended early");
+    })
+    .await;
 
     cluster.node_mut(0).kill9().await;
 
