@@ -112,6 +112,9 @@ pub enum AgentEvent {
     /// Tokens the agent reports spent since its previous report (issue 29): each report
     /// is new usage, never a running total, so the ledger adds them as they come.
     Usage(UsageReport),
+    /// The vendor's report of the account's usage window (issue 29): window budgets
+    /// compare against it.
+    Window(crate::windows::WindowReport),
 }
 
 /// New usage, as the agent reported it.

@@ -21,6 +21,7 @@ pub mod process;
 mod spawner;
 mod turn;
 pub mod usage;
+pub mod windows;
 
 pub use acp::AcpDriver;
 pub use ceiling::{ProcessCeiling, ProcessSlot};

@@ -82,10 +82,58 @@ pub fn acp(usage: &Value) -> Option<Tokens> {
     })
 }
 
+/// The usage an ACP agent's `session/prompt` result reports, per model where it says:
+/// the (unstable) `usage` field, else gemini's `_meta.quota` (`model_usage[]`, each a
+/// `token_count` of one model, or one `token_count`). Empty when it reports nothing.
+pub fn acp_result(result: &Value) -> Vec<(Tokens, Option<String>)> {
+    let model_of = |v: &Value| v.get("model").and_then(Value::as_str).map(str::to_owned);
+    if let Some(u) = result.get("usage").filter(|u| !u.is_null()) {
+        return acp(u).map(|t| (t, model_of(u))).into_iter().collect();
+    }
+    let Some(quota) = result.pointer("/_meta/quota") else {
+        return Vec::new();
+    };
+    let per_model: Vec<(Tokens, Option<String>)> = quota
+        .get("model_usage")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|m| Some((acp(m.get("token_count")?)?, model_of(m))))
+        .collect();
+    if !per_model.is_empty() {
+        return per_model;
+    }
+    quota
+        .get("token_count")
+        .and_then(acp)
+        .map(|t| (t, None))
+        .into_iter()
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn gemini_reports_its_turns_usage_per_model_in_meta_quota() {
+        // As gemini 0.61 answers a prompt.
+        let r = json!({"stopReason": "end_turn", "_meta": {"quota": {
+            "token_count": {"input_tokens": 11711, "output_tokens": 9},
+            "model_usage": [{"model": "gemini-3.8-flash",
+                             "token_count": {"input_tokens": 11711, "output_tokens": 9}}]}}});
+        let reports = acp_result(&r);
+        assert_eq!(reports.len(), 1);
+        assert_eq!(reports[0].0.input, 11711);
+        assert_eq!(reports[0].0.output, 9);
+        assert_eq!(reports[0].1.as_deref(), Some("gemini-3.8-flash"));
+        let total_only = json!({"_meta": {"quota": {"token_count": {"input_tokens": 5}}}});
+        assert_eq!(acp_result(&total_only)[0].0.input, 5);
+        let usage = json!({"usage": {"inputTokens": 3, "outputTokens": 4, "model": "m"}});
+        assert_eq!(acp_result(&usage)[0].1.as_deref(), Some("m"));
+        assert!(acp_result(&json!({"stopReason": "end_turn"})).is_empty());
+    }
 
     #[test]
     fn codex_counts_cached_input_and_reasoning_once() {

@@ -59,6 +59,10 @@ pub enum Unit {
     Tokens,
     /// Cost in nano-dollars (rows without a price add nothing; they are counted apart).
     Cost,
+    /// Percent of a subscription account's usage window, as its vendor reports it (Codex's
+    /// rate-limit snapshots, Claude's `rate_limit_event`). Not a counter: the account's
+    /// latest report is the use, the vendor's window its period.
+    Window,
 }
 
 impl Unit {
@@ -66,6 +70,7 @@ impl Unit {
         match self {
             Unit::Tokens => "tokens",
             Unit::Cost => "cost",
+            Unit::Window => "window",
         }
     }
 
@@ -73,6 +78,7 @@ impl Unit {
         Some(match s {
             "tokens" => Unit::Tokens,
             "cost" => Unit::Cost,
+            "window" => Unit::Window,
             _ => return None,
         })
     }

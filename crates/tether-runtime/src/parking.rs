@@ -40,17 +40,19 @@ fn jitter_ms(stagger_ms: i64) -> i64 {
 }
 
 /// Parks conversation `conv` after its agent hit `account`'s limit (`resets_at_ms` when
-/// the vendor said); `unsent` is the turn's input when the agent never got it (the
-/// continuation sends it then). The status line telling the person what happens.
+/// the vendor said) in turn `turn`; `unsent` is the turn's input when the agent never
+/// got it (the continuation sends it then). The status line telling the person what
+/// happens.
 pub(crate) async fn park(
     ctx: &Ctx,
     conv: &ConversationId,
+    turn: Option<&TurnId>,
     agent: &str,
     account: &str,
     resets_at_ms: Option<i64>,
     unsent: Option<&str>,
 ) -> String {
-    match try_park(ctx, conv, agent, account, resets_at_ms, unsent).await {
+    match try_park(ctx, conv, turn, agent, account, resets_at_ms, unsent).await {
         Ok(line) => line,
         Err(e) => {
             tracing::error!(%conv, error = %e, "cannot park the conversation");
@@ -62,6 +64,7 @@ pub(crate) async fn park(
 async fn try_park(
     ctx: &Ctx,
     conv: &ConversationId,
+    turn: Option<&TurnId>,
     agent: &str,
     account: &str,
     resets_at_ms: Option<i64>,
@@ -73,18 +76,23 @@ async fn try_park(
     let known = timers
         .conversation_timers(conv, CONTINUE_AFTER_LIMIT)
         .await?;
+    // A continuation's turn has its timer's id: that timer is this turn, not another
+    // parking (it is marked fired only once its message was sent).
+    let this = turn.map(TurnId::as_str);
     if let Some(w) = known
         .iter()
-        .find(|t| t.state == "waiting" || t.state == "claimed")
+        .find(|t| (t.state == "waiting" || t.state == "claimed") && Some(t.id.as_str()) != this)
     {
         return Ok(format!(
             "⏸ {agent}'s usage limit: I will continue at {} — /cancel to stop.",
             clock_time(w.due_at_ms)
         ));
     }
+    // Attempts count along one chain: a continuation stopped again is the next attempt;
+    // any other turn (a person's) starts a chain of its own.
     let attempt = known
         .iter()
-        .find(|t| t.state == "fired")
+        .find(|t| Some(t.id.as_str()) == this)
         .map_or(1, |t| t.attempt + 1);
     let reset = resets_at_ms.unwrap_or(now + limits.unknown_reset_wait.as_millis() as i64);
     timers.limit_account(account, reset, agent).await?;

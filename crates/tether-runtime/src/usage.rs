@@ -21,6 +21,9 @@ pub(crate) struct Meter {
     pub account: String,
     /// The session's chosen model, for reports that do not name theirs.
     pub model: Option<String>,
+    /// The window budgets the session's turns count toward (their use is the account's
+    /// window, reported by the vendor mid-turn).
+    pub window_budgets: Vec<tether_store::Budget>,
 }
 
 impl Meter {
@@ -52,6 +55,12 @@ impl Meter {
             agent: session.agent.clone(),
             account,
             model: session.model.clone(),
+            window_budgets: t
+                .budgets
+                .iter()
+                .filter(|u| u.budget.unit == tether_core::budget::Unit::Window)
+                .map(|u| u.budget.clone())
+                .collect(),
         };
         Ok((meter, t))
     }
@@ -124,7 +133,15 @@ pub(crate) fn describe(u: &BudgetUse) -> String {
     let amount = |v: i64| match u.budget.unit {
         Unit::Tokens => format!("{v} tokens"),
         Unit::Cost => format!("${:.2}", v as f64 / 1e9),
+        Unit::Window => format!("{v} %"),
     };
+    if u.budget.unit == Unit::Window {
+        return format!(
+            "{scope} budget of the vendor's usage window: {} used of {}",
+            amount(u.used),
+            amount(u.budget.cap)
+        );
+    }
     format!(
         "{scope} {period}budget: {} of {}",
         amount(u.used),

@@ -49,7 +49,7 @@ pub(crate) fn sums(t: &UsageTotals) -> UsageSums {
 
 fn amount(unit: Unit, v: i64) -> f64 {
     match unit {
-        Unit::Tokens => v as f64,
+        Unit::Tokens | Unit::Window => v as f64,
         Unit::Cost => v as f64 / 1e9,
     }
 }
@@ -274,9 +274,8 @@ impl Usage<'_> {
         };
         let unit = match b.unit.as_deref() {
             None => Unit::Tokens,
-            Some(u) => {
-                Unit::parse(u).ok_or_else(|| bad(format!("unit: {u:?} is not tokens or cost")))?
-            }
+            Some(u) => Unit::parse(u)
+                .ok_or_else(|| bad(format!("unit: {u:?} is not tokens, cost or window")))?,
         };
         let period = match b.period.as_deref() {
             None => Period::Total,
@@ -292,6 +291,19 @@ impl Usage<'_> {
             }
             Unit::Tokens => b.limit as i64,
             Unit::Cost => (b.limit * 1e9).round() as i64,
+            Unit::Window if b.limit.fract() != 0.0 || b.limit > 100.0 => {
+                return Err(bad(
+                    "limit: a window budget is a whole percent from 1 to 100".into(),
+                ));
+            }
+            Unit::Window if period != Period::Total => {
+                return Err(bad(
+                    "period: a window budget follows the vendor's own window; leave it \
+                     out or say none"
+                        .into(),
+                ));
+            }
+            Unit::Window => b.limit as i64,
         };
         if let Some(w) = b.warn_percent
             && !(1..=99).contains(&w)

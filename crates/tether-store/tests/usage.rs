@@ -301,7 +301,65 @@ async fn series_group_usage_by_day_week_and_month(b: Backend) {
     }
 }
 
+/// A vendor's window reports replace each other per account and window; an account's use
+/// is its fullest window not yet reset, and a window budget reads it (not a counter).
+async fn window_reports_replace_each_other_and_a_reset_window_counts_no_more(b: Backend) {
+    let (_d, store) = support::open(b).await;
+    let usage = store.usage();
+    let now = now_ms();
+    let later = Some(now + 3_600_000);
+    assert_eq!(
+        usage
+            .record_window("team-pro", "five_hour", 40, later)
+            .await
+            .unwrap(),
+        (0, 40)
+    );
+    assert_eq!(
+        usage
+            .record_window("team-pro", "seven_day", 10, None)
+            .await
+            .unwrap(),
+        (40, 40)
+    );
+    assert_eq!(
+        usage
+            .record_window("team-pro", "five_hour", 85, later)
+            .await
+            .unwrap(),
+        (40, 85)
+    );
+    // Another account is apart; a window past its reset counts no more.
+    usage
+        .record_window("other", "five_hour", 99, Some(now - 1))
+        .await
+        .unwrap();
+    assert_eq!(usage.account_window("team-pro", now).await.unwrap(), 85);
+    assert_eq!(usage.account_window("other", now).await.unwrap(), 0);
+    assert_eq!(usage.account_window("nobody", now).await.unwrap(), 0);
+    assert_eq!(usage.fullest_window(now).await.unwrap(), 85);
+    let mut w = budget(
+        "w",
+        BudgetScope::Team,
+        80,
+        tether_core::budget::Period::Total,
+    );
+    w.unit = tether_core::budget::Unit::Window;
+    usage.create_budget(&w).await.unwrap();
+    let t = usage
+        .turn_budgets(&ConversationId::from("c"), None, "team-pro", now)
+        .await
+        .unwrap();
+    assert_eq!(t.blocking().map(|u| u.used), Some(85));
+    let t = usage
+        .turn_budgets(&ConversationId::from("c"), None, "other", now)
+        .await
+        .unwrap();
+    assert!(t.blocking().is_none(), "{t:?}");
+}
+
 contract!(
+    window_reports_replace_each_other_and_a_reset_window_counts_no_more,
     the_ledger_sums_every_scope_and_keeps_unknown_costs_apart,
     a_report_written_twice_counts_once_and_an_unreported_turn_is_unknown,
     budgets_count_every_row_of_their_scope_and_tell_the_crossing_one,

@@ -375,6 +375,20 @@ impl Daemon {
         }
     }
 
+    /// Kills the daemon and the agent process groups it started with SIGKILL, as when
+    /// its machine dies (a plain [`Daemon::kill9`] leaves its agents running until the
+    /// next start on the same home ends them).
+    pub async fn kill9_with_agents(&mut self) {
+        let groups: Vec<i32> = self.pid().map(child_groups).unwrap_or_default();
+        self.kill9().await;
+        for g in groups {
+            let _ = std::process::Command::new("kill")
+                .arg("-9")
+                .arg(format!("-{g}"))
+                .status();
+        }
+    }
+
     /// Pauses the daemon with SIGSTOP (it keeps its sockets and its agents, and does
     /// nothing: a node that lost its lease without knowing it).
     pub fn sigstop(&self) {
@@ -621,4 +635,34 @@ pub fn attachment_copies(work: &Path) -> Vec<PathBuf> {
     }
     out.sort();
     out
+}
+
+/// The process groups of `pid`'s children (`/proc/<child>/stat`: ppid is field 4, pgrp
+/// field 5), except `pid`'s own.
+fn child_groups(pid: u32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut groups = Vec::new();
+    for entry in dir.flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // The command name may hold spaces: the fields start after its closing ')'.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let (Some(ppid), Some(pgrp)) = (fields.get(1), fields.get(2)) else {
+            continue;
+        };
+        if ppid.parse::<u32>().ok() == Some(pid)
+            && let Ok(g) = pgrp.parse::<i32>()
+            && g != pid as i32
+            && !groups.contains(&g)
+        {
+            groups.push(g);
+        }
+    }
+    groups
 }

@@ -126,10 +126,13 @@ pub fn claude_env(mock_url: &str, dir: &Path) -> BTreeMap<String, String> {
 
 /// The environment of `gemini` talking to the mock model at `mock_url`, with
 /// `GEMINI_CLI_HOME` = `dir`. Writes `dir/.gemini/settings.json` (API-key auth, no
-/// update checks, no usage statistics, no telemetry).
+/// update checks, no usage statistics, no telemetry, and one model: gemini's "auto"
+/// router asks a small model to choose before each turn and reports none of those tokens
+/// over ACP, see D225).
 pub fn gemini_env(mock_url: &str, dir: &Path) -> BTreeMap<String, String> {
     let settings = serde_json::json!({
         "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "model": {"name": "gemini-3.8-flash"},
         "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
         "privacy": {"usageStatisticsEnabled": false},
         "telemetry": {"enabled": false},
@@ -293,6 +296,9 @@ pub struct CodexAndClaude {
     pub config: String,
     _codex_home: tempfile::TempDir,
     _claude_dir: tempfile::TempDir,
+    /// With [`codex_claude_and_gemini`]: gemini's home, and the reaper of the gemini
+    /// processes a killed daemon leaves behind.
+    _gemini: Option<(AgentReaper, tempfile::TempDir)>,
 }
 
 pub fn codex_and_claude(mock_url: &str) -> CodexAndClaude {
@@ -308,7 +314,21 @@ pub fn codex_and_claude(mock_url: &str) -> CodexAndClaude {
         config,
         _codex_home: codex_home,
         _claude_dir: claude_dir,
+        _gemini: None,
     }
+}
+
+/// [`codex_and_claude`] and the real `gemini --acp` registered as agent `gemini`.
+pub fn codex_claude_and_gemini(mock_url: &str) -> CodexAndClaude {
+    let mut agents = codex_and_claude(mock_url);
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let env = gemini_env(mock_url, home.path());
+    agents
+        .config
+        .push_str(&agent_toml("gemini", RealAgent::Gemini, &env));
+    let reaper = AgentReaper::new("GEMINI_CLI_HOME", &home.path().display().to_string());
+    agents._gemini = Some((reaper, home));
+    agents
 }
 
 #[cfg(test)]

@@ -61,14 +61,14 @@ const OPTIONS: Options = Options {
 };
 
 /// The session an ACP message belongs to (`sessionId`).
-fn session_of(incoming: &Incoming) -> Option<String> {
+fn session_of(incoming: &Incoming) -> crate::host::Addressee {
     let params = match incoming {
         Incoming::Notification { params, .. } | Incoming::Request { params, .. } => params,
     };
-    params
-        .get("sessionId")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
+    match params.get("sessionId").and_then(Value::as_str) {
+        Some(id) => crate::host::Addressee::Session(id.to_owned()),
+        None => crate::host::Addressee::Unnamed,
+    }
 }
 
 #[async_trait]

@@ -103,17 +103,12 @@ impl AgentSession for AcpSession {
             self.shared.cancels.cancel_all();
             return Err(self.resume_error(&other));
         }
-        let result = reply.map_err(|e| e.into_agent_error())?;
-        let usage = result.get("usage").filter(|u| !u.is_null());
+        let result = reply.map_err(prompt_error)?;
         let turn = self.shared.lock().phase.take_turn();
         let text = match turn {
             Some(turn) => {
                 // The turn's usage, reported once at its end (ACP has no mid-turn count).
-                if let Some(tokens) = usage.and_then(crate::usage::acp) {
-                    let model = usage
-                        .and_then(|u| u.get("model"))
-                        .and_then(serde_json::Value::as_str)
-                        .map(str::to_owned);
+                for (tokens, model) in crate::usage::acp_result(&result) {
                     let report = crate::driver::UsageReport { tokens, model };
                     let _ = turn.events.send(AgentEvent::Usage(report));
                 }
@@ -177,4 +172,22 @@ impl AgentSession for AcpSession {
             .end(&self.shared.cancels, close, detach, unfinished)
             .await;
     }
+}
+
+/// A prompt's error answer: the vendor's limit (Gemini answers 429 with when to retry;
+/// see `windows::acp_limit`) is a usage limit, anything else the agent's error.
+fn prompt_error(e: crate::jsonrpc::RpcError) -> AgentError {
+    if let crate::jsonrpc::RpcError::Remote { code, message, .. } = &e
+        && let Some(after) = crate::windows::acp_limit(*code, message)
+    {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        return AgentError::UsageLimit {
+            message: message.clone(),
+            resets_at_ms: after.map(|ms| now + ms),
+        };
+    }
+    e.into_agent_error()
 }

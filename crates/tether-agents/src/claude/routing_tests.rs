@@ -92,6 +92,7 @@ fn describe(event: &AgentEvent) -> String {
         AgentEvent::Permission(p) => format!("permission:{}", p.title),
         AgentEvent::Question(q) => format!("question:{}", q.prompt),
         AgentEvent::Usage(u) => format!("usage:{}", u.tokens.total()),
+        AgentEvent::Window(w) => format!("window:{}:{}", w.window, w.used_percent),
     }
 }
 

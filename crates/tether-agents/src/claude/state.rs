@@ -210,6 +210,9 @@ impl Shared {
                 if let Some(at) = map::limit_resets_at(message) {
                     turn.limit_resets_at_ms = Some(at);
                 }
+                if let Some(window) = crate::windows::claude(message) {
+                    turn.emit(AgentEvent::Window(window));
+                }
             }
             "result" => {
                 if let Some(report) = turn.meter.result(message) {

@@ -79,21 +79,25 @@ const OPTIONS: Options = Options {
 };
 
 /// The thread a message of `codex app-server` belongs to (`threadId`, or the `thread`
-/// object of `thread/started`).
-fn thread_of(incoming: &Incoming) -> Option<String> {
-    let params = match incoming {
-        Incoming::Notification { params, .. } | Incoming::Request { params, .. } => params,
+/// object of `thread/started`); a rate-limit snapshot is about the account, so every
+/// thread's.
+fn thread_of(incoming: &Incoming) -> crate::host::Addressee {
+    let (params, method) = match incoming {
+        Incoming::Notification { params, method } | Incoming::Request { params, method, .. } => {
+            (params, method)
+        }
     };
-    params
-        .get("threadId")
-        .and_then(Value::as_str)
-        .or_else(|| {
-            params
-                .get("thread")
-                .and_then(|t| t.get("id"))
-                .and_then(Value::as_str)
-        })
-        .map(str::to_owned)
+    let thread = params.get("threadId").and_then(Value::as_str).or_else(|| {
+        params
+            .get("thread")
+            .and_then(|t| t.get("id"))
+            .and_then(Value::as_str)
+    });
+    match thread {
+        Some(id) => crate::host::Addressee::Session(id.to_owned()),
+        None if method == "account/rateLimits/updated" => crate::host::Addressee::Account,
+        None => crate::host::Addressee::Unnamed,
+    }
 }
 
 #[async_trait]

@@ -42,12 +42,15 @@ fn input_items(prompt: &Prompt) -> Vec<Value> {
     items
 }
 
-/// The outcome of a `turn/completed` turn object.
+/// The outcome of a `turn/completed` turn object. `full_until`: the reset of a window
+/// the vendor reported full during the turn (Codex says the reset of a usage limit only
+/// there and in a localised message).
 fn outcome(
     turn: &Value,
     text: String,
     usage: Option<Value>,
     error: Option<String>,
+    full_until: Option<i64>,
 ) -> Result<TurnOutcome, AgentError> {
     let status = turn.get("status").and_then(Value::as_str).unwrap_or("");
     let stop_reason = match status {
@@ -60,14 +63,14 @@ fn outcome(
                 .or(error)
                 .unwrap_or_else(|| "the turn failed".to_owned());
             // Codex says which limit in `codexErrorInfo`; the reset time only in its
-            // (localised) message, which is not parsed.
+            // (localised) message, which is not parsed, and in a rate-limit snapshot.
             let info = turn
                 .pointer("/error/codexErrorInfo")
                 .and_then(Value::as_str);
             if matches!(info, Some("usageLimitExceeded")) {
                 return Err(AgentError::UsageLimit {
                     message,
-                    resets_at_ms: None,
+                    resets_at_ms: full_until,
                 });
             }
             return Err(AgentError::Agent { message });
@@ -152,11 +155,11 @@ impl AgentSession for CodexSession {
             }
         };
         let done = end.map_err(|info| info.to_error())?;
-        let (text, usage, error) = match self.shared.lock().phase.take_turn() {
-            Some(turn) => (turn.text, turn.usage, turn.error),
-            None => (String::new(), None, None),
+        let (text, usage, error, full_until) = match self.shared.lock().phase.take_turn() {
+            Some(turn) => (turn.text, turn.usage, turn.error, turn.full_until),
+            None => (String::new(), None, None, None),
         };
-        outcome(&done, text, usage, error)
+        outcome(&done, text, usage, error, full_until)
     }
 
     async fn cancel(&self) -> Result<(), AgentError> {
@@ -215,9 +218,21 @@ mod tests {
 
     #[test]
     fn turn_statuses() {
-        let ok = outcome(&json!({"status": "completed"}), "hi".into(), None, None);
+        let ok = outcome(
+            &json!({"status": "completed"}),
+            "hi".into(),
+            None,
+            None,
+            None,
+        );
         assert_eq!(ok.map(|o| o.stop_reason).ok(), Some(StopReason::EndTurn));
-        let cancelled = outcome(&json!({"status": "interrupted"}), String::new(), None, None);
+        let cancelled = outcome(
+            &json!({"status": "interrupted"}),
+            String::new(),
+            None,
+            None,
+            None,
+        );
         assert_eq!(
             cancelled.map(|o| o.stop_reason).ok(),
             Some(StopReason::Cancelled)
@@ -227,6 +242,7 @@ mod tests {
             String::new(),
             None,
             None,
+            None,
         );
         assert!(matches!(failed, Err(AgentError::Agent { message }) if message == "boom"));
         let fallback = outcome(
@@ -234,6 +250,7 @@ mod tests {
             String::new(),
             None,
             Some("late".into()),
+            None,
         );
         assert!(matches!(fallback, Err(AgentError::Agent { message }) if message == "late"));
     }

@@ -39,6 +39,8 @@ pub(crate) struct Turn {
     pub usage: Option<Value>,
     /// The last `error` notification's message.
     pub error: Option<String>,
+    /// The reset (Unix ms) of a window a rate-limit snapshot reported full.
+    pub full_until: Option<i64>,
     pub end: Option<oneshot::Sender<TurnEnd>>,
 }
 
@@ -54,6 +56,7 @@ impl Turn {
             items: HashMap::new(),
             usage: None,
             error: None,
+            full_until: None,
             end: Some(end),
         }
     }
@@ -212,6 +215,15 @@ impl Shared {
             }
             "thread/tokenUsage/updated" => {
                 turn.usage = params.get("tokenUsage").filter(|u| !u.is_null()).cloned();
+            }
+            "account/rateLimits/updated" => {
+                let limits = params.get("rateLimits").unwrap_or(params);
+                for window in crate::windows::codex(limits) {
+                    if window.used_percent >= 100 {
+                        turn.full_until = window.resets_at_ms.max(turn.full_until);
+                    }
+                    let _ = turn.events.send(AgentEvent::Window(window));
+                }
             }
             "error" => {
                 let will_retry = params.get("willRetry").and_then(Value::as_bool);

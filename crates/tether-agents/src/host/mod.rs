@@ -25,7 +25,7 @@ use crate::driver::AgentError;
 use crate::jsonrpc::{Connection, Options};
 use crate::launch::spawn_rpc;
 use crate::process::{AgentProcess, ProcessSpec};
-pub(crate) use routes::{IdOf, Route, Routes};
+pub(crate) use routes::{Addressee, IdOf, Route, Routes};
 pub use rss::group_rss_bytes;
 
 /// How sessions share processes.

@@ -7,7 +7,8 @@
 //! own). With others on the process it may be theirs (a session whose `session/new` has
 //! not answered yet, a late message of one that left): a request is refused and a
 //! notification dropped, never shown to another session and never ending its turn (issue
-//! 24 S5).
+//! 24 S5). A notification about the account the process runs on (Codex's
+//! `account/rateLimits/updated`) is every session's: each gets it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,8 +16,19 @@ use std::sync::{Arc, Mutex};
 
 use crate::jsonrpc::{CloseInfo, Connection, Handler, Incoming};
 
-/// The session id a message names (`threadId` in Codex, `sessionId` in ACP).
-pub(crate) type IdOf = fn(&Incoming) -> Option<String>;
+/// Whom a message of a shared process is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Addressee {
+    /// The session of this id (`threadId` in Codex, `sessionId` in ACP).
+    Session(String),
+    /// Every session: the message is about the account the process runs on.
+    Account,
+    /// It names no session.
+    Unnamed,
+}
+
+/// Whom a message is for.
+pub(crate) type IdOf = fn(&Incoming) -> Addressee;
 
 /// Told once when the process's output ends.
 pub(crate) type OnClosed = Box<dyn FnOnce(&CloseInfo) + Send>;
@@ -104,7 +116,16 @@ impl Routes {
     }
 
     fn dispatch(&self, conn: &Connection, incoming: Incoming) {
-        let id = (self.id_of)(&incoming);
+        let id = match (self.id_of)(&incoming) {
+            Addressee::Session(id) => Some(id),
+            Addressee::Unnamed => None,
+            Addressee::Account => {
+                for route in self.lock().routes.values_mut() {
+                    (route.handler)(conn, incoming.clone());
+                }
+                return;
+            }
+        };
         let mut t = self.lock();
         if let Some(route) = id.as_deref().and_then(|id| t.routes.get_mut(id)) {
             (route.handler)(conn, incoming);

@@ -98,6 +98,7 @@ pub fn describe(event: &AgentEvent) -> String {
         }
         AgentEvent::Question(q) => format!("question:{}", q.prompt),
         AgentEvent::Usage(u) => format!("usage:{}", u.tokens.total()),
+        AgentEvent::Window(w) => format!("window:{}:{}", w.window, w.used_percent),
     }
 }
 
@@ -114,7 +115,7 @@ pub async fn turn(
         let mut seen = Vec::new();
         let mut held = Vec::new();
         while let Some(event) = rx.recv().await {
-            if matches!(event, AgentEvent::Usage(_)) {
+            if matches!(event, AgentEvent::Usage(_) | AgentEvent::Window(_)) {
                 // Usage is checked by the tests that ask for it, not in event lists.
                 continue;
             }

@@ -79,6 +79,8 @@ macro_rules! backend_modules {
         mod usage;
         #[path = "../conversations/sql_view_parts.rs"]
         mod view_parts;
+        #[path = "../usage/sql_windows.rs"]
+        mod windows;
     };
 }
 

@@ -73,6 +73,8 @@ pub(crate) async fn count(
         let amount = match b.unit {
             Unit::Tokens => tokens,
             Unit::Cost => cost_nanos.unwrap_or(0),
+            // The vendor counts the window; its reports are the use (`record_window`).
+            Unit::Window => 0,
         };
         if amount == 0 {
             continue;
@@ -133,6 +135,7 @@ impl Db {
                  reasoning_tokens"
             }
             Unit::Cost => "COALESCE(cost_nanos, 0)",
+            Unit::Window => "0",
         };
         let start = b.period.start(self.now_ms());
         sqlx::query(&format!(
@@ -170,7 +173,7 @@ impl Db {
         let rows = sqlx::query(&format!("SELECT {BUDGET_COLUMNS} FROM budgets ORDER BY id"))
             .fetch_all(&self.reader)
             .await?;
-        self.with_use(&rows, now_ms).await
+        self.with_use(&rows, now_ms, None).await
     }
 
     /// The budgets `counted` counts toward, with what each has used at `now_ms`.
@@ -185,7 +188,7 @@ impl Db {
             .bind(counted.person_id.map(PersonId::as_str))
             .fetch_all(&self.reader)
             .await?;
-        self.with_use(&rows, now_ms).await
+        self.with_use(&rows, now_ms, None).await
     }
 
     /// Whom turn `turn_id` of `conversation_id` counts for (its owner and delegation
@@ -211,7 +214,7 @@ impl Db {
         .bind(now_ms)
         .fetch_optional(&self.reader)
         .await?;
-        self.turn_budgets_of(conversation_id, now_ms, limited.map(|(u,)| u))
+        self.turn_budgets_of(conversation_id, account, now_ms, limited.map(|(u,)| u))
             .await
     }
 
@@ -255,6 +258,7 @@ impl Db {
     async fn turn_budgets_of(
         &self,
         conversation_id: &tether_proto::ConversationId,
+        account: &str,
         now_ms: i64,
         limited: Option<i64>,
     ) -> Result<crate::usage::TurnBudgets> {
@@ -285,7 +289,7 @@ impl Db {
             .bind(counted.person_id.map(PersonId::as_str))
             .fetch_all(&self.reader)
             .await?;
-        let budgets = self.with_use(&budgets, now_ms).await?;
+        let budgets = self.with_use(&budgets, now_ms, Some(account)).await?;
         Ok(crate::usage::TurnBudgets {
             root,
             person,
@@ -294,10 +298,29 @@ impl Db {
         })
     }
 
-    async fn with_use(&self, rows: &[SqlRow], now_ms: i64) -> Result<Vec<BudgetUse>> {
+    /// Each budget with its use at `now_ms`: its period's counter, or for a window
+    /// budget the fullest window of `account` (without one, of any account).
+    async fn with_use(
+        &self,
+        rows: &[SqlRow],
+        now_ms: i64,
+        account: Option<&str>,
+    ) -> Result<Vec<BudgetUse>> {
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
             let b = budget(row)?;
+            if b.unit == Unit::Window {
+                let used = match account {
+                    Some(a) => self.account_window(a, now_ms).await?,
+                    None => self.fullest_window(now_ms).await?,
+                };
+                out.push(BudgetUse {
+                    budget: b,
+                    period_start_ms: 0,
+                    used,
+                });
+                continue;
+            }
             let start = b.period.start(now_ms);
             let used: Option<(i64,)> = sqlx::query_as(
                 "SELECT used FROM budget_counters WHERE budget_id = $1 AND period_start = $2",

@@ -192,6 +192,38 @@ impl MockModel {
     }
 }
 
+/// One billed response (see [`MockModel::billed_requests`]).
+#[derive(Debug, Clone)]
+pub struct Billed {
+    pub api: Api,
+    pub path: String,
+    pub auxiliary: bool,
+    /// The request's last user text.
+    pub last_user_text: String,
+    /// (input, output) tokens its response reported.
+    pub tokens: (u64, u64),
+}
+
+impl MockModel {
+    /// What each billed response reported, by request: to tell which one a ledger missed.
+    pub fn billed_requests(&self) -> Vec<Billed> {
+        let s = lock(&self.state);
+        s.billed
+            .iter()
+            .filter_map(|(n, b)| {
+                let r = s.requests.get(usize::try_from(*n).ok()?.checked_sub(1)?)?;
+                Some(Billed {
+                    api: r.api,
+                    path: r.path.clone(),
+                    auxiliary: r.auxiliary,
+                    last_user_text: r.user_texts().last().cloned().unwrap_or_default(),
+                    tokens: *b,
+                })
+            })
+            .collect()
+    }
+}
+
 impl Drop for MockModel {
     fn drop(&mut self) {
         self.task.abort();

@@ -25,11 +25,15 @@ pub enum Reply {
     /// The vendor's usage limit, resetting in `secs` seconds, answered as each vendor
     /// does (429 with its body and headers; see `server::limit_response`).
     Limit { secs: u64 },
+    /// A plain text reply (`window at P%`) whose response carries the vendor's
+    /// subscription-window headers at `percent` used (see `server::window_headers`).
+    Window { percent: u8 },
 }
 
 impl Reply {
     /// Parses a scripting command: `shell <command>`, `patch <path> <content>`,
-    /// `mcp <server> <tool> <json-args>`, `slow <N> <MS>`, `error <status>`, `limit <secs>`.
+    /// `mcp <server> <tool> <json-args>`, `slow <N> <MS>`, `error <status>`, `limit <secs>`,
+    /// `window <percent>`.
     /// Anything else is `None` (the default text reply).
     pub fn parse_command(text: &str) -> Option<Reply> {
         let text = text.trim();
@@ -63,6 +67,9 @@ impl Reply {
             "error" => Some(Reply::Error(rest.parse().ok()?)),
             "limit" => Some(Reply::Limit {
                 secs: rest.parse().ok()?,
+            }),
+            "window" => Some(Reply::Window {
+                percent: rest.parse().ok().filter(|p| *p <= 100)?,
             }),
             _ => None,
         }

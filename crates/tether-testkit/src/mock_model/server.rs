@@ -103,7 +103,71 @@ fn generate(state: &Shared, api: Api, path: String, body: Value, stream: bool) -
         state: state.clone(),
         n,
     };
+    if let Reply::Window { percent } = reply {
+        let text = Reply::Text(format!("window at {percent}%"));
+        let mut resp =
+            super::sse::BILLING.sync_scope(billing, || render(api, &text, &t, &body, n, stream));
+        add_headers(&mut resp, window_headers(api, percent));
+        return resp;
+    }
     super::sse::BILLING.sync_scope(billing, || render(api, &reply, &t, &body, n, stream))
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn add_headers(resp: &mut Response, headers: Vec<(&'static str, String)>) {
+    use axum::http::HeaderValue;
+    for (k, v) in headers {
+        if let Ok(v) = HeaderValue::from_str(&v) {
+            resp.headers_mut().insert(k, v);
+        }
+    }
+}
+
+/// The headers a subscription's response carries about its usage window (five hours,
+/// resetting in an hour), `percent` of it used: Codex's `x-codex-primary-*`, Anthropic's
+/// unified rate-limit headers (utilisation as a fraction). Gemini sends none.
+fn window_headers(api: Api, percent: u8) -> Vec<(&'static str, String)> {
+    let reset = (unix_now() + 3600).to_string();
+    match api {
+        Api::OpenAiResponses => vec![
+            ("x-codex-primary-used-percent", percent.to_string()),
+            ("x-codex-primary-window-minutes", "300".to_owned()),
+            ("x-codex-primary-reset-after-seconds", "3600".to_owned()),
+            ("x-codex-primary-reset-at", reset),
+        ],
+        Api::AnthropicMessages => vec![
+            (
+                "anthropic-ratelimit-unified-status",
+                if percent >= 80 {
+                    "allowed_warning"
+                } else {
+                    "allowed"
+                }
+                .to_owned(),
+            ),
+            ("anthropic-ratelimit-unified-reset", reset.clone()),
+            (
+                "anthropic-ratelimit-unified-representative-claim",
+                "five_hour".to_owned(),
+            ),
+            (
+                "anthropic-ratelimit-unified-5h-status",
+                "allowed".to_owned(),
+            ),
+            (
+                "anthropic-ratelimit-unified-5h-utilization",
+                format!("{}", f64::from(percent) / 100.0),
+            ),
+            ("anthropic-ratelimit-unified-5h-reset", reset),
+        ],
+        Api::Gemini => Vec::new(),
+    }
 }
 
 /// The vendor's own answer at a usage limit resetting in `secs`: OpenAI's

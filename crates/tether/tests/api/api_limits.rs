@@ -135,3 +135,94 @@ async fn a_limited_account_parks_new_turns_at_once_and_they_wake_staggered() {
     );
     assert!(at_b - at_a >= 700, "staggered: a at {at_a}, b at {at_b}");
 }
+
+#[tokio::test]
+async fn a_parked_continuation_survives_a_sigkill_of_the_daemon() {
+    let state = tempfile::tempdir().unwrap();
+    let mut config = agents_per_dialect("", state.path(), &[]);
+    config.push_str("[limits]\nunknown_reset_secs = 1\nstagger_secs = 1\n");
+    let mut d = Daemon::start(DaemonOptions {
+        extra_config: config,
+        ..Default::default()
+    })
+    .await;
+    let c = d.new_conversation(Some("claude")).await;
+    // Resets in 3 s: the daemon is killed and back before then.
+    let (o, t) = d.say_and_wait(&c, "limit 3").await;
+    assert_eq!(t["error_code"], "usage_limit", "{t}");
+    let sid = o["session_id"].as_str().unwrap().to_owned();
+    d.restart().await;
+    let next = nth_turn_ended(&d, &sid, 2).await;
+    assert_eq!(next["input"], CONTINUE, "{next}");
+    assert_eq!(next["status"], "completed", "{next}");
+    // The same session, resumed after the restart: it remembers the limited turn.
+    assert!(
+        next["result_text"].as_str().unwrap().contains("limit 3"),
+        "{next}"
+    );
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(turns(&d, &sid).await.len(), 2, "once");
+}
+
+#[tokio::test]
+async fn a_persons_message_runs_instead_of_the_continuation() {
+    let (d, _state) = daemon().await;
+    let c = d.new_conversation(Some("codex")).await;
+    let (o, t) = d.say_and_wait(&c, "limit 3").await;
+    assert_eq!(t["error_code"], "usage_limit", "{t}");
+    let sid = o["session_id"].as_str().unwrap().to_owned();
+    // The account is limited for 3 s: this message parks at once too, and its own
+    // continuation replaces the first (the person's words go, not "continue").
+    let (_, t2) = d.say_and_wait(&c, "my own words").await;
+    assert_eq!(t2["error_code"], "usage_limit", "{t2}");
+    let next = nth_turn_ended(&d, &sid, 3).await;
+    assert_eq!(next["input"], "my own words", "{next}");
+    assert_eq!(next["status"], "completed", "{next}");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let all = turns(&d, &sid).await;
+    assert_eq!(all.len(), 3, "one continuation, not two: {all:?}");
+    // After the reset a message runs as usual and nothing continues after it.
+    let (_, t4) = d.say_and_wait(&c, "hello again").await;
+    assert_eq!(t4["status"], "completed", "{t4}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(turns(&d, &sid).await.len(), 4);
+}
+
+#[tokio::test]
+async fn a_continuation_that_meets_the_limit_again_counts_as_the_next_attempt() {
+    let state = tempfile::tempdir().unwrap();
+    let mut config = agents_per_dialect("", state.path(), &[]);
+    config.push_str("[limits]\nunknown_reset_secs = 1\nstagger_secs = 1\nattempts = 1\n");
+    let d = Daemon::start(DaemonOptions {
+        extra_config: config,
+        ..Default::default()
+    })
+    .await;
+    // Gemini's shape (ACP error 429, "Suggested retry after 1s"). b's turn limits the
+    // account; a's message is parked at once, kept, and sent again at the reset (after
+    // b's continuation, staggered), where it meets the limit again: with one attempt
+    // allowed, a gives up.
+    let b = d.new_conversation(Some("acp")).await;
+    let (_, tb) = d.say_and_wait(&b, "limit 1").await;
+    assert_eq!(tb["error_code"], "usage_limit", "{tb}");
+    let a = d.new_conversation(Some("acp")).await;
+    let (o, t) = d.say_and_wait(&a, "limit 1").await;
+    assert_eq!(t["error_code"], "usage_limit", "{t}");
+    let sid = o["session_id"].as_str().unwrap().to_owned();
+    let second = nth_turn_ended(&d, &sid, 2).await;
+    assert_eq!(second["input"], "limit 1", "{second}");
+    assert_eq!(second["error_code"], "usage_limit", "{second}");
+    let history = within_for("the give-up line", Duration::from_secs(5), async {
+        loop {
+            let h = history_text(&d, &a).await;
+            if h.contains("I stop trying") {
+                return h;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(history.contains("after 1 continuations"), "{history}");
+    tokio::time::sleep(Duration::from_millis(5000)).await;
+    assert_eq!(turns(&d, &sid).await.len(), 2, "no further continuation");
+}

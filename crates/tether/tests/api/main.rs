@@ -26,3 +26,4 @@ mod api_streaming;
 mod api_teams;
 mod api_teams_matrix;
 mod api_usage;
+mod api_windows;

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use tether_testkit::{within, Cluster, DaemonOptions};
+use tether_testkit::{Cluster, DaemonOptions, within};
 
 use crate::common::{self, node_options, str_of};
 

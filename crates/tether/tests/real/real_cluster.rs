@@ -59,7 +59,8 @@ async fn a_killed_owner_mid_turn_and_another_node_resumes_the_codex_thread() {
     })
     .await;
 
-    cluster.node_mut(0).kill9().await;
+    // As when its machine dies: the node and its codex go together.
+    cluster.node_mut(0).kill9_with_agents().await;
 
     let b = cluster.node(1);
     within("a survivor interrupts the turn", async {
@@ -101,4 +102,8 @@ async fn a_killed_owner_mid_turn_and_another_node_resumes_the_codex_thread() {
         Some("what did I say?"),
         "{texts:?}"
     );
+    // The usage ledger after the failover (issue 29): what the model billed, to the
+    // token — the killed turn's stream was cut before its usage was sent, so neither
+    // counts it.
+    crate::ledger_equals_the_models_count(third, &model).await;
 }

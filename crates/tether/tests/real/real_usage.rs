@@ -1,8 +1,9 @@
 //! The usage ledger with the REAL CLIs against the mock model (issue 29): after a mixed
-//! workload — Codex and Claude turns, a Codex parent delegating to a Claude child, a
-//! turn the model fails, a turn stopped mid-stream — the ledger's totals equal the mock
-//! model's own count (what its responses reported), to the token; the parent's tree
-//! holds the child's usage.
+//! workload — Codex, Claude and gemini turns, a Codex parent delegating to a Claude
+//! child, a turn the model fails, a turn stopped mid-stream, a SIGKILL of the daemon in
+//! the middle of a Codex turn and the session resumed after it — the ledger's totals
+//! equal the mock model's own count (what its responses reported), to the token; the
+//! parent's tree holds the child's usage. (The failover is `real_cluster`'s.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -21,9 +22,10 @@ fn ids(o: &Value) -> (String, String) {
 #[tokio::test]
 async fn the_ledger_equals_the_models_own_count_after_a_mixed_workload() {
     let model = MockModel::start().await;
-    let agents = real_agents::codex_and_claude(&model.base_url());
-    let d = Daemon::start(DaemonOptions {
+    let agents = real_agents::codex_claude_and_gemini(&model.base_url());
+    let mut d = Daemon::start(DaemonOptions {
         extra_config: agents.config.clone(),
+        start_timeout_secs: 30,
         ..DaemonOptions::default()
     })
     .await;
@@ -73,28 +75,44 @@ async fn the_ledger_equals_the_models_own_count_after_a_mixed_workload() {
         "{t}"
     );
 
-    // Reports arrive as the CLIs print them; give the last ones a moment.
-    let (billed_in, billed_out) = model.billed_tokens();
-    let team = within("the ledger to catch up", async {
+    // gemini: two turns (it reports a turn's usage in the prompt's `_meta.quota`).
+    let g = d.new_conversation(Some("gemini")).await;
+    for text in ["hello gemini", "and gemini again"] {
+        let (_, t) = d.say_and_wait(&g, text).await;
+        assert_eq!(t["status"], "completed", "{t}");
+    }
+    let gemini = d
+        .get_ok(&format!("/api/v1/usage?conversation_id={g}"))
+        .await;
+    assert_eq!(gemini["totals"]["unreported_turns"], 0, "{gemini}");
+
+    // A SIGKILL in the middle of a Codex turn: the next start ends the codex the dead
+    // daemon left (its answer, and the usage that comes with it, never completes), and
+    // the next message resumes the same thread.
+    let o = d.say(&cx, "slow 80 100").await;
+    let (sid, tid) = ids(&o);
+    within("the first delta", async {
         loop {
-            let team = d.get_ok("/api/v1/usage?scope=team").await;
-            let t = &team["totals"];
-            let input = t["input_tokens"].as_u64().unwrap()
-                + t["cached_input_tokens"].as_u64().unwrap()
-                + t["cache_write_tokens"].as_u64().unwrap();
-            let output =
-                t["output_tokens"].as_u64().unwrap() + t["reasoning_tokens"].as_u64().unwrap();
-            if (input, output) == model.billed_tokens() {
-                return team;
+            let page = d.get_ok(&format!("/api/v1/sessions/{sid}/events")).await;
+            if page["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["turn_id"] == tid.as_str() && e["payload"]["type"] == "message_delta")
+            {
+                return;
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
     .await;
-    eprintln!(
-        "usage exactness: mock model billed {billed_in} in / {billed_out} out; ledger {}",
-        team["totals"]
-    );
+    d.restart().await;
+    let (o, t) = d.say_and_wait(&cx, "after the kill").await;
+    assert_eq!(o["session_id"], sid.as_str(), "{o}");
+    assert_eq!(t["status"], "completed", "{t}");
+
+    let team = crate::ledger_equals_the_models_count(&d, &model).await;
+    let (billed_in, billed_out) = model.billed_tokens();
     assert!(billed_in > 0 && billed_out > 0);
     // The child's usage is in the parent's tree, not in the parent's own conversation.
     let own = d

@@ -119,10 +119,10 @@ impl Actor {
                 title,
                 detail,
             }),
-            other
-            @ (AgentEvent::Permission(_) | AgentEvent::Question(_) | AgentEvent::Usage(_)) => {
-                Err(other)
-            }
+            other @ (AgentEvent::Permission(_)
+            | AgentEvent::Question(_)
+            | AgentEvent::Usage(_)
+            | AgentEvent::Window(_)) => Err(other),
         }
     }
 

@@ -19,6 +19,12 @@ impl Actor {
             }
             return;
         }
+        if let AgentEvent::Window(report) = ev {
+            if self.on_window(report).await {
+                self.stop().await;
+            }
+            return;
+        }
         let stopping = self
             .current
             .as_ref()
@@ -36,7 +42,8 @@ impl Actor {
                 | AgentEvent::ThoughtDelta(_)
                 | AgentEvent::ToolCall { .. }
                 | AgentEvent::ToolCallUpdate { .. }
-                | AgentEvent::Usage(_) => {}
+                | AgentEvent::Usage(_)
+                | AgentEvent::Window(_) => {}
             }
             return;
         }
@@ -126,7 +133,8 @@ impl Actor {
             | AgentEvent::ThoughtDelta(_)
             | AgentEvent::ToolCall { .. }
             | AgentEvent::ToolCallUpdate { .. }
-            | AgentEvent::Usage(_) => {}
+            | AgentEvent::Usage(_)
+            | AgentEvent::Window(_) => {}
         }
         if self.parked {
             // The conversation has left this session: nobody answers from there, so the

@@ -96,8 +96,9 @@ impl Actor {
                     self.session.agent
                 );
                 let input = self.current.as_ref().map(|c| c.input.clone());
+                let turn_id = self.current.as_ref().map(|c| c.turn_id.clone());
                 self.fail(ErrorCode::UsageLimit, message).await;
-                self.park_after_limit(Some(until), input).await;
+                self.park_after_limit(turn_id, Some(until), input).await;
                 return;
             }
         }
@@ -202,8 +203,9 @@ impl Actor {
                     message,
                     resets_at_ms,
                 }) => {
+                    let turn_id = self.current.as_ref().map(|c| c.turn_id.clone());
                     self.fail(ErrorCode::UsageLimit, message).await;
-                    self.park_after_limit(resets_at_ms, None).await;
+                    self.park_after_limit(turn_id, resets_at_ms, None).await;
                 }
                 Err(e) => {
                     if e.code() == ErrorCode::ResumeUnavailable {

@@ -6,8 +6,9 @@
 //! Rows the store could not take wait (bounded) and go with the next write.
 
 use tether_agents::UsageReport;
-use tether_proto::MessageRole;
-use tether_store::Recorded;
+use tether_agents::windows::WindowReport;
+use tether_proto::{MessageRole, TurnId};
+use tether_store::{BudgetHit, BudgetUse, Recorded};
 
 use super::Actor;
 use crate::usage::{Meter, describe};
@@ -83,6 +84,56 @@ impl Actor {
         stop
     }
 
+    /// The vendor's report of the account's window: stored (the account's fullest
+    /// window before and after it read in the same transaction), then held against the
+    /// window budgets the turn counts toward as a ledger row is against its counters;
+    /// whether a hard cap now stops the running turn.
+    pub(super) async fn on_window(&mut self, report: WindowReport) -> bool {
+        let Some(meter) = self.meter().await else {
+            return false;
+        };
+        let stored = self
+            .ctx
+            .store
+            .usage()
+            .record_window(
+                &meter.account,
+                &report.window,
+                i64::from(report.used_percent),
+                report.resets_at_ms,
+            )
+            .await;
+        let (before, after) = match stored {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot store a usage window report");
+                return false;
+            }
+        };
+        let budgets = meter
+            .window_budgets
+            .iter()
+            .map(|b| BudgetHit {
+                crossing: tether_core::budget::crossing(
+                    b.cap,
+                    b.warn_percent,
+                    after,
+                    after - before,
+                ),
+                usage: BudgetUse {
+                    budget: b.clone(),
+                    period_start_ms: 0,
+                    used: after,
+                },
+            })
+            .collect();
+        self.on_recorded(Recorded {
+            inserted: true,
+            budgets,
+        })
+        .await
+    }
+
     /// Tells the warnings; marks the running turn over budget (true) at a hard cap.
     async fn on_recorded(&mut self, recorded: Recorded) -> bool {
         for hit in recorded.budgets.iter().filter(|h| h.crossing.warned) {
@@ -110,6 +161,7 @@ impl Actor {
     /// limited): parks the conversation for a continuation and says so (see `parking`).
     pub(super) async fn park_after_limit(
         &mut self,
+        turn_id: Option<TurnId>,
         resets_at_ms: Option<i64>,
         unsent: Option<String>,
     ) {
@@ -117,6 +169,7 @@ impl Actor {
         let line = crate::parking::park(
             &self.ctx,
             &self.session.conversation_id,
+            turn_id.as_ref(),
             &self.session.agent,
             &account,
             resets_at_ms,

@@ -228,10 +228,11 @@ impl Acp {
             Ok(TurnEnd::Completed) => self.peer.respond(id, reply("end_turn")).await,
             Ok(TurnEnd::Cancelled) => self.peer.respond(id, reply("cancelled")).await,
             Ok(TurnEnd::Limited { secs }) => {
-                let message = format!("usage limit reached; resets in {secs} s");
-                self.peer
-                    .respond_error(id, rpc::INTERNAL_ERROR, &message)
-                    .await
+                // As gemini 0.61 answers a quota it does not retry itself.
+                let message = format!(
+                    "Resource has been exhausted (e.g. check quota).\nSuggested retry after {secs}s."
+                );
+                self.peer.respond_error(id, 429, &message).await
             }
             Ok(TurnEnd::Failed(message)) => {
                 self.peer

@@ -268,6 +268,25 @@ impl TurnIo for ClaudeIo {
         self.control.out().send(&message).await
     }
 
+    async fn window(&mut self, percent: u8) -> Result<()> {
+        let resets_at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() + 3600)
+            .unwrap_or(0);
+        let status = if percent >= 100 {
+            "rejected"
+        } else if percent >= 80 {
+            "allowed_warning"
+        } else {
+            "allowed"
+        };
+        let event = json!({"type": "rate_limit_event", "rate_limit_info": {
+            "status": status, "resetsAt": resets_at, "rateLimitType": "five_hour",
+            "utilization": f64::from(percent) / 100.0, "isUsingOverage": false},
+            "uuid": new_uuid(), "session_id": self.session_id});
+        self.control.out().send(&event).await
+    }
+
     async fn ask(&mut self, question: &str) -> Result<Option<String>> {
         let id = format!("toolu_{}", uuid::Uuid::new_v4().simple());
         let input = json!({"questions": [{

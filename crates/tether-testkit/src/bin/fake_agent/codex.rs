@@ -316,6 +316,19 @@ impl Codex {
             Ok(TurnEnd::Limited { .. }) => "usageLimitExceeded",
             _ => "other",
         };
+        if let Ok(TurnEnd::Limited { secs }) = &end {
+            // As codex 0.171 does: the 429's rate-limit headers as a snapshot (the window
+            // full, its reset), then the error.
+            let resets_at = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| (d.as_millis() as u64 + secs * 1000).div_ceil(1000))
+                .unwrap_or(0);
+            let limits = json!({"limitId": "codex", "primary": {"usedPercent": 100,
+                "windowDurationMins": 300, "resetsAt": resets_at}, "secondary": null,
+                "credits": null, "planType": null});
+            peer.notify("account/rateLimits/updated", json!({"rateLimits": limits}))
+                .await?;
+        }
         let failure = match end {
             Ok(TurnEnd::Completed) => None,
             Ok(TurnEnd::Cancelled) => Some(("interrupted", Value::Null)),

@@ -195,6 +195,18 @@ impl TurnIo for CodexIo {
         self.peer.notify("thread/tokenUsage/updated", params).await
     }
 
+    async fn window(&mut self, percent: u8) -> Result<()> {
+        let resets_at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() + 3600)
+            .unwrap_or(0);
+        let params = json!({"rateLimits": {
+            "primary": {"usedPercent": percent, "windowDurationMins": 300, "resetsAt": resets_at},
+            "secondary": {"usedPercent": 1, "windowDurationMins": 10080, "resetsAt": resets_at + 86_400},
+            "credits": null, "planType": "plus"}});
+        self.peer.notify("account/rateLimits/updated", params).await
+    }
+
     async fn ask(&mut self, question: &str) -> Result<Option<String>> {
         self.close_message().await?;
         let params = json!({

@@ -61,6 +61,12 @@ pub trait TurnIo: Send {
     ) -> impl Future<Output = Result<()>> + Send;
     /// Report usage: `input` and `output` tokens spent since the last report.
     fn usage(&mut self, input: u64, output: u64) -> impl Future<Output = Result<()>> + Send;
+    /// The vendor's report that the account's usage window is `percent` used (the
+    /// dialects without such a signal send nothing).
+    fn window(&mut self, percent: u8) -> impl Future<Output = Result<()>> + Send {
+        let _ = percent;
+        async { Ok(()) }
+    }
     /// Ask the user a question; `None` = declined / cancelled. Dropped on cancel.
     fn ask(&mut self, question: &str) -> impl Future<Output = Result<Option<String>>> + Send;
     /// The stdio MCP servers the client gave this session (ACP `mcpServers`).
@@ -249,6 +255,19 @@ impl Engine {
                 }
                 io.chunk(&reply(&format!("spent {reports}×{tokens}")))
                     .await?;
+            }
+            Directive::Window { percents } => {
+                for (i, p) in percents.iter().enumerate() {
+                    if i > 0 && sleep_or_cancel(100, cancel).await {
+                        return Ok(TurnEnd::Cancelled);
+                    }
+                    if cancel.is_cancelled() {
+                        return Ok(TurnEnd::Cancelled);
+                    }
+                    io.window(*p).await?;
+                }
+                let last = percents.last().copied().unwrap_or(0);
+                io.chunk(&reply(&format!("window at {last}%"))).await?;
             }
             Directive::Sleep { ms } => {
                 if sleep_or_cancel(ms, cancel).await {

@@ -72,6 +72,10 @@ pub enum Directive {
     /// dialect's CLI reports it (Codex `usageLimitExceeded`, Claude a rejected
     /// `rate_limit_event` and a 429 result; ACP an error).
     Limit { secs: u64 },
+    /// `window P1 P2 …`: the vendor's reports of the account's usage window at each
+    /// percent in turn, 100 ms apart (Codex `account/rateLimits/updated`, Claude
+    /// `rate_limit_event`; ACP has none), then reply `window at <last>%`.
+    Window { percents: Vec<u8> },
     /// `hang`: the turn never ends until cancelled.
     Hang,
     /// `freeze`: the turn never ends, and cancelling it does nothing either.
@@ -170,6 +174,13 @@ pub fn parse(text: &str) -> Directive {
                 .unwrap_or(Directive::Echo),
             _ => Directive::Echo,
         },
+        "window" if !rest.is_empty() => {
+            let percents: Option<Vec<u8>> = rest
+                .iter()
+                .map(|p| p.parse().ok().filter(|p| *p <= 100))
+                .collect();
+            percents.map_or(Directive::Echo, |percents| Directive::Window { percents })
+        }
         "sleep" => match rest.as_slice() {
             [ms] => ms
                 .parse()
@@ -292,6 +303,13 @@ mod tests {
             }
         );
         assert_eq!(parse("streamtools x rm"), Directive::Echo);
+        assert_eq!(
+            parse("window 50 90"),
+            Directive::Window {
+                percents: vec![50, 90]
+            }
+        );
+        assert_eq!(parse("window 101"), Directive::Echo);
         assert_eq!(
             parse("rate 100 10000"),
             Directive::Rate {
