@@ -65,3 +65,18 @@ test("a delegated task's card shows its tree's total", async () => {
   // The child's turn ends on its own; the card's state (and total) follow.
   await card.locator(".task-usage", { hasText: "100 tokens" }).waitFor({ timeout: 15000 });
 });
+
+test("a turn parked at the vendor's limit can be cancelled from the page", async () => {
+  page = await browser.newPage();
+  await openSignedIn(page, daemon.base, daemon.token);
+  const conv = await newConversation(page);
+  // Gemini's shape from the fake agent: ACP error 429, "Suggested retry after 600s."
+  await sendAndWait(page, "limit 600", "failed");
+  const line = page.locator("#timeline .msg.status", { hasText: "I will continue at" });
+  await line.waitFor();
+  await screenshot(page, "parked");
+  await line.locator("button.cancel-continuation").click();
+  await page.locator("#timeline", { hasText: "The automatic continuation was cancelled." }).waitFor();
+  const again = await daemon.api("POST", `/api/v1/conversations/${conv}/messages`, { text: "/cancel" });
+  assert.equal(again.reply, "No continuation is waiting.");
+});

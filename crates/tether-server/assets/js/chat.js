@@ -31,6 +31,7 @@ export class Chat {
       taskCard: (p) => this.tasks.card(p),
       decide: (id, decision) => this.act(() => api("POST", `/api/v1/approvals/${enc(id)}`, { decision })),
       answer: (id, answer) => this.act(() => api("POST", `/api/v1/questions/${enc(id)}`, { answer })),
+      command: (text) => this.send(text),
     });
     this.composer = new Composer($("composer"), { send: (text, files) => this.send(text, files), stop: () => this.stop() });
     this.delegate = new DelegateBar({ act: (call) => this.act(call), after: () => this.loadHistory(), changed: () => this.renderLock() });

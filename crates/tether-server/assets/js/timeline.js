@@ -122,9 +122,19 @@ export class Timeline {
         }
         return this.root.append(h("div", { class: "msg agent md", dataset: { messageId: m.id }, html: renderMarkdown(m.text) }));
       }
-      case "status":
-        return this.root.append(h("div", { class: "msg status", dataset: { messageId: m.id } },
-          h("span", { class: "status-icon", "aria-hidden": "true" }, "ⓘ"), h("span", { class: "status-text" }, m.text), meta));
+      case "status": {
+        const line = h("div", { class: "msg status", dataset: { messageId: m.id } },
+          h("span", { class: "status-icon", "aria-hidden": "true" }, "ⓘ"), h("span", { class: "status-text" }, m.text), meta);
+        // A turn parked at the vendor's limit (issue 29): its continuation can be
+        // cancelled here as with /cancel; the next turn to start removes the button.
+        if (this.actions.command && m.text.includes("— /cancel to stop")) {
+          line.append(h("button", {
+            type: "button", class: "small cancel-continuation",
+            onclick: (e) => { e.currentTarget.disabled = true; this.actions.command("/cancel"); },
+          }, "Cancel continuation"));
+        }
+        return this.root.append(line);
+      }
       case "command":
         return this.root.append(h("div", { class: "msg command", dataset: { messageId: m.id } },
           h("span", { class: "cmd-label" }, "tether"), h("div", { class: "command-text" }, m.text, attachmentsOf(m))));
@@ -265,6 +275,7 @@ export class Timeline {
         }
         break;
       case "turn_started": {
+        for (const b of this.root.querySelectorAll(".cancel-continuation")) b.remove();
         const t = this.turnFor(env);
         t.input = p.input;
         t.status = "running";
