@@ -17,6 +17,7 @@ pub mod command;
 pub mod placement;
 pub mod queue;
 pub mod recovery;
+pub mod schedule;
 pub mod state;
 pub mod status;
 pub mod throttle;
