@@ -37,6 +37,14 @@ pub enum Command {
     Cancel,
     /// `/file <path>`: send a file from the working directory (the rest of the line).
     File { path: String },
+    /// `/every <when> <prompt>`: a schedule in this conversation (the rest of the line,
+    /// read by [`crate::schedule::parse_every`]).
+    Every { spec: String },
+    /// `/at <YYYY-MM-DD> <HH:MM> <prompt>`: a one-off run ([`crate::schedule::parse_at`]).
+    At { spec: String },
+    /// `/schedules [pause|resume|delete <id>]`: list this conversation's schedules, or
+    /// change one.
+    Schedules { action: Option<(String, String)> },
     /// `/help` (also Telegram's `/start`).
     Help,
 }
@@ -57,6 +65,9 @@ impl Command {
             Command::Usage => "usage",
             Command::Cancel => "cancel",
             Command::File { .. } => "file",
+            Command::Every { .. } => "every",
+            Command::At { .. } => "at",
+            Command::Schedules { .. } => "schedules",
             Command::Help => "help",
         }
     }
@@ -176,6 +187,21 @@ const COMMANDS: &[Spec] = &[
         about: "send a file from the working directory",
     },
     Spec {
+        name: "every",
+        usage: "/every <when> <prompt>",
+        about: "run a prompt here on a schedule: /every weekday 09:00 …, /every 2h …, /every cron <m h dom mon dow> …",
+    },
+    Spec {
+        name: "at",
+        usage: "/at <YYYY-MM-DD> <HH:MM> <prompt>",
+        about: "run a prompt here once, at that time",
+    },
+    Spec {
+        name: "schedules",
+        usage: "/schedules [pause|resume|delete <id>]",
+        about: "list this conversation's schedules, or pause, resume or delete one",
+    },
+    Spec {
         name: "help",
         usage: "/help",
         about: "show this help",
@@ -225,6 +251,9 @@ pub fn is_command_word(word: &str) -> bool {
             | "agent"
             | "model"
             | "file"
+            | "every"
+            | "at"
+            | "schedules"
     )
 }
 
@@ -283,6 +312,26 @@ pub fn parse_input(text: &str, known_agents: &[&str]) -> Result<Input, CommandEr
         }
         "file" => Command::File {
             path: rest.to_string(),
+        },
+        "every" => Command::Every {
+            spec: whole_rest("every", rest)?,
+        },
+        "at" => Command::At {
+            spec: whole_rest("at", rest)?,
+        },
+        "schedules" => Command::Schedules {
+            action: match split_word(rest) {
+                ("", _) => None,
+                (verb, id) if matches!(verb, "pause" | "resume" | "delete") && !id.is_empty() => {
+                    Some((verb.to_owned(), id.to_owned()))
+                }
+                _ => {
+                    return Err(CommandError::UnexpectedArgument {
+                        command: "schedules",
+                        usage: usage("schedules"),
+                    });
+                }
+            },
         },
         _ => {
             return Err(CommandError::Unknown {
@@ -348,6 +397,17 @@ fn optional_arg(command: &'static str, rest: &str) -> Result<Option<String>, Com
         });
     }
     Ok((!word.is_empty()).then(|| word.to_string()))
+}
+
+/// The rest of the line, which must not be empty.
+fn whole_rest(command: &'static str, rest: &str) -> Result<String, CommandError> {
+    if rest.is_empty() {
+        return Err(CommandError::MissingArgument {
+            command,
+            usage: usage(command),
+        });
+    }
+    Ok(rest.to_owned())
 }
 
 fn required_arg(command: &'static str, rest: &str) -> Result<String, CommandError> {

@@ -44,7 +44,10 @@ impl When {
             "at" => DateTime::from_str(expr)
                 .map(When::At)
                 .map_err(|e| invalid("at", format!("{expr:?}: {e}"))),
-            other => Err(invalid("kind", format!("{other:?} is not cron, every or at"))),
+            other => Err(invalid(
+                "kind",
+                format!("{other:?} is not cron, every or at"),
+            )),
         }
     }
 
@@ -75,6 +78,12 @@ impl ScheduleError {
 
 fn invalid(field: &'static str, message: String) -> ScheduleError {
     ScheduleError { field, message }
+}
+
+/// The time zone of this IANA name (from the database built into tether).
+pub fn zone(name: &str) -> Result<TimeZone, ScheduleError> {
+    TimeZone::get(name)
+        .map_err(|_| invalid("time_zone", format!("{name:?} is not a known time zone")))
 }
 
 fn cron(expr: &str) -> Result<croner::Cron, ScheduleError> {
@@ -150,7 +159,10 @@ pub fn parse_every(rest: &str) -> Result<(When, String), ScheduleError> {
                 .to_owned(),
         )
     };
-    let first = words.first().map(|w| w.to_ascii_lowercase()).ok_or_else(usage)?;
+    let first = words
+        .first()
+        .map(|w| w.to_ascii_lowercase())
+        .ok_or_else(usage)?;
     let (when, used) = if first == "cron" {
         let fields = words.get(1..6).ok_or_else(usage)?.join(" ");
         cron(&fields)?;
@@ -170,7 +182,10 @@ pub fn parse_every(rest: &str) -> Result<(When, String), ScheduleError> {
 pub fn parse_at(rest: &str) -> Result<(When, String), ScheduleError> {
     let words: Vec<&str> = rest.split_whitespace().collect();
     let (Some(day), Some(time)) = (words.first(), words.get(1)) else {
-        return Err(invalid("at", "say `/at 2026-12-24 18:00 <prompt>`".to_owned()));
+        return Err(invalid(
+            "at",
+            "say `/at 2026-12-24 18:00 <prompt>`".to_owned(),
+        ));
     };
     let at = DateTime::from_str(&format!("{day}T{time}"))
         .map_err(|e| invalid("at", format!("{day} {time}: {e}")))?;
@@ -196,7 +211,9 @@ pub fn next_run(when: &When, tz: &TimeZone, start_ms: i64, after_ms: i64) -> Opt
         }
         When::Cron(expr) => {
             let c = cron(expr).ok()?;
-            let from = Timestamp::from_millisecond(after_ms).ok()?.to_zoned(tz.clone());
+            let from = Timestamp::from_millisecond(after_ms)
+                .ok()?
+                .to_zoned(tz.clone());
             c.find_next_occurrence(&from, false).ok().map(|z| ms(&z))
         }
         When::At(at) => {
@@ -265,7 +282,11 @@ pub fn runs(policy: Missed, due_ms: i64, now_ms: i64, grace_ms: i64) -> bool {
 /// After a run ended (`failed` or not): the failures in a row, and whether the schedule
 /// pauses (at `max` in a row; 0 never).
 pub fn after_run(failures: u32, failed: bool, max: u32) -> (u32, bool) {
-    let n = if failed { failures.saturating_add(1) } else { 0 };
+    let n = if failed {
+        failures.saturating_add(1)
+    } else {
+        0
+    };
     (n, max > 0 && n >= max)
 }
 
@@ -279,7 +300,11 @@ mod tests {
 
     fn at(tz: &TimeZone, s: &str) -> i64 {
         let dt = DateTime::from_str(s).unwrap();
-        tz.to_ambiguous_zoned(dt).compatible().unwrap().timestamp().as_millisecond()
+        tz.to_ambiguous_zoned(dt)
+            .compatible()
+            .unwrap()
+            .timestamp()
+            .as_millisecond()
     }
 
     fn local(tz: &TimeZone, ms: i64) -> String {
@@ -295,7 +320,10 @@ mod tests {
         let (w, p) = parse_every("weekday 09:00 pull, run the tests").unwrap();
         assert_eq!(w, When::Cron("0 9 * * 1-5".into()));
         assert_eq!(p, "pull, run the tests");
-        assert_eq!(parse_every("2h check").unwrap().0, When::Every { secs: 7200 });
+        assert_eq!(
+            parse_every("2h check").unwrap().0,
+            When::Every { secs: 7200 }
+        );
         assert_eq!(
             parse_every("mon,wed 18:30 x").unwrap().0,
             When::Cron("30 18 * * 1,3".into())
@@ -307,7 +335,13 @@ mod tests {
         let (w, p) = parse_at("2026-12-24 18:00 wrap the presents").unwrap();
         assert_eq!(w, When::At(DateTime::from_str("2026-12-24T18:00").unwrap()));
         assert_eq!(p, "wrap the presents");
-        for bad in ["", "sometimes 09:00 x", "weekday 25:00 x", "cron 61 * * * * x", "0h x"] {
+        for bad in [
+            "",
+            "sometimes 09:00 x",
+            "weekday 25:00 x",
+            "cron 61 * * * * x",
+            "0h x",
+        ] {
             assert!(parse_every(bad).is_err(), "{bad:?}");
         }
         assert_eq!(parse_at("2026-13-01 10:00 x").unwrap_err().field, "at");
@@ -359,14 +393,20 @@ mod tests {
         let tz = TimeZone::UTC;
         let gap = shortest_gap(&When::Cron("0,5 9 * * *".into()), &tz, 0).unwrap();
         assert_eq!(gap, 5 * 60_000);
-        assert_eq!(shortest_gap(&When::Every { secs: 30 }, &tz, 0), Some(30_000));
+        assert_eq!(
+            shortest_gap(&When::Every { secs: 30 }, &tz, 0),
+            Some(30_000)
+        );
         let once = When::At(DateTime::from_str("2030-01-01T00:00").unwrap());
         assert_eq!(shortest_gap(&once, &tz, 0), None);
     }
 
     #[test]
     fn a_missed_run_runs_once_or_is_skipped_and_failures_pause() {
-        assert!(runs(Missed::Skip, 1_000, 30_000, 60_000), "late within the grace");
+        assert!(
+            runs(Missed::Skip, 1_000, 30_000, 60_000),
+            "late within the grace"
+        );
         assert!(!runs(Missed::Skip, 1_000, 3_600_000, 60_000));
         assert!(runs(Missed::RunOnce, 1_000, 3_600_000, 60_000));
         assert_eq!(after_run(0, true, 3), (1, false));

@@ -15,6 +15,7 @@ mod ids;
 mod pages;
 mod params;
 mod people;
+mod schedules;
 mod status;
 mod usage;
 
@@ -30,5 +31,6 @@ pub use ids::*;
 pub use pages::*;
 pub use params::*;
 pub use people::*;
+pub use schedules::*;
 pub use status::*;
 pub use usage::*;

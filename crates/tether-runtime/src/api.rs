@@ -99,6 +99,10 @@ impl Runtime {
     pub fn usage(&self) -> crate::Usage<'_> {
         crate::Usage { rt: self }
     }
+    /// Scheduled turns (issue 30).
+    pub fn schedules(&self) -> crate::Schedules<'_> {
+        crate::Schedules { rt: self }
+    }
 
     // Commands: every change goes through `call` (dispatch.rs).
     /// Runs `call` where the conversation it acts on runs (this node, or its owner).

@@ -178,6 +178,21 @@ impl Router<'_> {
                     "No continuation is waiting.".to_owned()
                 }
             }
+            Command::Every { spec } => {
+                self.rt
+                    .schedules()
+                    .command_add(&conv.id, &spec, false)
+                    .await?
+            }
+            Command::At { spec } => {
+                self.rt
+                    .schedules()
+                    .command_add(&conv.id, &spec, true)
+                    .await?
+            }
+            Command::Schedules { action } => {
+                self.rt.schedules().command_list(&conv.id, action).await?
+            }
             Command::Help => tether_core::help_text(),
             Command::File { path } => return self.rt.attachments().share_file(&conv, &path).await,
         };

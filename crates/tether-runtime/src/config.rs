@@ -46,6 +46,36 @@ pub struct RuntimeConfig {
     pub cluster: ClusterConfig,
     /// Prices and accounts of the usage ledger (issue 29).
     pub usage: UsageConfig,
+    /// Scheduled turns (issue 30).
+    pub schedules: SchedulesConfig,
+}
+
+/// Scheduled turns (`[schedules]`, issue 30).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchedulesConfig {
+    /// No schedule runs more often than this (60 s).
+    pub min_interval: Duration,
+    /// Schedules per conversation (20).
+    pub max_per_conversation: usize,
+    /// A schedule pauses after this many failed runs in a row (3; 0 never).
+    pub max_failures: u32,
+    /// A run found later than this after its time was missed (the daemon or the cluster
+    /// was down): the schedule's missed-run policy decides (60 s).
+    pub missed_after: Duration,
+    /// The time zone of schedules that name none (the server's).
+    pub time_zone: String,
+}
+
+impl Default for SchedulesConfig {
+    fn default() -> Self {
+        SchedulesConfig {
+            min_interval: Duration::from_secs(60),
+            max_per_conversation: 20,
+            max_failures: 3,
+            missed_after: Duration::from_secs(60),
+            time_zone: "UTC".to_owned(),
+        }
+    }
 }
 
 /// What the usage ledger records beside the tokens (issue 29).

@@ -102,6 +102,7 @@ mod tests {
             attachments: crate::AttachmentLimits::default(),
             cluster: crate::ClusterConfig::default(),
             usage: crate::UsageConfig::default(),
+            schedules: crate::SchedulesConfig::default(),
         }
     }
 

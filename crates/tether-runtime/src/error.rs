@@ -103,3 +103,9 @@ impl RuntimeError {
         }
     }
 }
+
+impl From<tether_core::schedule::ScheduleError> for RuntimeError {
+    fn from(e: tether_core::schedule::ScheduleError) -> Self {
+        RuntimeError::BadRequest(e.to_string())
+    }
+}

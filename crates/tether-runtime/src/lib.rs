@@ -27,10 +27,12 @@ mod listing;
 mod ownership;
 mod parking;
 mod people;
+mod schedules;
 mod seams;
 mod session;
 mod sign_in;
 mod spare;
+mod timers;
 mod usage;
 mod usage_view;
 mod views;
@@ -44,7 +46,9 @@ pub use audit::MAX_AUDIT_PAGE;
 pub use boot::Runtime;
 pub use call::{Call, Command, Identity, Principal, Reply, TraceContext};
 pub use cluster::membership::Membership;
-pub use config::{ClusterConfig, CoalesceConfig, LimitsConfig, RuntimeConfig, UsageConfig};
+pub use config::{
+    ClusterConfig, CoalesceConfig, LimitsConfig, RuntimeConfig, SchedulesConfig, UsageConfig,
+};
 pub use delegation::registry::{
     Caller, DelegationConfig, MAX_WAITS_PER_CALLER, MCP_SERVER_NAME, MCP_SOCKET_ENV, MCP_TOKEN_ENV,
     McpLaunch,
@@ -53,6 +57,7 @@ pub use delegation::status::{MAX_WAIT_MS, outcome_of};
 pub use error::RuntimeError;
 pub use listing::ConversationPage;
 pub use people::People;
+pub use schedules::Schedules;
 pub use seams::{Clock, Drivers, Seams, SystemClock, Wait};
 pub use session::pool::{PoolConfig, PoolStatus};
 pub use sign_in::{SignedIn, VerifiedUser};

@@ -9,9 +9,6 @@
 //! and a reset past the horizon is not waited for. A person's own message cancels the
 //! continuation and runs as usual; so does `/cancel`.
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use tether_proto::{ConversationId, MessageRole, SendMessage, TurnId};
 use tether_store::{CONTINUE_AFTER_LIMIT, NewTimer};
 
@@ -21,11 +18,6 @@ use crate::ctx::Ctx;
 
 /// The message a continuation sends.
 pub(crate) const CONTINUE_TEXT: &str = "The usage limit has reset: continue where you stopped.";
-
-/// How often each node looks for due timers.
-const LOOK: Duration = Duration::from_millis(500);
-/// How long a claim holds before another node may fire the timer.
-const CLAIM_MS: i64 = 30_000;
 
 /// `HH:MM UTC` of a Unix ms moment.
 fn clock_time(ms: i64) -> String {
@@ -152,67 +144,36 @@ pub(crate) async fn cancel(ctx: &Ctx, conv: &ConversationId) -> bool {
     }
 }
 
-/// Starts this node's timer loop (called once at start).
-pub(crate) fn start(rt: &Runtime) {
-    let weak = Arc::downgrade(&rt.inner);
-    tokio::spawn(async move {
-        let mut look = tokio::time::interval(LOOK);
-        look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            look.tick().await;
-            let Some(inner) = weak.upgrade() else { return };
-            let rt = Runtime { inner, who: None };
-            fire_due(&rt).await;
-        }
-    });
-}
-
-/// Claims the due timers and fires each: the continuation message is sent with the
+/// Fires a due continuation (claimed by this node): the message is sent with the
 /// timer's id as its turn id (a second sending, after a node died between sending and
 /// marking, is the same turn and is not run again), then the timer is marked fired.
-async fn fire_due(rt: &Runtime) {
+pub(crate) async fn fire(rt: &Runtime, t: &tether_store::Timer) {
     let ctx = rt.ctx();
-    let node = ctx.config.cluster.node_id.to_string();
-    let now = ctx.clock.now_ms();
-    let due = match ctx
-        .store
-        .timers()
-        .claim_due_timers(&node, now, CLAIM_MS, 16)
-        .await
-    {
-        Ok(due) => due,
-        Err(e) => {
-            tracing::debug!(error = %e, "cannot look for due timers");
-            return;
-        }
+    // The input of a turn the agent never got, else the continuation's own.
+    let unsent = serde_json::from_str::<serde_json::Value>(&t.payload)
+        .ok()
+        .and_then(|p| p.get("input").and_then(|i| i.as_str()).map(str::to_owned));
+    let message = SendMessage {
+        text: unsent.unwrap_or_else(|| CONTINUE_TEXT.to_owned()),
+        ..SendMessage::default()
     };
-    for t in due {
-        // The input of a turn the agent never got, else the continuation's own.
-        let unsent = serde_json::from_str::<serde_json::Value>(&t.payload)
-            .ok()
-            .and_then(|p| p.get("input").and_then(|i| i.as_str()).map(str::to_owned));
-        let message = SendMessage {
-            text: unsent.unwrap_or_else(|| CONTINUE_TEXT.to_owned()),
-            ..SendMessage::default()
-        };
-        let turn_id = TurnId::from(t.id.clone());
-        let command = Command::send(&t.conversation_id, message, Some(&turn_id));
-        let sent: crate::error::Result<tether_proto::MessageOutcome> =
-            rt.call_as(command, Principal::System).await;
-        match sent {
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(conversation = %t.conversation_id, error = %e, "a parked continuation could not start");
-                let text = format!("⏸ The automatic continuation could not start: {e}");
-                let _ = ctx
-                    .store
-                    .events()
-                    .add_message(&t.conversation_id, MessageRole::Status, &text, None, None)
-                    .await;
-            }
+    let turn_id = TurnId::from(t.id.clone());
+    let command = Command::send(&t.conversation_id, message, Some(&turn_id));
+    let sent: crate::error::Result<tether_proto::MessageOutcome> =
+        rt.call_as(command, Principal::System).await;
+    match sent {
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(conversation = %t.conversation_id, error = %e, "a parked continuation could not start");
+            let text = format!("⏸ The automatic continuation could not start: {e}");
+            let _ = ctx
+                .store
+                .events()
+                .add_message(&t.conversation_id, MessageRole::Status, &text, None, None)
+                .await;
         }
-        if let Err(e) = ctx.store.timers().fire_timer(&t.id).await {
-            tracing::warn!(timer = t.id, error = %e, "cannot mark a timer fired");
-        }
+    }
+    if let Err(e) = ctx.store.timers().fire_timer(&t.id).await {
+        tracing::warn!(timer = t.id, error = %e, "cannot mark a timer fired");
     }
 }

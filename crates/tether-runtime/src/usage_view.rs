@@ -76,9 +76,10 @@ fn bad(message: String) -> RuntimeError {
 }
 
 impl Usage<'_> {
-    /// Starts this node's loop firing due timers (parked continuations; `parking`).
+    /// Starts this node's loop firing due timers (parked continuations, scheduled runs;
+    /// `timers`).
     pub(crate) fn start_timers(&self) {
-        crate::parking::start(self.rt);
+        crate::timers::start(self.rt);
     }
 
     fn people(&self) -> crate::People<'_> {

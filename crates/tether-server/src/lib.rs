@@ -374,6 +374,16 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
             "/api/v1/budgets/{id}",
             axum::routing::delete(handlers::usage::delete_budget),
         )
+        .route(
+            "/api/v1/schedules",
+            get(handlers::schedules::list).post(handlers::schedules::create),
+        )
+        .route(
+            "/api/v1/schedules/{id}",
+            get(handlers::schedules::get)
+                .patch(handlers::schedules::update)
+                .delete(handlers::schedules::delete),
+        )
         .route("/api/v1/auth/signout", post(oidc::signout))
         .route(
             "/api/v1/me/accounts",

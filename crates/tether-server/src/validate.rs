@@ -61,6 +61,28 @@ impl Checked for tether_proto::NewApiToken {
     }
 }
 
+impl Checked for tether_proto::NewSchedule {
+    fn check(&self) -> Result<(), ApiError> {
+        chars("every", self.every.as_deref(), 64)?;
+        chars("cron", self.cron.as_deref(), 128)?;
+        chars("at", self.at.as_deref(), 32)?;
+        chars("time_zone", self.time_zone.as_deref(), 64)?;
+        chars("missed", self.missed.as_deref(), 16)?;
+        bytes("prompt", Some(&self.prompt), MAX_TEXT_BYTES)
+    }
+}
+
+impl Checked for tether_proto::UpdateSchedule {
+    fn check(&self) -> Result<(), ApiError> {
+        chars("every", self.every.as_deref(), 64)?;
+        chars("cron", self.cron.as_deref(), 128)?;
+        chars("at", self.at.as_deref(), 32)?;
+        chars("time_zone", self.time_zone.as_deref(), 64)?;
+        chars("missed", self.missed.as_deref(), 16)?;
+        bytes("prompt", self.prompt.as_deref(), MAX_TEXT_BYTES)
+    }
+}
+
 impl Checked for tether_proto::NewBudget {
     fn check(&self) -> Result<(), ApiError> {
         chars("scope", Some(&self.scope), 32)?;

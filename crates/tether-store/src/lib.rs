@@ -27,6 +27,7 @@ mod people;
 mod recovery;
 mod requests;
 mod rules;
+mod schedules;
 mod timers;
 mod usage;
 
@@ -61,7 +62,7 @@ pub use events::append::AppendStats;
 pub use events::feed::{Batch, Follower, Scope};
 pub use handles::{
     Attachments, Channels, Cluster, Conversations, Delegation, Events, People, Recovery, Requests,
-    Timers, Usage,
+    Schedules, Timers, Usage,
 };
 pub use people::secret::{
     CODE_LEN, SESSION_PREFIX, TOKEN_PREFIX, display_code, hash_secret, new_code, new_secret,
@@ -73,6 +74,7 @@ pub use people::{
 };
 pub use recovery::{RecoveredConversation, RecoveryReport};
 pub use requests::{NewApproval, NewQuestion};
+pub use schedules::{SCHEDULE_RUN, ScheduleRow};
 pub use timers::{CONTINUE_AFTER_LIMIT, NewTimer, Timer};
 pub use usage::{
     Bucket, Budget, BudgetHit, BudgetScope, BudgetUse, Counted, NewUsage, Recorded, SeriesPoint,

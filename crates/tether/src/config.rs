@@ -58,6 +58,8 @@ pub struct FileConfig {
     pub prices: Option<crate::config_usage::PricesFile>,
     /// `[limits]`: turns parked at a vendor's usage limit (see `config_usage`).
     pub limits: Option<crate::config_usage::LimitsFile>,
+    /// `[schedules]`: scheduled turns (see `config_schedules`).
+    pub schedules: Option<crate::config_schedules::SchedulesFile>,
 }
 
 /// `[attachments]`: the largest file and the largest sum of one message's files, in
@@ -168,6 +170,8 @@ pub struct Settings {
     pub oidc: Option<tether_server::OidcConfig>,
     /// `[prices]` and the agents' accounts (the usage ledger).
     pub usage: tether_runtime::UsageConfig,
+    /// `[schedules]`.
+    pub schedules: tether_runtime::SchedulesConfig,
     /// `[attachments]`: size limits.
     pub attachments: tether_runtime::AttachmentLimits,
     /// The database URL (`None`: SQLite in the data dir; see `config_store`).
@@ -356,6 +360,7 @@ impl Settings {
             server: crate::config_server::resolve(file.server)?,
             oidc: crate::config_auth::resolve(file.auth, env("TETHER_OIDC_CLIENT_SECRET"))?,
             usage: crate::config_usage::resolve(file.prices, file.limits, accounts)?,
+            schedules: crate::config_schedules::resolve(file.schedules)?,
             attachments: attachment_limits(file.attachments.unwrap_or_default())?,
             query_timeout: crate::config_store::query_timeout(file.store.as_ref()),
             database_url: crate::config_store::resolve(env("TETHER_DATABASE_URL"), file.store)?,
@@ -412,6 +417,7 @@ impl Settings {
                 notices: self.cluster_notices,
             },
             usage: self.usage.clone(),
+            schedules: self.schedules.clone(),
         }
     }
 }

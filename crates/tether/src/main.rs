@@ -10,6 +10,7 @@ mod cluster;
 mod config;
 mod config_auth;
 mod config_channels;
+mod config_schedules;
 mod config_server;
 mod config_slack;
 mod config_store;

@@ -306,6 +306,7 @@ mod tests {
             attachments: crate::AttachmentLimits::default(),
             cluster: crate::ClusterConfig::default(),
             usage: crate::UsageConfig::default(),
+            schedules: crate::SchedulesConfig::default(),
         };
         let rt = Runtime::start(config, store).await.unwrap();
         tokio::time::timeout(Duration::from_secs(10), async {

@@ -332,6 +332,7 @@ pub fn config(dir: &Path) -> RuntimeConfig {
         attachments: tether_runtime::AttachmentLimits::default(),
         cluster: tether_runtime::ClusterConfig::default(),
         usage: tether_runtime::UsageConfig::default(),
+        schedules: tether_runtime::SchedulesConfig::default(),
     }
 }
 

@@ -126,10 +126,10 @@ export class Timeline {
         const line = h("div", { class: "msg status", dataset: { messageId: m.id } },
           h("span", { class: "status-icon", "aria-hidden": "true" }, "ⓘ"), h("span", { class: "status-text" }, m.text), meta);
         // A turn parked at the vendor's limit (issue 29): its continuation can be
-        // cancelled here as with /cancel; the next turn to start removes the button.
+        // cancelled here as with /cancel; a turn that starts later removes the button.
         if (this.actions.command && m.text.includes("— /cancel to stop")) {
           line.append(h("button", {
-            type: "button", class: "small cancel-continuation",
+            type: "button", class: "small cancel-continuation", dataset: { atMs: String(m.at_ms) },
             onclick: (e) => { e.currentTarget.disabled = true; this.actions.command("/cancel"); },
           }, "Cancel continuation"));
         }
@@ -275,7 +275,10 @@ export class Timeline {
         }
         break;
       case "turn_started": {
-        for (const b of this.root.querySelectorAll(".cancel-continuation")) b.remove();
+        // A turn started after the parking line: the continuation ran or was superseded.
+        for (const b of this.root.querySelectorAll(".cancel-continuation")) {
+          if (Number(b.dataset.atMs) < env.at_ms) b.remove();
+        }
         const t = this.turnFor(env);
         t.input = p.input;
         t.status = "running";

@@ -81,6 +81,13 @@ pub(crate) const RULES: &[(&str, &str, Action)] = &[
     ("GET", "/api/v1/budgets", Action::ManageBudgets),
     ("POST", "/api/v1/budgets", Action::ManageBudgets),
     ("DELETE", "/api/v1/budgets/{id}", Action::ManageBudgets),
+    // Schedules: the runtime checks the schedule's conversation (`Read` to see, `Write`
+    // to make or change one).
+    ("GET", "/api/v1/schedules", Action::ReadNode),
+    ("POST", "/api/v1/schedules", Action::ReadNode),
+    ("GET", "/api/v1/schedules/{id}", Action::ReadNode),
+    ("PATCH", "/api/v1/schedules/{id}", Action::ReadNode),
+    ("DELETE", "/api/v1/schedules/{id}", Action::ReadNode),
     ("GET", "/api/v1/me/accounts", Action::LinkSelf),
     ("POST", "/api/v1/me/accounts", Action::LinkSelf),
     (

@@ -9,6 +9,7 @@ pub(crate) mod conversations;
 pub(crate) mod delegation;
 pub(crate) mod event_page;
 pub(crate) mod people;
+pub(crate) mod schedules;
 pub(crate) mod sessions;
 pub(crate) mod usage;
 

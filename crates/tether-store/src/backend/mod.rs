@@ -69,6 +69,8 @@ macro_rules! backend_modules {
         mod requests;
         #[path = "sql_rows.rs"]
         mod rows;
+        #[path = "../schedules/sql.rs"]
+        mod schedules;
         #[path = "../timers/sql.rs"]
         mod timers;
         #[path = "../conversations/sql_turns.rs"]

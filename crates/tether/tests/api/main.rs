@@ -21,6 +21,7 @@ mod api_list;
 mod api_pool;
 mod api_process_cap;
 mod api_recovery;
+mod api_schedules;
 mod api_shared_process;
 mod api_streaming;
 mod api_teams;

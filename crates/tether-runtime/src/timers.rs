@@ -1,0 +1,69 @@
+//! The durable timer facility's loop (issues 29 and 30): each node claims the timers
+//! that are due (`tether_store::Timers`: one node per timer, a claim of a node that dies
+//! lapses and another takes it) every half second and fires each by its kind — a
+//! continuation after a vendor's limit (`parking`), a schedule's run (`schedules`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tether_store::{CONTINUE_AFTER_LIMIT, SCHEDULE_RUN};
+
+use crate::Runtime;
+
+/// How often each node looks for due timers.
+const LOOK: Duration = Duration::from_millis(500);
+/// How long a claim holds before another node may fire the timer.
+const CLAIM_MS: i64 = 30_000;
+/// Timers claimed per look.
+const BATCH: i64 = 64;
+
+/// Starts this node's timer loop (called once at start).
+pub(crate) fn start(rt: &Runtime) {
+    let weak = Arc::downgrade(&rt.inner);
+    tokio::spawn(async move {
+        let mut look = tokio::time::interval(LOOK);
+        look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            look.tick().await;
+            let Some(inner) = weak.upgrade() else { return };
+            let rt = Runtime { inner, who: None };
+            fire_due(&rt).await;
+        }
+    });
+}
+
+/// Claims the due timers and fires each by its kind.
+async fn fire_due(rt: &Runtime) {
+    let ctx = rt.ctx();
+    let node = ctx.config.cluster.node_id.to_string();
+    loop {
+        let now = ctx.clock.now_ms();
+        let due = match ctx
+            .store
+            .timers()
+            .claim_due_timers(&node, now, CLAIM_MS, BATCH)
+            .await
+        {
+            Ok(due) => due,
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot look for due timers");
+                return;
+            }
+        };
+        let full = due.len() as i64 == BATCH;
+        for t in due {
+            match t.kind.as_str() {
+                CONTINUE_AFTER_LIMIT => crate::parking::fire(rt, &t).await,
+                SCHEDULE_RUN => crate::schedules::fire(rt, &t).await,
+                other => {
+                    tracing::warn!(timer = t.id, kind = other, "a timer of an unknown kind");
+                    let _ = ctx.store.timers().fire_timer(&t.id).await;
+                }
+            }
+        }
+        // A full batch: more may be due now.
+        if !full {
+            return;
+        }
+    }
+}
