@@ -22,6 +22,7 @@ mod memory;
 mod overhead;
 mod recovery;
 mod report;
+mod schedules;
 mod shared;
 mod spare;
 mod sse_count;
@@ -68,6 +69,9 @@ enum Figure {
     Spare,
     /// Issue 25: a node's time from a PostgreSQL restart to the first answered message.
     DbRestart,
+    /// Issue 30: the due-time check's cost with 10 000 schedules stored, and how late
+    /// scheduled runs start.
+    Schedules,
 }
 
 #[derive(Debug, Parser)]
@@ -140,6 +144,12 @@ struct Args {
     /// Issue 25: database restarts (each 2 s down).
     #[arg(long, default_value_t = 10)]
     db_restarts: usize,
+    /// Issue 30: schedules stored.
+    #[arg(long, default_value_t = 10_000)]
+    schedules_stored: usize,
+    /// Issue 30: scheduled runs timed.
+    #[arg(long, default_value_t = 40)]
+    schedule_runs: usize,
     /// Do not run the workspace build (`cargo build --release`) first.
     #[arg(long)]
     no_build: bool,
@@ -194,6 +204,7 @@ async fn run(args: &Args) -> Vec<Row> {
         Figure::Cluster,
         Figure::Spare,
         Figure::DbRestart,
+        Figure::Schedules,
     ];
     let mut rows = Vec::new();
     for fig in all {
@@ -232,6 +243,7 @@ async fn run(args: &Args) -> Vec<Row> {
             }
             Figure::Spare => spare::run(args.rounds).await,
             Figure::DbRestart => db_restart::run(args.db_restarts).await,
+            Figure::Schedules => schedules::run(args.schedules_stored, args.schedule_runs).await,
         };
         eprintln!("tether-bench: {fig:?} took {}", stats::secs(t.elapsed()));
         match result {

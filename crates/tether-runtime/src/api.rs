@@ -163,12 +163,10 @@ impl Runtime {
         self.call_as(Command::new_session(id), Principal::api())
             .await
     }
-
     /// Unbinds only.
     pub async fn detach(&self, id: &ConversationId) -> Result<MessageOutcome> {
         self.call_as(Command::detach(id), Principal::api()).await
     }
-
     /// Cancels the running turn (exactly one `turn_cancelled` event); `nothing_running`
     /// when no turn runs.
     pub async fn stop(&self, id: &ConversationId) -> Result<MessageOutcome> {

@@ -53,6 +53,7 @@ static ASSETS: &[Asset] = &[
     asset!("js/spans.js", JS),
     asset!("js/people.js", JS),
     asset!("js/usage.js", JS),
+    asset!("js/schedules.js", JS),
 ];
 
 /// Strong validators, computed once: FNV-1a of each file's bytes.

@@ -112,5 +112,91 @@ async fn concurrent_claims_take_each_timer_once(b: Backend) {
     assert_eq!(ids, expected, "each once");
 }
 
-contract!(timers_fire_once_and_cancel,);
+/// A schedule and its one waiting run (issue 30): saving it replaces the run and marks
+/// the fired one in one transaction; a run added twice (two nodes computing the same
+/// next run) is one; deleting it cancels its run.
+async fn a_schedule_keeps_one_waiting_run(b: Backend) {
+    let (_d, store) = support::open(b).await;
+    let (s, t) = (store.schedules(), store.timers());
+    let now = now_ms();
+    let run = |id: &str, due: i64| NewTimer {
+        kind: SCHEDULE_RUN.to_owned(),
+        account: None,
+        ..timer(id, "c1", due)
+    };
+    let mut row = ScheduleRow {
+        id: "sch_1".into(),
+        conversation_id: ConversationId::from("c1"),
+        owner_id: None,
+        owner_name: "ann".into(),
+        kind: "every".into(),
+        expr: "60".into(),
+        tz: "UTC".into(),
+        prompt: "tick".into(),
+        fresh_session: false,
+        missed: "run_once".into(),
+        state: "active".into(),
+        failures: 0,
+        next_run_ms: Some(now - 1),
+        last_run_ms: None,
+        last_turn_id: None,
+        note: None,
+        timer_id: Some("sch_1-a".into()),
+        start_ms: now,
+        created_at_ms: now,
+        updated_at_ms: now,
+    };
+    s.add_schedule(&row, Some(&run("sch_1-a", now - 1)))
+        .await
+        .unwrap();
+    let due = t.claim_due_timers("n1", now, 10_000, 10).await.unwrap();
+    assert_eq!(due.len(), 1);
+    // The run fired; the next one added — twice, as two nodes would.
+    row.last_turn_id = Some("sch_1-a".into());
+    row.next_run_ms = Some(now + 60_000);
+    for _ in 0..2 {
+        assert!(
+            s.save_schedule(&row, Some(&run("sch_1-b", now + 60_000)), Some("sch_1-a"))
+                .await
+                .unwrap()
+        );
+    }
+    let waiting = t
+        .conversation_timers(&ConversationId::from("c1"), SCHEDULE_RUN)
+        .await
+        .unwrap();
+    let states: Vec<(&str, &str)> = waiting
+        .iter()
+        .map(|t| (t.id.as_str(), t.state.as_str()))
+        .collect();
+    assert!(states.contains(&("sch_1-b", "waiting")), "{states:?}");
+    assert!(!states.contains(&("sch_1-a", "waiting")), "{states:?}");
+    let got = s.schedule("sch_1").await.unwrap().unwrap();
+    assert_eq!(got.timer_id.as_deref(), Some("sch_1-b"));
+    assert_eq!(got.last_turn_id.as_deref(), Some("sch_1-a"));
+    // Paused: no run waits.
+    row.state = "paused".into();
+    s.save_schedule(&row, None, None).await.unwrap();
+    assert!(
+        t.claim_due_timers("n1", now + 120_000, 10_000, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        s.schedules_of(Some(&ConversationId::from("c1")))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(s.delete_schedule("sch_1").await.unwrap());
+    assert!(!s.delete_schedule("sch_1").await.unwrap());
+    assert!(s.schedules_of(None).await.unwrap().is_empty());
+}
+
+contract!(
+    timers_fire_once_and_cancel,
+    a_schedule_keeps_one_waiting_run,
+);
 contract!(multi_thread; concurrent_claims_take_each_timer_once);

@@ -637,14 +637,22 @@ pub fn attachment_copies(work: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The process groups of `pid`'s children (`/proc/<child>/stat`: ppid is field 4, pgrp
-/// field 5), except `pid`'s own.
+/// The process groups `pid`'s children lead (`/proc/<child>/stat`: ppid is field 4,
+/// pgrp field 5): the agents tether starts each in a group of its own. A child in
+/// another group (the daemon's own, which is the test's) is never taken for one.
 fn child_groups(pid: u32) -> Vec<i32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     let mut groups = Vec::new();
     for entry in dir.flatten() {
+        let Some(child) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
             continue;
         };
@@ -656,12 +664,8 @@ fn child_groups(pid: u32) -> Vec<i32> {
         let (Some(ppid), Some(pgrp)) = (fields.get(1), fields.get(2)) else {
             continue;
         };
-        if ppid.parse::<u32>().ok() == Some(pid)
-            && let Ok(g) = pgrp.parse::<i32>()
-            && g != pid as i32
-            && !groups.contains(&g)
-        {
-            groups.push(g);
+        if ppid.parse::<u32>().ok() == Some(pid) && pgrp.parse::<i32>().ok() == Some(child) {
+            groups.push(child);
         }
     }
     groups

@@ -13,6 +13,7 @@ mod cluster_owner;
 mod cluster_presence;
 mod cluster_route;
 mod cluster_route_tasks;
+mod cluster_schedules;
 mod cluster_single;
 mod cluster_tail;
 mod store_postgres;

@@ -1,0 +1,95 @@
+//! Scheduled turns on a cluster (issue 30): three nodes on one PostgreSQL database; the
+//! node that owns the conversation (and would run the turn) is SIGKILLed two seconds
+//! before a run is due. Another node claims the run and the conversation, and the run
+//! happens once, in the same session.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tether_testkit::{Cluster, within_for};
+
+use crate::common::{node_options, str_of};
+
+/// A wall-clock time `secs` from now in UTC (`YYYY-MM-DDTHH:MM:SS`).
+fn in_secs(secs: u64) -> String {
+    let t = std::time::SystemTime::now() + Duration::from_secs(secs);
+    let t = t.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let (days, rem) = (t.div_euclid(86_400), t.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_node_is_killed_before_it_is_due_runs_once_on_another_node() {
+    let mut cluster = Cluster::start(3, node_options(120)).await;
+    let a = cluster.node(0);
+    let c = a.new_conversation(None).await;
+    let (first, _) = a.say_and_wait(&c, "remember figs").await;
+    let sid = str_of(&first, "session_id");
+    let (status, s) = a
+        .post(
+            "/api/v1/schedules",
+            json!({"conversation_id": c, "at": in_secs(4), "time_zone": "UTC",
+                   "prompt": "what do you remember?"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{s}");
+    let id = str_of(&s, "id");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    cluster.node_mut(0).kill9_with_agents().await;
+
+    let b = cluster.node(1);
+    let run = within_for("the run on another node", Duration::from_secs(30), async {
+        loop {
+            let turns = b.get_ok(&format!("/api/v1/sessions/{sid}/turns")).await;
+            let done: Vec<Value> = turns
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|t| t["input"] == "what do you remember?")
+                .cloned()
+                .collect();
+            if done.iter().any(|t| t["status"] == "completed") {
+                return done;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert_eq!(run.len(), 1, "once: {run:?}");
+    assert!(
+        run[0]["result_text"]
+            .as_str()
+            .unwrap()
+            .contains("remember figs"),
+        "the same session: {run:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let turns = b.get_ok(&format!("/api/v1/sessions/{sid}/turns")).await;
+    let runs = turns
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["input"] == "what do you remember?")
+        .count();
+    assert_eq!(runs, 1, "still once: {turns}");
+    let v = cluster
+        .node(2)
+        .get_ok(&format!("/api/v1/schedules/{id}"))
+        .await;
+    assert_eq!(v["state"], "done", "{v}");
+}
