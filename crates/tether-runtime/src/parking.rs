@@ -163,6 +163,11 @@ pub(crate) async fn fire(rt: &Runtime, t: &tether_store::Timer) {
         rt.call_as(command, Principal::System).await;
     match sent {
         Ok(_) => {}
+        Err(e) if crate::timers::passing(&e) => {
+            tracing::info!(conversation = %t.conversation_id, error = %e, "a parked continuation waits to be sent again");
+            crate::timers::retry(rt, &t.id).await;
+            return;
+        }
         Err(e) => {
             tracing::warn!(conversation = %t.conversation_id, error = %e, "a parked continuation could not start");
             let text = format!("⏸ The automatic continuation could not start: {e}");

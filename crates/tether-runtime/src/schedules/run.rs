@@ -118,8 +118,6 @@ pub(crate) async fn fire(rt: &Runtime, t: &Timer) {
         } else {
             ""
         };
-        let text = format!("⏰ Scheduled run of {} — {}{note}", s.id, when.describe());
-        status_line(rt, &s, &text).await;
         let text = if s.fresh_session {
             format!("/new {}", s.prompt)
         } else {
@@ -138,6 +136,15 @@ pub(crate) async fn fire(rt: &Runtime, t: &Timer) {
             Ok(_) => {
                 s.last_run_ms = Some(now);
                 s.last_turn_id = Some(t.id.clone());
+                let text = format!("⏰ Scheduled run of {} — {}{note}", s.id, when.describe());
+                status_line(rt, &s, &text).await;
+            }
+            Err(e) if crate::timers::passing(&e) => {
+                // Its node away or the conversation changing hands: the run waits a
+                // moment and is sent again (as the same turn).
+                tracing::info!(schedule = s.id, error = %e, "a scheduled run waits to be sent again");
+                crate::timers::retry(rt, &t.id).await;
+                return;
             }
             Err(e) => {
                 tracing::warn!(schedule = s.id, error = %e, "a scheduled run could not start");

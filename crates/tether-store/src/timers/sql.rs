@@ -84,6 +84,21 @@ impl Db {
         Ok(done > 0)
     }
 
+    /// Gives a claimed timer back to wait again until `due_ms` (what it was to do could not
+    /// be done now: its conversation's node was away, say); whether it was claimed.
+    pub async fn retry_timer(&self, id: &str, due_ms: i64) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE timers SET state = 'waiting', due_at = $1, claimed_by = NULL, \
+             claimed_until = NULL WHERE id = $2 AND state = 'claimed'",
+        )
+        .bind(due_ms)
+        .bind(id)
+        .execute(&self.writer)
+        .await?
+        .rows_affected();
+        Ok(done > 0)
+    }
+
     /// Cancels a conversation's timers of `kind` still to fire (and forgets the ones
     /// fired, so a later parking counts its attempts from one again); how many were
     /// still to fire.
