@@ -19,26 +19,6 @@ const CONVERSATIONS: usize = 100;
 /// The idle window.
 const IDLE: Duration = Duration::from_secs(20);
 
-/// `YYYY-MM-DDTHH:MM:SS` (UTC) of a Unix time in seconds.
-fn civil(t: i64) -> String {
-    let (days, rem) = (t.div_euclid(86_400), t.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60
-    )
-}
-
 fn unix_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -102,7 +82,7 @@ async fn measure(daemon: &BenchDaemon, stored: usize, per: usize, runs: usize) -
     for i in 0..runs {
         let c = daemon.new_conversation(None).await?;
         let at_ms = first * 1000 + (i as i64) * 500;
-        let at = civil(at_ms.div_euclid(1000));
+        let at = tether_testkit::utc_of(at_ms.div_euclid(1000));
         // `at` takes whole seconds: two runs share a second, the later one half a
         // second after the due time is counted from that second.
         daemon

@@ -32,6 +32,7 @@ mod seams;
 mod session;
 mod sign_in;
 mod spare;
+mod timer_retry;
 mod timers;
 mod usage;
 mod usage_view;

@@ -163,9 +163,9 @@ pub(crate) async fn fire(rt: &Runtime, t: &tether_store::Timer) {
         rt.call_as(command, Principal::System).await;
     match sent {
         Ok(_) => {}
-        Err(e) if crate::timers::passing(&e) => {
+        Err(e) if crate::timer_retry::passing(&e) => {
             tracing::info!(conversation = %t.conversation_id, error = %e, "a parked continuation waits to be sent again");
-            crate::timers::retry(rt, &t.id).await;
+            crate::timer_retry::retry(rt, &t.id).await;
             return;
         }
         Err(e) => {

@@ -16,46 +16,6 @@ const LOOK: Duration = Duration::from_millis(500);
 const CLAIM_MS: i64 = 30_000;
 /// Timers claimed per look.
 const BATCH: i64 = 64;
-/// A timer whose work met a passing failure waits this long and is tried again.
-const RETRY_MS: i64 = 2_000;
-
-/// Whether a failure to send a timer's message passes (the conversation's node was away
-/// or changing hands, the store unreachable, the queue full): then the timer waits and
-/// is tried again, the same turn id making a second sending harmless. Anything else (the
-/// conversation is gone or archived, the message is refused) is final.
-pub(crate) fn passing(e: &crate::RuntimeError) -> bool {
-    use crate::RuntimeError as E;
-    match e {
-        E::Store(s) => s.is_unavailable(),
-        E::Remote { .. }
-        | E::OwnerLost { .. }
-        | E::OwnedElsewhere { .. }
-        | E::QueueFull { .. }
-        | E::Internal(_) => true,
-        E::NotFound { .. }
-        | E::BadRequest(_)
-        | E::Command(_)
-        | E::UnknownAgent { .. }
-        | E::InvalidCwd { .. }
-        | E::Resolve(_)
-        | E::NothingRunning
-        | E::Archived(_)
-        | E::Attachment(_)
-        | E::FileOut(_)
-        | E::Delegation { .. }
-        | E::Denied(_)
-        | E::BudgetExceeded(_) => false,
-    }
-}
-
-/// Gives timer `id` back to wait [`RETRY_MS`] more.
-pub(crate) async fn retry(rt: &Runtime, id: &str) {
-    let due = rt.ctx().clock.now_ms() + RETRY_MS;
-    if let Err(e) = rt.ctx().store.timers().retry_timer(id, due).await {
-        tracing::warn!(timer = id, error = %e, "cannot give a timer back; its claim lapses instead");
-    }
-}
-
 /// Starts this node's timer loop (called once at start).
 pub(crate) fn start(rt: &Runtime) {
     let weak = Arc::downgrade(&rt.inner);

@@ -91,3 +91,34 @@ pub fn agent_cli(name: &str) -> PathBuf {
     }
     path
 }
+
+/// The UTC wall-clock time `secs` from now as `YYYY-MM-DDTHH:MM:SS`, as a schedule's
+/// `at` takes it (issue 30).
+pub fn utc_in(secs: i64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    utc_of(now + secs)
+}
+
+/// `YYYY-MM-DDTHH:MM:SS` of a Unix time in seconds (UTC; Howard Hinnant's
+/// `civil_from_days`).
+pub fn utc_of(t: i64) -> String {
+    let (days, rem) = (t.div_euclid(86_400), t.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
+}

@@ -139,11 +139,11 @@ pub(crate) async fn fire(rt: &Runtime, t: &Timer) {
                 let text = format!("⏰ Scheduled run of {} — {}{note}", s.id, when.describe());
                 status_line(rt, &s, &text).await;
             }
-            Err(e) if crate::timers::passing(&e) => {
+            Err(e) if crate::timer_retry::passing(&e) => {
                 // Its node away or the conversation changing hands: the run waits a
                 // moment and is sent again (as the same turn).
                 tracing::info!(schedule = s.id, error = %e, "a scheduled run waits to be sent again");
-                crate::timers::retry(rt, &t.id).await;
+                crate::timer_retry::retry(rt, &t.id).await;
                 return;
             }
             Err(e) => {

@@ -28,32 +28,6 @@ async fn daemon() -> (Daemon, tempfile::TempDir) {
     (d, state)
 }
 
-/// A wall-clock time `secs` from now in UTC, as `at` takes it.
-fn in_secs(secs: i64) -> String {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-        + secs;
-    let (days, rem) = (t.div_euclid(86_400), t.rem_euclid(86_400));
-    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60
-    )
-}
-
 /// Every turn of every session of conversation `c` (the sessions its history names),
 /// oldest first.
 async fn all_turns(d: &Daemon, c: &str) -> Vec<Value> {
@@ -115,7 +89,7 @@ async fn a_run_waits_behind_the_running_turn_and_runs_once_in_the_same_session()
     let (status, s) = d
         .post(
             "/api/v1/schedules",
-            json!({"conversation_id": c, "at": in_secs(2), "time_zone": "UTC",
+            json!({"conversation_id": c, "at": tether_testkit::utc_in(2), "time_zone": "UTC",
                    "prompt": "what do you remember?"}),
         )
         .await;

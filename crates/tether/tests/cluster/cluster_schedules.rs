@@ -11,28 +11,6 @@ use tether_testkit::{Cluster, within_for};
 
 use crate::common::{node_options, str_of};
 
-/// A wall-clock time `secs` from now in UTC (`YYYY-MM-DDTHH:MM:SS`).
-fn in_secs(secs: u64) -> String {
-    let t = std::time::SystemTime::now() + Duration::from_secs(secs);
-    let t = t.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
-    let (days, rem) = (t.div_euclid(86_400), t.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_whose_node_is_killed_before_it_is_due_runs_once_on_another_node() {
     let mut cluster = Cluster::start(3, node_options(120)).await;
@@ -43,7 +21,7 @@ async fn a_run_whose_node_is_killed_before_it_is_due_runs_once_on_another_node()
     let (status, s) = a
         .post(
             "/api/v1/schedules",
-            json!({"conversation_id": c, "at": in_secs(4), "time_zone": "UTC",
+            json!({"conversation_id": c, "at": tether_testkit::utc_in(4), "time_zone": "UTC",
                    "prompt": "what do you remember?"}),
         )
         .await;
