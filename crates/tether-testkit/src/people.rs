@@ -73,9 +73,16 @@ impl Who<'_> {
                 let (_, turns) = self
                     .get(&format!("/api/v1/sessions/{}/turns", str(sid)))
                     .await;
+                // Ended: a turn queued behind another has not even started.
                 let done = turns.as_array().and_then(|a| {
                     a.iter()
-                        .find(|t| t["id"] == *tid && t["status"] != "running")
+                        .find(|t| {
+                            t["id"] == *tid
+                                && matches!(
+                                    t["status"].as_str(),
+                                    Some("completed" | "failed" | "cancelled" | "interrupted")
+                                )
+                        })
                         .cloned()
                 });
                 if let Some(t) = done {
