@@ -242,8 +242,22 @@ fn help_has_one_line_per_command_and_every_command_parses() {
 #[test]
 fn command_words_are_the_parsed_ones() {
     for w in [
-        "new", "DETACH", "status", "stop", "sessions", "help", "approve", "deny", "agent", "model",
+        "new",
+        "DETACH",
+        "status",
+        "stop",
+        "sessions",
+        "help",
+        "approve",
+        "deny",
+        "agent",
+        "model",
         "file",
+        "usage",
+        "cancel",
+        "every",
+        "at",
+        "schedules",
     ] {
         assert!(is_command_word(w), "{w}");
         let text = format!("/{w} x");
@@ -257,4 +271,38 @@ fn command_words_are_the_parsed_ones() {
     }
     assert!(!is_command_word("important:"));
     assert!(!is_command_word("start"));
+}
+
+#[test]
+fn schedule_commands_keep_the_rest_of_the_line() {
+    assert_eq!(
+        parse_input("/every weekday 09:00 pull, run the tests", &[]),
+        Ok(Input::Command(Command::Every {
+            spec: "weekday 09:00 pull, run the tests".into()
+        }))
+    );
+    assert_eq!(
+        parse_input("/at 2026-12-24 18:00 wrap up", &[]),
+        Ok(Input::Command(Command::At {
+            spec: "2026-12-24 18:00 wrap up".into()
+        }))
+    );
+    assert_eq!(
+        parse_input("/schedules", &[]),
+        Ok(Input::Command(Command::Schedules { action: None }))
+    );
+    assert_eq!(
+        parse_input("/schedules pause sch_1", &[]),
+        Ok(Input::Command(Command::Schedules {
+            action: Some(("pause".into(), "sch_1".into()))
+        }))
+    );
+    assert!(matches!(
+        parse_input("/schedules explode sch_1", &[]),
+        Err(CommandError::UnexpectedArgument { .. })
+    ));
+    assert!(matches!(
+        parse_input("/every", &[]),
+        Err(CommandError::MissingArgument { .. })
+    ));
 }
