@@ -60,9 +60,8 @@ pub fn claude(message: &Map<String, Value>) -> Option<WindowReport> {
     let info = message.get("rate_limit_info")?;
     let rejected = info.get("status").and_then(Value::as_str) == Some("rejected");
     let used = match info.get("utilization").and_then(Value::as_f64) {
-        // A fraction, as the unified headers give it; a value past 1 is already percent.
-        Some(u) if u <= 1.0 => u * 100.0,
-        Some(u) => u,
+        // A fraction, as the unified headers give it (past 1 when over: full).
+        Some(u) => u * 100.0,
         None if rejected => 100.0,
         None => return None,
     };

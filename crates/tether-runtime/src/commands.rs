@@ -77,11 +77,14 @@ impl Router<'_> {
         })
     }
 
+    /// Runs a command; `turn_id`, when the caller chose one (a scheduled run), is the
+    /// id of the turn a `/new <task>` starts.
     pub(crate) async fn run_command(
         &self,
         conv: ConversationRow,
         cmd: Command,
         by: &str,
+        turn_id: Option<&tether_proto::TurnId>,
     ) -> Result<MessageOutcome> {
         let store = &self.rt.ctx().store;
         if conv.kind == tether_proto::ConversationKind::Delegate
@@ -127,7 +130,7 @@ impl Router<'_> {
                     return Ok(reply(MessageOutcomeKind::Command, note));
                 };
                 let conv = self.rt.conversations().conversation_row(&conv.id).await?;
-                let mut out = self.route_prompt(conv, task, None, None, None).await?;
+                let mut out = self.route_prompt(conv, task, None, None, turn_id).await?;
                 if task_note.is_some() {
                     out.reply = Some(note);
                 }

@@ -163,7 +163,13 @@ pub(crate) async fn fire(rt: &Runtime, t: &tether_store::Timer) {
         rt.call_as(command, Principal::System).await;
     match sent {
         Ok(_) => {}
-        Err(e) if crate::timer_retry::passing(&e) => {
+        Err(e)
+            if crate::timer_retry::passing(&e)
+                // A continuation is due within the horizon of its parking.
+                && ctx.clock.now_ms() - t.created_at_ms
+                    < ctx.config.usage.limits.horizon.as_millis() as i64
+                        + crate::timer_retry::GIVE_UP_MS =>
+        {
             tracing::info!(conversation = %t.conversation_id, error = %e, "a parked continuation waits to be sent again");
             crate::timer_retry::retry(rt, &t.id).await;
             return;

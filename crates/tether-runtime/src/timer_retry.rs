@@ -6,6 +6,9 @@ use crate::Runtime;
 
 /// A timer whose work met a passing failure waits this long and is tried again.
 const RETRY_MS: i64 = 2_000;
+/// For at most this long after it was due: then the failure counts as final (said in
+/// the conversation), so nothing waits for ever.
+pub(crate) const GIVE_UP_MS: i64 = 10 * 60_000;
 
 /// Whether a failure to send a timer's message passes (the conversation's node was away
 /// or changing hands, the store unreachable, the queue full): then the timer waits and
@@ -36,10 +39,11 @@ pub(crate) fn passing(e: &crate::RuntimeError) -> bool {
     }
 }
 
-/// Gives timer `id` back to wait [`RETRY_MS`] more.
+/// Gives timer `id` (claimed by this node) back to wait [`RETRY_MS`] more.
 pub(crate) async fn retry(rt: &Runtime, id: &str) {
     let due = rt.ctx().clock.now_ms() + RETRY_MS;
-    if let Err(e) = rt.ctx().store.timers().retry_timer(id, due).await {
+    let node = rt.ctx().config.cluster.node_id.to_string();
+    if let Err(e) = rt.ctx().store.timers().retry_timer(id, &node, due).await {
         tracing::warn!(timer = id, error = %e, "cannot give a timer back; its claim lapses instead");
     }
 }

@@ -31,6 +31,18 @@ pub(crate) fn start(rt: &Runtime) {
     });
 }
 
+/// Fires one claimed timer by its kind.
+async fn fire(rt: &Runtime, t: &tether_store::Timer) {
+    match t.kind.as_str() {
+        CONTINUE_AFTER_LIMIT => crate::parking::fire(rt, t).await,
+        SCHEDULE_RUN => crate::schedules::fire(rt, t).await,
+        other => {
+            tracing::warn!(timer = t.id, kind = other, "a timer of an unknown kind");
+            let _ = rt.ctx().store.timers().fire_timer(&t.id).await;
+        }
+    }
+}
+
 /// Claims the due timers and fires each by its kind.
 async fn fire_due(rt: &Runtime) {
     let ctx = rt.ctx();
@@ -50,16 +62,9 @@ async fn fire_due(rt: &Runtime) {
             }
         };
         let full = due.len() as i64 == BATCH;
-        for t in due {
-            match t.kind.as_str() {
-                CONTINUE_AFTER_LIMIT => crate::parking::fire(rt, &t).await,
-                SCHEDULE_RUN => crate::schedules::fire(rt, &t).await,
-                other => {
-                    tracing::warn!(timer = t.id, kind = other, "a timer of an unknown kind");
-                    let _ = ctx.store.timers().fire_timer(&t.id).await;
-                }
-            }
-        }
+        // All at once: a send that waits for another node must not hold the rest of the
+        // batch until their claims lapse.
+        futures::future::join_all(due.iter().map(|t| fire(rt, t))).await;
         // A full batch: more may be due now.
         if !full {
             return;

@@ -151,16 +151,33 @@ async fn a_schedule_keeps_one_waiting_run(b: Backend) {
         .unwrap();
     let due = t.claim_due_timers("n1", now, 10_000, 10).await.unwrap();
     assert_eq!(due.len(), 1);
-    // The run fired; the next one added — twice, as two nodes would.
+    // The run fired; the next one added. A second node finishing the same run (its
+    // claim had lapsed) finds the run superseded and only marks it.
     row.last_turn_id = Some("sch_1-a".into());
     row.next_run_ms = Some(now + 60_000);
-    for _ in 0..2 {
-        assert!(
-            s.save_schedule(&row, Some(&run("sch_1-b", now + 60_000)), Some("sch_1-a"))
-                .await
-                .unwrap()
-        );
-    }
+    let next = run("sch_1-b", now + 60_000);
+    assert!(
+        s.save_schedule(&row, Some(&next), Some("sch_1-a"))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !s.save_schedule(&row, Some(&next), Some("sch_1-a"))
+            .await
+            .unwrap()
+    );
+    // A pause made while a run fired stands: the late save of that run changes nothing.
+    let mut paused = row.clone();
+    paused.state = "paused".into();
+    s.save_schedule(&paused, None, None).await.unwrap();
+    assert!(
+        !s.save_schedule(&row, Some(&run("sch_1-c", now + 120_000)), Some("sch_1-b"))
+            .await
+            .unwrap()
+    );
+    assert_eq!(s.schedule("sch_1").await.unwrap().unwrap().state, "paused");
+    row.state = "active".into();
+    s.save_schedule(&row, Some(&next), None).await.unwrap();
     let waiting = t
         .conversation_timers(&ConversationId::from("c1"), SCHEDULE_RUN)
         .await

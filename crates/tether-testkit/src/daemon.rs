@@ -381,10 +381,13 @@ impl Daemon {
     pub async fn kill9_with_agents(&mut self) {
         let groups: Vec<i32> = self.pid().map(child_groups).unwrap_or_default();
         self.kill9().await;
-        for g in groups {
+        // Each process of those groups by its own (positive) id: a group id given to
+        // `kill` is too easy to get wrong, and a wrong one kills what the test runs in.
+        for pid in members_of(&groups) {
             let _ = std::process::Command::new("kill")
                 .arg("-9")
-                .arg(format!("-{g}"))
+                .arg(pid.to_string())
+                .stderr(std::process::Stdio::null())
                 .status();
         }
     }
@@ -669,4 +672,35 @@ fn child_groups(pid: u32) -> Vec<i32> {
         }
     }
     groups
+}
+
+/// The processes whose group is one of `groups` (`/proc/<pid>/stat` field 5).
+fn members_of(groups: &[i32]) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let pgrp = rest
+            .split_whitespace()
+            .nth(2)
+            .and_then(|g| g.parse::<i32>().ok());
+        if pid > 1 && pgrp.is_some_and(|g| g > 1 && groups.contains(&g)) {
+            out.push(pid);
+        }
+    }
+    out
 }

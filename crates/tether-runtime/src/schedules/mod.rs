@@ -59,6 +59,12 @@ fn prompt_of(prompt: &str) -> Result<String> {
     if prompt.is_empty() {
         return Err(bad("prompt: a schedule needs a prompt to send"));
     }
+    if prompt.starts_with('/') && !prompt.starts_with("//") {
+        return Err(bad(
+            "prompt: it would run as a tether command; a schedule sends a prompt to the \
+             agent (start with // for the agent's own /commands)",
+        ));
+    }
     if prompt.len() > MAX_PROMPT_BYTES {
         return Err(bad(format!(
             "prompt: at most {MAX_PROMPT_BYTES} bytes, as any message"
@@ -235,6 +241,13 @@ impl Schedules<'_> {
             .people()
             .may_on(&row.conversation_id, action)
             .await?;
+        // Its runs go out as its owner: only they (or an admin) change or delete it.
+        if action == Action::Write && self.rt.identity().is_some() {
+            let me = self.rt.people().actor();
+            if row.owner_id.as_ref() != Some(&me.person) && !me.sees_all() {
+                return Err(RuntimeError::Denied(tether_core::authz::Denied::Forbidden));
+            }
+        }
         Ok(row)
     }
 

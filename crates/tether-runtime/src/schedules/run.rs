@@ -44,6 +44,42 @@ async fn failed(rt: &Runtime, id: &str) -> Option<bool> {
     }
 }
 
+/// Why the schedule's owner may no longer run it, if so (a store that cannot say is not
+/// taken for a no: the run goes on, as the send is checked where it runs).
+async fn owner_gone(rt: &Runtime, s: &ScheduleRow) -> Option<String> {
+    let id = s.owner_id.as_ref()?;
+    let person = match rt.ctx().store.people().get_person(id).await {
+        Ok(p) => p,
+        Err(_) => return None,
+    };
+    let Some(p) = person else {
+        return Some(format!("its owner {} no longer exists", s.owner_name));
+    };
+    if p.disabled {
+        return Some(format!("its owner {} was disabled", p.name));
+    }
+    let who = crate::Identity {
+        person: p.id.clone(),
+        name: p.name.clone(),
+        role: p.role,
+        scopes: tether_proto::TokenScope::ALL.to_vec(),
+    };
+    match rt
+        .acting_as(who)
+        .people()
+        .may_on(&s.conversation_id, tether_core::Action::Write)
+        .await
+    {
+        Err(crate::RuntimeError::Denied(_) | crate::RuntimeError::NotFound { .. }) => {
+            Some(format!(
+                "its owner {} may no longer write to the conversation",
+                p.name
+            ))
+        }
+        Ok(()) | Err(_) => None,
+    }
+}
+
 /// Fires run `t` (claimed by this node).
 pub(crate) async fn fire(rt: &Runtime, t: &Timer) {
     let ctx = rt.ctx();
@@ -104,15 +140,24 @@ pub(crate) async fn fire(rt: &Runtime, t: &Timer) {
             return;
         }
     }
+    // The runs are the owner's: one who was disabled, removed or lost the right to write
+    // to the conversation pauses them.
+    if let Some(why) = owner_gone(rt, &s).await {
+        s.state = "paused".to_owned();
+        s.next_run_ms = None;
+        s.note = Some(why.clone());
+        if save(rt, &s, None, &t.id).await {
+            status_line(rt, &s, &format!("⏰ Schedule {} paused: {why}.", s.id)).await;
+        }
+        return;
+    }
     let policy = Missed::parse(&s.missed).unwrap_or_default();
-    let run = rules::runs(
-        policy,
-        t.due_at_ms,
-        now,
-        config.missed_after.as_millis() as i64,
-    );
+    // Lateness from the run's own time (a run given back to wait has a later `due_at`).
+    let due = s.next_run_ms.unwrap_or(t.due_at_ms).min(t.due_at_ms);
+    let missed_after = config.missed_after.as_millis() as i64;
+    let run = rules::runs(policy, due, now, missed_after);
     if run {
-        let late = now - t.due_at_ms > config.missed_after.as_millis() as i64;
+        let late = now - due > missed_after;
         let note = if late {
             " (missed while tether was down)"
         } else {
@@ -139,7 +184,10 @@ pub(crate) async fn fire(rt: &Runtime, t: &Timer) {
                 let text = format!("⏰ Scheduled run of {} — {}{note}", s.id, when.describe());
                 status_line(rt, &s, &text).await;
             }
-            Err(e) if crate::timer_retry::passing(&e) => {
+            Err(e)
+                if crate::timer_retry::passing(&e)
+                    && now - due < crate::timer_retry::GIVE_UP_MS =>
+            {
                 // Its node away or the conversation changing hands: the run waits a
                 // moment and is sent again (as the same turn).
                 tracing::info!(schedule = s.id, error = %e, "a scheduled run waits to be sent again");
@@ -148,13 +196,25 @@ pub(crate) async fn fire(rt: &Runtime, t: &Timer) {
             }
             Err(e) => {
                 tracing::warn!(schedule = s.id, error = %e, "a scheduled run could not start");
-                s.failures += 1;
+                let (n, pause) = rules::after_run(
+                    u32::try_from(s.failures).unwrap_or(u32::MAX),
+                    true,
+                    config.max_failures,
+                );
+                s.failures = i64::from(n);
                 status_line(
                     rt,
                     &s,
                     &format!("⏰ Schedule {}: the run could not start: {e}", s.id),
                 )
                 .await;
+                if pause {
+                    s.state = "paused".to_owned();
+                    s.next_run_ms = None;
+                    s.note = Some(format!("paused after {n} failed runs in a row"));
+                    save(rt, &s, None, &t.id).await;
+                    return;
+                }
             }
         }
     } else {

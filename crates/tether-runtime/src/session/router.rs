@@ -59,7 +59,7 @@ impl Router<'_> {
                     .events()
                     .add_message(id, MessageRole::User, req.text.trim(), None, None)
                     .await?;
-                self.run_command(conv, cmd, by).await
+                self.run_command(conv, cmd, by, turn_id).await
             }
             Input::Prompt(text) => {
                 self.name_from_first_message(&conv, &text).await;

@@ -1,7 +1,8 @@
 //! Schedules in SQL (see `schedules/mod.rs`). A schedule and its waiting run change in
 //! one transaction: the old run is cancelled, the new one added (its id is chosen by the
-//! caller from the schedule and the due time, so adding it twice adds it once), and the
-//! run that just fired marked.
+//! caller from the schedule and the due time, so adding it twice adds it once; a run
+//! cancelled by a pause waits again on a resume, one that fired never runs again), and
+//! the run that just fired marked.
 
 use sqlx::Row;
 
@@ -46,7 +47,8 @@ async fn add_run(tx: &mut super::conns::Tx, t: &NewTimer, now: i64) -> Result<()
     sqlx::query(
         "INSERT INTO timers (id, kind, conversation_id, account, due_at, state, attempt, \
          payload, created_at) VALUES ($1, $2, $3, $4, $5, 'waiting', $6, $7, $8) \
-         ON CONFLICT (id) DO NOTHING",
+         ON CONFLICT (id) DO UPDATE SET state = 'waiting', claimed_by = NULL, \
+         claimed_until = NULL, ended_at = NULL WHERE timers.state = 'cancelled'",
     )
     .bind(&t.id)
     .bind(&t.kind)
@@ -125,7 +127,8 @@ impl Db {
 
     /// Saves a schedule's changed fields; its waiting run becomes `run` (the one before
     /// is cancelled unless it is `run`), and `fired` (the run that just ran) is marked
-    /// fired, all in one transaction. False when the schedule is gone.
+    /// fired, all in one transaction. False when the schedule is gone, or when `fired` is
+    /// no longer its run (it was paused or edited meanwhile: only `fired` is marked).
     pub async fn save_schedule(
         &self,
         s: &ScheduleRow,
@@ -142,7 +145,21 @@ impl Db {
         let Some((old,)) = old else {
             return Ok(false);
         };
-        if let Some(old) = old.filter(|o| run.is_none_or(|r| &r.id != o)) {
+        // A run that fired while the schedule was changed (paused, edited, its run
+        // replaced): the change stands; the run is only marked.
+        let superseded = fired.is_some_and(|f| old.as_deref() != Some(f));
+        if superseded {
+            if let Some(fired) = fired {
+                sqlx::query("UPDATE timers SET state = 'fired', ended_at = $1 WHERE id = $2")
+                    .bind(now)
+                    .bind(fired)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit_unchecked().await?;
+            return Ok(false);
+        }
+        if let Some(old) = old.clone().filter(|o| run.is_none_or(|r| &r.id != o)) {
             sqlx::query(
                 "UPDATE timers SET state = 'cancelled', ended_at = $1 WHERE id = $2 \
                  AND state = 'waiting'",
@@ -162,11 +179,14 @@ impl Db {
         if let Some(run) = run {
             add_run(&mut tx, run, now).await?;
         }
-        sqlx::query(
+        // Only over the run read above: a change another writer committed meanwhile (on
+        // PostgreSQL nothing locks the row between the read and here) stands.
+        let saved = sqlx::query(
             "UPDATE schedules SET kind = $2, expr = $3, tz = $4, prompt = $5, \
              fresh_session = $6, missed = $7, state = $8, failures = $9, next_run_at = $10, \
              last_run_at = $11, last_turn_id = $12, note = $13, timer_id = $14, \
-             start_at = $15, updated_at = $16 WHERE id = $1",
+             start_at = $15, updated_at = $16 WHERE id = $1 \
+             AND (timer_id = $17 OR ($17 IS NULL AND timer_id IS NULL))",
         )
         .bind(&s.id)
         .bind(&s.kind)
@@ -184,8 +204,14 @@ impl Db {
         .bind(run.map(|r| r.id.as_str()))
         .bind(s.start_ms)
         .bind(now)
+        .bind(old.as_deref())
         .execute(&mut *tx)
-        .await?;
+        .await?
+        .rows_affected();
+        if saved == 0 {
+            // Rolled back with the transaction: the other change stands.
+            return Ok(false);
+        }
         tx.commit_unchecked().await?;
         Ok(true)
     }

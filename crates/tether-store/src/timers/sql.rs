@@ -84,15 +84,17 @@ impl Db {
         Ok(done > 0)
     }
 
-    /// Gives a claimed timer back to wait again until `due_ms` (what it was to do could not
-    /// be done now: its conversation's node was away, say); whether it was claimed.
-    pub async fn retry_timer(&self, id: &str, due_ms: i64) -> Result<bool> {
+    /// Gives a timer `node` claimed back to wait again until `due_ms` (what it was to do
+    /// could not be done now: its conversation's node was away, say); whether it was
+    /// still that node's claim.
+    pub async fn retry_timer(&self, id: &str, node: &str, due_ms: i64) -> Result<bool> {
         let done = sqlx::query(
             "UPDATE timers SET state = 'waiting', due_at = $1, claimed_by = NULL, \
-             claimed_until = NULL WHERE id = $2 AND state = 'claimed'",
+             claimed_until = NULL WHERE id = $2 AND state = 'claimed' AND claimed_by = $3",
         )
         .bind(due_ms)
         .bind(id)
+        .bind(node)
         .execute(&self.writer)
         .await?
         .rows_affected();

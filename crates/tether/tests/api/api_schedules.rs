@@ -415,3 +415,93 @@ async fn every_at_and_schedules_work_as_commands() {
             .contains("/every")
     );
 }
+
+#[tokio::test]
+async fn a_schedule_of_a_person_who_is_disabled_pauses_and_a_viewer_makes_none() {
+    use tether_testkit::people::{Who, person};
+    let (d, _state) = daemon().await;
+    let owner = Who {
+        d: &d,
+        token: d.token.clone(),
+    };
+    let (bob_id, bob) = person(&owner, "bob", "member").await;
+    let (_, vera) = person(&owner, "vera", "viewer").await;
+    let (_, conv) = bob
+        .post("/api/v1/conversations", json!({"agent": "codex"}))
+        .await;
+    let c = conv["id"].as_str().unwrap().to_owned();
+    // Shared with the team: the viewer sees it but may not schedule in it.
+    let (status, _) = bob
+        .patch(
+            &format!("/api/v1/conversations/{c}"),
+            json!({"visibility": "team"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (status, err) = vera
+        .post(
+            "/api/v1/schedules",
+            json!({"conversation_id": c, "every": "2s", "prompt": "tick"}),
+        )
+        .await;
+    assert_eq!(status, 403, "{err}");
+    let (status, s) = bob
+        .post(
+            "/api/v1/schedules",
+            json!({"conversation_id": c, "every": "2s", "prompt": "tick"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{s}");
+    assert_eq!(s["owner"], "bob", "{s}");
+    let (_, seen) = vera
+        .get(&format!("/api/v1/schedules?conversation_id={c}"))
+        .await;
+    assert_eq!(seen["schedules"].as_array().unwrap().len(), 1, "{seen}");
+    // Its runs go out as bob: another member who may write to the conversation may not
+    // rewrite or delete them.
+    let (_, alice) = person(&owner, "alice", "member").await;
+    let sid = s["id"].as_str().unwrap();
+    let (status, err) = alice
+        .patch(
+            &format!("/api/v1/schedules/{sid}"),
+            json!({"prompt": "rm -rf /"}),
+        )
+        .await;
+    assert_eq!(status, 403, "{err}");
+    let (status, _) = alice.delete(&format!("/api/v1/schedules/{sid}")).await;
+    assert_eq!(status, 403);
+    // A prompt that would run as a tether command is refused.
+    let (status, err) = bob
+        .post(
+            "/api/v1/schedules",
+            json!({"conversation_id": c, "every": "1h", "prompt": "/new other"}),
+        )
+        .await;
+    assert_eq!(status, 400, "{err}");
+    assert!(err.to_string().contains("prompt"), "{err}");
+    let (status, _) = owner
+        .patch(
+            &format!("/api/v1/people/{bob_id}"),
+            json!({"disabled": true}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let id = s["id"].as_str().unwrap().to_owned();
+    let paused = within_for("the pause", Duration::from_secs(15), async {
+        loop {
+            let v = d.get_ok(&format!("/api/v1/schedules/{id}")).await;
+            if v["state"] == "paused" {
+                return v;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(
+        paused["note"]
+            .as_str()
+            .unwrap()
+            .contains("bob was disabled"),
+        "{paused}"
+    );
+}
