@@ -150,7 +150,7 @@ impl Db {
         let superseded = fired.is_some_and(|f| old.as_deref() != Some(f));
         if superseded {
             if let Some(fired) = fired {
-                sqlx::query("UPDATE timers SET state = 'fired', ended_at = $1 WHERE id = $2")
+                sqlx::query("UPDATE timers SET state = 'fired', ended_at = $1 WHERE id = $2 AND state = 'claimed'")
                     .bind(now)
                     .bind(fired)
                     .execute(&mut *tx)
@@ -170,7 +170,7 @@ impl Db {
             .await?;
         }
         if let Some(fired) = fired {
-            sqlx::query("UPDATE timers SET state = 'fired', ended_at = $1 WHERE id = $2")
+            sqlx::query("UPDATE timers SET state = 'fired', ended_at = $1 WHERE id = $2 AND state = 'claimed'")
                 .bind(now)
                 .bind(fired)
                 .execute(&mut *tx)
