@@ -640,67 +640,41 @@ pub fn attachment_copies(work: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The process groups `pid`'s children lead (`/proc/<child>/stat`: ppid is field 4,
-/// pgrp field 5): the agents tether starts each in a group of its own. A child in
-/// another group (the daemon's own, which is the test's) is never taken for one.
-fn child_groups(pid: u32) -> Vec<i32> {
+/// Every process as (pid, parent pid, process group), from `/proc/<pid>/stat` (fields 4
+/// and 5, after the command name, which may hold spaces).
+fn processes() -> Vec<(i32, i32, i32)> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    let mut groups = Vec::new();
-    for entry in dir.flatten() {
-        let Some(child) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // The command name may hold spaces: the fields start after its closing ')'.
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let (Some(ppid), Some(pgrp)) = (fields.get(1), fields.get(2)) else {
-            continue;
-        };
-        if ppid.parse::<u32>().ok() == Some(pid) && pgrp.parse::<i32>().ok() == Some(child) {
-            groups.push(child);
-        }
-    }
-    groups
+    dir.flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<i32>().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let rest = stat.rsplit_once(')')?.1;
+            let mut fields = rest.split_whitespace().skip(1);
+            let ppid = fields.next()?.parse().ok()?;
+            let pgrp = fields.next()?.parse().ok()?;
+            Some((pid, ppid, pgrp))
+        })
+        .collect()
 }
 
-/// The processes whose group is one of `groups` (`/proc/<pid>/stat` field 5).
+/// The process groups `pid`'s children lead: the agents tether starts each in a group of
+/// its own. A child in another group (the daemon's own, which is the test's) is never
+/// taken for one.
+fn child_groups(pid: u32) -> Vec<i32> {
+    processes()
+        .into_iter()
+        .filter(|(child, ppid, pgrp)| i64::from(*ppid) == i64::from(pid) && pgrp == child)
+        .map(|(child, _, _)| child)
+        .collect()
+}
+
+/// The processes whose group is one of `groups`.
 fn members_of(groups: &[i32]) -> Vec<i32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-            continue;
-        };
-        let pgrp = rest
-            .split_whitespace()
-            .nth(2)
-            .and_then(|g| g.parse::<i32>().ok());
-        if pid > 1 && pgrp.is_some_and(|g| g > 1 && groups.contains(&g)) {
-            out.push(pid);
-        }
-    }
-    out
+    processes()
+        .into_iter()
+        .filter(|(pid, _, pgrp)| *pid > 1 && *pgrp > 1 && groups.contains(pgrp))
+        .map(|(pid, _, _)| pid)
+        .collect()
 }
