@@ -102,12 +102,23 @@ impl Dispatch<'_> {
                 conversation_id,
                 message,
                 turn_id,
-            } => self
-                .rt
-                .router()
-                .send_here(&conversation_id, message, &name, turn_id.as_ref())
-                .await?
-                .into(),
+            } => {
+                // A command forwarded from another node runs here on tether's own handle:
+                // what the message does (a command such as `/every` makes a schedule of
+                // the sender's) acts for the person who sent it.
+                let acting;
+                let rt = match (&who, self.rt.identity()) {
+                    (Some(w), None) => {
+                        acting = self.rt.acting_as(w.clone());
+                        &acting
+                    }
+                    _ => self.rt,
+                };
+                rt.router()
+                    .send_here(&conversation_id, message, &name, turn_id.as_ref())
+                    .await?
+                    .into()
+            }
             Command::NewSession { conversation_id } => self
                 .rt
                 .router()

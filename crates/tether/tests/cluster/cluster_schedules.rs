@@ -71,3 +71,40 @@ async fn a_run_whose_node_is_killed_before_it_is_due_runs_once_on_another_node()
         .await;
     assert_eq!(v["state"], "done", "{v}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_sent_to_another_node_is_the_senders_schedule() {
+    use tether_testkit::people::{Who, person};
+    let cluster = Cluster::start(2, node_options(120)).await;
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    let owner = Who {
+        d: a,
+        token: a.token.clone(),
+    };
+    let (_, bob_on_a) = person(&owner, "bob", "member").await;
+    let (_, conv) = bob_on_a.post("/api/v1/conversations", json!({})).await;
+    let c = str_of(&conv, "id");
+    let (_, first) = bob_on_a
+        .post(
+            &format!("/api/v1/conversations/{c}/messages"),
+            json!({"text": "hello"}),
+        )
+        .await;
+    assert!(first["turn_id"].is_string(), "{first}");
+    // Bob's token on the other node: the command is forwarded to the owner (node a).
+    let bob_on_b = Who {
+        d: b,
+        token: bob_on_a.token.clone(),
+    };
+    let (status, r) = bob_on_b
+        .post(
+            &format!("/api/v1/conversations/{c}/messages"),
+            json!({"text": "/every 1h check the build"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{r}");
+    let (_, list) = bob_on_b
+        .get(&format!("/api/v1/schedules?conversation_id={c}"))
+        .await;
+    assert_eq!(list["schedules"][0]["owner"], "bob", "{list}");
+}
