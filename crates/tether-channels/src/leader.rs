@@ -47,28 +47,58 @@ impl Drop for Term {
     }
 }
 
+/// Set when the node drains (issue 31): every lease it leads is handed over.
+pub(crate) type Resign = tokio::sync::watch::Receiver<bool>;
+
+/// Resolves once the node drains.
+async fn resigned(resign: &mut Resign) {
+    let _ = resign.wait_for(|r| *r).await.map(|_| ());
+}
+
 /// Runs `start`'s work while this node leads `name`; aborting the returned task ends it.
-pub(crate) fn lead(store: Store, node: ClusterNode, name: String, start: Start) -> JoinHandle<()> {
+pub(crate) fn lead(
+    store: Store,
+    node: ClusterNode,
+    name: String,
+    start: Start,
+    resign: Resign,
+) -> JoinHandle<()> {
     tokio::spawn(async move {
-        // SQLite: one store, one node; nobody to share the work with.
+        // SQLite: one store, one node; nobody to share the work with (nor to hand it to
+        // while the node drains: it works until it stops).
         if store.topology() == tether_store::Topology::Single {
             let _term = Term(start());
             std::future::pending::<()>().await;
         }
-        hold(store, node, name, start).await;
+        hold(store, node, name, start, resign).await;
     })
 }
 
 /// Claims the lease every third of a lease (the heartbeat's pace), starts the work when
-/// the lease is won and stops it when another node leads.
-async fn hold(store: Store, node: ClusterNode, name: String, start: Start) {
+/// the lease is won and stops it when another node leads; when the node drains, stops
+/// the work, gives the lease up (another node claims it at its next look) and claims no
+/// more.
+async fn hold(store: Store, node: ClusterNode, name: String, start: Start, mut resign: Resign) {
     let ttl = node.lease_ttl;
     let mut tick = tokio::time::interval(ttl / 3);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut term: Option<Term> = None;
+    let mut held_epoch: Option<i64> = None;
     let mut confirmed = Instant::now();
     loop {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = resigned(&mut resign) => {
+                drop(term.take());
+                if let Some(epoch) = held_epoch {
+                    match store.cluster().release_leader(&name, &node.id, epoch).await {
+                        Ok(_) => tracing::info!(lease = name, "draining: leadership handed over"),
+                        Err(e) => tracing::warn!(lease = name, "cannot give the leader lease up; it ends with this node's: {e}"),
+                    }
+                }
+                return;
+            }
+        }
         // Not confirmed for a whole lease (this process was paused, or the database was
         // out of reach): another node may lead by now, so stop before anything else runs.
         if term.is_some() && confirmed.elapsed() >= ttl {
@@ -85,12 +115,14 @@ async fn hold(store: Store, node: ClusterNode, name: String, start: Start) {
         {
             Ok(LeaderClaim::Claimed { epoch } | LeaderClaim::Held { epoch }) => {
                 confirmed = Instant::now();
+                held_epoch = Some(epoch);
                 if term.is_none() {
                     tracing::info!(lease = name, epoch, "this node leads; starting");
                     term = Some(Term(start()));
                 }
             }
             Ok(LeaderClaim::Led(leader)) => {
+                held_epoch = None;
                 if term.take().is_some() {
                     tracing::warn!(
                         lease = name,

@@ -63,6 +63,8 @@ use crate::registry::Inbound;
 /// The running channels: their tasks and the routes they add to the HTTP server.
 pub struct Channels {
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Set when the node drains: the leaders hand their leases over.
+    resign: HandOver,
     hooks: axum::Router,
     api: axum::Router,
 }
@@ -90,6 +92,7 @@ impl Channels {
         let mut tasks = Vec::new();
         let mut hooks = axum::Router::new();
         let mut cores: HashMap<&'static str, SharedCore> = HashMap::new();
+        let (resign, resigned) = tokio::sync::watch::channel(false);
         let ctx = registry::Ctx {
             runtime: &runtime,
             store: &store,
@@ -103,8 +106,8 @@ impl Channels {
                 &adapter.core,
                 &node,
                 adapter.inbound,
-                &mut tasks,
-                &mut hooks,
+                (&mut tasks, &mut hooks),
+                resigned.clone(),
             );
             if let Some(h) = adapter.extra_hook {
                 hooks = hooks.merge(h);
@@ -116,7 +119,12 @@ impl Channels {
             }
         }
         let api = api::pairing_routes(store, Arc::new(cores));
-        Ok(Channels { tasks, hooks, api })
+        Ok(Channels {
+            tasks,
+            resign: HandOver(Arc::new(resign)),
+            hooks,
+            api,
+        })
     }
 
     /// Webhook routes (`POST /hooks/...`): public, verified by the channels themselves.
@@ -129,6 +137,15 @@ impl Channels {
         self.api.clone()
     }
 
+    /// For when the node drains (issue 31): on a cluster, [`HandOver::now`] makes the
+    /// channels this node leads stop their connections and give their leases up, so
+    /// another node takes them at its next look (about a third of a lease); webhooks keep
+    /// working until the node stops. On SQLite nothing changes: no other node would take
+    /// over.
+    pub fn hand_over(&self) -> HandOver {
+        self.resign.clone()
+    }
+
     /// Stops every channel task (rows not yet sent stay in the outbox for next time).
     pub fn shutdown(self) {
         for t in self.tasks {
@@ -137,13 +154,24 @@ impl Channels {
     }
 }
 
+/// Hands the channels' leases over when called (see [`Channels::hand_over`]).
+#[derive(Debug, Clone)]
+pub struct HandOver(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl HandOver {
+    /// Every leader of this node stops and gives its lease up.
+    pub fn now(&self) {
+        let _ = self.0.send(true);
+    }
+}
+
 /// Starts a channel's every-node part now and its leader's part under its lease.
 fn run_channel(
     core: &SharedCore,
     node: &ClusterNode,
     inbound: Inbound,
-    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
-    hooks: &mut axum::Router,
+    (tasks, hooks): (&mut Vec<tokio::task::JoinHandle<()>>, &mut axum::Router),
+    resign: leader::Resign,
 ) {
     let led_inbound = match inbound {
         Inbound::Led(start) => Some(start),
@@ -164,7 +192,13 @@ fn run_channel(
         t
     });
     let lease = format!("channel:{}", core.name());
-    tasks.push(leader::lead(core.store.clone(), node.clone(), lease, term));
+    tasks.push(leader::lead(
+        core.store.clone(),
+        node.clone(),
+        lease,
+        term,
+        resign,
+    ));
 }
 
 /// The outbox dispatcher, the event pump and the hourly clean-up of one channel; on a

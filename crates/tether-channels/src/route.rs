@@ -35,7 +35,7 @@ pub(crate) async fn handle(
     let mut wait = std::time::Duration::from_millis(250);
     loop {
         match handle_once(core, msg.clone()).await {
-            Err(e) if e.code() == tether_proto::ErrorCode::StoreUnavailable => {
+            Err(e) if waits(e.code()) => {
                 tracing::debug!(
                     channel = core.name(),
                     key = msg.key,
@@ -47,6 +47,15 @@ pub(crate) async fn handle(
             other => return other,
         }
     }
+}
+
+/// Whether a message refused with `code` waits and is tried again (the store away, or
+/// a draining node with nobody to take it: the message is kept and handled after).
+fn waits(code: tether_proto::ErrorCode) -> bool {
+    matches!(
+        code,
+        tether_proto::ErrorCode::StoreUnavailable | tether_proto::ErrorCode::Draining
+    )
 }
 
 async fn handle_once(core: &SharedCore, msg: Inbound) -> Result<Option<String>, ChannelError> {
@@ -205,7 +214,7 @@ async fn send(
         Ok(out) => outcome_reply(&out),
         // The store is away: the message waits for it (see `handle`) rather than being
         // answered with an error and lost.
-        Err(e) if e.code() == tether_proto::ErrorCode::StoreUnavailable => {
+        Err(e) if waits(e.code()) => {
             return Err(ChannelError::Runtime(e));
         }
         Err(e) => Some(format!("⚠️ {e}")),

@@ -44,6 +44,8 @@ pub enum Action {
     ReadTeamUsage,
     /// Create and delete budgets.
     ManageBudgets,
+    /// Operate the node (issue 31): drain it, read its metrics.
+    OperateNode,
 }
 
 impl Action {
@@ -63,6 +65,7 @@ impl Action {
         Action::ReadAudit,
         Action::ReadTeamUsage,
         Action::ManageBudgets,
+        Action::OperateNode,
     ];
 
     /// Whether the action is on one conversation (and needs its [`Target`]).
@@ -122,6 +125,7 @@ pub fn rule(action: Action) -> Rule {
         Action::ReadAudit => global(S::Admin, Admin),
         Action::ReadTeamUsage => global(S::Read, Admin),
         Action::ManageBudgets => global(S::Admin, Admin),
+        Action::OperateNode => global(S::Admin, Admin),
     }
 }
 

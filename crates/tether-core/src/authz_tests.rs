@@ -98,6 +98,7 @@ fn administration_is_for_admins_only() {
         Action::ReadAudit,
         Action::ReadTeamUsage,
         Action::ManageBudgets,
+        Action::OperateNode,
     ] {
         for role in ROLES {
             let allowed = decide(&actor(&me, role), action, None).is_ok();

@@ -20,6 +20,12 @@ pub struct NodeView {
     pub lease_until_ms: i64,
     /// Whether the lease still holds (the node is up).
     pub alive: bool,
+    /// Whether it drains (issue 31): it takes no new conversations.
+    #[serde(default)]
+    pub draining: bool,
+    /// The tether version it runs (empty: older than rolling upgrades).
+    #[serde(default)]
+    pub version: String,
     /// Whether this is the node that answered.
     #[serde(default)]
     pub this_node: bool,

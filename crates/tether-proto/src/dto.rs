@@ -19,10 +19,21 @@ pub struct Health {
     pub instance_id: Option<String>,
 }
 
+/// `POST /api/v1/drain` (issue 31): the node drains; how far.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DrainStatus {
+    /// Always true: the node drains (asking again changes nothing).
+    pub draining: bool,
+    /// Sessions still live on this node.
+    pub live_sessions: usize,
+    /// Of those, running a turn.
+    pub busy_sessions: usize,
+}
+
 /// `GET /api/v1/ready` (issue 25): whether this node can serve requests now.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Readiness {
-    /// `ready`, or `unavailable` (served with 503).
+    /// `ready`, `unavailable` or `draining` (both served with 503).
     pub status: String,
     /// The store: `ok`, or `unavailable`.
     pub store: String,

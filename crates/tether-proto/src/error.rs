@@ -155,6 +155,9 @@ pub enum ErrorCode {
     /// The vendor's usage or rate limit stopped the turn (issue 29); tether continues
     /// the session by itself when the limit resets (a status line says when).
     UsageLimit,
+    /// Issue 31: this node is draining (an upgrade or a restart) and takes no new work,
+    /// and no other node can take it; retry in a moment, against any node.
+    Draining,
 }
 
 impl ErrorCode {
@@ -223,6 +226,7 @@ impl ErrorCode {
             ErrorCode::TooManyAttempts => "too_many_attempts",
             ErrorCode::BudgetExceeded => "budget_exceeded",
             ErrorCode::UsageLimit => "usage_limit",
+            ErrorCode::Draining => "draining",
         }
     }
 
@@ -286,7 +290,8 @@ impl ErrorCode {
             ErrorCode::Rebuilding
             | ErrorCode::OwnerLost
             | ErrorCode::StoreUnavailable
-            | ErrorCode::ServerBusy => 503,
+            | ErrorCode::ServerBusy
+            | ErrorCode::Draining => 503,
             ErrorCode::StartTimeout => 504,
             ErrorCode::Internal => 500,
         }

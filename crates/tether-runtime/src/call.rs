@@ -304,6 +304,32 @@ fn unexpected(wanted: &str, got: &Reply) -> RuntimeError {
 }
 
 impl Command {
+    /// Whether the command may start a turn in a session that is not live yet (a
+    /// draining node without another node to send it to refuses those, issue 31): a
+    /// prompt (not a tether command), a task's new turn, a new task.
+    pub(crate) fn starts_work(&self) -> bool {
+        match self {
+            Command::SendMessage { message, .. } => {
+                let text = message.text.trim_start();
+                !text.starts_with('/') || text.starts_with("//")
+            }
+            Command::ContinueTask { .. } | Command::StartTask { .. } | Command::Delegate { .. } => {
+                true
+            }
+            Command::CreateConversation { .. }
+            | Command::UpdateConversation { .. }
+            | Command::NewSession { .. }
+            | Command::Detach { .. }
+            | Command::Stop { .. }
+            | Command::AnswerApproval { .. }
+            | Command::AnswerQuestion { .. }
+            | Command::CloseTask { .. }
+            | Command::CancelTask { .. }
+            | Command::EvictIdle { .. }
+            | Command::ReportTurn { .. } => false,
+        }
+    }
+
     /// The conversation the command acts on when the command itself names it (an
     /// approval's or a question's is read from the store; a new conversation or task
     /// has none yet).

@@ -30,6 +30,8 @@ pub(crate) struct Ctx {
     pub clock: Arc<dyn Clock>,
     /// The conversations this node owns (issue 12; on SQLite: all, unclaimed).
     pub ownership: crate::ownership::Ownership,
+    /// Since when this node drains (issue 31).
+    pub drain: crate::drain::DrainMark,
     drivers: Drivers,
 }
 
@@ -66,6 +68,7 @@ impl Ctx {
         Arc::new(Ctx {
             store,
             ownership,
+            drain: crate::drain::DrainMark::default(),
             delegation,
             spares,
             delegation_watch: crate::delegation::watch_list::WatchList::new(),

@@ -52,6 +52,11 @@ pub enum RuntimeError {
     /// Issue 29: a budget's hard cap is reached; the message names it and its use.
     #[error("{0}")]
     BudgetExceeded(String),
+    /// Issue 31: this node drains and no other node takes the work.
+    #[error(
+        "this node is draining (an upgrade or a restart) and no other node can take new work; retry in a moment"
+    )]
+    Draining,
     /// Issue 12: another live node owns the conversation (its live session runs there).
     #[error("conversation {conversation_id} is owned by node {node_id}")]
     OwnedElsewhere {
@@ -100,6 +105,7 @@ impl RuntimeError {
             RuntimeError::OwnedElsewhere { .. } => ErrorCode::OwnedElsewhere,
             RuntimeError::Denied(d) => d.code(),
             RuntimeError::BudgetExceeded(_) => ErrorCode::BudgetExceeded,
+            RuntimeError::Draining => ErrorCode::Draining,
         }
     }
 }

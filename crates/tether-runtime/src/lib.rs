@@ -20,6 +20,7 @@ mod ctx;
 mod cwd;
 mod delegation;
 mod dispatch;
+mod drain;
 mod error;
 mod feed;
 mod ids;
@@ -55,6 +56,7 @@ pub use delegation::registry::{
     McpLaunch,
 };
 pub use delegation::status::{MAX_WAIT_MS, outcome_of};
+pub use drain::DrainProgress;
 pub use error::RuntimeError;
 pub use listing::ConversationPage;
 pub use people::People;

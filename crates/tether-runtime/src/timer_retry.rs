@@ -22,6 +22,7 @@ pub(crate) fn passing(e: &crate::RuntimeError) -> bool {
         | E::OwnerLost { .. }
         | E::OwnedElsewhere { .. }
         | E::QueueFull { .. }
+        | E::Draining
         | E::Internal(_) => true,
         E::NotFound { .. }
         | E::BadRequest(_)

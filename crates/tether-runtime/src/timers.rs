@@ -48,6 +48,11 @@ async fn fire_due(rt: &Runtime) {
     let ctx = rt.ctx();
     let node = ctx.config.cluster.node_id.to_string();
     loop {
+        // A draining node fires nothing (issue 31): another node does, or this one
+        // after its restart.
+        if rt.draining() {
+            return;
+        }
         let now = ctx.clock.now_ms();
         let due = match ctx
             .store

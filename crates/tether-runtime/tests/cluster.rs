@@ -63,6 +63,8 @@ async fn register_once(url: &str, id: &str, now: i64, lease_ms: i64) {
         started_at_ms: now,
         heartbeat_at_ms: now,
         lease_until_ms: now + lease_ms,
+        draining_at_ms: None,
+        version: String::new(),
     };
     within("register", store.cluster().register_node(&row))
         .await

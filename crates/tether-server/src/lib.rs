@@ -346,6 +346,7 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
         )
         .route("/api/v1/runtime", get(handlers::runtime))
         .route("/api/v1/cluster", get(handlers::cluster))
+        .route("/api/v1/drain", post(handlers::drain))
         .route("/api/v1/links", post(links::make_links))
         .route("/api/v1/me", get(handlers::people::me))
         .route(

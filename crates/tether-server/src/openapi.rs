@@ -53,6 +53,7 @@ use crate::{AppState, list_sse, sse, web};
         web::asset_route,
         handlers::runtime,
         handlers::cluster,
+        handlers::drain,
         handlers::attachments::upload,
         handlers::attachments::download,
         handlers::attachments::turn_files,
@@ -90,6 +91,7 @@ use crate::{AppState, list_sse, sse, web};
     components(schemas(
         tether_proto::Health,
         tether_proto::Readiness,
+        tether_proto::DrainStatus,
         agents::AgentInfo,
         tether_proto::PoolStatus,
         tether_proto::PoolProcess,

@@ -38,6 +38,7 @@ use tether_proto::ConversationId;
 
 use crate::backend::{Backend, health, pg, sqlite};
 
+pub use backend::schema::{BREAKS_OLDER, tether_version};
 pub use channels::{ChannelChat, NewOutbox, OutboxRow, OutboxStatus, Pairing, PendingInbound};
 pub use clock::SystemClock;
 pub use cluster::commands::{
@@ -133,6 +134,20 @@ pub enum StoreError {
     /// The change would leave no enabled owner; nothing was changed.
     #[error("the team must keep at least one enabled owner")]
     LastOwner,
+    /// Issue 31: the database was migrated by a newer tether whose migration `breaking`
+    /// breaks older versions; this node stops before it writes anything.
+    #[error(
+        "this database's schema is at migration {db_migration} (tether {db_version}); this \
+         tether {own_version} knows migrations up to {own_migration}, and migration \
+         {breaking} breaks older versions: upgrade this node to tether {db_version} or newer"
+    )]
+    SchemaNewer {
+        own_version: String,
+        own_migration: i64,
+        db_version: String,
+        db_migration: i64,
+        breaking: i64,
+    },
 }
 
 impl StoreError {
@@ -153,7 +168,8 @@ impl StoreError {
             | StoreError::LedgerTaken { .. }
             | StoreError::Fenced { .. }
             | StoreError::Duplicate { .. }
-            | StoreError::LastOwner => false,
+            | StoreError::LastOwner
+            | StoreError::SchemaNewer { .. } => false,
         }
     }
 }

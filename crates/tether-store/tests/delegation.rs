@@ -221,6 +221,8 @@ async fn continuation_ids_are_claimed_in_the_store(b: Backend) {
         started_at_ms: 0,
         heartbeat_at_ms: 0,
         lease_until_ms: now_ms() + 600_000,
+        draining_at_ms: None,
+        version: String::new(),
     };
     store.cluster().register_node(&alive("a")).await.unwrap();
     store.cluster().register_node(&alive("b")).await.unwrap();
@@ -265,6 +267,8 @@ async fn continuation_ids_are_claimed_in_the_store(b: Backend) {
         .cluster()
         .register_node(&NodeRow {
             lease_until_ms: now_ms() - 1,
+            draining_at_ms: None,
+            version: String::new(),
             ..alive("b")
         })
         .await

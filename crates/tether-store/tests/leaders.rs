@@ -22,6 +22,8 @@ fn node(id: &str, lease_until_ms: i64) -> NodeRow {
         started_at_ms: 0,
         heartbeat_at_ms: 0,
         lease_until_ms,
+        draining_at_ms: None,
+        version: String::new(),
     }
 }
 

@@ -19,6 +19,8 @@ fn node(id: &str, now: i64) -> NodeRow {
         started_at_ms: now,
         heartbeat_at_ms: now,
         lease_until_ms: now + 10_000,
+        draining_at_ms: None,
+        version: String::new(),
     }
 }
 

@@ -392,6 +392,33 @@ impl Daemon {
         }
     }
 
+    /// Sends SIGTERM (the daemon drains, then exits: issue 31).
+    pub fn sigterm(&self) {
+        self.signal("-TERM");
+    }
+
+    /// Waits (at most `limit`) for the daemon process to exit by itself; its exit status.
+    pub async fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let mut child = self
+            .child
+            .take()
+            .unwrap_or_else(|| panic!("the daemon does not run"));
+        match tokio::time::timeout(limit, child.wait()).await {
+            Ok(Ok(status)) => status,
+            Ok(Err(e)) => panic!("waiting for the daemon: {e}"),
+            Err(_) => {
+                let _ = child.start_kill();
+                panic!("the daemon did not exit within {limit:?}")
+            }
+        }
+    }
+
+    /// Starts the daemon again on the same home after it exited by itself.
+    pub async fn launch_again(&mut self) {
+        assert!(self.child.is_none(), "the daemon still runs");
+        self.launch().await;
+    }
+
     /// Pauses the daemon with SIGSTOP (it keeps its sockets and its agents, and does
     /// nothing: a node that lost its lease without knowing it).
     pub fn sigstop(&self) {

@@ -14,6 +14,7 @@
 //! upload_deadline_secs = 300              # a whole attachment upload, body included
 //! max_uploads = 4                         # uploads read at once (each held in memory)
 //! token_failures_per_minute = 20          # refused tokens from one address before it waits (0: off)
+//! drain_grace_secs = 30                   # on SIGTERM / `tether drain`: running turns may finish this long
 //! ```
 
 use std::time::Duration;
@@ -36,6 +37,7 @@ pub struct ServerFile {
     pub upload_deadline_secs: Option<u64>,
     pub max_uploads: Option<usize>,
     pub token_failures_per_minute: Option<u32>,
+    pub drain_grace_secs: Option<u64>,
 }
 
 /// `[server]` resolved.
@@ -43,7 +45,12 @@ pub struct ServerFile {
 pub struct ServerSettings {
     pub limits: Limits,
     pub allowed_hosts: Vec<String>,
+    /// How long a draining node lets running turns finish (issue 31; 0: stop at once).
+    pub drain_grace: Duration,
 }
+
+/// `drain_grace_secs`'s default: most turns of an agent end within it.
+pub const DEFAULT_DRAIN_GRACE: Duration = Duration::from_secs(30);
 
 pub fn resolve(file: Option<ServerFile>) -> Result<ServerSettings> {
     let file = file.unwrap_or_default();
@@ -113,6 +120,9 @@ pub fn resolve(file: Option<ServerFile>) -> Result<ServerSettings> {
             ..defaults
         },
         allowed_hosts,
+        drain_grace: file
+            .drain_grace_secs
+            .map_or(DEFAULT_DRAIN_GRACE, Duration::from_secs),
     })
 }
 

@@ -21,6 +21,7 @@ mod doctor;
 mod doctor_pool;
 mod doctor_redact;
 mod doctor_start;
+mod drain_cmd;
 mod mcp_cmd;
 mod pair;
 mod paths;
@@ -77,6 +78,16 @@ enum Command {
         /// Do not start a session of each agent (only look for it and ask `--version`).
         #[arg(long)]
         no_start: bool,
+    },
+    /// Drain a running node (as SIGTERM does): no new work, channels handed over,
+    /// running turns finish within `[server] drain_grace_secs`, then it exits.
+    Drain {
+        /// The node's address (default: this data directory's daemon).
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+        /// Return once the node drains, without waiting for it to exit.
+        #[arg(long)]
+        no_wait: bool,
     },
     /// The stdio MCP server tether gives its agents (started by tether, not by people).
     Mcp,
@@ -187,6 +198,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Mcp => mcp_cmd::run().await,
+        Command::Drain { url, no_wait } => drain_cmd::run(&settings, url, no_wait).await,
         Command::Doctor { no_start } => {
             let report = doctor::run(&settings, !no_start).await;
             let mut out = std::io::stdout().lock();

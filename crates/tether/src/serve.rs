@@ -1,5 +1,5 @@
 //! `tether serve`: open the store, start the runtime and the channels, serve the API
-//! until SIGINT or SIGTERM, then stop the agents.
+//! until SIGINT, SIGTERM or `tether drain`, drain (issue 31), then stop the agents.
 
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
@@ -17,7 +17,7 @@ const RUNTIME_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub async fn run(settings: Settings) -> Result<()> {
     settings.check_directories()?;
-    let shutdown = shutdown_signal()?;
+    let mut signals = Signals::register()?;
     // Own the data dir before anything in it is touched: a second daemon must not run
     // recovery on a live store or take over its MCP socket.
     datadir::prepare(&settings.data_dir)?;
@@ -119,10 +119,24 @@ pub async fn run(settings: Settings) -> Result<()> {
     drop(stdout);
     tracing::info!(%addr, data_dir = %settings.data_dir.display(), "tether is serving");
 
-    // Delegation waits end at the signal, not after the HTTP server's grace.
+    // A signal or `tether drain` drains the node (issue 31): no new work here, the
+    // channels' leases handed over, running turns given `drain_grace` to finish (a
+    // second signal stops at once); the HTTP server serves until then (approvals,
+    // streams). Delegation waits end then, not after the HTTP server's grace.
     let stopping = runtime.clone();
+    let hand_over = channels.hand_over();
+    let grace = settings.server.drain_grace;
     let shutdown = async move {
-        shutdown.await;
+        tokio::select! {
+            () = signals.recv() => {}
+            () = stopping.drain_started() => tracing::info!("asked to drain"),
+        }
+        stopping.begin_drain().await;
+        hand_over.now();
+        tokio::select! {
+            _ = stopping.drained(grace) => {}
+            () = signals.recv() => tracing::warn!("a second signal: stopping now"),
+        }
         stopping.begin_shutdown();
     };
     let served = tether_server::serve(listener, router, limits, shutdown).await;
@@ -141,18 +155,29 @@ pub async fn run(settings: Settings) -> Result<()> {
     Ok(())
 }
 
-/// Registers SIGINT and SIGTERM handlers now (so a signal that arrives right after
-/// start-up is not fatal) and resolves on the first of them.
-fn shutdown_signal() -> Result<impl std::future::Future<Output = ()> + Send + 'static> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
-    let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
-    Ok(async move {
+/// SIGINT and SIGTERM, registered at start (so a signal that arrives right after
+/// start-up is not fatal).
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn register() -> Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt()).context("cannot handle SIGINT")?,
+            terminate: signal(SignalKind::terminate()).context("cannot handle SIGTERM")?,
+        })
+    }
+
+    /// The next of them.
+    async fn recv(&mut self) {
         tokio::select! {
-            _ = interrupt.recv() => tracing::info!("received SIGINT"),
-            _ = terminate.recv() => tracing::info!("received SIGTERM"),
+            _ = self.interrupt.recv() => tracing::info!("received SIGINT"),
+            _ = self.terminate.recv() => tracing::info!("received SIGTERM"),
         }
-    })
+    }
 }
 
 /// Raises the process's open-file limit to its hard limit where allowed, and keeps the

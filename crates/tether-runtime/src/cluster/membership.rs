@@ -35,6 +35,8 @@ pub(crate) struct Joining {
     pub id: tether_proto::NodeId,
     pub addr: String,
     pub ttl: Duration,
+    /// Since when the node drains (issue 31), written with every registration.
+    pub drain: crate::drain::DrainMark,
 }
 
 impl Membership {
@@ -48,6 +50,8 @@ impl Membership {
             started_at_ms: now,
             heartbeat_at_ms: now,
             lease_until_ms: now + ttl_ms(j.ttl),
+            draining_at_ms: j.drain.since(),
+            version: tether_store::tether_version(),
         };
         let store = j.store;
         // Present before registered: the node never looks registered and dead.
@@ -66,7 +70,14 @@ impl Membership {
             presence,
             stop.clone(),
         ));
-        let beats = tokio::spawn(heartbeat(store.clone(), j.clock, node, j.ttl, stop.clone()));
+        let beats = tokio::spawn(heartbeat(
+            store.clone(),
+            j.clock,
+            node,
+            j.ttl,
+            j.drain,
+            stop.clone(),
+        ));
         Ok(Membership {
             store,
             id: j.id,
@@ -94,6 +105,7 @@ async fn heartbeat(
     clock: Arc<dyn Clock>,
     node: NodeRow,
     ttl: Duration,
+    drain: crate::drain::DrainMark,
     stop: CancellationToken,
 ) {
     let mut tick = tokio::time::interval(ttl / 3);
@@ -113,6 +125,7 @@ async fn heartbeat(
                 let again = NodeRow {
                     heartbeat_at_ms: now,
                     lease_until_ms: until,
+                    draining_at_ms: drain.since(),
                     ..node.clone()
                 };
                 store.cluster().register_node(&again).await

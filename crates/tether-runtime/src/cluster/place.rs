@@ -62,6 +62,14 @@ impl Placement<'_> {
                 }
                 Verdict::Claim => {}
             }
+            // A draining node claims nothing new (issue 31): the least-loaded node that
+            // takes work does, else nobody.
+            if self.rt.draining() {
+                return match self.least_loaded_other().await? {
+                    Some(node) => Ok(Place::There(node)),
+                    None => Err(crate::RuntimeError::Draining),
+                };
+            }
             if !forwarded && let Some(node) = self.elsewhere_at_cap().await? {
                 return Ok(Place::There(node));
             }
@@ -74,6 +82,34 @@ impl Placement<'_> {
                 },
             );
         }
+    }
+
+    /// The live node other than this one that takes work and owns the fewest
+    /// conversations (`None`: there is none).
+    async fn least_loaded_other(&self) -> Result<Option<tether_proto::NodeId>> {
+        let cluster = self.cluster();
+        let store = &self.rt.ctx().store;
+        let counts = store.cluster().owner_counts().await?;
+        let now = self.rt.ctx().clock.now_ms();
+        let nodes = store.cluster().nodes().await?;
+        Ok(nodes
+            .into_iter()
+            .filter(|n| {
+                n.takes_work(now)
+                    && n.id != *cluster.node_id()
+                    && !self
+                        .rt
+                        .ctx()
+                        .ownership
+                        .seen_gone(&n.id, Some(n.started_at_ms))
+            })
+            .min_by_key(|n| {
+                counts
+                    .iter()
+                    .find(|(id, _)| id.as_str() == n.id.as_str())
+                    .map_or(0, |(_, c)| *c)
+            })
+            .map(|n| n.id))
     }
 
     /// When this node owns `max_live_per_node` conversations or more: the live node that
@@ -102,7 +138,7 @@ impl Placement<'_> {
         let others = nodes
             .iter()
             .filter(|n| {
-                n.alive(now)
+                n.takes_work(now)
                     && n.id != *cluster.node_id()
                     && !self
                         .rt

@@ -35,6 +35,9 @@ impl Placement<'_> {
     /// conversation, an unknown approval): here.
     pub(crate) async fn routed(&self, conv: Option<&ConversationId>, call: Call) -> Result<Reply> {
         let (true, Some(conv)) = (self.cluster().enabled(), conv) else {
+            if self.rt.draining() && call.command.starts_work() && !self.live_here(conv).await? {
+                return Err(RuntimeError::Draining);
+            }
             return self.rt.dispatch().run_here(call).await;
         };
         let hops = FORWARDED.try_with(|h| *h).ok();
@@ -103,6 +106,23 @@ impl Placement<'_> {
                 resolved,
             },
         )
+    }
+
+    /// Whether conversation `conv` has a live session here (`None`: a new one has not).
+    async fn live_here(&self, conv: Option<&ConversationId>) -> Result<bool> {
+        let Some(conv) = conv else {
+            return Ok(false);
+        };
+        let row = self
+            .rt
+            .ctx()
+            .store
+            .conversations()
+            .get_conversation(conv)
+            .await?;
+        Ok(row
+            .and_then(|r| r.bound_session_id)
+            .is_some_and(|s| self.rt.router().existing_actor(&s).is_some()))
     }
 
     /// A conversation this command claimed and left without an actor (a `/status`, an

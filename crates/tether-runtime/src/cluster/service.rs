@@ -57,6 +57,8 @@ impl Placement<'_> {
                     started_at_ms: n.started_at_ms,
                     heartbeat_at_ms: n.heartbeat_at_ms,
                     lease_until_ms: n.lease_until_ms,
+                    draining: n.draining_at_ms.is_some(),
+                    version: n.version,
                 })
                 .collect(),
             leaders: leaders
@@ -85,6 +87,7 @@ impl Placement<'_> {
             id: self.cluster().node_id().clone(),
             addr,
             ttl: self.cluster().config.lease_ttl,
+            drain: ctx.drain.clone(),
         })
         .await
     }

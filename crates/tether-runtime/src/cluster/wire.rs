@@ -65,6 +65,7 @@ pub(crate) fn rebuild(code: ErrorCode, message: String, known: Known<'_>) -> Run
         | ErrorCode::ProcessLimit
         | ErrorCode::FileRefused
         | ErrorCode::StoreUnavailable
+        | ErrorCode::Draining
         | ErrorCode::ServerBusy
         | ErrorCode::TooManyAttempts
         | ErrorCode::BudgetExceeded

@@ -93,6 +93,8 @@ struct Entry {
 struct State {
     entries: HashMap<SessionId, Entry>,
     evictions: u64,
+    /// The node drains (issue 31): a session is evicted as soon as it is idle.
+    draining: bool,
 }
 
 pub(crate) struct Pool {
@@ -329,10 +331,30 @@ impl Pool {
         );
     }
 
-    /// The session's process is kept but no turn runs.
+    /// The session's process is kept but no turn runs (while the node drains: it is
+    /// evicted at once).
     pub fn idle(&self, session_id: &SessionId) {
-        if let Some(e) = self.lock().entries.get_mut(session_id) {
+        let mut st = self.lock();
+        if st.draining {
+            Self::evict_locked(&mut st, session_id, "this node drains");
+        } else if let Some(e) = st.entries.get_mut(session_id) {
             e.idle_since = Some(Instant::now());
+        }
+    }
+
+    /// The node drains (issue 31): evicts every idle session now, and every other one as
+    /// soon as it is idle.
+    pub fn drain(&self) {
+        let mut st = self.lock();
+        st.draining = true;
+        let idle: Vec<SessionId> = st
+            .entries
+            .iter()
+            .filter(|(_, e)| e.idle_since.is_some())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in idle {
+            Self::evict_locked(&mut st, &id, "this node drains");
         }
     }
 

@@ -15,6 +15,8 @@ pub(crate) const RULES: &[(&str, &str, Action)] = &[
     ("GET", "/api/v1/pool", Action::ReadNode),
     ("GET", "/api/v1/runtime", Action::ReadNode),
     ("GET", "/api/v1/cluster", Action::ReadNode),
+    ("POST", "/api/v1/drain", Action::OperateNode),
+    ("GET", "/metrics", Action::OperateNode),
     ("GET", "/api/v1/conversations", Action::ReadNode),
     ("POST", "/api/v1/conversations", Action::CreateConversation),
     ("GET", "/api/v1/conversations/events", Action::ReadNode),

@@ -15,7 +15,7 @@ pub(crate) mod usage;
 
 use crate::auth::Api;
 use axum::{Extension, Json};
-use tether_proto::{ClusterView, Health, PoolStatus, Readiness, RuntimeFigures};
+use tether_proto::{ClusterView, DrainStatus, Health, PoolStatus, Readiness, RuntimeFigures};
 
 /// Default and largest page size of list endpoints.
 pub(crate) const DEFAULT_LIMIT: u32 = 100;
@@ -49,18 +49,34 @@ pub(crate) async fn health(instance: Option<Extension<crate::InstanceId>>) -> Js
 }
 
 /// Readiness (issue 25): 200 when this node can serve, 503 naming the store while the
-/// database is unreachable (`health` stays "the process is alive"); needs no token.
+/// database is unreachable, or `draining` while the node drains (issue 31; `health`
+/// stays "the process is alive"); needs no token.
 #[utoipa::path(
     get,
     path = "/api/v1/ready",
     tag = "meta",
     responses(
         (status = 200, description = "The node serves", body = Readiness),
-        (status = 503, description = "The store is unreachable; tether reconnects by itself", body = Readiness),
+        (status = 503, description = "The store is unreachable (tether reconnects by itself), or the node drains", body = Readiness),
     )
 )]
 pub(crate) async fn ready(Api(s): Api) -> axum::response::Response {
     use axum::response::IntoResponse;
+    if s.runtime.draining() {
+        let p = s.runtime.drain_progress();
+        return (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            Json(Readiness {
+                status: "draining".to_owned(),
+                store: "ok".to_owned(),
+                message: Some(format!(
+                    "this node drains: {} session(s) still live, {} running a turn",
+                    p.live, p.busy
+                )),
+            }),
+        )
+            .into_response();
+    }
     match s.runtime.ready().await {
         Ok(()) => Json(Readiness {
             status: "ready".to_owned(),
@@ -115,4 +131,27 @@ pub(crate) async fn runtime(Api(s): Api) -> Json<RuntimeFigures> {
 )]
 pub(crate) async fn cluster(Api(s): Api) -> Result<Json<ClusterView>, crate::error::ApiError> {
     Ok(Json(s.runtime.cluster_view().await?))
+}
+
+/// Drains this node (issue 31): it stops taking new work (readiness answers 503, the
+/// other nodes place new conversations elsewhere), hands its channel leases over, lets
+/// running turns finish within `[server] drain_grace_secs` and exits. Admins only.
+#[utoipa::path(
+    post,
+    path = "/api/v1/drain",
+    tag = "meta",
+    responses((status = 202, description = "The node drains", body = DrainStatus)),
+    security(("bearer" = []))
+)]
+pub(crate) async fn drain(Api(s): Api) -> (axum::http::StatusCode, Json<DrainStatus>) {
+    s.runtime.begin_drain().await;
+    let p = s.runtime.drain_progress();
+    (
+        axum::http::StatusCode::ACCEPTED,
+        Json(DrainStatus {
+            draining: true,
+            live_sessions: p.live,
+            busy_sessions: p.busy,
+        }),
+    )
 }

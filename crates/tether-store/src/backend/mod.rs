@@ -71,6 +71,8 @@ macro_rules! backend_modules {
         mod rows;
         #[path = "../schedules/sql.rs"]
         mod schedules;
+        #[path = "sql_schema.rs"]
+        mod sql_schema;
         #[path = "../timers/sql.rs"]
         mod timers;
         #[path = "../conversations/sql_turns.rs"]
@@ -89,6 +91,7 @@ macro_rules! backend_modules {
 pub(crate) mod health;
 #[allow(clippy::duplicate_mod)]
 pub(crate) mod pg;
+pub(crate) mod schema;
 #[allow(clippy::duplicate_mod)]
 pub(crate) mod sqlite;
 

@@ -79,9 +79,7 @@ impl Db {
         let opts = PgConnectOptions::from_str(url)?;
         let mut first = opts.connect().await?;
         // sqlx holds an advisory lock while migrating: nodes starting together take turns.
-        sqlx::migrate!("./migrations/postgres")
-            .run(&mut first)
-            .await?;
+        sql_schema::migrate(&mut first, &sqlx::migrate!("./migrations/postgres")).await?;
         Ok(Db {
             writer: Conns::from_connection(first, &opts, Some(IDLE_CHECK), &shared.clock),
             reader: Conns::open(&opts, 4, Some(IDLE_CHECK), &shared.clock).await?,

@@ -89,7 +89,7 @@ impl Db {
             .pragma("cache_size", "-16384")
             .connect()
             .await?;
-        sqlx::migrate!("./migrations").run(&mut first).await?;
+        sql_schema::migrate(&mut first, &sqlx::migrate!("./migrations")).await?;
         // A SQLite connection does not die with a server; one is only checked again
         // after its user met an error (never for idling).
         let writer_opts = opts.clone().pragma("cache_size", "-16384");

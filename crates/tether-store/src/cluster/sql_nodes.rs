@@ -14,6 +14,8 @@ fn node(row: &SqlRow) -> Result<NodeRow> {
         started_at_ms: row.try_get("started_at")?,
         heartbeat_at_ms: row.try_get("heartbeat_at")?,
         lease_until_ms: row.try_get("lease_until")?,
+        draining_at_ms: row.try_get("draining_at")?,
+        version: row.try_get("version")?,
     })
 }
 
@@ -21,10 +23,12 @@ impl Db {
     /// Registers `n` (or replaces an earlier row of the same id).
     pub async fn register_node(&self, n: &NodeRow) -> Result<()> {
         sqlx::query(
-            "INSERT INTO nodes (id, name, addr, started_at, heartbeat_at, lease_until) \
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO UPDATE SET \
+            "INSERT INTO nodes (id, name, addr, started_at, heartbeat_at, lease_until, \
+             draining_at, version) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+             ON CONFLICT (id) DO UPDATE SET \
              name = excluded.name, addr = excluded.addr, started_at = excluded.started_at, \
-             heartbeat_at = excluded.heartbeat_at, lease_until = excluded.lease_until",
+             heartbeat_at = excluded.heartbeat_at, lease_until = excluded.lease_until, \
+             draining_at = excluded.draining_at, version = excluded.version",
         )
         .bind(n.id.as_str())
         .bind(&n.name)
@@ -32,6 +36,8 @@ impl Db {
         .bind(n.started_at_ms)
         .bind(n.heartbeat_at_ms)
         .bind(n.lease_until_ms)
+        .bind(n.draining_at_ms)
+        .bind(&n.version)
         .execute(&self.writer)
         .await?;
         Ok(())
@@ -48,6 +54,17 @@ impl Db {
         let res = sqlx::query("UPDATE nodes SET heartbeat_at = $1, lease_until = $2 WHERE id = $3")
             .bind(now_ms)
             .bind(lease_until_ms)
+            .bind(id)
+            .execute(&self.writer)
+            .await?;
+        Ok(res.rows_affected() == 1)
+    }
+
+    /// Node `id` drains from `at_ms` on (issue 31): placement sends it no new
+    /// conversations. `false` when it has no row.
+    pub async fn set_node_draining(&self, id: &str, at_ms: i64) -> Result<bool> {
+        let res = sqlx::query("UPDATE nodes SET draining_at = $1 WHERE id = $2")
+            .bind(at_ms)
             .bind(id)
             .execute(&self.writer)
             .await?;

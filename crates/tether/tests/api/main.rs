@@ -13,6 +13,7 @@ mod api_binding;
 mod api_binding_rules;
 mod api_claude_spare;
 mod api_dormant;
+mod api_drain;
 mod api_feed;
 mod api_hardening;
 mod api_http;
