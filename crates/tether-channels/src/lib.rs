@@ -34,6 +34,7 @@ mod intake;
 mod json;
 mod lanes;
 mod leader;
+pub mod metrics;
 mod multipart;
 mod net;
 mod outbox;

@@ -94,6 +94,20 @@ pub(crate) fn backoff(core: &SharedCore, attempts: i64, after: Option<Duration>)
 async fn deliver(core: &SharedCore, row: OutboxRow) {
     let result = attempt(core, &row).await;
     let store = &core.store;
+    let channel = core.name();
+    match &result {
+        Ok(_) => crate::metrics::message_out(channel),
+        Err(Outcome::Failed(SendError::Permanent(_))) => {
+            crate::metrics::given_up(channel, "permanent");
+        }
+        Err(Outcome::Failed(SendError::Retry { .. }))
+            if row.attempts + 1 >= i64::from(core.tuning.max_attempts) =>
+        {
+            crate::metrics::given_up(channel, "retries");
+        }
+        Err(Outcome::Failed(SendError::Retry { .. })) => crate::metrics::retry(channel),
+        Err(Outcome::Skip(_)) => {}
+    }
     let done = match result {
         Ok(Some(remote_id)) => {
             store

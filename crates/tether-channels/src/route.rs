@@ -32,6 +32,7 @@ pub(crate) async fn handle(
     // the chat keeps its order) and is handed over once the store answers again: the
     // runtime keys it by the platform's id, so a try that got through is not run twice
     // (issue 25).
+    crate::metrics::message_in(core.name());
     let mut wait = std::time::Duration::from_millis(250);
     loop {
         match handle_once(core, msg.clone()).await {

@@ -60,6 +60,15 @@ pub struct DrainProgress {
     pub live: usize,
     /// Of those, running a turn.
     pub busy: usize,
+    /// Session actors still here (a turn starting, a queue, a request waiting).
+    pub actors: usize,
+}
+
+impl DrainProgress {
+    /// Nothing runs here any more.
+    pub fn done(&self) -> bool {
+        self.live == 0 && self.actors == 0
+    }
 }
 
 impl Runtime {
@@ -104,6 +113,7 @@ impl Runtime {
         DrainProgress {
             live: status.live,
             busy: status.busy,
+            actors: self.router().actors_running(),
         }
     }
 
@@ -114,7 +124,7 @@ impl Runtime {
         let mut last_log = tokio::time::Instant::now();
         loop {
             let progress = self.drain_progress();
-            if progress.live == 0 {
+            if progress.done() {
                 tracing::info!("drained: no session is live here");
                 return true;
             }
@@ -127,6 +137,8 @@ impl Runtime {
                 );
                 return false;
             }
+            // A session whose turn was starting as the drain began is evicted once idle.
+            self.ctx().pool.drain();
             if now.duration_since(last_log) >= Duration::from_secs(5) {
                 tracing::info!(
                     live = progress.live,

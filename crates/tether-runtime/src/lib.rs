@@ -25,6 +25,7 @@ mod error;
 mod feed;
 mod ids;
 mod listing;
+pub mod metrics;
 mod ownership;
 mod parking;
 mod people;

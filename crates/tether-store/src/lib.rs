@@ -16,6 +16,7 @@
 //! itself, in commit order (see `feed`).
 
 mod backend;
+mod backup;
 mod channels;
 mod clock;
 mod cluster;
@@ -23,6 +24,7 @@ mod conversations;
 mod delegation;
 mod events;
 mod handles;
+mod ops;
 mod people;
 mod recovery;
 mod requests;
@@ -39,6 +41,7 @@ use tether_proto::ConversationId;
 use crate::backend::{Backend, health, pg, sqlite};
 
 pub use backend::schema::{BREAKS_OLDER, tether_version};
+pub use backup::{SnapshotInfo, backup_sqlite, check_sqlite};
 pub use channels::{ChannelChat, NewOutbox, OutboxRow, OutboxStatus, Pairing, PendingInbound};
 pub use clock::SystemClock;
 pub use cluster::commands::{
@@ -65,6 +68,7 @@ pub use handles::{
     Attachments, Channels, Cluster, Conversations, Delegation, Events, People, Recovery, Requests,
     Schedules, Timers, Usage,
 };
+pub use ops::{COMMIT_SECONDS, GROUP_EVENTS, OpsCounts, OutboxBacklog, PoolUse};
 pub use people::secret::{
     CODE_LEN, SESSION_PREFIX, TOKEN_PREFIX, display_code, hash_secret, new_code, new_secret,
     new_secret_with, new_token_id, normalize_code,

@@ -60,6 +60,8 @@ pub struct FileConfig {
     pub limits: Option<crate::config_usage::LimitsFile>,
     /// `[schedules]`: scheduled turns (see `config_schedules`).
     pub schedules: Option<crate::config_schedules::SchedulesFile>,
+    /// `[telemetry]`: metrics, traces, log format (see `config_telemetry`).
+    pub telemetry: Option<crate::config_telemetry::TelemetryFile>,
 }
 
 /// `[attachments]`: the largest file and the largest sum of one message's files, in
@@ -172,6 +174,8 @@ pub struct Settings {
     pub usage: tether_runtime::UsageConfig,
     /// `[schedules]`.
     pub schedules: tether_runtime::SchedulesConfig,
+    /// `[telemetry]`.
+    pub telemetry: crate::config_telemetry::TelemetrySettings,
     /// `[attachments]`: size limits.
     pub attachments: tether_runtime::AttachmentLimits,
     /// The database URL (`None`: SQLite in the data dir; see `config_store`).
@@ -361,6 +365,11 @@ impl Settings {
             oidc: crate::config_auth::resolve(file.auth, env("TETHER_OIDC_CLIENT_SECRET"))?,
             usage: crate::config_usage::resolve(file.prices, file.limits, accounts)?,
             schedules: crate::config_schedules::resolve(file.schedules)?,
+            telemetry: crate::config_telemetry::resolve(
+                file.telemetry,
+                env("TETHER_OTLP_ENDPOINT"),
+                env("TETHER_LOG_FORMAT"),
+            )?,
             attachments: attachment_limits(file.attachments.unwrap_or_default())?,
             query_timeout: crate::config_store::query_timeout(file.store.as_ref()),
             database_url: crate::config_store::resolve(env("TETHER_DATABASE_URL"), file.store)?,

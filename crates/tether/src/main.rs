@@ -6,6 +6,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod backup;
 mod cluster;
 mod config;
 mod config_auth;
@@ -14,6 +15,7 @@ mod config_schedules;
 mod config_server;
 mod config_slack;
 mod config_store;
+mod config_telemetry;
 mod config_usage;
 mod daemon_record;
 mod datadir;
@@ -23,6 +25,7 @@ mod doctor_redact;
 mod doctor_start;
 mod drain_cmd;
 mod mcp_cmd;
+mod metrics;
 mod pair;
 mod paths;
 mod serve;
@@ -88,6 +91,18 @@ enum Command {
         /// Return once the node drains, without waiting for it to exit.
         #[arg(long)]
         no_wait: bool,
+    },
+    /// Back the embedded store up into a new directory, safe while the daemon runs (the
+    /// store, attachment files, token and node id).
+    Backup {
+        /// A new (or empty) directory.
+        dest: PathBuf,
+    },
+    /// Restore a backup made by `tether backup` (the daemon must be stopped; what is
+    /// replaced is kept in the data directory).
+    Restore {
+        /// The backup's directory.
+        src: PathBuf,
     },
     /// The stdio MCP server tether gives its agents (started by tether, not by people).
     Mcp,
@@ -199,6 +214,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Mcp => mcp_cmd::run().await,
         Command::Drain { url, no_wait } => drain_cmd::run(&settings, url, no_wait).await,
+        Command::Backup { dest } => say(&backup::backup(&settings, &dest).await?),
+        Command::Restore { src } => say(&backup::restore(&settings, &src).await?),
         Command::Doctor { no_start } => {
             let report = doctor::run(&settings, !no_start).await;
             let mut out = std::io::stdout().lock();
@@ -256,6 +273,14 @@ fn init_logging() {
         .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(filter)
         .init();
+}
+
+/// Prints a command's text.
+fn say(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    write!(out, "{text}")?;
+    out.flush()?;
+    Ok(())
 }
 
 fn fail(err: &anyhow::Error) -> ExitCode {

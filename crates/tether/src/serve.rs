@@ -36,6 +36,7 @@ pub async fn run(settings: Settings) -> Result<()> {
     let store = datadir::open_configured_store(&settings).await?;
     // Stable across restarts of this data directory: the node's id in the cluster.
     let node_id = datadir::node_id(&settings.data_dir)?;
+    let prometheus = crate::metrics::install(node_id.as_str())?;
     let (runtime_config, mcp_socket) =
         crate::mcp_cmd::runtime_config(&settings, &node_id, Some(addr));
     let runtime = Runtime::start(runtime_config, store.clone())
@@ -70,8 +71,16 @@ pub async fn run(settings: Settings) -> Result<()> {
         None => TokenSource::File,
     };
     let record = DaemonRecord::new(addr, token_source);
+    // Prometheus: for admins on the API port, for the scraper on its own port.
+    let metrics_routes = crate::metrics::routes(runtime.clone(), prometheus);
+    let metrics_stop = tokio_util::sync::CancellationToken::new();
+    if let Some(at) = settings.telemetry.metrics_listen {
+        let bound =
+            crate::metrics::serve_apart(at, metrics_routes.clone(), metrics_stop.clone()).await?;
+        tracing::info!("metrics at http://{bound}/metrics");
+    }
     let extra = tether_server::ExtraRoutes {
-        protected: Some(channels.api_routes()),
+        protected: Some(channels.api_routes().merge(metrics_routes)),
         public: Some(channels.hook_routes()),
         openapi: Some(tether_channels::openapi()),
     };
@@ -142,6 +151,7 @@ pub async fn run(settings: Settings) -> Result<()> {
     let served = tether_server::serve(listener, router, limits, shutdown).await;
     channels.shutdown();
     mcp_stop.cancel();
+    metrics_stop.cancel();
     tracing::info!("stopping agent sessions");
     if tokio::time::timeout(RUNTIME_SHUTDOWN_TIMEOUT, runtime.shutdown())
         .await

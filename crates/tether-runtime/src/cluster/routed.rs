@@ -63,7 +63,16 @@ impl Placement<'_> {
                 hops: hop,
                 call: call.clone(),
             };
-            match self.send_to(&node, Some(conv), &env).await? {
+            let sent_at = std::time::Instant::now();
+            let sent = self.send_to(&node, Some(conv), &env).await;
+            let outcome = match &sent {
+                Ok(Sent::Replied(WireReply::Ok(_))) => "replied",
+                Ok(Sent::Replied(WireReply::Err { .. })) => "error",
+                Ok(Sent::Reroute) => "rerouted",
+                Err(_) => "lost",
+            };
+            crate::metrics::forwarded(outcome, sent_at.elapsed());
+            match sent? {
                 Sent::Replied(WireReply::Ok(reply)) => return Ok(reply),
                 Sent::Replied(WireReply::Err { code, message }) => {
                     return Err(self.rebuilt(code, message, &env.call.command).await);

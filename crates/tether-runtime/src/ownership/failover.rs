@@ -91,6 +91,7 @@ async fn take_over(
         .cluster()
         .release_conversation(id, node_id, epoch)
         .await?;
+    crate::metrics::took_over();
     tracing::info!(conversation = %id, from = %row.node_id, epoch,
         turns = report.conversations.iter().map(|c| c.interrupted_turns).sum::<usize>(),
         "took over a conversation whose owner is gone");

@@ -55,6 +55,7 @@ pub(crate) async fn answer_approval(
             .unwrap_or(current.status);
         return Err(tether_core::approval::ResolveError::AlreadyResolved { status: now }.into());
     };
+    crate::metrics::decided("approval", ctx.clock.now_ms() - approval.created_at_ms);
     if let Some(actor) = actor {
         actor
             .deliver(Delivery::Approval {
@@ -101,6 +102,7 @@ pub(crate) async fn answer_question(
             tether_core::approval::ResolveError::QuestionAlreadyResolved { status: now }.into(),
         );
     };
+    crate::metrics::decided("question", ctx.clock.now_ms() - question.created_at_ms);
     if let Some(actor) = actor {
         actor
             .deliver(Delivery::Answer {

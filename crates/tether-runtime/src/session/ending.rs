@@ -128,6 +128,11 @@ impl TurnEnding {
         }
     }
 
+    /// How the turn ended: its status, and its error's code when it failed.
+    pub fn outcome(&self) -> (TurnStatus, Option<ErrorCode>) {
+        (self.end.status, self.end.error.as_ref().map(|e| e.0))
+    }
+
     /// Stores the row, the event and the line in one transaction (the store publishes the
     /// event at commit). `false`: the turn had already ended (terminal states are immutable).
     pub async fn record(&self, ctx: &Ctx, turn_id: &TurnId) -> Result<bool, StoreError> {

@@ -49,6 +49,8 @@ macro_rules! backend_modules {
         mod leaders;
         #[path = "../cluster/sql_nodes.rs"]
         mod nodes;
+        #[path = "sql_ops.rs"]
+        mod ops;
         #[path = "../channels/sql_outbox_claims.rs"]
         mod outbox_claims;
         #[path = "../cluster/sql_owners.rs"]

@@ -324,6 +324,12 @@ impl Conns {
         Tx::begin_on(self.acquire().await?).await
     }
 
+    /// Connections of the set, and how many are taken now (issue 31's pool-use gauge).
+    pub fn usage(&self) -> (usize, usize) {
+        let size = self.0.slots.len();
+        (size, size.saturating_sub(self.0.free.available_permits()))
+    }
+
     // Only SQLite's checkpointer asks (the PostgreSQL build does not).
     #[allow(dead_code)]
     pub fn is_closed(&self) -> bool {

@@ -80,11 +80,15 @@ impl Db {
             // In a task of its own: the group holds other callers' batches, which must
             // be stored (or refused) even if this caller goes away mid-commit.
             let store = self.clone();
+            let events: usize = group.iter().map(|p| p.payloads.len()).sum();
+            let started = std::time::Instant::now();
             let commit = tokio::spawn(async move { store.commit_group(conn, group).await });
             if let Err(e) = commit.await {
                 // A panic inside the commit: its waiters see their answers dropped.
                 tracing::error!(error = %e, "a group commit of events failed");
             }
+            metrics::histogram!(crate::ops::COMMIT_SECONDS).record(started.elapsed().as_secs_f64());
+            metrics::histogram!(crate::ops::GROUP_EVENTS).record(events as f64);
         }
     }
 

@@ -9,6 +9,7 @@ mod reliability_util;
 
 mod api_approvals;
 mod api_attachments;
+mod api_backup;
 mod api_binding;
 mod api_binding_rules;
 mod api_claude_spare;
@@ -19,6 +20,7 @@ mod api_hardening;
 mod api_http;
 mod api_limits;
 mod api_list;
+mod api_metrics;
 mod api_pool;
 mod api_process_cap;
 mod api_recovery;

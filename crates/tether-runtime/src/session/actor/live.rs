@@ -38,10 +38,14 @@ impl Actor {
         &mut self,
         started: Result<Box<dyn AgentSession>, AgentError>,
     ) -> Result<(), (ErrorCode, String)> {
+        let resume_asked = self.session.external_id.is_some();
         let agent: Arc<dyn AgentSession> = match started {
             Ok(a) => Arc::from(a),
             Err(e) => {
                 self.ctx.delegation.revoke(&self.session.id);
+                if resume_asked {
+                    crate::metrics::resumed(&self.session.agent, false);
+                }
                 return Err((e.code(), e.to_string()));
             }
         };
@@ -55,6 +59,7 @@ impl Actor {
         {
             agent.shutdown().await;
             self.ctx.delegation.revoke(&self.session.id);
+            crate::metrics::resumed(&self.session.agent, false);
             return Err((
                 ErrorCode::ResumeUnavailable,
                 format!(
@@ -84,6 +89,9 @@ impl Actor {
                     ),
                 ));
             }
+        }
+        if resumed {
+            crate::metrics::resumed(&self.session.agent, true);
         }
         let ev = EventPayload::SessionLive {
             external_id: external_id.clone(),

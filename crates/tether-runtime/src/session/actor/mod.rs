@@ -60,6 +60,20 @@ struct Current {
     /// Usage reports the agent sent in this turn.
     usage_reports: u32,
     text: String,
+    /// When the turn started, and the time the agent spent starting and answering
+    /// (issue 31: the rest is tether's own share); `agent_since` while it works.
+    started: std::time::Instant,
+    agent_time: std::time::Duration,
+    agent_since: Option<std::time::Instant>,
+}
+
+impl Current {
+    /// The agent stopped working (started, answered, or was abandoned).
+    fn agent_done(&mut self) {
+        if let Some(since) = self.agent_since.take() {
+            self.agent_time += since.elapsed();
+        }
+    }
 }
 
 pub(crate) struct Actor {

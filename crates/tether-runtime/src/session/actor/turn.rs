@@ -80,6 +80,9 @@ impl Actor {
             prompted: false,
             usage_reports: 0,
             text: String::new(),
+            started: std::time::Instant::now(),
+            agent_time: std::time::Duration::ZERO,
+            agent_since: None,
         });
         match self.refused_by_budget().await {
             super::usage::Refusal::None => {}
@@ -111,6 +114,9 @@ impl Actor {
         } else {
             // In a task, so that a stop can abandon the start.
             let req = self.prepare_start().await;
+            if let Some(c) = self.current.as_mut() {
+                c.agent_since = Some(std::time::Instant::now());
+            }
             let ctx = self.ctx.clone();
             self.task = Some(tokio::spawn(async move {
                 Step::Started(ctx.start_agent(req).await)
@@ -121,6 +127,8 @@ impl Actor {
     pub(super) fn spawn_prompt(&mut self) {
         if let Some(c) = self.current.as_mut() {
             c.prompted = true;
+            c.agent_done();
+            c.agent_since = Some(std::time::Instant::now());
         }
         let (Some(live), Some(cur)) = (self.live.clone(), self.current.as_ref()) else {
             return;
@@ -169,6 +177,9 @@ impl Actor {
     }
 
     pub(super) async fn on_step(&mut self, step: Step) {
+        if let Some(c) = self.current.as_mut() {
+            c.agent_done();
+        }
         match step {
             Step::Started(started) => self.on_started(started).await,
             Step::Prompted(result) => {
@@ -350,9 +361,18 @@ impl Actor {
         }
         self.events = None;
         self.deadline = None;
-        let Some(cur) = self.current.take() else {
+        let Some(mut cur) = self.current.take() else {
             return;
         };
+        cur.agent_done();
+        let (status, code) = ending.outcome();
+        crate::metrics::turn_ended(
+            &self.session.agent,
+            status,
+            code,
+            cur.started.elapsed(),
+            cur.agent_time,
+        );
         if self.live.is_some() {
             self.ctx.pool.idle(&self.session.id);
         }
