@@ -6,10 +6,11 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-use crate::{SseStream, bin_path, within};
+use crate::{SseStream, bin_path, within, within_for};
 
 /// Settings for a test daemon.
 #[derive(Debug, Clone)]
@@ -411,6 +412,45 @@ impl Daemon {
                 panic!("the daemon did not exit within {limit:?}")
             }
         }
+    }
+
+    /// Sets (or, with `None`, removes) an environment variable of the next launches.
+    pub fn set_env(&mut self, key: &str, value: Option<&str>) {
+        self.env.retain(|(k, _)| k != key);
+        if let Some(v) = value {
+            self.env.push((key.to_owned(), v.to_owned()));
+        }
+    }
+
+    /// Runs `tether serve` on this home expecting it to refuse to start: its exit status
+    /// and what it wrote to stderr (panics if it starts serving instead).
+    pub async fn serve_refused(&self) -> (std::process::ExitStatus, String) {
+        assert!(self.child.is_none(), "the daemon still runs");
+        let mut command = Command::new(bin_path("tether"));
+        let out = within_for(
+            "tether serve refuses",
+            Duration::from_secs(60),
+            command
+                .envs(self.env.iter().map(|(k, v)| (k, v)))
+                .arg("--config")
+                .arg(&self.config_path)
+                .arg("serve")
+                .arg("--listen")
+                .arg("127.0.0.1:0")
+                .env("TETHER_LOG", &self.log_filter)
+                .env_remove("TETHER_HOME")
+                .stdin(Stdio::null())
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("spawn tether: {e}"));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !stdout.contains("tether listening on"),
+            "tether served instead of refusing: {stdout}"
+        );
+        (out.status, String::from_utf8_lossy(&out.stderr).into_owned())
     }
 
     /// Starts the daemon again on the same home after it exited by itself.

@@ -29,5 +29,6 @@ mod api_shared_process;
 mod api_streaming;
 mod api_teams;
 mod api_teams_matrix;
+mod api_upgrade;
 mod api_usage;
 mod api_windows;
