@@ -450,7 +450,10 @@ impl Daemon {
             !stdout.contains("tether listening on"),
             "tether served instead of refusing: {stdout}"
         );
-        (out.status, String::from_utf8_lossy(&out.stderr).into_owned())
+        (
+            out.status,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     }
 
     /// Starts the daemon again on the same home after it exited by itself.

@@ -73,6 +73,8 @@ async fn an_older_version_runs_after_an_expand_and_refuses_after_a_contract() {
     // The next version still runs on it, with everything there.
     d.set_env(NEXT, Some(contract.to_str().unwrap()));
     d.launch_again().await;
-    let hist = d.get_ok(&format!("/api/v1/conversations/{c}/messages")).await;
+    let hist = d
+        .get_ok(&format!("/api/v1/conversations/{c}/messages"))
+        .await;
     assert!(hist.to_string().contains("remember figs"));
 }
