@@ -92,7 +92,14 @@ pub(crate) fn backoff(core: &SharedCore, attempts: i64, after: Option<Duration>)
 }
 
 async fn deliver(core: &SharedCore, row: OutboxRow) {
-    let result = attempt(core, &row).await;
+    use tracing::Instrument as _;
+    let span = tracing::info_span!(
+        "channel.send",
+        otel.name = "channel send",
+        channel = core.name(),
+        attempt = row.attempts + 1
+    );
+    let result = attempt(core, &row).instrument(span).await;
     let store = &core.store;
     let channel = core.name();
     match &result {

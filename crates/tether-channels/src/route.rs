@@ -32,10 +32,21 @@ pub(crate) async fn handle(
     // the chat keeps its order) and is handed over once the store answers again: the
     // runtime keys it by the platform's id, so a try that got through is not run twice
     // (issue 25).
+    use tracing::Instrument as _;
     crate::metrics::message_in(core.name());
+    // The root of the message's trace (issue 31): the routing, the owner's work and the
+    // turn are its children.
+    let span = tracing::info_span!(
+        "channel.inbound",
+        otel.name = "channel inbound",
+        channel = core.name()
+    );
     let mut wait = std::time::Duration::from_millis(250);
     loop {
-        match handle_once(core, msg.clone()).await {
+        match handle_once(core, msg.clone())
+            .instrument(span.clone())
+            .await
+        {
             Err(e) if waits(e.code()) => {
                 tracing::debug!(
                     channel = core.name(),

@@ -304,6 +304,27 @@ fn unexpected(wanted: &str, got: &Reply) -> RuntimeError {
 }
 
 impl Command {
+    /// Its name (the wire tag), for spans and logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::CreateConversation { .. } => "create_conversation",
+            Command::UpdateConversation { .. } => "update_conversation",
+            Command::SendMessage { .. } => "send_message",
+            Command::NewSession { .. } => "new_session",
+            Command::Detach { .. } => "detach",
+            Command::Stop { .. } => "stop",
+            Command::AnswerApproval { .. } => "answer_approval",
+            Command::AnswerQuestion { .. } => "answer_question",
+            Command::Delegate { .. } => "delegate",
+            Command::ContinueTask { .. } => "continue_task",
+            Command::CloseTask { .. } => "close_task",
+            Command::CancelTask { .. } => "cancel_task",
+            Command::StartTask { .. } => "start_task",
+            Command::EvictIdle { .. } => "evict_idle",
+            Command::ReportTurn { .. } => "report_turn",
+        }
+    }
+
     /// Whether the command may start a turn in a session that is not live yet (a
     /// draining node without another node to send it to refuses those, issue 31): a
     /// prompt (not a tether command), a task's new turn, a new task.

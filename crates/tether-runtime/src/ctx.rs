@@ -32,6 +32,8 @@ pub(crate) struct Ctx {
     pub ownership: crate::ownership::Ownership,
     /// Since when this node drains (issue 31).
     pub drain: crate::drain::DrainMark,
+    /// The running turns' trace contexts (issue 31).
+    pub turn_traces: crate::trace::TurnTraces,
     drivers: Drivers,
 }
 
@@ -69,6 +71,7 @@ impl Ctx {
             store,
             ownership,
             drain: crate::drain::DrainMark::default(),
+            turn_traces: crate::trace::TurnTraces::default(),
             delegation,
             spares,
             delegation_watch: crate::delegation::watch_list::WatchList::new(),

@@ -33,14 +33,36 @@ impl<'a> Dispatch<'a> {
 impl Dispatch<'_> {
     /// Runs `call` where the conversation it acts on runs (this node, or its owner).
     pub(crate) async fn call(self, call: Call) -> Result<Reply> {
-        self.rt.access().check_call(&call).await?;
-        let conv = if self.rt.placement().cluster().enabled() {
-            self.conversation_of(&call.command).await?
-        } else {
-            // One node: everything runs here; nothing to look up.
-            None
+        use tracing::Instrument as _;
+        // Its span (issue 31) continues the trace it came with: another node's call, or
+        // the running turn of the agent that calls back into tether.
+        let span = tracing::info_span!(
+            "tether.call",
+            otel.name = call.command.name(),
+            by = %call.by.name(),
+            node = %self.rt.ctx().config.cluster.node_id,
+            trace_id = tracing::field::Empty,
+        );
+        let parent = match (&call.trace.traceparent, &call.by) {
+            (Some(tp), _) => Some(crate::trace::context_of(tp)),
+            (None, crate::call::Principal::Agent { session_id, .. }) => {
+                self.rt.ctx().turn_traces.of(session_id)
+            }
+            (None, _) => None,
         };
-        self.rt.placement().routed(conv.as_ref(), call).await
+        crate::trace::adopt(&span, parent);
+        async move {
+            self.rt.access().check_call(&call).await?;
+            let conv = if self.rt.placement().cluster().enabled() {
+                self.conversation_of(&call.command).await?
+            } else {
+                // One node: everything runs here; nothing to look up.
+                None
+            };
+            self.rt.placement().routed(conv.as_ref(), call).await
+        }
+        .instrument(span)
+        .await
     }
 
     /// The conversation whose owner runs `cmd` (`None`: wherever it arrived).

@@ -36,6 +36,7 @@ mod sign_in;
 mod spare;
 mod timer_retry;
 mod timers;
+mod trace;
 mod usage;
 mod usage_view;
 mod views;

@@ -499,8 +499,33 @@ async fn no_store(
 }
 
 /// Request span without the query string (it may carry `?token=`).
+/// A request's span; a client's W3C `traceparent` header makes it a child of the
+/// client's trace (issue 31).
 fn trace_span<B>(req: &axum::http::Request<B>) -> tracing::Span {
-    tracing::info_span!("http", method = %req.method(), path = %req.uri().path())
+    use opentelemetry::propagation::TextMapPropagator as _;
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    let span = tracing::info_span!(
+        "http",
+        otel.name = %format!(
+            "{} {}",
+            req.method(),
+            req.extensions()
+                .get::<axum::extract::MatchedPath>()
+                .map_or("(unmatched)", |m| m.as_str())
+        ),
+        method = %req.method(),
+        path = %req.uri().path()
+    );
+    if let Some(tp) = req
+        .headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+    {
+        let carrier = std::collections::HashMap::from([("traceparent".to_owned(), tp.to_owned())]);
+        let cx = opentelemetry_sdk::propagation::TraceContextPropagator::new().extract(&carrier);
+        let _ = span.set_parent(cx);
+    }
+    span
 }
 
 #[cfg(test)]

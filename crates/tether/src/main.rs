@@ -29,6 +29,7 @@ mod metrics;
 mod pair;
 mod paths;
 mod serve;
+mod telemetry;
 mod token;
 mod token_cmd;
 mod warnings;
@@ -159,7 +160,6 @@ enum TokenAction {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -176,6 +176,7 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Command::Mcp = cli.command {
         // Needs no config: the daemon put everything into the environment.
+        let _logs = telemetry::init(None, None)?;
         return mcp_cmd::run().await;
     }
     let listen = match &cli.command {
@@ -190,6 +191,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     {
         settings.database_url = Some(config_store::check(url.clone(), "--database")?);
     }
+    // `serve` logs (and traces) as `[telemetry]` says; the other commands log text.
+    let serving = matches!(cli.command, Command::Serve { .. });
+    let node = if serving {
+        datadir::node_id(&settings.data_dir).ok()
+    } else {
+        None
+    };
+    let _telemetry = telemetry::init(serving.then_some(&settings.telemetry), node.as_deref())?;
     match cli.command {
         Command::Serve { .. } => serve::run(settings).await,
         Command::Token { action } => {
@@ -249,30 +258,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
-}
-
-/// The default log filter: `info`, without rmcp's per-request "Service initialized"
-/// dumps and PostgreSQL's notices (a migrations notice on every cluster start) below
-/// warnings (issue 24 S10, first use 6).
-const DEFAULT_LOG: &str = "info,rmcp=warn,sqlx::postgres::notice=warn";
-
-/// Logs go to stderr; `TETHER_LOG` (else `RUST_LOG`) filters, default [`DEFAULT_LOG`].
-fn init_logging() {
-    use std::io::IsTerminal;
-
-    use tracing_subscriber::EnvFilter;
-    let spec = paths::process_env("TETHER_LOG")
-        .or_else(|| paths::process_env("RUST_LOG"))
-        .unwrap_or_else(|| DEFAULT_LOG.to_owned());
-    let filter = EnvFilter::try_new(&spec).unwrap_or_else(|e| {
-        eprintln!("warning: ignoring invalid log filter {spec:?}: {e}");
-        EnvFilter::new(DEFAULT_LOG)
-    });
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(filter)
-        .init();
 }
 
 /// Prints a command's text.

@@ -59,12 +59,23 @@ impl Placement<'_> {
                     "conversation {conv}'s command was passed between nodes {MAX_HOPS} times"
                 )));
             }
-            let env = Envelope {
+            // The owner's work joins this trace (issue 31): a span of the hop, whose
+            // context travels in the command row.
+            let hop_span = tracing::info_span!("tether.forward", otel.name = "forward", to = %node);
+            let mut env = Envelope {
                 hops: hop,
                 call: call.clone(),
             };
+            env.call.trace.traceparent = hop_span
+                .in_scope(crate::trace::current_traceparent)
+                .or(env.call.trace.traceparent);
             let sent_at = std::time::Instant::now();
-            let sent = self.send_to(&node, Some(conv), &env).await;
+            let sent = {
+                use tracing::Instrument as _;
+                self.send_to(&node, Some(conv), &env)
+                    .instrument(hop_span)
+                    .await
+            };
             let outcome = match &sent {
                 Ok(Sent::Replied(WireReply::Ok(_))) => "replied",
                 Ok(Sent::Replied(WireReply::Err { .. })) => "error",

@@ -28,6 +28,8 @@ pub(crate) enum ActorCmd {
     Enqueue {
         turn_id: TurnId,
         input: String,
+        /// The trace of the call that queued it (issue 31): the turn's span joins it.
+        trace: Option<opentelemetry::Context>,
         reply: oneshot::Sender<Enqueued>,
     },
     /// Cancel the running turn; replies (if asked) whether one was running.

@@ -31,6 +31,9 @@ impl<'a> SessionActor<'a> {
             .request(self.ctx, self.to, |reply| ActorCmd::Enqueue {
                 turn_id: turn_id.clone(),
                 input: input.to_string(),
+                trace: Some(tracing_opentelemetry::OpenTelemetrySpanExt::context(
+                    &tracing::Span::current(),
+                )),
                 reply,
             })
             .await

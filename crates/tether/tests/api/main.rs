@@ -18,6 +18,7 @@ mod api_drain;
 mod api_feed;
 mod api_hardening;
 mod api_http;
+mod api_json_logs;
 mod api_limits;
 mod api_list;
 mod api_metrics;

@@ -16,5 +16,6 @@ mod cluster_route_tasks;
 mod cluster_schedules;
 mod cluster_single;
 mod cluster_tail;
+mod cluster_traces;
 mod cluster_upgrade;
 mod store_postgres;

@@ -65,6 +65,9 @@ struct Current {
     started: std::time::Instant,
     agent_time: std::time::Duration,
     agent_since: Option<std::time::Instant>,
+    /// The turn's span (issue 31): the agent's start and prompt, and the approval and
+    /// question waits, are its children.
+    span: tracing::Span,
 }
 
 impl Current {
@@ -109,6 +112,10 @@ pub(crate) struct Actor {
     meter: Option<crate::usage::Meter>,
     /// Ledger rows waiting for an unreachable store (see `usage`).
     unsaved_usage: Vec<tether_store::NewUsage>,
+    /// The traces of queued turns' calls (issue 31), taken when each turn begins.
+    traces: HashMap<TurnId, opentelemetry::Context>,
+    /// Each pending approval's or question's wait, as a span of its turn.
+    waits: HashMap<String, tracing::Span>,
 }
 impl Actor {
     /// Spawns the actor for `session` and returns its handle.
@@ -145,6 +152,8 @@ impl Actor {
             held: outage::Held::default(),
             meter: None,
             unsaved_usage: Vec::new(),
+            traces: HashMap::new(),
+            waits: HashMap::new(),
         };
         tokio::spawn(actor.run());
         ActorHandle { tx }
@@ -267,6 +276,7 @@ impl Actor {
     fn deliver(&mut self, delivery: Delivery) {
         match delivery {
             Delivery::Approval { approval_id, reply } => {
+                self.waits.remove(approval_id.as_str());
                 if let Some(tx) = self.approvals.remove(&approval_id) {
                     let _ = tx.send(reply);
                 }
@@ -275,6 +285,7 @@ impl Actor {
                 question_id,
                 answer,
             } => {
+                self.waits.remove(question_id.as_str());
                 if let Some(tx) = self.questions.remove(&question_id) {
                     let _ = tx.send(answer);
                 }
@@ -287,9 +298,13 @@ impl Actor {
             ActorCmd::Enqueue {
                 turn_id,
                 input,
+                trace,
                 reply,
             } => {
                 self.parked = false;
+                if let Some(cx) = trace {
+                    self.traces.insert(turn_id.clone(), cx);
+                }
                 if self.current.is_none() && self.queue.is_empty() {
                     // Idle: run it now (the queue cap only limits waiting messages).
                     let _ = reply.send(Enqueued::Started);

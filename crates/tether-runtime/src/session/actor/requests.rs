@@ -82,6 +82,7 @@ impl Actor {
                 match self.store_in_order("an approval", create).await {
                     Some(Ok(())) => {
                         self.approvals.insert(id.clone(), req.reply);
+                        self.wait_span("approval", id.as_str());
                         self.schedule_expiry(Pending::Approval(id), deadline_ms);
                     }
                     Some(Err(e)) => {
@@ -118,6 +119,7 @@ impl Actor {
                 match self.store_in_order("a question", create).await {
                     Some(Ok(())) => {
                         self.questions.insert(id.clone(), req.reply);
+                        self.wait_span("question", id.as_str());
                         self.schedule_expiry(Pending::Question(id), deadline_ms);
                     }
                     Some(Err(e)) => {
@@ -196,6 +198,17 @@ impl Actor {
                 Err(e) => tracing::error!(error = %e, "cannot cancel question"),
             }
             let _ = tx.send(None);
+        }
+    }
+}
+
+impl Actor {
+    /// A span from an approval's or question's asking to its answer (issue 31), a child
+    /// of the turn's; ended when it is resolved (or with the turn).
+    fn wait_span(&mut self, kind: &'static str, id: &str) {
+        if let Some(cur) = self.current.as_ref() {
+            let span = tracing::info_span!(parent: &cur.span, "tether.wait", otel.name = kind, request_id = id);
+            self.waits.insert(id.to_owned(), span);
         }
     }
 }

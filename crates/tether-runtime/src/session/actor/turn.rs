@@ -5,6 +5,7 @@ use tether_agents::{AgentError, StopReason, TurnOutcome};
 use tether_proto::{ApprovalStatus, ErrorCode, TurnId};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tracing::Instrument as _;
 
 use super::{Actor, CANCEL_REPEAT, Current, DeadlineKind};
 use crate::session::command::STOP_GRACE;
@@ -69,7 +70,21 @@ impl Actor {
                 Vec::new()
             }
         };
+        let span = tracing::info_span!(
+            "tether.turn",
+            otel.name = "turn",
+            turn_id = %turn_id,
+            conversation_id = %self.session.conversation_id,
+            session_id = %self.session.id,
+            agent = %self.session.agent,
+            node = %self.ctx.config.cluster.node_id,
+            trace_id = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+        );
+        crate::trace::adopt(&span, self.traces.remove(&turn_id));
+        self.ctx.turn_traces.started(&self.session.id, &span);
         self.current = Some(Current {
+            span,
             turn_id,
             input,
             attachments,
@@ -118,9 +133,12 @@ impl Actor {
                 c.agent_since = Some(std::time::Instant::now());
             }
             let ctx = self.ctx.clone();
-            self.task = Some(tokio::spawn(async move {
-                Step::Started(ctx.start_agent(req).await)
-            }));
+            let span = self.current.as_ref().map_or_else(tracing::Span::none, |c| {
+                tracing::info_span!(parent: &c.span, "agent.start", otel.name = "agent start", resume = req.resume.is_some())
+            });
+            self.task = Some(tokio::spawn(
+                async move { Step::Started(ctx.start_agent(req).await) }.instrument(span),
+            ));
         }
     }
 
@@ -136,44 +154,48 @@ impl Actor {
         let (tx, rx) = mpsc::unbounded_channel();
         self.events = Some(rx);
         let input = cur.input.clone();
+        let span = tracing::info_span!(parent: &cur.span, "agent.prompt", otel.name = "agent prompt", agent = %self.session.agent);
         if cur.attachments.is_empty() {
-            self.task = Some(tokio::spawn(async move {
-                Step::Prompted(live.prompt(&input, tx).await)
-            }));
+            self.task = Some(tokio::spawn(
+                async move { Step::Prompted(live.prompt(&input, tx).await) }.instrument(span),
+            ));
             return;
         }
         let attachments = cur.attachments.clone();
         let (ctx, turn_id) = (self.ctx.clone(), cur.turn_id.clone());
         let session = self.session.clone();
-        self.task = Some(tokio::spawn(async move {
-            let prepared = crate::attachments::prompt::prepare(
-                &crate::attachments::blobs::Blobs::of(&ctx.config),
-                std::path::Path::new(&session.cwd),
-                &session.conversation_id,
-                &input,
-                &attachments,
-                live.accepts_images(),
-            )
-            .await;
-            for note in &prepared.notes {
-                // Not a silent drop: what did not reach the agent as sent is said.
-                let stored = ctx
-                    .store
-                    .events()
-                    .add_message(
-                        &session.conversation_id,
-                        tether_proto::MessageRole::Status,
-                        note,
-                        Some(&session.id),
-                        Some(&turn_id),
-                    )
-                    .await;
-                if let Err(e) = stored {
-                    tracing::warn!(%turn_id, error = %e, "cannot store an attachment note");
+        self.task = Some(tokio::spawn(
+            async move {
+                let prepared = crate::attachments::prompt::prepare(
+                    &crate::attachments::blobs::Blobs::of(&ctx.config),
+                    std::path::Path::new(&session.cwd),
+                    &session.conversation_id,
+                    &input,
+                    &attachments,
+                    live.accepts_images(),
+                )
+                .await;
+                for note in &prepared.notes {
+                    // Not a silent drop: what did not reach the agent as sent is said.
+                    let stored = ctx
+                        .store
+                        .events()
+                        .add_message(
+                            &session.conversation_id,
+                            tether_proto::MessageRole::Status,
+                            note,
+                            Some(&session.id),
+                            Some(&turn_id),
+                        )
+                        .await;
+                    if let Err(e) = stored {
+                        tracing::warn!(%turn_id, error = %e, "cannot store an attachment note");
+                    }
                 }
+                Step::Prompted(live.prompt_with(&prepared.prompt, tx).await)
             }
-            Step::Prompted(live.prompt_with(&prepared.prompt, tx).await)
-        }));
+            .instrument(span),
+        ));
     }
 
     pub(super) async fn on_step(&mut self, step: Step) {
@@ -365,7 +387,10 @@ impl Actor {
             return;
         };
         cur.agent_done();
+        self.ctx.turn_traces.ended(&self.session.id);
+        self.waits.clear();
         let (status, code) = ending.outcome();
+        cur.span.record("outcome", status.as_str());
         crate::metrics::turn_ended(
             &self.session.agent,
             status,
