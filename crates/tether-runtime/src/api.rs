@@ -99,6 +99,10 @@ impl Runtime {
     pub fn usage(&self) -> crate::Usage<'_> {
         crate::Usage { rt: self }
     }
+    /// Draining and the scrape's gauges (issue 31).
+    pub fn ops(&self) -> crate::Ops<'_> {
+        crate::Ops { rt: self }
+    }
     /// Scheduled turns (issue 30).
     pub fn schedules(&self) -> crate::Schedules<'_> {
         crate::Schedules { rt: self }
@@ -144,9 +148,8 @@ impl Runtime {
         self.call_as(command, Principal::person(by)).await
     }
 
-    /// [`Runtime::send_message`] for a message that may be delivered again (a channel
-    /// replaying an update): its turn gets the caller's stable `turn_id`, and a turn stored
-    /// already is not routed again (outcome `started`, no reply).
+    /// [`Runtime::send_message`] for a message that may be delivered again (a channel's
+    /// replay): its turn gets the stable `turn_id`; a stored one is not routed again.
     pub async fn send_message_once(
         &self,
         id: &ConversationId,
@@ -440,11 +443,6 @@ impl Runtime {
         let mut status = self.ctx().pool.status();
         status.spares = self.ctx().spares.views();
         status
-    }
-
-    /// Whether this node can serve now: its store answers (issue 25).
-    pub async fn ready(&self) -> Result<()> {
-        Ok(self.ctx().store.ready().await?)
     }
 
     /// Names of the configured agents.

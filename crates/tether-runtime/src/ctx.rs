@@ -31,7 +31,7 @@ pub(crate) struct Ctx {
     /// The conversations this node owns (issue 12; on SQLite: all, unclaimed).
     pub ownership: crate::ownership::Ownership,
     /// Since when this node drains (issue 31).
-    pub drain: crate::drain::DrainMark,
+    pub drain: crate::drain_mark::DrainMark,
     /// The running turns' trace contexts (issue 31).
     pub turn_traces: crate::trace::TurnTraces,
     drivers: Drivers,
@@ -70,7 +70,7 @@ impl Ctx {
         Arc::new(Ctx {
             store,
             ownership,
-            drain: crate::drain::DrainMark::default(),
+            drain: crate::drain_mark::DrainMark::default(),
             turn_traces: crate::trace::TurnTraces::default(),
             delegation,
             spares,

@@ -8,50 +8,12 @@
 //! caller then shuts down as usual (a turn still running ends `interrupted`, and another
 //! node's failover, or this node's next start, recovers it).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::Runtime;
 
 /// How often [`Runtime::drained`] looks at the live sessions.
 const DRAIN_LOOK: Duration = Duration::from_millis(100);
-
-/// Since when this node drains (shared with its membership's heartbeat, which writes it
-/// again when it registers anew). 0: not draining.
-#[derive(Debug, Clone)]
-pub(crate) struct DrainMark(Arc<tokio::sync::watch::Sender<i64>>);
-
-impl Default for DrainMark {
-    fn default() -> Self {
-        DrainMark(Arc::new(tokio::sync::watch::Sender::new(0)))
-    }
-}
-
-impl DrainMark {
-    pub fn since(&self) -> Option<i64> {
-        match *self.0.borrow() {
-            0 => None,
-            at => Some(at),
-        }
-    }
-
-    /// Marks the node draining from `at_ms`; `false` when it was already.
-    fn start(&self, at_ms: i64) -> bool {
-        self.0.send_if_modified(|v| {
-            let first = *v == 0;
-            if first {
-                *v = at_ms.max(1);
-            }
-            first
-        })
-    }
-
-    /// Resolves once the node drains.
-    async fn started(&self) {
-        let mut rx = self.0.subscribe();
-        let _ = rx.wait_for(|v| *v != 0).await;
-    }
-}
 
 /// How far a drain is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,14 +28,25 @@ pub struct DrainProgress {
 
 impl DrainProgress {
     /// Nothing runs here any more.
-    pub fn done(&self) -> bool {
+    pub fn done(self) -> bool {
         self.live == 0 && self.actors == 0
     }
 }
 
-impl Runtime {
+/// The node's operation (issue 31): draining and the gauges of a scrape. A view of the
+/// runtime, reached through [`Runtime::ops`].
+#[derive(Clone, Copy)]
+pub struct Ops<'a> {
+    pub(crate) rt: &'a Runtime,
+}
+
+impl<'a> Ops<'a> {
+    fn ctx(self) -> &'a crate::ctx::Ctx {
+        self.rt.ctx()
+    }
+
     /// Starts draining this node (idempotent): see the module's header.
-    pub async fn begin_drain(&self) {
+    pub async fn begin_drain(self) {
         let ctx = self.ctx();
         let now = ctx.clock.now_ms();
         if !ctx.drain.start(now) {
@@ -85,11 +58,11 @@ impl Runtime {
             busy = progress.busy,
             "draining: no new work here; running turns may finish"
         );
-        if self.placement().cluster().enabled()
+        if self.rt.placement().cluster().enabled()
             && let Err(e) = ctx
                 .store
                 .cluster()
-                .set_node_draining(self.placement().cluster().node_id(), now)
+                .set_node_draining(self.rt.placement().cluster().node_id(), now)
                 .await
         {
             tracing::warn!(error = %e, "cannot mark this node draining in the registry");
@@ -98,28 +71,43 @@ impl Runtime {
     }
 
     /// Resolves once this node drains (a signal, `tether drain`, the API).
-    pub async fn drain_started(&self) {
+    pub async fn drain_started(self) {
         self.ctx().drain.started().await
     }
 
+    /// Resolves when the node drains, for a delegation wait of a caller from outside
+    /// (they may wait again on another node); never for a session's own wait, whose turn
+    /// runs here until it ends or the grace does.
+    pub(crate) async fn drain_ends_wait(self, caller: &crate::Caller) {
+        match caller {
+            crate::Caller::Session { .. } => std::future::pending().await,
+            crate::Caller::External | crate::Caller::Person => self.drain_started().await,
+        }
+    }
+
+    /// Whether this node's store answers now (issue 25; readiness adds draining).
+    pub async fn ready(self) -> crate::error::Result<()> {
+        Ok(self.ctx().store.ready().await?)
+    }
+
     /// Whether this node drains.
-    pub fn draining(&self) -> bool {
+    pub fn draining(self) -> bool {
         self.ctx().drain.since().is_some()
     }
 
     /// The sessions still live here.
-    pub fn drain_progress(&self) -> DrainProgress {
+    pub fn drain_progress(self) -> DrainProgress {
         let status = self.ctx().pool.status();
         DrainProgress {
             live: status.live,
             busy: status.busy,
-            actors: self.router().actors_running(),
+            actors: self.rt.router().actors_running(),
         }
     }
 
     /// Waits until no session is live here, for at most `grace`; `true` when none is.
     /// Logs the progress every few seconds.
-    pub async fn drained(&self, grace: Duration) -> bool {
+    pub async fn drained(self, grace: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + grace;
         let mut last_log = tokio::time::Instant::now();
         loop {

@@ -21,8 +21,10 @@ mod cwd;
 mod delegation;
 mod dispatch;
 mod drain;
+mod drain_mark;
 mod error;
 mod feed;
+mod gauges;
 mod ids;
 mod listing;
 pub mod metrics;
@@ -58,7 +60,7 @@ pub use delegation::registry::{
     McpLaunch,
 };
 pub use delegation::status::{MAX_WAIT_MS, outcome_of};
-pub use drain::DrainProgress;
+pub use drain::{DrainProgress, Ops};
 pub use error::RuntimeError;
 pub use listing::ConversationPage;
 pub use people::People;

@@ -50,7 +50,7 @@ async fn fire_due(rt: &Runtime) {
     loop {
         // A draining node fires nothing (issue 31): another node does, or this one
         // after its restart.
-        if rt.draining() {
+        if rt.ops().draining() {
             return;
         }
         let now = ctx.clock.now_ms();

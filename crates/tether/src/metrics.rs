@@ -56,7 +56,7 @@ pub fn routes(runtime: Runtime, handle: PrometheusHandle) -> Router {
         axum::routing::get(move || {
             let (runtime, handle) = (runtime.clone(), handle.clone());
             async move {
-                runtime.refresh_gauges().await;
+                runtime.ops().refresh_gauges().await;
                 (
                     [(
                         header::CONTENT_TYPE,

@@ -138,12 +138,12 @@ pub async fn run(settings: Settings) -> Result<()> {
     let shutdown = async move {
         tokio::select! {
             () = signals.recv() => {}
-            () = stopping.drain_started() => tracing::info!("asked to drain"),
+            () = stopping.ops().drain_started() => tracing::info!("asked to drain"),
         }
-        stopping.begin_drain().await;
+        stopping.ops().begin_drain().await;
         hand_over.now();
         tokio::select! {
-            _ = stopping.drained(grace) => {}
+            _ = stopping.ops().drained(grace) => {}
             () = signals.recv() => tracing::warn!("a second signal: stopping now"),
         }
         stopping.begin_shutdown();

@@ -36,7 +36,7 @@ pub(crate) struct Joining {
     pub addr: String,
     pub ttl: Duration,
     /// Since when the node drains (issue 31), written with every registration.
-    pub drain: crate::drain::DrainMark,
+    pub drain: crate::drain_mark::DrainMark,
 }
 
 impl Membership {
@@ -105,7 +105,7 @@ async fn heartbeat(
     clock: Arc<dyn Clock>,
     node: NodeRow,
     ttl: Duration,
-    drain: crate::drain::DrainMark,
+    drain: crate::drain_mark::DrainMark,
     stop: CancellationToken,
 ) {
     let mut tick = tokio::time::interval(ttl / 3);

@@ -64,7 +64,7 @@ impl Placement<'_> {
             }
             // A draining node claims nothing new (issue 31): the least-loaded node that
             // takes work does, else nobody.
-            if self.rt.draining() {
+            if self.rt.ops().draining() {
                 return match self.least_loaded_other().await? {
                     Some(node) => Ok(Place::There(node)),
                     None => Err(crate::RuntimeError::Draining),

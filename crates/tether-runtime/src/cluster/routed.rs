@@ -35,7 +35,10 @@ impl Placement<'_> {
     /// conversation, an unknown approval): here.
     pub(crate) async fn routed(&self, conv: Option<&ConversationId>, call: Call) -> Result<Reply> {
         let (true, Some(conv)) = (self.cluster().enabled(), conv) else {
-            if self.rt.draining() && call.command.starts_work() && !self.live_here(conv).await? {
+            if self.rt.ops().draining()
+                && call.command.starts_work()
+                && !self.live_here(conv).await?
+            {
                 return Err(RuntimeError::Draining);
             }
             return self.rt.dispatch().run_here(call).await;

@@ -356,6 +356,8 @@ impl Delegations<'_> {
                 _ = tokio::time::sleep(RECHECK) => true,
                 () = sleep => break,
                 () = reg.stopping().cancelled() => break,
+                // A draining node answers outside callers' waits (issue 31).
+                () = self.rt.ops().drain_ends_wait(caller) => break,
                 () = revoked => return Err(revoked_error()),
             };
             if recheck {

@@ -62,8 +62,8 @@ pub(crate) async fn health(instance: Option<Extension<crate::InstanceId>>) -> Js
 )]
 pub(crate) async fn ready(Api(s): Api) -> axum::response::Response {
     use axum::response::IntoResponse;
-    if s.runtime.draining() {
-        let p = s.runtime.drain_progress();
+    if s.runtime.ops().draining() {
+        let p = s.runtime.ops().drain_progress();
         return (
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             Json(Readiness {
@@ -77,7 +77,7 @@ pub(crate) async fn ready(Api(s): Api) -> axum::response::Response {
         )
             .into_response();
     }
-    match s.runtime.ready().await {
+    match s.runtime.ops().ready().await {
         Ok(()) => Json(Readiness {
             status: "ready".to_owned(),
             store: "ok".to_owned(),
@@ -144,8 +144,8 @@ pub(crate) async fn cluster(Api(s): Api) -> Result<Json<ClusterView>, crate::err
     security(("bearer" = []))
 )]
 pub(crate) async fn drain(Api(s): Api) -> (axum::http::StatusCode, Json<DrainStatus>) {
-    s.runtime.begin_drain().await;
-    let p = s.runtime.drain_progress();
+    s.runtime.ops().begin_drain().await;
+    let p = s.runtime.ops().drain_progress();
     (
         axum::http::StatusCode::ACCEPTED,
         Json(DrainStatus {

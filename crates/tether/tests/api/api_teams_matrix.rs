@@ -47,7 +47,10 @@ async fn every_route_refuses_exactly_the_roles_the_table_refuses() {
     let conv = c["id"].as_str().unwrap().to_string();
 
     let (_, doc) = owner.get("/api/openapi.json").await;
-    let ops = secured_operations(&doc);
+    let mut ops = secured_operations(&doc);
+    // Draining stops the daemon: last, and asked by the roles it refuses first.
+    ops.sort_by_key(|(m, t)| m == "POST" && t == "/api/v1/drain");
+    let mut drained = false;
     assert!(ops.len() > 40, "{} operations", ops.len());
     let people = [
         (Role::Owner, &owner),
@@ -65,7 +68,16 @@ async fn every_route_refuses_exactly_the_roles_the_table_refuses() {
         } else {
             template.replace("{id}", "nope").replace("{code}", "nope")
         };
-        for (role, who) in &people {
+        let mut order: Vec<&(Role, &Who<'_>)> = people.iter().collect();
+        if template == "/api/v1/drain" {
+            order.sort_by_key(|(role, _)| tether_core::authz::at_least(*role, Role::Admin));
+        }
+        for (role, who) in order {
+            if drained {
+                // The daemon drained and stopped: the table alone decides the rest.
+                checked += 1;
+                continue;
+            }
             let someone = PersonId::new("someone");
             let actor = Actor {
                 person: if *role == Role::Owner {
@@ -86,6 +98,7 @@ async fn every_route_refuses_exactly_the_roles_the_table_refuses() {
                 decide(&actor, action, None).is_err()
             };
             let status = status_of(&d, who, method, &path).await;
+            drained = status == 202 && template == "/api/v1/drain";
             assert_ne!(status, 401, "{method} {path} as {role:?}");
             assert_eq!(
                 status == 403,

@@ -335,3 +335,47 @@ async fn one_node_holds_the_slack_socket_and_another_opens_it_when_it_dies() {
     assert_eq!(sl.count_shown("D1", "echo: one"), 1);
     assert_eq!(sl.count_shown("D2", "echo: two"), 1);
 }
+
+/// Issue 31: a draining leader hands its channel over at once (the others' next claim,
+/// a third of a lease), not after its lease: with a 15-second lease another node polls
+/// Telegram within seconds of the SIGTERM, a DM sent meanwhile is answered once, and the
+/// drained node exits.
+#[tokio::test]
+async fn a_draining_leader_hands_telegram_over_before_its_lease_ends() {
+    let tg = FakeTelegram::start().await;
+    let config = format!(
+        "{}\n[cluster]\nlease_ttl_secs = 15\n",
+        tg.config(&[ANN.0, BOB.0], "")
+    );
+    let mut cluster = Cluster::start(
+        2,
+        DaemonOptions {
+            extra_config: config,
+            ..DaemonOptions::default()
+        },
+    )
+    .await;
+    let first = leader(cluster.node(0), None).await;
+    tg.say(&private_chat(ANN.0), ANN, "before the drain");
+    tg.wait_shown(ANN.0, "echo: before the drain").await;
+    let i = index_of(&cluster, &first).await;
+    let other = 1 - i;
+
+    cluster.node(i).sigterm();
+    let asked = Instant::now();
+    let next = leader(cluster.node(other), Some(&first)).await;
+    let moved = asked.elapsed();
+    assert_ne!(next, first);
+    // A third of the lease is the others' claim interval: 5 s, against a lease of 15.
+    assert!(moved < Duration::from_secs(12), "moved after {moved:?}");
+    tg.say(&private_chat(BOB.0), BOB, "during the drain");
+    tg.wait_shown(BOB.0, "echo: during the drain").await;
+    let exit = cluster.node_mut(i).wait_exit(Duration::from_secs(30)).await;
+    assert!(exit.success(), "{exit:?}");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(delivered(&tg, "echo: during the drain"), 1);
+    assert_eq!(delivered(&tg, "echo: before the drain"), 1);
+    let since = Instant::now();
+    polls_after(&tg, since, 2).await;
+    assert_eq!(tg.overlapping_polls(since), 0, "one node polls");
+}
