@@ -29,6 +29,7 @@ mod sse_count;
 mod stats;
 mod throughput;
 mod warm_cold;
+mod worktrees;
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -72,6 +73,9 @@ enum Figure {
     /// Issue 30: the due-time check's cost with 10 000 schedules stored, and how late
     /// scheduled runs start.
     Schedules,
+    /// Issue 32: an isolated worktree of a repository of 10 000 files, its disk and its
+    /// snapshot, beside a plain `git worktree add`.
+    Worktrees,
 }
 
 #[derive(Debug, Parser)]
@@ -150,6 +154,9 @@ struct Args {
     /// Issue 30: scheduled runs timed.
     #[arg(long, default_value_t = 40)]
     schedule_runs: usize,
+    /// Issue 32: files in the repository a worktree is made of.
+    #[arg(long, default_value_t = 10_000)]
+    worktree_files: usize,
     /// Do not run the workspace build (`cargo build --release`) first.
     #[arg(long)]
     no_build: bool,
@@ -205,6 +212,7 @@ async fn run(args: &Args) -> Vec<Row> {
         Figure::Spare,
         Figure::DbRestart,
         Figure::Schedules,
+        Figure::Worktrees,
     ];
     let mut rows = Vec::new();
     for fig in all {
@@ -244,6 +252,7 @@ async fn run(args: &Args) -> Vec<Row> {
             Figure::Spare => spare::run(args.rounds).await,
             Figure::DbRestart => db_restart::run(args.db_restarts).await,
             Figure::Schedules => schedules::run(args.schedules_stored, args.schedule_runs).await,
+            Figure::Worktrees => worktrees::run(args.worktree_files).await,
         };
         eprintln!("tether-bench: {fig:?} took {}", stats::secs(t.elapsed()));
         match result {

@@ -45,6 +45,13 @@ pub enum Command {
     /// `/schedules [pause|resume|delete <id>]`: list this conversation's schedules, or
     /// change one.
     Schedules { action: Option<(String, String)> },
+    /// `/worktree [on|off|discard]`: this conversation's isolated worktree (issue 32):
+    /// its state, isolation for the next session, or discarding it.
+    Worktree { action: Option<String> },
+    /// `/diff`: the worktree's changes (a summary, and the patch as a file).
+    Diff,
+    /// `/merge`: merge the worktree's branch back.
+    Merge,
     /// `/help` (also Telegram's `/start`).
     Help,
 }
@@ -68,6 +75,9 @@ impl Command {
             Command::Every { .. } => "every",
             Command::At { .. } => "at",
             Command::Schedules { .. } => "schedules",
+            Command::Worktree { .. } => "worktree",
+            Command::Diff => "diff",
+            Command::Merge => "merge",
             Command::Help => "help",
         }
     }
@@ -202,6 +212,21 @@ const COMMANDS: &[Spec] = &[
         about: "list this conversation's schedules, or pause, resume or delete one",
     },
     Spec {
+        name: "worktree",
+        usage: "/worktree [on|off|discard]",
+        about: "this conversation's isolated git worktree: its branch and changes, isolation on or off, or discard it",
+    },
+    Spec {
+        name: "diff",
+        usage: "/diff",
+        about: "the worktree's changes against its base (a summary and the patch as a file)",
+    },
+    Spec {
+        name: "merge",
+        usage: "/merge",
+        about: "merge the worktree's branch into the repository's checked-out branch",
+    },
+    Spec {
         name: "help",
         usage: "/help",
         about: "show this help",
@@ -254,6 +279,9 @@ pub fn is_command_word(word: &str) -> bool {
             | "every"
             | "at"
             | "schedules"
+            | "worktree"
+            | "diff"
+            | "merge"
     )
 }
 
@@ -333,6 +361,20 @@ pub fn parse_input(text: &str, known_agents: &[&str]) -> Result<Input, CommandEr
                 }
             },
         },
+        "worktree" => Command::Worktree {
+            action: match rest {
+                "" => None,
+                "on" | "off" | "discard" => Some(rest.to_owned()),
+                _ => {
+                    return Err(CommandError::UnexpectedArgument {
+                        command: "worktree",
+                        usage: usage("worktree"),
+                    });
+                }
+            },
+        },
+        "diff" => no_args("diff", rest, Command::Diff)?,
+        "merge" => no_args("merge", rest, Command::Merge)?,
         _ => {
             return Err(CommandError::Unknown {
                 name: typed.to_string(),

@@ -59,6 +59,59 @@ pub struct CreateConversation {
     /// Who else sees it: `private` (the default: its owner and the admins) or `team`.
     #[serde(default)]
     pub visibility: Option<Visibility>,
+    /// `worktree`: its sessions run in a git worktree of their own (issue 32); `none`;
+    /// absent: as `[worktrees] isolate_roots` says for its directory.
+    #[serde(default)]
+    pub isolation: Option<Isolation>,
+}
+
+/// Where a conversation's sessions work (issue 32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// In the conversation's directory.
+    None,
+    /// In a git worktree of their own, on the branch `tether/<short id>`.
+    Worktree,
+}
+
+/// A conversation's worktree (issue 32): `GET /api/v1/conversations/{id}/worktree`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WorktreeView {
+    /// `wanted` (made when the next session starts), `active`, `discarded` or `off`.
+    pub status: String,
+    pub branch: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The commit it was made from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    /// Its latest snapshot commit (`refs/tether/snapshots/<short id>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+    /// Paths changed against the base (uncommitted and untracked files included).
+    #[serde(default)]
+    pub changed_files: Vec<String>,
+    /// `git diff --stat` against the base.
+    #[serde(default)]
+    pub stat: String,
+}
+
+/// `POST /api/v1/conversations/{id}/worktree`: isolation on or off, or a merge or a
+/// discard of the worktree.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
+pub enum WorktreeAction {
+    /// Isolation for the next session (off is refused while the worktree holds work).
+    Isolate { on: bool },
+    /// Merge the branch into the repository's checked-out branch (`ff_only`: refuse
+    /// anything but a fast-forward).
+    Merge {
+        #[serde(default)]
+        ff_only: bool,
+    },
+    /// Remove the worktree and its branch (a snapshot keeps its state).
+    Discard,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]

@@ -158,6 +158,14 @@ pub enum ErrorCode {
     /// Issue 31: this node is draining (an upgrade or a restart) and takes no new work,
     /// and no other node can take it; retry in a moment, against any node.
     Draining,
+    /// Issue 32: isolation in a worktree needs the conversation's directory to be in a
+    /// git repository.
+    IsolationNeedsGit,
+    /// Issue 32: the worktree's branch does not merge cleanly; nothing was changed (the
+    /// message names the conflicting paths).
+    MergeConflict,
+    /// Issue 32: git or the worktree's set-up command failed (the message says how).
+    WorktreeFailed,
 }
 
 impl ErrorCode {
@@ -227,6 +235,9 @@ impl ErrorCode {
             ErrorCode::BudgetExceeded => "budget_exceeded",
             ErrorCode::UsageLimit => "usage_limit",
             ErrorCode::Draining => "draining",
+            ErrorCode::IsolationNeedsGit => "isolation_needs_git",
+            ErrorCode::MergeConflict => "merge_conflict",
+            ErrorCode::WorktreeFailed => "worktree_failed",
         }
     }
 
@@ -244,7 +255,8 @@ impl ErrorCode {
             | ErrorCode::InvalidAgentType
             | ErrorCode::InvalidTask
             | ErrorCode::InvalidWorkingDir
-            | ErrorCode::AttachmentBadName => 400,
+            | ErrorCode::AttachmentBadName
+            | ErrorCode::IsolationNeedsGit => 400,
             ErrorCode::Unauthorized => 401,
             ErrorCode::BudgetExceeded => 402,
             ErrorCode::Forbidden => 403,
@@ -264,7 +276,8 @@ impl ErrorCode {
             | ErrorCode::NotContinuable
             | ErrorCode::ContinuationConflict
             | ErrorCode::Conflict
-            | ErrorCode::OwnedElsewhere => 409,
+            | ErrorCode::OwnedElsewhere
+            | ErrorCode::MergeConflict => 409,
             ErrorCode::PayloadTooLarge | ErrorCode::AttachmentTooLarge => 413,
             ErrorCode::AttachmentTypeMismatch => 415,
             ErrorCode::QueueFull
@@ -286,7 +299,8 @@ impl ErrorCode {
             | ErrorCode::ChildMaxTurnRequests
             | ErrorCode::ChildEmpty
             | ErrorCode::ChildUnknown
-            | ErrorCode::AttachmentUnavailable => 502,
+            | ErrorCode::AttachmentUnavailable
+            | ErrorCode::WorktreeFailed => 502,
             ErrorCode::Rebuilding
             | ErrorCode::OwnerLost
             | ErrorCode::StoreUnavailable

@@ -38,8 +38,7 @@ impl Runtime {
         Self::start_with(config, store, crate::Seams::default()).await
     }
 
-    /// [`Runtime::start`] with the given agent drivers and clock (in-process tests run
-    /// the runtime on a scripted agent and a clock they set).
+    /// [`Runtime::start`] with given agent drivers and clock (in-process tests).
     pub async fn start_with(
         config: RuntimeConfig,
         store: Store,
@@ -102,6 +101,10 @@ impl Runtime {
     /// Draining and the scrape's gauges (issue 31).
     pub fn ops(&self) -> crate::Ops<'_> {
         crate::Ops { rt: self }
+    }
+    /// Isolated worktrees (issue 32).
+    pub fn worktrees(&self) -> crate::Worktrees<'_> {
+        crate::Worktrees { rt: self }
     }
     /// Scheduled turns (issue 30).
     pub fn schedules(&self) -> crate::Schedules<'_> {
@@ -209,8 +212,7 @@ impl Runtime {
         self.call_as(command, caller.into()).await
     }
 
-    /// `continue_with_session` and `POST .../continue`: a new turn in the same child
-    /// session. Idempotent by `continuation_id` within the task's parent conversation.
+    /// A new turn in the same child session; idempotent by `continuation_id`.
     pub async fn continue_task(
         &self,
         caller: &Caller,
@@ -222,8 +224,7 @@ impl Runtime {
         self.call_as(command, caller.into()).await
     }
 
-    /// `close_session` and `POST .../close`: cancel a running turn, end the process, and
-    /// refuse further continuation; history is kept. Idempotent by `continuation_id`.
+    /// Ends a task's turn and process for good (history kept); idempotent by id.
     pub async fn close_task(
         &self,
         caller: &Caller,

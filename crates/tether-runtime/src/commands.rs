@@ -197,6 +197,14 @@ impl Router<'_> {
                 self.rt.schedules().command_list(&conv.id, action).await?
             }
             Command::Help => tether_core::help_text(),
+            Command::Worktree { action } => {
+                self.rt
+                    .worktrees()
+                    .command(&conv.id, action.as_deref())
+                    .await?
+            }
+            Command::Merge => self.rt.worktrees().command_merge(&conv.id).await?,
+            Command::Diff => return self.rt.worktrees().command_diff(&conv).await,
             Command::File { path } => return self.rt.attachments().share_file(&conv, &path).await,
         };
         store

@@ -48,6 +48,28 @@ pub struct RuntimeConfig {
     pub usage: UsageConfig,
     /// Scheduled turns (issue 30).
     pub schedules: SchedulesConfig,
+    /// `[worktrees]`: isolated worktrees (issue 32).
+    pub worktrees: WorktreesConfig,
+}
+
+/// Isolated worktrees (`[worktrees]`, issue 32).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorktreesConfig {
+    /// Conversations whose directory lies under one of these start isolated.
+    pub isolate_roots: Vec<std::path::PathBuf>,
+    /// Run in a new worktree before its first turn (`sh -c`).
+    pub setup: Option<String>,
+    pub setup_timeout: Duration,
+}
+
+impl Default for WorktreesConfig {
+    fn default() -> Self {
+        WorktreesConfig {
+            isolate_roots: Vec::new(),
+            setup: None,
+            setup_timeout: Duration::from_secs(600),
+        }
+    }
 }
 
 /// Scheduled turns (`[schedules]`, issue 30).

@@ -65,6 +65,24 @@ impl Conversations<'_> {
             .map(|t| t.trim().to_string())
             .filter(|t| !t.is_empty())
             .unwrap_or_else(|| tether_core::title::UNTITLED.to_string());
+        // Isolation (issue 32): asked for, or the default of the directory's root. A
+        // directory outside git cannot be isolated: said now, nothing created.
+        let isolate = match req.isolation {
+            Some(tether_proto::Isolation::Worktree) => {
+                crate::worktree::git::toplevel(std::path::Path::new(&cwd)).await?;
+                true
+            }
+            Some(tether_proto::Isolation::None) => false,
+            None => {
+                cfg.worktrees
+                    .isolate_roots
+                    .iter()
+                    .any(|r| std::path::Path::new(&cwd).starts_with(r))
+                    && crate::worktree::git::toplevel(std::path::Path::new(&cwd))
+                        .await
+                        .is_ok()
+            }
+        };
         let id: ConversationId = new_id();
         let row = self
             .rt
@@ -83,6 +101,9 @@ impl Conversations<'_> {
                 visibility: Access::visibility(req.visibility),
             })
             .await?;
+        if isolate {
+            self.rt.worktrees().set_isolation(&id, true).await?;
+        }
         self.view(row).await
     }
 

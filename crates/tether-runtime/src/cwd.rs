@@ -103,6 +103,7 @@ mod tests {
             cluster: crate::ClusterConfig::default(),
             usage: crate::UsageConfig::default(),
             schedules: crate::SchedulesConfig::default(),
+            worktrees: crate::WorktreesConfig::default(),
         }
     }
 

@@ -52,6 +52,9 @@ pub enum RuntimeError {
     /// Issue 29: a budget's hard cap is reached; the message names it and its use.
     #[error("{0}")]
     BudgetExceeded(String),
+    /// Issue 32: an isolated worktree refused or failed (its own codes).
+    #[error(transparent)]
+    Worktree(#[from] crate::worktree::error::WorktreeError),
     /// Issue 31: this node drains and no other node takes the work.
     #[error(
         "this node is draining (an upgrade or a restart) and no other node can take new work; retry in a moment"
@@ -106,6 +109,7 @@ impl RuntimeError {
             RuntimeError::Denied(d) => d.code(),
             RuntimeError::BudgetExceeded(_) => ErrorCode::BudgetExceeded,
             RuntimeError::Draining => ErrorCode::Draining,
+            RuntimeError::Worktree(e) => e.code(),
         }
     }
 }

@@ -42,6 +42,7 @@ mod trace;
 mod usage;
 mod usage_view;
 mod views;
+mod worktree;
 
 pub use accounts::{AccountStatus, LINK_CODE_TTL_MS};
 pub use attachments::file_out::{FileOutError, home_secrets};
@@ -54,6 +55,7 @@ pub use call::{Call, Command, Identity, Principal, Reply, TraceContext};
 pub use cluster::membership::Membership;
 pub use config::{
     ClusterConfig, CoalesceConfig, LimitsConfig, RuntimeConfig, SchedulesConfig, UsageConfig,
+    WorktreesConfig,
 };
 pub use delegation::registry::{
     Caller, DelegationConfig, MAX_WAITS_PER_CALLER, MCP_SERVER_NAME, MCP_SOCKET_ENV, MCP_TOKEN_ENV,
@@ -71,3 +73,4 @@ pub use sign_in::{SignedIn, VerifiedUser};
 pub use tether_store::Bucket as UsageBucket;
 pub use tether_store::{Batch, Follower, SESSION_PREFIX, Scope, TOKEN_PREFIX};
 pub use usage_view::{Usage, UsageAsk};
+pub use worktree::{WorktreeError, Worktrees};

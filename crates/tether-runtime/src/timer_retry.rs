@@ -36,7 +36,8 @@ pub(crate) fn passing(e: &crate::RuntimeError) -> bool {
         | E::FileOut(_)
         | E::Delegation { .. }
         | E::Denied(_)
-        | E::BudgetExceeded(_) => false,
+        | E::BudgetExceeded(_)
+        | E::Worktree(_) => false,
     }
 }
 

@@ -347,6 +347,14 @@ fn api_routes(auth: auth::Auth) -> Router<AppState> {
         .route("/api/v1/runtime", get(handlers::runtime))
         .route("/api/v1/cluster", get(handlers::cluster))
         .route("/api/v1/drain", post(handlers::drain))
+        .route(
+            "/api/v1/conversations/{id}/worktree",
+            get(handlers::worktrees::get).post(handlers::worktrees::act),
+        )
+        .route(
+            "/api/v1/conversations/{id}/worktree/diff",
+            get(handlers::worktrees::diff),
+        )
         .route("/api/v1/links", post(links::make_links))
         .route("/api/v1/me", get(handlers::people::me))
         .route(

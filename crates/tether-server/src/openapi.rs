@@ -54,6 +54,9 @@ use crate::{AppState, list_sse, sse, web};
         handlers::runtime,
         handlers::cluster,
         handlers::drain,
+        handlers::worktrees::get,
+        handlers::worktrees::diff,
+        handlers::worktrees::act,
         handlers::attachments::upload,
         handlers::attachments::download,
         handlers::attachments::turn_files,
@@ -92,6 +95,9 @@ use crate::{AppState, list_sse, sse, web};
         tether_proto::Health,
         tether_proto::Readiness,
         tether_proto::DrainStatus,
+        tether_proto::WorktreeView,
+        tether_proto::WorktreeAction,
+        tether_proto::Isolation,
         agents::AgentInfo,
         tether_proto::PoolStatus,
         tether_proto::PoolProcess,
@@ -198,6 +204,7 @@ use crate::{AppState, list_sse, sse, web};
         (name = "people", description = "People, roles and personal API tokens"),
         (name = "usage", description = "The usage ledger and budgets"),
         (name = "schedules", description = "Scheduled turns in a conversation"),
+        (name = "worktrees", description = "A conversation's isolated git worktree: diff, merge, discard"),
         (name = "page", description = "The web chat page and its files (no token; the page asks for it)"),
     )
 )]

@@ -32,6 +32,7 @@ mod rules;
 mod schedules;
 mod timers;
 mod usage;
+mod worktrees;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -66,7 +67,7 @@ pub use events::append::AppendStats;
 pub use events::feed::{Batch, Follower, Scope};
 pub use handles::{
     Attachments, Channels, Cluster, Conversations, Delegation, Events, People, Recovery, Requests,
-    Schedules, Timers, Usage,
+    Schedules, Timers, Usage, Worktrees,
 };
 pub use ops::{COMMIT_SECONDS, GROUP_EVENTS, OpsCounts, OutboxBacklog, PoolUse};
 pub use people::secret::{
@@ -85,6 +86,7 @@ pub use usage::{
     Bucket, Budget, BudgetHit, BudgetScope, BudgetUse, Counted, NewUsage, Recorded, SeriesPoint,
     TurnBudgets, UsageScope, UsageTotals,
 };
+pub use worktrees::WorktreeRow;
 
 /// Errors from the store.
 #[derive(Debug, thiserror::Error)]

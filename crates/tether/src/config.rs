@@ -62,6 +62,8 @@ pub struct FileConfig {
     pub schedules: Option<crate::config_schedules::SchedulesFile>,
     /// `[telemetry]`: metrics, traces, log format (see `config_telemetry`).
     pub telemetry: Option<crate::config_telemetry::TelemetryFile>,
+    /// `[worktrees]`: isolated git worktrees (see `config_worktrees`).
+    pub worktrees: Option<crate::config_worktrees::WorktreesFile>,
 }
 
 /// `[attachments]`: the largest file and the largest sum of one message's files, in
@@ -176,6 +178,8 @@ pub struct Settings {
     pub schedules: tether_runtime::SchedulesConfig,
     /// `[telemetry]`.
     pub telemetry: crate::config_telemetry::TelemetrySettings,
+    /// `[worktrees]`.
+    pub worktrees: tether_runtime::WorktreesConfig,
     /// `[attachments]`: size limits.
     pub attachments: tether_runtime::AttachmentLimits,
     /// The database URL (`None`: SQLite in the data dir; see `config_store`).
@@ -365,6 +369,7 @@ impl Settings {
             oidc: crate::config_auth::resolve(file.auth, env("TETHER_OIDC_CLIENT_SECRET"))?,
             usage: crate::config_usage::resolve(file.prices, file.limits, accounts)?,
             schedules: crate::config_schedules::resolve(file.schedules)?,
+            worktrees: crate::config_worktrees::resolve(file.worktrees)?,
             telemetry: crate::config_telemetry::resolve(
                 file.telemetry,
                 env("TETHER_OTLP_ENDPOINT"),
@@ -427,6 +432,7 @@ impl Settings {
             },
             usage: self.usage.clone(),
             schedules: self.schedules.clone(),
+            worktrees: self.worktrees.clone(),
         }
     }
 }

@@ -17,6 +17,7 @@ mod config_slack;
 mod config_store;
 mod config_telemetry;
 mod config_usage;
+mod config_worktrees;
 mod daemon_record;
 mod datadir;
 mod doctor;

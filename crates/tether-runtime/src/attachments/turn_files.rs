@@ -151,13 +151,26 @@ impl Attachments<'_> {
             None => conv.cwd.clone(),
         };
         let (name, bytes) = self.read_confined(Path::new(&cwd), path).await?;
+        let text = format!("📎 {path} ({} bytes)", bytes.len());
+        self.share_bytes(conv, &name, &bytes, &text).await
+    }
+
+    /// Sends `bytes` as the file `name` in the conversation, with `text` (the reply and
+    /// its history line carry it).
+    pub(crate) async fn share_bytes(
+        &self,
+        conv: &tether_store::ConversationRow,
+        name: &str,
+        bytes: &[u8],
+        text: &str,
+    ) -> Result<tether_proto::MessageOutcome> {
         let new = [crate::NewAttachment {
-            name: crate::AttachmentName::Platform(&name),
+            name: crate::AttachmentName::Platform(name),
             declared: None,
-            bytes: &bytes,
+            bytes,
         }];
         let stored = self.add_attachments(&conv.id, &new).await?;
-        let text = format!("📎 {path} ({} bytes)", bytes.len());
+        let text = text.to_owned();
         // The reply carries the file in the history too (the page links it).
         let ids: Vec<&tether_proto::AttachmentId> = stored.iter().map(|a| &a.id).collect();
         self.rt

@@ -66,6 +66,9 @@ pub(crate) fn rebuild(code: ErrorCode, message: String, known: Known<'_>) -> Run
         | ErrorCode::FileRefused
         | ErrorCode::StoreUnavailable
         | ErrorCode::Draining
+        | ErrorCode::IsolationNeedsGit
+        | ErrorCode::MergeConflict
+        | ErrorCode::WorktreeFailed
         | ErrorCode::ServerBusy
         | ErrorCode::TooManyAttempts
         | ErrorCode::BudgetExceeded

@@ -307,6 +307,7 @@ mod tests {
             cluster: crate::ClusterConfig::default(),
             usage: crate::UsageConfig::default(),
             schedules: crate::SchedulesConfig::default(),
+            worktrees: crate::WorktreesConfig::default(),
         };
         let rt = Runtime::start(config, store).await.unwrap();
         tokio::time::timeout(Duration::from_secs(10), async {

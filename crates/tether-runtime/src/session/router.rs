@@ -276,6 +276,9 @@ impl Router<'_> {
                     ),
                     other => (other.0, status_message),
                 };
+                // An isolated conversation's session works in its worktree (issue 32),
+                // made now (a refusal leaves the binding as it was).
+                let isolated = self.rt.worktrees().session_cwd(&conv).await?;
                 if let Some(old) = &bound {
                     self.leave_session(&conv.id, &old.id).await?;
                 }
@@ -284,12 +287,20 @@ impl Router<'_> {
                     conversation_id: conv.id.clone(),
                     agent: requested.agent.clone(),
                     model: requested.model.clone(),
-                    cwd: conv.cwd.clone(),
+                    cwd: isolated
+                        .as_ref()
+                        .map_or_else(|| conv.cwd.clone(), |(path, _)| path.clone()),
                 };
                 let (session, _) = store
                     .conversations()
                     .start_session(&new, reason, status_message.as_deref())
                     .await?;
+                if let Some((_, Some(note))) = &isolated {
+                    store
+                        .events()
+                        .add_message(&conv.id, MessageRole::Status, note, Some(&session.id), None)
+                        .await?;
+                }
                 (session, Some(reason), status_message)
             }
         };

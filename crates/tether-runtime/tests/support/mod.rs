@@ -333,6 +333,7 @@ pub fn config(dir: &Path) -> RuntimeConfig {
         cluster: tether_runtime::ClusterConfig::default(),
         usage: tether_runtime::UsageConfig::default(),
         schedules: tether_runtime::SchedulesConfig::default(),
+        worktrees: tether_runtime::WorktreesConfig::default(),
     }
 }
 

@@ -16,6 +16,13 @@ pub(crate) const RULES: &[(&str, &str, Action)] = &[
     ("GET", "/api/v1/runtime", Action::ReadNode),
     ("GET", "/api/v1/cluster", Action::ReadNode),
     ("POST", "/api/v1/drain", Action::OperateNode),
+    ("GET", "/api/v1/conversations/{id}/worktree", Action::Read),
+    ("POST", "/api/v1/conversations/{id}/worktree", Action::Write),
+    (
+        "GET",
+        "/api/v1/conversations/{id}/worktree/diff",
+        Action::Read,
+    ),
     ("GET", "/metrics", Action::OperateNode),
     ("GET", "/api/v1/conversations", Action::ReadNode),
     ("POST", "/api/v1/conversations", Action::CreateConversation),

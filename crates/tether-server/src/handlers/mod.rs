@@ -12,6 +12,7 @@ pub(crate) mod people;
 pub(crate) mod schedules;
 pub(crate) mod sessions;
 pub(crate) mod usage;
+pub(crate) mod worktrees;
 
 use crate::auth::Api;
 use axum::{Extension, Json};

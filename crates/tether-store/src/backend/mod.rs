@@ -87,6 +87,8 @@ macro_rules! backend_modules {
         mod view_parts;
         #[path = "../usage/sql_windows.rs"]
         mod windows;
+        #[path = "../worktrees/sql.rs"]
+        mod worktrees;
     };
 }
 

@@ -33,3 +33,4 @@ mod api_teams_matrix;
 mod api_upgrade;
 mod api_usage;
 mod api_windows;
+mod api_worktrees;

@@ -127,6 +127,23 @@ impl Actor {
             self.pool_busy();
             self.spawn_prompt()
         } else {
+            // A worktree missing here (another node's, a cleaned disk) comes back from its
+            // snapshot before the agent starts in it (issue 32).
+            if crate::worktree::is_worktree(&self.session.cwd)
+                && !std::path::Path::new(&self.session.cwd).exists()
+            {
+                match crate::worktree::restore_if_missing(&self.ctx, &self.session.conversation_id)
+                    .await
+                {
+                    Ok(Some(note)) => self.status_line(&note).await,
+                    Ok(None) => {}
+                    Err(e) => {
+                        self.fail(e.code(), format!("cannot restore the worktree: {e}"))
+                            .await;
+                        return;
+                    }
+                }
+            }
             // In a task, so that a stop can abandon the start.
             let req = self.prepare_start().await;
             if let Some(c) = self.current.as_mut() {
@@ -388,6 +405,16 @@ impl Actor {
         };
         cur.agent_done();
         self.ctx.turn_traces.ended(&self.session.id);
+        if crate::worktree::is_worktree(&self.session.cwd) {
+            // The worktree's state after every turn (issue 32), off the actor's path.
+            let (ctx, conv) = (self.ctx.clone(), self.session.conversation_id.clone());
+            let why = format!("tether: after turn {}", cur.turn_id);
+            tokio::spawn(async move {
+                if let Err(e) = crate::worktree::snapshot(&ctx, &conv, &why).await {
+                    tracing::warn!(conversation = %conv, error = %e, "cannot snapshot the worktree");
+                }
+            });
+        }
         self.waits.clear();
         let (status, code) = ending.outcome();
         cur.span.record("outcome", status.as_str());

@@ -180,7 +180,7 @@ impl Actor {
     }
 
     /// A status line in the conversation (and so on the page and the channels).
-    async fn status_line(&self, text: &str) {
+    pub(super) async fn status_line(&self, text: &str) {
         let turn_id = self.current.as_ref().map(|c| c.turn_id.clone());
         let added = self
             .ctx

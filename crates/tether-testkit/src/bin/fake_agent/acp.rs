@@ -92,6 +92,9 @@ impl Acp {
                     .clone()
                     .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
                 let sid = self.engine.new_session(fresh)?;
+                if let Ok(cwd) = rpc::str_param(&params, "cwd") {
+                    self.engine.set_cwd(&sid, cwd);
+                }
                 lock(&self.sessions).insert(sid.clone(), sid.clone());
                 lock(&self.mcp).insert(sid.clone(), parse_servers(&params));
                 peer.respond(&id, json!({"sessionId": sid})).await
@@ -121,6 +124,9 @@ impl Acp {
                             .await;
                     }
                 };
+                if let Ok(cwd) = rpc::str_param(&params, "cwd") {
+                    self.engine.set_cwd(&resumed.id, cwd);
+                }
                 lock(&self.sessions).insert(requested, resumed.id.clone());
                 lock(&self.mcp).insert(resumed.id.clone(), parse_servers(&params));
                 if method == "session/load" {

@@ -227,6 +227,7 @@ impl Codex {
                     .map(|d| d.display().to_string())
             })
             .unwrap_or_else(|| "/".to_owned());
+        self.engine.set_cwd(&real, &cwd);
         let thread = Thread { real, cwd };
         lock(&self.threads).insert(client_id.to_owned(), thread.clone());
         thread

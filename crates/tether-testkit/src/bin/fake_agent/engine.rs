@@ -107,6 +107,8 @@ pub struct Engine {
     store: Store,
     refuse_resume: bool,
     resume_other_id: bool,
+    /// Each session's working directory, as the client gave it (for `write`).
+    cwds: std::sync::Mutex<std::collections::HashMap<String, std::path::PathBuf>>,
 }
 
 impl Engine {
@@ -115,7 +117,24 @@ impl Engine {
             store,
             refuse_resume,
             resume_other_id,
+            cwds: Default::default(),
         }
+    }
+
+    /// Session `id` works in `cwd` (the client's `session/new` or `session/load`).
+    pub fn set_cwd(&self, id: &str, cwd: &str) {
+        if let Ok(mut m) = self.cwds.lock() {
+            m.insert(id.to_owned(), std::path::PathBuf::from(cwd));
+        }
+    }
+
+    fn cwd_of(&self, id: &str) -> std::path::PathBuf {
+        self.cwds
+            .lock()
+            .ok()
+            .and_then(|m| m.get(id).cloned())
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_default()
     }
 
     /// Create and persist an empty session with a new id.
@@ -274,6 +293,20 @@ impl Engine {
                     return Ok(TurnEnd::Cancelled);
                 }
                 io.chunk(&reply(&format!("slept {ms}"))).await?;
+            }
+            Directive::Write { path, content } => {
+                let target = self.cwd_of(id).join(&path);
+                let done = target
+                    .parent()
+                    .map_or(Ok(()), std::fs::create_dir_all)
+                    .and_then(|()| std::fs::write(&target, format!("{content}\n")));
+                match done {
+                    Ok(()) => io.chunk(&reply(&format!("wrote {path}"))).await?,
+                    Err(e) => {
+                        io.chunk(&reply(&format!("cannot write {path}: {e}")))
+                            .await?
+                    }
+                }
             }
             Directive::Crash => {
                 io.chunk("about to crash").await?;

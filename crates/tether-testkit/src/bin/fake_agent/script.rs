@@ -37,6 +37,9 @@ pub const FAIL_MESSAGE: &str = "fake failure as asked";
 pub enum Directive {
     /// Reply `echo: <text>`.
     Echo,
+    /// `write <path> <content…>`: write the line `<content>` to `<path>` in the session's
+    /// working directory (an agent editing a file).
+    Write { path: String, content: String },
     /// `stream N MS`: N chunks `chunk i `, MS milliseconds apart.
     Stream { count: u32, interval_ms: u64 },
     /// `rate N PER_SEC`: N chunks `chunk i ` at PER_SEC chunks per second on a fixed
@@ -187,6 +190,10 @@ pub fn parse(text: &str) -> Directive {
                 .map(|ms| Directive::Sleep { ms })
                 .unwrap_or(Directive::Echo),
             _ => Directive::Echo,
+        },
+        "write" if rest.len() >= 2 => Directive::Write {
+            path: rest[0].to_owned(),
+            content: rest[1..].join(" "),
         },
         "crash" => Directive::Crash,
         "garbage" => Directive::Garbage,

@@ -1,0 +1,24 @@
+//! Isolated worktrees (issue 32; migration 0029 / PostgreSQL 0021): one row per
+//! conversation that runs in a git worktree of its own — where, on which branch, from
+//! which base, its latest snapshot, and what became of it.
+
+use tether_proto::ConversationId;
+
+/// A conversation's worktree as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorktreeRow {
+    pub conversation_id: ConversationId,
+    /// The repository's top directory (where it is merged back).
+    pub repo: String,
+    /// The worktree's directory (the session's working directory).
+    pub path: String,
+    pub branch: String,
+    /// The commit it was made from (its diff is against this).
+    pub base: String,
+    /// `wanted` (isolation on, not made yet), `active`, `merged`, `discarded`, `off`.
+    pub status: String,
+    /// The latest snapshot commit (`refs/tether/snapshots/<branch's id>`).
+    pub snapshot: Option<String>,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}

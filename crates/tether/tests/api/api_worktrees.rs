@@ -1,0 +1,305 @@
+//! End to end: isolated worktrees (issue 32). Two conversations on one repository edit
+//! the same file at once, each in its own worktree on its own branch, and see only their
+//! own edit; one merges back, the other's merge conflicts and changes nothing, and is
+//! discarded (its state kept on the snapshot ref); a worktree removed from disk is
+//! restored from its snapshot before the session resumes; `/diff` and `/merge` work from
+//! a channel's composer; a directory outside git and a failing set-up are refused.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+use tether_testkit::{Daemon, DaemonOptions, within};
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A repository with one committed file `shared.txt` ("base").
+fn repo(d: &Daemon) -> PathBuf {
+    let dir = d.work_dir().join("repo");
+    std::fs::create_dir_all(&dir).unwrap();
+    git(&dir, &["init", "--quiet", "-b", "main"]);
+    std::fs::write(dir.join("shared.txt"), "base\n").unwrap();
+    git(&dir, &["add", "."]);
+    git(&dir, &["commit", "--quiet", "-m", "base"]);
+    dir
+}
+
+async fn isolated(d: &Daemon, dir: &Path) -> String {
+    let c = d
+        .post_ok(
+            "/api/v1/conversations",
+            json!({"cwd": dir.display().to_string(), "isolation": "worktree"}),
+        )
+        .await;
+    c["id"].as_str().unwrap().to_owned()
+}
+
+async fn worktree(d: &Daemon, c: &str) -> Value {
+    d.get_ok(&format!("/api/v1/conversations/{c}/worktree"))
+        .await
+}
+
+#[tokio::test]
+async fn two_conversations_edit_one_file_apart_then_merge_conflict_and_discard() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let dir = repo(&d);
+    let (a, b) = (isolated(&d, &dir).await, isolated(&d, &dir).await);
+    assert_eq!(worktree(&d, &a).await["status"], "wanted");
+    // Both edit the same file at once.
+    let ((oa, ta), (ob, tb)) = within("both turns", async {
+        tokio::join!(
+            d.say_and_wait(&a, "write shared.txt from A"),
+            d.say_and_wait(&b, "write shared.txt from B")
+        )
+    })
+    .await;
+    assert_eq!(ta["status"], "completed", "{oa} {ta}");
+    assert_eq!(tb["status"], "completed", "{ob} {tb}");
+    let (wa, wb) = (worktree(&d, &a).await, worktree(&d, &b).await);
+    let (pa, pb) = (
+        PathBuf::from(wa["path"].as_str().unwrap()),
+        PathBuf::from(wb["path"].as_str().unwrap()),
+    );
+    assert_ne!(pa, pb);
+    assert_eq!(
+        std::fs::read_to_string(pa.join("shared.txt")).unwrap(),
+        "from A\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(pb.join("shared.txt")).unwrap(),
+        "from B\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("shared.txt")).unwrap(),
+        "base\n"
+    );
+    assert_eq!(wa["branch"], format!("tether/{}", &a[..8]));
+    assert_eq!(wa["changed_files"], json!(["shared.txt"]), "{wa}");
+    // The history says where the session works.
+    let hist = d
+        .get_ok(&format!("/api/v1/conversations/{a}/messages"))
+        .await;
+    assert!(hist.to_string().contains("isolated worktree"), "{hist}");
+    // The patch, with the uncommitted edit.
+    let patch = d
+        .client
+        .get(d.url(&format!("/api/v1/conversations/{a}/worktree/diff")))
+        .bearer_auth(&d.token)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        patch.contains("-base") && patch.contains("+from A"),
+        "{patch}"
+    );
+
+    // A merges back; B then conflicts and nothing changes.
+    let merged = d
+        .post_ok(
+            &format!("/api/v1/conversations/{a}/worktree"),
+            json!({"action": "merge"}),
+        )
+        .await;
+    assert_eq!(merged["status"], "active", "{merged}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("shared.txt")).unwrap(),
+        "from A\n"
+    );
+    let head = git(&dir, &["rev-parse", "HEAD"]);
+    let (status, body) = d
+        .post(
+            &format!("/api/v1/conversations/{b}/worktree"),
+            json!({"action": "merge"}),
+        )
+        .await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "merge_conflict", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("shared.txt")
+    );
+    assert_eq!(git(&dir, &["rev-parse", "HEAD"]), head, "nothing half done");
+    assert_eq!(git(&dir, &["status", "--porcelain"]), "");
+    assert!(!dir.join(".git/MERGE_HEAD").exists());
+
+    // B is discarded: directory and branch go, the snapshot keeps its state.
+    let gone = d
+        .post_ok(
+            &format!("/api/v1/conversations/{b}/worktree"),
+            json!({"action": "discard"}),
+        )
+        .await;
+    assert_eq!(gone["status"], "discarded");
+    assert!(!pb.exists());
+    assert!(
+        git(&dir, &["branch", "--list", &format!("tether/{}", &b[..8])])
+            .trim()
+            .is_empty()
+    );
+    let kept = git(
+        &dir,
+        &[
+            "show",
+            &format!("refs/tether/snapshots/{}:shared.txt", &b[..8]),
+        ],
+    );
+    assert_eq!(kept, "from B\n");
+    // Its next message starts a new session in a new worktree from today's HEAD.
+    let (again, _) = d.say_and_wait(&b, "hello").await;
+    assert_ne!(again["session_id"], ob["session_id"]);
+    let wb2 = worktree(&d, &b).await;
+    let pb2 = PathBuf::from(wb2["path"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(pb2.join("shared.txt")).unwrap(),
+        "from A\n"
+    );
+}
+
+#[tokio::test]
+async fn a_removed_worktree_comes_back_from_its_snapshot_before_the_session_resumes() {
+    let mut d = Daemon::start(DaemonOptions::default()).await;
+    let dir = repo(&d);
+    let c = isolated(&d, &dir).await;
+    let (first, _) = d
+        .say_and_wait(&c, "write notes/new.txt untracked work")
+        .await;
+    d.say_and_wait(&c, "write shared.txt edited").await;
+    let w = worktree(&d, &c).await;
+    let path = PathBuf::from(w["path"].as_str().unwrap());
+    assert!(w["snapshot"].is_string(), "{w}");
+    // The machine's copy is lost (another node, a cleaned disk).
+    d.kill9().await;
+    std::fs::remove_dir_all(&path).unwrap();
+    d.launch_again().await;
+    let (again, done) = d.say_and_wait(&c, "what do you remember").await;
+    assert_eq!(again["session_id"], first["session_id"], "the same session");
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        std::fs::read_to_string(path.join("shared.txt")).unwrap(),
+        "edited\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(path.join("notes/new.txt")).unwrap(),
+        "untracked work\n"
+    );
+    let hist = d
+        .get_ok(&format!("/api/v1/conversations/{c}/messages"))
+        .await;
+    assert!(
+        hist.to_string()
+            .contains("restored it from its last snapshot"),
+        "{hist}"
+    );
+    // The person's own checkout was never touched.
+    assert_eq!(git(&dir, &["status", "--porcelain"]), "");
+}
+
+#[tokio::test]
+async fn diff_and_merge_work_as_commands_and_bad_input_is_refused() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let dir = repo(&d);
+    // Outside git: refused, with its own code, nothing created.
+    let plain = d.work_dir().join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    let (status, body) = d
+        .post(
+            "/api/v1/conversations",
+            json!({"cwd": plain.display().to_string(), "isolation": "worktree"}),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "isolation_needs_git");
+
+    // `/worktree on` in a plain conversation isolates its next session.
+    let c = d
+        .post_ok(
+            "/api/v1/conversations",
+            json!({"cwd": dir.display().to_string()}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let on = d.say(&c, "/worktree on").await;
+    assert!(
+        on["reply"].as_str().unwrap().contains("Isolation is on"),
+        "{on}"
+    );
+    d.say_and_wait(&c, "write shared.txt by command").await;
+    let diff = d.say(&c, "/diff").await;
+    assert!(
+        diff["reply"].as_str().unwrap().contains("shared.txt"),
+        "{diff}"
+    );
+    let files = diff["attachments"].as_array().unwrap();
+    assert_eq!(files.len(), 1, "{diff}");
+    assert!(files[0]["name"].as_str().unwrap().ends_with(".patch"));
+    let merged = d.say(&c, "/merge").await;
+    assert!(
+        merged["reply"].as_str().unwrap().contains("Merged"),
+        "{merged}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("shared.txt")).unwrap(),
+        "by command\n"
+    );
+    // Off is refused while the worktree holds the conversation's work.
+    let (status, off) = d
+        .post(
+            &format!("/api/v1/conversations/{c}/messages"),
+            json!({"text": "/worktree off"}),
+        )
+        .await;
+    assert_eq!(status, 409, "{off}");
+    assert!(off.to_string().contains("merge or discard"), "{off}");
+}
+
+#[tokio::test]
+async fn a_failing_set_up_stops_the_turn_and_shows_why() {
+    let d = Daemon::start(DaemonOptions {
+        extra_config: "[worktrees]\nsetup = \"echo preparing; exit 3\"\n".to_owned(),
+        ..DaemonOptions::default()
+    })
+    .await;
+    let dir = repo(&d);
+    let c = isolated(&d, &dir).await;
+    let (status, body) = d
+        .post(
+            &format!("/api/v1/conversations/{c}/messages"),
+            json!({"text": "hello"}),
+        )
+        .await;
+    assert_eq!(status, 502, "{body}");
+    assert_eq!(body["error"]["code"], "worktree_failed");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("exit") && message.contains("preparing"),
+        "{message}"
+    );
+    // Nothing bound: no session started.
+    let conv = d.get_ok(&format!("/api/v1/conversations/{c}")).await;
+    assert!(conv["binding"].is_null(), "{conv}");
+}
