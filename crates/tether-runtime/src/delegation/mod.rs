@@ -217,6 +217,21 @@ impl Delegations<'_> {
             _ => None,
         };
         let task_id: TaskId = new_id();
+        // The task of an isolated parent works in a worktree branched from the parent's
+        // state (issue 32), unless the caller named a directory.
+        let isolated = match (
+            &parent_conv,
+            working_dir.map(str::trim).filter(|w| !w.is_empty()),
+        ) {
+            (Some(p), None) => {
+                self.rt
+                    .worktrees()
+                    .for_child(&p.id, &task_id.conversation_id())
+                    .await?
+            }
+            _ => None,
+        };
+        let cwd = isolated.as_ref().map_or(cwd, |w| w.path.clone());
         let d = NewDelegation {
             task_id,
             title: title_of(&task),
@@ -232,12 +247,16 @@ impl Delegations<'_> {
             turn_id: new_id(),
             owner_id: Some(owner.clone()),
         };
-        self.rt
-            .ctx()
-            .store
-            .delegation()
-            .create_delegation(&d)
-            .await?;
+        let created = self.rt.ctx().store.delegation().create_delegation(&d).await;
+        if let Err(e) = created {
+            if let Some(w) = &isolated {
+                crate::worktree::abandon(w).await;
+            }
+            return Err(e.into());
+        }
+        if let Some(w) = &isolated {
+            self.rt.ctx().store.worktrees().save_worktree(w).await?;
+        }
         // Followed before its turn can run, so its end is reported.
         self.watch_task(&d.task_id).await?;
         // Here, or on another node when this one is at its cap (issue 12).

@@ -118,6 +118,51 @@ impl<'a> Worktrees<'a> {
         }
     }
 
+    /// A delegated task of an isolated parent works in a worktree of its own, branched
+    /// from the parent's current state (its snapshot: uncommitted work included) and
+    /// merged back into the parent's branch. Made before the task's conversation exists:
+    /// its directory and the row to store once it does (`None`: the parent is not
+    /// isolated).
+    pub(crate) async fn for_child(
+        self,
+        parent: &ConversationId,
+        task: &ConversationId,
+    ) -> Result<Option<WorktreeRow>> {
+        let store = &self.rt.ctx().store;
+        let Some(prow) = store.worktrees().get_worktree(parent).await? else {
+            return Ok(None);
+        };
+        if prow.status != ACTIVE {
+            return Ok(None);
+        }
+        ensure_present(&prow).await?;
+        let Some(base) = snapshot(
+            self.rt.ctx(),
+            parent,
+            "tether: the base of a delegated task",
+        )
+        .await?
+        else {
+            return Ok(None);
+        };
+        let repo = PathBuf::from(&prow.path);
+        let branch = format!("tether/{}", short(task));
+        let path = place::worktree_dir(&repo, task, &self.rt.ctx().config).await?;
+        git::add_worktree(&repo, &path, &branch, &base).await?;
+        let now = self.now();
+        Ok(Some(WorktreeRow {
+            conversation_id: task.clone(),
+            repo: prow.path.clone(),
+            path: path.display().to_string(),
+            branch,
+            base,
+            status: ACTIVE.to_owned(),
+            snapshot: None,
+            created_at_ms: now,
+            updated_at_ms: now,
+        }))
+    }
+
     /// Makes the worktree of `conv` from the `HEAD` of its directory.
     async fn make(
         self,
@@ -261,6 +306,15 @@ impl<'a> Worktrees<'a> {
         snapshot(self.rt.ctx(), id, "tether: before a merge").await?;
         let conv = self.writable(id).await?;
         git::commit_all(Path::new(&row.path), &format!("tether: {}", conv.title)).await?;
+        // Into a parent's worktree (a delegated task's merge): its own work is committed
+        // on its branch first, as tether's worktree it is.
+        if is_worktree(&row.repo) {
+            git::commit_all(
+                &repo,
+                &format!("tether: work before merging {}", row.branch),
+            )
+            .await?;
+        }
         let dirty = git::dirty_files(&repo).await?;
         if !dirty.is_empty() {
             return Err(in_the_way(format!(
@@ -316,6 +370,15 @@ pub(crate) fn is_worktree(cwd: &str) -> bool {
         let c = c.as_os_str();
         c == ".tether-worktrees" || c == "tether-worktrees"
     })
+}
+
+/// Removes a worktree made for a task whose conversation could not be stored.
+pub(crate) async fn abandon(row: &WorktreeRow) {
+    let repo = PathBuf::from(&row.repo);
+    if let Err(e) = git::remove_worktree(&repo, Path::new(&row.path)).await {
+        tracing::warn!(path = %row.path, error = %e, "cannot remove an abandoned worktree");
+    }
+    let _ = git::delete_branch(&repo, &row.branch).await;
 }
 
 /// Restores a missing worktree from its snapshot (or its branch); a line saying so.

@@ -303,3 +303,47 @@ async fn a_failing_set_up_stops_the_turn_and_shows_why() {
     let conv = d.get_ok(&format!("/api/v1/conversations/{c}")).await;
     assert!(conv["binding"].is_null(), "{conv}");
 }
+
+#[tokio::test]
+async fn a_delegated_task_works_in_a_worktree_from_its_parents_state_and_merges_into_it() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let dir = repo(&d);
+    let parent = isolated(&d, &dir).await;
+    // The parent's uncommitted work, then a task.
+    d.say_and_wait(&parent, "write parent.txt parent's work")
+        .await;
+    let task =
+        crate::delegation_util::delegate(&d, &parent, "fake", "write child.txt child's work").await;
+    let done = crate::delegation_util::wait_task(&d, &parent, &task).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let (wp, wc) = (worktree(&d, &parent).await, worktree(&d, &task).await);
+    let (pp, pc) = (
+        PathBuf::from(wp["path"].as_str().unwrap()),
+        PathBuf::from(wc["path"].as_str().unwrap()),
+    );
+    // The child started from the parent's state (its uncommitted file included) ...
+    assert_eq!(
+        std::fs::read_to_string(pc.join("parent.txt")).unwrap(),
+        "parent's work\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(pc.join("child.txt")).unwrap(),
+        "child's work\n"
+    );
+    // ... and its edits stayed in its own tree.
+    assert!(!pp.join("child.txt").exists());
+    assert!(!dir.join("child.txt").exists() && !dir.join("parent.txt").exists());
+    assert_eq!(wc["changed_files"], json!(["child.txt"]), "{wc}");
+    // Merged into the parent's branch, not into the person's checkout.
+    d.post_ok(
+        &format!("/api/v1/conversations/{task}/worktree"),
+        json!({"action": "merge"}),
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(pp.join("child.txt")).unwrap(),
+        "child's work\n"
+    );
+    assert!(!dir.join("child.txt").exists());
+    assert_eq!(git(&dir, &["status", "--porcelain"]), "");
+}
