@@ -60,6 +60,9 @@ pub struct WorktreesConfig {
     /// Run in a new worktree before its first turn (`sh -c`).
     pub setup: Option<String>,
     pub setup_timeout: Duration,
+    /// An archived conversation's worktree directory is removed this long after the
+    /// archiving (its snapshot and branch stay; unarchived, it comes back).
+    pub archive_grace: Duration,
 }
 
 impl Default for WorktreesConfig {
@@ -68,6 +71,7 @@ impl Default for WorktreesConfig {
             isolate_roots: Vec::new(),
             setup: None,
             setup_timeout: Duration::from_secs(600),
+            archive_grace: Duration::from_secs(7 * 24 * 3600),
         }
     }
 }

@@ -169,6 +169,9 @@ impl Conversations<'_> {
                 .set_visibility(id, visibility)
                 .await?;
         }
+        if let Some(archived) = req.archived {
+            self.rt.worktrees().archived(id, archived).await?;
+        }
         if req.archived == Some(true) {
             // Its agents' MCP tokens die with it (callers of an archived conversation are
             // refused too).

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tether_store::{CONTINUE_AFTER_LIMIT, SCHEDULE_RUN};
+use tether_store::{CONTINUE_AFTER_LIMIT, SCHEDULE_RUN, WORKTREE_REMOVAL};
 
 use crate::Runtime;
 
@@ -36,6 +36,7 @@ async fn fire(rt: &Runtime, t: &tether_store::Timer) {
     match t.kind.as_str() {
         CONTINUE_AFTER_LIMIT => crate::parking::fire(rt, t).await,
         SCHEDULE_RUN => crate::schedules::fire(rt, t).await,
+        WORKTREE_REMOVAL => crate::worktree::fire_removal(rt, t).await,
         other => {
             tracing::warn!(timer = t.id, kind = other, "a timer of an unknown kind");
             let _ = rt.ctx().store.timers().fire_timer(&t.id).await;

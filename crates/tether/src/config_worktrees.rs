@@ -5,6 +5,7 @@
 //! isolate_roots = ["/home/me/src/app"]   # conversations under these start isolated
 //! setup = "npm ci"                       # run in a new worktree before its first turn
 //! setup_timeout_secs = 600               # the set-up's limit (the turn does not start past it)
+//! archive_grace_secs = 604800            # an archived conversation's worktree goes after this
 //! ```
 
 use std::path::PathBuf;
@@ -21,6 +22,7 @@ pub struct WorktreesFile {
     pub isolate_roots: Option<Vec<PathBuf>>,
     pub setup: Option<String>,
     pub setup_timeout_secs: Option<u64>,
+    pub archive_grace_secs: Option<u64>,
 }
 
 pub fn resolve(file: Option<WorktreesFile>) -> Result<WorktreesConfig> {
@@ -47,6 +49,9 @@ pub fn resolve(file: Option<WorktreesFile>) -> Result<WorktreesConfig> {
         isolate_roots: roots,
         setup,
         setup_timeout,
+        archive_grace: file
+            .archive_grace_secs
+            .map_or(defaults.archive_grace, Duration::from_secs),
     })
 }
 

@@ -97,3 +97,78 @@ impl Worktrees<'_> {
             .await
     }
 }
+
+impl Worktrees<'_> {
+    /// The conversation was archived (`true`) or brought back: its worktree's directory
+    /// is removed after `[worktrees] archive_grace` (a durable timer), or kept again.
+    pub(crate) async fn archived(self, id: &ConversationId, archived: bool) -> Result<()> {
+        let store = &self.rt.ctx().store;
+        let active = store
+            .worktrees()
+            .get_worktree(id)
+            .await?
+            .is_some_and(|r| r.status == super::ACTIVE);
+        store
+            .timers()
+            .cancel_timers(id, tether_store::WORKTREE_REMOVAL)
+            .await?;
+        if archived && active {
+            let now = self.rt.ctx().clock.now_ms();
+            let grace = i64::try_from(self.rt.ctx().config.worktrees.archive_grace.as_millis())
+                .unwrap_or(i64::MAX / 2);
+            store
+                .timers()
+                .add_timer(&tether_store::NewTimer {
+                    id: format!("wt-{}-{now}", id),
+                    kind: tether_store::WORKTREE_REMOVAL.to_owned(),
+                    conversation_id: id.clone(),
+                    account: None,
+                    due_at_ms: now.saturating_add(grace),
+                    attempt: 1,
+                    payload: "{}".to_owned(),
+                })
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// Fires a worktree removal (the timer loop): an archived conversation's worktree
+/// directory goes, after a last snapshot; the branch and the snapshot ref stay, and a
+/// conversation brought back gets its directory back from the snapshot.
+pub(crate) async fn fire_removal(rt: &crate::Runtime, t: &tether_store::Timer) {
+    let ctx = rt.ctx();
+    let id = &t.conversation_id;
+    let still = ctx
+        .store
+        .conversations()
+        .get_conversation(id)
+        .await
+        .ok()
+        .flatten()
+        .is_some_and(|c| c.archived);
+    let row = ctx.store.worktrees().get_worktree(id).await.ok().flatten();
+    if let (true, Some(row)) = (still, row)
+        && row.status == super::ACTIVE
+    {
+        match super::snapshot(ctx, id, "tether: before removing an archived worktree").await {
+            Ok(_) => {
+                let repo = std::path::PathBuf::from(&row.repo);
+                if let Err(e) =
+                    super::git::remove_worktree(&repo, std::path::Path::new(&row.path)).await
+                {
+                    tracing::warn!(conversation = %id, error = %e, "cannot remove an archived worktree");
+                } else {
+                    tracing::info!(conversation = %id, path = %row.path, "removed an archived conversation's worktree (its snapshot stays)");
+                }
+            }
+            // Nothing is removed without its snapshot.
+            Err(e) => {
+                tracing::warn!(conversation = %id, error = %e, "cannot snapshot an archived worktree; kept")
+            }
+        }
+    }
+    if let Err(e) = ctx.store.timers().fire_timer(&t.id).await {
+        tracing::warn!(timer = t.id, error = %e, "cannot mark a worktree removal done");
+    }
+}

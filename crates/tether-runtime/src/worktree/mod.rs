@@ -12,6 +12,7 @@
 //! both are on the shared workspace storage, so every node continues in the same tree.
 
 mod commands;
+pub(crate) use commands::fire_removal;
 pub(crate) mod error;
 pub(crate) mod git;
 mod place;

@@ -4,6 +4,9 @@
 
 use tether_proto::ConversationId;
 
+/// The timer kind that removes an archived conversation's worktree after its grace.
+pub const WORKTREE_REMOVAL: &str = "worktree_removal";
+
 /// A conversation's worktree as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorktreeRow {

@@ -347,3 +347,50 @@ async fn a_delegated_task_works_in_a_worktree_from_its_parents_state_and_merges_
     assert!(!dir.join("child.txt").exists());
     assert_eq!(git(&dir, &["status", "--porcelain"]), "");
 }
+
+#[tokio::test]
+async fn an_archived_conversations_worktree_goes_after_its_grace_and_comes_back_with_it() {
+    let d = Daemon::start(DaemonOptions {
+        extra_config: "[worktrees]\narchive_grace_secs = 1\n".to_owned(),
+        ..DaemonOptions::default()
+    })
+    .await;
+    let dir = repo(&d);
+    let c = isolated(&d, &dir).await;
+    let (first, _) = d.say_and_wait(&c, "write keep.txt kept work").await;
+    let path = PathBuf::from(worktree(&d, &c).await["path"].as_str().unwrap());
+    d.patch(
+        &format!("/api/v1/conversations/{c}"),
+        json!({"archived": true}),
+    )
+    .await;
+    within("the archived worktree is removed", async {
+        while path.exists() {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    // The snapshot kept the work; nothing else in the repository moved.
+    let kept = git(
+        &dir,
+        &[
+            "show",
+            &format!("refs/tether/snapshots/{}:keep.txt", &c[..8]),
+        ],
+    );
+    assert_eq!(kept, "kept work\n");
+    assert_eq!(git(&dir, &["status", "--porcelain"]), "");
+    // Brought back, it continues in the same session, its files restored.
+    d.patch(
+        &format!("/api/v1/conversations/{c}"),
+        json!({"archived": false}),
+    )
+    .await;
+    let (again, done) = d.say_and_wait(&c, "what do you remember").await;
+    assert_eq!(again["session_id"], first["session_id"]);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        std::fs::read_to_string(path.join("keep.txt")).unwrap(),
+        "kept work\n"
+    );
+}

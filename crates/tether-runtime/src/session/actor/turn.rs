@@ -123,27 +123,27 @@ impl Actor {
         if let Some(t) = self.ctx.config.turn_timeout {
             self.deadline = Some((Instant::now() + t, DeadlineKind::TurnTimeout));
         }
+        // A worktree missing here (another node's, a cleaned disk, an archived one) comes
+        // back from its snapshot before the agent starts or works in it (issue 32).
+        if crate::worktree::is_worktree(&self.session.cwd)
+            && !std::path::Path::new(&self.session.cwd).exists()
+        {
+            match crate::worktree::restore_if_missing(&self.ctx, &self.session.conversation_id)
+                .await
+            {
+                Ok(Some(note)) => self.status_line(&note).await,
+                Ok(None) => {}
+                Err(e) => {
+                    self.fail(e.code(), format!("cannot restore the worktree: {e}"))
+                        .await;
+                    return;
+                }
+            }
+        }
         if self.live.as_ref().is_some_and(|l| l.is_alive()) {
             self.pool_busy();
             self.spawn_prompt()
         } else {
-            // A worktree missing here (another node's, a cleaned disk) comes back from its
-            // snapshot before the agent starts in it (issue 32).
-            if crate::worktree::is_worktree(&self.session.cwd)
-                && !std::path::Path::new(&self.session.cwd).exists()
-            {
-                match crate::worktree::restore_if_missing(&self.ctx, &self.session.conversation_id)
-                    .await
-                {
-                    Ok(Some(note)) => self.status_line(&note).await,
-                    Ok(None) => {}
-                    Err(e) => {
-                        self.fail(e.code(), format!("cannot restore the worktree: {e}"))
-                            .await;
-                        return;
-                    }
-                }
-            }
             // In a task, so that a stop can abandon the start.
             let req = self.prepare_start().await;
             if let Some(c) = self.current.as_mut() {
