@@ -18,4 +18,5 @@ mod cluster_single;
 mod cluster_tail;
 mod cluster_traces;
 mod cluster_upgrade;
+mod cluster_worktrees;
 mod store_postgres;
