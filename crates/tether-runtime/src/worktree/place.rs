@@ -86,14 +86,30 @@ pub(crate) async fn run_setup(dir: &Path, config: &RuntimeConfig) -> Setup {
         .arg(command)
         .current_dir(dir)
         .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .process_group(0);
     let timeout = config.worktrees.setup_timeout;
-    match tokio::time::timeout(timeout, cmd.output()).await {
-        Err(_) => Setup::Failed(format!(
-            "`{command}` did not finish within {} s",
-            timeout.as_secs()
-        )),
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return Setup::Failed(format!("cannot run `{command}`: {e}")),
+    };
+    let group = child.id().and_then(|p| i32::try_from(p).ok());
+    match tokio::time::timeout(timeout, child.wait_with_output()).await {
+        Err(_) => {
+            // The whole group: what the command started goes with it.
+            if let Some(g) = group {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(g),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            Setup::Failed(format!(
+                "`{command}` did not finish within {} s",
+                timeout.as_secs()
+            ))
+        }
         Ok(Err(e)) => Setup::Failed(format!("cannot run `{command}`: {e}")),
         Ok(Ok(out)) => {
             let mut text = String::from_utf8_lossy(&out.stdout).into_owned();

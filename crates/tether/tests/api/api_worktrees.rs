@@ -394,3 +394,82 @@ async fn an_archived_conversations_worktree_goes_after_its_grace_and_comes_back_
         "kept work\n"
     );
 }
+
+#[tokio::test]
+async fn a_hanging_set_up_times_out_and_a_taken_branch_is_refused() {
+    let d = Daemon::start(DaemonOptions {
+        extra_config: "[worktrees]\nsetup = \"echo started; sleep 30\"\nsetup_timeout_secs = 1\n"
+            .to_owned(),
+        ..DaemonOptions::default()
+    })
+    .await;
+    let dir = repo(&d);
+    let c = isolated(&d, &dir).await;
+    let asked = std::time::Instant::now();
+    let (status, body) = d
+        .post(
+            &format!("/api/v1/conversations/{c}/messages"),
+            json!({"text": "hello"}),
+        )
+        .await;
+    assert_eq!(status, 502, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("did not finish within 1 s"),
+        "{body}"
+    );
+    assert!(
+        asked.elapsed() < std::time::Duration::from_secs(10),
+        "the set-up was stopped"
+    );
+
+    // A branch of that name exists already: refused, naming it; nothing created.
+    let other = isolated(&d, &dir).await;
+    git(&dir, &["branch", &format!("tether/{}", &other[..8])]);
+    let (status, body) = d
+        .post(
+            &format!("/api/v1/conversations/{other}/messages"),
+            json!({"text": "hello"}),
+        )
+        .await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("exists already"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn two_conversations_merging_at_once_both_land_one_after_the_other() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let dir = repo(&d);
+    let (a, b) = (isolated(&d, &dir).await, isolated(&d, &dir).await);
+    d.say_and_wait(&a, "write a.txt from A").await;
+    d.say_and_wait(&b, "write b.txt from B").await;
+    let (pa, pb) = (
+        format!("/api/v1/conversations/{a}/worktree"),
+        format!("/api/v1/conversations/{b}/worktree"),
+    );
+    let (ra, rb) = within("both merges", async {
+        tokio::join!(
+            d.post(&pa, json!({"action": "merge"})),
+            d.post(&pb, json!({"action": "merge"}))
+        )
+    })
+    .await;
+    assert_eq!((ra.0, rb.0), (200, 200), "{ra:?} {rb:?}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("a.txt")).unwrap(),
+        "from A\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("b.txt")).unwrap(),
+        "from B\n"
+    );
+    assert_eq!(git(&dir, &["status", "--porcelain"]), "");
+}

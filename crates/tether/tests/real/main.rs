@@ -17,6 +17,7 @@ mod real_limits;
 mod real_pool;
 mod real_shared;
 mod real_usage;
+mod real_worktrees;
 
 /// Waits (up to 30 s) until the team's ledger on `d` equals what `model` billed, to the
 /// token (reports arrive as the CLIs print them); the team's usage then. Fails with both
