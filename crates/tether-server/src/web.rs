@@ -54,6 +54,7 @@ static ASSETS: &[Asset] = &[
     asset!("js/people.js", JS),
     asset!("js/usage.js", JS),
     asset!("js/schedules.js", JS),
+    asset!("js/worktree.js", JS),
 ];
 
 /// Strong validators, computed once: FNV-1a of each file's bytes.

@@ -105,6 +105,18 @@ export async function api(method, path, body, opts = {}) {
   return data;
 }
 
+/** A GET whose answer is text (a worktree's patch). */
+export async function apiText(path) {
+  let resp;
+  try {
+    resp = await fetch(path, { headers: authHeaders(memoryToken, "GET"), cache: "no-store" });
+  } catch {
+    throw new ApiError(0, "network", "cannot reach tether (network error)");
+  }
+  if (!resp.ok) throw new ApiError(resp.status, "http_" + resp.status, resp.statusText);
+  return resp.text();
+}
+
 /** Uploads files into a conversation (`multipart/form-data`); their attachment ids. */
 export async function uploadFiles(convId, files) {
   const form = new FormData();

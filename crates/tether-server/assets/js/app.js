@@ -9,12 +9,14 @@ import { Chat } from "./chat.js";
 import { Accounts } from "./people.js";
 import { UsageView } from "./usage.js";
 import { SchedulesView } from "./schedules.js";
+import { WorktreeView } from "./worktree.js";
 
 const sidebar = new Sidebar({ onSelect: (id) => go(id), onChange: (conv) => chat.listChanged(conv) });
 const chat = new Chat({ onChange: (conv) => sidebar.update(conv) });
 new Accounts();
 new UsageView({ current: () => new URLSearchParams(location.hash.slice(1)).get("c") });
 new SchedulesView({ current: () => new URLSearchParams(location.hash.slice(1)).get("c") });
+new WorktreeView({ current: () => new URLSearchParams(location.hash.slice(1)).get("c") });
 
 /** The token in the address (`#token=`, which never reaches a server or a log),
  * removed from it at once. A `?token=` is not taken (it was sent to the server and may
