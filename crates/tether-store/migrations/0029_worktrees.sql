@@ -11,3 +11,6 @@ CREATE TABLE worktrees (
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL
 );
+-- Whether the conversation's sessions work in its worktree (read with the row, so a
+-- session of a conversation that is not isolated costs no look-up).
+ALTER TABLE conversations ADD COLUMN isolated INTEGER NOT NULL DEFAULT 0;

@@ -255,7 +255,12 @@ impl Delegations<'_> {
             return Err(e.into());
         }
         if let Some(w) = &isolated {
-            self.rt.ctx().store.worktrees().save_worktree(w).await?;
+            let store = &self.rt.ctx().store;
+            store.worktrees().save_worktree(w).await?;
+            store
+                .worktrees()
+                .set_isolated(&w.conversation_id, true)
+                .await?;
         }
         // Followed before its turn can run, so its end is reported.
         self.watch_task(&d.task_id).await?;

@@ -95,6 +95,7 @@ impl<'a> Worktrees<'a> {
             }
         };
         store.worktrees().save_worktree(&next).await?;
+        store.worktrees().set_isolated(id, on).await?;
         self.view_of(&next).await
     }
 
@@ -105,6 +106,9 @@ impl<'a> Worktrees<'a> {
         self,
         conv: &tether_store::ConversationRow,
     ) -> Result<Option<(String, Option<String>)>> {
+        if !conv.isolated {
+            return Ok(None);
+        }
         let store = &self.rt.ctx().store;
         let Some(row) = store.worktrees().get_worktree(&conv.id).await? else {
             return Ok(None);

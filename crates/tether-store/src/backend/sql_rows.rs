@@ -50,6 +50,7 @@ pub(crate) fn conversation(row: &SqlRow) -> Result<ConversationRow> {
             row.try_get("visibility")?,
             Visibility::parse,
         )?,
+        isolated: row.try_get::<i64, _>("isolated")? != 0,
         created_at_ms: row.try_get("created_at")?,
         updated_at_ms: row.try_get("updated_at")?,
     })

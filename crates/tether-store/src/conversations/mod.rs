@@ -29,6 +29,8 @@ pub struct ConversationRow {
     /// existed, until the first start gives it to the install's owner).
     pub owner_id: Option<PersonId>,
     pub visibility: Visibility,
+    /// Its sessions work in its isolated worktree (issue 32; see `worktrees`).
+    pub isolated: bool,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
 }

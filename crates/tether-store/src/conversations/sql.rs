@@ -46,6 +46,7 @@ impl Db {
             next_session_reason: None,
             owner_id: c.owner_id.cloned(),
             visibility: c.visibility,
+            isolated: false,
             created_at_ms: now,
             updated_at_ms: now,
         })

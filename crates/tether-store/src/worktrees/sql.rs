@@ -55,6 +55,16 @@ impl Db {
         Ok(())
     }
 
+    /// Whether conversation `id`'s sessions work in its worktree.
+    pub async fn set_isolated(&self, id: &ConversationId, isolated: bool) -> Result<()> {
+        sqlx::query("UPDATE conversations SET isolated = $1 WHERE id = $2")
+            .bind(i64::from(isolated))
+            .bind(id.as_str())
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
     /// Records the worktree's latest snapshot.
     pub async fn set_worktree_snapshot(
         &self,
