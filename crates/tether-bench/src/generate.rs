@@ -115,7 +115,10 @@ pub async fn generate(path: &Path, conversations: usize, events: usize) -> Resul
     let t2 = id_sql('u', "i");
     let open = OPEN_TURNS.min(c);
     let delta = json_template(&EventPayload::MessageDelta { text: "@".into() })?;
-    let started = json_template(&EventPayload::TurnStarted { input: "@".into() })?;
+    let started = json_template(&EventPayload::TurnStarted {
+        input: "@".into(),
+        traceparent: None,
+    })?;
     let completed = json_template(&EventPayload::TurnCompleted {
         stop_reason: Some("end_turn".into()),
         text: "@".into(),
@@ -241,7 +244,10 @@ pub async fn long_conversation(path: &Path, events: usize) -> Result<String> {
     let turns = (events - 1).div_ceil(LONG_TURN);
     let tid = id_sql('T', "i");
     let delta = json_template(&EventPayload::MessageDelta { text: "@".into() })?;
-    let started = json_template(&EventPayload::TurnStarted { input: "@".into() })?;
+    let started = json_template(&EventPayload::TurnStarted {
+        input: "@".into(),
+        traceparent: None,
+    })?;
     let completed = json_template(&EventPayload::TurnCompleted {
         stop_reason: Some("end_turn".into()),
         text: "@".into(),

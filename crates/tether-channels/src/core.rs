@@ -162,6 +162,7 @@ impl Core {
             address: address.to_string(),
             body: serde_json::to_string(&item.msg)?,
             replace: item.replace,
+            traceparent: None,
         })
     }
 

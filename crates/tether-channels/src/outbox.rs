@@ -99,6 +99,10 @@ async fn deliver(core: &SharedCore, row: OutboxRow) {
         channel = core.name(),
         attempt = row.attempts + 1
     );
+    // A part of its turn's trace (issue 31).
+    if let Some(tp) = &row.traceparent {
+        tether_runtime::trace::join(&span, tp);
+    }
     let result = attempt(core, &row).instrument(span).await;
     let store = &core.store;
     let channel = core.name();

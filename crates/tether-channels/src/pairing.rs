@@ -204,6 +204,7 @@ pub async fn approve(
             address: p.address.clone(),
             body,
             replace: false,
+            traceparent: None,
         })
         .await?
         .ok_or_else(|| ChannelError::BadRequest(format!("pairing code {code} is not pending")))?;

@@ -143,7 +143,14 @@ mod tests {
         let second = Duration::from_secs(1);
         p.observe(
             "chat",
-            &ev("t", 0, EventPayload::TurnStarted { input: "x".into() }),
+            &ev(
+                "t",
+                0,
+                EventPayload::TurnStarted {
+                    input: "x".into(),
+                    traceparent: None,
+                },
+            ),
         );
         assert!(p.due(t0, 0, second).is_empty(), "nothing changed yet");
         p.observe(

@@ -41,6 +41,7 @@ struct Feeds {
 /// Runs until the task is aborted.
 pub(crate) async fn run(core: SharedCore) {
     let mut progress = Progress::default();
+    let mut traces = Traces::default();
     let mut feeds = Feeds {
         live: StreamMap::new(),
         retry: BTreeSet::new(),
@@ -54,7 +55,9 @@ pub(crate) async fn run(core: SharedCore) {
             Some((conv, got)) = feeds.live.next() => {
                 let handled = match got {
                     Ok(batch) => match core.chat_of(&conv) {
-                        Some(chat) => handle(&core, &mut progress, &chat, batch.events()).await,
+                        Some(chat) => {
+                            handle(&core, (&mut progress, &mut traces), &chat, batch.events()).await
+                        }
                         None => Ok(()),
                     },
                     Err(e) => Err(ChannelError::from(e)),
@@ -124,7 +127,7 @@ async fn sync(core: &SharedCore, feeds: &mut Feeds) {
 /// Turns a chat's next events into outbox rows and moves its cursor past them.
 async fn handle(
     core: &SharedCore,
-    progress: &mut Progress,
+    (progress, traces): (&mut Progress, &mut Traces),
     chat: &ChannelChat,
     events: &[EventEnvelope],
 ) -> Result<(), ChannelError> {
@@ -150,6 +153,7 @@ async fn handle(
             continue;
         }
         progress.observe(&chat.chat_key, ev);
+        let traceparent = traces.of(ev);
         let approval = match &ev.payload {
             EventPayload::ApprovalResolved { approval_id, .. } => {
                 core.store.requests().get_approval(approval_id).await?
@@ -157,7 +161,9 @@ async fn handle(
             _ => None,
         };
         for item in render(ev, approval.as_ref(), &caps, core.units) {
-            rows.push(core.row(&chat.chat_key, &chat.address, &item)?);
+            let mut row = core.row(&chat.chat_key, &chat.address, &item)?;
+            row.traceparent.clone_from(&traceparent);
+            rows.push(row);
         }
     }
     core.store
@@ -197,6 +203,32 @@ async fn flush_progress(core: &SharedCore, progress: &mut Progress) {
         match written {
             Ok(_) => core.wake.notify_one(),
             Err(e) => tracing::warn!(channel = core.name(), "progress not queued: {e}"),
+        }
+    }
+}
+
+/// The trace of each turn this node's pump saw start (issue 31), from its `turn_started`
+/// event: the rows rendered for the turn's events carry it, so their delivery joins the
+/// turn's trace. A turn's entry goes with its end.
+#[derive(Default)]
+struct Traces(std::collections::HashMap<tether_proto::TurnId, String>);
+
+impl Traces {
+    fn of(&mut self, ev: &EventEnvelope) -> Option<String> {
+        let turn = ev.turn_id.as_ref()?;
+        match &ev.payload {
+            EventPayload::TurnStarted {
+                traceparent: Some(tp),
+                ..
+            } => {
+                self.0.insert(turn.clone(), tp.clone());
+                Some(tp.clone())
+            }
+            EventPayload::TurnCompleted { .. }
+            | EventPayload::TurnFailed { .. }
+            | EventPayload::TurnCancelled { .. }
+            | EventPayload::TurnInterrupted { .. } => self.0.remove(turn),
+            _ => self.0.get(turn).cloned(),
         }
     }
 }

@@ -27,7 +27,13 @@ fn ev(id: i64, payload: EventPayload) -> EventEnvelope {
 #[test]
 fn a_turn_sends_one_status_message_then_edits_it_and_sends_the_result() {
     let started = render(
-        &ev(1, EventPayload::TurnStarted { input: "x".into() }),
+        &ev(
+            1,
+            EventPayload::TurnStarted {
+                input: "x".into(),
+                traceparent: None,
+            },
+        ),
         None,
         &CAPS,
         chars,

@@ -49,6 +49,10 @@ pub enum EventPayload {
     },
     TurnStarted {
         input: String,
+        /// The W3C trace context of the turn (issue 31), when tracing is on: what is sent
+        /// to a chat platform for this turn joins its trace.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        traceparent: Option<String>,
     },
     MessageDelta {
         text: String,

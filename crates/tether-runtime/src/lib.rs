@@ -38,7 +38,7 @@ mod sign_in;
 mod spare;
 mod timer_retry;
 mod timers;
-mod trace;
+pub mod trace;
 mod usage;
 mod usage_view;
 mod views;

@@ -25,6 +25,17 @@ pub(crate) fn current_traceparent() -> Option<String> {
     carrier.remove("traceparent")
 }
 
+/// The W3C trace context of `span` (`None` when tracing is off).
+pub(crate) fn traceparent_of(span: &tracing::Span) -> Option<String> {
+    span.in_scope(current_traceparent)
+}
+
+/// Makes `span` a child of the trace `traceparent` names (what a channel sends for a
+/// turn joins the turn's trace).
+pub fn join(span: &tracing::Span, traceparent: &str) {
+    let _ = span.set_parent(context_of(traceparent));
+}
+
 /// The context a `traceparent` names.
 pub(crate) fn context_of(traceparent: &str) -> opentelemetry::Context {
     let carrier = HashMap::from([("traceparent".to_owned(), traceparent.to_owned())]);

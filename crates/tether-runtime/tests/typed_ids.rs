@@ -92,7 +92,9 @@ fn the_store_takes_each_id_where_it_is_meant() {
     handle_takes_1::<Conversations<'static>, SessionId, _, _>(Conversations::session_turns);
     handle_takes_3::<Events<'static>, SessionId, i64, u32, _, _>(Events::session_events);
     handle_takes_1::<Conversations<'static>, TurnId, _, _>(Conversations::get_turn);
-    handle_takes_1::<Conversations<'static>, TurnId, _, _>(Conversations::start_turn);
+    handle_takes_2::<Conversations<'static>, TurnId, Option<&'static str>, _, _>(
+        Conversations::start_turn,
+    );
     handle_takes_1::<Delegation<'static>, TurnId, _, _>(Delegation::delegation_turn);
     handle_takes_1::<Delegation<'static>, TurnId, _, _>(Delegation::open_turns_started_in);
     handle_takes_2::<Delegation<'static>, TurnId, &'static EventPayload, _, _>(

@@ -14,3 +14,6 @@ CREATE TABLE worktrees (
 -- Whether the conversation's sessions work in its worktree (read with the row, so a
 -- session of a conversation that is not isolated costs no look-up).
 ALTER TABLE conversations ADD COLUMN isolated INTEGER NOT NULL DEFAULT 0;
+-- Issue 31: the trace a channel message belongs to (its turn's), so its delivery joins
+-- the turn's trace.
+ALTER TABLE channel_outbox ADD COLUMN traceparent TEXT;

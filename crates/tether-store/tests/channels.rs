@@ -22,12 +22,14 @@ fn item(lane: &str, key: &str, body: &str) -> NewOutbox {
         address: "{}".into(),
         body: body.into(),
         replace: false,
+        traceparent: None,
     }
 }
 
 fn coalesced(lane: &str, key: &str, body: &str) -> NewOutbox {
     NewOutbox {
         replace: true,
+        traceparent: None,
         ..item(lane, key, body)
     }
 }

@@ -139,7 +139,7 @@ async fn task_lifecycle_rows(b: Backend) {
     };
     store
         .conversations()
-        .start_turn(&"ct1".into())
+        .start_turn(&"ct1".into(), None)
         .await
         .unwrap();
     store

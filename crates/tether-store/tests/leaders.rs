@@ -169,6 +169,7 @@ fn item(lane: &str, key: &str) -> NewOutbox {
         address: "{}".into(),
         body: format!("body of {key}"),
         replace: false,
+        traceparent: None,
     }
 }
 
@@ -298,6 +299,7 @@ async fn outbox_claims_give_each_row_to_one_sender_in_lane_order(b: Backend) {
     a.channels()
         .enqueue_outbox(&[NewOutbox {
             replace: true,
+            traceparent: None,
             body: "newer".into(),
             ..item("x", "k2")
         }])

@@ -67,7 +67,7 @@ async fn running_turn(store: &Store, c: &ConversationId, s: &SessionId, id: &str
     store.conversations().insert_turn(&t, true).await.unwrap();
     store
         .conversations()
-        .start_turn(&t.id)
+        .start_turn(&t.id, None)
         .await
         .unwrap()
         .unwrap();

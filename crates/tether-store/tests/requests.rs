@@ -65,7 +65,7 @@ async fn running_turn(store: &Store) {
     store.conversations().insert_turn(&t, true).await.unwrap();
     store
         .conversations()
-        .start_turn(&"t1".into())
+        .start_turn(&"t1".into(), None)
         .await
         .unwrap();
 }

@@ -140,7 +140,7 @@ async fn approval_first_answer_wins_and_recovery_expires(b: Backend) {
     store.conversations().insert_turn(&t, true).await.unwrap();
     store
         .conversations()
-        .start_turn(&"t1".into())
+        .start_turn(&"t1".into(), None)
         .await
         .unwrap();
     for id in ["a1", "a2"] {
@@ -284,7 +284,7 @@ async fn view_parts_reads_only_the_conversations_asked_for(b: Backend) {
     store.conversations().insert_turn(&t, true).await.unwrap();
     store
         .conversations()
-        .start_turn(&"t1".into())
+        .start_turn(&"t1".into(), None)
         .await
         .unwrap();
     store

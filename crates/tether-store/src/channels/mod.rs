@@ -67,6 +67,8 @@ pub struct NewOutbox {
     /// When a row with the key exists: `false` leaves it alone; `true` replaces its body
     /// and makes it pending again (a coalesced edit: only the latest body matters).
     pub replace: bool,
+    /// The W3C trace context of the turn it belongs to (issue 31).
+    pub traceparent: Option<String>,
 }
 
 /// A stored outbox row.
@@ -87,6 +89,8 @@ pub struct OutboxRow {
     pub last_error: Option<String>,
     pub remote_id: Option<String>,
     pub created_at_ms: i64,
+    /// The W3C trace context of the turn it belongs to (issue 31).
+    pub traceparent: Option<String>,
 }
 
 mod pairing;

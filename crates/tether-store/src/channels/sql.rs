@@ -46,6 +46,7 @@ pub(super) fn outbox(row: &SqlRow) -> Result<OutboxRow> {
         last_error: row.try_get("last_error")?,
         remote_id: row.try_get("remote_id")?,
         created_at_ms: row.try_get("created_at")?,
+        traceparent: row.try_get("traceparent")?,
     })
 }
 
@@ -67,8 +68,8 @@ pub(super) async fn insert_outbox(conn: &mut Tx, item: &NewOutbox) -> Result<boo
     };
     let sql = format!(
         "INSERT INTO channel_outbox (channel, chat_key, dedupe_key, op, target_key, address, \
-         body, status, next_attempt_at, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10) {on_conflict}"
+         body, status, next_attempt_at, created_at, updated_at, traceparent) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10, $11) {on_conflict}"
     );
     let res = sqlx::query(&sql)
         .bind(&item.channel)
@@ -81,6 +82,7 @@ pub(super) async fn insert_outbox(conn: &mut Tx, item: &NewOutbox) -> Result<boo
         .bind(now)
         .bind(now)
         .bind(now)
+        .bind(&item.traceparent)
         .execute(&mut **conn)
         .await?;
     Ok(res.rows_affected() == 1)

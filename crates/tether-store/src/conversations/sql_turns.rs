@@ -71,7 +71,11 @@ impl Db {
 
     /// Marks a queued turn running and records `turn_started`, together. `None` when the
     /// turn is not queued any more (it already ran or ended).
-    pub async fn start_turn(&self, turn_id: &TurnId) -> Result<Option<EventEnvelope>> {
+    pub async fn start_turn(
+        &self,
+        turn_id: &TurnId,
+        traceparent: Option<&str>,
+    ) -> Result<Option<EventEnvelope>> {
         let mut tx = self.writer.begin().await?;
         let row: Option<(String, String)> = sqlx::query_as(
             "UPDATE turns SET status = 'running', started_at = $1 WHERE id = $2 \
@@ -89,7 +93,10 @@ impl Db {
             &mut tx,
             &session_id,
             Some(turn_id),
-            &EventPayload::TurnStarted { input },
+            &EventPayload::TurnStarted {
+                input,
+                traceparent: traceparent.map(str::to_owned),
+            },
         )
         .await?;
         self.commit_events(tx, std::slice::from_ref(&ev)).await?;

@@ -255,3 +255,41 @@ async fn a_delegated_turn_is_one_trace_across_two_nodes() {
     })
     .await;
 }
+
+/// A Telegram DM's trace: the update (`channel inbound`) → the call → the turn, and the
+/// reply's delivery (`channel send`) a child of the turn, though the pump wrote its row
+/// and the outbox sent it apart from the turn.
+#[tokio::test]
+async fn a_chat_message_and_its_reply_are_one_trace() {
+    use tether_testkit::fake_telegram::{FakeTelegram, private_chat};
+    let (endpoint, spans) = receiver().await;
+    let tg = FakeTelegram::start().await;
+    let opts = DaemonOptions {
+        extra_config: format!(
+            "{}\n[telemetry]\notlp_endpoint = \"{endpoint}\"\n",
+            tg.config(&[111], "")
+        ),
+        env: vec![("OTEL_BSP_SCHEDULE_DELAY".to_owned(), "100".to_owned())],
+        ..DaemonOptions::default()
+    };
+    let _cluster = Cluster::start(1, opts).await;
+    tg.say(&private_chat(111), (111, "Ann"), "hello over telegram");
+    tg.wait_shown(111, "echo: hello over telegram").await;
+    let (inbound, turn, send) = wait_for(&spans, "the reply's delivery", |all| {
+        let inbound = all.iter().find(|s| s.name == "channel inbound")?;
+        let turn = all
+            .iter()
+            .find(|s| s.name == "turn" && s.trace == inbound.trace)?;
+        let send = all.iter().find(|s| {
+            s.name == "channel send" && s.trace == inbound.trace && s.parent == turn.id
+        })?;
+        Some((inbound.clone(), turn.clone(), send.clone()))
+    })
+    .await;
+    let all = spans.lock().unwrap().clone();
+    assert!(
+        descends(&all, &turn, &inbound),
+        "the turn is under the update"
+    );
+    assert!(descends(&all, &send, &inbound), "the delivery too");
+}

@@ -18,14 +18,34 @@ impl Actor {
         // A turn accepted while the store answered waits for it to answer again. A start
         // whose answer was lost with the connection may have been stored: then the turn
         // is found running, and runs.
+        let span = tracing::info_span!(
+            "tether.turn",
+            otel.name = "turn",
+            turn_id = %turn_id,
+            conversation_id = %self.session.conversation_id,
+            session_id = %self.session.id,
+            agent = %self.session.agent,
+            node = %self.ctx.config.cluster.node_id,
+            trace_id = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+        );
+        crate::trace::adopt(&span, self.traces.remove(&turn_id));
+        // Its trace context rides its `turn_started` event: what the channels send for
+        // it joins the trace (issue 31).
+        let traceparent = crate::trace::traceparent_of(&span);
         let store = self.ctx.store.clone();
         let mut retried = false;
         let started = super::outage::patiently("a turn's start", || {
             let first = !std::mem::replace(&mut retried, true);
             let store = store.clone();
             let turn_id = turn_id.clone();
+            let traceparent = traceparent.clone();
             async move {
-                match store.conversations().start_turn(&turn_id).await {
+                match store
+                    .conversations()
+                    .start_turn(&turn_id, traceparent.as_deref())
+                    .await
+                {
                     Ok(None) if !first => Ok(store
                         .conversations()
                         .get_turn(&turn_id)
@@ -70,18 +90,6 @@ impl Actor {
                 Vec::new()
             }
         };
-        let span = tracing::info_span!(
-            "tether.turn",
-            otel.name = "turn",
-            turn_id = %turn_id,
-            conversation_id = %self.session.conversation_id,
-            session_id = %self.session.id,
-            agent = %self.session.agent,
-            node = %self.ctx.config.cluster.node_id,
-            trace_id = tracing::field::Empty,
-            outcome = tracing::field::Empty,
-        );
-        crate::trace::adopt(&span, self.traces.remove(&turn_id));
         self.ctx.turn_traces.started(&self.session.id, &span);
         self.current = Some(Current {
             span,
