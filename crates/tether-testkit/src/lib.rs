@@ -12,6 +12,7 @@ mod fake_discord_limits;
 pub mod fake_feishu;
 pub mod fake_slack;
 pub mod fake_telegram;
+pub mod git;
 pub mod mock_model;
 pub mod people;
 pub mod postgres;

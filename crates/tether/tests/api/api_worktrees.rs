@@ -7,38 +7,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::{Value, json};
+use tether_testkit::git::{git, init_repo};
 use tether_testkit::{Daemon, DaemonOptions, within};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// A repository with one committed file `shared.txt` ("base").
 fn repo(d: &Daemon) -> PathBuf {
     let dir = d.work_dir().join("repo");
-    std::fs::create_dir_all(&dir).unwrap();
-    git(&dir, &["init", "--quiet", "-b", "main"]);
-    std::fs::write(dir.join("shared.txt"), "base\n").unwrap();
-    git(&dir, &["add", "."]);
-    git(&dir, &["commit", "--quiet", "-m", "base"]);
+    init_repo(&dir, &[("shared.txt", "base\n")]);
     dir
 }
 

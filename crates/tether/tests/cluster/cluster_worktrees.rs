@@ -6,41 +6,18 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use serde_json::json;
 use tether_testkit::Cluster;
+use tether_testkit::git::{git, init_repo};
 
 use crate::common::{node_options, str_of};
-
-fn git(dir: &std::path::Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 #[tokio::test]
 async fn a_worktree_missing_on_the_node_that_takes_over_is_restored_from_its_snapshot() {
     let mut cluster = Cluster::start(2, node_options(2)).await;
     let dir = cluster.work_dir.join("repo");
-    std::fs::create_dir_all(&dir).unwrap();
-    git(&dir, &["init", "--quiet", "-b", "main"]);
-    std::fs::write(dir.join("a.txt"), "base\n").unwrap();
-    git(&dir, &["add", "."]);
-    git(&dir, &["commit", "--quiet", "-m", "base"]);
+    init_repo(&dir, &[("a.txt", "base\n")]);
 
     let a = cluster.node(0);
     let c = a

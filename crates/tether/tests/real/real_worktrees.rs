@@ -4,39 +4,16 @@
 //! a snapshot; the person's checkout is untouched.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use serde_json::json;
+use tether_testkit::git::{git, init_repo};
 use tether_testkit::real_agents::{self, RealAgent, agent_toml, codex_env, codex_home};
 use tether_testkit::{Api, Daemon, DaemonOptions, MockModel};
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 async fn in_a_worktree(d: &Daemon, model: &MockModel, agent: &str, api: Api) {
     let dir = d.work_dir().join("repo");
-    std::fs::create_dir_all(&dir).unwrap();
-    git(&dir, &["init", "--quiet", "-b", "main"]);
-    std::fs::write(dir.join("README.md"), "hello\n").unwrap();
-    git(&dir, &["add", "."]);
-    git(&dir, &["commit", "--quiet", "-m", "base"]);
+    init_repo(&dir, &[("README.md", "hello\n")]);
     let c = d
         .post_ok(
             "/api/v1/conversations",
