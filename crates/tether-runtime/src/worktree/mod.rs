@@ -114,6 +114,24 @@ impl<'a> Worktrees<'a> {
             return Ok(None);
         };
         match row.status.as_str() {
+            // A task's new worktree (after a discard) branches from its parent again.
+            WANTED if conv.parent_conversation_id.is_some() => {
+                let parent = conv
+                    .parent_conversation_id
+                    .clone()
+                    .unwrap_or_else(|| conv.id.clone());
+                match self.for_child(&parent, &conv.id).await? {
+                    Some(w) => {
+                        store.worktrees().save_worktree(&w).await?;
+                        let note = format!(
+                            "🌿 Working in a new worktree on {} from the parent's current state",
+                            w.branch
+                        );
+                        Ok(Some((w.path, Some(note))))
+                    }
+                    None => self.make(conv, row).await.map(Some),
+                }
+            }
             WANTED => self.make(conv, row).await.map(Some),
             ACTIVE => {
                 let note = ensure_present(&row).await?;
@@ -190,6 +208,7 @@ impl<'a> Worktrees<'a> {
         }
         let started = std::time::Instant::now();
         git::add_worktree(&repo, &path, &branch, &base).await?;
+        let submodules = place::init_submodules(&path).await;
         let copied = place::copy_included(&repo, &path);
         let setup = place::run_setup(&path, &self.rt.ctx().config).await;
         let now = self.now();
@@ -211,6 +230,9 @@ impl<'a> Worktrees<'a> {
         );
         if copied > 0 {
             note.push_str(&format!("; copied {copied} listed file(s) in"));
+        }
+        if let Some(s) = submodules {
+            note.push_str(&format!("\n{s}"));
         }
         // A dirty base: the worktree has HEAD, not the checkout's uncommitted changes.
         if let Ok(dirty) = git::dirty_files(&repo).await
@@ -344,9 +366,10 @@ impl<'a> Worktrees<'a> {
 
     /// Discards the worktree: its state is recorded as a snapshot, then the directory
     /// and the branch go, and the conversation's session with them (the next message
-    /// starts a new session in a new worktree).
+    /// starts a new session in a new worktree). A delegated task keeps its one session,
+    /// so discarding its work closes it (a person decided against it; its history stays).
     pub async fn discard(self, id: &ConversationId) -> Result<WorktreeView> {
-        self.writable(id).await?;
+        let conv = self.writable(id).await?;
         let mut row = self.row(id).await?;
         if row.status != ACTIVE {
             return Err(in_the_way(format!(
@@ -355,11 +378,23 @@ impl<'a> Worktrees<'a> {
             )));
         }
         snapshot(self.rt.ctx(), id, "tether: before discarding").await?;
-        self.rt.detach(id).await?;
+        let task = conv.parent_conversation_id.is_some();
+        if task {
+            let continuation = format!("discard:{}", self.now());
+            self.rt
+                .close_task(
+                    &crate::Caller::Person,
+                    &tether_proto::TaskId::of_conversation(id),
+                    &continuation,
+                )
+                .await?;
+        } else {
+            self.rt.detach(id).await?;
+        }
         let repo = PathBuf::from(&row.repo);
         git::remove_worktree(&repo, Path::new(&row.path)).await?;
         git::delete_branch(&repo, &row.branch).await?;
-        row.status = WANTED.to_owned();
+        row.status = if task { "discarded" } else { WANTED }.to_owned();
         row.updated_at_ms = self.now();
         self.rt.ctx().store.worktrees().save_worktree(&row).await?;
         let mut view = self.view_of(&row).await?;

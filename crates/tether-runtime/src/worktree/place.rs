@@ -66,6 +66,28 @@ pub(crate) fn copy_included(repo: &Path, worktree: &Path) -> usize {
     n
 }
 
+/// A repository with submodules: they are initialised in the new worktree (from what
+/// the repository has, or their URLs); a line saying how it went (`None`: none).
+pub(crate) async fn init_submodules(worktree: &Path) -> Option<String> {
+    if !worktree.join(".gitmodules").exists() {
+        return None;
+    }
+    Some(
+        match git::git(
+            worktree,
+            &["submodule", "update", "--init", "--recursive"],
+            &[],
+        )
+        .await
+        {
+            Ok(_) => "Its submodules were initialised.".to_owned(),
+            Err(e) => format!(
+                "⚠️ Its submodules could not be initialised ({e}); the agent works without them"
+            ),
+        },
+    )
+}
+
 /// How the set-up command went.
 pub(crate) enum Setup {
     None,

@@ -450,3 +450,63 @@ async fn two_conversations_merging_at_once_both_land_one_after_the_other() {
     );
     assert_eq!(git(&dir, &["status", "--porcelain"]), "");
 }
+
+#[tokio::test]
+async fn a_discarded_tasks_work_closes_it_and_submodules_are_said() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let dir = repo(&d);
+    // A submodule (a local one: git refuses the file transport for submodules unless
+    // told, so the worktree says it works without it).
+    let sub = d.work_dir().join("sub");
+    init_repo(&sub, &[("lib.txt", "lib\n")]);
+    git(
+        &dir,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "--quiet",
+            &sub.display().to_string(),
+            "sub",
+        ],
+    );
+    git(&dir, &["commit", "--quiet", "-m", "with a submodule"]);
+    let parent = isolated(&d, &dir).await;
+    let (_, first) = d.say_and_wait(&parent, "hello").await;
+    assert_eq!(first["status"], "completed", "{first}");
+    let hist = d
+        .get_ok(&format!("/api/v1/conversations/{parent}/messages"))
+        .await;
+    assert!(hist.to_string().contains("submodules"), "{hist}");
+
+    let task = crate::delegation_util::delegate(&d, &parent, "fake", "write t.txt first try").await;
+    crate::delegation_util::wait_task(&d, &parent, &task).await;
+    let w = worktree(&d, &task).await;
+    let path = PathBuf::from(w["path"].as_str().unwrap());
+    // The parent decides against the task's work: its worktree goes, the task is closed.
+    let gone = d
+        .post_ok(
+            &format!("/api/v1/conversations/{task}/worktree"),
+            json!({"action": "discard"}),
+        )
+        .await;
+    assert_eq!(gone["status"], "discarded", "{gone}");
+    assert!(!path.exists());
+    let (status, body) = d
+        .post(
+            &format!("/api/v1/conversations/{task}/continue"),
+            json!({"message": "write t.txt second try", "continuation_id": "again-1"}),
+        )
+        .await;
+    assert_eq!(status, 409, "{body}");
+    // Its work is kept on the snapshot ref.
+    let kept = git(
+        &dir,
+        &[
+            "show",
+            &format!("refs/tether/snapshots/{}:t.txt", &task[..8]),
+        ],
+    );
+    assert_eq!(kept, "first try\n");
+}
