@@ -82,3 +82,28 @@ test("a worktree's changes show, merge back and the next one is discarded", asyn
   await page.click("#worktree-isolate");
   await page.locator('#worktree-dialog[data-status="wanted"]').waitFor();
 });
+
+test("a delegated task's changes show on its card and merge into the parent's worktree", async () => {
+  const repo = path.join(daemon.home, "work", "repo2");
+  mkdirSync(repo, { recursive: true });
+  git(repo, "init", "--quiet", "-b", "main");
+  writeFileSync(path.join(repo, "README.md"), "hello\n");
+  git(repo, "add", ".");
+  git(repo, "commit", "--quiet", "-m", "base");
+  const parent = (await daemon.api("POST", "/api/v1/conversations", { cwd: repo, isolation: "worktree" })).id;
+  await turnEnds(parent, 'mcp delegate_to_agent {"agent_type": "fake", "task": "write child.txt from the task"}');
+
+  page = await browser.newPage();
+  await openSignedIn(page, daemon.base, daemon.token);
+  await page.evaluate((c) => { location.hash = `c=${c}`; }, parent);
+  const card = page.locator(".task-card");
+  await card.locator(".task-changes", { hasText: "child.txt" }).waitFor();
+  await screenshot(page, "task-worktree");
+  await card.locator("[data-action=merge]").click();
+  const w = await daemon.api("GET", `/api/v1/conversations/${parent}/worktree`);
+  for (let i = 0; i < 100 && !existsSync(path.join(w.path, "child.txt")); i++) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.equal(readFileSync(path.join(w.path, "child.txt"), "utf8"), "from the task\n");
+  assert.ok(!existsSync(path.join(repo, "child.txt")), "the person's checkout is untouched");
+});

@@ -27,6 +27,10 @@ pub(crate) async fn worktree_dir(
         .parent()
         .is_some_and(|p| config.workspace_roots.iter().any(|r| p.starts_with(r)));
     if let (true, Some(parent)) = (parent_in_root, repo.parent()) {
+        // A task's worktree of a worktree goes beside it, not a level deeper.
+        if parent.file_name().is_some_and(|n| n == ".tether-worktrees") {
+            return Ok(parent.join(name));
+        }
         return Ok(parent.join(".tether-worktrees").join(name));
     }
     let common = git::git(

@@ -56,6 +56,10 @@ export class TaskCards {
         h("span", { class: "task-availability" }, "")),
       h("p", { class: "task-blocked", hidden: true }),
       h("p", { class: "task-usage muted small-text" }),
+      h("div", { class: "task-worktree", hidden: true },
+        h("span", { class: "task-changes" }),
+        h("button", { type: "button", class: "small primary", dataset: { action: "merge" } }, "Merge"),
+        h("button", { type: "button", class: "small", dataset: { action: "discard" } }, "Discard")),
       h("div", { class: "card-actions" }, message, cont, close));
     cont.addEventListener("click", () => this.continueTask(p.task_id, message));
     message.addEventListener("keydown", (e) => {
@@ -65,6 +69,10 @@ export class TaskCards {
       }
     });
     close.addEventListener("click", () => this.closeTask(p.task_id));
+    el.querySelector("[data-action=merge]").addEventListener("click", () =>
+      this.worktreeAction(p.task_id, "merge", "Merged into this conversation's branch"));
+    el.querySelector("[data-action=discard]").addEventListener("click", () =>
+      this.worktreeAction(p.task_id, "discard", "The task's changes were discarded and the task closed"));
     this.cards.set(p.task_id, el);
     const known = this.states.get(p.task_id);
     if (known) this.paint(el, known);
@@ -111,10 +119,36 @@ export class TaskCards {
     el.querySelector("[data-action=continue]").disabled = !continuable;
     el.querySelector(".task-message").disabled = !continuable;
     el.querySelector("[data-action=close]").disabled = c.availability === "released";
+    // The task's own worktree (issue 32): its changes, to merge into this conversation's
+    // branch or discard.
+    if (c.status !== "running") this.paintWorktree(el, c.task_id);
     // The tree's total (the child and anything it delegated), read with the state.
     treeTotal(c.task_id)
       .then((text) => { el.querySelector(".task-usage").textContent = text; })
       .catch(() => {});
+  }
+
+  async paintWorktree(el, taskId) {
+    const box = el.querySelector(".task-worktree");
+    let w = null;
+    try {
+      w = await api("GET", `/api/v1/conversations/${enc(taskId)}/worktree`);
+    } catch {
+      box.hidden = true; // Not isolated.
+      return;
+    }
+    box.hidden = w.status !== "active";
+    box.dataset.files = w.changed_files.length;
+    el.querySelector(".task-changes").textContent = w.changed_files.length
+      ? `Changes on ${w.branch}: ${w.changed_files.join(", ")} `
+      : `No changes on ${w.branch} `;
+    el.querySelector("[data-action=merge]").disabled = !w.changed_files.length;
+  }
+
+  async worktreeAction(taskId, action, done) {
+    const ok = await this.act(() => api("POST", `/api/v1/conversations/${enc(taskId)}/worktree`, { action }));
+    if (ok) toast(done);
+    this.refreshSoon(0);
   }
 
   async continueTask(taskId, input) {
