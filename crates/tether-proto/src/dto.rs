@@ -78,7 +78,8 @@ pub enum Isolation {
 /// A conversation's worktree (issue 32): `GET /api/v1/conversations/{id}/worktree`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct WorktreeView {
-    /// `wanted` (made when the next session starts), `active`, `discarded` or `off`.
+    /// `none` (the conversation works in its own directory), `wanted` (made when the
+    /// next session starts), `active`, `discarded` or `off`.
     pub status: String,
     pub branch: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

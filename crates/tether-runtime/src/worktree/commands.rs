@@ -38,13 +38,13 @@ impl Worktrees<'_> {
     /// `/worktree [on|off|discard]`.
     pub(crate) async fn command(self, id: &ConversationId, action: Option<&str>) -> Result<String> {
         let view = match action {
-            None => match self.view(id).await {
-                Ok(v) => v,
-                Err(crate::RuntimeError::NotFound { .. }) => {
+            None => {
+                let v = self.view(id).await?;
+                if v.status == "none" {
                     return Ok("This conversation is not isolated (/worktree on isolates its next session).".to_owned());
                 }
-                Err(e) => return Err(e),
-            },
+                v
+            }
             Some("on") => self.set_isolation(id, true).await?,
             Some("off") => self.set_isolation(id, false).await?,
             Some(_) => self.discard(id).await?,

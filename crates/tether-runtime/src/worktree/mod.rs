@@ -258,10 +258,21 @@ impl<'a> Worktrees<'a> {
     }
 
     /// The worktree of conversation `id` with its changes against the base.
+    /// (`none`: the conversation works in its own directory.)
     pub async fn view(self, id: &ConversationId) -> Result<WorktreeView> {
         self.rt.conversations().readable_row(id).await?;
-        let row = self.row(id).await?;
-        self.view_of(&row).await
+        match self.rt.ctx().store.worktrees().get_worktree(id).await? {
+            Some(row) => self.view_of(&row).await,
+            None => Ok(WorktreeView {
+                status: "none".to_owned(),
+                branch: String::new(),
+                path: None,
+                base: None,
+                snapshot: None,
+                changed_files: Vec::new(),
+                stat: String::new(),
+            }),
+        }
     }
 
     async fn row(self, id: &ConversationId) -> Result<WorktreeRow> {

@@ -134,7 +134,7 @@ export class TaskCards {
     try {
       w = await api("GET", `/api/v1/conversations/${enc(taskId)}/worktree`);
     } catch {
-      box.hidden = true; // Not isolated.
+      box.hidden = true; // The next refresh reads it again.
       return;
     }
     box.hidden = w.status !== "active";

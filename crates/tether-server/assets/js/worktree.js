@@ -46,9 +46,10 @@ export class WorktreeView {
       try {
         w = await api("GET", `/api/v1/conversations/${enc(conv)}/worktree`);
       } catch (e) {
-        if (!/not_found|404/.test(e.message || "")) setError($("worktree-error"), e.message || String(e));
+        setError($("worktree-error"), e.message || String(e));
       }
     }
+    if (w?.status === "none") w = null;
     const active = w?.status === "active";
     $("worktree-summary").textContent = !w
       ? "This conversation works in its own directory."

@@ -17,8 +17,8 @@ use crate::extract::{ApiJson, ApiPath};
     tag = "worktrees",
     params(("id" = String, Path, description = "Conversation id")),
     responses(
-        (status = 200, description = "The worktree", body = WorktreeView),
-        (status = 404, description = "No such conversation, or it has no worktree", body = ErrorBody),
+        (status = 200, description = "The worktree (status `none`: not isolated)", body = WorktreeView),
+        (status = 404, description = "No such conversation", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]
