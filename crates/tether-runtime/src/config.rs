@@ -63,6 +63,13 @@ pub struct WorktreesConfig {
     /// An archived conversation's worktree directory is removed this long after the
     /// archiving (its snapshot and branch stay; unarchived, it comes back).
     pub archive_grace: Duration,
+    /// The disk tether's worktrees may take: past it, idle ones are removed (least
+    /// recently used first, after a snapshot; restored at their next turn).
+    pub disk_budget_bytes: u64,
+    /// How often one node cleans up: stale directories, then the budget.
+    pub sweep_interval: Duration,
+    /// A worktree unused this long (no turn ended in it) may go for the budget.
+    pub sweep_idle: Duration,
 }
 
 impl Default for WorktreesConfig {
@@ -72,6 +79,9 @@ impl Default for WorktreesConfig {
             setup: None,
             setup_timeout: Duration::from_secs(600),
             archive_grace: Duration::from_secs(7 * 24 * 3600),
+            disk_budget_bytes: 20 << 30,
+            sweep_interval: Duration::from_secs(3600),
+            sweep_idle: Duration::from_secs(900),
         }
     }
 }

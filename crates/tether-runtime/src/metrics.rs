@@ -33,6 +33,8 @@ pub const OWNED: &str = "tether_owned_conversations";
 pub const LEADER: &str = "tether_channel_leader";
 pub const READY: &str = "tether_ready";
 pub const DRAINING: &str = "tether_draining";
+pub const WORKTREES_REMOVED: &str = "tether_worktrees_removed_total";
+pub const WORKTREES_DISK: &str = "tether_worktrees_disk_bytes";
 
 /// A turn ended: its agent, status (and error code when it failed), how long it took
 /// and tether's own part of that (all but the agent's start and prompt time).
@@ -71,4 +73,14 @@ pub(crate) fn took_over() {
 pub(crate) fn forwarded(outcome: &'static str, took: Duration) {
     metrics::counter!(FORWARDED, "outcome" => outcome).increment(1);
     metrics::histogram!(FORWARD_SECONDS).record(took.as_secs_f64());
+}
+
+/// A worktree's directory was removed (after its snapshot): `archived`, `stale`, `budget`.
+pub(crate) fn worktree_removed(reason: &'static str) {
+    metrics::counter!(WORKTREES_REMOVED, "reason" => reason).increment(1);
+}
+
+/// The disk tether's worktrees take, as the last clean-up measured it.
+pub(crate) fn worktrees_disk(bytes: u64) {
+    metrics::gauge!(WORKTREES_DISK).set(bytes as f64);
 }

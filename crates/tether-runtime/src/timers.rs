@@ -1,12 +1,13 @@
 //! The durable timer facility's loop (issues 29 and 30): each node claims the timers
 //! that are due (`tether_store::Timers`: one node per timer, a claim of a node that dies
 //! lapses and another takes it) every half second and fires each by its kind — a
-//! continuation after a vendor's limit (`parking`), a schedule's run (`schedules`).
+//! continuation after a vendor's limit (`parking`), a schedule's run (`schedules`),
+//! a worktree's removal or the worktrees' clean-up (`worktree`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tether_store::{CONTINUE_AFTER_LIMIT, SCHEDULE_RUN, WORKTREE_REMOVAL};
+use tether_store::{CONTINUE_AFTER_LIMIT, SCHEDULE_RUN, WORKTREE_REMOVAL, WORKTREE_SWEEP};
 
 use crate::Runtime;
 
@@ -20,6 +21,9 @@ const BATCH: i64 = 64;
 pub(crate) fn start(rt: &Runtime) {
     let weak = Arc::downgrade(&rt.inner);
     tokio::spawn(async move {
+        if let Some(inner) = weak.upgrade() {
+            crate::worktree::sweep::schedule(&inner.ctx).await;
+        }
         let mut look = tokio::time::interval(LOOK);
         look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -37,6 +41,7 @@ async fn fire(rt: &Runtime, t: &tether_store::Timer) {
         CONTINUE_AFTER_LIMIT => crate::parking::fire(rt, t).await,
         SCHEDULE_RUN => crate::schedules::fire(rt, t).await,
         WORKTREE_REMOVAL => crate::worktree::fire_removal(rt, t).await,
+        WORKTREE_SWEEP => crate::worktree::sweep::fire(rt, t).await,
         other => {
             tracing::warn!(timer = t.id, kind = other, "a timer of an unknown kind");
             let _ = rt.ctx().store.timers().fire_timer(&t.id).await;

@@ -86,7 +86,7 @@ pub use usage::{
     Bucket, Budget, BudgetHit, BudgetScope, BudgetUse, Counted, NewUsage, Recorded, SeriesPoint,
     TurnBudgets, UsageScope, UsageTotals,
 };
-pub use worktrees::{WORKTREE_REMOVAL, WorktreeRow};
+pub use worktrees::{SweptWorktree, WORKTREE_REMOVAL, WORKTREE_SWEEP, WorktreeRow};
 
 /// Errors from the store.
 #[derive(Debug, thiserror::Error)]

@@ -6,6 +6,9 @@
 //! setup = "npm ci"                       # run in a new worktree before its first turn
 //! setup_timeout_secs = 600               # the set-up's limit (the turn does not start past it)
 //! archive_grace_secs = 604800            # an archived conversation's worktree goes after this
+//! disk_budget_mb = 20480                 # past it, idle worktrees go (snapshot kept)
+//! sweep_interval_secs = 3600             # how often one node cleans up
+//! sweep_idle_secs = 900                  # unused this long, a worktree may go for the budget
 //! ```
 
 use std::path::PathBuf;
@@ -23,6 +26,9 @@ pub struct WorktreesFile {
     pub setup: Option<String>,
     pub setup_timeout_secs: Option<u64>,
     pub archive_grace_secs: Option<u64>,
+    pub disk_budget_mb: Option<u64>,
+    pub sweep_interval_secs: Option<u64>,
+    pub sweep_idle_secs: Option<u64>,
 }
 
 pub fn resolve(file: Option<WorktreesFile>) -> Result<WorktreesConfig> {
@@ -45,6 +51,11 @@ pub fn resolve(file: Option<WorktreesFile>) -> Result<WorktreesConfig> {
         Some(0) => bail!("[worktrees] setup_timeout_secs must be greater than 0"),
         Some(s) => Duration::from_secs(s),
     };
+    let sweep_interval = match file.sweep_interval_secs {
+        None => defaults.sweep_interval,
+        Some(0) => bail!("[worktrees] sweep_interval_secs must be greater than 0"),
+        Some(s) => Duration::from_secs(s),
+    };
     Ok(WorktreesConfig {
         isolate_roots: roots,
         setup,
@@ -52,6 +63,13 @@ pub fn resolve(file: Option<WorktreesFile>) -> Result<WorktreesConfig> {
         archive_grace: file
             .archive_grace_secs
             .map_or(defaults.archive_grace, Duration::from_secs),
+        disk_budget_bytes: file
+            .disk_budget_mb
+            .map_or(defaults.disk_budget_bytes, |mb| mb.saturating_mul(1 << 20)),
+        sweep_interval,
+        sweep_idle: file
+            .sweep_idle_secs
+            .map_or(defaults.sweep_idle, Duration::from_secs),
     })
 }
 
@@ -71,6 +89,11 @@ mod tests {
             ..Default::default()
         };
         assert!(resolve(Some(zero)).is_err());
+        let never = WorktreesFile {
+            sweep_interval_secs: Some(0),
+            ..Default::default()
+        };
+        assert!(resolve(Some(never)).is_err());
         let ok = resolve(None).unwrap();
         assert!(ok.setup.is_none() && ok.isolate_roots.is_empty());
     }

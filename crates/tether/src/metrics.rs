@@ -119,6 +119,15 @@ fn describe() {
         "Strict resumes of agent sessions, by agent and outcome"
     );
     describe_counter!(
+        rm::WORKTREES_REMOVED,
+        "Worktree directories removed after their snapshot, by reason (archived, stale, budget)"
+    );
+    describe_gauge!(
+        rm::WORKTREES_DISK,
+        Unit::Bytes,
+        "The disk tether's worktrees take, as the last clean-up measured it"
+    );
+    describe_counter!(
         rm::TAKEOVERS,
         "Conversations this node took over from a gone owner"
     );

@@ -160,6 +160,7 @@ pub(crate) async fn fire_removal(rt: &crate::Runtime, t: &tether_store::Timer) {
                     tracing::warn!(conversation = %id, error = %e, "cannot remove an archived worktree");
                 } else {
                     tracing::info!(conversation = %id, path = %row.path, "removed an archived conversation's worktree (its snapshot stays)");
+                    crate::metrics::worktree_removed("archived");
                 }
             }
             // Nothing is removed without its snapshot.

@@ -320,3 +320,39 @@ pub(crate) async fn merge(
         Err(e) => Err(e),
     }
 }
+
+/// A worktree as `git worktree list` tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Listed {
+    pub path: PathBuf,
+    /// The branch checked out (without `refs/heads/`), none when detached.
+    pub branch: Option<String>,
+    pub locked: bool,
+}
+
+/// The worktrees of the repository at `repo` (its main checkout first).
+pub(crate) async fn worktrees(repo: &Path) -> Result<Vec<Listed>, GitError> {
+    let out = git(repo, &["worktree", "list", "--porcelain"], &[]).await?;
+    Ok(parse_worktrees(&out))
+}
+
+pub(crate) fn parse_worktrees(out: &str) -> Vec<Listed> {
+    let mut list: Vec<Listed> = Vec::new();
+    for line in out.lines() {
+        if let Some(p) = line.strip_prefix("worktree ") {
+            list.push(Listed {
+                path: PathBuf::from(p),
+                branch: None,
+                locked: false,
+            });
+        } else if let Some(last) = list.last_mut() {
+            if let Some(b) = line.strip_prefix("branch ") {
+                last.branch = Some(b.strip_prefix("refs/heads/").unwrap_or(b).to_owned());
+            } else if line == "locked" || line.starts_with("locked ") {
+                last.locked = true;
+            }
+        }
+    }
+    list
+}
+

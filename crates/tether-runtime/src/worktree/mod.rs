@@ -16,6 +16,7 @@ pub(crate) use commands::fire_removal;
 pub(crate) mod error;
 pub(crate) mod git;
 mod place;
+pub(crate) mod sweep;
 
 pub use error::WorktreeError;
 
@@ -45,7 +46,7 @@ pub(crate) fn short(id: &ConversationId) -> String {
     id.as_str().chars().take(8).collect()
 }
 
-/// The ref of a conversation's snapshots.
+/// The ref of a conversation's snapshots (`sweep.rs` names it from a branch too).
 pub(crate) fn snapshot_ref(id: &ConversationId) -> String {
     format!("refs/tether/snapshots/{}", short(id))
 }

@@ -6,6 +6,8 @@ use tether_proto::ConversationId;
 
 /// The timer kind that removes an archived conversation's worktree after its grace.
 pub const WORKTREE_REMOVAL: &str = "worktree_removal";
+/// The timer kind of the periodic clean-up of worktree directories (one node sweeps).
+pub const WORKTREE_SWEEP: &str = "worktree_sweep";
 
 /// A conversation's worktree as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,4 +26,12 @@ pub struct WorktreeRow {
     pub snapshot: Option<String>,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
+}
+
+/// A worktree as the clean-up sees it: whether its conversation is at work now (a
+/// session with a process, or a turn not ended), when nothing may be removed under it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SweptWorktree {
+    pub row: WorktreeRow,
+    pub busy: bool,
 }

@@ -4,7 +4,7 @@ use sqlx::Row;
 
 use super::{Db, SqlRow};
 use crate::Result;
-use crate::worktrees::WorktreeRow;
+use crate::worktrees::{SweptWorktree, WorktreeRow};
 use tether_proto::ConversationId;
 
 fn worktree(row: &SqlRow) -> Result<WorktreeRow> {
@@ -79,5 +79,28 @@ impl Db {
             .execute(&self.writer)
             .await?;
         Ok(())
+    }
+
+    /// Every worktree tether made and still keeps (`active`), least recently used first,
+    /// each with whether its conversation is at work now — for the clean-up.
+    pub async fn worktrees_for_sweep(&self) -> Result<Vec<SweptWorktree>> {
+        let rows = sqlx::query(
+            "SELECT w.*, \
+             (SELECT count(*) FROM sessions s WHERE s.conversation_id = w.conversation_id \
+              AND s.status IN ('starting', 'live')) + \
+             (SELECT count(*) FROM turns t WHERE t.conversation_id = w.conversation_id \
+              AND t.status IN ('queued', 'running', 'waiting_approval', 'waiting_user')) \
+             AS busy FROM worktrees w WHERE w.status = 'active' ORDER BY w.updated_at",
+        )
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(SweptWorktree {
+                    row: worktree(r)?,
+                    busy: r.try_get::<i64, _>("busy")? > 0,
+                })
+            })
+            .collect()
     }
 }

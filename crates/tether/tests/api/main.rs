@@ -34,3 +34,4 @@ mod api_upgrade;
 mod api_usage;
 mod api_windows;
 mod api_worktrees;
+mod api_worktrees_sweep;
