@@ -148,6 +148,29 @@ pub(crate) async fn fire_removal(rt: &crate::Runtime, t: &tether_store::Timer) {
         .flatten()
         .is_some_and(|c| c.archived);
     let row = ctx.store.worktrees().get_worktree(id).await.ok().flatten();
+    // Never under a running agent: an archived conversation's process ends when the pool
+    // evicts it; the removal waits for that.
+    if still && row.as_ref().is_some_and(|r| r.status == super::ACTIVE) && busy(ctx, id).await {
+        // Idle here: its process ends now, and the removal follows shortly; else (a turn
+        // runs, or another node holds it) the removal waits a minute.
+        let bound = ctx
+            .store
+            .conversations()
+            .get_conversation(id)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|c| c.bound_session_id);
+        let evicted =
+            bound.is_some_and(|s| ctx.pool.evict_if_idle(&s, "its conversation was archived"));
+        let node = ctx.config.cluster.node_id.to_string();
+        let wait = if evicted { 1_000 } else { 60_000 };
+        let later = ctx.clock.now_ms().saturating_add(wait);
+        if let Err(e) = ctx.store.timers().retry_timer(&t.id, &node, later).await {
+            tracing::warn!(timer = t.id, error = %e, "cannot put a worktree removal off");
+        }
+        return;
+    }
     if let (true, Some(row)) = (still, row)
         && row.status == super::ACTIVE
     {
@@ -172,4 +195,16 @@ pub(crate) async fn fire_removal(rt: &crate::Runtime, t: &tether_store::Timer) {
     if let Err(e) = ctx.store.timers().fire_timer(&t.id).await {
         tracing::warn!(timer = t.id, error = %e, "cannot mark a worktree removal done");
     }
+}
+
+/// Whether conversation `id` has an agent process or an open turn (what the clean-up
+/// reads too).
+async fn busy(ctx: &crate::ctx::Ctx, id: &ConversationId) -> bool {
+    ctx.store
+        .worktrees()
+        .worktrees_for_sweep()
+        .await
+        .map_or(true, |all| {
+            all.iter().any(|w| &w.row.conversation_id == id && w.busy)
+        })
 }

@@ -355,4 +355,3 @@ pub(crate) fn parse_worktrees(out: &str) -> Vec<Listed> {
     }
     list
 }
-
