@@ -50,6 +50,9 @@ pub struct DaemonOptions {
     pub store_extra: String,
     /// Top-level config keys (written before every table).
     pub top_config: String,
+    /// Run `tether serve` inside this network namespace (`ip netns exec`), listening on
+    /// every address there; the test reaches it at the namespace's API address.
+    pub netns: Option<crate::netns::NodeNet>,
 }
 
 impl Default for DaemonOptions {
@@ -70,6 +73,7 @@ impl Default for DaemonOptions {
             data_dir: None,
             store_extra: String::new(),
             top_config: String::new(),
+            netns: None,
         }
     }
 }
@@ -93,6 +97,7 @@ pub struct Daemon {
     /// The PostgreSQL database of the store (`TETHER_TEST_STORE=postgres`), kept for the
     /// daemon's life (restarts included) and dropped with it.
     database: Option<crate::postgres::TestDatabase>,
+    netns: Option<crate::netns::NodeNet>,
 }
 
 fn toml_str(p: &Path) -> String {
@@ -190,6 +195,7 @@ impl Daemon {
             work,
             started_at_ms: 0,
             database,
+            netns: opts.netns,
         };
         d.launch().await;
         d
@@ -276,7 +282,14 @@ impl Daemon {
         } else {
             Stdio::inherit()
         };
-        let mut command = Command::new(bin_path("tether"));
+        let (mut command, listen) = match &self.netns {
+            Some(net) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", &net.ns]).arg(bin_path("tether"));
+                (c, "0.0.0.0:0")
+            }
+            None => (Command::new(bin_path("tether")), "127.0.0.1:0"),
+        };
         // The test machine's own agent credentials never reach the daemon (and so its
         // agents, which get the built-in agents' credentials passed).
         for key in crate::real_agents::FOREIGN_ENV {
@@ -288,7 +301,7 @@ impl Daemon {
             .arg(&self.config_path)
             .arg("serve")
             .arg("--listen")
-            .arg("127.0.0.1:0")
+            .arg(listen)
             .env("TETHER_LOG", &self.log_filter)
             .env_remove("TETHER_HOME")
             .stdin(Stdio::null())
@@ -329,7 +342,11 @@ impl Daemon {
                 keep(&line);
             }
         });
-        self.base = addr;
+        self.base = match &self.netns {
+            // Every address in the namespace: the test reaches it at the API address.
+            Some(net) => addr.replacen("0.0.0.0", &net.api_ip, 1),
+            None => addr,
+        };
         self.child = Some(child);
         let out = within("tether token", async {
             Command::new(bin_path("tether"))

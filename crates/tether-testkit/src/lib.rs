@@ -14,6 +14,7 @@ pub mod fake_slack;
 pub mod fake_telegram;
 pub mod git;
 pub mod mock_model;
+pub mod netns;
 pub mod people;
 pub mod postgres;
 pub mod real_agents;

@@ -75,12 +75,22 @@ impl PgServer {
         PgServer::start_tmp(true)
     }
 
+    /// Like [`PgServer::start`], but listening on every address and trusting clients
+    /// from `10.0.0.0/8` too: for nodes in network namespaces of their own (`netns`).
+    pub fn start_reachable() -> Result<PgServer> {
+        PgServer::start_tmp_with(false, true)
+    }
+
     fn start_tmp(durable: bool) -> Result<PgServer> {
+        PgServer::start_tmp_with(durable, false)
+    }
+
+    fn start_tmp_with(durable: bool, reachable: bool) -> Result<PgServer> {
         let tmp = tempfile::Builder::new()
             .prefix("tether-pg-")
             .tempdir()
             .context("tempdir")?;
-        let mut server = PgServer::start_in_with(tmp.path(), durable)?;
+        let mut server = PgServer::start_in_full(tmp.path(), durable, reachable)?;
         server._tmp = Some(tmp);
         server.stop_on_drop = true;
         Ok(server)
@@ -93,6 +103,10 @@ impl PgServer {
     }
 
     fn start_in_with(dir: &Path, durable: bool) -> Result<PgServer> {
+        PgServer::start_in_full(dir, durable, false)
+    }
+
+    fn start_in_full(dir: &Path, durable: bool, reachable: bool) -> Result<PgServer> {
         let bin = bin_dir()?;
         std::fs::create_dir_all(dir).with_context(|| format!("mkdir {}", dir.display()))?;
         let as_postgres = is_root();
@@ -109,13 +123,22 @@ impl PgServer {
                 .arg("--no-sync"),
         )
         .context("initdb")?;
+        if reachable {
+            use std::io::Write;
+            let mut hba = std::fs::OpenOptions::new()
+                .append(true)
+                .open(data.join("pg_hba.conf"))
+                .context("open pg_hba.conf")?;
+            writeln!(hba, "host all all 10.0.0.0/8 trust").context("write pg_hba.conf")?;
+        }
         let port = free_port()?;
         // Tests need durability only against tether's crashes, not the server's (a
         // durable server keeps every commit across its own crash; none survives the
         // machine's).
         let options = format!(
-            "-c listen_addresses=127.0.0.1 -p {port} -k {} -c max_connections=500 \
+            "-c listen_addresses={} -p {port} -k {} -c max_connections=500 \
              -c fsync=off -c synchronous_commit={} -c full_page_writes=off",
+            if reachable { "0.0.0.0" } else { "127.0.0.1" },
             dir.display(),
             if durable { "on" } else { "off" }
         );

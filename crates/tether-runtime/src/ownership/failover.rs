@@ -123,9 +123,16 @@ pub(crate) fn start_sweep(ctx: Weak<Ctx>, node_id: tether_proto::NodeId, lease_t
         // Taken over, not yet recovered (a lock of a paused node held the recovery).
         let mut retry: Vec<OwnerRow> = Vec::new();
         let mut trouble = tether_core::FailureRun::default();
+        let mut looks: u32 = 0;
         loop {
             tick.tick().await;
             let Some(ctx) = ctx.upgrade() else { return };
+            looks = looks.wrapping_add(1);
+            if looks.is_multiple_of(CLAIM_LOOK_EVERY)
+                && let Err(e) = check_held(&ctx, &node_id).await
+            {
+                tracing::debug!(error = %e, "cannot look at this node's claims");
+            }
             match sweep(&ctx, &node_id, &mut retry).await {
                 Ok(()) => {
                     if trouble.recover() > 0 {
@@ -139,6 +146,49 @@ pub(crate) fn start_sweep(ctx: Weak<Ctx>, node_id: tether_proto::NodeId, lease_t
             }
         }
     });
+}
+
+/// Every this many sweeps (about two seconds) a node compares its claims with the
+/// owners rows.
+const CLAIM_LOOK_EVERY: u32 = 4;
+
+/// Finds the claims of this node that another node took over while this one could not
+/// see it (cut off the network, or paused, past its lease) and tells the sessions here:
+/// an idle one would otherwise keep its agent running beside the new owner's until its
+/// next write was refused. A turn running here finds out at its next write anyway.
+async fn check_held(ctx: &Ctx, node_id: &str) -> tether_store::Result<()> {
+    let cluster = ctx.store.cluster();
+    let held = cluster.held_conversations();
+    if held.is_empty() {
+        return Ok(());
+    }
+    let owned: std::collections::HashSet<(String, i64)> = cluster
+        .owned_conversations(node_id)
+        .await?
+        .into_iter()
+        .map(|r| (r.conversation_id.to_string(), r.epoch))
+        .collect();
+    let mut lost = 0;
+    for (id, epoch) in held {
+        if owned.contains(&(id.to_string(), epoch)) {
+            continue;
+        }
+        // Released meanwhile (no node) or claimed again here: not lost to anyone.
+        if let Some(row) = cluster.conversation_owner(&id).await?
+            && row.node_id != node_id
+            && !row.node_id.is_empty()
+            && row.epoch > epoch
+        {
+            tracing::warn!(conversation = %id, owner = %row.node_id, epoch = row.epoch,
+                "another node took this node's conversation over; ending its sessions here");
+            cluster.mark_lost(&id, epoch);
+            lost += 1;
+        }
+    }
+    if lost > 0 {
+        ctx.pool.check_claims();
+    }
+    Ok(())
 }
 
 async fn sweep(ctx: &Ctx, node_id: &str, retry: &mut Vec<OwnerRow>) -> tether_store::Result<()> {

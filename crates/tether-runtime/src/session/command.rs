@@ -42,6 +42,10 @@ pub(crate) enum ActorCmd {
     Park,
     /// The live pool needs room: end the process if no turn runs.
     Evict { reason: String },
+    /// Look whether this node still owns the conversation (the failover sweep found a
+    /// claim of this node lost to another node while it was cut off or paused): a lost
+    /// actor ends its agent without writing; otherwise nothing.
+    CheckClaim,
     /// End everything now (daemon shutdown).
     Shutdown { done: oneshot::Sender<()> },
     /// Delegation: make the session live (strict resume) without running a turn.
@@ -88,7 +92,8 @@ impl ActorCmd {
             | ActorCmd::Stop { .. }
             | ActorCmd::Deliver(_)
             | ActorCmd::Park
-            | ActorCmd::Evict { .. } => ACTOR_REPLY_TIMEOUT,
+            | ActorCmd::Evict { .. }
+            | ActorCmd::CheckClaim => ACTOR_REPLY_TIMEOUT,
             // It ends the agent process (and reaps it).
             ActorCmd::Shutdown { .. } => SHUTDOWN_WAIT,
             // It starts the agent.

@@ -298,6 +298,16 @@ impl Pool {
             .count()
     }
 
+    /// Asks every live session's actor to look at its claim (some were lost).
+    pub fn check_claims(&self) {
+        let st = self.lock();
+        for e in st.entries.values() {
+            if let Some(tx) = e.actor.upgrade() {
+                ActorHandle { tx }.send_now(ActorCmd::CheckClaim);
+            }
+        }
+    }
+
     /// Evicts the session if it is live here and idle; `true` when it was.
     pub fn evict_if_idle(&self, session_id: &SessionId, why: &str) -> bool {
         let mut st = self.lock();

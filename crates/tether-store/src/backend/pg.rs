@@ -76,7 +76,16 @@ pub(crate) struct Db {
 impl Db {
     /// Connects to `url` (`postgres://…`) and runs the migrations.
     pub(crate) async fn connect(url: &str, shared: Arc<Shared>) -> Result<Db> {
-        let opts = PgConnectOptions::from_str(url)?;
+        // A node cut off the network inside a transaction would hold its row locks (and
+        // its presence lock) until the server noticed, which without these is hours: the
+        // server ends such a transaction after 15 s idle, and probes a silent client
+        // after 10 s (every 5 s, 3 times).
+        let opts = PgConnectOptions::from_str(url)?.options([
+            ("idle_in_transaction_session_timeout", "15s"),
+            ("tcp_keepalives_idle", "10"),
+            ("tcp_keepalives_interval", "5"),
+            ("tcp_keepalives_count", "3"),
+        ]);
         let mut first = opts.connect().await?;
         // sqlx holds an advisory lock while migrating: nodes starting together take turns.
         sql_schema::migrate(&mut first, &sqlx::migrate!("./migrations/postgres")).await?;

@@ -59,4 +59,16 @@ impl crate::Cluster<'_> {
     pub fn is_fenced(self, id: &ConversationId) -> bool {
         self.store.shared().held.is_stale(id)
     }
+
+    /// The conversations this node holds (its belief; the owners rows are the truth),
+    /// with their epochs, except those known lost.
+    pub fn held_conversations(self) -> Vec<(ConversationId, i64)> {
+        self.store.shared().held.list()
+    }
+
+    /// Another node took conversation `id` over from this node's claim under `epoch`
+    /// (found by reading the owners rows): its writes are refused from now on.
+    pub fn mark_lost(self, id: &ConversationId, epoch: i64) {
+        self.store.shared().held.lost(id, epoch);
+    }
 }

@@ -106,6 +106,28 @@ impl Held {
         }
     }
 
+    /// The conversations held and not known stale, with their epochs.
+    pub(crate) fn list(&self) -> Vec<(ConversationId, i64)> {
+        if !self.any() {
+            return Vec::new();
+        }
+        self.lock()
+            .iter()
+            .filter(|(_, (_, stale))| !stale)
+            .map(|(id, (epoch, _))| (id.clone(), *epoch))
+            .collect()
+    }
+
+    /// The claim on `id` under `epoch` was found taken by another node (no write was
+    /// refused): every later write under it is refused, until a new claim.
+    pub(crate) fn lost(&self, id: &ConversationId, epoch: i64) {
+        if let Some(entry) = self.lock().get_mut(id)
+            && entry.0 == epoch
+        {
+            entry.1 = true;
+        }
+    }
+
     /// Whether a write under the epoch held for `id` was refused.
     pub(crate) fn is_stale(&self, id: &ConversationId) -> bool {
         self.any() && self.lock().get(id).is_some_and(|(_, stale)| *stale)

@@ -10,6 +10,7 @@ mod common;
 mod cluster_budget;
 mod cluster_nodes;
 mod cluster_owner;
+mod cluster_partition;
 mod cluster_presence;
 mod cluster_route;
 mod cluster_route_tasks;

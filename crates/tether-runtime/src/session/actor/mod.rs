@@ -206,6 +206,10 @@ impl Actor {
                     // Lost while idle (a newer claim of this node, after a take-over,
                     // replaced the epoch): this process may lack what ran elsewhere, so
                     // a successor resumes strictly and runs the command.
+                    Some(ActorCmd::CheckClaim) if self.claim.as_ref().is_some_and(OwnerGuard::lost) => {
+                        self.end_fenced(Vec::new()).await;
+                        return;
+                    }
                     Some(cmd) if self.claim.as_ref().is_some_and(OwnerGuard::lost) => {
                         self.end_fenced(vec![cmd]).await;
                         return;
@@ -331,7 +335,8 @@ impl Actor {
                     self.go_dormant(&format!("evicted: {reason}")).await;
                 }
             }
-            ActorCmd::Shutdown { .. } => {}
+            // The loop's next look at the claim does the work.
+            ActorCmd::Shutdown { .. } | ActorCmd::CheckClaim => {}
             ActorCmd::EnsureLive { reply } => {
                 let res = self.ensure_live().await;
                 let _ = reply.send(res);
