@@ -123,6 +123,11 @@ pub struct UsageReport {
     pub tokens: tether_core::usage::Tokens,
     /// The model that spent them, when the agent says.
     pub model: Option<String>,
+    /// What identifies this report within its session across restarts, when the agent
+    /// gives something that does (Codex: the thread's running total after the step):
+    /// the ledger stores a report with a key once per session, so a report the agent
+    /// sends again after a resume is not counted twice.
+    pub key: Option<String>,
 }
 
 #[derive(Debug)]

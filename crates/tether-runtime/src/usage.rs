@@ -94,7 +94,12 @@ impl Meter {
             reasoning,
         } = tokens;
         NewUsage {
-            report_id: crate::ids::new_id::<String>(),
+            // A keyed report is stored once per session (an agent's replay after a
+            // resume has the same key); any other is new.
+            report_id: match report.and_then(|r| r.key.as_deref()) {
+                Some(key) => format!("{}:{key}", session.id),
+                None => crate::ids::new_id::<String>(),
+            },
             unreported: report.is_none(),
             conversation_id: self.conversation_id.clone(),
             root_conversation_id: self.root.clone(),

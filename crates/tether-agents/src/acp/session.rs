@@ -109,7 +109,11 @@ impl AgentSession for AcpSession {
             Some(turn) => {
                 // The turn's usage, reported once at its end (ACP has no mid-turn count).
                 for (tokens, model) in crate::usage::acp_result(&result) {
-                    let report = crate::driver::UsageReport { tokens, model };
+                    let report = crate::driver::UsageReport {
+                        tokens,
+                        model,
+                        key: None,
+                    };
                     let _ = turn.events.send(AgentEvent::Usage(report));
                 }
                 turn.text

@@ -33,6 +33,7 @@ impl Meter {
         let new = seen.saturating_sub(*reported);
         *reported = *seen;
         (!new.is_zero()).then(|| UsageReport {
+            key: None,
             tokens: new,
             model: self.model.clone(),
         })
@@ -85,6 +86,7 @@ impl Meter {
             .fold(Tokens::default(), |sum, (seen, _)| sum + *seen);
         let rest = total.saturating_sub(seen);
         (!rest.is_zero()).then(|| UsageReport {
+            key: None,
             tokens: rest,
             model: self.model.clone(),
         })

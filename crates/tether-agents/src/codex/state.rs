@@ -106,14 +106,23 @@ pub(crate) struct Meter {
 impl Meter {
     pub fn update(&mut self, token_usage: &Value) -> Option<UsageReport> {
         let total = usage::codex_total(token_usage);
-        if total.is_none() || total == self.last_total {
+        let total = total?;
+        if Some(total) == self.last_total {
             return None;
         }
-        self.last_total = total;
+        self.last_total = Some(total);
         let step = usage::codex_step(token_usage).filter(|t| !t.is_zero())?;
+        // The running total names the step: Codex replays the thread's last update on a
+        // resumed thread (after a restart this meter starts empty), and the ledger keeps
+        // one report per key.
+        let key = format!(
+            "codex-total:{}/{}/{}/{}/{}",
+            total.input, total.cached_input, total.cache_write, total.output, total.reasoning
+        );
         Some(UsageReport {
             tokens: step,
             model: self.model.clone(),
+            key: Some(key),
         })
     }
 }

@@ -75,6 +75,28 @@ async fn every_report_of_every_dialect_is_in_the_ledger_to_the_token() {
 }
 
 #[tokio::test]
+async fn a_codex_report_sent_again_after_a_restart_is_counted_once() {
+    let state = tempfile::tempdir().unwrap();
+    let mut d = Daemon::start(DaemonOptions {
+        extra_config: agents_per_dialect("", state.path(), &[]),
+        ..Default::default()
+    })
+    .await;
+    let c = d.new_conversation(Some("codex")).await;
+    let (first, _) = d.say_and_wait(&c, "spend 2 100 0").await;
+    // After a restart the resumed thread's last update comes again, during the next
+    // turn (as codex 0.171 sends it): the same step, not a new one.
+    d.kill9().await;
+    d.launch_again().await;
+    let (again, t) = d.say_and_wait(&c, "spend 1 7 0").await;
+    assert_eq!(t["status"], "completed", "{t}");
+    assert_eq!(again["session_id"], first["session_id"]);
+    let u = usage(&d, &format!("conversation_id={c}")).await;
+    assert_eq!(u["totals"]["total_tokens"], 207, "{u}");
+    assert_eq!(u["totals"]["reports"], 3, "{u}");
+}
+
+#[tokio::test]
 async fn a_hard_cap_stops_the_turn_that_crosses_it_and_refuses_the_next() {
     let state = tempfile::tempdir().unwrap();
     let d = Daemon::start(DaemonOptions {

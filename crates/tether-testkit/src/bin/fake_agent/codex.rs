@@ -34,6 +34,8 @@ struct Codex {
     threads: Mutex<HashMap<String, Thread>>,
     /// Running turn per real thread id: (turn id, cancel token).
     turns: Mutex<HashMap<String, (String, CancellationToken)>>,
+    /// Threads resumed whose last usage update is sent again at their next turn.
+    replay: Mutex<std::collections::HashSet<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -56,6 +58,7 @@ pub async fn run(engine: Arc<Engine>, hang_init: bool, home: PathBuf) -> Result<
         initialized: AtomicBool::new(false),
         threads: Mutex::new(HashMap::new()),
         turns: Mutex::new(HashMap::new()),
+        replay: Mutex::new(std::collections::HashSet::new()),
     });
     let mut lines = Lines::stdin();
     while let Some(line) = lines.next().await? {
@@ -177,6 +180,7 @@ impl Codex {
                     lock(&self.threads).insert(resumed.id.clone(), thread.clone());
                 }
                 let result = self.thread_result(&thread, &resumed.history, &params);
+                lock(&self.replay).insert(resumed.id.clone());
                 peer.respond(&id, result).await
             }
             "turn/start" => self.start_turn(id, params).await,
@@ -304,8 +308,18 @@ impl Codex {
         let turn = turn_json(turn_id, "inProgress", Value::Null);
         peer.notify("turn/started", json!({"threadId": tid, "turn": turn}))
             .await?;
-        let mut io = CodexIo::new(Arc::clone(peer), tid, turn_id, &thread.cwd, token.clone());
+        let mut io = CodexIo::new(
+            Arc::clone(peer),
+            tid,
+            turn_id,
+            &thread.cwd,
+            token.clone(),
+            self.engine.store().clone(),
+        );
         io.active(&[]).await?;
+        if lock(&self.replay).remove(tid) {
+            io.replay_usage().await?;
+        }
         let item = user_message_item(&uuid::Uuid::new_v4().to_string(), text.trim());
         io.item("item/started", item.clone()).await?;
         io.item("item/completed", item).await?;

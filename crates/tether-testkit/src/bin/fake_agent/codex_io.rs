@@ -32,25 +32,46 @@ pub struct CodexIo {
     token: CancellationToken,
     /// The agentMessage item being streamed: (item id, text so far).
     open: Option<(String, String)>,
+    /// Where the thread's usage is kept.
+    store: crate::store::Store,
 }
 
-/// The running sum of tokens this process reported (`tokenUsage.total`): it only grows,
-/// as a thread's does in codex.
-static TOTAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// `tokenUsage` of a step of `input` + `output` tokens bringing the thread to `total`.
+fn usage_json(total: u64, input: u64, output: u64) -> serde_json::Value {
+    let breakdown = |i: u64, o: u64| {
+        json!({"inputTokens": i, "cachedInputTokens": 0, "outputTokens": o,
+               "reasoningOutputTokens": 0, "totalTokens": i + o})
+    };
+    json!({"last": breakdown(input, output), "total": breakdown(total, 0),
+           "modelContextWindow": 272000})
+}
 
 fn new_item_id(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
 }
 
 impl CodexIo {
+    /// What codex 0.171 does with a resumed thread: it sends the thread's last usage
+    /// update again (no turn id), which may arrive after the next turn began.
+    pub async fn replay_usage(&mut self) -> Result<()> {
+        let Some((total, input, output)) = self.store.usage(&self.thread_id) else {
+            return Ok(());
+        };
+        let params = json!({"threadId": self.thread_id,
+                            "tokenUsage": usage_json(total, input, output)});
+        self.peer.notify("thread/tokenUsage/updated", params).await
+    }
+
     pub fn new(
         peer: Arc<Peer>,
         thread_id: &str,
         turn_id: &str,
         cwd: &str,
         token: CancellationToken,
+        store: crate::store::Store,
     ) -> Self {
         Self {
+            store,
             peer,
             thread_id: thread_id.to_owned(),
             turn_id: turn_id.to_owned(),
@@ -182,16 +203,11 @@ impl TurnIo for CodexIo {
     }
 
     async fn usage(&mut self, input: u64, output: u64) -> Result<()> {
-        let step = input + output;
-        let total = TOTAL.fetch_add(step, std::sync::atomic::Ordering::SeqCst) + step;
-        let breakdown = |i: u64, o: u64| {
-            json!({"inputTokens": i, "cachedInputTokens": 0, "outputTokens": o,
-                   "reasoningOutputTokens": 0, "totalTokens": i + o})
-        };
+        // The thread's running sum (`tokenUsage.total`) only grows, across processes too:
+        // codex keeps it with the thread.
+        let total = self.store.add_usage(&self.thread_id, input, output)?;
         let params = json!({"threadId": self.thread_id, "turnId": self.turn_id,
-                            "tokenUsage": {"last": breakdown(input, output),
-                                           "total": breakdown(total, 0),
-                                           "modelContextWindow": 272000}});
+                            "tokenUsage": usage_json(total, input, output)});
         self.peer.notify("thread/tokenUsage/updated", params).await
     }
 

@@ -112,6 +112,11 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// The sessions' store (Codex threads keep their usage there too).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
     pub fn new(store: Store, refuse_resume: bool, resume_other_id: bool) -> Self {
         Self {
             store,

@@ -49,6 +49,26 @@ impl Store {
         }
     }
 
+    /// A Codex thread's usage so far: its running total and its last step (input,
+    /// output), kept beside its history as codex keeps it in its rollout.
+    pub fn usage(&self, id: &str) -> Option<(u64, u64, u64)> {
+        let path = self.path(id)?.with_extension("usage");
+        let bytes = std::fs::read(path).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Adds a step to a Codex thread's usage; its new running total.
+    pub fn add_usage(&self, id: &str, input: u64, output: u64) -> Result<u64> {
+        let total = self.usage(id).map_or(0, |(t, _, _)| t) + input + output;
+        let path = self
+            .path(id)
+            .with_context(|| format!("invalid session id {id:?}"))?
+            .with_extension("usage");
+        std::fs::write(&path, serde_json::to_vec(&(total, input, output))?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(total)
+    }
+
     /// Write the whole history (atomically: temp file + rename).
     pub fn save(&self, id: &str, messages: &[String]) -> Result<()> {
         let path = self
