@@ -3,8 +3,10 @@
 //! Gateway), its event pump, its outbox and its sweep run on the node that holds the
 //! channel's leader lease (`channel:<name>` in the store's `leaders` table). Every node
 //! runs [`lead`] for every channel; the one that leads starts the work, the others wait
-//! and take over within about a lease once the leader's node lease ends. Webhooks need
-//! none of this: every node accepts them.
+//! and take over once the leader's node lease ends — or, when the leader's process died
+//! (its presence lock is free for [`LOOKS`] looks in a row, half a second apart), at
+//! once, the way conversations move (issue 33). Webhooks need none of this: every node
+//! accepts them.
 //!
 //! On SQLite the store has one node: the work starts at once, with no lease and no
 //! timer (a single node pays nothing for the cluster).
@@ -12,7 +14,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tether_store::{LeaderClaim, Store, now_ms};
+use tether_store::{LeaderClaim, LeaderRow, Store, now_ms};
 use tokio::task::JoinHandle;
 
 /// This node, as the leader leases know it.
@@ -32,6 +34,12 @@ impl Default for ClusterNode {
         }
     }
 }
+
+/// How often a node that does not lead looks at the leader's presence.
+const LOOK: Duration = Duration::from_millis(500);
+/// Looks in a row that find the leader's presence lock free before it counts as gone
+/// (a node reconnecting holds it again well within them).
+const LOOKS: u32 = 3;
 
 /// Starts the work of one leadership term (called again for every term).
 pub(crate) type Start = Arc<dyn Fn() -> Vec<JoinHandle<()>> + Send + Sync>;
@@ -80,11 +88,16 @@ pub(crate) fn lead(
 /// more.
 async fn hold(store: Store, node: ClusterNode, name: String, start: Start, mut resign: Resign) {
     let ttl = node.lease_ttl;
-    let mut tick = tokio::time::interval(ttl / 3);
+    let every = ttl / 3;
+    let mut tick = tokio::time::interval(every.min(LOOK));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut term: Option<Term> = None;
     let mut held_epoch: Option<i64> = None;
     let mut confirmed = Instant::now();
+    let mut last_claim: Option<Instant> = None;
+    // Another node leads: which, and how many looks in a row found it gone.
+    let mut led_by: Option<LeaderRow> = None;
+    let mut absent = 0u32;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -108,6 +121,41 @@ async fn hold(store: Store, node: ClusterNode, name: String, start: Start, mut r
             );
             term = None;
         }
+        if let Some(leader) = &led_by {
+            match store.cluster().node_present(&leader.node_id).await {
+                Ok(false) => absent += 1,
+                Ok(true) | Err(_) => absent = 0,
+            }
+            if absent >= LOOKS {
+                absent = 0;
+                match store
+                    .cluster()
+                    .take_leader(&name, &node.id, &leader.node_id, leader.epoch, now_ms())
+                    .await
+                {
+                    Ok(Some(epoch)) => {
+                        tracing::info!(lease = name, epoch, gone = %leader.node_id,
+                            "the leader's node is gone (its presence lock is free): this node leads; starting");
+                        led_by = None;
+                        confirmed = Instant::now();
+                        last_claim = Some(confirmed);
+                        held_epoch = Some(epoch);
+                        term = Some(Term(start()));
+                        continue;
+                    }
+                    // It moved meanwhile: the claim below says to whom.
+                    Ok(None) => last_claim = None,
+                    Err(e) => {
+                        tracing::warn!(lease = name, "cannot take the leader lease over: {e}")
+                    }
+                }
+            }
+        }
+        // Claims (which renew a held lease) every third of a lease.
+        if last_claim.is_some_and(|at| at.elapsed() < every) {
+            continue;
+        }
+        last_claim = Some(Instant::now());
         match store
             .cluster()
             .claim_leader(&name, &node.id, now_ms())
@@ -116,6 +164,7 @@ async fn hold(store: Store, node: ClusterNode, name: String, start: Start, mut r
             Ok(LeaderClaim::Claimed { epoch } | LeaderClaim::Held { epoch }) => {
                 confirmed = Instant::now();
                 held_epoch = Some(epoch);
+                led_by = None;
                 if term.is_none() {
                     tracing::info!(lease = name, epoch, "this node leads; starting");
                     term = Some(Term(start()));
@@ -123,6 +172,10 @@ async fn hold(store: Store, node: ClusterNode, name: String, start: Start, mut r
             }
             Ok(LeaderClaim::Led(leader)) => {
                 held_epoch = None;
+                if led_by.as_ref().is_none_or(|l| l.node_id != leader.node_id) {
+                    absent = 0;
+                }
+                led_by = Some(leader.clone());
                 if term.take().is_some() {
                     tracing::warn!(
                         lease = name,

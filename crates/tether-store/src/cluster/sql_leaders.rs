@@ -84,4 +84,29 @@ impl Db {
         .await?;
         Ok(res.rows_affected() == 1)
     }
+
+    /// Takes the lease `name` over for `node_id` from node `from`, seen gone by its
+    /// presence lock before its node lease ended, if `from` still holds it under `epoch`:
+    /// the new epoch, or `None` when the lease moved meanwhile.
+    pub async fn take_leader(
+        &self,
+        name: &str,
+        node_id: &str,
+        from: &str,
+        epoch: i64,
+        now_ms: i64,
+    ) -> Result<Option<i64>> {
+        let taken: Option<(i64,)> = sqlx::query_as(
+            "UPDATE leaders SET node_id = $2, epoch = epoch + 1, claimed_at = $5 \
+             WHERE name = $1 AND node_id = $3 AND epoch = $4 RETURNING epoch",
+        )
+        .bind(name)
+        .bind(node_id)
+        .bind(from)
+        .bind(epoch)
+        .bind(now_ms)
+        .fetch_optional(&self.writer)
+        .await?;
+        Ok(taken.map(|(e,)| e))
+    }
 }

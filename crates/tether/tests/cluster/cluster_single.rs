@@ -21,8 +21,12 @@ const BOB: (i64, &str) = (222, "Bob");
 const LEASE: &str = "channel:telegram";
 
 async fn cluster_on(tg: &FakeTelegram, n: usize) -> Cluster {
+    cluster_with_lease(tg, n, 2).await
+}
+
+async fn cluster_with_lease(tg: &FakeTelegram, n: usize, lease_secs: u64) -> Cluster {
     let config = format!(
-        "{}\n[cluster]\nlease_ttl_secs = 2\n",
+        "{}\n[cluster]\nlease_ttl_secs = {lease_secs}\n",
         tg.config(&[ANN.0, BOB.0], "")
     );
     Cluster::start(
@@ -93,6 +97,41 @@ async fn index_of(cluster: &Cluster, id: &str) -> usize {
         }
     }
     panic!("no node {id}");
+}
+
+/// Issue 33 item 5: a leader whose process died is replaced by its presence (the lock the
+/// server frees with its socket), not its lease: with a lease of a minute, Telegram is
+/// polled again and a DM sent after the SIGKILL answered within seconds.
+#[tokio::test]
+async fn a_killed_telegram_leader_is_replaced_long_before_its_lease_ends() {
+    let tg = FakeTelegram::start().await;
+    let mut cluster = cluster_with_lease(&tg, 3, 60).await;
+    let first = leader(cluster.node(0), None).await;
+    tg.say(&private_chat(ANN.0), ANN, "hello from ann");
+    tg.wait_shown(ANN.0, "echo: hello from ann").await;
+    let i = index_of(&cluster, &first).await;
+    cluster.node_mut(i).kill9().await;
+    let killed = Instant::now();
+    tg.say(&private_chat(BOB.0), BOB, "hello from bob");
+    let survivor = cluster.node((i + 1) % 3);
+    let next = leader(survivor, Some(&first)).await;
+    let led = killed.elapsed();
+    tg.wait_shown(BOB.0, "echo: hello from bob").await;
+    let answered = killed.elapsed();
+    eprintln!(
+        "telegram: a new leader {led:?} after the SIGKILL, the DM sent meanwhile answered \
+         after {answered:?} (lease 60 s)"
+    );
+    assert_ne!(next, first);
+    assert!(
+        answered < Duration::from_secs(30),
+        "by the lease: {answered:?}"
+    );
+    // One poller, one reply.
+    let later = Instant::now();
+    polls_after(&tg, later, 3).await;
+    assert_eq!(tg.overlapping_polls(later), 0, "one node polls");
+    assert_eq!(delivered(&tg, "echo: hello from bob"), 1);
 }
 
 #[tokio::test]
