@@ -38,10 +38,22 @@ pub fn agents_per_dialect(suffix: &str, state: &Path, flags: &[&str]) -> String 
 
 /// Every event of a session (up to 1000).
 pub async fn session_events(d: &Daemon, sid: &str) -> Vec<Value> {
-    let page = d
-        .get_ok(&format!("/api/v1/sessions/{sid}/events?limit=1000"))
-        .await;
-    page["events"].as_array().cloned().unwrap_or_default()
+    // Every page (a soak's sessions hold many thousands of events).
+    let mut all: Vec<Value> = Vec::new();
+    loop {
+        let after = all.last().and_then(|e| e["seq"].as_i64()).unwrap_or(0);
+        let page = d
+            .get_ok(&format!(
+                "/api/v1/sessions/{sid}/events?after_seq={after}&limit=1000"
+            ))
+            .await;
+        let events = page["events"].as_array().cloned().unwrap_or_default();
+        let full = events.len() == 1000;
+        all.extend(events);
+        if !full {
+            return all;
+        }
+    }
 }
 
 /// The turn-ending events (`turn_completed|failed|cancelled|interrupted`) of a turn.
