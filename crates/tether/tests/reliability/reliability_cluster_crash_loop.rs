@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use crate::reliability_util::terminal_events;
+use crate::reliability_util::session_events;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -328,6 +328,8 @@ async fn cluster_crash_loop_30_kills_over_three_nodes_loses_and_doubles_nothing(
         },
     )
     .await;
+    // Each session's events read once (a soak's sessions hold thousands).
+    let mut events: std::collections::HashMap<String, Vec<Value>> = Default::default();
     for a in &accepted {
         let t = statuses
             .get(&a.turn)
@@ -338,8 +340,14 @@ async fn cluster_crash_loop_30_kills_over_three_nodes_loses_and_doubles_nothing(
             a.text,
             a.conv
         );
-        let session = t["session_id"].as_str().unwrap();
-        let ends = terminal_events(d, session, &a.turn).await;
+        let session = t["session_id"].as_str().unwrap().to_owned();
+        if !events.contains_key(&session) {
+            events.insert(session.clone(), session_events(d, &session).await);
+        }
+        let ends: Vec<&Value> = events[&session]
+            .iter()
+            .filter(|e| e["turn_id"] == a.turn.as_str() && is_terminal(e))
+            .collect();
         assert_eq!(ends.len(), 1, "turn of {:?}: {ends:?}", a.text);
     }
 
@@ -426,4 +434,12 @@ async fn cluster_crash_loop_30_kills_over_three_nodes_loses_and_doubles_nothing(
         kills.len(),
         soak_started.elapsed()
     );
+}
+
+/// Whether `e` ends its turn.
+fn is_terminal(e: &Value) -> bool {
+    matches!(
+        e["payload"]["type"].as_str().unwrap_or(""),
+        "turn_completed" | "turn_failed" | "turn_cancelled" | "turn_interrupted"
+    )
 }
