@@ -141,9 +141,9 @@ pub async fn generate(path: &Path, conversations: usize, events: usize) -> Resul
         ),
         format!(
             "{} INSERT INTO sessions (id, conversation_id, agent, model, cwd, status, external_id, \
-             last_seq, created_at, updated_at) \
+             created_at, updated_at) \
              SELECT {sid}, {cid}, 'fake', NULL, '/work', CASE WHEN i < {open} THEN 'live' ELSE 'dormant' END, \
-             lower(hex(randomblob(16))), {per}, {now} - i, {now} - i FROM n",
+             lower(hex(randomblob(16))), {now} - i, {now} - i FROM n",
             counter(c)
         ),
         format!(
@@ -173,8 +173,9 @@ pub async fn generate(path: &Path, conversations: usize, events: usize) -> Resul
         format!(
             "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < {last}), \
              e AS (SELECT i / {per} AS s, i % {per} + 1 AS seq FROM n) \
-             INSERT INTO events (session_id, conversation_id, seq, turn_id, at, kind, payload) \
-             SELECT {sid_s}, {cid_s}, seq, \
+             INSERT INTO events (session_num, conversation_num, seq, turn_id, at, kind, payload) \
+             SELECT (SELECT num FROM sessions WHERE id = {sid_s}), \
+             (SELECT num FROM conversations WHERE id = {cid_s}), seq, \
              CASE WHEN seq = 1 THEN NULL WHEN seq <= {half} THEN {t1_s} ELSE {t2_s} END, \
              {now} - s, \
              CASE WHEN seq = 1 THEN 'session_started' \
@@ -267,8 +268,8 @@ pub async fn long_conversation(path: &Path, events: usize) -> Result<String> {
         ),
         format!(
             "INSERT INTO sessions (id, conversation_id, agent, model, cwd, status, external_id, \
-             last_seq, created_at, updated_at) VALUES ('{sid}', '{cid}', 'fake', NULL, '/work', \
-             'dormant', lower(hex(randomblob(16))), {events}, {now}, {now})"
+             created_at, updated_at) VALUES ('{sid}', '{cid}', 'fake', NULL, '/work', \
+             'dormant', lower(hex(randomblob(16))), {now}, {now})"
         ),
         format!(
             "{} INSERT INTO turns (id, session_id, conversation_id, input, status, result_text, \
@@ -287,8 +288,9 @@ pub async fn long_conversation(path: &Path, events: usize) -> Result<String> {
         ),
         // seq 1 = session_started; then turn k has seqs 2 + k * LONG_TURN ...
         format!(
-            "{} INSERT INTO events (session_id, conversation_id, seq, turn_id, at, kind, payload) \
-             SELECT '{sid}', '{cid}', seq, CASE WHEN seq = 1 THEN NULL ELSE {t} END, {now}, \
+            "{} INSERT INTO events (session_num, conversation_num, seq, turn_id, at, kind, payload) \
+             SELECT (SELECT num FROM sessions WHERE id = '{sid}'), \
+             (SELECT num FROM conversations WHERE id = '{cid}'), seq, CASE WHEN seq = 1 THEN NULL ELSE {t} END, {now}, \
              CASE WHEN seq = 1 THEN 'session_started' WHEN p = 0 THEN 'turn_started' \
                   WHEN p = {last} OR seq = {events} THEN 'turn_completed' ELSE 'message_delta' END, \
              CASE WHEN seq = 1 THEN {ss} WHEN p = 0 THEN replace({st}, '@', 'message ' || k) \

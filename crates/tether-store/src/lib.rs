@@ -218,6 +218,8 @@ pub(crate) struct Shared {
     pub(crate) feed: events::feed::Hub,
     /// Event batches waiting for a group commit (see `append`).
     pub(crate) appends: events::append::Appends,
+    /// Sessions' integer numbers, read once (see `numbers`).
+    pub(crate) numbers: events::numbers::Numbers,
     /// The conversation epochs this node holds (see `owners`).
     pub(crate) held: cluster::owners::Held,
     /// Notices of this node's commits for the other nodes (see `tail`).
@@ -235,6 +237,7 @@ impl Shared {
             changes: tokio::sync::broadcast::channel(conversations::pages::CHANGES_BUFFER).0,
             feed: events::feed::Hub::default(),
             appends: events::append::Appends::default(),
+            numbers: events::numbers::Numbers::default(),
             held: cluster::owners::Held::default(),
             outbound: cluster::tail::Outbound::default(),
             query_timeout_ms: std::sync::atomic::AtomicU64::new(DEFAULT_QUERY_TIMEOUT_MS),

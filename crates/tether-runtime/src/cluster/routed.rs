@@ -48,9 +48,20 @@ impl Placement<'_> {
         loop {
             let node = match self.place(conv, hops.is_some()).await? {
                 Place::Here { claimed } => {
-                    let out = self.rt.dispatch().run_here(call).await;
+                    let out = self.rt.dispatch().run_here(call.clone()).await;
                     if claimed {
                         self.release_if_idle(conv).await;
+                    }
+                    // Another node claimed it between the look and the claim here: a
+                    // command that starts work claims before it writes anything, so it
+                    // did not run; place it again, which sends it there.
+                    if let Err(RuntimeError::OwnedElsewhere { node_id, .. }) = &out
+                        && call.command.starts_work()
+                        && reroutes < MAX_REROUTES
+                    {
+                        tracing::debug!(conversation = %conv, owner = %node_id, "placement raced a claim: forwarding");
+                        reroutes += 1;
+                        continue;
                     }
                     return out;
                 }

@@ -232,8 +232,9 @@ impl Db {
         turn_id: &TurnId,
     ) -> Result<Vec<serde_json::Value>> {
         let rows: Vec<(String,)> = sqlx::query_as(
-            "SELECT payload FROM events WHERE conversation_id = $1 AND turn_id = $2 \
-             AND kind = 'tool_call' ORDER BY id",
+            "SELECT payload FROM events \
+             WHERE conversation_num = (SELECT num FROM conversations WHERE id = $1) \
+             AND turn_id = $2 AND kind = 'tool_call' ORDER BY id",
         )
         .bind(conversation_id.as_str())
         .bind(turn_id.as_str())

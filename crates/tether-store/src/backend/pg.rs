@@ -45,6 +45,9 @@ pub(crate) mod dialect {
     pub const CHILDREN_LOCK: Option<&str> = Some("SELECT pg_advisory_xact_lock(hashtext($1))");
     /// Sends a notice on channel `$1` with payload `$2` when the transaction commits.
     pub const NOTIFY: Option<&str> = Some("SELECT pg_notify($1, $2)");
+    /// Other nodes insert events too, so ids of one statement need not be consecutive:
+    /// each row is returned (see SQLite's).
+    pub const INSERTED_IDS: Option<&str> = None;
 }
 
 backend_modules!();

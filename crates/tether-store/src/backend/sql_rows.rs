@@ -107,6 +107,19 @@ pub(crate) fn opt_id<T: From<String>>(row: &SqlRow, column: &str) -> Result<Opti
     Ok(row.try_get::<Option<String>, _>(column)?.map(T::from))
 }
 
+/// The columns of an event as [`event`] reads them, from `events e` joined to its
+/// session `s` (the row holds the session's and conversation's numbers, migration 0030).
+macro_rules! select_events {
+    ($rest:literal) => {
+        concat!(
+            "SELECT e.id, s.id AS session_id, s.conversation_id, e.seq, e.turn_id, e.at, \
+             e.kind, e.payload FROM events e JOIN sessions s ON s.num = e.session_num ",
+            $rest
+        )
+    };
+}
+pub(crate) use select_events;
+
 pub(crate) fn event(row: &SqlRow) -> Result<EventEnvelope> {
     let payload: String = row.try_get("payload")?;
     Ok(EventEnvelope {

@@ -42,6 +42,11 @@ pub(crate) mod dialect {
     pub const CHILDREN_LOCK: Option<&str> = None;
     /// SQLite has no notices (and is one node: nobody to wake).
     pub const NOTIFY: Option<&str> = None;
+    /// What follows a multi-row `INSERT` of events to learn their ids: one writer, and a
+    /// new row's id is the largest + 1, so the rows of one statement get consecutive
+    /// ids in `VALUES` order; the last one and the count come back as one row instead of
+    /// a row per event (sqlx's SQLite thread sends each row on its own).
+    pub const INSERTED_IDS: Option<&str> = Some("; SELECT last_insert_rowid(), changes()");
 }
 
 backend_modules!();

@@ -192,7 +192,8 @@ impl Db {
     /// the conversation over (`/here`) starts following it.
     pub async fn conversation_head(&self, conversation_id: &ConversationId) -> Result<i64> {
         let row = sqlx::query(
-            "SELECT COALESCE(MAX(id), 0) AS head FROM events WHERE conversation_id = $1",
+            "SELECT COALESCE(MAX(id), 0) AS head FROM events \
+             WHERE conversation_num = (SELECT num FROM conversations WHERE id = $1)",
         )
         .bind(conversation_id.as_str())
         .fetch_one(&self.reader)

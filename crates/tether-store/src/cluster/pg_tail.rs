@@ -113,9 +113,10 @@ impl Db {
     /// Reads conversation `id`'s events after its topic's cursor and hands them on.
     pub(crate) async fn tail_one(&self, id: &ConversationId) -> Result<()> {
         while let Some(after) = self.shared.feed.cursor(id) {
-            let rows = sqlx::query(
-                "SELECT * FROM events WHERE conversation_id = $1 AND id > $2 ORDER BY id LIMIT $3",
-            )
+            let rows = sqlx::query(super::rows::select_events!(
+                "WHERE e.conversation_num = (SELECT num FROM conversations WHERE id = $1) \
+                     AND e.id > $2 ORDER BY e.id LIMIT $3"
+            ))
             .bind(id.as_str())
             .bind(after)
             .bind(PAGE)
@@ -143,9 +144,12 @@ impl Db {
             .map(|(id, c)| (id.as_str().to_string(), c))
             .unzip();
         let rows = sqlx::query(
-            "SELECT e.* FROM unnest($1::text[], $2::bigint[]) AS f(conv, after) \
-             CROSS JOIN LATERAL (SELECT * FROM events WHERE conversation_id = f.conv \
-             AND id > f.after ORDER BY id LIMIT $3) e ORDER BY e.conversation_id, e.id",
+            "SELECT e.id, s.id AS session_id, s.conversation_id, e.seq, e.turn_id, e.at, \
+             e.kind, e.payload FROM unnest($1::text[], $2::bigint[]) AS f(conv, after) \
+             JOIN conversations c ON c.id = f.conv \
+             CROSS JOIN LATERAL (SELECT * FROM events WHERE conversation_num = c.num \
+             AND id > f.after ORDER BY id LIMIT $3) e \
+             JOIN sessions s ON s.num = e.session_num ORDER BY s.conversation_id, e.id",
         )
         .bind(ids)
         .bind(afters)

@@ -5,7 +5,7 @@ use tether_proto::{
     SessionId, SessionStatus, Visibility,
 };
 
-use super::events::{add_message, append};
+use super::events::add_message;
 
 use super::{Db, rows};
 use crate::{ConversationRow, NewConversation, NewSession, Result};
@@ -208,7 +208,7 @@ impl Db {
         let mut tx = self.writer.begin().await?;
         sqlx::query(
             "INSERT INTO sessions (id, conversation_id, agent, model, cwd, status, external_id, \
-             last_seq, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, NULL, 0, $7, $8)",
+             created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, $8)",
         )
         .bind(s.id.as_str())
         .bind(s.conversation_id.as_str())
@@ -230,7 +230,7 @@ impl Db {
         .execute(&mut *tx)
         .await?;
         let mut events = vec![
-            append(
+            self.append_in(
                 &mut tx,
                 &s.id,
                 None,
@@ -253,7 +253,7 @@ impl Db {
             )
             .await?;
             events.push(
-                append(
+                self.append_in(
                     &mut tx,
                     &s.id,
                     None,
@@ -336,7 +336,7 @@ impl Db {
             tx.note_on_behalf(&ConversationId::from(c));
         }
         let ev = match event {
-            Some(p) => Some(append(&mut tx, id, None, p).await?),
+            Some(p) => Some(self.append_in(&mut tx, id, None, p).await?),
             None => None,
         };
         self.commit_events(tx, ev.as_slice()).await?;

@@ -70,7 +70,10 @@ impl Db {
         limit: u32,
     ) -> Result<Vec<EventEnvelope>> {
         let rows = sqlx::query(
-            "SELECT * FROM events WHERE conversation_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3",
+            super::rows::select_events!(
+                "WHERE e.conversation_num = (SELECT num FROM conversations WHERE id = $1) \
+                 AND e.id < $2 ORDER BY e.id DESC LIMIT $3"
+            ),
         )
         .bind(conversation_id.as_str())
         .bind(before_id.unwrap_or(i64::MAX))

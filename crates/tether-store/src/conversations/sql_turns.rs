@@ -4,7 +4,7 @@ use tether_proto::{
     ConversationId, EventEnvelope, EventPayload, MessageRole, SessionId, Turn, TurnId, TurnStatus,
 };
 
-use super::events::{add_message, append};
+use super::events::add_message;
 
 use super::conns::Tx;
 use super::{Db, rows};
@@ -89,7 +89,7 @@ impl Db {
             return Ok(None);
         };
         let session_id = SessionId::from(session_id);
-        let ev = append(
+        let ev = self.append_in(
             &mut tx,
             &session_id,
             Some(turn_id),
@@ -137,7 +137,7 @@ impl Db {
             SessionId::from(session_id),
             ConversationId::from(conversation_id),
         );
-        let ev = append(&mut tx, &session_id, Some(turn_id), event).await?;
+        let ev = self.append_in(&mut tx, &session_id, Some(turn_id), event).await?;
         if let Some(m) = message {
             add_message(
                 &mut tx,

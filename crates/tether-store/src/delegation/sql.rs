@@ -12,7 +12,6 @@ use tether_proto::{
 
 use super::delegation_ledger::put_ledger;
 
-use super::events::append;
 
 use super::rows::{id, opt_id};
 
@@ -97,7 +96,7 @@ impl Db {
         .await?;
         sqlx::query(
             "INSERT INTO sessions (id, conversation_id, agent, model, cwd, status, external_id, \
-             last_seq, created_at, updated_at) VALUES ($1, $2, $3, NULL, $4, $5, NULL, 0, $6, $7)",
+             created_at, updated_at) VALUES ($1, $2, $3, NULL, $4, $5, NULL, $6, $7)",
         )
         .bind(d.session_id.as_str())
         .bind(conversation_id.as_str())
@@ -114,7 +113,7 @@ impl Db {
             .execute(&mut *tx)
             .await?;
         let mut events = vec![
-            append(
+            self.append_in(
                 &mut tx,
                 &d.session_id,
                 None,
@@ -171,7 +170,7 @@ impl Db {
                 parent_turn_id: d.parent_turn_id.clone(),
                 tool_call_id: d.parent_tool_call_id.clone(),
             };
-            events.push(append(&mut tx, parent_session, d.parent_turn_id.as_ref(), &ev).await?);
+            events.push(self.append_in(&mut tx, parent_session, d.parent_turn_id.as_ref(), &ev).await?);
         }
         self.commit_events(tx, &events).await?;
         let session = Session {

@@ -11,7 +11,7 @@ use tether_proto::{
 
 use super::delegation::delegation_turn;
 
-use super::events::{add_message, append};
+use super::events::add_message;
 
 use super::Db;
 use crate::{
@@ -205,7 +205,7 @@ impl Db {
             let ev = EventPayload::Status {
                 text: note.to_string(),
             };
-            events.push(append(&mut tx, session_id, None, &ev).await?);
+            events.push(self.append_in(&mut tx, session_id, None, &ev).await?);
         }
         self.commit_events(tx, &events).await?;
         Ok((row.is_some(), events))
@@ -223,7 +223,7 @@ impl Db {
         let Some(target) = claim_report(&mut tx, turn_id).await? else {
             return Ok(None);
         };
-        let ev = append(&mut tx, &target, None, payload).await?;
+        let ev = self.append_in(&mut tx, &target, None, payload).await?;
         self.commit_events(tx, std::slice::from_ref(&ev)).await?;
         Ok(Some(ev))
     }
@@ -243,7 +243,7 @@ impl Db {
         let ev = EventPayload::Status {
             text: format!("the outcome of delegated turn {turn_id} could not be reported: {why}"),
         };
-        let ev = append(&mut tx, &target, None, &ev).await?;
+        let ev = self.append_in(&mut tx, &target, None, &ev).await?;
         self.commit_events(tx, std::slice::from_ref(&ev)).await?;
         Ok(Some(ev))
     }

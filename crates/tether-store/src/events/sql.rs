@@ -7,53 +7,95 @@ use tether_proto::{
 use super::conns::Tx;
 
 use super::{Db, rows};
+use crate::events::numbers::SessionNums;
 use crate::{Result, StoreError};
 
-/// Appends one event: `seq` = the session's `last_seq` + 1, read by the `INSERT` itself;
-/// the trigger `events_keep_session_seq` (migration 0005) moves `last_seq` on, so `seq`
-/// stays gap-free. One statement: on its own (autocommit) it is atomic, inside an open
-/// transaction it commits with the rest. The caller publishes it with
-/// [`Store::commit_events`].
-pub(crate) async fn append(
-    conn: &mut Tx,
-    session_id: &SessionId,
-    turn_id: Option<&TurnId>,
-    payload: &EventPayload,
-) -> Result<EventEnvelope> {
-    let at = conn.now_ms();
-    let json = serde_json::to_string(payload).map_err(|e| StoreError::Corrupt {
-        table: "events",
-        detail: e.to_string(),
-    })?;
-    // `fetch_all`: the statement runs to its end (and commits, outside a transaction).
-    let rows: Vec<(i64, i64, String)> = sqlx::query_as(
-        "INSERT INTO events (session_id, conversation_id, seq, turn_id, at, kind, payload) \
-         SELECT id, conversation_id, last_seq + 1, $1, $2, $3, $4 FROM sessions WHERE id = $5 \
-         RETURNING id, seq, conversation_id",
-    )
-    .bind(turn_id.map(TurnId::as_str))
-    .bind(at)
-    .bind(payload.kind())
-    .bind(json)
-    .bind(session_id.as_str())
-    .fetch_all(&mut **conn)
-    .await?;
-    let Some((id, seq, conversation_id)) = rows.into_iter().next() else {
-        // No such session: nothing was stored.
-        return Err(sqlx::Error::RowNotFound.into());
-    };
-    conn.note_appended(1);
-    let conversation_id = ConversationId::from(conversation_id);
-    conn.note_on_behalf(&conversation_id);
-    Ok(EventEnvelope {
-        id,
-        session_id: session_id.clone(),
-        conversation_id,
-        seq,
-        turn_id: turn_id.cloned(),
-        at_ms: at,
-        payload: payload.clone(),
-    })
+impl Db {
+    /// The numbers of session `id` (see `numbers`): remembered, else read from committed
+    /// rows (then remembered), else through `conn` (a session created in its still open
+    /// transaction: not remembered, the transaction may roll back). `RowNotFound` when
+    /// there is no such session.
+    pub(super) async fn session_nums(&self, conn: &mut Tx, id: &SessionId) -> Result<SessionNums> {
+        if let Some(nums) = self.shared.numbers.get(id) {
+            return Ok(nums);
+        }
+        const READ: &str = "SELECT s.num, c.num, c.id FROM sessions s \
+             JOIN conversations c ON c.id = s.conversation_id WHERE s.id = $1";
+        let committed: Option<(i64, i64, String)> = sqlx::query_as(READ)
+            .bind(id.as_str())
+            .fetch_optional(&self.reader)
+            .await?;
+        let (row, remember) = match committed {
+            Some(row) => (row, true),
+            None => {
+                let row: Option<(i64, i64, String)> = sqlx::query_as(READ)
+                    .bind(id.as_str())
+                    .fetch_optional(&mut **conn)
+                    .await?;
+                let Some(row) = row else {
+                    return Err(sqlx::Error::RowNotFound.into());
+                };
+                (row, false)
+            }
+        };
+        let nums = SessionNums {
+            session: row.0,
+            conversation: row.1,
+            conversation_id: row.2.into(),
+        };
+        if remember {
+            self.shared.numbers.remember(id, &nums);
+        }
+        Ok(nums)
+    }
+
+    /// Appends one event: `seq` = the session's largest + 1, read by the `INSERT` itself
+    /// from `events_by_session` (gap-free; a concurrent writer of the same seq is refused
+    /// by that unique index). One statement: on its own (autocommit) it is atomic, inside
+    /// an open transaction it commits with the rest. The caller publishes it with
+    /// [`Store::commit_events`].
+    pub(super) async fn append_in(
+        &self,
+        conn: &mut Tx,
+        session_id: &SessionId,
+        turn_id: Option<&TurnId>,
+        payload: &EventPayload,
+    ) -> Result<EventEnvelope> {
+        let nums = self.session_nums(conn, session_id).await?;
+        let at = conn.now_ms();
+        let json = serde_json::to_string(payload).map_err(|e| StoreError::Corrupt {
+            table: "events",
+            detail: e.to_string(),
+        })?;
+        // `fetch_all`: the statement runs to its end (and commits, outside a transaction).
+        let rows: Vec<(i64, i64)> = sqlx::query_as(
+            "INSERT INTO events (conversation_num, session_num, seq, turn_id, at, kind, payload) \
+             VALUES ($1, $2, COALESCE((SELECT seq FROM events WHERE session_num = $2 \
+             ORDER BY seq DESC LIMIT 1), 0) + 1, $3, $4, $5, $6) RETURNING id, seq",
+        )
+        .bind(nums.conversation)
+        .bind(nums.session)
+        .bind(turn_id.map(TurnId::as_str))
+        .bind(at)
+        .bind(payload.kind())
+        .bind(json)
+        .fetch_all(&mut **conn)
+        .await?;
+        let Some((id, seq)) = rows.into_iter().next() else {
+            return Err(sqlx::Error::RowNotFound.into());
+        };
+        conn.note_appended(1);
+        conn.note_on_behalf(&nums.conversation_id);
+        Ok(EventEnvelope {
+            id,
+            session_id: session_id.clone(),
+            conversation_id: nums.conversation_id,
+            seq,
+            turn_id: turn_id.cloned(),
+            at_ms: at,
+            payload: payload.clone(),
+        })
+    }
 }
 
 /// Appends a history entry inside an open transaction (and touches the conversation's
@@ -98,7 +140,7 @@ impl Db {
         add_message(&mut tx, conversation_id, role, text, session_id, turn_id).await?;
         let ev = match (role, session_id) {
             (MessageRole::Status, Some(sid)) => Some(
-                append(
+                self.append_in(
                     &mut tx,
                     sid,
                     turn_id,
@@ -122,7 +164,10 @@ impl Db {
         limit: u32,
     ) -> Result<Vec<EventEnvelope>> {
         let rows = sqlx::query(
-            "SELECT * FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+            super::rows::select_events!(
+                "WHERE e.session_num = (SELECT num FROM sessions WHERE id = $1) \
+                 AND e.seq > $2 ORDER BY e.seq LIMIT $3"
+            ),
         )
         .bind(session_id.as_str())
         .bind(after_seq)
@@ -140,7 +185,10 @@ impl Db {
         limit: u32,
     ) -> Result<Vec<EventEnvelope>> {
         let rows = sqlx::query(
-            "SELECT * FROM events WHERE conversation_id = $1 AND id > $2 ORDER BY id LIMIT $3",
+            super::rows::select_events!(
+                "WHERE e.conversation_num = (SELECT num FROM conversations WHERE id = $1) \
+                 AND e.id > $2 ORDER BY e.id LIMIT $3"
+            ),
         )
         .bind(conversation_id.as_str())
         .bind(after_id)

@@ -8,17 +8,17 @@ use tether_proto::{EventEnvelope, EventPayload, SessionId, TurnId};
 use tokio::sync::oneshot;
 
 use super::conns::{Conn, Tx};
-use super::events::append;
 use super::{Db, Sql};
 use crate::events::append::Pending;
+use crate::events::numbers::SessionNums;
 use crate::{Result, StoreError};
 
 /// Largest multi-row `INSERT`; bigger groups are split into power-of-two chunks up to
 /// this size, so only a handful of statement shapes are ever prepared.
 const MAX_INSERT_ROWS: usize = 128;
 
-/// Largest number of sessions in one counter `UPDATE` (padded to a power of two).
-const MAX_UPDATE_SESSIONS: usize = 64;
+/// Most sessions whose last `seq` one statement reads (padded to a power of two).
+const MAX_SEQ_SESSIONS: usize = 64;
 
 impl Db {
     /// Appends events of one session atomically (all or none, gap-free `seq`s in this
@@ -110,7 +110,7 @@ impl Db {
                 .await?;
             // Refused (fenced), its batches are tried one by one, and counted then.
             tx.mark_trial();
-            let events = self.bounded(store_group(&mut tx, &group)).await?;
+            let events = self.bounded(self.store_group(&mut tx, &group)).await?;
             let committed = self.bounded(self.commit_events(tx, &events)).await;
             Ok::<_, StoreError>(self.settle(committed, events).await)
         }
@@ -163,7 +163,7 @@ impl Db {
             let started = self.now_ms();
             let mut tx = Tx::autocommit_on(conn);
             let appended = self
-                .bounded(append(&mut tx, &p.session_id, p.turn_id.as_ref(), payload))
+                .bounded(self.append_in(&mut tx, &p.session_id, p.turn_id.as_ref(), payload))
                 .await;
             let ev = match appended {
                 Ok(ev) => ev,
@@ -182,7 +182,7 @@ impl Db {
             .bounded(async { Ok(Tx::begin_on(conn).await?) })
             .await?;
         let events = self
-            .bounded(store_group(&mut tx, std::slice::from_ref(p)))
+            .bounded(self.store_group(&mut tx, std::slice::from_ref(p)))
             .await?;
         let committed = self.bounded(self.commit_events(tx, &events)).await;
         self.settle(committed, events).await
@@ -222,7 +222,8 @@ impl Db {
             .read_back("a group commit", READ_BACK_LIMIT, || async {
                 for (session, seq, json) in &expect {
                     let found: Option<String> = sqlx::query_scalar(
-                        "SELECT payload FROM events WHERE session_id = $1 AND seq = $2",
+                        "SELECT payload FROM events WHERE seq = $2 \
+                         AND session_num = (SELECT num FROM sessions WHERE id = $1)",
                     )
                     .bind(*session)
                     .bind(*seq)
@@ -260,8 +261,9 @@ impl Db {
         let found = self
             .read_back("an event", READ_BACK_LIMIT, || async {
                 let row: Option<(i64, i64, String, Option<String>, i64, String)> = sqlx::query_as(
-                    "SELECT id, seq, conversation_id, turn_id, at, payload FROM events \
-                     WHERE session_id = $1 ORDER BY seq DESC LIMIT 1",
+                    "SELECT e.id, e.seq, s.conversation_id, e.turn_id, e.at, e.payload \
+                     FROM events e JOIN sessions s ON s.num = e.session_num \
+                     WHERE s.id = $1 ORDER BY e.seq DESC LIMIT 1",
                 )
                 .bind(p.session_id.as_str())
                 .fetch_optional(&self.reader)
@@ -338,113 +340,108 @@ fn unavailable_again(e: &StoreError) -> StoreError {
     StoreError::Db(crate::backend::health::unreachable_error(&e.to_string()))
 }
 
-/// Appends every batch of `group` in the open transaction `tx`, in queue order: moves the
-/// sessions' counters on (one `UPDATE` per [`MAX_UPDATE_SESSIONS`] sessions), then inserts
-/// every event with its `seq` (multi-row `INSERT`s across sessions). The envelopes, in
-/// queue order.
-async fn store_group(tx: &mut Tx, group: &[Pending]) -> Result<Vec<EventEnvelope>> {
-    let at = tx.now_ms();
-    // Each session's events in the group, in first-seen order.
-    let mut sessions: Vec<(&str, i64)> = Vec::new();
-    for p in group {
-        match sessions.iter_mut().find(|(s, _)| *s == p.session_id) {
-            Some((_, n)) => *n += p.payloads.len() as i64,
-            None => sessions.push((p.session_id.as_str(), p.payloads.len() as i64)),
+impl Db {
+    /// Appends every batch of `group` in the open transaction `tx`, in queue order: reads
+    /// each session's largest `seq` (one statement per [`MAX_SEQ_SESSIONS`] sessions),
+    /// then inserts every event with its `seq` (multi-row `INSERT`s across sessions). The
+    /// envelopes, in queue order.
+    async fn store_group(&self, tx: &mut Tx, group: &[Pending]) -> Result<Vec<EventEnvelope>> {
+        let at = tx.now_ms();
+        // Each session of the group, in first-seen order, with its numbers.
+        let mut sessions: Vec<(&str, SessionNums)> = Vec::new();
+        for p in group {
+            if !sessions.iter().any(|(s, _)| *s == p.session_id.as_str()) {
+                let nums = self.session_nums(tx, &p.session_id).await?;
+                tx.note_on_behalf(&nums.conversation_id);
+                sessions.push((p.session_id.as_str(), nums));
+            }
         }
-    }
-    // Per session: the next `seq` to hand out, and its conversation.
-    let mut next: HashMap<&str, i64> = HashMap::with_capacity(sessions.len());
-    let mut convs: HashMap<&str, String> = HashMap::with_capacity(sessions.len());
-    for chunk in sessions.chunks(MAX_UPDATE_SESSIONS) {
-        for (id, last, conversation_id) in bump_counters(tx, chunk, at).await? {
-            let Some((sid, n)) = chunk.iter().find(|(s, _)| *s == id) else {
-                return Err(corrupt(format!("counter of unknown session {id} moved")));
+        // Per session: the next `seq` to hand out.
+        let mut next: HashMap<i64, i64> = HashMap::with_capacity(sessions.len());
+        for chunk in sessions.chunks(MAX_SEQ_SESSIONS) {
+            let nums: Vec<i64> = chunk.iter().map(|(_, n)| n.session).collect();
+            let last = last_seqs(tx, &nums).await?;
+            for num in nums {
+                let seq = last
+                    .iter()
+                    .find(|(n, _)| *n == num)
+                    .and_then(|(_, s)| *s)
+                    .unwrap_or(0);
+                next.insert(num, seq + 1);
+            }
+        }
+        // The rows to insert, in queue order.
+        let mut rows = Vec::with_capacity(group.iter().map(|p| p.payloads.len()).sum());
+        for p in group {
+            let Some((_, nums)) = sessions.iter().find(|(s, _)| *s == p.session_id.as_str())
+            else {
+                return Err(sqlx::Error::RowNotFound.into());
             };
-            next.insert(sid, last - n + 1);
-            tx.note_on_behalf(&conversation_id.as_str().into());
-            convs.insert(sid, conversation_id);
+            let Some(seq) = next.get_mut(&nums.session) else {
+                return Err(sqlx::Error::RowNotFound.into());
+            };
+            for payload in &p.payloads {
+                let json = serde_json::to_string(payload).map_err(|e| corrupt(e.to_string()))?;
+                rows.push(Row {
+                    pending: p,
+                    nums,
+                    seq: *seq,
+                    payload,
+                    json,
+                });
+                *seq += 1;
+            }
         }
-    }
-    if next.len() != sessions.len() {
-        // A session of the group does not exist: nothing of the group may be stored.
-        return Err(sqlx::Error::RowNotFound.into());
-    }
-    // The rows to insert, in queue order.
-    let mut rows = Vec::with_capacity(group.iter().map(|p| p.payloads.len()).sum());
-    for p in group {
-        let (Some(seq), Some(conversation_id)) = (
-            next.get_mut(p.session_id.as_str()),
-            convs.get(p.session_id.as_str()),
-        ) else {
-            return Err(sqlx::Error::RowNotFound.into());
-        };
-        for payload in &p.payloads {
-            let json = serde_json::to_string(payload).map_err(|e| corrupt(e.to_string()))?;
-            rows.push(Row {
-                pending: p,
-                conversation_id: conversation_id.as_str(),
-                seq: *seq,
-                payload,
-                json,
-            });
-            *seq += 1;
+        let mut out = Vec::with_capacity(rows.len());
+        let mut rest = rows.as_slice();
+        while !rest.is_empty() {
+            let size = if rest.len() >= MAX_INSERT_ROWS {
+                MAX_INSERT_ROWS
+            } else {
+                1 << rest.len().ilog2()
+            };
+            let (chunk, tail) = rest.split_at(size);
+            rest = tail;
+            insert_rows(tx, chunk, at, &mut out).await?;
         }
+        tx.note_appended(out.len());
+        Ok(out)
     }
-    let mut out = Vec::with_capacity(rows.len());
-    let mut rest = rows.as_slice();
-    while !rest.is_empty() {
-        let size = if rest.len() >= MAX_INSERT_ROWS {
-            MAX_INSERT_ROWS
-        } else {
-            1 << rest.len().ilog2()
-        };
-        let (chunk, tail) = rest.split_at(size);
-        rest = tail;
-        insert_rows(tx, chunk, at, &mut out).await?;
-    }
-    tx.note_appended(out.len());
-    Ok(out)
 }
 
 /// One event to insert.
 struct Row<'a> {
     pending: &'a Pending,
-    conversation_id: &'a str,
+    nums: &'a SessionNums,
     seq: i64,
     payload: &'a EventPayload,
     json: String,
 }
 
-/// Moves each session's `last_seq` on by its count in one statement; `(id, new last_seq,
-/// conversation id)` of each session found. The list is padded to a power of two with its
-/// last entry (a repeated `WHEN` never matches, a repeated `IN` item changes nothing), so
-/// few statement shapes exist.
-async fn bump_counters(
-    tx: &mut Tx,
-    sessions: &[(&str, i64)],
-    at: i64,
-) -> Result<Vec<(String, i64, String)>> {
+/// Each session's largest `seq` (`None`: no event yet), in one statement: one index seek
+/// per session (`ORDER BY seq DESC LIMIT 1`; SQLite scans a session's rows for a grouped
+/// `MAX`). The list is padded to a power of two with its last entry, so few statement
+/// shapes exist.
+async fn last_seqs(tx: &mut Tx, sessions: &[i64]) -> Result<Vec<(i64, Option<i64>)>> {
     let Some(last) = sessions.last() else {
         return Ok(Vec::new());
     };
     let padded = sessions.len().next_power_of_two();
-    let entries = || {
-        sessions
-            .iter()
-            .chain(std::iter::repeat_n(last, padded - sessions.len()))
-    };
-    let mut q = QueryBuilder::<Sql>::new("UPDATE sessions SET last_seq = last_seq + CASE id");
-    for (id, n) in entries() {
-        q.push(" WHEN ").push_bind(*id).push(" THEN ").push_bind(*n);
+    let mut q = QueryBuilder::<Sql>::new("");
+    for (i, num) in sessions
+        .iter()
+        .chain(std::iter::repeat_n(last, padded - sessions.len()))
+        .enumerate()
+    {
+        if i > 0 {
+            q.push(" UNION ALL ");
+        }
+        q.push("SELECT ")
+            .push_bind(*num)
+            .push(", (SELECT seq FROM events WHERE session_num = ")
+            .push_bind(*num)
+            .push(" ORDER BY seq DESC LIMIT 1)");
     }
-    q.push(" END, updated_at = ")
-        .push_bind(at)
-        .push(" WHERE id IN (");
-    let mut ids = q.separated(", ");
-    for (id, _) in entries() {
-        ids.push_bind(*id);
-    }
-    q.push(") RETURNING id, last_seq, conversation_id");
     Ok(q.build_query_as().fetch_all(&mut **tx).await?)
 }
 
@@ -456,20 +453,39 @@ async fn insert_rows(
     out: &mut Vec<EventEnvelope>,
 ) -> Result<()> {
     let mut q = QueryBuilder::<Sql>::new(
-        "INSERT INTO events (session_id, conversation_id, seq, turn_id, at, kind, payload) ",
+        "INSERT INTO events (conversation_num, session_num, seq, turn_id, at, kind, payload) ",
     );
     q.push_values(chunk, |mut b, r| {
-        b.push_bind(r.pending.session_id.as_str())
-            .push_bind(r.conversation_id)
+        b.push_bind(r.nums.conversation)
+            .push_bind(r.nums.session)
             .push_bind(r.seq)
             .push_bind(r.pending.turn_id.as_ref().map(TurnId::as_str))
             .push_bind(at)
             .push_bind(r.payload.kind())
             .push_bind(r.json.as_str());
     });
-    // RETURNING does not promise an order: rows are matched by (session, seq).
-    q.push(" RETURNING id, session_id, seq");
-    let returned: Vec<(i64, String, i64)> = q.build_query_as().fetch_all(&mut **tx).await?;
+    let returned: Vec<(i64, i64, i64)> = match super::dialect::INSERTED_IDS {
+        Some(ids) => {
+            // `fetch_all`: the row comes from the second statement.
+            q.push(ids);
+            let got: Vec<(i64, i64)> = q.build_query_as().fetch_all(&mut **tx).await?;
+            let [(last, n)] = got.as_slice() else {
+                return Err(corrupt(format!("{} answers to an insert", got.len())));
+            };
+            let first = last - n + 1;
+            chunk
+                .iter()
+                .zip(first..)
+                .map(|(r, id)| (id, r.nums.session, r.seq))
+                .take(usize::try_from(*n).unwrap_or(0))
+                .collect()
+        }
+        None => {
+            // RETURNING does not promise an order: rows are matched by (session, seq).
+            q.push(" RETURNING id, session_num, seq");
+            q.build_query_as().fetch_all(&mut **tx).await?
+        }
+    };
     if returned.len() != chunk.len() {
         return Err(corrupt(format!(
             "inserted {} events, expected {}",
@@ -477,12 +493,12 @@ async fn insert_rows(
             chunk.len()
         )));
     }
-    let ids: HashMap<(&str, i64), i64> = returned
+    let ids: HashMap<(i64, i64), i64> = returned
         .iter()
-        .map(|(id, session, seq)| ((session.as_str(), *seq), *id))
+        .map(|(id, session, seq)| ((*session, *seq), *id))
         .collect();
     for r in chunk {
-        let Some(id) = ids.get(&(r.pending.session_id.as_str(), r.seq)) else {
+        let Some(id) = ids.get(&(r.nums.session, r.seq)) else {
             return Err(corrupt(format!(
                 "event {} of session {} not returned",
                 r.seq, r.pending.session_id
@@ -491,7 +507,7 @@ async fn insert_rows(
         out.push(EventEnvelope {
             id: *id,
             session_id: r.pending.session_id.clone(),
-            conversation_id: r.conversation_id.into(),
+            conversation_id: r.nums.conversation_id.clone(),
             seq: r.seq,
             turn_id: r.pending.turn_id.clone(),
             at_ms: at,

@@ -34,8 +34,10 @@ impl Db {
         let rows = match session_id {
             Some(sid) => {
                 sqlx::query(
-                    "SELECT * FROM events WHERE session_id = $1 AND id > $2 AND id <= $3 \
-                     ORDER BY seq LIMIT $4",
+                    super::rows::select_events!(
+                        "WHERE e.session_num = (SELECT num FROM sessions WHERE id = $1) \
+                         AND e.id > $2 AND e.id <= $3 ORDER BY e.seq LIMIT $4"
+                    ),
                 )
                 .bind(sid.as_str())
                 .bind(after)
@@ -46,8 +48,10 @@ impl Db {
             }
             None => {
                 sqlx::query(
-                    "SELECT * FROM events WHERE conversation_id = $1 AND id > $2 AND id <= $3 \
-                     ORDER BY id LIMIT $4",
+                    super::rows::select_events!(
+                        "WHERE e.conversation_num = (SELECT num FROM conversations WHERE id = $1) \
+                         AND e.id > $2 AND e.id <= $3 ORDER BY e.id LIMIT $4"
+                    ),
                 )
                 .bind(conversation_id.as_str())
                 .bind(after)
@@ -63,7 +67,10 @@ impl Db {
     /// The id of the conversation's newest stored event (0: none).
     pub(crate) async fn newest_event_id(&self, conversation_id: &ConversationId) -> Result<i64> {
         let (last,): (Option<i64>,) =
-            sqlx::query_as("SELECT MAX(id) FROM events WHERE conversation_id = $1")
+            sqlx::query_as(
+                "SELECT MAX(id) FROM events \
+                 WHERE conversation_num = (SELECT num FROM conversations WHERE id = $1)",
+            )
                 .bind(conversation_id.as_str())
                 .fetch_one(&self.reader)
                 .await?;

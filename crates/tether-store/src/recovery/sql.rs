@@ -8,7 +8,7 @@ use tether_proto::{
     ApprovalStatus, ConversationId, EventPayload, MessageRole, QuestionStatus, SessionId, TurnId,
 };
 
-use super::events::{add_message, append};
+use super::events::add_message;
 
 use super::Db;
 use crate::{RecoveredConversation, RecoveryReport, Result, rules};
@@ -101,7 +101,7 @@ impl Db {
                 let ev = kind.event(id);
                 report
                     .events
-                    .push(append(&mut tx, &session_id, Some(&turn_id), &ev).await?);
+                    .push(self.append_in(&mut tx, &session_id, Some(&turn_id), &ev).await?);
                 let e =
                     per.entry(conversation_id.clone())
                         .or_insert_with(|| RecoveredConversation {
@@ -155,7 +155,7 @@ impl Db {
             .await?;
             report
                 .events
-                .push(append(&mut tx, &session_id, None, &EventPayload::Status { text }).await?);
+                .push(self.append_in(&mut tx, &session_id, None, &EventPayload::Status { text }).await?);
             report
                 .conversations
                 .push(RecoveredConversation { session_id, ..rc });

@@ -10,7 +10,6 @@ use tether_proto::{
     QuestionId, QuestionStatus, SessionId, TurnId,
 };
 
-use super::events::append;
 
 use super::{Db, SqlRow, rows};
 use crate::{NewApproval, NewQuestion, Result, StoreError};
@@ -124,7 +123,7 @@ impl Db {
         }
         q.execute(&mut *tx).await?;
         recompute_turn_status(&mut tx, ask.turn_id).await?;
-        let ev = append(&mut tx, ask.session_id, Some(ask.turn_id), &ask.event).await?;
+        let ev = self.append_in(&mut tx, ask.session_id, Some(ask.turn_id), &ask.event).await?;
         self.commit_events(tx, std::slice::from_ref(&ev)).await?;
         Ok(ev)
     }
@@ -168,7 +167,7 @@ impl Db {
         let request = K::decode(&row)?;
         let (session_id, turn_id) = K::turn(&request);
         recompute_turn_status(&mut tx, turn_id).await?;
-        let ev = append(&mut tx, session_id, Some(turn_id), &event(&request)).await?;
+        let ev = self.append_in(&mut tx, session_id, Some(turn_id), &event(&request)).await?;
         self.commit_events(tx, std::slice::from_ref(&ev)).await?;
         Ok(Some((request, ev)))
     }

@@ -38,7 +38,8 @@ async fn the_daemon_stores_everything_in_the_postgres_database_it_is_given() {
         .unwrap();
     assert_eq!(turns, 1);
     let (events,): (i64,) = sqlx::query_as(
-        "SELECT COUNT(*) FROM events WHERE session_id = $1 AND kind = 'turn_completed'",
+        "SELECT COUNT(*) FROM events WHERE kind = 'turn_completed' \
+         AND session_num = (SELECT num FROM sessions WHERE id = $1)",
     )
     .bind(&session)
     .fetch_one(&mut pg)
