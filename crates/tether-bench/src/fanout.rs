@@ -10,14 +10,17 @@
 //! socket minus the envelope's `at_ms` (set by the store in the transaction that
 //! commits it); `at_ms` has millisecond resolution, so a lag reads up to 1 ms high.
 //! Bench and daemon share the machine (and its clock); the bench's own reading of
-//! S × N events is part of the lag.
+//! S × N events is part of the lag, and its CPU is printed beside tether's. Two series
+//! run: at the asked rate (10 000/s: 10 M deliveries a second to be read on two cores,
+//! more than the machine carries with its readers) and at a rate it carries (1 000/s),
+//! which the goal is judged on (issue 33 item 3).
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use futures::{StreamExt, TryStreamExt};
 
-use crate::daemon::{BenchDaemon, Home, Spec, str_field};
+use crate::daemon::{BenchDaemon, Home, Spec, cpu_time_of, str_field};
 use crate::report::{Row, Verdict};
 use crate::sse_count::read_events;
 use crate::stats::{count, ms, secs};
@@ -38,7 +41,17 @@ struct Sub {
     last_delta_at_ms: i64,
 }
 
-pub async fn run(subscribers: usize, events: usize, rate: u64) -> Result<Vec<Row>> {
+/// Both series: at `rate` (shown, not judged) and at `carried` (judged).
+pub async fn run(subscribers: usize, events: usize, rate: u64, carried: u64) -> Result<Vec<Row>> {
+    let mut rows = series(subscribers, events, rate, false).await?;
+    // As many deltas as a tenth of the fast series' time would stream at the carried rate.
+    let slow_events = events.min(usize::try_from(carried * 5).unwrap_or(usize::MAX));
+    rows.extend(series(subscribers, slow_events, carried, true).await?);
+    Ok(rows)
+}
+
+/// One series; `judged`: its verdict is the figure's.
+async fn series(subscribers: usize, events: usize, rate: u64, judged: bool) -> Result<Vec<Row>> {
     let home = Home::new()?;
     let spec = Spec {
         extra_config: POOL_UNLIMITED.to_string(),
@@ -82,6 +95,7 @@ pub async fn run(subscribers: usize, events: usize, rate: u64) -> Result<Vec<Row
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let cpu0 = d.cpu_time()?;
+    let readers0 = cpu_time_of(std::process::id())?;
     let t0 = Instant::now();
     let out = d.say(&conv, &format!("rate {events} {rate}")).await?;
     let turn_id = str_field(&out, "turn_id")?;
@@ -95,6 +109,7 @@ pub async fn run(subscribers: usize, events: usize, rate: u64) -> Result<Vec<Row
     }
     let wall = t0.elapsed();
     let cpu = d.cpu_time()?.saturating_sub(cpu0);
+    let readers = cpu_time_of(std::process::id())?.saturating_sub(readers0);
     let rss = d.mem()?;
     daemon.stop().await?;
 
@@ -111,8 +126,10 @@ pub async fn run(subscribers: usize, events: usize, rate: u64) -> Result<Vec<Row
     let produced = events as f64 / ((last - first).max(1) as f64 / 1000.0);
     let all = complete == subscribers;
     let met = all && p99 <= Duration::from_millis(50);
+    // Of the two cores over the series: tether's share and the readers'.
+    let cores = wall.as_secs_f64() * 2.0;
     Ok(vec![Row::new(
-        "9",
+        if judged { "9" } else { "9a" },
         format!(
             "fan-out: {} SSE subscribers on one conversation, {} deltas streamed at {} events/s (`rate N R`)",
             count(subscribers as f64),
@@ -120,7 +137,7 @@ pub async fn run(subscribers: usize, events: usize, rate: u64) -> Result<Vec<Row
             count(rate as f64)
         ),
         format!(
-            "{complete} of {subscribers} subscribers got every event, once and in order; lag p50 {} · p99 {} · max {}\n({} events delivered in {}; committed at {} events/s (first to last delta's `at_ms`); tether CPU {} ({:.1} µs per delivered event), RSS {} at the end; turn {turn_id}; subscriptions opened in {})",
+            "{complete} of {subscribers} subscribers got every event, once and in order; lag p50 {} · p99 {} · max {}\n({} events delivered in {}; committed at {} events/s (first to last delta's `at_ms`); tether CPU {} ({:.1} µs per delivered event), the bench's readers {} ({:.0} % and {:.0} % of the two cores); RSS {} at the end; turn {turn_id}; subscriptions opened in {})",
             ms(p50),
             ms(p99),
             ms(max),
@@ -129,11 +146,22 @@ pub async fn run(subscribers: usize, events: usize, rate: u64) -> Result<Vec<Row
             count(produced),
             secs(cpu),
             cpu.as_secs_f64() * 1e6 / delivered.max(1) as f64,
+            secs(readers),
+            cpu.as_secs_f64() * 100.0 / cores.max(1e-9),
+            readers.as_secs_f64() * 100.0 / cores.max(1e-9),
             crate::stats::mb(rss.rss_kb),
             secs(opened),
         ),
-        "every event to every subscriber, p99 lag ≤ 50 ms",
-        Verdict::of(met),
+        if judged {
+            "every event to every subscriber, p99 lag ≤ 50 ms (at a rate the machine carries with its readers)"
+        } else {
+            "— (more than two cores carry with 1 000 readers: shown, not judged)"
+        },
+        if judged {
+            Verdict::of(met)
+        } else {
+            Verdict::Info
+        },
     )])
 }
 

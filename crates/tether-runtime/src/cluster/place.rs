@@ -35,7 +35,19 @@ pub(crate) fn ttl_ms(ttl: Duration) -> i64 {
 impl Placement<'_> {
     /// Decides where a command of conversation `id` runs. `forwarded`: it was sent here
     /// by another node (no cap: this node was chosen).
-    pub(crate) async fn place(&self, id: &ConversationId, forwarded: bool) -> Result<Place> {
+    /// `trust_claim`: when something here holds the conversation's claim, here without
+    /// reading its owners row; for a command that claims before it writes anything
+    /// (its claim is the one round trip that checks; lost meanwhile, it is placed again
+    /// with `trust_claim` off, see `routed`).
+    pub(crate) async fn place(
+        &self,
+        id: &ConversationId,
+        forwarded: bool,
+        trust_claim: bool,
+    ) -> Result<Place> {
+        if trust_claim && self.rt.ctx().ownership.in_use(id) {
+            return Ok(Place::Here { claimed: false });
+        }
         let cluster = self.cluster();
         let me = cluster.node_id();
         let store = &self.rt.ctx().store;

@@ -66,6 +66,8 @@ use conns::Conns;
 pub(crate) struct Db {
     writer: Conns,
     reader: Conns,
+    /// Where heartbeats are written: the writer (SQLite has one).
+    beat: Conns,
     checkpointer: Arc<checkpoint::Checkpointer>,
     shared: Arc<Shared>,
 }
@@ -104,6 +106,7 @@ impl Db {
             Conns::open(&opts, 1, None, &shared.clock).await?,
         ));
         Ok(Db {
+            beat: writer.clone(),
             writer,
             reader,
             checkpointer,
