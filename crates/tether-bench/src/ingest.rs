@@ -123,7 +123,7 @@ async fn end_to_end(events: usize, streams: usize) -> Result<Vec<Row>> {
         "≥ 100 000 events/s",
         Verdict::of(rate >= 100_000.0),
     )
-    .was("15 748 events/s (`stream K 0`, counted over SSE; goal then ≥ 50 000)")])
+    .was("39 737 events/s (27.9 µs CPU per event)")])
 }
 
 /// Reads one subscription until its turn completes; the number of `message_delta`s.
@@ -241,7 +241,7 @@ async fn store_only(events: usize) -> Result<Vec<Row>> {
         "(ceiling for the end-to-end figure)",
         Verdict::Info,
     )
-    .was("8 658 events/s one per call; 119 200 events/s in calls of 64")])
+    .was("7 328 events/s one per call; 60 465 events/s in calls of 64")])
 }
 
 fn rate(n: usize, d: Duration) -> f64 {

@@ -72,5 +72,5 @@ pub async fn run(conversations: usize, events: usize) -> Result<Vec<Row>> {
         "< 1 s",
         Verdict::of(met),
     )
-    .was("88.6 ms (empty store 12.3 ms; restart 21.6 ms)")])
+    .was("182 ms (empty store 39.1 ms; restart 859 ms)")])
 }

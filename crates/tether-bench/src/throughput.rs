@@ -103,7 +103,7 @@ pub async fn run(conversations: usize, turns: usize) -> Result<Vec<Row>> {
             "≥ 300 turns/s, RSS < 150 MB",
             Verdict::of(met),
         )
-        .was("615 turns/s (p50 323 ms / p99 441 ms); peak RSS 54.7 MB"),
+        .was("441 turns/s (p50 454 ms / p99 640 ms); peak RSS 63.5 MB"),
         Row::new(
             "6",
             "memory per live session (tether's RSS, the agent process excluded)",
@@ -116,7 +116,7 @@ pub async fn run(conversations: usize, turns: usize) -> Result<Vec<Row>> {
             "— (growth of RSS)",
             Verdict::Info,
         )
-        .was("44 KB per live session"),
+        .was("43 KB per live session"),
         Row::new(
             "6",
             "memory after the load",
@@ -129,6 +129,6 @@ pub async fn run(conversations: usize, turns: usize) -> Result<Vec<Row>> {
             "—",
             Verdict::Info,
         )
-        .was("RSS 54.4 MB (+17.6 MB)"),
+        .was("RSS 63.2 MB (+27.1 MB)"),
     ])
 }

@@ -181,8 +181,8 @@ async fn measure(d: &BenchDaemon, a: &Agent, rounds: usize, work: &Path) -> Resu
         Verdict::of(w.as_secs_f64() <= 0.5 * p.as_secs_f64()),
     )
     .was(match a.kind {
-        RealAgent::Codex => "warm 49.2 ms · dormant 162 ms · per-turn 180 ms",
-        _ => "warm 29.0 ms · dormant 403 ms · per-turn 408 ms",
+        RealAgent::Codex => "warm 108 ms · dormant 318 ms · per-turn 330 ms",
+        _ => "warm 119 ms · dormant 1040 ms · per-turn 1044 ms",
     }))
 }
 
