@@ -129,7 +129,7 @@ struct Args {
     fanout_rate: u64,
     /// Figure 9: deltas per second of the series the goal is judged on (a rate the
     /// machine carries with the bench's own readers).
-    #[arg(long, default_value_t = 1_000)]
+    #[arg(long, default_value_t = 500)]
     fanout_carried_rate: u64,
     /// Figure 10: live sessions of each agent (each way).
     #[arg(long, default_value_t = 20)]

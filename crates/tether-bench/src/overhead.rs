@@ -4,16 +4,22 @@
 //! directly over ACP (no tether), interleaved turn by turn with the tether turns so both
 //! see the same machine load; tether's share = total − the agent's median. Figure 1b runs
 //! the same as a member with a personal token, side by side (issue 28).
+//!
+//! Per step (issue 33 item 2), from the bench's side of each timed turn: the HTTP answer
+//! to the message (the turn stored and handed to its session), `turn_started` read on the
+//! stream, the agent's first event read, its last, and `turn_completed` read; each step's
+//! median is printed.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Result, anyhow, bail};
 use tether_testkit::bin_path;
 
 use crate::acp_client::AcpAgent;
-use crate::daemon::{BenchDaemon, Home, Spec};
+use crate::daemon::{BenchDaemon, Home, Spec, TURN_LIMIT, str_field};
 use crate::report::{Row, Verdict};
 use crate::stats::{Samples, ms};
+use tether_testkit::SseStream;
 
 /// A new session every this many turns keeps the fake agent's reply (which lists every
 /// earlier message of the session) short, for tether and for the direct agent alike.
@@ -84,12 +90,34 @@ struct Timed {
     total: Samples,
     direct: Samples,
     cpu: Duration,
+    steps: Vec<Steps>,
+}
+
+/// When each step of one turn was seen, from the message's `POST` on.
+#[derive(Clone, Copy)]
+struct Steps {
+    /// The `POST`'s answer.
+    accepted: Duration,
+    /// `turn_started` read on the stream.
+    started: Duration,
+    /// The agent's first and last event read.
+    first: Duration,
+    last: Duration,
+    /// `turn_completed` read.
+    completed: Duration,
+}
+
+impl Timed {
+    /// The median of one step's durations.
+    fn step(&self, f: impl Fn(&Steps) -> Duration) -> Duration {
+        Samples::new(self.steps.iter().map(f).collect()).p50()
+    }
 }
 
 impl Timed {
     fn describe(&self, turns: usize) -> String {
         format!(
-            "p50 {} · p99 {}\n(total p50 {} / p99 {}; the agent alone over ACP p50 {} / p99 {}; tether CPU {} per turn; {} turns)",
+            "p50 {} · p99 {}\n(total p50 {} / p99 {}; the agent alone over ACP p50 {} / p99 {}; tether CPU {} per turn; {} turns)\nsteps, medians from the `POST`: answered {} · `turn_started` read {} · the agent's first event read {} (+{} after `turn_started`, the agent's own time included) · its last {} · `turn_completed` read {} (+{} after the agent's last event)",
             ms(self.share.p50()),
             ms(self.share.p99()),
             ms(self.total.p50()),
@@ -97,7 +125,14 @@ impl Timed {
             ms(self.direct.p50()),
             ms(self.direct.p99()),
             ms(self.cpu / turns.max(1) as u32),
-            self.total.len()
+            self.total.len(),
+            ms(self.step(|s| s.accepted)),
+            ms(self.step(|s| s.started)),
+            ms(self.step(|s| s.first)),
+            ms(self.step(|s| s.first.saturating_sub(s.started))),
+            ms(self.step(|s| s.last)),
+            ms(self.step(|s| s.completed)),
+            ms(self.step(|s| s.completed.saturating_sub(s.last))),
         )
     }
 }
@@ -115,6 +150,7 @@ async fn timed(d: &BenchDaemon, agent: &mut AcpAgent, turns: usize) -> Result<Ti
     }
     let mut totals = Vec::with_capacity(turns);
     let mut direct = Vec::with_capacity(turns);
+    let mut steps = Vec::with_capacity(turns);
     let cpu0 = d.cpu_time()?;
     for i in 0..turns {
         if i > 0 && i % ROTATE == 0 {
@@ -126,9 +162,9 @@ async fn timed(d: &BenchDaemon, agent: &mut AcpAgent, turns: usize) -> Result<Ti
         }
         let text = format!("ping {i}");
         direct.push(agent.prompt(&text).await?);
-        let t0 = std::time::Instant::now();
-        d.turn(&conv, &mut sse, &text).await?;
-        totals.push(t0.elapsed());
+        let t = stepped(d, &conv, &mut sse, &text).await?;
+        totals.push(t.completed);
+        steps.push(t);
     }
     let cpu = d.cpu_time()?.saturating_sub(cpu0);
     let total = Samples::new(totals);
@@ -138,5 +174,46 @@ async fn timed(d: &BenchDaemon, agent: &mut AcpAgent, turns: usize) -> Result<Ti
         total,
         direct,
         cpu,
+        steps,
     })
+}
+
+/// One turn as [`BenchDaemon::turn`] runs it, each step's time noted.
+async fn stepped(d: &BenchDaemon, conv: &str, sse: &mut SseStream, text: &str) -> Result<Steps> {
+    let t0 = Instant::now();
+    let out = d.say(conv, text).await?;
+    let accepted = t0.elapsed();
+    let turn_id = str_field(&out, "turn_id")?;
+    let (mut started, mut first, mut last) = (None, None, None);
+    loop {
+        let ev = tokio::time::timeout(TURN_LIMIT, sse.next())
+            .await
+            .map_err(|_| anyhow!("turn {turn_id} did not end within {TURN_LIMIT:?}"))?
+            .ok_or_else(|| anyhow!("the event stream ended before turn {turn_id} did"))?;
+        let at = t0.elapsed();
+        let env = ev.json();
+        if env["turn_id"] != turn_id.as_str() {
+            continue;
+        }
+        match ev.event.as_deref().unwrap_or("") {
+            "turn_started" => started = Some(at),
+            "turn_completed" => {
+                let started = started.unwrap_or(accepted);
+                return Ok(Steps {
+                    accepted,
+                    started,
+                    first: first.unwrap_or(started),
+                    last: last.unwrap_or(started),
+                    completed: at,
+                });
+            }
+            kind @ ("turn_failed" | "turn_cancelled" | "turn_interrupted") => {
+                bail!("turn {turn_id} ended with {kind}: {}", env["payload"])
+            }
+            _ => {
+                first.get_or_insert(at);
+                last = Some(at);
+            }
+        }
+    }
 }
