@@ -40,7 +40,7 @@ pub struct Row {
     pub result: String,
     pub goal: String,
     pub verdict: Verdict,
-    /// The same figure in the run before issue 11 (README at commit [`BEFORE`]), for
+    /// The same figure in the previous README table (commit [`BEFORE`]), for
     /// comparison; empty when it was not measured then.
     pub before: &'static str,
 }
