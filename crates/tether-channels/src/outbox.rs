@@ -119,29 +119,15 @@ async fn deliver(core: &SharedCore, row: OutboxRow) {
         Err(Outcome::Failed(SendError::Retry { .. })) => crate::metrics::retry(channel),
         Err(Outcome::Skip(_)) => {}
     }
-    let done = match result {
-        Ok(Some(remote_id)) => {
-            store
-                .channels()
-                .mark_outbox_sent(row.id, row.version, Some(&remote_id))
-                .await
-        }
-        Ok(None) => {
-            store
-                .channels()
-                .mark_outbox_sent(row.id, row.version, None)
-                .await
-        }
+    let mark = match result {
+        Ok(remote_id) => Mark::Sent(remote_id),
         Err(Outcome::Skip(why)) => {
             tracing::info!(
                 channel = core.name(),
                 key = row.dedupe_key,
                 "skipped: {why}"
             );
-            store
-                .channels()
-                .mark_outbox_done(row.id, OutboxStatus::Skipped, &why)
-                .await
+            Mark::Done(OutboxStatus::Skipped, why)
         }
         Err(Outcome::Failed(SendError::Permanent(why))) => {
             tracing::warn!(
@@ -149,10 +135,7 @@ async fn deliver(core: &SharedCore, row: OutboxRow) {
                 key = row.dedupe_key,
                 "not delivered: {why}"
             );
-            store
-                .channels()
-                .mark_outbox_done(row.id, OutboxStatus::Failed, &why)
-                .await
+            Mark::Done(OutboxStatus::Failed, why)
         }
         Err(Outcome::Failed(SendError::Retry { after, reason })) => {
             if row.attempts + 1 >= i64::from(core.tuning.max_attempts) {
@@ -161,10 +144,7 @@ async fn deliver(core: &SharedCore, row: OutboxRow) {
                     key = row.dedupe_key,
                     "giving up: {reason}"
                 );
-                store
-                    .channels()
-                    .mark_outbox_done(row.id, OutboxStatus::Failed, &reason)
-                    .await
+                Mark::Done(OutboxStatus::Failed, reason)
             } else {
                 let wait = backoff(core, row.attempts, after);
                 tracing::info!(
@@ -173,17 +153,52 @@ async fn deliver(core: &SharedCore, row: OutboxRow) {
                     attempt = row.attempts + 1,
                     "send failed ({reason}); retrying in {wait:?}"
                 );
-                let next = now_ms() + wait.as_millis() as i64;
-                store
-                    .channels()
-                    .mark_outbox_retry(row.id, next, &reason)
-                    .await
+                Mark::Retry(now_ms() + wait.as_millis() as i64, reason)
             }
         }
     };
-    if let Err(e) = done {
-        tracing::warn!(channel = core.name(), "outbox update failed: {e}");
+    // The mark is tried until the store takes it (issue 33 item 6): a sent row left
+    // unmarked stays claimed until the claim's deadline and then goes out again.
+    let mut wait = Duration::from_millis(100);
+    let started = std::time::Instant::now();
+    loop {
+        let channels = store.channels();
+        let done = match &mark {
+            Mark::Sent(remote_id) => {
+                channels
+                    .mark_outbox_sent(row.id, row.version, remote_id.as_deref())
+                    .await
+            }
+            Mark::Done(status, why) => channels.mark_outbox_done(row.id, *status, why).await,
+            Mark::Retry(next, reason) => channels.mark_outbox_retry(row.id, *next, reason).await,
+        };
+        match done {
+            Ok(()) => return,
+            Err(e) if started.elapsed() < MARK_FOR => {
+                tracing::debug!(
+                    channel = core.name(),
+                    "outbox update failed, trying again: {e}"
+                );
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => {
+                tracing::warn!(channel = core.name(), "outbox update failed: {e}");
+                return;
+            }
+        }
     }
+}
+
+/// How long a sender keeps trying to record what became of a row it sent (the store may
+/// be restarting meanwhile).
+const MARK_FOR: Duration = Duration::from_secs(60);
+
+/// What becomes of a row after its attempt.
+enum Mark {
+    Sent(Option<String>),
+    Done(OutboxStatus, String),
+    Retry(i64, String),
 }
 
 enum Outcome {

@@ -24,7 +24,7 @@ pub struct Cluster {
 
 impl Cluster {
     /// Starts `n` nodes with `opts` one after the other, so each finds the schema migrated.
-    /// Its `database_url` is the cluster's; `fake_state_dir` and `work_dir` are the
+    /// `{node}` in `extra_config` is each node's index. Its `database_url` is the cluster's; `fake_state_dir` and `work_dir` are the
     /// cluster's shared ones unless `opts` names its own.
     pub async fn start(n: usize, opts: DaemonOptions) -> Cluster {
         let database = tokio::time::timeout(Duration::from_secs(120), TestDatabase::create())
@@ -53,11 +53,13 @@ impl Cluster {
             std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("mkdir: {e}"));
         }
         let mut nodes = Vec::with_capacity(n);
-        for _ in 0..n {
+        for i in 0..n {
             let node_opts = DaemonOptions {
                 database_url: Some(database.url.clone()),
                 fake_state_dir: opts.fake_state_dir.clone().or(Some(agent_home.clone())),
                 work_dir: opts.work_dir.clone().or(Some(work_dir.clone())),
+                // `{node}` in the configuration names the node (its index).
+                extra_config: opts.extra_config.replace("{node}", &i.to_string()),
                 ..opts.clone()
             };
             nodes.push(Daemon::start(node_opts).await);

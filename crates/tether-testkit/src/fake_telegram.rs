@@ -32,6 +32,9 @@ pub struct Call {
     pub at: Instant,
     /// When the call came in (a long poll waits in between).
     pub started: Instant,
+    /// Who called, when it came through a base URL of [`FakeTelegram::base_url_via`]
+    /// (API methods other than `getUpdates` and file uploads).
+    pub caller: Option<String>,
 }
 
 /// An injected failure.
@@ -155,6 +158,25 @@ async fn api(
     Path((bot, method)): Path<(String, String)>,
     req: axum::extract::Request,
 ) -> (StatusCode, Json<Value>) {
+    api_as(inner, None, bot, method, req).await
+}
+
+/// [`api`] through `/via/<caller>/…`: the call is recorded with its caller.
+async fn api_via(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Path((caller, bot, method)): Path<(String, String, String)>,
+    req: axum::extract::Request,
+) -> (StatusCode, Json<Value>) {
+    api_as(inner, Some(caller), bot, method, req).await
+}
+
+async fn api_as(
+    inner: Arc<Mutex<Inner>>,
+    caller: Option<String>,
+    bot: String,
+    method: String,
+    req: axum::extract::Request,
+) -> (StatusCode, Json<Value>) {
     use axum::extract::FromRequest;
     if bot != format!("bot{BOT_TOKEN}") {
         return err(StatusCode::UNAUTHORIZED, "Unauthorized", Value::Null);
@@ -187,6 +209,7 @@ async fn api(
         status: status.as_u16(),
         at: Instant::now(),
         started: Instant::now(),
+        caller,
     });
     (status, reply)
 }
@@ -335,8 +358,17 @@ async fn send_file(
         status: 200,
         at: Instant::now(),
         started: Instant::now(),
+        caller: None,
     });
     ok(json!({"message_id": id, "date": 0, "chat": {"id": chat_id, "type": "private"}}))
+}
+
+/// [`download`] through `/via/<caller>/…`.
+async fn download_via(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Path((_caller, bot, id)): Path<(String, String, String)>,
+) -> (StatusCode, Vec<u8>) {
+    download(State(inner), Path((bot, id))).await
 }
 
 /// `GET /file/bot<token>/<file_path>`: the bytes of a file `getFile` named.
@@ -373,6 +405,7 @@ async fn get_updates(inner: Arc<Mutex<Inner>>, body: Value) -> (StatusCode, Json
                     status: 200,
                     at: Instant::now(),
                     started,
+                    caller: None,
                 });
                 return ok(Value::Array(result));
             }
@@ -390,6 +423,11 @@ impl FakeTelegram {
         let app = axum::Router::new()
             .route("/{bot}/{method}", post(api))
             .route("/file/{bot}/documents/{id}", axum::routing::get(download))
+            .route("/via/{caller}/{bot}/{method}", post(api_via))
+            .route(
+                "/via/{caller}/file/{bot}/documents/{id}",
+                axum::routing::get(download_via),
+            )
             .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -433,12 +471,27 @@ impl FakeTelegram {
 
     /// Config for `[channels.telegram]` pointing here (polling unless `extra` says else).
     pub fn config(&self, allowed_users: &[i64], extra: &str) -> String {
+        self.config_at(&self.base_url, allowed_users, extra)
+    }
+
+    /// A base URL whose calls are recorded with `caller` ([`Call::caller`]): which of
+    /// several daemons made a call.
+    pub fn base_url_via(&self, caller: &str) -> String {
+        format!("{}/via/{caller}", self.base_url)
+    }
+
+    /// [`FakeTelegram::config`] with the base URL of [`FakeTelegram::base_url_via`].
+    pub fn config_via(&self, caller: &str, allowed_users: &[i64], extra: &str) -> String {
+        self.config_at(&self.base_url_via(caller), allowed_users, extra)
+    }
+
+    fn config_at(&self, base_url: &str, allowed_users: &[i64], extra: &str) -> String {
         let users: Vec<String> = allowed_users.iter().map(i64::to_string).collect();
         format!(
             "[channels]\nprogress_interval_ms = 300\nretry_base_ms = 100\nidle_poll_ms = 200\n\n\
              [channels.telegram]\nbot_token = \"{BOT_TOKEN}\"\nbase_url = \"{}\"\n\
              allowed_users = [{}]\npoll_timeout_secs = 1\n{extra}\n",
-            self.base_url,
+            base_url,
             users.join(", ")
         )
     }

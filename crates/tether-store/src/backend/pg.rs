@@ -68,9 +68,11 @@ const IDLE_CHECK: std::time::Duration = std::time::Duration::from_secs(5);
 pub(crate) struct Db {
     writer: Conns,
     reader: Conns,
-    /// A connection of its own for heartbeats (issue 33 item 5): a writer busy with a
-    /// long group commit or a slow statement does not hold a node's lease renewal up.
-    beat: Conns,
+    /// A connection of its own for small writes that must not queue behind the writer
+    /// (issue 33 items 5, 6): heartbeats (a writer busy with group commits does not hold
+    /// a node's lease up) and outbox rows marked sent (the window in which a killed sender
+    /// leaves a sent reply to be sent again).
+    side: Conns,
     shared: Arc<Shared>,
     /// For the tail's own connections (listener, notifier); boxed, as it is large and
     /// the SQLite side of `Store` is not.
@@ -98,7 +100,7 @@ impl Db {
         Ok(Db {
             writer: Conns::from_connection(first, &opts, Some(IDLE_CHECK), &shared.clock),
             reader: Conns::open(&opts, 4, Some(IDLE_CHECK), &shared.clock).await?,
-            beat: Conns::open(&opts, 1, Some(IDLE_CHECK), &shared.clock).await?,
+            side: Conns::open(&opts, 1, Some(IDLE_CHECK), &shared.clock).await?,
             shared,
             opts: Arc::new(opts),
             url: Arc::from(url),

@@ -66,8 +66,9 @@ use conns::Conns;
 pub(crate) struct Db {
     writer: Conns,
     reader: Conns,
-    /// Where heartbeats are written: the writer (SQLite has one).
-    beat: Conns,
+    /// Where small writes that must not queue behind the writer go (heartbeats, outbox
+    /// marks): the writer itself (SQLite has one).
+    side: Conns,
     checkpointer: Arc<checkpoint::Checkpointer>,
     shared: Arc<Shared>,
 }
@@ -106,7 +107,7 @@ impl Db {
             Conns::open(&opts, 1, None, &shared.clock).await?,
         ));
         Ok(Db {
-            beat: writer.clone(),
+            side: writer.clone(),
             writer,
             reader,
             checkpointer,

@@ -331,7 +331,9 @@ impl Db {
         .bind(self.now_ms())
         .bind(id)
         .bind(version)
-        .execute(&self.writer)
+        // Not behind the writer's queue (issue 33 item 6): until this lands, a sender
+        // killed after the platform answered leaves the row to be sent again.
+        .execute(&self.side)
         .await?;
         Ok(())
     }

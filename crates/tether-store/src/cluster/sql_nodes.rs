@@ -44,8 +44,8 @@ impl Db {
     }
 
     /// A heartbeat: the node's lease now runs until `lease_until_ms`. `false` when the
-    /// node has no row (it was removed: it must register again). On the heartbeat's own
-    /// connection (PostgreSQL), not behind the writer's queue.
+    /// node has no row (it was removed: it must register again). On the side connection
+    /// (PostgreSQL), not behind the writer's queue.
     pub async fn renew_node_lease(
         &self,
         id: &str,
@@ -56,7 +56,7 @@ impl Db {
             .bind(now_ms)
             .bind(lease_until_ms)
             .bind(id)
-            .execute(&self.beat)
+            .execute(&self.side)
             .await?;
         Ok(res.rows_affected() == 1)
     }
