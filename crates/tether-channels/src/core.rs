@@ -28,6 +28,10 @@ pub(crate) struct Core {
     pub units: Units,
     /// Wakes the outbox dispatcher after rows were written.
     pub wake: Notify,
+    /// Held by the row being delivered, which runs to its mark even when its leadership
+    /// term ends meanwhile; a new term's dispatcher waits for it before it voids this
+    /// node's earlier claims (else it would send that row again).
+    pub delivering: tokio::sync::Mutex<()>,
     /// Mapped chats by conversation id (the pump's routing table).
     chats: Mutex<HashMap<ConversationId, ChannelChat>>,
     /// Tells the pump that a chat was mapped or unmapped (it follows the mapped ones).
@@ -65,6 +69,7 @@ impl Core {
             tuning,
             units,
             wake: Notify::new(),
+            delivering: tokio::sync::Mutex::new(()),
             chats: Mutex::new(chats),
             chats_changed: Notify::new(),
             link_failures: crate::tries::LinkFailures::default(),

@@ -22,7 +22,9 @@ const CLAIM_BATCH: u32 = 16;
 /// sent, so a second sender on another node never sends the same row.
 pub(crate) async fn run(core: SharedCore, node_id: String) {
     // Claims this node left in an earlier run (crash, restart, an earlier term as the
-    // leader) are void: nothing of it is sending now.
+    // leader) are void: nothing of it is sending now, once an earlier term's last
+    // delivery has recorded what became of its row.
+    drop(core.delivering.lock().await);
     if let Err(e) = core
         .store
         .channels()
@@ -51,7 +53,16 @@ pub(crate) async fn run(core: SharedCore, node_id: String) {
                 }
                 let n = rows.len();
                 for row in rows {
-                    deliver(&core, row).await;
+                    // A task of its own: a term that ends (its tasks aborted) while a row
+                    // is out still records what became of it (issue 33 item 6: aborted
+                    // between the platform's answer and the mark, the next term sent the
+                    // row again).
+                    let core = core.clone();
+                    let one = tokio::spawn(async move {
+                        let _held = core.delivering.lock().await;
+                        deliver(&core, row).await;
+                    });
+                    let _ = one.await;
                 }
                 n
             }
