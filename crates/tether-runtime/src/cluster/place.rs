@@ -45,7 +45,9 @@ impl Placement<'_> {
         forwarded: bool,
         trust_claim: bool,
     ) -> Result<Place> {
-        if trust_claim && self.rt.ctx().ownership.in_use(id) {
+        // Not while draining: a draining node places by the owners row (a claim still
+        // held by an actor on its way out must not take new work here).
+        if trust_claim && !self.rt.ops().draining() && self.rt.ctx().ownership.in_use(id) {
             return Ok(Place::Here { claimed: false });
         }
         let cluster = self.cluster();
