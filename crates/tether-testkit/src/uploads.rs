@@ -52,7 +52,7 @@ pub struct Part<'a> {
     pub bytes: &'a [u8],
 }
 
-const BOUNDARY: &str = "tether-test-boundary-7f3a9c";
+pub const BOUNDARY: &str = "tether-test-boundary-7f3a9c";
 
 /// A `multipart/form-data` body with one `file` field per part.
 pub fn multipart_body(parts: &[Part<'_>]) -> Vec<u8> {

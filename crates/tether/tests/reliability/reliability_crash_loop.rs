@@ -1,15 +1,19 @@
-//! Reliability: the crash loop. A workload of 21 conversations (16 on the API, 4 bound to
+//! Reliability: the crash loop. A workload of 23 conversations (16 on the API, 4 bound to
 //! Telegram chats on the fake Bot API, 1 a Slack DM over the fake Socket Mode, 1 a Discord
-//! DM on the fake Discord, all on the fake agent): plain messages, messages queued behind
-//! slow turns, approvals answered over the API, streamed replies, and in the Telegram,
-//! Slack and Discord chats messages from the person there too — while
+//! DM on the fake Discord, 1 a Feishu DM over the fake long connection, all on the fake
+//! agent): plain messages, messages queued behind slow turns, approvals answered over the
+//! API, streamed replies, files uploaded and sent with messages, tasks delegated to
+//! another agent through tether's MCP tools, and in the Telegram, Slack, Discord and Feishu
+//! chats messages from the person there too — while
 //! tether is killed with SIGKILL at random points, 30 times (`TETHER_CRASH_KILLS`; seed
 //! `TETHER_CRASH_SEED`). After every restart: each accepted message has a turn that is
 //! completed or `interrupted` (none left running or queued), every binding is intact, the
 //! database passes `PRAGMA integrity_check` (in a soak of more than 100 kills, after every
 //! 25th and the last), and no result was sent to Telegram twice.
-//! At the end: every message sent in a Telegram chat has exactly one turn, and once the
-//! outbox has drained, no result of a completed turn was lost.
+//! At the end: every message sent in a chat has exactly one turn, once the outbox has
+//! drained no result of a completed turn was lost or shown twice, every delegated task
+//! ended and was reported to its parent once, and every file sent with a completed turn
+//! reached the agent and downloads intact.
 //!
 //! A message goes to Telegram at least once: if the kill falls between Telegram's answer
 //! and the outbox commit, the row is sent again after the restart (the Bot API has no
@@ -17,7 +21,7 @@
 //! before a kill; any other duplicate fails the test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -28,11 +32,17 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use sqlx::Row;
 use tether_testkit::fake_discord::FakeDiscord;
+use tether_testkit::fake_feishu::{Events, FakeFeishu};
 use tether_testkit::fake_slack::FakeSlack;
 use tether_testkit::fake_telegram::{self, FakeTelegram, private_chat};
 use tether_testkit::{Daemon, DaemonOptions};
 
+#[path = "crash_loop_more.rs"]
+mod more;
+
 const API_CONVERSATIONS: usize = 16;
+/// The API conversations that delegate tasks (the first ones).
+const DELEGATING: usize = 2;
 const TELEGRAM_USERS: [i64; 4] = [101, 102, 103, 104];
 /// The Slack user of the Slack conversation, and its DM channel.
 const SLACK_USER: &str = "USLACK1";
@@ -60,10 +70,19 @@ struct Conv {
     slack: Option<&'static str>,
     /// The Discord DM channel it is bound to, if any.
     discord: Option<String>,
+    /// Whether it is the Feishu DM.
+    feishu: bool,
     /// Its one session (bindings never change in this workload).
     session: String,
     /// Index in the needles `m{index}-{seq}`.
     index: usize,
+}
+
+impl Conv {
+    /// Bound to a chat where a person talks too.
+    fn is_chat(&self) -> bool {
+        self.chat.is_some() || self.slack.is_some() || self.discord.is_some() || self.feishu
+    }
 }
 
 /// A message the API accepted (2xx with a turn).
@@ -80,6 +99,8 @@ struct Log {
     /// Messages people sent in the Telegram chats: (conversation index, text).
     inbound: Vec<(usize, String)>,
     seq: BTreeMap<usize, u32>,
+    /// Messages sent with a file.
+    attached: Vec<more::Attached>,
 }
 
 async fn integrity(d: &Daemon) {
@@ -161,7 +182,30 @@ async fn drive(
             tokio::time::sleep(Duration::from_millis(rng.gen_range(30..200))).await;
             continue;
         }
+        if conv.feishu && roll < 25 {
+            let text = next_text(&log, conv.index, "f");
+            more::feishu_say(&d.fs, &d.events, &text);
+            log.lock().unwrap().inbound.push((conv.index, text));
+            tokio::time::sleep(Duration::from_millis(rng.gen_range(30..200))).await;
+            continue;
+        }
+        // A file sent with a message (API conversations).
+        let mut attachment = None;
+        if !conv.is_chat() && (85..92).contains(&roll) {
+            let text = next_text(&log, conv.index, "m");
+            let name = format!("a{}.txt", &text[1..]);
+            let bytes = format!("the file of {text}\n").into_bytes();
+            let Some(id) = more::upload(&http, &d.base, &d.token, &conv.id, &name, &bytes).await
+            else {
+                continue;
+            };
+            attachment = Some((text, name, id, bytes));
+        }
         let texts: Vec<String> = match roll {
+            _ if attachment.is_some() => vec![attachment.as_ref().unwrap().0.clone()],
+            92..100 if conv.index < DELEGATING => {
+                vec![more::delegate_text(&next_text(&log, conv.index, "d"))]
+            }
             0..55 => vec![next_text(&log, conv.index, "m")],
             55..70 => {
                 let mut v = vec![format!("sleep {}", rng.gen_range(100..400))];
@@ -175,10 +219,14 @@ async fn drive(
         };
         for text in texts {
             let url = format!("{}/api/v1/conversations/{}/messages", d.base, conv.id);
+            let mut body = json!({ "text": text });
+            if let Some((_, _, id, _)) = &attachment {
+                body["attachments"] = json!([id]);
+            }
             let sent = http
                 .post(url)
                 .bearer_auth(&d.token)
-                .json(&json!({ "text": text }))
+                .json(&body)
                 .send()
                 .await;
             let Ok(resp) = sent else { break };
@@ -188,11 +236,21 @@ async fn drive(
             };
             assert!(status < 500, "{status}: {body}");
             if let Some(turn) = body["turn_id"].as_str() {
-                log.lock().unwrap().accepted.push(Accepted {
+                let mut log = log.lock().unwrap();
+                log.accepted.push(Accepted {
                     conv: conv.index,
                     turn: turn.to_string(),
                     text: text.clone(),
                 });
+                if let Some((_, name, id, bytes)) = attachment.take() {
+                    log.attached.push(more::Attached {
+                        turn: turn.to_string(),
+                        session: conv.session.clone(),
+                        name,
+                        id,
+                        bytes,
+                    });
+                }
             }
         }
         // Answer whatever approval waits.
@@ -228,6 +286,8 @@ struct DaemonHandle {
     tg: Arc<FakeTelegram>,
     sl: Arc<FakeSlack>,
     dc: Arc<FakeDiscord>,
+    fs: Arc<FakeFeishu>,
+    events: Arc<Events>,
 }
 
 /// Successful `sendMessage` calls by (chat, needle), in order: every `echo: mNN-NNNN`
@@ -236,11 +296,20 @@ type Sends = BTreeMap<(i64, String), Vec<Instant>>;
 
 fn index_sends(tg: &FakeTelegram) -> Sends {
     let mut out = Sends::new();
-    for c in tg
-        .calls("sendMessage")
-        .into_iter()
-        .filter(|c| c.status == 200)
-    {
+    index_sends_from(tg, &mut out, 0);
+    out
+}
+
+/// Adds the `sendMessage` calls from the `from`th on to `out`; returns how many calls
+/// there are now and the needles that got a send.
+fn index_sends_from(
+    tg: &FakeTelegram,
+    out: &mut Sends,
+    from: usize,
+) -> (usize, BTreeSet<(i64, String)>) {
+    let calls = tg.calls("sendMessage");
+    let mut touched = BTreeSet::new();
+    for c in calls.iter().skip(from).filter(|c| c.status == 200) {
         let Some(chat) = c.body["chat_id"].as_i64() else {
             continue;
         };
@@ -259,10 +328,11 @@ fn index_sends(tg: &FakeTelegram) -> Sends {
             }
         }
         for n in needles {
-            out.entry((chat, n)).or_default().push(c.at);
+            out.entry((chat, n.clone())).or_default().push(c.at);
+            touched.insert((chat, n));
         }
     }
-    out
+    (calls.len(), touched)
 }
 
 /// Fails on a needle sent more than once, unless each extra send follows a kill that fell
@@ -306,6 +376,19 @@ fn assert_not_sent_twice(
     at.len() - 1
 }
 
+/// What the checks after each restart have seen so far, so that each looks only at what
+/// is new (the loop's checks stay linear in its history).
+#[derive(Default)]
+struct Checked {
+    /// Accepted messages already checked.
+    accepted: usize,
+    /// Telegram `sendMessage` calls indexed, and the index.
+    calls: usize,
+    sends: Sends,
+    /// The needles of accepted messages in Telegram chats.
+    needles: BTreeSet<(i64, String)>,
+}
+
 async fn check_after_restart(
     d: &Daemon,
     tg: &FakeTelegram,
@@ -313,11 +396,11 @@ async fn check_after_restart(
     log: &Log,
     kills: &[Instant],
     full_check: bool,
+    seen: &mut Checked,
 ) {
     if full_check {
         integrity(d).await;
     }
-    let mut statuses: BTreeMap<String, String> = BTreeMap::new();
     for c in convs {
         let view = d.get_ok(&format!("/api/v1/conversations/{}", c.id)).await;
         assert_eq!(
@@ -326,31 +409,23 @@ async fn check_after_restart(
             "binding of {}: {view}",
             c.id
         );
-        let turns = d
-            .get_ok(&format!("/api/v1/sessions/{}/turns", c.session))
-            .await;
-        // Telegram chats keep talking: a message fetched (or replayed) right after the
-        // restart legitimately runs; the strict check covers what existed before it.
-        let restarted_ms = d.started_at_ms();
-        for t in turns.as_array().unwrap() {
-            let status = t["status"].as_str().unwrap().to_string();
-            let created = t["created_at_ms"].as_i64().unwrap_or(0);
-            assert!(
-                matches!(
-                    status.as_str(),
-                    "completed" | "interrupted" | "failed" | "cancelled"
-                ) || ((c.chat.is_some() || c.slack.is_some() || c.discord.is_some())
-                    && created >= restarted_ms),
-                "after a restart no turn is left {status}: {t}"
-            );
-            statuses.insert(t["id"].as_str().unwrap().to_string(), status);
-        }
     }
-    for a in &log.accepted {
-        let status = statuses
-            .get(&a.turn)
-            .map(String::as_str)
-            .unwrap_or("missing");
+    // No turn is left open — but the chats keep talking: a message fetched (or replayed)
+    // right after the restart legitimately runs.
+    let restarted_ms = d.started_at_ms();
+    for (id, status, created, conv) in more::open_turns(d).await {
+        let chat = convs.iter().any(|c| c.id == conv && c.is_chat());
+        assert!(
+            chat && created >= restarted_ms,
+            "after a restart no turn is left {status}: {id} of {conv}, created {created} \
+             (restarted at {restarted_ms})"
+        );
+    }
+    let new = &log.accepted[seen.accepted.min(log.accepted.len())..];
+    let ids: Vec<String> = new.iter().map(|a| a.turn.clone()).collect();
+    let statuses = more::statuses_of(d, &ids).await;
+    for a in new {
+        let status = statuses[&a.turn].as_str();
         assert!(
             matches!(status, "completed" | "interrupted"),
             "accepted message {:?} (conversation {}): turn {} is {status}",
@@ -358,12 +433,15 @@ async fn check_after_restart(
             convs[a.conv].id,
             a.turn
         );
-    }
-    let sends = index_sends(tg);
-    for a in &log.accepted {
         if let Some(chat) = convs[a.conv].chat {
-            assert_not_sent_twice(tg, &sends, chat, &needle_of(&a.text), kills);
+            seen.needles.insert((chat, needle_of(&a.text)));
         }
+    }
+    seen.accepted = log.accepted.len();
+    let (calls, touched) = index_sends_from(tg, &mut seen.sends, seen.calls);
+    seen.calls = calls;
+    for (chat, needle) in touched.intersection(&seen.needles) {
+        assert_not_sent_twice(tg, &seen.sends, *chat, needle, kills);
     }
 }
 
@@ -388,18 +466,21 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
     let tg = Arc::new(FakeTelegram::start().await);
     let sl = Arc::new(FakeSlack::start().await);
     let dc = Arc::new(FakeDiscord::start().await);
+    let fs = Arc::new(FakeFeishu::start().await);
+    let events = Arc::new(Events::new("soak-verification", None));
     let mut d = Daemon::start(DaemonOptions {
         extra_config: format!(
-            "{}\n{}",
+            "{}\n{}\n{}",
             tg.config(&TELEGRAM_USERS, &sl.section("socket", &[SLACK_USER], "")),
-            dc.section(&[DISCORD_USER], "")
+            dc.section(&[DISCORD_USER], ""),
+            more::feishu_section(&fs)
         ),
         ..Default::default()
     })
     .await;
     dc.wait_ready().await;
 
-    // The 21 conversations, each with its session.
+    // The 23 conversations, each with its session.
     let mut convs = Vec::new();
     for i in 0..API_CONVERSATIONS {
         let id = d.new_conversation(None).await;
@@ -409,6 +490,7 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
             chat: None,
             slack: None,
             discord: None,
+            feishu: false,
             session: o["session_id"].as_str().unwrap().to_string(),
             index: i,
         });
@@ -437,6 +519,7 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
             chat: Some(*user),
             slack: None,
             discord: None,
+            feishu: false,
             session: view["binding"]["session_id"].as_str().unwrap().to_string(),
             index: API_CONVERSATIONS + k,
         });
@@ -462,6 +545,7 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
             chat: None,
             slack: Some(SLACK_DM),
             discord: None,
+            feishu: false,
             session: view["binding"]["session_id"].as_str().unwrap().to_string(),
             index: API_CONVERSATIONS + TELEGRAM_USERS.len(),
         });
@@ -485,12 +569,38 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
             chat: None,
             slack: None,
             discord: Some(DISCORD_DM.to_string()),
+            feishu: false,
+            session: view["binding"]["session_id"].as_str().unwrap().to_string(),
+            index: convs.len(),
+        });
+    }
+    {
+        more::feishu_say(&fs, &events, "hello from feishu");
+        fs.wait_shown(more::FEISHU_CHAT, "echo: hello from feishu")
+            .await;
+        let list = d.get_ok("/api/v1/conversations").await;
+        let c = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| !convs.iter().any(|k: &Conv| c["id"] == k.id.as_str()))
+            .unwrap_or_else(|| panic!("no Feishu conversation: {list}"))
+            .clone();
+        let id = c["id"].as_str().unwrap().to_string();
+        let view = d.get_ok(&format!("/api/v1/conversations/{id}")).await;
+        convs.push(Conv {
+            id,
+            chat: None,
+            slack: None,
+            discord: None,
+            feishu: true,
             session: view["binding"]["session_id"].as_str().unwrap().to_string(),
             index: convs.len(),
         });
     }
 
     let log = Arc::new(Mutex::new(Log::default()));
+    let mut seen = Checked::default();
     let mut kills: Vec<Instant> = Vec::new();
     let started = Instant::now();
     let (mut in_restart, mut in_checks) = (Duration::ZERO, Duration::ZERO);
@@ -501,6 +611,8 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
             tg: tg.clone(),
             sl: sl.clone(),
             dc: dc.clone(),
+            fs: fs.clone(),
+            events: events.clone(),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let mut tasks = tokio::task::JoinSet::new();
@@ -539,7 +651,7 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
         // The whole-file checks after every restart of the CI run; in a soak's hundreds
         // of kills (a database of hundreds of MB) every 25th, and after the last.
         let full = kills_wanted <= 100 || round % 25 == 24 || round + 1 == kills_wanted;
-        check_after_restart(&d, &tg, &convs, &snapshot, &kills, full).await;
+        check_after_restart(&d, &tg, &convs, &snapshot, &kills, full, &mut seen).await;
         in_checks += t.elapsed();
     }
     let accepted = log.lock().unwrap().accepted.clone();
@@ -557,10 +669,7 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
     // Every message people sent in the Telegram chats got exactly one turn (none lost
     // when a kill fell between receiving and handling it, none run twice by a replay).
     let mut inbound_turns: BTreeMap<String, (String, String)> = BTreeMap::new();
-    for c in convs
-        .iter()
-        .filter(|c| c.chat.is_some() || c.slack.is_some() || c.discord.is_some())
-    {
+    for c in convs.iter().filter(|c| c.is_chat()) {
         let mine: Vec<&String> = inbound
             .iter()
             .filter(|(i, _)| *i == c.index)
@@ -679,13 +788,32 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
     eprintln!("crash loop: {discord_results} completed results checked in Discord");
     assert!(discord_results > 0, "some Discord results were checked");
     assert!(completed_results > 0, "some Telegram results were checked");
+    let feishu = convs.iter().find(|c| c.feishu).unwrap();
+    let feishu_results = more::check_feishu_results(&d, &fs, &feishu.session).await;
+    eprintln!("crash loop: {feishu_results} completed results checked in Feishu");
+    assert!(feishu_results > 0, "some Feishu results were checked");
+    let parents: Vec<(String, String)> = convs
+        .iter()
+        .filter(|c| c.index < DELEGATING)
+        .map(|c| (c.id.clone(), c.session.clone()))
+        .collect();
+    let (tasks, tasks_completed) = more::check_delegations(&d, &parents).await;
+    eprintln!(
+        "crash loop: {tasks} delegated tasks ({tasks_completed} completed), each reported once"
+    );
+    assert!(tasks_completed > 0, "some delegated tasks completed");
+    let attached = log.lock().unwrap().attached.clone();
+    let files = more::check_attachments(&d, &attached).await;
+    eprintln!("crash loop: {files} files of completed turns checked");
+    assert!(files > 0, "some files were sent and checked");
     assert_healthy(&d, "fake").await;
     // The soak's row (`scripts/soak`): every check above passed, so nothing was lost and
     // no turn ran or ended twice.
     let total = accepted.len() + inbound.len();
     eprintln!(
-        "SOAK | one node | {} SIGKILLs | {total} accepted | {total} ended once | 0 lost \
-         | 0 doubled ({excused} Telegram replies sent again by a kill right after their send) | {:.0?}",
+        "SOAK | one node | {} SIGKILLs | {total} messages, {tasks} delegated tasks, {files} files \
+         | {total} turns, {tasks} task reports | 0 lost | 0 doubled ({excused} Telegram replies \
+         sent again by a kill right after their send) | {:.0?}",
         kills.len(),
         soak_started.elapsed()
     );
