@@ -364,6 +364,13 @@ pub trait AgentSession: Send + Sync {
         ProcessRef::default()
     }
 
+    /// Asked before [`AgentSession::shutdown`]: whether the agent keeps this session
+    /// loaded after it (a Codex thread left on a shared process that goes on running),
+    /// and when that ends; `None` when the session ends with its shutdown.
+    fn parked(&self) -> Option<crate::host::Parked> {
+        None
+    }
+
     /// Ends the session: a process of its own is ended and reaped; on a shared process
     /// the session only detaches (the process ends after its idle time once empty).
     async fn shutdown(&self);

@@ -29,4 +29,4 @@ pub use claude::ClaudeDriver;
 pub use codex::CodexDriver;
 pub use driver::*;
 pub use groups::GroupRecords;
-pub use host::{HostLimits, Hosts, ProcessView};
+pub use host::{HostLimits, Hosts, Parked, ProcessView};

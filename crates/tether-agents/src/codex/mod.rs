@@ -129,6 +129,7 @@ impl AgentDriver for CodexDriver {
             req: &req,
             approval,
             sandbox,
+            keep_config: false,
         };
         let run = async {
             handshake(&starter.rpc).await?;
@@ -182,15 +183,28 @@ impl CodexDriver {
                 .route(id, route(true))
                 .inspect_err(|_| lease.failed())?;
         }
+        // Back on the process it left, with the same MCP servers and token, and codex
+        // still holds the thread: it keeps the servers it had, so `thread/resume` goes
+        // without `config` (with it codex opens them all again, most of a dormant
+        // follow-up's time; D165).
+        let config = mcp_config(&req.mcp_servers)
+            .map(|c| c.to_string())
+            .unwrap_or_default();
+        let keep_config = match (&req.resume, lease.home_config()) {
+            (Some(id), Some(home)) if home == config => still_loaded(&rpc, id).await,
+            _ => false,
+        };
         let starter = Starter {
             rpc,
             shared: &shared,
             req,
             approval,
             sandbox,
+            keep_config,
         };
         // A failure gives the slot back; the process goes on if others use it.
         let thread_id = starter.open().await.inspect_err(|_| lease.failed())?;
+        lease.opened_with(config);
         if req.resume.is_none() {
             lease
                 .route(&thread_id, route(false))
@@ -223,6 +237,31 @@ async fn handshake(rpc: &Handshake<'_>) -> Result<Value, AgentError> {
     Ok(init)
 }
 
+/// Whether codex still holds thread `id` loaded (`thread/loaded/list`); false when it
+/// cannot say.
+async fn still_loaded(rpc: &Handshake<'_>, id: &str) -> bool {
+    let mut cursor: Option<String> = None;
+    // Bounded: a process hosts at most `sessions_per_process` threads of ours.
+    for _ in 0..64 {
+        let params = json!({"cursor": cursor, "limit": 100});
+        let Ok(page) = rpc.call("thread/loaded/list", params).await else {
+            return false;
+        };
+        let data = page.get("data").and_then(Value::as_array);
+        if data.is_some_and(|d| d.iter().any(|t| t.as_str() == Some(id))) {
+            return true;
+        }
+        cursor = page
+            .get("nextCursor")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if cursor.is_none() {
+            return false;
+        }
+    }
+    false
+}
+
 /// Opening one thread.
 struct Starter<'a> {
     rpc: Handshake<'a>,
@@ -230,6 +269,8 @@ struct Starter<'a> {
     req: &'a StartRequest,
     approval: String,
     sandbox: String,
+    /// Resume without `config`: the thread is still loaded with the same MCP servers.
+    keep_config: bool,
 }
 
 impl Starter<'_> {
@@ -290,6 +331,11 @@ impl Starter<'_> {
         };
         let mut params = self.thread_params();
         params["threadId"] = json!(id);
+        if self.keep_config
+            && let Some(p) = params.as_object_mut()
+        {
+            p.remove("config");
+        }
         let asked = std::time::Instant::now();
         let result = self
             .rpc
@@ -299,6 +345,7 @@ impl Starter<'_> {
                 // Where a dormant follow-up's time goes (issue 15's figure 5).
                 tracing::debug!(
                     took_us = asked.elapsed().as_micros() as u64,
+                    kept_config = self.keep_config,
                     "codex answered thread/resume"
                 );
             })

@@ -197,8 +197,22 @@ impl AgentSession for CodexSession {
         self.process.process_ref()
     }
 
+    /// Codex keeps an unsubscribed thread loaded, with its MCP servers, while its
+    /// process runs (not one whose prompt it never ended: that process is retired).
+    fn parked(&self) -> Option<crate::host::Parked> {
+        match &self.process {
+            Attached::Shared(lease)
+                if lease.is_alive() && !self.unfinished.load(Ordering::SeqCst) =>
+            {
+                Some(lease.parked())
+            }
+            _ => None,
+        }
+    }
+
     async fn shutdown(&self) {
-        // On a shared process the thread is unloaded; the process goes on.
+        // On a shared process the thread is unsubscribed (codex keeps it loaded); the
+        // process goes on.
         let detach = async {
             let params = json!({"threadId": self.thread_id});
             if let Err(e) = self.conn.request("thread/unsubscribe", params).await {

@@ -11,6 +11,7 @@
 //! Knows nothing about a protocol's methods: the drivers run the handshake (once per
 //! process, [`Host::initialized`]) and open their sessions over [`Host::conn`].
 
+mod parked;
 mod routes;
 mod rss;
 
@@ -25,6 +26,8 @@ use crate::driver::AgentError;
 use crate::jsonrpc::{Connection, Options};
 use crate::launch::spawn_rpc;
 use crate::process::{AgentProcess, ProcessSpec};
+pub use parked::Parked;
+use parked::{Ended, Left};
 pub(crate) use routes::{Addressee, IdOf, Route, Routes};
 pub use rss::group_rss_bytes;
 
@@ -107,7 +110,7 @@ struct HostsInner {
     /// The process each session left last, by its thread or session id: a resume goes
     /// back there while it runs, because the agent may still hold the session (codex
     /// keeps an unsubscribed thread's writer, so another process could not resume it).
-    left: Mutex<std::collections::HashMap<String, Weak<Host>>>,
+    left: Mutex<std::collections::HashMap<String, Left>>,
     /// Bumped whenever a slot is given back.
     released: tokio::sync::watch::Sender<u64>,
 }
@@ -124,6 +127,8 @@ pub(crate) struct Host {
     /// The handshake's answer (`initialize`), run once per process.
     init: tokio::sync::OnceCell<Value>,
     slots: Mutex<Slots>,
+    /// Set when the process ends (what [`Parked`] waits for).
+    ended: Ended,
 }
 
 #[derive(Debug, Default)]
@@ -201,8 +206,13 @@ impl Hosts {
                 }
                 keep
             });
-            let home = resume.and_then(|id| self.inner.left_lock().remove(id)?.upgrade());
+            let left = resume.and_then(|id| self.inner.left_lock().remove(id));
+            let (home, home_config) = match left {
+                Some(l) => (l.host.upgrade(), l.config),
+                None => (None, None),
+            };
             let home = home.filter(|h| h.key == key && processes.iter().any(|p| Arc::ptr_eq(p, h)));
+            let home_config = home_config.filter(|_| home.is_some());
             let room = home.as_ref().or_else(|| {
                 processes.iter().find(|h| {
                     let slots = h.lock();
@@ -217,7 +227,12 @@ impl Hosts {
                     slots.generation += 1;
                     host.routes.set_users(slots.used);
                 }
-                return Ok(self.lease(host));
+                let at_home = home.as_ref().is_some_and(|h| Arc::ptr_eq(h, &host));
+                let mut lease = self.lease(host);
+                if at_home {
+                    lease.home_config = home_config;
+                }
+                return Ok(lease);
             }
             let cap = self.inner.limits.max_processes;
             if cap > 0 && processes.len() >= cap {
@@ -239,8 +254,11 @@ impl Hosts {
         let routes = Arc::new(Routes::new(id_of));
         routes.set_users(1);
         let closing = Arc::clone(&routes);
+        let ended = Ended::new();
+        let ending = ended.clone();
         let (process, conn) = spawn_rpc(spec, options, routes.handler(), move |info| {
-            closing.closed(info)
+            closing.closed(info);
+            ending.set();
         })?;
         let host = Arc::new(Host {
             id: self.inner.next_id.fetch_add(1, Ordering::Relaxed),
@@ -255,6 +273,7 @@ impl Hosts {
                 generation: 1,
                 retired: false,
             }),
+            ended,
         });
         self.inner.lock().push(Arc::clone(&host));
         Ok(self.lease(host))
@@ -266,6 +285,8 @@ impl Hosts {
             hosts: Arc::downgrade(&self.inner),
             route: Mutex::new(None),
             released: std::sync::atomic::AtomicBool::new(false),
+            config: Mutex::new(None),
+            home_config: None,
         }
     }
 
@@ -314,6 +335,7 @@ impl Hosts {
             h.lock().retired = true;
             h.conn.close().await;
             h.process.shutdown().await;
+            h.ended.set();
         });
         futures::future::join_all(ends).await;
     }
@@ -324,9 +346,7 @@ impl HostsInner {
         self.processes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn left_lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Weak<Host>>> {
+    fn left_lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Left>> {
         self.left.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -360,6 +380,7 @@ fn end_process(host: Arc<Host>) {
     rt.spawn(async move {
         host.conn.close().await;
         host.process.shutdown().await;
+        host.ended.set();
     });
 }
 
@@ -371,6 +392,12 @@ pub(crate) struct Lease {
     hosts: Weak<HostsInner>,
     route: Mutex<Option<String>>,
     released: std::sync::atomic::AtomicBool,
+    /// The configuration the session's thread was opened with here (see
+    /// [`Lease::opened_with`]), remembered for its resume when it leaves.
+    config: Mutex<Option<String>>,
+    /// A resume back on the process the session left: the configuration its thread
+    /// had there.
+    home_config: Option<String>,
 }
 
 impl Lease {
@@ -401,6 +428,23 @@ impl Lease {
         self.host.process.is_alive()
     }
 
+    /// Records the configuration (a driver's fingerprint) the session's thread was
+    /// opened with on this process.
+    pub fn opened_with(&self, config: String) {
+        *self.config.lock().unwrap_or_else(|e| e.into_inner()) = Some(config);
+    }
+
+    /// On a resume back on the process the session left, while it still runs: the
+    /// configuration its thread was opened with there.
+    pub fn home_config(&self) -> Option<&str> {
+        self.home_config.as_deref()
+    }
+
+    /// Ends when this process does.
+    pub fn parked(&self) -> Parked {
+        self.host.ended.parked(self.host.id)
+    }
+
     /// The process cannot be used (its handshake failed): no new session attaches, and it
     /// ends when its last session leaves.
     pub fn retire(&self) {
@@ -428,8 +472,15 @@ impl Lease {
             self.host.routes.remove(&id);
             if let Some(hosts) = self.hosts.upgrade() {
                 let mut left = hosts.left_lock();
-                left.retain(|_, h| h.strong_count() > 0);
-                left.insert(id, Arc::downgrade(&self.host));
+                left.retain(|_, l| l.host.strong_count() > 0);
+                let config = self.config.lock().unwrap_or_else(|e| e.into_inner()).take();
+                left.insert(
+                    id,
+                    Left {
+                        host: Arc::downgrade(&self.host),
+                        config,
+                    },
+                );
             }
         }
         let (empty, generation, retired) = {
@@ -462,6 +513,7 @@ impl Lease {
             if hosts.remove_if_idle(&host, generation) {
                 host.conn.close().await;
                 host.process.shutdown().await;
+                host.ended.set();
             }
         });
     }

@@ -15,6 +15,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ids::new_id;
 
+#[path = "registry_parked.rs"]
+mod parked;
+use parked::ParkedToken;
+
 /// Concurrent `get_delegation_status` waits one caller may have in flight.
 pub const MAX_WAITS_PER_CALLER: usize = 8;
 
@@ -115,6 +119,9 @@ pub(crate) struct Registry {
     /// Tokens of spare agent processes started before their session exists (see
     /// [`Registry::reserved_servers`]).
     reserved: Mutex<std::collections::HashSet<String>>,
+    /// Tokens kept for a thread the agent holds loaded ([`Registry::park`]), each with
+    /// a task waiting for its process to end.
+    parked: Mutex<HashMap<String, ParkedToken>>,
 }
 
 /// A new per-session MCP token (two random ids).
@@ -201,6 +208,7 @@ impl Registry {
             reported_blocks: Mutex::new(HashMap::new()),
             ledger_locks: Arc::new(Mutex::new(HashMap::new())),
             reserved: Mutex::new(std::collections::HashSet::new()),
+            parked: Mutex::new(HashMap::new()),
         }
     }
 
@@ -238,6 +246,15 @@ impl Registry {
                 .entry(session.id.clone())
                 .or_insert_with(new_token)
                 .clone();
+            // A parked token is in use again.
+            if let Some(p) = self
+                .parked
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_mut(&token)
+            {
+                p.dormant = false;
+            }
             tokens.entry(token.clone()).or_insert_with(|| TokenEntry {
                 conversation_id: session.conversation_id.clone(),
                 session_id: session.id.clone(),

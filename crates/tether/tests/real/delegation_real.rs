@@ -9,7 +9,7 @@ use tether_testkit::real_agents::{self, RealAgent};
 use tether_testkit::{Api, Daemon, DaemonOptions, MockModel};
 
 /// The JSON the tool returned, from the parent's `done: <tool output>` reply.
-fn tool_json(turn: &Value) -> Value {
+pub(crate) fn tool_json(turn: &Value) -> Value {
     let text = turn["result_text"].as_str().unwrap_or_default();
     let start = text
         .find('{')

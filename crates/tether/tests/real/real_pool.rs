@@ -126,3 +126,80 @@ async fn switching_from_codex_to_claude_starts_a_new_session_with_a_status_messa
         "{status:?}"
     );
 }
+
+/// Issue 33 item 4: a codex session gone dormant on a shared process resumes there
+/// without `config` — codex kept its thread loaded with the MCP server it had, and tether
+/// kept the session's token — and its tools still act as that session; once the process
+/// has ended, the token goes with it and the next resume opens the server again with a
+/// new one.
+#[tokio::test]
+async fn a_dormant_codex_thread_resumes_on_its_process_with_the_mcp_server_it_had() {
+    let model = MockModel::start().await;
+    let codex_home = real_agents::codex_home(&model.base_url());
+    let mut extra = real_agents::agent_toml(
+        "codex",
+        RealAgent::Codex,
+        &real_agents::codex_env(codex_home.path()),
+    );
+    // Dormant after 1 s idle; the shared process, left empty, ends 6 s later.
+    extra.push_str("[pool]\nidle_ttl_secs = 1\nprocess_idle_secs = 6\n");
+    let d = Daemon::start(DaemonOptions {
+        extra_config: extra,
+        capture_stderr: true,
+        log_filter: "info,tether_agents::codex=debug".into(),
+        ..Default::default()
+    })
+    .await;
+    let c = d.new_conversation(Some("codex")).await;
+    let delegate = |task: &str| {
+        format!(
+            "mcp tether delegate_to_agent {}",
+            json!({"agent_type": "fake", "task": task})
+        )
+    };
+    let kept = |d: &Daemon| d.stderr_log().matches("kept_config=true").count();
+    let resumes = |d: &Daemon| {
+        d.stderr_log()
+            .matches("codex answered thread/resume")
+            .count()
+    };
+
+    let (o, t) = d.say_and_wait(&c, &delegate("one")).await;
+    acts_as_the_session(&d, &c, &t).await;
+    let session = o["session_id"].as_str().unwrap().to_string();
+    let dormant = |c: &serde_json::Value| c["binding"]["status"] == "dormant";
+    d.wait_conversation(&c, "dormant after its idle time", dormant)
+        .await;
+
+    // Back on the same process, which still holds the thread: no `config`.
+    let (o, t) = d.say_and_wait(&c, &delegate("two")).await;
+    assert_eq!(o["session_id"], session.as_str());
+    acts_as_the_session(&d, &c, &t).await;
+    assert_eq!((resumes(&d), kept(&d)), (1, 1), "{}", d.stderr_log());
+
+    // Dormant again, and the process ends: its token is revoked, the next resume starts
+    // a new process and gives it the server again, with a new token.
+    d.wait_conversation(&c, "dormant again", dormant).await;
+    tether_testkit::within("the empty shared process ends", async {
+        while d.get_ok("/api/v1/pool").await["process_count"] != 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    let (o, t) = d.say_and_wait(&c, &delegate("three")).await;
+    assert_eq!(o["session_id"], session.as_str());
+    acts_as_the_session(&d, &c, &t).await;
+    assert_eq!((resumes(&d), kept(&d)), (2, 1), "{}", d.stderr_log());
+}
+
+/// The turn called `delegate_to_agent` as its own session: the task's parent is `c`.
+async fn acts_as_the_session(d: &Daemon, c: &str, turn: &serde_json::Value) {
+    assert_eq!(turn["status"], "completed", "{turn}");
+    let r = crate::delegation_real::tool_json(turn);
+    assert_eq!(r["status"], "running", "{r}");
+    let task = r["task_id"].as_str().unwrap();
+    let t = d
+        .get_ok(&format!("/api/v1/conversations/{task}/continuation"))
+        .await;
+    assert_eq!(t["parent_conversation_id"], c, "{t}");
+}

@@ -16,12 +16,12 @@ use tether_testkit::uploads::{BOUNDARY, Part, multipart_body};
 use crate::reliability_util::eventually;
 
 /// The Feishu user and the DM chat of the Feishu conversation.
-pub(super) const FEISHU_USER: &str = "ou_soak";
-pub(super) const FEISHU_CHAT: &str = "oc_soak";
+pub(crate) const FEISHU_USER: &str = "ou_soak";
+pub(crate) const FEISHU_CHAT: &str = "oc_soak";
 
 /// `[channels.feishu]` on the long connection, without the `[channels]` table the
 /// Telegram section already opens.
-pub(super) fn feishu_section(fs: &FakeFeishu) -> String {
+pub(crate) fn feishu_section(fs: &FakeFeishu) -> String {
     let full = fs.long_connection_config(&[FEISHU_USER], "");
     let at = full.find("[channels.feishu]").unwrap();
     full[at..].to_string()
@@ -29,13 +29,13 @@ pub(super) fn feishu_section(fs: &FakeFeishu) -> String {
 
 /// A message from the Feishu user in the DM, pushed on the long connection (Feishu
 /// sends it again on the next connection until tether answers it).
-pub(super) fn feishu_say(fs: &FakeFeishu, events: &Events, text: &str) {
+pub(crate) fn feishu_say(fs: &FakeFeishu, events: &Events, text: &str) {
     fs.push_ws(&events.message(FEISHU_CHAT, "p2p", FEISHU_USER, text, false));
 }
 
 /// Uploads one small text file to a conversation; its attachment id, or `None` when the
 /// daemon was killed under the request.
-pub(super) async fn upload(
+pub(crate) async fn upload(
     http: &reqwest::Client,
     base: &str,
     token: &str,
@@ -62,6 +62,10 @@ pub(super) async fn upload(
         .ok()?;
     let status = resp.status().as_u16();
     let out: Value = resp.json().await.ok()?;
+    // Too many uploads at once is answered 503 `server_busy`, to be tried again.
+    if status == 503 && out["error"]["code"] == "server_busy" {
+        return None;
+    }
     assert!(status < 500, "upload: {status}: {out}");
     out["attachments"][0]["id"].as_str().map(str::to_string)
 }
@@ -78,7 +82,7 @@ async fn db(d: &Daemon) -> sqlx::SqliteConnection {
 }
 
 /// Turns still queued, running or waiting: (id, status, created_at in ms, conversation).
-pub(super) async fn open_turns(d: &Daemon) -> Vec<(String, String, i64, String)> {
+pub(crate) async fn open_turns(d: &Daemon) -> Vec<(String, String, i64, String)> {
     let mut conn = db(d).await;
     sqlx::query(
         "SELECT id, status, created_at, conversation_id FROM turns \
@@ -93,7 +97,7 @@ pub(super) async fn open_turns(d: &Daemon) -> Vec<(String, String, i64, String)>
 }
 
 /// The status of each of these turns ("missing" when there is no such turn).
-pub(super) async fn statuses_of(d: &Daemon, turns: &[String]) -> BTreeMap<String, String> {
+pub(crate) async fn statuses_of(d: &Daemon, turns: &[String]) -> BTreeMap<String, String> {
     let mut conn = db(d).await;
     let mut out = BTreeMap::new();
     for chunk in turns.chunks(500) {
@@ -135,7 +139,7 @@ async fn all_events(d: &Daemon, session: &str) -> Vec<Value> {
 /// Every task delegated from these parent conversations ends (completed, or failed when
 /// a kill interrupted it), and its parent's session was told how it ended exactly once.
 /// Returns (tasks, of them completed).
-pub(super) async fn check_delegations(d: &Daemon, parents: &[(String, String)]) -> (usize, usize) {
+pub(crate) async fn check_delegations(d: &Daemon, parents: &[(String, String)]) -> (usize, usize) {
     let (mut tasks, mut completed) = (0, 0);
     for (parent, session) in parents {
         let children = eventually("every delegated task ends", || async {
@@ -182,7 +186,7 @@ pub(super) async fn check_delegations(d: &Daemon, parents: &[(String, String)]) 
 
 /// A message sent with an uploaded file: its turn, the file's id and bytes.
 #[derive(Debug, Clone)]
-pub(super) struct Attached {
+pub(crate) struct Attached {
     pub turn: String,
     pub session: String,
     pub name: String,
@@ -193,7 +197,7 @@ pub(super) struct Attached {
 /// Every file sent with a message whose turn completed reached the agent (its copy is
 /// named in the prompt the fake agent echoes) and downloads with the bytes uploaded.
 /// Returns how many were checked.
-pub(super) async fn check_attachments(d: &Daemon, attached: &[Attached]) -> usize {
+pub(crate) async fn check_attachments(d: &Daemon, attached: &[Attached]) -> usize {
     let mut by_session: BTreeMap<&str, Vec<&Attached>> = BTreeMap::new();
     for a in attached {
         by_session.entry(&a.session).or_default().push(a);
@@ -231,7 +235,7 @@ pub(super) async fn check_attachments(d: &Daemon, attached: &[Attached]) -> usiz
 /// other chats) and every completed one's result shows in the DM exactly once (a send
 /// repeated after a kill carries the same `uuid`, which Feishu answers with the message
 /// already sent). Returns how many results were checked.
-pub(super) async fn check_feishu_results(d: &Daemon, fs: &FakeFeishu, session: &str) -> usize {
+pub(crate) async fn check_feishu_results(d: &Daemon, fs: &FakeFeishu, session: &str) -> usize {
     let turns = d.get_ok(&format!("/api/v1/sessions/{session}/turns")).await;
     let mut checked = 0;
     let shown: Vec<String> = fs.shown(FEISHU_CHAT).iter().map(|m| m.text()).collect();
@@ -259,7 +263,7 @@ pub(super) async fn check_feishu_results(d: &Daemon, fs: &FakeFeishu, session: &
 }
 
 /// The delegation message a parent conversation sends.
-pub(super) fn delegate_text(task: &str) -> String {
+pub(crate) fn delegate_text(task: &str) -> String {
     format!(
         "mcp delegate_to_agent {}",
         json!({"agent_type": "fake", "task": task})

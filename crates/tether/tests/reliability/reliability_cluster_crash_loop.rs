@@ -1,7 +1,9 @@
 //! Reliability: the crash loop on a cluster (issue 12). Three nodes share one PostgreSQL
 //! database, one agent home and one workspace; eight conversations are driven through
 //! the API of whichever node the dice pick (plain messages, messages queued behind slow
-//! turns, approvals answered on a random node) and one Telegram DM from the person there,
+//! turns, approvals answered on a random node, files uploaded to one node and sent with a
+//! message through another, tasks delegated to another agent through tether's MCP tools)
+//! and one Telegram DM from the person there,
 //! while a random node is killed with SIGKILL and restarted, 30 times
 //! (`TETHER_CLUSTER_KILLS`; seed `TETHER_CLUSTER_SEED`). At the end every accepted
 //! message has one turn that ended (`completed` or `interrupted`, nothing left running
@@ -10,6 +12,8 @@
 //! chat, once — again only when the node that sent it (each node calls the fake Bot API
 //! through a base URL naming it) was killed before the next send: the Bot API has no
 //! idempotency key, so a reply whose sender died before marking it sent goes out again.
+//! Every delegated task ended and was reported to its parent once, and every file sent
+//! with a completed turn reached the agent and downloads intact.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
@@ -17,6 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use crate::reliability_crash_loop::more;
 use crate::reliability_util::session_events;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -26,6 +31,8 @@ use tether_testkit::{Cluster, DaemonOptions};
 
 const NODES: usize = 3;
 const API_CONVERSATIONS: usize = 8;
+/// The API conversations that delegate tasks (the first ones).
+const DELEGATING: usize = 1;
 const TELEGRAM_USER: i64 = 301;
 /// How long the cluster may take to settle after the last kill (a killed owner's lease
 /// must run out before its conversations are taken over).
@@ -54,6 +61,8 @@ struct Log {
     /// Messages the person sent in the Telegram chat.
     inbound: Vec<String>,
     seq: BTreeMap<usize, u32>,
+    /// Messages sent with a file.
+    attached: Vec<more::Attached>,
 }
 
 fn next_text(log: &Mutex<Log>, conv: usize, kind: &str) -> String {
@@ -72,7 +81,7 @@ fn pick(addrs: &Addrs, rng: &mut StdRng) -> (String, String) {
 async fn drive(
     addrs: Addrs,
     index: usize,
-    conv: String,
+    (conv, session): (String, String),
     log: Arc<Mutex<Log>>,
     stop: Arc<AtomicBool>,
     seed: u64,
@@ -83,20 +92,41 @@ async fn drive(
         .build()
         .unwrap();
     while !stop.load(Ordering::Relaxed) {
-        let texts: Vec<String> = match rng.gen_range(0..100) {
-            0..60 => vec![next_text(&log, index, "m")],
-            60..80 => vec![
+        let roll = rng.gen_range(0..100);
+        // A file uploaded to one node, sent with a message through another.
+        let mut attachment = None;
+        if (75..83).contains(&roll) {
+            let text = next_text(&log, index, "m");
+            let name = format!("a{}.txt", &text[1..]);
+            let bytes = format!("the file of {text}\n").into_bytes();
+            let (base, token) = pick(&addrs, &mut rng);
+            let Some(id) = more::upload(&http, &base, &token, &conv, &name, &bytes).await else {
+                continue;
+            };
+            attachment = Some((text, name, id, bytes));
+        }
+        let texts: Vec<String> = match roll {
+            _ if attachment.is_some() => vec![attachment.as_ref().unwrap().0.clone()],
+            0..55 => vec![next_text(&log, index, "m")],
+            55..75 => vec![
                 format!("sleep {}", rng.gen_range(100..400)),
                 next_text(&log, index, "m"),
             ],
+            83..92 if index < DELEGATING => {
+                vec![more::delegate_text(&next_text(&log, index, "d"))]
+            }
             _ => vec![format!("approve {}", next_text(&log, index, "x"))],
         };
         for text in texts {
             let (base, token) = pick(&addrs, &mut rng);
+            let mut body = json!({ "text": text });
+            if let Some((_, _, id, _)) = &attachment {
+                body["attachments"] = json!([id]);
+            }
             let sent = http
                 .post(format!("{base}/api/v1/conversations/{conv}/messages"))
                 .bearer_auth(&token)
-                .json(&json!({ "text": text }))
+                .json(&body)
                 .send()
                 .await;
             let Ok(resp) = sent else { break };
@@ -108,11 +138,21 @@ async fn drive(
             // 500 is a bug.
             assert!(status != 500, "{status}: {body}");
             if let Some(turn) = body["turn_id"].as_str() {
-                log.lock().unwrap().accepted.push(Accepted {
+                let mut log = log.lock().unwrap();
+                log.accepted.push(Accepted {
                     conv: index,
                     turn: turn.to_string(),
                     text: text.clone(),
                 });
+                if let Some((_, name, id, bytes)) = attachment.take() {
+                    log.attached.push(more::Attached {
+                        turn: turn.to_string(),
+                        session: session.clone(),
+                        name,
+                        id,
+                        bytes,
+                    });
+                }
             }
         }
         // Answer whatever approval waits, on another random node.
@@ -165,14 +205,17 @@ async fn cluster_crash_loop_30_kills_over_three_nodes_loses_and_doubles_nothing(
     let mut rng = StdRng::seed_from_u64(seed);
 
     let tg = Arc::new(FakeTelegram::start().await);
+    // The nodes' one attachment store.
+    let files = tempfile::tempdir().unwrap();
     let mut cluster = Cluster::start(
         NODES,
         DaemonOptions {
             extra_config: format!(
-                "{}\n[cluster]\nlease_ttl_secs = 2\n",
+                "{}\n[cluster]\nlease_ttl_secs = 2\nattachments_dir = {:?}\n",
                 // Each node calls the Bot API through a base URL of its own, so each
                 // send names its sender (`{node}` is the node's index).
-                tg.config_via("n{node}", &[TELEGRAM_USER], "")
+                tg.config_via("n{node}", &[TELEGRAM_USER], ""),
+                files.path().display().to_string()
             ),
             ..DaemonOptions::default()
         },
@@ -224,11 +267,11 @@ async fn cluster_crash_loop_30_kills_over_three_nodes_loses_and_doubles_nothing(
     let log = Arc::new(Mutex::new(Log::default()));
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
-    for (i, (id, _)) in convs.iter().enumerate() {
+    for (i, conv) in convs.iter().enumerate() {
         tasks.push(tokio::spawn(drive(
             addrs.clone(),
             i,
-            id.clone(),
+            conv.clone(),
             log.clone(),
             stop.clone(),
             seed + i as u64,
@@ -439,12 +482,22 @@ async fn cluster_crash_loop_30_kills_over_three_nodes_loses_and_doubles_nothing(
     }
     eprintln!("cluster crash loop: {checked} completed Telegram results checked");
     assert!(checked > 0, "some Telegram results were checked");
+    let parents: Vec<(String, String)> = convs[..DELEGATING].to_vec();
+    let (tasks, tasks_completed) = more::check_delegations(d, &parents).await;
+    eprintln!(
+        "cluster crash loop: {tasks} delegated tasks ({tasks_completed} completed), each reported once"
+    );
+    assert!(tasks_completed > 0, "some delegated tasks completed");
+    let attached = log.lock().unwrap().attached.clone();
+    let files = more::check_attachments(d, &attached).await;
+    eprintln!("cluster crash loop: {files} files of completed turns checked");
+    assert!(files > 0, "some files were sent and checked");
     // The soak's row (`scripts/soak`): every check above passed, so nothing was lost and
     // no turn ran or ended twice.
     let total = accepted.len() + inbound.len();
     eprintln!(
-        "SOAK | 3-node cluster | {} SIGKILLs | {total} accepted | {total} ended once | 0 lost \
-         | 0 doubled ({resent} Telegram replies sent again because their sender was killed before marking them sent) | {:.0?}",
+        "SOAK | 3-node cluster | {} SIGKILLs | {total} messages, {tasks} delegated tasks, {files} files \
+         | {total} turns, {tasks} task reports | 0 lost | 0 doubled ({resent} Telegram replies sent again because their sender was killed before marking them sent) | {:.0?}",
         kills.len(),
         soak_started.elapsed()
     );

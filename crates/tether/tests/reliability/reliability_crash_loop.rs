@@ -38,7 +38,7 @@ use tether_testkit::fake_telegram::{self, FakeTelegram, private_chat};
 use tether_testkit::{Daemon, DaemonOptions};
 
 #[path = "crash_loop_more.rs"]
-mod more;
+pub(crate) mod more;
 
 const API_CONVERSATIONS: usize = 16;
 /// The API conversations that delegate tasks (the first ones).

@@ -172,8 +172,13 @@ impl Actor {
 
     pub(super) async fn go_dormant(&mut self, reason: &str) {
         self.ctx.pool.gone(&self.session.id);
-        // The process ends: so does its MCP token.
-        self.ctx.delegation.revoke(&self.session.id);
+        // The process ends: so does its MCP token. A thread the agent keeps loaded on a
+        // shared process keeps its token until that process ends, so its resume there
+        // needs no new MCP servers (issue 33 item 4).
+        match self.live.as_ref().and_then(|l| l.parked()) {
+            Some(home) => self.ctx.delegation.park(&self.session.id, home),
+            None => self.ctx.delegation.revoke(&self.session.id),
+        }
         if let Some(live) = self.live.take() {
             live.shutdown().await;
         }
