@@ -8,7 +8,9 @@
 //! persisted ones in the database; both must equal the streamed total. Rate = delivered
 //! deltas / wall time from the first message sent to the last turn's end; the daemon's CPU
 //! time gives tether's cost per event. Store only: `Events::append_events` of tether-store's
-//! public API, one event per call and in batches, on a fresh database.
+//! public API, one event per call and in batches, on a fresh database. Both on SQLite and
+//! on PostgreSQL (a fresh database on `TETHER_TEST_DATABASE_URL`'s server, or on a private
+//! server the bench starts, as the cluster figures do).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -21,6 +23,7 @@ use tether_proto::{
     ConversationId, ConversationKind, EventPayload, NewSessionReason, SessionId, TurnId,
 };
 use tether_store::{NewSession, Store};
+use tether_testkit::postgres::TestDatabase;
 
 use crate::daemon::{BenchDaemon, Home, Spec, TURN_LIMIT, cpu_time_of};
 use crate::report::{Row, Verdict};
@@ -34,19 +37,35 @@ const BATCH: usize = 64;
 const POINT_READS: usize = 5_000;
 
 pub async fn run(events: usize, streams: usize, store_events: usize) -> Result<Vec<Row>> {
-    let mut rows = if events > 0 {
-        end_to_end(events, streams).await?
-    } else {
-        Vec::new()
-    };
-    rows.extend(store_only(store_events).await?);
+    let mut rows = Vec::new();
+    if events > 0 {
+        rows.extend(end_to_end(events, streams, None).await?);
+    }
+    let dir = tempfile::tempdir()?;
+    rows.extend(store_only(Store::open(dir.path()).await?, store_events, None).await?);
+    // The same on PostgreSQL, one node.
+    let db = tokio::time::timeout(Duration::from_secs(180), TestDatabase::create())
+        .await
+        .map_err(|_| anyhow!("timed out creating a PostgreSQL database"))??;
+    if events > 0 {
+        rows.extend(end_to_end(events, streams, Some(&db.url)).await?);
+    }
+    let other = tokio::time::timeout(Duration::from_secs(180), TestDatabase::create())
+        .await
+        .map_err(|_| anyhow!("timed out creating a PostgreSQL database"))??;
+    let store = Store::connect(&other.url).await?;
+    rows.extend(store_only(store, store_events, Some(&other.url)).await?);
     Ok(rows)
 }
 
-async fn end_to_end(events: usize, streams: usize) -> Result<Vec<Row>> {
+/// `postgres`: the database's URL (on SQLite when `None`).
+async fn end_to_end(events: usize, streams: usize, postgres: Option<&str>) -> Result<Vec<Row>> {
     let home = Home::new()?;
+    let store = postgres
+        .map(|url| format!("[store]\nurl = {url:?}\n"))
+        .unwrap_or_default();
     let spec = Spec {
-        extra_config: POOL_UNLIMITED.to_string(),
+        extra_config: format!("{POOL_UNLIMITED}{store}"),
         ..Spec::default()
     };
     let daemon = BenchDaemon::start(home.path(), &spec).await?;
@@ -97,7 +116,7 @@ async fn end_to_end(events: usize, streams: usize) -> Result<Vec<Row>> {
     let (batches, commits) = (moved("streamed_batches"), moved("event_commits"));
     daemon.stop().await?;
     let delivered: usize = counts.iter().sum();
-    let persisted = persisted_deltas(&home.path().join("data/tether.db")).await?;
+    let persisted = persisted_deltas(&home.path().join("data/tether.db"), postgres).await?;
     // Each turn streams `per` chunks and one closing line.
     let streamed = streams * (per + 1);
     if delivered != streamed || persisted != streamed {
@@ -105,10 +124,25 @@ async fn end_to_end(events: usize, streams: usize) -> Result<Vec<Row>> {
     }
     let rate = delivered as f64 / wall.as_secs_f64();
     let cpu_per_event = cpu.as_secs_f64() * 1e6 / delivered as f64;
+    let (on, goal, verdict, was) = match postgres {
+        None => (
+            "",
+            "≥ 100 000 events/s",
+            Verdict::of(rate >= 100_000.0),
+            "39 737 events/s (27.9 µs CPU per event)",
+        ),
+        // No goal of its own: the figure beside SQLite's (issue 33 item 1).
+        Some(_) => (
+            ", on PostgreSQL (one node, same machine)",
+            "(beside SQLite's)",
+            Verdict::Info,
+            "—",
+        ),
+    };
     Ok(vec![Row::new(
         "3",
         format!(
-            "event ingest, end to end: {streams} concurrent streams, each delta persisted and delivered over SSE to a subscriber of its conversation (fake agent `rate N 0` → ACP → store → SSE)"
+            "event ingest, end to end{on}: {streams} concurrent streams, each delta persisted and delivered over SSE to a subscriber of its conversation (fake agent `rate N 0` → ACP → store → SSE)"
         ),
         format!(
             "{} events/s ({} deltas in {}, every one persisted and delivered; {} store batches in {} group commits); tether used {:.1} µs CPU per event (≈ {} events/s per core)",
@@ -120,10 +154,10 @@ async fn end_to_end(events: usize, streams: usize) -> Result<Vec<Row>> {
             cpu_per_event,
             count(1e6 / cpu_per_event.max(0.001)),
         ),
-        "≥ 100 000 events/s",
-        Verdict::of(rate >= 100_000.0),
+        goal,
+        verdict,
     )
-    .was("39 737 events/s (27.9 µs CPU per event)")])
+    .was(was)])
 }
 
 /// Reads one subscription until its turn completes; the number of `message_delta`s.
@@ -149,23 +183,31 @@ async fn count_deltas(resp: reqwest::Response) -> Result<usize> {
     }
 }
 
-/// `message_delta` rows of the `rate` turns in the (stopped) daemon's database.
-async fn persisted_deltas(db: &Path) -> Result<usize> {
-    let opts = SqliteConnectOptions::new().filename(db).read_only(true);
-    let mut conn = opts.connect().await?;
-    let n: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM events e JOIN turns t ON t.id = e.turn_id \
-         WHERE e.kind = 'message_delta' AND t.input LIKE 'rate %'",
-    )
-    .fetch_one(&mut conn)
-    .await?;
-    conn.close().await?;
+/// `message_delta` rows of the `rate` turns in the (stopped) daemon's database: the
+/// SQLite file `db`, or the PostgreSQL database at `postgres`.
+async fn persisted_deltas(db: &Path, postgres: Option<&str>) -> Result<usize> {
+    const COUNT: &str = "SELECT count(*) FROM events e JOIN turns t ON t.id = e.turn_id \
+         WHERE e.kind = 'message_delta' AND t.input LIKE 'rate %'";
+    let n: i64 = match postgres {
+        None => {
+            let opts = SqliteConnectOptions::new().filename(db).read_only(true);
+            let mut conn = opts.connect().await?;
+            let n = sqlx::query_scalar(COUNT).fetch_one(&mut conn).await?;
+            conn.close().await?;
+            n
+        }
+        Some(url) => {
+            let mut conn = sqlx::PgConnection::connect(url).await?;
+            let n = sqlx::query_scalar(COUNT).fetch_one(&mut conn).await?;
+            conn.close().await?;
+            n
+        }
+    };
     Ok(usize::try_from(n).unwrap_or(0))
 }
 
-async fn store_only(events: usize) -> Result<Vec<Row>> {
-    let dir = tempfile::tempdir()?;
-    let store = Store::open(dir.path()).await?;
+/// `postgres`: the store is PostgreSQL's at that URL (SQLite's when `None`).
+async fn store_only(store: Store, events: usize, postgres: Option<&str>) -> Result<Vec<Row>> {
     let conv = ConversationId::from(uuid::Uuid::new_v4().simple().to_string());
     store
         .conversations()
@@ -227,21 +269,39 @@ async fn store_only(events: usize) -> Result<Vec<Row>> {
     let read_cpu = cpu_time_of(std::process::id())?.saturating_sub(cpu0) / POINT_READS as u32;
     let reads = Samples::new(reads);
     store.close().await;
+    let (what, trip, was) = match postgres {
+        None => (
+            "SQLite WAL",
+            "one round trip to sqlx's SQLite thread",
+            "7 328 events/s one per call; 60 465 events/s in calls of 64",
+        ),
+        Some(_) => (
+            "PostgreSQL, one node on the same machine",
+            "one round trip to the server",
+            "—",
+        ),
+    };
     Ok(vec![Row::new(
         "3",
-        "event ingest, store only (`Store::append_events`, SQLite WAL)",
+        format!("event ingest, store only (`Store::append_events`, {what})"),
         format!(
-            "{} events/s one event per call; {} events/s in calls of {BATCH}\n(one point read, i.e. one round trip to sqlx's SQLite thread: p50 {} / p99 {}, {} CPU)",
+            "{} events/s one event per call; {} events/s in calls of {BATCH}\n(one point read, i.e. {trip}: p50 {} / p99 {}, {} CPU)",
             count(single),
             count(batched),
             us(reads.p50()),
             us(reads.p99()),
             us(read_cpu),
         ),
-        "(ceiling for the end-to-end figure)",
-        Verdict::Info,
+        match postgres {
+            None => "≥ 250 000 events/s in calls of 64 (the ceiling for the end-to-end figure)",
+            Some(_) => "(beside SQLite's)",
+        },
+        match postgres {
+            None => Verdict::of(batched >= 250_000.0),
+            Some(_) => Verdict::Info,
+        },
     )
-    .was("7 328 events/s one per call; 60 465 events/s in calls of 64")])
+    .was(was)])
 }
 
 fn rate(n: usize, d: Duration) -> f64 {
