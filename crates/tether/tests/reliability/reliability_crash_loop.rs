@@ -653,6 +653,14 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
         let full = kills_wanted <= 100 || round % 25 == 24 || round + 1 == kills_wanted;
         check_after_restart(&d, &tg, &convs, &snapshot, &kills, full, &mut seen).await;
         in_checks += t.elapsed();
+        if round % 50 == 49 {
+            eprintln!(
+                "crash loop: {} kills in {:.0?} (checks {in_checks:.1?}), {} messages accepted",
+                round + 1,
+                started.elapsed(),
+                seen.accepted
+            );
+        }
     }
     let accepted = log.lock().unwrap().accepted.clone();
     let inbound = log.lock().unwrap().inbound.clone();
