@@ -119,7 +119,7 @@ fn frames(
                         beat.timer.as_mut().reset(due);
                     }
                     next = f.next() => match next {
-                        Ok(batch) => break batch.encoded(encode),
+                        Ok(batch) => break coalesce(&mut f, batch.encoded(encode)),
                         Err(err) => {
                             tracing::warn!(error = %err, "could not read events; closing the stream");
                             return None;
@@ -131,6 +131,27 @@ fn frames(
             Some((Ok(frame), (f, closing, beat, revoked)))
         },
     )
+}
+
+/// Writes at most this much at once when batches queue up for a stream.
+const COALESCE_BYTES: usize = 64 * 1024;
+
+/// `first`, and after it whatever batches already wait for this stream (a reader that
+/// fell behind, as every one of a thousand subscribers does for a moment when one event
+/// wakes them all): one write for them instead of one each. Adds no wait.
+fn coalesce(f: &mut Follower, first: Bytes) -> Bytes {
+    let Some(batch) = f.try_next() else {
+        return first;
+    };
+    let mut out = Vec::with_capacity(first.len() * 2);
+    out.extend_from_slice(&first);
+    out.extend_from_slice(&batch.encoded(encode));
+    while out.len() < COALESCE_BYTES
+        && let Some(batch) = f.try_next()
+    {
+        out.extend_from_slice(&batch.encoded(encode));
+    }
+    Bytes::from(out)
 }
 
 /// Ends when the stream's token stops working (`auth::until_revoked`).

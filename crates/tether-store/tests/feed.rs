@@ -389,7 +389,44 @@ async fn one_batch_is_shared_by_every_follower(b: Backend) {
     }
 }
 
+/// A follower that fell behind takes what already waits without waiting
+/// (`Follower::try_next`, what lets a slow SSE stream write several batches at once), in
+/// order, and nothing when nothing waits.
+async fn batches_waiting_are_taken_without_waiting(b: Backend) {
+    let (_d, store) = open(b).await;
+    conversation(&store, "c").await;
+    session(&store, "c", "s1").await;
+    let mut f = store
+        .events()
+        .follow_from_now(Scope::Conversation("c".into()))
+        .await
+        .unwrap();
+    assert!(f.try_next().is_none(), "nothing waits yet");
+    for i in 0..3 {
+        store
+            .events()
+            .append_events(&"s1".into(), None, &[delta(&format!("d{i}"))])
+            .await
+            .unwrap();
+    }
+    let mut got = take(&mut f, 1).await;
+    while let Some(batch) = f.try_next() {
+        got.extend(batch.events().iter().cloned());
+    }
+    let texts: Vec<String> = got
+        .iter()
+        .map(|e| match &e.payload {
+            EventPayload::MessageDelta { text } => text.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(texts, ["d0", "d1", "d2"]);
+    assert!(f.try_next().is_none());
+    quiet(&mut f).await;
+}
+
 contract!(
+    batches_waiting_are_taken_without_waiting,
     two_sessions_of_one_conversation_arrive_in_commit_order,
     a_session_scope_delivers_only_that_sessions_events,
     resuming_after_an_event_replays_exactly_the_rest,

@@ -333,6 +333,32 @@ impl Follower {
         }
     }
 
+    /// The next events already waiting in the channel, without waiting (`None`: none
+    /// yet, or the follower must read the store first, which [`Follower::next`] does).
+    /// Lets a slow reader take several batches in one write.
+    pub fn try_next(&mut self) -> Option<Arc<Batch>> {
+        if self.filling {
+            return None;
+        }
+        loop {
+            match self.rx.as_mut()?.try_recv() {
+                Ok(batch) => {
+                    if let Some(batch) = self.fresh(batch) {
+                        return Some(batch);
+                    }
+                }
+                Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                    self.filling = true;
+                    self.fill_until = None;
+                    return None;
+                }
+                Err(
+                    broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed,
+                ) => return None,
+            }
+        }
+    }
+
     /// What of `batch` this follower has not delivered and its scope wants: the batch
     /// itself when all of it (the common case: no copy), else a copy of that part.
     fn fresh(&mut self, batch: Arc<Batch>) -> Option<Arc<Batch>> {
