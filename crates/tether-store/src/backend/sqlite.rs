@@ -103,8 +103,9 @@ impl Db {
         let writer_opts = opts.clone().pragma("cache_size", "-16384");
         let writer = Conns::from_connection(first, &writer_opts, None, &shared.clock);
         let reader = Conns::open(&opts.clone().read_only(true), 4, None, &shared.clock).await?;
+        let checkpoint_opts = opts.clone().busy_timeout(checkpoint::TRUNCATE_WAIT);
         let checkpointer = Arc::new(checkpoint::Checkpointer::start(
-            Conns::open(&opts, 1, None, &shared.clock).await?,
+            Conns::open(&checkpoint_opts, 1, None, &shared.clock).await?,
         ));
         Ok(Db {
             side: writer.clone(),
