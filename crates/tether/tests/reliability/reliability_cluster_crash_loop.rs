@@ -343,20 +343,26 @@ async fn cluster_crash_loop_30_kills_over_three_nodes_loses_and_doubles_nothing(
                         status.as_str(),
                         "completed" | "interrupted" | "failed" | "cancelled"
                     ) {
-                        // The drivers stopped: answer what still waits for a person.
+                        // The drivers stopped: answer what still waits for a person
+                        // (what was seen and answered goes with the stuck turn's line).
+                        let mut answered = Vec::new();
                         if status == "waiting_approval" {
                             let view = d.get_ok(&format!("/api/v1/conversations/{id}")).await;
                             for a in view["pending_approvals"].as_array().into_iter().flatten() {
-                                let _ = d
+                                let answer = d
                                     .post(
                                         &format!("/api/v1/approvals/{}", a.as_str().unwrap()),
                                         json!({"decision": "allow"}),
                                     )
                                     .await;
+                                answered.push(format!("{a} → {answer:?}"));
+                            }
+                            if answered.is_empty() {
+                                answered.push(format!("no pending approval in {view}"));
                             }
                         }
                         let mut last = stuck.lock().unwrap();
-                        let now = t.to_string();
+                        let now = format!("{t} {answered:?}");
                         if *last != now {
                             *last = now;
                             eprintln!("cluster crash loop: waiting for {last}");

@@ -776,6 +776,16 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
     // Discord: every completed turn's result reached the DM exactly once (sends carry
     // a nonce, so even a send repeated after a kill shows once).
     let mut discord_results = 0;
+    // Each `echo: <8 characters>` shown in the DM, counted once over all messages (a
+    // count per result scanned every message: quadratic in a soak).
+    let mut echoes: BTreeMap<String, usize> = BTreeMap::new();
+    for m in dc.shown(DISCORD_DM) {
+        for (i, _) in m.content.match_indices("echo: ") {
+            if let Some(id) = m.content.get(i..i + 14) {
+                *echoes.entry(id.to_string()).or_default() += 1;
+            }
+        }
+    }
     for c in convs.iter().filter(|c| c.discord.is_some()) {
         let turns = d
             .get_ok(&format!("/api/v1/sessions/{}/turns", c.session))
@@ -785,8 +795,9 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
             let ours = input.starts_with('m') || input.starts_with('t');
             if t["status"] == "completed" && ours && input.len() == 8 {
                 discord_results += 1;
+                let needle = format!("echo: {input}");
                 assert_eq!(
-                    dc.count_shown(DISCORD_DM, &format!("echo: {input}")),
+                    echoes.get(&needle).copied().unwrap_or(0),
                     1,
                     "the result of {input:?} in the Discord DM"
                 );
