@@ -292,3 +292,81 @@ async fn continuation_ids_are_claimed_in_the_store(b: Backend) {
 }
 
 contract!(continuation_ids_are_claimed_in_the_store,);
+
+/// A claim racing the request that records the id (PostgreSQL, read committed): the
+/// recording transaction writes the entry and deletes its claim; a claim made meanwhile
+/// waits for it and must then read the entry, never take the id. (Read before the claim,
+/// the entry was missed and the id taken: a refused close had already ended the task's
+/// process, seen as a flaky `cluster_route_tasks` test.)
+#[tokio::test]
+async fn a_claim_racing_the_recording_of_its_id_reads_the_entry() {
+    use sqlx::Connection as _;
+    let (guard, store) = support::open(Backend::Postgres).await;
+    let support::Guard::Database(db) = &guard else {
+        unreachable!("a PostgreSQL guard")
+    };
+    let alive = |id: &str| NodeRow {
+        id: id.into(),
+        name: "host".into(),
+        addr: "127.0.0.1:1".into(),
+        started_at_ms: 0,
+        heartbeat_at_ms: 0,
+        lease_until_ms: now_ms() + 600_000,
+        draining_at_ms: None,
+        version: String::new(),
+    };
+    for n in ["a", "b"] {
+        store.cluster().register_node(&alive(n)).await.unwrap();
+    }
+    let claimed = store
+        .delegation()
+        .claim_continuation("p", "k", "a", "c1")
+        .await
+        .unwrap();
+    assert_eq!(claimed, ContinuationClaim::Claimed);
+    // Node a records the id, as `put_ledger` does, and has not committed yet.
+    let mut recording = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut recording).await.unwrap();
+    sqlx::query(
+        "INSERT INTO continuation_ledger (scope, continuation_id, task_id, action, message, \
+         result, created_at) VALUES ('p', 'k', 't1', 'close', NULL, '{\"ok\":true}', 1)",
+    )
+    .execute(&mut recording)
+    .await
+    .unwrap();
+    sqlx::query("DELETE FROM continuation_claims WHERE scope = 'p' AND continuation_id = 'k'")
+        .execute(&mut recording)
+        .await
+        .unwrap();
+    // Node b claims meanwhile: it waits for the recording transaction's row.
+    let racing = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            store
+                .delegation()
+                .claim_continuation("p", "k", "b", "c2")
+                .await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !racing.is_finished(),
+        "the claim waits for the recording transaction"
+    );
+    sqlx::query("COMMIT").execute(&mut recording).await.unwrap();
+    let got = tokio::time::timeout(std::time::Duration::from_secs(10), racing)
+        .await
+        .expect("the racing claim answers")
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(&got, ContinuationClaim::Recorded(e) if e.task_id.as_str() == "t1"),
+        "the racing claim must read the entry: {got:?}"
+    );
+    // And it left no claim behind.
+    let (claims,): (i64,) = sqlx::query_as("SELECT count(*) FROM continuation_claims")
+        .fetch_one(&mut recording)
+        .await
+        .unwrap();
+    assert_eq!(claims, 0);
+}

@@ -103,6 +103,20 @@ impl Tx {
         Ok(after())
     }
 
+    /// Rolls back on purpose (what it read decided nothing is to be written); the
+    /// connection stays trusted.
+    pub async fn rollback(mut self) -> Result<(), sqlx::Error> {
+        if self.open {
+            if let Err(e) = Tm::rollback(&mut self.conn).await {
+                self.conn.saw_error(&e);
+                return Err(e);
+            }
+            self.open = false;
+        }
+        self.done = true;
+        Ok(())
+    }
+
     /// Counts an event appended in this transaction.
     pub fn note_appended(&mut self, n: usize) {
         self.appended += n;

@@ -98,18 +98,12 @@ impl Db {
     ) -> Result<ContinuationClaim> {
         let now = self.now_ms();
         let mut tx = self.writer.begin().await?;
-        let row = sqlx::query(
-            "SELECT * FROM continuation_ledger WHERE scope = $1 AND continuation_id = $2",
-        )
-        .bind(scope)
-        .bind(continuation_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if let Some(row) = row {
-            let entry = ledger(&row)?;
-            tx.commit().await?;
-            return Ok(ContinuationClaim::Recorded(entry));
-        }
+        // The claim first, the ledger read after it. Read first, a request recording the
+        // id could commit in between (its entry written, its claim deleted): on
+        // PostgreSQL's read committed the insert then finds no claim and takes the id,
+        // and the request would act on a recorded id before the ledger refused it (a
+        // close ended the process of a task whose close was then refused). Read after,
+        // the entry of any request that gave its claim up is seen.
         let taken = sqlx::query(
             "INSERT INTO continuation_claims (scope, continuation_id, node_id, claim, claimed_at) \
              VALUES ($1, $2, $3, $4, $5) ON CONFLICT (scope, continuation_id) DO UPDATE \
@@ -127,6 +121,19 @@ impl Db {
         .execute(&mut *tx)
         .await?
         .rows_affected();
+        let row = sqlx::query(
+            "SELECT * FROM continuation_ledger WHERE scope = $1 AND continuation_id = $2",
+        )
+        .bind(scope)
+        .bind(continuation_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(row) = row {
+            let entry = ledger(&row)?;
+            // Recorded: no claim is kept for it.
+            tx.rollback().await?;
+            return Ok(ContinuationClaim::Recorded(entry));
+        }
         if taken == 1 {
             tx.commit().await?;
             return Ok(ContinuationClaim::Claimed);
