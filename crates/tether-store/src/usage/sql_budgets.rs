@@ -224,24 +224,45 @@ impl Db {
         turn_id: &str,
         now_ms: i64,
     ) -> Result<()> {
-        let superseded = sqlx::query(
-            "UPDATE timers SET state = 'cancelled', ended_at = $1 WHERE conversation_id = $2 \
-             AND kind = $3 AND state IN ('waiting', 'claimed') AND id <> $4",
+        // One read decides; almost every turn finds nothing parked and writes nothing
+        // (two writes per turn before, each a commit on the writer).
+        let parked: Vec<(String, String, String, String)> = sqlx::query_as(
+            "SELECT id, kind, conversation_id, state FROM timers WHERE (conversation_id = $1 \
+             AND kind = $2 AND state IN ('waiting', 'claimed', 'fired')) OR id = $3",
         )
-        .bind(now_ms)
         .bind(conversation_id.as_str())
         .bind(crate::timers::CONTINUE_AFTER_LIMIT)
         .bind(turn_id)
-        .execute(&self.writer)
-        .await?
-        .rows_affected();
-        let continuation: Option<(i64,)> = sqlx::query_as(
-            "SELECT attempt FROM timers WHERE id = $1",
-        )
-        .bind(turn_id)
-        .fetch_optional(&self.reader)
+        .fetch_all(&self.reader)
         .await?;
-        if superseded == 0 && continuation.is_none() {
+        let parking = |(_, kind, conv, _): &&(String, String, String, String)| {
+            kind == crate::timers::CONTINUE_AFTER_LIMIT
+                && conv == conversation_id.as_str()
+        };
+        let continuation = parked.iter().any(|(id, ..)| id == turn_id);
+        let waiting = parked
+            .iter()
+            .filter(parking)
+            .any(|(id, _, _, state)| id != turn_id && matches!(state.as_str(), "waiting" | "claimed"));
+        let fired = parked
+            .iter()
+            .filter(parking)
+            .any(|(.., state)| state == "fired");
+        let mut superseded = 0;
+        if waiting {
+            superseded = sqlx::query(
+                "UPDATE timers SET state = 'cancelled', ended_at = $1 WHERE conversation_id = $2 \
+                 AND kind = $3 AND state IN ('waiting', 'claimed') AND id <> $4",
+            )
+            .bind(now_ms)
+            .bind(conversation_id.as_str())
+            .bind(crate::timers::CONTINUE_AFTER_LIMIT)
+            .bind(turn_id)
+            .execute(&self.writer)
+            .await?
+            .rows_affected();
+        }
+        if superseded == 0 && !continuation && fired {
             // A new turn of its own: a later parking counts its attempts from one again.
             sqlx::query(
                 "UPDATE timers SET state = 'done' WHERE conversation_id = $1 AND kind = $2 \
