@@ -101,6 +101,27 @@ pub fn cpu_times_of(pid: u32) -> Result<(Duration, Duration)> {
     Ok((ms(own), ms(children)))
 }
 
+/// Context switches of `pid`'s threads so far (voluntary and not, summed over
+/// `/proc/<pid>/task/*/status`; a thread that ended takes its count with it).
+pub fn context_switches_of(pid: u32) -> Result<u64> {
+    let dir = format!("/proc/{pid}/task");
+    let mut total = 0;
+    for task in std::fs::read_dir(&dir).with_context(|| format!("reading {dir}"))? {
+        let Ok(status) = std::fs::read_to_string(task?.path().join("status")) else {
+            continue; // the thread ended meanwhile
+        };
+        for line in status.lines() {
+            if let Some(n) = line
+                .strip_prefix("voluntary_ctxt_switches:")
+                .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
+            {
+                total += n.trim().parse::<u64>().unwrap_or(0);
+            }
+        }
+    }
+    Ok(total)
+}
+
 fn clock_ticks_per_sec() -> u64 {
     std::process::Command::new("getconf")
         .arg("CLK_TCK")
@@ -305,6 +326,11 @@ impl BenchDaemon {
 
     pub fn cpu_time(&self) -> Result<Duration> {
         cpu_time_of(self.pid)
+    }
+
+    /// Context switches of the daemon's threads so far.
+    pub fn context_switches(&self) -> Result<u64> {
+        context_switches_of(self.pid)
     }
 
     /// [`cpu_times_of`] the daemon.

@@ -8,7 +8,9 @@
 //! Per step (issue 33 item 2), from the bench's side of each timed turn: the HTTP answer
 //! to the message (the turn stored and handed to its session), `turn_started` read on the
 //! stream, the agent's first event read, its last, and `turn_completed` read; each step's
-//! median is printed.
+//! median is printed, with the context switches of tether's threads per turn (most of a
+//! turn's CPU on a VM: every store statement is a hand-off to sqlx's SQLite thread and
+//! back).
 
 use std::time::{Duration, Instant};
 
@@ -90,6 +92,8 @@ struct Timed {
     total: Samples,
     direct: Samples,
     cpu: Duration,
+    /// Context switches of tether's threads over the timed turns.
+    switches: u64,
     steps: Vec<Steps>,
 }
 
@@ -117,7 +121,7 @@ impl Timed {
 impl Timed {
     fn describe(&self, turns: usize) -> String {
         format!(
-            "p50 {} · p99 {}\n(total p50 {} / p99 {}; the agent alone over ACP p50 {} / p99 {}; tether CPU {} per turn; {} turns)\nsteps, medians from the `POST`: answered {} · `turn_started` read {} · the agent's first event read {} (+{} after `turn_started`, the agent's own time included) · its last {} · `turn_completed` read {} (+{} after the agent's last event)",
+            "p50 {} · p99 {}\n(total p50 {} / p99 {}; the agent alone over ACP p50 {} / p99 {}; tether CPU {} per turn; {} context switches of tether's threads per turn; {} turns)\nsteps, medians from the `POST`: answered {} · `turn_started` read {} · the agent's first event read {} (+{} after `turn_started`, the agent's own time included) · its last {} · `turn_completed` read {} (+{} after the agent's last event)",
             ms(self.share.p50()),
             ms(self.share.p99()),
             ms(self.total.p50()),
@@ -125,6 +129,7 @@ impl Timed {
             ms(self.direct.p50()),
             ms(self.direct.p99()),
             ms(self.cpu / turns.max(1) as u32),
+            self.switches / turns.max(1) as u64,
             self.total.len(),
             ms(self.step(|s| s.accepted)),
             ms(self.step(|s| s.started)),
@@ -152,6 +157,7 @@ async fn timed(d: &BenchDaemon, agent: &mut AcpAgent, turns: usize) -> Result<Ti
     let mut direct = Vec::with_capacity(turns);
     let mut steps = Vec::with_capacity(turns);
     let cpu0 = d.cpu_time()?;
+    let switches0 = d.context_switches()?;
     for i in 0..turns {
         if i > 0 && i % ROTATE == 0 {
             // Untimed: a new session (process start) for both.
@@ -167,6 +173,7 @@ async fn timed(d: &BenchDaemon, agent: &mut AcpAgent, turns: usize) -> Result<Ti
         steps.push(t);
     }
     let cpu = d.cpu_time()?.saturating_sub(cpu0);
+    let switches = d.context_switches()?.saturating_sub(switches0);
     let total = Samples::new(totals);
     let direct = Samples::new(direct);
     Ok(Timed {
@@ -174,6 +181,7 @@ async fn timed(d: &BenchDaemon, agent: &mut AcpAgent, turns: usize) -> Result<Ti
         total,
         direct,
         cpu,
+        switches,
         steps,
     })
 }
