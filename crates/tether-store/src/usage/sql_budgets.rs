@@ -207,15 +207,7 @@ impl Db {
         if let Some(turn_id) = turn_id {
             self.supersede_parking(conversation_id, turn_id, now_ms).await?;
         }
-        let limited: Option<(i64,)> = sqlx::query_as(
-            "SELECT until_ms FROM account_limits WHERE account = $1 AND until_ms > $2",
-        )
-        .bind(account)
-        .bind(now_ms)
-        .fetch_optional(&self.reader)
-        .await?;
-        self.turn_budgets_of(conversation_id, account, now_ms, limited.map(|(u,)| u))
-            .await
+        self.turn_budgets_of(conversation_id, account, now_ms).await
     }
 
     async fn supersede_parking(
@@ -281,14 +273,21 @@ impl Db {
         conversation_id: &tether_proto::ConversationId,
         account: &str,
         now_ms: i64,
-        limited: Option<i64>,
     ) -> Result<crate::usage::TurnBudgets> {
+        // The account's limit rides the same read (one hand-off to the store less per
+        // turn).
         let rows = sqlx::query(
-            "WITH RECURSIVE up (id, parent, owner, depth) AS (                SELECT id, parent_conversation_id, owner_id, 0 FROM conversations WHERE id = $1                UNION ALL                SELECT c.id, c.parent_conversation_id, c.owner_id, up.depth + 1                FROM conversations c JOIN up ON c.id = up.parent WHERE up.depth < 16)              SELECT id, owner, depth FROM up ORDER BY depth",
+            "WITH RECURSIVE up (id, parent, owner, depth) AS (                SELECT id, parent_conversation_id, owner_id, 0 FROM conversations WHERE id = $1                UNION ALL                SELECT c.id, c.parent_conversation_id, c.owner_id, up.depth + 1                FROM conversations c JOIN up ON c.id = up.parent WHERE up.depth < 16)              SELECT id, owner, depth, (SELECT until_ms FROM account_limits WHERE account = $2 AND until_ms > $3) AS limited FROM up ORDER BY depth",
         )
         .bind(conversation_id.as_str())
+        .bind(account)
+        .bind(now_ms)
         .fetch_all(&self.reader)
         .await?;
+        let limited: Option<i64> = match rows.first() {
+            Some(r) => r.try_get("limited")?,
+            None => None,
+        };
         let person: Option<String> = match rows.first() {
             Some(r) => r.try_get("owner")?,
             None => None,
