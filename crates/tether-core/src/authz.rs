@@ -229,10 +229,32 @@ fn lowest(rule: &Rule, actor: &Actor<'_>, target: &Target<'_>) -> Option<Role> {
     if target.owner == actor.person {
         return Some(rule.own);
     }
-    match target.visibility {
+    of_others(rule, target.visibility)
+}
+
+/// The lowest role that may do a rule's action on someone else's conversation.
+fn of_others(rule: &Rule, visibility: Visibility) -> Option<Role> {
+    match visibility {
         Visibility::Team => rule.team,
         Visibility::Private => rule.private,
     }
+}
+
+/// Whether `actor` may do `action` on every conversation, whoever's it is and whoever
+/// sees it: then [`decide`] needs no conversation row (an unknown one is still
+/// `not_found` where the command runs).
+pub fn allowed_on_any(actor: &Actor<'_>, action: Action) -> bool {
+    let on_all = |rule: &Rule| {
+        at_least(actor.role, rule.own)
+            && Visibility::ALL
+                .iter()
+                .all(|v| of_others(rule, *v).is_some_and(|min| at_least(actor.role, min)))
+    };
+    let wanted = rule(action);
+    action.on_conversation()
+        && actor.scopes.contains(wanted.scope)
+        && on_all(&rule(Action::Read))
+        && on_all(&wanted)
 }
 
 /// May `actor` do `action` (on `target`, for an action on a conversation)?

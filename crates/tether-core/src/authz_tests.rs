@@ -194,3 +194,42 @@ fn only_the_owner_makes_admins_and_owners() {
         assert!(!may_set_role(role, Role::Viewer, Role::Member));
     }
 }
+
+/// `allowed_on_any` says yes exactly when `decide` allows the action on every
+/// conversation (own or another's, of every visibility), for every role, action and
+/// scope set: only then may the row go unread.
+#[test]
+fn allowed_on_any_is_decide_over_every_conversation() {
+    let (me, other) = (PersonId::new("p-me"), PersonId::new("p-other"));
+    let scope_sets = [
+        Scopes::ALL,
+        Scopes::of(&[TokenScope::Read]),
+        Scopes::of(&[TokenScope::Read, TokenScope::Write]),
+    ];
+    for role in ROLES {
+        for scopes in scope_sets {
+            let a = Actor {
+                person: &me,
+                role,
+                scopes,
+            };
+            for action in Action::ALL.iter().copied() {
+                let every = action.on_conversation()
+                    && [&me, &other].iter().all(|owner| {
+                        Visibility::ALL.iter().all(|v| {
+                            let t = Target {
+                                owner,
+                                visibility: *v,
+                            };
+                            decide(&a, action, Some(&t)).is_ok()
+                        })
+                    });
+                assert_eq!(
+                    allowed_on_any(&a, action),
+                    every,
+                    "{role:?} {action:?} {scopes:?}"
+                );
+            }
+        }
+    }
+}

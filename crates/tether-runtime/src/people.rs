@@ -97,7 +97,7 @@ impl People<'_> {
     /// (the command is checked again where it runs). Tether's own may.
     pub async fn may_on(&self, id: &tether_proto::ConversationId, action: Action) -> Result<()> {
         match self.rt.who.as_deref() {
-            Some(who) => self.rt.access().on(who, action, id).await.map(drop),
+            Some(who) => self.rt.access().check_on(who, action, id).await,
             None => Ok(()),
         }
     }
