@@ -124,3 +124,59 @@ async fn a_wal_grown_past_its_limit_is_emptied() {
     );
     store.close().await;
 }
+
+/// While a truncating checkpoint waits for a reader, it holds the write lock; writers
+/// wait for it (their transactions begin `IMMEDIATE`, with the busy handler) and never
+/// fail. Deferred, a writer holding a read snapshot was refused at once with
+/// `SQLITE_BUSY` ("database is locked"): the bench's store-only ingest failed on it and
+/// the daemon's turns held their events as in an outage.
+#[tokio::test]
+async fn writers_wait_for_a_truncating_checkpoint_and_never_fail() {
+    use sqlx::{ConnectOptions as _, Connection as _};
+    let dir = tempfile::tempdir().unwrap();
+    let store = with_a_session(dir.path()).await;
+    let text = "z".repeat(10_000);
+    let batch: Vec<EventPayload> = (0..64)
+        .map(|_| EventPayload::MessageDelta { text: text.clone() })
+        .collect();
+    // Past the limit (about 80 MB), so every tick tries to empty the WAL.
+    for _ in 0..125 {
+        store
+            .events()
+            .append_events(&"s1".into(), None, &batch)
+            .await
+            .unwrap();
+    }
+    // A reader keeps a snapshot open for 3 s: each truncating checkpoint waits its
+    // 250 ms for it, holding the write lock, and gives up.
+    let mut reader = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(dir.path().join("tether.db"))
+        .read_only(true)
+        .connect()
+        .await
+        .unwrap();
+    let mut snapshot = reader.begin().await.unwrap();
+    let _: (i64,) = sqlx::query_as("SELECT count(*) FROM events")
+        .fetch_one(&mut *snapshot)
+        .await
+        .unwrap();
+    let small: Vec<EventPayload> = (0..8)
+        .map(|_| EventPayload::MessageDelta { text: "w".into() })
+        .collect();
+    let until = Instant::now() + Duration::from_secs(3);
+    let mut appended = 0;
+    while Instant::now() < until {
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            store.events().append_events(&"s1".into(), None, &small),
+        )
+        .await
+        .expect("an append answers")
+        .unwrap_or_else(|e| panic!("append {appended} failed: {e}"));
+        appended += 1;
+    }
+    snapshot.rollback().await.unwrap();
+    reader.close().await.unwrap();
+    assert!(appended > 10, "only {appended} appends in 3 s");
+    store.close().await;
+}

@@ -12,6 +12,8 @@ use sqlx::postgres::PgConnectOptions;
 use crate::{Result, Shared};
 
 pub(crate) type Sql = sqlx::Postgres;
+/// How a write transaction begins (PostgreSQL's default `BEGIN`).
+pub(crate) const BEGIN: Option<&str> = None;
 pub(crate) type SqlConnection = sqlx::PgConnection;
 pub(crate) type SqlRow = sqlx::postgres::PgRow;
 pub(crate) type SqlQueryResult = sqlx::postgres::PgQueryResult;

@@ -37,7 +37,7 @@ impl Tx {
 
     /// Begins a transaction on a connection already held.
     pub async fn begin_on(mut conn: Conn) -> Result<Tx, sqlx::Error> {
-        if let Err(e) = Tm::begin(&mut conn, None).await {
+        if let Err(e) = Tm::begin(&mut conn, super::BEGIN.map(std::borrow::Cow::Borrowed)).await {
             conn.saw_error(&e);
             return Err(e);
         }

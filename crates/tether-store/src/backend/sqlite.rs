@@ -12,6 +12,12 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use crate::{Result, Shared};
 
 pub(crate) type Sql = sqlx::Sqlite;
+/// How a write transaction begins: `IMMEDIATE` takes the write lock at once, waiting for
+/// it with the busy handler. A deferred one takes it at its first write, holding a read
+/// snapshot; if a truncating checkpoint (D246) holds the write lock then, SQLite refuses
+/// at once (`SQLITE_BUSY` without the busy handler, to avoid a deadlock), and the
+/// writers saw the store as down for a moment.
+pub(crate) const BEGIN: Option<&str> = Some("BEGIN IMMEDIATE");
 pub(crate) type SqlConnection = sqlx::SqliteConnection;
 pub(crate) type SqlRow = sqlx::sqlite::SqliteRow;
 pub(crate) type SqlQueryResult = sqlx::sqlite::SqliteQueryResult;
