@@ -209,12 +209,9 @@ async fn task_lifecycle_rows(b: Backend) {
 
 contract!(task_lifecycle_rows,);
 
-/// A continuation id is claimed with the ledger read (issue 26 item 2): one request at a
-/// time over every node; the ledger entry replaces the claim; a claim given back, of a
-/// node whose lease ended, or this node's own from a previous run is free again.
-async fn continuation_ids_are_claimed_in_the_store(b: Backend) {
-    let (_dir, store) = support::open(b).await;
-    let alive = |id: &str| NodeRow {
+/// A node whose lease runs for ten more minutes.
+fn alive(id: &str) -> NodeRow {
+    NodeRow {
         id: id.into(),
         name: "host".into(),
         addr: "127.0.0.1:1".into(),
@@ -223,7 +220,14 @@ async fn continuation_ids_are_claimed_in_the_store(b: Backend) {
         lease_until_ms: now_ms() + 600_000,
         draining_at_ms: None,
         version: String::new(),
-    };
+    }
+}
+
+/// A continuation id is claimed with the ledger read (issue 26 item 2): one request at a
+/// time over every node; the ledger entry replaces the claim; a claim given back, of a
+/// node whose lease ended, or this node's own from a previous run is free again.
+async fn continuation_ids_are_claimed_in_the_store(b: Backend) {
+    let (_dir, store) = support::open(b).await;
     store.cluster().register_node(&alive("a")).await.unwrap();
     store.cluster().register_node(&alive("b")).await.unwrap();
     let claim = |node: &'static str, claim: &'static str| {
@@ -304,16 +308,6 @@ async fn a_claim_racing_the_recording_of_its_id_reads_the_entry() {
     let (guard, store) = support::open(Backend::Postgres).await;
     let support::Guard::Database(db) = &guard else {
         unreachable!("a PostgreSQL guard")
-    };
-    let alive = |id: &str| NodeRow {
-        id: id.into(),
-        name: "host".into(),
-        addr: "127.0.0.1:1".into(),
-        started_at_ms: 0,
-        heartbeat_at_ms: 0,
-        lease_until_ms: now_ms() + 600_000,
-        draining_at_ms: None,
-        version: String::new(),
     };
     for n in ["a", "b"] {
         store.cluster().register_node(&alive(n)).await.unwrap();

@@ -324,11 +324,13 @@ async fn cluster_crash_loop_30_kills_over_three_nodes_loses_and_doubles_nothing(
     let mut all = convs.clone();
     all.push(tg_conv.clone());
     let stuck = Mutex::new(String::new());
+    // Each round reads only the conversations' views (a soak's sessions hold thousands of
+    // turns, each reply longer than the last: their lists took seconds per session, so a
+    // round outlasted the wait); the turn lists are read once nothing runs.
     let statuses = settle(
         "every turn ends (see the last stuck turn above)",
         SETTLE,
         || async {
-            let mut statuses = BTreeMap::new();
             for (id, session) in &all {
                 let view = d.get_ok(&format!("/api/v1/conversations/{id}")).await;
                 assert_eq!(
@@ -336,6 +338,31 @@ async fn cluster_crash_loop_30_kills_over_three_nodes_loses_and_doubles_nothing(
                     session.as_str(),
                     "binding of {id}: {view}"
                 );
+                if view["running_turn_id"].is_null() && view["queue_len"] == 0 {
+                    continue;
+                }
+                // The drivers stopped: answer what still waits for a person (what was
+                // seen and answered goes with the stuck conversation's line).
+                let mut answered = Vec::new();
+                for a in view["pending_approvals"].as_array().into_iter().flatten() {
+                    let answer = d
+                        .post(
+                            &format!("/api/v1/approvals/{}", a.as_str().unwrap()),
+                            json!({"decision": "allow"}),
+                        )
+                        .await;
+                    answered.push(format!("{a} → {answer:?}"));
+                }
+                let mut last = stuck.lock().unwrap();
+                let now = format!("{view} {answered:?}");
+                if *last != now {
+                    *last = now;
+                    eprintln!("cluster crash loop: waiting for {last}");
+                }
+                return None;
+            }
+            let mut statuses = BTreeMap::new();
+            for (_, session) in &all {
                 let turns = d.get_ok(&format!("/api/v1/sessions/{session}/turns")).await;
                 for t in turns.as_array().unwrap() {
                     let status = t["status"].as_str().unwrap().to_string();
@@ -343,26 +370,8 @@ async fn cluster_crash_loop_30_kills_over_three_nodes_loses_and_doubles_nothing(
                         status.as_str(),
                         "completed" | "interrupted" | "failed" | "cancelled"
                     ) {
-                        // The drivers stopped: answer what still waits for a person
-                        // (what was seen and answered goes with the stuck turn's line).
-                        let mut answered = Vec::new();
-                        if status == "waiting_approval" {
-                            let view = d.get_ok(&format!("/api/v1/conversations/{id}")).await;
-                            for a in view["pending_approvals"].as_array().into_iter().flatten() {
-                                let answer = d
-                                    .post(
-                                        &format!("/api/v1/approvals/{}", a.as_str().unwrap()),
-                                        json!({"decision": "allow"}),
-                                    )
-                                    .await;
-                                answered.push(format!("{a} → {answer:?}"));
-                            }
-                            if answered.is_empty() {
-                                answered.push(format!("no pending approval in {view}"));
-                            }
-                        }
                         let mut last = stuck.lock().unwrap();
-                        let now = format!("{t} {answered:?}");
+                        let now = format!("{t} (its conversation idle)");
                         if *last != now {
                             *last = now;
                             eprintln!("cluster crash loop: waiting for {last}");
