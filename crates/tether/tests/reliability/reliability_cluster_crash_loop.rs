@@ -327,7 +327,7 @@ async fn cluster_crash_loop_30_kills_over_three_nodes_loses_and_doubles_nothing(
     // Each round reads only the conversations' views (a soak's sessions hold thousands of
     // turns, each reply longer than the last: their lists took seconds per session, so a
     // round outlasted the wait); the turn lists are read once nothing runs.
-    let statuses = settle(
+    settle(
         "every turn ends (see the last stuck turn above)",
         SETTLE,
         || async {
@@ -361,30 +361,31 @@ async fn cluster_crash_loop_30_kills_over_three_nodes_loses_and_doubles_nothing(
                 }
                 return None;
             }
-            let mut statuses = BTreeMap::new();
-            for (_, session) in &all {
-                let turns = d.get_ok(&format!("/api/v1/sessions/{session}/turns")).await;
-                for t in turns.as_array().unwrap() {
-                    let status = t["status"].as_str().unwrap().to_string();
-                    if !matches!(
-                        status.as_str(),
-                        "completed" | "interrupted" | "failed" | "cancelled"
-                    ) {
-                        let mut last = stuck.lock().unwrap();
-                        let now = format!("{t} (its conversation idle)");
-                        if *last != now {
-                            *last = now;
-                            eprintln!("cluster crash loop: waiting for {last}");
-                        }
-                        return None;
-                    }
-                    statuses.insert(t["id"].as_str().unwrap().to_string(), t.clone());
-                }
-            }
-            Some(statuses)
+            Some(())
         },
     )
     .await;
+    // Every conversation idle: the turn lists, once (after 1 000 kills they run to
+    // hundreds of MB, read in minutes by a debug build: outside the wait for the turns).
+    let statuses = tokio::time::timeout(Duration::from_secs(900), async {
+        let mut statuses = BTreeMap::new();
+        for (_, session) in &all {
+            let turns = d.get_ok(&format!("/api/v1/sessions/{session}/turns")).await;
+            for t in turns.as_array().unwrap() {
+                assert!(
+                    matches!(
+                        t["status"].as_str(),
+                        Some("completed" | "interrupted" | "failed" | "cancelled")
+                    ),
+                    "a turn of an idle conversation did not end: {t}"
+                );
+                statuses.insert(t["id"].as_str().unwrap().to_string(), t.clone());
+            }
+        }
+        statuses
+    })
+    .await
+    .expect("the turn lists are read within 15 minutes");
     // Each session's events read once (a soak's sessions hold thousands), its turns'
     // terminal events grouped by turn (a scan per message was quadratic in a soak).
     type Ends = std::collections::HashMap<String, Vec<Value>>;
