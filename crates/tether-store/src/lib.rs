@@ -57,7 +57,7 @@ pub use cluster::tail::{TailHandle, TailOptions, TailStats};
 pub use conversations::pages::ListCursor;
 pub use conversations::view_parts::ViewParts;
 pub use conversations::{
-    ConversationRow, NewConversation, NewMessage, NewSession, NewTurn, TurnEnd,
+    ConversationRow, NewConversation, NewMessage, NewSession, NewTurn, StartedTurn, TurnEnd,
 };
 pub use delegation::ledger::{CLAIM_STALE_MS, ContinuationClaim, LedgerEntry};
 pub use delegation::{

@@ -358,7 +358,224 @@ async fn window_reports_replace_each_other_and_a_reset_window_counts_no_more(b: 
     assert!(t.blocking().is_none(), "{t:?}");
 }
 
+fn conversation<'a>(
+    id: &'a ConversationId,
+    parent: Option<&'a ConversationId>,
+    owner: Option<&'a PersonId>,
+) -> NewConversation<'a> {
+    NewConversation {
+        id,
+        kind: if parent.is_some() {
+            ConversationKind::Delegate
+        } else {
+            ConversationKind::Chat
+        },
+        title: "t",
+        agent: "fake",
+        model: None,
+        cwd: "/tmp",
+        parent_conversation_id: parent,
+        owner_id: owner,
+        visibility: Visibility::Private,
+    }
+}
+
+fn parking(id: &str, conv: &str) -> NewTimer {
+    NewTimer {
+        id: id.to_owned(),
+        kind: CONTINUE_AFTER_LIMIT.to_owned(),
+        conversation_id: ConversationId::from(conv),
+        account: Some("acct".to_owned()),
+        due_at_ms: now_ms() + 600_000,
+        attempt: 1,
+        payload: "{}".to_owned(),
+    }
+}
+
+/// The one read before each turn: a grandchild's turn counts for its tree's root and
+/// its own owner, every budget of those scopes (and the team's, not another tree's) comes
+/// with its use, the account's limit rides along, and the turn supersedes the
+/// conversation's parked continuation unless it is that continuation.
+async fn a_turn_reads_its_root_owner_budgets_limit_and_parking_at_once(b: Backend) {
+    use tether_core::budget::Period;
+    let (_d, store) = support::open(b).await;
+    let (root, child, leaf, other) = (
+        ConversationId::from("root"),
+        ConversationId::from("child"),
+        ConversationId::from("leaf"),
+        ConversationId::from("other"),
+    );
+    let ann = PersonId::new("p-ann");
+    store
+        .people()
+        .add_person(&NewPerson {
+            id: ann.clone(),
+            name: "Ann".to_owned(),
+            email: None,
+            role: Role::Member,
+        })
+        .await
+        .unwrap();
+    let convs = store.conversations();
+    convs
+        .create_conversation(&conversation(&root, None, None))
+        .await
+        .unwrap();
+    convs
+        .create_conversation(&conversation(&child, Some(&root), None))
+        .await
+        .unwrap();
+    convs
+        .create_conversation(&conversation(&leaf, Some(&child), Some(&ann)))
+        .await
+        .unwrap();
+    convs
+        .create_conversation(&conversation(&other, None, None))
+        .await
+        .unwrap();
+    let usage = store.usage();
+    let now = now_ms();
+    // Nothing counts yet: no budget, no limit.
+    let t = usage.turn_budgets(&leaf, None, "acct", now).await.unwrap();
+    assert_eq!((t.root.as_str(), t.person.as_ref()), ("root", Some(&ann)));
+    assert!(
+        t.budgets.is_empty() && t.account_limited_until.is_none(),
+        "{t:?}"
+    );
+    for (id, scope) in [
+        ("b1-tree", BudgetScope::Tree(root.clone())),
+        ("b2-person", BudgetScope::Person(ann.clone())),
+        ("b3-conv", BudgetScope::Conversation(leaf.clone())),
+        ("b4-team", BudgetScope::Team),
+        ("b5-other-tree", BudgetScope::Tree(other.clone())),
+        ("b6-other-conv", BudgetScope::Conversation(child.clone())),
+    ] {
+        usage
+            .create_budget(&budget(id, scope, 100, Period::Total))
+            .await
+            .unwrap();
+    }
+    usage
+        .record_usage(&row("leaf", "root", "t0", "p-ann", 10, None))
+        .await
+        .unwrap();
+    store
+        .timers()
+        .limit_account("acct", now + 5_000, "fake")
+        .await
+        .unwrap();
+    let t = usage.turn_budgets(&leaf, None, "acct", now).await.unwrap();
+    let got: Vec<(&str, i64)> = t
+        .budgets
+        .iter()
+        .map(|u| (u.budget.id.as_str(), u.used))
+        .collect();
+    // 10 + 20 + 30 + 1 tokens counted toward each budget of the leaf's scopes.
+    assert_eq!(
+        got,
+        [
+            ("b1-tree", 61),
+            ("b2-person", 61),
+            ("b3-conv", 61),
+            ("b4-team", 61)
+        ]
+    );
+    assert_eq!(t.account_limited_until, Some(now + 5_000));
+    // An unknown conversation is its own root, with nobody's budgets but the team's.
+    let t = usage
+        .turn_budgets(&ConversationId::from("gone"), None, "x", now)
+        .await
+        .unwrap();
+    assert_eq!((t.root.as_str(), t.person.as_ref()), ("gone", None));
+    assert_eq!(
+        t.budgets
+            .iter()
+            .map(|u| u.budget.id.as_str())
+            .collect::<Vec<_>>(),
+        ["b4-team"]
+    );
+
+    // Parking: the continuation itself runs and cancels nothing...
+    let timers = store.timers();
+    timers.add_timer(&parking("cont-1", "leaf")).await.unwrap();
+    usage
+        .turn_budgets(&leaf, Some("cont-1"), "acct", now)
+        .await
+        .unwrap();
+    let states = |ts: Vec<Timer>| ts.into_iter().map(|t| (t.id, t.state)).collect::<Vec<_>>();
+    assert_eq!(
+        states(
+            timers
+                .conversation_timers(&leaf, CONTINUE_AFTER_LIMIT)
+                .await
+                .unwrap()
+        ),
+        [("cont-1".to_owned(), "waiting".to_owned())]
+    );
+    // ...a turn without an id (no person's message) neither...
+    usage.turn_budgets(&leaf, None, "acct", now).await.unwrap();
+    assert_eq!(
+        timers
+            .conversation_timers(&leaf, CONTINUE_AFTER_LIMIT)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    // ...a person's new turn cancels the waiting one.
+    usage
+        .turn_budgets(&leaf, Some("turn-2"), "acct", now)
+        .await
+        .unwrap();
+    assert!(
+        timers
+            .conversation_timers(&leaf, CONTINUE_AFTER_LIMIT)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // A fired continuation is forgotten by the next turn of the person's own, not by the
+    // continuation's turn.
+    let mut due = parking("cont-2", "leaf");
+    due.due_at_ms = now - 1;
+    timers.add_timer(&due).await.unwrap();
+    assert_eq!(
+        timers
+            .claim_due_timers("n", now, 10_000, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(timers.fire_timer("cont-2").await.unwrap());
+    usage
+        .turn_budgets(&leaf, Some("cont-2"), "acct", now)
+        .await
+        .unwrap();
+    assert_eq!(
+        states(
+            timers
+                .conversation_timers(&leaf, CONTINUE_AFTER_LIMIT)
+                .await
+                .unwrap()
+        ),
+        [("cont-2".to_owned(), "fired".to_owned())]
+    );
+    usage
+        .turn_budgets(&leaf, Some("turn-3"), "acct", now)
+        .await
+        .unwrap();
+    assert!(
+        timers
+            .conversation_timers(&leaf, CONTINUE_AFTER_LIMIT)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
 contract!(
+    a_turn_reads_its_root_owner_budgets_limit_and_parking_at_once,
     window_reports_replace_each_other_and_a_reset_window_counts_no_more,
     the_ledger_sums_every_scope_and_keeps_unknown_costs_apart,
     a_report_written_twice_counts_once_and_an_unreported_turn_is_unknown,

@@ -522,11 +522,18 @@ impl Daemon {
     }
 
     async fn send(&self, req: reqwest::RequestBuilder) -> (u16, Value) {
-        let resp = within("HTTP request", req.send())
+        self.send_within(req, crate::TIMEOUT).await
+    }
+
+    /// [`Self::send`] with its own time limit for the answer and for its body.
+    async fn send_within(&self, req: reqwest::RequestBuilder, limit: Duration) -> (u16, Value) {
+        let resp = crate::within_for("HTTP request", limit, req.send())
             .await
             .unwrap_or_else(|e| panic!("http: {e}"));
         let status = resp.status().as_u16();
-        let text = within("HTTP body", resp.text()).await.unwrap_or_default();
+        let text = crate::within_for("HTTP body", limit, resp.text())
+            .await
+            .unwrap_or_default();
         let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
         (status, body)
     }
@@ -576,6 +583,15 @@ impl Daemon {
     /// GET that must succeed; returns the JSON body.
     pub async fn get_ok(&self, path: &str) -> Value {
         let (status, body) = self.get(path).await;
+        assert_eq!(status, 200, "GET {path}: {body}");
+        body
+    }
+
+    /// [`Self::get_ok`] of something large, answered within `limit` (a soak's whole turn
+    /// list runs to hundreds of MB).
+    pub async fn get_ok_within(&self, path: &str, limit: Duration) -> Value {
+        let req = self.client.get(self.url(path)).bearer_auth(&self.token);
+        let (status, body) = self.send_within(req, limit).await;
         assert_eq!(status, 200, "GET {path}: {body}");
         body
     }

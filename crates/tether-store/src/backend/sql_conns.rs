@@ -107,6 +107,19 @@ impl Conn {
     pub(super) fn mark_suspect(&mut self) {
         self.guard.suspect = true;
     }
+
+    /// Drops the connection now (closed: SQLite rolls back what it kept open and lets go
+    /// of its locks); the slot opens a replacement before its next use.
+    pub(super) fn discard(&mut self) {
+        self.guard.conn = None;
+        self.guard.suspect = true;
+    }
+
+    /// Trusted again: what made it suspect finished (a statement whose interruption
+    /// would have left it in an unknown state completed).
+    pub(super) fn trust(&mut self) {
+        self.guard.suspect = false;
+    }
 }
 
 /// How long to wait for a replacement connection (or a check of one) before failing.
@@ -354,8 +367,8 @@ impl Deref for Conn {
     fn deref(&self) -> &SqlConnection {
         match self.guard.conn.as_ref() {
             Some(c) => c,
-            // `acquire` never hands out an empty slot, and `close` needs the lock to
-            // empty one.
+            // `acquire` never hands out an empty slot, `close` needs the lock to empty
+            // one, and `discard` is its holder's last act (a transaction's drop).
             None => unreachable!("a held connection slot is never empty"),
         }
     }

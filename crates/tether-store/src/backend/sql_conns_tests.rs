@@ -85,3 +85,35 @@ async fn closed_connections_are_not_handed_out() {
     assert!(matches!(c.acquire().await, Err(sqlx::Error::PoolClosed)));
     assert!(sqlx::query("SELECT 1").execute(&c).await.is_err());
 }
+
+#[tokio::test]
+async fn a_dropped_write_transaction_lets_go_of_the_write_lock_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = conns(dir.path(), 1).await;
+    // Another process's writer (its own set), which waits at most 200 ms for the lock.
+    let other_opts = SqliteConnectOptions::from_str("sqlite://")
+        .unwrap()
+        .filename(dir.path().join("t.db"))
+        .busy_timeout(std::time::Duration::from_millis(200));
+    let other = Conns::open(&other_opts, 1, None, &Default::default())
+        .await
+        .unwrap();
+    {
+        let mut tx = c.begin().await.unwrap();
+        sqlx::query("INSERT INTO t VALUES (1)")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        // Dropped without a commit, and `c` not used again before `other` writes.
+    }
+    let mut tx = tokio::time::timeout(std::time::Duration::from_secs(10), other.begin())
+        .await
+        .unwrap()
+        .expect("the dropped transaction still holds the write lock");
+    sqlx::query("INSERT INTO t VALUES (2)")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(count(&c).await, 1, "the dropped insert is rolled back");
+}

@@ -12,7 +12,8 @@ use super::conns::Conn;
 type Tm = <Sql as Database>::TransactionManager;
 
 /// A transaction on a held connection; dropped without [`Tx::commit`] it rolls back
-/// (queued on the connection before anything else runs on it, as sqlx does).
+/// (PostgreSQL: queued on the connection before anything else runs on it, as sqlx does;
+/// SQLite: the connection is closed and replaced before its next use).
 pub(crate) struct Tx {
     conn: Conn,
     open: bool,
@@ -37,7 +38,23 @@ impl Tx {
 
     /// Begins a transaction on a connection already held.
     pub async fn begin_on(mut conn: Conn) -> Result<Tx, sqlx::Error> {
-        if let Err(e) = Tm::begin(&mut conn, super::BEGIN.map(std::borrow::Cow::Borrowed)).await {
+        let begun = match super::BEGIN {
+            // The backend's own `BEGIN` (SQLite: `IMMEDIATE`) as a plain statement: through
+            // sqlx's transaction manager a custom one costs a second round trip to its
+            // SQLite thread (it checks that the statement began a transaction). Until it
+            // has answered the connection is suspect: interrupted there, it may be inside
+            // a transaction nobody will end, and is replaced before its next use.
+            Some(begin) => {
+                conn.mark_suspect();
+                let r = sqlx::query(begin).execute(&mut *conn).await.map(drop);
+                if r.is_ok() {
+                    conn.trust();
+                }
+                r
+            }
+            None => Tm::begin(&mut conn, None).await,
+        };
+        if let Err(e) = begun {
             conn.saw_error(&e);
             return Err(e);
         }
@@ -93,7 +110,11 @@ impl Tx {
     /// connection, whatever `after` does happens in commit order.
     pub async fn commit_then<R>(mut self, after: impl FnOnce() -> R) -> Result<R, sqlx::Error> {
         if self.open {
-            if let Err(e) = Tm::commit(&mut self.conn).await {
+            let committed = match super::BEGIN {
+                Some(_) => sqlx::query("COMMIT").execute(&mut *self.conn).await.map(drop),
+                None => Tm::commit(&mut self.conn).await,
+            };
+            if let Err(e) = committed {
                 self.conn.saw_error(&e);
                 return Err(e);
             }
@@ -107,7 +128,11 @@ impl Tx {
     /// connection stays trusted.
     pub async fn rollback(mut self) -> Result<(), sqlx::Error> {
         if self.open {
-            if let Err(e) = Tm::rollback(&mut self.conn).await {
+            let rolled_back = match super::BEGIN {
+                Some(_) => sqlx::query("ROLLBACK").execute(&mut *self.conn).await.map(drop),
+                None => Tm::rollback(&mut self.conn).await,
+            };
+            if let Err(e) = rolled_back {
                 self.conn.saw_error(&e);
                 return Err(e);
             }
@@ -158,7 +183,13 @@ impl Tx {
 impl Drop for Tx {
     fn drop(&mut self) {
         if self.open {
-            Tm::start_rollback(&mut self.conn);
+            match super::BEGIN {
+                None => Tm::start_rollback(&mut self.conn),
+                // Begun by the backend's own statement, it is not sqlx's to roll back:
+                // the connection is closed now (rolled back, its write lock let go) and
+                // replaced before its next use, as a suspect SQLite connection is anyway.
+                Some(_) => self.conn.discard(),
+            }
         }
         if !self.done {
             self.conn.mark_suspect();

@@ -69,6 +69,16 @@ pub struct NewTurn {
     pub status: TurnStatus,
 }
 
+/// A turn just started ([`Conversations::start_turn`](crate::Conversations)).
+#[derive(Debug, Clone)]
+pub struct StartedTurn {
+    /// Its `turn_started` event.
+    pub event: tether_proto::EventEnvelope,
+    /// Files were given to it (read them with `turn_attachments`); almost no turn has
+    /// any, and the start says so without another read.
+    pub has_attachments: bool,
+}
+
 /// How a turn ended.
 #[derive(Debug, Clone)]
 pub struct TurnEnd {

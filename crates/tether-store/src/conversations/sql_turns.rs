@@ -8,7 +8,7 @@ use super::events::add_message;
 
 use super::conns::Tx;
 use super::{Db, rows};
-use crate::{NewMessage, NewTurn, Result, TurnEnd, rules};
+use crate::{NewMessage, NewTurn, Result, StartedTurn, TurnEnd, rules};
 
 const OPEN: &str = "('queued', 'running', 'waiting_approval', 'waiting_user')";
 
@@ -69,23 +69,26 @@ impl Db {
         })
     }
 
-    /// Marks a queued turn running and records `turn_started`, together. `None` when the
-    /// turn is not queued any more (it already ran or ended).
+    /// Marks a queued turn running and records `turn_started`, together; whether files
+    /// were given to it comes with the start. `None` when the turn is not queued any
+    /// more (it already ran or ended).
     pub async fn start_turn(
         &self,
         turn_id: &TurnId,
         traceparent: Option<&str>,
-    ) -> Result<Option<EventEnvelope>> {
+    ) -> Result<Option<StartedTurn>> {
         let mut tx = self.writer.begin().await?;
-        let row: Option<(String, String)> = sqlx::query_as(
+        let row: Option<(String, String, i64)> = sqlx::query_as(
             "UPDATE turns SET status = 'running', started_at = $1 WHERE id = $2 \
-             AND status = 'queued' RETURNING session_id, input",
+             AND status = 'queued' RETURNING session_id, input, \
+             (SELECT COUNT(*) FROM attachments WHERE turn_id = $2)",
         )
         .bind(self.now_ms())
         .bind(turn_id.as_str())
         .fetch_optional(&mut *tx)
         .await?;
-        let Some((session_id, input)) = row else {
+        let Some((session_id, input, files)) = row else {
+            tx.rollback().await?;
             return Ok(None);
         };
         let session_id = SessionId::from(session_id);
@@ -100,7 +103,10 @@ impl Db {
         )
         .await?;
         self.commit_events(tx, std::slice::from_ref(&ev)).await?;
-        Ok(Some(ev))
+        Ok(Some(StartedTurn {
+            event: ev,
+            has_attachments: files > 0,
+        }))
     }
 
     /// Ends a turn: status, result, the terminal event and a history entry, together.

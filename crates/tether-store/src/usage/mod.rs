@@ -6,6 +6,39 @@
 //! it to every budget it counts toward in the same transaction, under the counter's
 //! lock, and answers what it crossed.
 
+/// Which budgets a usage row counts toward: its conversation's, its delegation tree's,
+/// its person's and the team's (`$t`: the budgets table's qualifier; the others: SQL
+/// for the row's conversation, root and person). One rule for every statement that
+/// counts (`sql.rs`, `sql_budgets.rs`).
+macro_rules! counting_where {
+    ($t:literal, $conv:literal, $root:literal, $person:literal) => {
+        concat!(
+            "(",
+            $t,
+            "scope = 'conversation' AND ",
+            $t,
+            "scope_id = ",
+            $conv,
+            ") OR (",
+            $t,
+            "scope = 'tree' AND ",
+            $t,
+            "scope_id = ",
+            $root,
+            ") OR (",
+            $t,
+            "scope = 'person' AND ",
+            $t,
+            "scope_id = ",
+            $person,
+            ") OR ",
+            $t,
+            "scope = 'team'"
+        )
+    };
+}
+pub(crate) use counting_where;
+
 use tether_core::budget::{Crossing, Period, Unit};
 use tether_proto::{ConversationId, PersonId, SessionId, TurnId};
 

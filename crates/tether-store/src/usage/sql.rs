@@ -58,14 +58,19 @@ impl Db {
     pub async fn record_usage(&self, u: &NewUsage) -> Result<Recorded> {
         let now = self.now_ms();
         let mut tx = self.writer.begin().await?;
-        let inserted = sqlx::query(
+        // The row comes back with the number of budgets it counts toward: almost always
+        // none, and then nothing more is read.
+        let inserted = sqlx::query(concat!(
             "INSERT INTO usage_ledger (at, conversation_id, root_conversation_id, session_id, \
              turn_id, person_id, agent, model, account, input_tokens, cached_input_tokens, \
              cache_write_tokens, output_tokens, reasoning_tokens, cost_nanos, price_version, \
              report_id, unreported) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-             $17, $18) ON CONFLICT (report_id) DO NOTHING RETURNING id",
-        )
+             $17, $18) ON CONFLICT (report_id) DO NOTHING RETURNING id, \
+             (SELECT COUNT(*) FROM budgets WHERE ",
+            crate::usage::counting_where!("", "$2", "$3", "$6"),
+            ") AS counting"
+        ))
         .bind(now)
         .bind(u.conversation_id.as_str())
         .bind(u.root_conversation_id.as_str())
@@ -86,9 +91,16 @@ impl Db {
         .bind(i64::from(u.unreported))
         .fetch_optional(&mut *tx)
         .await?;
-        if inserted.is_none() {
+        let Some(inserted) = inserted else {
             tx.commit_unchecked().await?;
             return Ok(Recorded::default());
+        };
+        if inserted.try_get::<i64, _>("counting")? == 0 {
+            tx.commit_unchecked().await?;
+            return Ok(Recorded {
+                inserted: true,
+                budgets: Vec::new(),
+            });
         }
         let counted = Counted {
             conversation_id: &u.conversation_id,

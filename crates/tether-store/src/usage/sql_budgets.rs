@@ -18,10 +18,49 @@ const BUDGET_COLUMNS: &str =
     "id, scope, scope_id, unit, cap, warn_percent, period, created_by, created_at";
 
 /// The budgets `counted` counts toward, in id order.
-const COUNTING: &str = "SELECT id, scope, scope_id, unit, cap, warn_percent, period, created_by, \
-     created_at FROM budgets WHERE (scope = 'conversation' AND scope_id = $1) \
-     OR (scope = 'tree' AND scope_id = $2) OR (scope = 'person' AND scope_id = $3) \
-     OR scope = 'team' ORDER BY id";
+const COUNTING: &str = concat!(
+    "SELECT id, scope, scope_id, unit, cap, warn_percent, period, created_by, created_at \
+     FROM budgets WHERE ",
+    crate::usage::counting_where!("", "$1", "$2", "$3"),
+    " ORDER BY id"
+);
+
+/// What one read before each turn finds ([`Db::turn_budgets`]): the conversation's
+/// delegation ancestry (`up`, at most 16 levels) gives its root and owner; `me`, one
+/// row, carries them with the account's limit and the conversation's parked
+/// continuations (is the turn one, is one waiting or claimed, has one fired); each
+/// budget counting toward the turn is joined to it (none: one row with a `NULL` id).
+/// $1 the conversation, $2 the account, $3 now, $4 the turn (may be `NULL`), $5 the
+/// parking timers' kind.
+const TURN_READ: &str = concat!(
+    "WITH RECURSIVE up (id, parent, owner, depth) AS ( \
+     SELECT id, parent_conversation_id, owner_id, 0 FROM conversations WHERE id = $1 \
+     UNION ALL SELECT c.id, c.parent_conversation_id, c.owner_id, up.depth + 1 \
+     FROM conversations c JOIN up ON c.id = up.parent WHERE up.depth < 16), \
+     me AS (SELECT (SELECT id FROM up ORDER BY depth DESC LIMIT 1) AS root, \
+     (SELECT owner FROM up WHERE depth = 0) AS person, \
+     (SELECT until_ms FROM account_limits WHERE account = $2 AND until_ms > $3) AS limited, \
+     CASE WHEN EXISTS (SELECT 1 FROM timers WHERE id = $4) THEN 1 ELSE 0 END AS continuation, \
+     CASE WHEN EXISTS (SELECT 1 FROM timers WHERE conversation_id = $1 AND kind = $5 \
+     AND state IN ('waiting', 'claimed') AND id <> $4) THEN 1 ELSE 0 END AS waiting, \
+     CASE WHEN EXISTS (SELECT 1 FROM timers WHERE conversation_id = $1 AND kind = $5 \
+     AND state = 'fired') THEN 1 ELSE 0 END AS fired) \
+     SELECT me.root, me.person, me.limited, me.continuation, me.waiting, me.fired, \
+     b.id, b.scope, b.scope_id, b.unit, b.cap, b.warn_percent, b.period, b.created_by, \
+     b.created_at FROM me LEFT JOIN budgets b ON ",
+    crate::usage::counting_where!("b.", "$1", "COALESCE(me.root, $1)", "me.person"),
+    " ORDER BY b.id"
+);
+
+/// A conversation's parked continuations as [`TURN_READ`] finds them.
+struct Parked {
+    /// The turn is the continuation a timer sent.
+    continuation: bool,
+    /// Another one waits (or is claimed).
+    waiting: bool,
+    /// One has fired.
+    fired: bool,
+}
 
 fn corrupt(detail: String) -> StoreError {
     StoreError::Corrupt {
@@ -192,11 +231,12 @@ impl Db {
     }
 
     /// Whom turn `turn_id` of `conversation_id` counts for (its owner and delegation
-    /// root, found in one recursive query), the budgets it counts toward with their use
-    /// at `now_ms`, and until when `account` is at its vendor's limit: one call before
-    /// each turn. A turn that is not the continuation a timer sent (its id is the
-    /// timer's) supersedes the conversation's parked continuation, which is cancelled
-    /// here (issue 29: a person's message runs instead).
+    /// root), the budgets it counts toward with their use at `now_ms`, and until when
+    /// `account` is at its vendor's limit: one call before each turn, one read
+    /// ([`TURN_READ`]) unless a budget counts (its counter is read then). A turn that is
+    /// not the continuation a timer sent (its id is the timer's) supersedes the
+    /// conversation's parked continuation, which is cancelled here (issue 29: a person's
+    /// message runs instead); the same read says whether there is one.
     pub async fn turn_budgets(
         &self,
         conversation_id: &tether_proto::ConversationId,
@@ -204,10 +244,47 @@ impl Db {
         account: &str,
         now_ms: i64,
     ) -> Result<crate::usage::TurnBudgets> {
+        let rows = sqlx::query(TURN_READ)
+            .bind(conversation_id.as_str())
+            .bind(account)
+            .bind(now_ms)
+            .bind(turn_id)
+            .bind(crate::timers::CONTINUE_AFTER_LIMIT)
+            .fetch_all(&self.reader)
+            .await?;
+        // `me` is one row, so the read has at least one.
+        let Some(me) = rows.first() else {
+            return Err(corrupt("the turn's budget read returned no row".to_owned()));
+        };
+        let flag = |column: &str| -> Result<bool> { Ok(me.try_get::<i32, _>(column)? != 0) };
         if let Some(turn_id) = turn_id {
-            self.supersede_parking(conversation_id, turn_id, now_ms).await?;
+            let parked = Parked {
+                continuation: flag("continuation")?,
+                waiting: flag("waiting")?,
+                fired: flag("fired")?,
+            };
+            self.supersede_parking(conversation_id, turn_id, now_ms, parked)
+                .await?;
         }
-        self.turn_budgets_of(conversation_id, account, now_ms).await
+        let limited: Option<i64> = me.try_get("limited")?;
+        let person: Option<String> = me.try_get("person")?;
+        let root: Option<String> = me.try_get("root")?;
+        let root = tether_proto::ConversationId::from(
+            root.unwrap_or_else(|| conversation_id.as_str().to_owned()),
+        );
+        let mut counting = Vec::with_capacity(rows.len());
+        for row in &rows {
+            if row.try_get::<Option<String>, _>("id")?.is_some() {
+                counting.push(row);
+            }
+        }
+        let budgets = self.with_use(counting, now_ms, Some(account)).await?;
+        Ok(crate::usage::TurnBudgets {
+            root,
+            person: person.map(PersonId::from),
+            budgets,
+            account_limited_until: limited,
+        })
     }
 
     async fn supersede_parking(
@@ -215,33 +292,11 @@ impl Db {
         conversation_id: &tether_proto::ConversationId,
         turn_id: &str,
         now_ms: i64,
+        parked: Parked,
     ) -> Result<()> {
-        // One read decides; almost every turn finds nothing parked and writes nothing
-        // (two writes per turn before, each a commit on the writer).
-        let parked: Vec<(String, String, String, String)> = sqlx::query_as(
-            "SELECT id, kind, conversation_id, state FROM timers WHERE (conversation_id = $1 \
-             AND kind = $2 AND state IN ('waiting', 'claimed', 'fired')) OR id = $3",
-        )
-        .bind(conversation_id.as_str())
-        .bind(crate::timers::CONTINUE_AFTER_LIMIT)
-        .bind(turn_id)
-        .fetch_all(&self.reader)
-        .await?;
-        let parking = |(_, kind, conv, _): &&(String, String, String, String)| {
-            kind == crate::timers::CONTINUE_AFTER_LIMIT
-                && conv == conversation_id.as_str()
-        };
-        let continuation = parked.iter().any(|(id, ..)| id == turn_id);
-        let waiting = parked
-            .iter()
-            .filter(parking)
-            .any(|(id, _, _, state)| id != turn_id && matches!(state.as_str(), "waiting" | "claimed"));
-        let fired = parked
-            .iter()
-            .filter(parking)
-            .any(|(.., state)| state == "fired");
+        // Almost every turn finds nothing parked and writes nothing.
         let mut superseded = 0;
-        if waiting {
+        if parked.waiting {
             superseded = sqlx::query(
                 "UPDATE timers SET state = 'cancelled', ended_at = $1 WHERE conversation_id = $2 \
                  AND kind = $3 AND state IN ('waiting', 'claimed') AND id <> $4",
@@ -254,7 +309,7 @@ impl Db {
             .await?
             .rows_affected();
         }
-        if superseded == 0 && !continuation && fired {
+        if superseded == 0 && !parked.continuation && parked.fired {
             // A new turn of its own: a later parking counts its attempts from one again.
             sqlx::query(
                 "UPDATE timers SET state = 'done' WHERE conversation_id = $1 AND kind = $2 \
@@ -268,65 +323,15 @@ impl Db {
         Ok(())
     }
 
-    async fn turn_budgets_of(
-        &self,
-        conversation_id: &tether_proto::ConversationId,
-        account: &str,
-        now_ms: i64,
-    ) -> Result<crate::usage::TurnBudgets> {
-        // The account's limit rides the same read (one hand-off to the store less per
-        // turn).
-        let rows = sqlx::query(
-            "WITH RECURSIVE up (id, parent, owner, depth) AS (                SELECT id, parent_conversation_id, owner_id, 0 FROM conversations WHERE id = $1                UNION ALL                SELECT c.id, c.parent_conversation_id, c.owner_id, up.depth + 1                FROM conversations c JOIN up ON c.id = up.parent WHERE up.depth < 16)              SELECT id, owner, depth, (SELECT until_ms FROM account_limits WHERE account = $2 AND until_ms > $3) AS limited FROM up ORDER BY depth",
-        )
-        .bind(conversation_id.as_str())
-        .bind(account)
-        .bind(now_ms)
-        .fetch_all(&self.reader)
-        .await?;
-        let limited: Option<i64> = match rows.first() {
-            Some(r) => r.try_get("limited")?,
-            None => None,
-        };
-        let person: Option<String> = match rows.first() {
-            Some(r) => r.try_get("owner")?,
-            None => None,
-        };
-        let root: String = match rows.last() {
-            Some(r) => r.try_get("id")?,
-            None => conversation_id.as_str().to_owned(),
-        };
-        let root = tether_proto::ConversationId::from(root);
-        let person = person.map(PersonId::from);
-        let counted = Counted {
-            conversation_id,
-            root_conversation_id: &root,
-            person_id: person.as_ref(),
-        };
-        let budgets = sqlx::query(COUNTING)
-            .bind(counted.conversation_id.as_str())
-            .bind(counted.root_conversation_id.as_str())
-            .bind(counted.person_id.map(PersonId::as_str))
-            .fetch_all(&self.reader)
-            .await?;
-        let budgets = self.with_use(&budgets, now_ms, Some(account)).await?;
-        Ok(crate::usage::TurnBudgets {
-            root,
-            person,
-            budgets,
-            account_limited_until: limited,
-        })
-    }
-
     /// Each budget with its use at `now_ms`: its period's counter, or for a window
     /// budget the fullest window of `account` (without one, of any account).
     async fn with_use(
         &self,
-        rows: &[SqlRow],
+        rows: impl IntoIterator<Item = &SqlRow>,
         now_ms: i64,
         account: Option<&str>,
     ) -> Result<Vec<BudgetUse>> {
-        let mut out = Vec::with_capacity(rows.len());
+        let mut out = Vec::new();
         for row in rows {
             let b = budget(row)?;
             if b.unit == Unit::Window {

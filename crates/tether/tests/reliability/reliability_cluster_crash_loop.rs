@@ -370,7 +370,13 @@ async fn cluster_crash_loop_30_kills_over_three_nodes_loses_and_doubles_nothing(
     let statuses = tokio::time::timeout(Duration::from_secs(900), async {
         let mut statuses = BTreeMap::new();
         for (_, session) in &all {
-            let turns = d.get_ok(&format!("/api/v1/sessions/{session}/turns")).await;
+            // One list alone took over 20 s to answer after 1 000 kills.
+            let turns = d
+                .get_ok_within(
+                    &format!("/api/v1/sessions/{session}/turns"),
+                    Duration::from_secs(300),
+                )
+                .await;
             for t in turns.as_array().unwrap() {
                 assert!(
                     matches!(
@@ -419,7 +425,12 @@ async fn cluster_crash_loop_30_kills_over_three_nodes_loses_and_doubles_nothing(
     // Telegram: every message has exactly one turn, which ended.
     let session = tg_conv.1.clone();
     let tg_turns = settle("every Telegram message has its turn", SETTLE, || async {
-        let turns = d.get_ok(&format!("/api/v1/sessions/{session}/turns")).await;
+        let turns = d
+            .get_ok_within(
+                &format!("/api/v1/sessions/{session}/turns"),
+                Duration::from_secs(300),
+            )
+            .await;
         let turns = turns.as_array().unwrap().clone();
         let ended = |t: &&Value| matches!(t["status"].as_str(), Some("completed" | "interrupted"));
         inbound

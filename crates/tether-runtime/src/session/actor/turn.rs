@@ -46,20 +46,22 @@ impl Actor {
                     .start_turn(&turn_id, traceparent.as_deref())
                     .await
                 {
+                    // Started by the try whose answer was lost: whether it has files
+                    // is not known, so they are read.
                     Ok(None) if !first => Ok(store
                         .conversations()
                         .get_turn(&turn_id)
                         .await?
                         .filter(|t| t.status == tether_proto::TurnStatus::Running)
-                        .map(|_| ())),
-                    Ok(r) => Ok(r.map(|_| ())),
+                        .map(|_| true)),
+                    Ok(r) => Ok(r.map(|s| s.has_attachments)),
                     Err(e) => Err(e),
                 }
             }
         })
         .await;
-        match started {
-            Ok(Some(())) => {}
+        let has_attachments = match started {
+            Ok(Some(files)) => files,
             Ok(None) => {
                 tracing::warn!(%turn_id, "turn is no longer queued; skipped");
                 return;
@@ -75,14 +77,17 @@ impl Actor {
                 }
                 return;
             }
-        }
-        let attachments = match self
-            .ctx
-            .store
-            .attachments()
-            .turn_attachments(&turn_id)
-            .await
-        {
+        };
+        let files = if has_attachments {
+            self.ctx
+                .store
+                .attachments()
+                .turn_attachments(&turn_id)
+                .await
+        } else {
+            Ok(Vec::new())
+        };
+        let attachments = match files {
             Ok(a) => a,
             Err(e) => {
                 // The text still goes; the person is told the files did not.
