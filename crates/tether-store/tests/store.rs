@@ -322,7 +322,92 @@ async fn view_parts_reads_only_the_conversations_asked_for(b: Backend) {
     assert!(none.open_turns.is_empty());
 }
 
+/// A person's message makes its turn and history line in one round trip: stored
+/// together, and a second message with the same turn id stores neither again (refused,
+/// the connection and the write lock free for the next write).
+async fn a_turn_and_its_message_are_stored_together_or_not_at_all(b: Backend) {
+    let (_d, store) = open(b).await;
+    let (c, s) = conv_with_session(&store).await;
+    let t = NewTurn {
+        id: "t1".into(),
+        session_id: s.clone(),
+        conversation_id: c.clone(),
+        input: "hi".into(),
+        status: TurnStatus::Queued,
+    };
+    let before = store
+        .conversations()
+        .get_conversation(&c)
+        .await
+        .unwrap()
+        .unwrap();
+    let turn = store.conversations().insert_turn(&t, true).await.unwrap();
+    assert_eq!((turn.id.as_str(), turn.status), ("t1", TurnStatus::Queued));
+    let hist = store.events().history(&c, 0, 10).await.unwrap();
+    let lines: Vec<(MessageRole, &str, Option<&str>)> = hist
+        .iter()
+        .map(|m| {
+            (
+                m.role,
+                m.text.as_str(),
+                m.turn_id.as_ref().map(|t| t.as_str()),
+            )
+        })
+        .collect();
+    // (The status line is the session's binding, see `conv_with_session`.)
+    assert_eq!(
+        lines,
+        [
+            (MessageRole::Status, "why", None),
+            (MessageRole::User, "hi", Some("t1"))
+        ]
+    );
+    let after = store
+        .conversations()
+        .get_conversation(&c)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(after.updated_at_ms >= before.updated_at_ms);
+    // The same id again: refused, nothing of it stored.
+    let again = NewTurn {
+        input: "hi again".into(),
+        ..t.clone()
+    };
+    assert!(
+        store
+            .conversations()
+            .insert_turn(&again, true)
+            .await
+            .is_err()
+    );
+    assert_eq!(store.events().history(&c, 0, 10).await.unwrap().len(), 2);
+    // The writer goes on at once.
+    let next = NewTurn {
+        id: "t2".into(),
+        input: "next".into(),
+        ..t
+    };
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        store.conversations().insert_turn(&next, true),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let texts: Vec<String> = store
+        .events()
+        .history(&c, 0, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.text)
+        .collect();
+    assert_eq!(texts, ["why", "hi", "next"]);
+}
+
 contract!(
+    a_turn_and_its_message_are_stored_together_or_not_at_all,
     one_external_id_one_session,
     seq_is_gap_free_and_binding_set,
     approval_first_answer_wins_and_recovery_expires,

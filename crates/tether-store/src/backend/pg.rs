@@ -42,6 +42,14 @@ pub(crate) mod dialect {
     pub const ADD_MESSAGE: &str = "WITH m AS (INSERT INTO messages (conversation_id, role, \
          text, session_id, turn_id, at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id), \
          u AS (UPDATE conversations SET updated_at = $6 WHERE id = $1) SELECT id FROM m";
+    /// A turn and the person's message that made it, atomically in one round trip (one
+    /// statement: data-modifying `WITH`s): $1 turn, $2 session, $3 conversation, $4
+    /// input, $5 status, $6 now, $7 the history line's role; returns the line's id.
+    pub const ADD_TURN_WITH_MESSAGE: &str = "WITH t AS (INSERT INTO turns (id, session_id, \
+         conversation_id, input, status, created_at) VALUES ($1, $2, $3, $4, $5, $6)), \
+         m AS (INSERT INTO messages (conversation_id, role, text, session_id, turn_id, at) \
+         VALUES ($3, $7, $4, $2, $1, $6) RETURNING id), \
+         u AS (UPDATE conversations SET updated_at = $6 WHERE id = $3) SELECT id FROM m";
     /// Serialises, over every node, the transactions that count a parent's running
     /// children and add one (`$1` names the parent), until the transaction ends.
     pub const CHILDREN_LOCK: Option<&str> = Some("SELECT pg_advisory_xact_lock(hashtext($1))");

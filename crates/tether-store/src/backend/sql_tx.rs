@@ -142,6 +142,19 @@ impl Tx {
         Ok(())
     }
 
+    /// A statement that runs a transaction of its own (SQLite: `BEGIN` … `COMMIT` in one
+    /// query, see `dialect::ADD_TURN_WITH_MESSAGE`) failed on this connection, which is
+    /// outside a transaction of ours: midway, it may have left its own open, so the
+    /// connection goes at once (SQLite; PostgreSQL's one statement is atomic by itself,
+    /// the connection is checked as after any error).
+    pub fn own_transaction_failed(&mut self, e: &sqlx::Error) {
+        debug_assert!(!self.open, "only outside a transaction of ours");
+        self.conn.saw_error(e);
+        if super::dialect::REPLACE_SUSPECT {
+            self.conn.discard();
+        }
+    }
+
     /// Counts an event appended in this transaction.
     pub fn note_appended(&mut self, n: usize) {
         self.appended += n;

@@ -44,6 +44,15 @@ pub(crate) mod dialect {
     pub const ADD_MESSAGE: &str = "INSERT INTO messages (conversation_id, role, text, \
          session_id, turn_id, at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id; \
          UPDATE conversations SET updated_at = $6 WHERE id = $1";
+    /// A turn and the person's message that made it, atomically in one round trip (the
+    /// statements begin and commit their own transaction, so it runs on a connection
+    /// outside one): $1 turn, $2 session, $3 conversation, $4 input, $5 status, $6 now,
+    /// $7 the history line's role; returns the line's id.
+    pub const ADD_TURN_WITH_MESSAGE: &str = "BEGIN IMMEDIATE; INSERT INTO turns (id, \
+         session_id, conversation_id, input, status, created_at) VALUES ($1, $2, $3, $4, \
+         $5, $6); INSERT INTO messages (conversation_id, role, text, session_id, turn_id, at) \
+         VALUES ($3, $7, $4, $2, $1, $6) RETURNING id; UPDATE conversations SET \
+         updated_at = $6 WHERE id = $3; COMMIT";
     /// SQLite's one writer already serialises every write.
     pub const CHILDREN_LOCK: Option<&str> = None;
     /// SQLite has no notices (and is one node: nobody to wake).
