@@ -482,7 +482,7 @@ async fn cluster_crash_loop_30_kills_over_three_nodes_loses_and_doubles_nothing(
         // it was killed before it could mark it sent — that node, killed between the two
         // sends (the Bot API has no idempotency key, so this is the one re-send allowed).
         for pair in at.windows(2) {
-            let ((first, sender), (second, _)) = (&pair[0], &pair[1]);
+            let ((first, sender), (second, again_by)) = (&pair[0], &pair[1]);
             let node: Option<usize> = sender
                 .as_deref()
                 .and_then(|c| c.strip_prefix('n'))
@@ -495,7 +495,7 @@ async fn cluster_crash_loop_30_kills_over_three_nodes_loses_and_doubles_nothing(
             assert!(
                 excused,
                 "{needle:?} was sent {} times, {:?} apart, first by {sender:?}, which was not \
-                 killed in between (kills then: {:?})",
+                 killed in between, then by {again_by:?} (kills then: {:?})",
                 at.len(),
                 second.duration_since(*first),
                 kills
