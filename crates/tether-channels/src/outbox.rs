@@ -58,9 +58,12 @@ pub(crate) async fn run(core: SharedCore, node_id: String) {
                     // between the platform's answer and the mark, the next term sent the
                     // row again).
                     let core = core.clone();
+                    let node_id = node_id.clone();
                     let one = tokio::spawn(async move {
                         let _held = core.delivering.lock().await;
-                        deliver(&core, row).await;
+                        if still_ours(&core, &row, &node_id).await {
+                            deliver(&core, row).await;
+                        }
                     });
                     let _ = one.await;
                 }
@@ -91,6 +94,41 @@ pub(crate) async fn run(core: SharedCore, node_id: String) {
             continue;
         }
         let _ = tokio::time::timeout(wait, core.wake.notified()).await;
+    }
+}
+
+/// How long this node's lease must still hold when a row goes out: the send reaches the
+/// platform well within it, so no other node can claim the row meanwhile.
+const SEND_MARGIN_MS: i64 = 500;
+
+/// Whether a claimed row may go out now (issue 33 item 6): on a cluster, the rows of a
+/// batch go out one after the other, and a node that stalled past its lease in between
+/// (its claims then void, the new leader free to claim and send them) must not send
+/// them when it wakes; such a row is let go instead. A store that does not answer
+/// decides nothing: the row goes out as claimed.
+async fn still_ours(core: &SharedCore, row: &OutboxRow, node_id: &str) -> bool {
+    if core.store.topology() == tether_store::Topology::Single {
+        return true;
+    }
+    let confirmed = core
+        .store
+        .channels()
+        .confirm_outbox_claim(row.id, node_id, now_ms() + SEND_MARGIN_MS)
+        .await;
+    match confirmed {
+        Ok(true) => true,
+        Ok(false) => {
+            tracing::info!(
+                channel = core.name(),
+                key = row.dedupe_key,
+                "not sent: this node's claim on the row lapsed (a stall past its lease)"
+            );
+            false
+        }
+        Err(e) => {
+            tracing::debug!(channel = core.name(), "cannot confirm an outbox claim: {e}");
+            true
+        }
     }
 }
 

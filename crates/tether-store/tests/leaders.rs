@@ -375,7 +375,102 @@ async fn two_senders_draining_together_send_every_row_once(b: Backend) {
     assert!(left.iter().all(|r| r.status == OutboxStatus::Sent));
 }
 
+/// Right before a row goes out its sender confirms its claim (issue 33 item 6): still
+/// pending, still its claim, its node's lease live past the margin. A sender whose lease
+/// lapsed (it stalled) lets the row go, and the other node's claim takes it; a row the
+/// other node has claimed or sent is not the stale sender's to send.
+async fn a_sender_confirms_its_claim_before_each_send(b: Backend) {
+    let (guard, a) = support::open(b).await;
+    let bb = support::reopen(&guard).await;
+    let t = now_ms() + 1_000;
+    let until = t + 100_000;
+    a.cluster()
+        .register_node(&node("a", t + 5_000))
+        .await
+        .unwrap();
+    a.cluster()
+        .register_node(&node("b", t + 1_000_000_000))
+        .await
+        .unwrap();
+    a.channels()
+        .enqueue_outbox(&[item("x", "k1"), item("y", "k2")])
+        .await
+        .unwrap();
+    let batch = a
+        .channels()
+        .claim_outbox("telegram", "a", t, until, 10)
+        .await
+        .unwrap();
+    assert_eq!(keys(&batch), vec!["k1", "k2"]);
+    // Live: a's lease holds past the margin.
+    assert!(
+        a.channels()
+            .confirm_outbox_claim(batch[0].id, "a", t + 500)
+            .await
+            .unwrap()
+    );
+    a.channels()
+        .mark_outbox_sent(batch[0].id, batch[0].version, Some("m1"))
+        .await
+        .unwrap();
+    // Sent: no longer anyone's to send.
+    assert!(
+        !a.channels()
+            .confirm_outbox_claim(batch[0].id, "a", t + 500)
+            .await
+            .unwrap()
+    );
+    // a stalls: its lease would lapse within the margin, so k2 does not go out from a,
+    // and its claim is let go at once...
+    assert!(
+        !a.channels()
+            .confirm_outbox_claim(batch[1].id, "a", t + 5_000)
+            .await
+            .unwrap()
+    );
+    // ...for b's next claim (a's lease still runs: without the release, b waited for it).
+    let taken = bb
+        .channels()
+        .claim_outbox("telegram", "b", t, until, 10)
+        .await
+        .unwrap();
+    assert_eq!(keys(&taken), vec!["k2"]);
+    assert!(
+        bb.channels()
+            .confirm_outbox_claim(taken[0].id, "b", t + 500)
+            .await
+            .unwrap()
+    );
+    // a, awake again: the row is b's.
+    assert!(
+        !a.channels()
+            .confirm_outbox_claim(taken[0].id, "a", t + 500)
+            .await
+            .unwrap()
+    );
+    assert!(
+        bb.channels()
+            .confirm_outbox_claim(taken[0].id, "b", t + 500)
+            .await
+            .unwrap()
+    );
+    // An unknown node (no lease at all) confirms nothing.
+    assert!(
+        !bb.channels()
+            .confirm_outbox_claim(taken[0].id, "nobody", t)
+            .await
+            .unwrap()
+    );
+    assert!(
+        bb.channels()
+            .confirm_outbox_claim(taken[0].id, "b", t + 500)
+            .await
+            .unwrap()
+    );
+}
+
 contract!(
+    a_sender_confirms_its_claim_before_each_send,
     leader_leases_are_claimed_held_taken_over_and_released,
     outbox_claims_give_each_row_to_one_sender_in_lane_order
 );

@@ -99,6 +99,28 @@ struct Inner {
     broken_downloads: Vec<String>,
     /// Files the bot sent (`sendDocument`, `sendPhoto`).
     sent_files: Vec<SentFile>,
+    /// (caller, text needle): the caller's next `sendMessage` with the needle in its text
+    /// waits, unanswered, until its [`Hold`] is released.
+    holds: Vec<(String, String, Hold)>,
+}
+
+/// A caller's next `sendMessage`, held unanswered ([`FakeTelegram::hold_next_send`]).
+#[derive(Clone)]
+pub struct Hold {
+    gate: Arc<tokio::sync::Semaphore>,
+    arrived: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Hold {
+    /// Whether the held call has come in.
+    pub fn arrived(&self) -> bool {
+        self.arrived.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Answers the held call (as it would have been answered).
+    pub fn release(&self) {
+        self.gate.add_permits(1);
+    }
 }
 
 /// A file the bot sent.
@@ -200,6 +222,19 @@ async fn api_as(
     };
     if method == "getUpdates" {
         return get_updates(inner, body).await;
+    }
+    let held = {
+        let mut s = inner.lock().unwrap_or_else(|e| e.into_inner());
+        let text = plain(body["text"].as_str().unwrap_or_default());
+        let at = s.holds.iter().position(|(c, needle, _)| {
+            method == "sendMessage" && Some(c) == caller.as_ref() && text.contains(needle.as_str())
+        });
+        at.map(|i| s.holds.remove(i).2)
+    };
+    if let Some(hold) = held {
+        hold.arrived
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = hold.gate.acquire().await;
     }
     let mut s = inner.lock().unwrap_or_else(|e| e.into_inner());
     let (status, reply) = answer(&mut s, &method, &body);
@@ -562,6 +597,20 @@ impl FakeTelegram {
             s.failures
                 .push((method.to_string(), needle.to_string(), *f));
         }
+    }
+
+    /// Holds the next `sendMessage` that `caller` makes ([`FakeTelegram::config_via`])
+    /// with `needle` in its text unanswered until the returned [`Hold`] is released; it
+    /// is recorded then.
+    pub fn hold_next_send(&self, caller: &str, needle: &str) -> Hold {
+        let hold = Hold {
+            gate: Arc::new(tokio::sync::Semaphore::new(0)),
+            arrived: Arc::default(),
+        };
+        self.lock()
+            .holds
+            .push((caller.to_string(), needle.to_string(), hold.clone()));
+        hold
     }
 
     /// Drops every injected failure not yet used.

@@ -50,6 +50,42 @@ impl Db {
         Ok(claimed)
     }
 
+    /// Right before a row goes out: whether it is still pending and `node_id`'s claim,
+    /// with that node's lease live past `live_until` (ms), so no other node may claim it
+    /// before the send has reached the platform. When not, the claim is let go if it is
+    /// still `node_id`'s (nothing was sent; the next claim, this node's or the new
+    /// leader's, takes the row). On the side connection, like the marks.
+    pub async fn confirm_outbox_claim(
+        &self,
+        id: i64,
+        node_id: &str,
+        live_until: i64,
+    ) -> Result<bool> {
+        let held = sqlx::query(
+            "UPDATE channel_outbox SET claim_until = claim_until WHERE id = $1 \
+             AND claimed_by = $2 AND status = 'pending' AND EXISTS \
+             (SELECT 1 FROM nodes n WHERE n.id = $2 AND n.lease_until > $3)",
+        )
+        .bind(id)
+        .bind(node_id)
+        .bind(live_until)
+        .execute(&self.side)
+        .await?
+        .rows_affected();
+        if held == 1 {
+            return Ok(true);
+        }
+        sqlx::query(
+            "UPDATE channel_outbox SET claimed_by = NULL, claim_until = 0 \
+             WHERE id = $1 AND claimed_by = $2",
+        )
+        .bind(id)
+        .bind(node_id)
+        .execute(&self.side)
+        .await?;
+        Ok(false)
+    }
+
     /// Drops every claim `node_id` holds on `channel`'s rows (its sender starts: claims
     /// left by its previous life are void). Returns how many there were.
     pub async fn release_outbox_claims(&self, channel: &str, node_id: &str) -> Result<u64> {
