@@ -43,10 +43,12 @@ async fn twenty_turns_on_three_nodes_stop_at_a_small_cap_with_a_bounded_overshoo
         let node = cluster.node(i % 3);
         convs.push((i % 3, node.new_conversation(Some("spender")).await));
     }
-    // 100 reports of 50 tokens, 20 ms apart: each turn alone would spend 5 000.
+    // 100 reports of 50 tokens, 100 ms apart: each turn alone would spend 5 000. (20 ms
+    // apart, a cancel delayed past 20 ms by a loaded machine let a third report through:
+    // the bound below is per report interval, not a time limit on the cancel.)
     let sends = convs.iter().map(|(n, c)| {
         let node = cluster.node(*n);
-        async move { node.say(c, &format!("spend 100 {REPORT} 20")).await }
+        async move { node.say(c, &format!("spend 100 {REPORT} 100")).await }
     });
     let started: Vec<Value> = futures::future::join_all(sends).await;
     let mut refused = 0;
