@@ -176,6 +176,12 @@ async fn a_delegated_turn_is_one_trace_across_two_nodes() {
                 .collect::<Vec<_>>()
         };
         let child_turn = in_trace("turn", id_b).into_iter().next()?;
+        // The parent's turn on a is exported by a's own batch, on its own schedule: the
+        // chain below is read once both nodes' spans are in (a loaded CI machine read it
+        // before a's turn had come).
+        let turn_a = in_trace("turn", id_a).into_iter().next()?;
+        all.iter()
+            .find(|s| s.name == "agent prompt" && s.parent == turn_a.id)?;
         let child_prompt = all
             .iter()
             .find(|s| {
