@@ -100,7 +100,7 @@ impl Placement<'_> {
 
     /// The live node other than this one that takes work and owns the fewest
     /// conversations (`None`: there is none).
-    async fn least_loaded_other(&self) -> Result<Option<tether_proto::NodeId>> {
+    pub(super) async fn least_loaded_other(&self) -> Result<Option<tether_proto::NodeId>> {
         let cluster = self.cluster();
         let store = &self.rt.ctx().store;
         let counts = store.cluster().owner_counts().await?;

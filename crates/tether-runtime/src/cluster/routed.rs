@@ -50,6 +50,23 @@ impl Placement<'_> {
             // work makes anyway checks the ownership a read of the owners row would.
             let trust = reroutes == 0 && call.command.starts_work();
             let node = match self.place(conv, hops.is_some(), trust).await? {
+                // A draining node starts no work for a conversation with nothing live
+                // here, even while its owners row still names this node (an idle
+                // session's claim is let go a moment after its eviction): as on one
+                // node, and as for a conversation it would claim anew (`place`).
+                Place::Here { claimed }
+                    if self.rt.ops().draining()
+                        && call.command.starts_work()
+                        && !self.live_here(Some(conv)).await? =>
+                {
+                    if claimed {
+                        self.release_if_idle(conv).await;
+                    }
+                    match self.least_loaded_other().await? {
+                        Some(node) => node,
+                        None => return Err(RuntimeError::Draining),
+                    }
+                }
                 Place::Here { claimed } => {
                     let out = self.rt.dispatch().run_here(call.clone()).await;
                     if claimed {
@@ -157,9 +174,11 @@ impl Placement<'_> {
             .conversations()
             .get_conversation(conv)
             .await?;
+        // Its agent live here (admitted to the pool): an evicted session's actor may
+        // still be on its way out, and a draining node must not start work for it.
         Ok(row
             .and_then(|r| r.bound_session_id)
-            .is_some_and(|s| self.rt.router().existing_actor(&s).is_some()))
+            .is_some_and(|s| self.rt.ctx().pool.is_live(&s)))
     }
 
     /// A conversation this command claimed and left without an actor (a `/status`, an

@@ -398,6 +398,11 @@ impl Pool {
             .map(|t| (t / 4).clamp(Duration::from_millis(50), Duration::from_secs(30)))
     }
 
+    /// Whether session `session_id` is live (its agent admitted, not evicted).
+    pub fn is_live(&self, session_id: &SessionId) -> bool {
+        self.lock().entries.contains_key(session_id)
+    }
+
     pub fn status(&self) -> PoolStatus {
         let st = self.lock();
         let idle = st
