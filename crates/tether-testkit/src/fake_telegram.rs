@@ -35,6 +35,10 @@ pub struct Call {
     /// Who called, when it came through a base URL of [`FakeTelegram::base_url_via`]
     /// (API methods other than `getUpdates` and file uploads).
     pub caller: Option<String>,
+    /// The caller's end of the connection (calls through such a base URL): a process
+    /// that dies takes its connections with it, so two calls on one address came from
+    /// one process.
+    pub peer: Option<std::net::SocketAddr>,
 }
 
 /// An injected failure.
@@ -187,19 +191,22 @@ async fn api(
 async fn api_via(
     State(inner): State<Arc<Mutex<Inner>>>,
     Path((caller, bot, method)): Path<(String, String, String)>,
+    axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<std::net::SocketAddr>,
     req: axum::extract::Request,
 ) -> (StatusCode, Json<Value>) {
-    api_as(inner, Some(caller), bot, method, req).await
+    api_as(inner, Some((caller, peer)), bot, method, req).await
 }
 
 async fn api_as(
     inner: Arc<Mutex<Inner>>,
-    caller: Option<String>,
+    caller: Option<(String, std::net::SocketAddr)>,
     bot: String,
     method: String,
     req: axum::extract::Request,
 ) -> (StatusCode, Json<Value>) {
     use axum::extract::FromRequest;
+    let started = Instant::now();
+    let (caller, peer) = caller.unzip();
     if bot != format!("bot{BOT_TOKEN}") {
         return err(StatusCode::UNAUTHORIZED, "Unauthorized", Value::Null);
     }
@@ -243,8 +250,9 @@ async fn api_as(
         body,
         status: status.as_u16(),
         at: Instant::now(),
-        started: Instant::now(),
+        started,
         caller,
+        peer,
     });
     (status, reply)
 }
@@ -394,6 +402,7 @@ async fn send_file(
         at: Instant::now(),
         started: Instant::now(),
         caller: None,
+        peer: None,
     });
     ok(json!({"message_id": id, "date": 0, "chat": {"id": chat_id, "type": "private"}}))
 }
@@ -441,6 +450,7 @@ async fn get_updates(inner: Arc<Mutex<Inner>>, body: Value) -> (StatusCode, Json
                     at: Instant::now(),
                     started,
                     caller: None,
+                    peer: None,
                 });
                 return ok(Value::Array(result));
             }
@@ -471,6 +481,7 @@ impl FakeTelegram {
             .local_addr()
             .unwrap_or_else(|e| panic!("addr: {e}"));
         let server = tokio::spawn(async move {
+            let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
             let _ = axum::serve(listener, app).await;
         });
         FakeTelegram {

@@ -19,6 +19,8 @@ macro_rules! backend_modules {
     () => {
         #[path = "../events/sql_append.rs"]
         mod append;
+        #[path = "../events/sql_append_at_once.rs"]
+        mod append_at_once;
         #[path = "../attachments/sql.rs"]
         mod attachments;
         #[path = "../usage/sql_budgets.rs"]

@@ -58,6 +58,9 @@ pub(crate) mod dialect {
     /// Other nodes insert events too, so ids of one statement need not be consecutive:
     /// each row is returned (see SQLite's).
     pub const INSERTED_IDS: Option<&str> = None;
+    /// No one-query group of events: a node may hold fencing epochs, checked before its
+    /// transaction commits, and a round trip to the server costs no thread hand-off.
+    pub const EVENTS_AT_ONCE: Option<(&str, &str)> = None;
 }
 
 backend_modules!();

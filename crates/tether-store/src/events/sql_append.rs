@@ -102,6 +102,10 @@ impl Db {
             let _ = one.reply.send(result);
             return;
         }
+        if self.at_once(&group) {
+            let stored = self.store_at_once(conn, &group).await;
+            return self.answer_group(group, stored).await;
+        }
         let stored = async {
             // Each step within the query time-out: a commit that got no answer is
             // unknown, and read back like one whose connection was lost.
@@ -116,6 +120,11 @@ impl Db {
         }
         .await
         .and_then(|settled| settled);
+        self.answer_group(group, stored).await;
+    }
+
+    /// Answers every batch of `group` from its group commit's outcome.
+    async fn answer_group(&self, group: Vec<Pending>, stored: Result<Vec<EventEnvelope>>) {
         match stored {
             Ok(events) => {
                 let mut events = events.into_iter();
@@ -155,6 +164,9 @@ impl Db {
     /// One batch in a transaction of its own on the writer `conn` (one event: one
     /// autocommit statement).
     async fn append_one(&self, conn: Conn, p: &Pending) -> Result<Vec<EventEnvelope>> {
+        if p.payloads.len() > 1 && self.at_once(std::slice::from_ref(p)) {
+            return self.store_at_once(conn, std::slice::from_ref(p)).await;
+        }
         // While this node holds an epoch, even one event is a transaction: its fence is
         // checked before it commits (see `fence`).
         if let [payload] = p.payloads.as_slice()
