@@ -13,8 +13,6 @@ use tether_testkit::Daemon;
 use tether_testkit::fake_feishu::{Events, FakeFeishu};
 use tether_testkit::uploads::{BOUNDARY, Part, multipart_body};
 
-use crate::reliability_util::eventually;
-
 /// The Feishu user and the DM chat of the Feishu conversation.
 pub(crate) const FEISHU_USER: &str = "ou_soak";
 pub(crate) const FEISHU_CHAT: &str = "oc_soak";
@@ -136,27 +134,53 @@ async fn all_events(d: &Daemon, session: &str) -> Vec<Value> {
     }
 }
 
+/// Polls `f` every 100 ms until it returns `Some`, for at most a soak's patience (15 min).
+async fn patiently<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    tether_testkit::within_for(what, std::time::Duration::from_secs(900), async {
+        loop {
+            if let Some(v) = f().await {
+                return v;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    })
+    .await
+}
+
 /// Every task delegated from these parent conversations ends (completed, or failed when
 /// a kill interrupted it), and its parent's session was told how it ended exactly once.
 /// Returns (tasks, of them completed).
 pub(crate) async fn check_delegations(d: &Daemon, parents: &[(String, String)]) -> (usize, usize) {
     let (mut tasks, mut completed) = (0, 0);
     for (parent, session) in parents {
-        let children = eventually("every delegated task ends", || async {
+        // A soak's patience (after 1 000 kills a parent's events run to hundreds of
+        // thousands, read in pages by a debug build); what still runs is printed as it
+        // changes, so a task that never ends shows in the log.
+        let running_before = std::sync::Mutex::new(String::new());
+        let children = patiently("every delegated task ends", || async {
             let list = d
                 .get_ok(&format!("/api/v1/conversations/{parent}/delegations"))
                 .await;
             let list = list.as_array().cloned().unwrap_or_default();
-            list.iter()
-                .all(|t| t["status"] != "running")
-                .then_some(list)
+            let running: Vec<&Value> = list.iter().filter(|t| t["status"] == "running").collect();
+            let now = format!("{running:?}");
+            let mut before = running_before.lock().unwrap();
+            if !running.is_empty() && *before != now {
+                eprintln!("crash loop: delegated tasks of {parent} still running: {now}");
+            }
+            *before = now;
+            running.is_empty().then_some(list)
         })
         .await;
         let ids: BTreeSet<String> = children
             .iter()
             .map(|t| t["task_id"].as_str().unwrap().to_string())
             .collect();
-        let reports = eventually("every task's end is reported to its parent", || async {
+        let reports = patiently("every task's end is reported to its parent", || async {
             let mut n: BTreeMap<String, usize> = BTreeMap::new();
             for e in all_events(d, session).await {
                 if e["payload"]["type"] == "delegation_completed"
