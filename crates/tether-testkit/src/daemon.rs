@@ -705,6 +705,24 @@ impl Daemon {
         .await
     }
 
+    /// The conversation's history (as JSON text) once it says `needle`: a line posted
+    /// after a turn ended (a parking notice) may come a moment after the turn's end.
+    pub async fn wait_history(&self, conv: &str, needle: &str) -> String {
+        within(needle, async {
+            loop {
+                let h = self
+                    .get_ok(&format!("/api/v1/conversations/{conv}/messages"))
+                    .await
+                    .to_string();
+                if h.contains(needle) {
+                    return h;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+    }
+
     /// Opens the conversation's SSE stream, optionally resuming after `last_event_id`.
     pub async fn events(&self, conv: &str, last_event_id: Option<&str>) -> SseStream {
         let mut req = self

@@ -50,12 +50,6 @@ async fn nth_turn_ended(d: &Daemon, sid: &str, n: usize) -> Value {
     .await
 }
 
-async fn history_text(d: &Daemon, c: &str) -> String {
-    d.get_ok(&format!("/api/v1/conversations/{c}/messages"))
-        .await
-        .to_string()
-}
-
 #[tokio::test]
 async fn a_turn_stopped_by_the_limit_continues_in_the_same_session_at_the_reset() {
     let (d, _state) = daemon().await;
@@ -67,8 +61,7 @@ async fn a_turn_stopped_by_the_limit_continues_in_the_same_session_at_the_reset(
         assert_eq!(t["status"], "failed", "{dialect}: {t}");
         assert_eq!(t["error_code"], "usage_limit", "{dialect}: {t}");
         let sid = o["session_id"].as_str().unwrap().to_owned();
-        let told = history_text(&d, &c).await;
-        assert!(told.contains("I will continue at"), "{dialect}: {told}");
+        let told = d.wait_history(&c, "I will continue at").await;
         assert!(told.contains("/cancel"), "{dialect}: {told}");
         let next = nth_turn_ended(&d, &sid, 2).await;
         assert_eq!(next["input"], CONTINUE, "{dialect}: {next}");
@@ -214,16 +207,7 @@ async fn a_continuation_that_meets_the_limit_again_counts_as_the_next_attempt() 
     let second = nth_turn_ended(&d, &sid, 2).await;
     assert_eq!(second["input"], "limit 1", "{second}");
     assert_eq!(second["error_code"], "usage_limit", "{second}");
-    let history = within_for("the give-up line", Duration::from_secs(5), async {
-        loop {
-            let h = history_text(&d, &a).await;
-            if h.contains("I stop trying") {
-                return h;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
+    let history = d.wait_history(&a, "I stop trying").await;
     assert!(history.contains("after 1 continuations"), "{history}");
     tokio::time::sleep(Duration::from_millis(5000)).await;
     assert_eq!(turns(&d, &sid).await.len(), 2, "no further continuation");

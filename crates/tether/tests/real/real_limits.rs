@@ -30,11 +30,7 @@ async fn codex_claude_and_gemini_at_their_limit_are_parked_not_failed() {
         let (_, t) = d.say_and_wait(&c, "limit 600").await;
         assert_eq!(t["status"], "failed", "{agent}: {t}");
         assert_eq!(t["error_code"], "usage_limit", "{agent}: {t}");
-        let history = d
-            .get_ok(&format!("/api/v1/conversations/{c}/messages"))
-            .await
-            .to_string();
-        assert!(history.contains("I will continue at"), "{agent}: {history}");
+        let history = d.wait_history(&c, "I will continue at").await;
         assert_eq!(
             history.contains("usage limit resets at"),
             says_when,
