@@ -406,7 +406,183 @@ async fn a_turn_and_its_message_are_stored_together_or_not_at_all(b: Backend) {
     assert_eq!(texts, ["why", "hi", "next"]);
 }
 
+/// A turn's start (its row and `turn_started`) and its end (its row, its terminal event
+/// at the next `seq` and its history line with the conversation's `updated_at`),
+/// together, once (on SQLite one query each, see `conversations/sql_turns_at_once.rs`);
+/// without a line, only the row and the event.
+async fn a_turns_end_is_stored_together_once(b: Backend) {
+    let (_d, store) = open(b).await;
+    let (c, s) = conv_with_session(&store).await;
+    for (id, line) in [("t1", true), ("t2", false)] {
+        let t = NewTurn {
+            id: id.into(),
+            session_id: s.clone(),
+            conversation_id: c.clone(),
+            input: format!("do {id}"),
+            status: TurnStatus::Queued,
+        };
+        store.conversations().insert_turn(&t, true).await.unwrap();
+        // The start (with a trace context or without) as stored and as returned.
+        let trace = line.then_some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+        let started = store
+            .conversations()
+            .start_turn(&id.into(), trace)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(!started.has_attachments);
+        assert_eq!(
+            started.event.payload,
+            EventPayload::TurnStarted {
+                input: format!("do {id}"),
+                traceparent: trace.map(str::to_owned),
+            }
+        );
+        let read = store.events().session_events(&s, 0, 100).await.unwrap();
+        assert_eq!(read.last(), Some(&started.event));
+        assert_eq!(
+            store
+                .conversations()
+                .get_turn(&id.into())
+                .await
+                .unwrap()
+                .unwrap()
+                .status,
+            TurnStatus::Running
+        );
+        assert!(
+            store
+                .conversations()
+                .start_turn(&id.into(), None)
+                .await
+                .unwrap()
+                .is_none(),
+            "a turn starts once"
+        );
+        let before = store
+            .conversations()
+            .get_conversation(&c)
+            .await
+            .unwrap()
+            .unwrap()
+            .updated_at_ms;
+        let lines = store.events().history(&c, 0, 100).await.unwrap().len();
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+        let end = TurnEnd {
+            status: TurnStatus::Completed,
+            result_text: Some(format!("done {id}")),
+            stop_reason: Some("end_turn".into()),
+            error: None,
+            usage: Some(serde_json::json!({"output_tokens": 3})),
+        };
+        let payload = EventPayload::TurnCompleted {
+            stop_reason: Some("end_turn".into()),
+            text: format!("done {id}"),
+        };
+        let message = NewMessage {
+            role: MessageRole::Agent,
+            text: format!("done {id}"),
+        };
+        let ev = store
+            .conversations()
+            .finish_turn(&id.into(), &end, &payload, line.then_some(&message))
+            .await
+            .unwrap()
+            .expect("the turn ends");
+        assert_eq!(ev.seq, started.event.seq + 1, "{ev:?}");
+        assert_eq!(ev.session_id, s);
+        assert_eq!(ev.conversation_id, c);
+        assert_eq!(ev.turn_id.as_ref().map(TurnId::as_str), Some(id));
+        let stored = store.events().session_events(&s, 0, 100).await.unwrap();
+        let last = stored.last().unwrap();
+        assert_eq!((last.id, last.seq), (ev.id, ev.seq));
+        assert_eq!(last.payload, payload);
+        let turn = store
+            .conversations()
+            .get_turn(&id.into())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(turn.status, TurnStatus::Completed);
+        assert_eq!(
+            turn.result_text.as_deref(),
+            Some(format!("done {id}").as_str())
+        );
+        assert_eq!(turn.stop_reason.as_deref(), Some("end_turn"));
+        assert!(turn.ended_at_ms.is_some());
+        let history = store.events().history(&c, 0, 100).await.unwrap();
+        let after = store
+            .conversations()
+            .get_conversation(&c)
+            .await
+            .unwrap()
+            .unwrap()
+            .updated_at_ms;
+        if line {
+            assert_eq!(history.len(), lines + 1);
+            let m = history.last().unwrap();
+            assert_eq!((m.role, m.text.as_str()), (MessageRole::Agent, "done t1"));
+            assert_eq!(m.turn_id.as_ref().map(TurnId::as_str), Some(id));
+            assert!(after > before, "{after} > {before}");
+        } else {
+            assert_eq!(history.len(), lines);
+            assert_eq!(after, before);
+        }
+        // Once: a second end (of any status) changes nothing.
+        let cancelled = TurnEnd {
+            status: TurnStatus::Cancelled,
+            result_text: None,
+            stop_reason: None,
+            error: None,
+            usage: None,
+        };
+        let again = store
+            .conversations()
+            .finish_turn(
+                &id.into(),
+                &cancelled,
+                &EventPayload::TurnCancelled {},
+                Some(&message),
+            )
+            .await
+            .unwrap();
+        assert!(again.is_none());
+        assert_eq!(
+            store
+                .events()
+                .session_events(&s, 0, 100)
+                .await
+                .unwrap()
+                .len(),
+            stored.len()
+        );
+        assert_eq!(
+            store.events().history(&c, 0, 100).await.unwrap().len(),
+            history.len()
+        );
+    }
+    // A turn that is not there ends nothing; the store goes on.
+    let none = TurnEnd {
+        status: TurnStatus::Failed,
+        result_text: None,
+        stop_reason: None,
+        error: Some((ErrorCode::AgentCrashed, "gone".into())),
+        usage: None,
+    };
+    let payload = EventPayload::TurnCancelled {};
+    assert!(
+        store
+            .conversations()
+            .finish_turn(&"nope".into(), &none, &payload, None)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(store.integrity_check().await.unwrap());
+}
+
 contract!(
+    a_turns_end_is_stored_together_once,
     a_turn_and_its_message_are_stored_together_or_not_at_all,
     one_external_id_one_session,
     seq_is_gap_free_and_binding_set,

@@ -81,6 +81,8 @@ macro_rules! backend_modules {
         mod timers;
         #[path = "../conversations/sql_turns.rs"]
         mod turns;
+        #[path = "../conversations/sql_turns_at_once.rs"]
+        mod turns_at_once;
         #[path = "sql_tx.rs"]
         mod tx;
         #[path = "../usage/sql.rs"]

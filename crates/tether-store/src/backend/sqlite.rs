@@ -53,6 +53,56 @@ pub(crate) mod dialect {
          $5, $6); INSERT INTO messages (conversation_id, role, text, session_id, turn_id, at) \
          VALUES ($3, $7, $4, $2, $1, $6) RETURNING id; UPDATE conversations SET \
          updated_at = $6 WHERE id = $3; COMMIT";
+    /// A turn's start in one query that begins and commits its own transaction (see
+    /// `conversations/sql_turns_at_once.rs`): the queued turn marked running ($1 now, $2
+    /// the turn), then its `turn_started` event (its payload made by the statement from
+    /// the turn's input, with $3 the trace context when not null; `seq` = the session's
+    /// largest + 1), only when the turn changed (`changes()`: the last statement's
+    /// count). The turn changes only with its session and conversation there, so its
+    /// event is always stored with it. Returns the turn's session, conversation, input
+    /// and number of files, then the event's id and `seq`; no row when the turn was not
+    /// queued.
+    pub const START_TURN_AT_ONCE: Option<&str> = Some(
+        "BEGIN IMMEDIATE; UPDATE turns SET status = 'running', started_at = $1 WHERE id = $2 \
+         AND status = 'queued' AND EXISTS (SELECT 1 FROM sessions s JOIN conversations c ON \
+         c.id = s.conversation_id WHERE s.id = turns.session_id) RETURNING session_id, \
+         conversation_id, input, (SELECT COUNT(*) FROM attachments WHERE turn_id = $2); \
+         INSERT INTO events (conversation_num, session_num, seq, turn_id, at, kind, payload) \
+         SELECT c.num, s.num, COALESCE((SELECT e.seq FROM events e WHERE e.session_num = \
+         s.num ORDER BY e.seq DESC LIMIT 1), 0) + 1, t.id, $1, 'turn_started', CASE WHEN $3 \
+         IS NULL THEN json_object('type', 'turn_started', 'input', t.input) ELSE \
+         json_object('type', 'turn_started', 'input', t.input, 'traceparent', $3) END FROM \
+         turns t JOIN sessions s ON s.id = t.session_id JOIN conversations c ON c.id = \
+         t.conversation_id WHERE t.id = $2 AND changes() = 1 RETURNING id, seq; COMMIT",
+    );
+    /// A turn's end in one query that begins and commits its own transaction (see
+    /// `conversations/sql_turns_at_once.rs`): what comes before the list of the statuses it may end from
+    /// and after. The turn's row ($1 status, $2 result, $3 stop reason, $4 error code, $5
+    /// error message, $6 usage, $7 now, $8 the turn), its terminal event ($9 kind, $10
+    /// payload; `seq` = the session's largest + 1) and, when $11 (the role) is not null,
+    /// its history line ($12 the text) with the conversation's `updated_at`. Each step
+    /// runs only when the one before changed a row (`changes()`: the last statement's
+    /// count), so a turn that had already ended changes nothing; the turn changes only
+    /// with its session and conversation there, so its event is always stored with it
+    /// (the transaction is committed before anyone could check). Returns the turn's
+    /// session and conversation, then the event's id and `seq`; no row when the turn
+    /// could not end.
+    pub const FINISH_TURN_AT_ONCE: Option<(&str, &str)> = Some((
+        "BEGIN IMMEDIATE; UPDATE turns SET status = $1, result_text = $2, stop_reason = $3, \
+         error_code = $4, error_message = $5, usage = $6, ended_at = $7 WHERE id = $8 AND \
+         EXISTS (SELECT 1 FROM sessions s JOIN conversations c ON c.id = s.conversation_id \
+         WHERE s.id = turns.session_id) AND status IN ",
+        " RETURNING session_id, conversation_id; INSERT INTO events (conversation_num, \
+         session_num, seq, turn_id, at, kind, payload) SELECT c.num, s.num, COALESCE((SELECT \
+         e.seq FROM events e WHERE e.session_num = s.num ORDER BY e.seq DESC LIMIT 1), 0) + 1, \
+         t.id, $7, $9, $10 FROM turns t JOIN sessions s ON s.id = t.session_id JOIN \
+         conversations c ON c.id = t.conversation_id WHERE t.id = $8 AND changes() = 1 \
+         RETURNING id, seq; INSERT INTO messages (conversation_id, role, text, session_id, \
+         turn_id, at) SELECT t.conversation_id, $11, $12, t.session_id, t.id, $7 FROM turns t \
+         WHERE t.id = $8 AND $11 IS NOT NULL AND changes() = 1; UPDATE conversations SET \
+         updated_at = $7 WHERE id = (SELECT conversation_id FROM turns WHERE id = $8) AND $11 \
+         IS NOT NULL AND changes() = 1; COMMIT",
+    ));
     /// SQLite's one writer already serialises every write.
     pub const CHILDREN_LOCK: Option<&str> = None;
     /// SQLite has no notices (and is one node: nobody to wake).

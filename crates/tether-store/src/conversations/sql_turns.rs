@@ -108,6 +108,11 @@ impl Db {
         turn_id: &TurnId,
         traceparent: Option<&str>,
     ) -> Result<Option<StartedTurn>> {
+        if let Some(sql) = super::dialect::START_TURN_AT_ONCE
+            && !self.shared.held.any()
+        {
+            return self.start_turn_at_once(sql, turn_id, traceparent).await;
+        }
         let mut tx = self.writer.begin().await?;
         let row: Option<(String, String, i64)> = sqlx::query_as(
             "UPDATE turns SET status = 'running', started_at = $1 WHERE id = $2 \
@@ -150,6 +155,12 @@ impl Db {
         event: &EventPayload,
         message: Option<&NewMessage>,
     ) -> Result<Option<EventEnvelope>> {
+        if let Some((head, tail)) = super::dialect::FINISH_TURN_AT_ONCE
+            && !self.shared.held.any()
+        {
+            let sql = format!("{head}{}{tail}", rules::turns_that_can_become(end.status));
+            return self.finish_turn_at_once(&sql, turn_id, end, event, message).await;
+        }
         let mut tx = self.writer.begin().await?;
         let row: Option<(String, String)> = sqlx::query_as(&format!(
             "UPDATE turns SET status = $1, result_text = $2, stop_reason = $3, error_code = $4, \

@@ -5,7 +5,7 @@
 
 use sqlx::Row;
 
-use super::{Db, SqlRow};
+use super::{Db, Sql, SqlRow};
 use crate::Result;
 use crate::usage::{Bucket, Counted, NewUsage, Recorded, SeriesPoint, UsageScope, UsageTotals};
 
@@ -52,31 +52,34 @@ fn scope_filter(scope: &UsageScope) -> (&'static str, Option<String>) {
     }
 }
 
-impl Db {
-    /// Appends a usage row at the store's now and adds it to every budget it counts
-    /// toward, atomically; a report id already stored changes nothing.
-    pub async fn record_usage(&self, u: &NewUsage) -> Result<Recorded> {
-        let now = self.now_ms();
-        let mut tx = self.writer.begin().await?;
-        // The row comes back with the number of budgets it counts toward: almost always
-        // none, and then nothing more is read.
-        let inserted = sqlx::query(concat!(
-            "INSERT INTO usage_ledger (at, conversation_id, root_conversation_id, session_id, \
-             turn_id, person_id, agent, model, account, input_tokens, cached_input_tokens, \
-             cache_write_tokens, output_tokens, reasoning_tokens, cost_nanos, price_version, \
-             report_id, unreported) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-             $17, $18) ON CONFLICT (report_id) DO NOTHING RETURNING id, \
-             (SELECT COUNT(*) FROM budgets WHERE ",
-            crate::usage::counting_where!("", "$2", "$3", "$6"),
-            ") AS counting"
-        ))
-        .bind(now)
+/// The ledger's columns in the order [`bind_usage`] binds them.
+macro_rules! usage_columns {
+    () => {
+        "at, conversation_id, root_conversation_id, session_id, turn_id, person_id, agent, \
+         model, account, input_tokens, cached_input_tokens, cache_write_tokens, \
+         output_tokens, reasoning_tokens, cost_nanos, price_version, report_id, unreported"
+    };
+}
+
+/// Their values: the parameters [`bind_usage`] binds.
+macro_rules! usage_values {
+    () => {
+        "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18"
+    };
+}
+
+/// Binds a row's values to a query of the ledger's columns (`usage_values!`).
+fn bind_usage<'q, O>(
+    q: sqlx::query::QueryAs<'q, Sql, O, <Sql as sqlx::Database>::Arguments<'q>>,
+    u: &'q NewUsage,
+    now: i64,
+) -> sqlx::query::QueryAs<'q, Sql, O, <Sql as sqlx::Database>::Arguments<'q>> {
+    q.bind(now)
         .bind(u.conversation_id.as_str())
         .bind(u.root_conversation_id.as_str())
-        .bind(u.session_id.as_ref().map(|s| s.as_str().to_owned()))
-        .bind(u.turn_id.as_ref().map(|t| t.as_str().to_owned()))
-        .bind(u.person_id.as_ref().map(|p| p.as_str().to_owned()))
+        .bind(u.session_id.as_ref().map(|s| s.as_str()))
+        .bind(u.turn_id.as_ref().map(|t| t.as_str()))
+        .bind(u.person_id.as_ref().map(|p| p.as_str()))
         .bind(&u.agent)
         .bind(&u.model)
         .bind(&u.account)
@@ -89,13 +92,62 @@ impl Db {
         .bind(&u.price_version)
         .bind(&u.report_id)
         .bind(i64::from(u.unreported))
+}
+
+impl Db {
+    /// Appends a usage row at the store's now and adds it to every budget it counts
+    /// toward, atomically; a report id already stored changes nothing.
+    pub async fn record_usage(&self, u: &NewUsage) -> Result<Recorded> {
+        let now = self.now_ms();
+        // Almost always no budget counts the row: then it is one statement on its own
+        // (one round trip instead of `BEGIN`, the insert and `COMMIT`), which inserts
+        // nothing when a budget counts it (or the report is stored already) and leaves
+        // that to the transaction below.
+        let alone: Option<(i64,)> = bind_usage(
+            sqlx::query_as(concat!(
+                "INSERT INTO usage_ledger (",
+                usage_columns!(),
+                ") SELECT ",
+                usage_values!(),
+                " WHERE NOT EXISTS (SELECT 1 FROM budgets WHERE ",
+                crate::usage::counting_where!("", "$2", "$3", "$6"),
+                ") ON CONFLICT (report_id) DO NOTHING RETURNING id"
+            )),
+            u,
+            now,
+        )
+        .fetch_optional(&self.writer)
+        .await?;
+        if alone.is_some() {
+            return Ok(Recorded {
+                inserted: true,
+                budgets: Vec::new(),
+            });
+        }
+        let mut tx = self.writer.begin().await?;
+        // The row comes back with the number of budgets it counts toward (none, when
+        // one was removed since), and then nothing more is read.
+        let inserted: Option<(i64, i64)> = bind_usage(
+            sqlx::query_as(concat!(
+                "INSERT INTO usage_ledger (",
+                usage_columns!(),
+                ") VALUES (",
+                usage_values!(),
+                ") ON CONFLICT (report_id) DO NOTHING RETURNING id, \
+                 (SELECT COUNT(*) FROM budgets WHERE ",
+                crate::usage::counting_where!("", "$2", "$3", "$6"),
+                ") AS counting"
+            )),
+            u,
+            now,
+        )
         .fetch_optional(&mut *tx)
         .await?;
-        let Some(inserted) = inserted else {
+        let Some((_, counting)) = inserted else {
             tx.commit_unchecked().await?;
             return Ok(Recorded::default());
         };
-        if inserted.try_get::<i64, _>("counting")? == 0 {
+        if counting == 0 {
             tx.commit_unchecked().await?;
             return Ok(Recorded {
                 inserted: true,
