@@ -19,11 +19,9 @@ const CLAIM_MS: i64 = 30_000;
 const BATCH: i64 = 64;
 /// Starts this node's timer loop (called once at start).
 pub(crate) fn start(rt: &Runtime) {
+    crate::worktree::sweep::schedule(rt);
     let weak = Arc::downgrade(&rt.inner);
     tokio::spawn(async move {
-        if let Some(inner) = weak.upgrade() {
-            crate::worktree::sweep::schedule(&inner.ctx).await;
-        }
         let mut look = tokio::time::interval(LOOK);
         look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

@@ -212,8 +212,37 @@ async fn a_schedule_keeps_one_waiting_run(b: Backend) {
     assert!(s.schedules_of(None).await.unwrap().is_empty());
 }
 
+/// A slot's timer that every node adds is stored once, by the first; the others are
+/// told so (no error), and it is kept as the first one added it.
+async fn a_timer_added_by_every_node_is_stored_once(b: Backend) {
+    let (_d, store) = support::open(b).await;
+    let t = store.timers();
+    let now = now_ms();
+    assert!(
+        t.add_timer_once(&timer("slot-1", "c1", now - 10))
+            .await
+            .unwrap()
+    );
+    let mut other = timer("slot-1", "c1", now + 60_000);
+    other.attempt = 2;
+    assert!(!t.add_timer_once(&other).await.unwrap());
+    let got = t.claim_due_timers("a", now, 10_000, 10).await.unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!((got[0].id.as_str(), got[0].attempt), ("slot-1", 1));
+    // Fired, its id still counts: the slot is not scheduled twice.
+    assert!(t.fire_timer("slot-1").await.unwrap());
+    assert!(!t.add_timer_once(&timer("slot-1", "c1", now)).await.unwrap());
+    assert!(
+        t.claim_due_timers("a", now + 1, 10_000, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
 contract!(
     timers_fire_once_and_cancel,
+    a_timer_added_by_every_node_is_stored_once,
     a_schedule_keeps_one_waiting_run,
 );
 contract!(multi_thread; concurrent_claims_take_each_timer_once);

@@ -38,14 +38,48 @@ pub struct Swept {
     pub bytes_after: u64,
 }
 
+/// How long a clean-up's scheduling that failed waits before it tries again.
+const SCHEDULE_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Makes sure a clean-up is due within one interval (at start and after each one). The
-/// timer's id names its slot, so nodes starting at once add it once.
-pub(crate) async fn schedule(ctx: &Ctx) {
+/// timer's id names its slot, so nodes starting at once add it once. While the store
+/// cannot take it (unreachable at start), it is tried again as long as the runtime
+/// lives: without that timer no clean-up would run again.
+pub(crate) fn schedule(rt: &Runtime) {
+    let weak = std::sync::Arc::downgrade(&rt.inner);
+    tokio::spawn(async move {
+        let mut told = false;
+        loop {
+            let Some(inner) = weak.upgrade() else { return };
+            let timer = next_sweep(&inner.ctx);
+            match inner.ctx.store.timers().add_timer_once(&timer).await {
+                // Added, or another node had added this slot's timer.
+                Ok(_) => {
+                    if told {
+                        tracing::info!(timer = timer.id, "the worktree clean-up is scheduled");
+                    }
+                    return;
+                }
+                Err(e) => {
+                    if !told {
+                        tracing::warn!(error = %e, "cannot schedule the worktree clean-up yet; trying again");
+                        told = true;
+                    }
+                }
+            }
+            drop(inner);
+            tokio::time::sleep(SCHEDULE_RETRY).await;
+        }
+    });
+}
+
+/// The clean-up timer of the next slot of `[worktrees] sweep_interval`.
+fn next_sweep(ctx: &Ctx) -> NewTimer {
     let every = i64::try_from(ctx.config.worktrees.sweep_interval.as_millis())
         .unwrap_or(i64::MAX / 4)
         .max(1);
     let slot = ctx.clock.now_ms() / every + 1;
-    let timer = NewTimer {
+    NewTimer {
         id: format!("worktree-sweep-{every}-{slot}"),
         kind: WORKTREE_SWEEP.to_owned(),
         conversation_id: tether_proto::ConversationId::from(String::new()),
@@ -53,10 +87,6 @@ pub(crate) async fn schedule(ctx: &Ctx) {
         due_at_ms: slot.saturating_mul(every),
         attempt: 1,
         payload: "{}".to_owned(),
-    };
-    // Another node added this slot's timer already: nothing to do.
-    if let Err(e) = ctx.store.timers().add_timer(&timer).await {
-        tracing::debug!(error = %e, "the worktree clean-up is scheduled already");
     }
 }
 
@@ -77,7 +107,7 @@ pub(crate) async fn fire(rt: &Runtime, t: &Timer) {
     if let Err(e) = ctx.store.timers().fire_timer(&t.id).await {
         tracing::warn!(timer = t.id, error = %e, "cannot mark a worktree clean-up done");
     }
-    schedule(ctx).await;
+    schedule(rt);
 }
 
 /// One clean-up: stale directories, then the budget.

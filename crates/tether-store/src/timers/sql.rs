@@ -47,6 +47,27 @@ impl Db {
         Ok(())
     }
 
+    /// Adds timer `t` unless a timer of its id is stored already (a slot's timer that
+    /// every node adds: the first one stores it); whether it was added.
+    pub async fn add_timer_once(&self, t: &NewTimer) -> Result<bool> {
+        let done = sqlx::query(
+            "INSERT INTO timers (id, kind, conversation_id, account, due_at, state, attempt, \
+             payload, created_at) VALUES ($1, $2, $3, $4, $5, 'waiting', $6, $7, $8) \
+             ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(&t.id)
+        .bind(&t.kind)
+        .bind(t.conversation_id.as_str())
+        .bind(&t.account)
+        .bind(t.due_at_ms)
+        .bind(t.attempt)
+        .bind(&t.payload)
+        .bind(self.now_ms())
+        .execute(&self.writer)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// Claims up to `limit` timers due at `now_ms` (or whose claim lapsed) for `node`
     /// until `now_ms + lease_ms`; each is claimed by one node only.
     pub async fn claim_due_timers(
