@@ -38,25 +38,13 @@ impl Db {
         let Some((turn, stored)) = two_rows(&mut tx, ran, "a turn's start")? else {
             return Ok(None);
         };
-        let session_id = SessionId::from(turn.try_get::<String, _>(0)?);
-        let conversation_id = ConversationId::from(turn.try_get::<String, _>(1)?);
         let input: String = turn.try_get(2)?;
         let files: i64 = turn.try_get(3)?;
-        let ev = EventEnvelope {
-            id: stored.try_get(0)?,
-            session_id,
-            conversation_id: conversation_id.clone(),
-            seq: stored.try_get(1)?,
-            turn_id: Some(turn_id.clone()),
-            at_ms: now,
-            payload: EventPayload::TurnStarted {
-                input,
-                traceparent: traceparent.map(str::to_owned),
-            },
+        let payload = EventPayload::TurnStarted {
+            input,
+            traceparent: traceparent.map(str::to_owned),
         };
-        tx.note_on_behalf(&conversation_id);
-        tx.note_appended(1);
-        self.commit_events(tx, std::slice::from_ref(&ev)).await?;
+        let ev = self.publish(tx, (&turn, &stored), turn_id, now, payload).await?;
         Ok(Some(StartedTurn {
             event: ev,
             has_attachments: files > 0,
@@ -97,21 +85,34 @@ impl Db {
         let Some((turn, stored)) = two_rows(&mut tx, ran, "a turn's end")? else {
             return Ok(None);
         };
-        let session_id = SessionId::from(turn.try_get::<String, _>(0)?);
+        let ev = self.publish(tx, (&turn, &stored), turn_id, now, event.clone()).await?;
+        Ok(Some(ev))
+    }
+
+    /// The event a query of this module stored with `payload` (`rows`: the turn's, with
+    /// its session and conversation first, and the event's id and `seq`), published.
+    async fn publish(
+        &self,
+        mut tx: Tx,
+        (turn, stored): (&SqlRow, &SqlRow),
+        turn_id: &TurnId,
+        now: i64,
+        payload: EventPayload,
+    ) -> Result<EventEnvelope> {
         let conversation_id = ConversationId::from(turn.try_get::<String, _>(1)?);
         let ev = EventEnvelope {
             id: stored.try_get(0)?,
-            session_id,
+            session_id: SessionId::from(turn.try_get::<String, _>(0)?),
             conversation_id: conversation_id.clone(),
             seq: stored.try_get(1)?,
             turn_id: Some(turn_id.clone()),
             at_ms: now,
-            payload: event.clone(),
+            payload,
         };
         tx.note_on_behalf(&conversation_id);
         tx.note_appended(1);
         self.commit_events(tx, std::slice::from_ref(&ev)).await?;
-        Ok(Some(ev))
+        Ok(ev)
     }
 
 }

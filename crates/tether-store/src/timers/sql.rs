@@ -5,7 +5,7 @@
 
 use sqlx::Row;
 
-use super::{Db, SqlRow};
+use super::{Db, SqlQueryResult, SqlRow};
 use crate::Result;
 use crate::timers::{NewTimer, Timer};
 use tether_proto::ConversationId;
@@ -30,42 +30,32 @@ fn timer(row: &SqlRow) -> Result<Timer> {
 impl Db {
     /// Adds a waiting timer.
     pub async fn add_timer(&self, t: &NewTimer) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO timers (id, kind, conversation_id, account, due_at, state, attempt, \
-             payload, created_at) VALUES ($1, $2, $3, $4, $5, 'waiting', $6, $7, $8)",
-        )
-        .bind(&t.id)
-        .bind(&t.kind)
-        .bind(t.conversation_id.as_str())
-        .bind(&t.account)
-        .bind(t.due_at_ms)
-        .bind(t.attempt)
-        .bind(&t.payload)
-        .bind(self.now_ms())
-        .execute(&self.writer)
-        .await?;
-        Ok(())
+        self.insert_timer(t, "").await.map(drop)
     }
 
     /// Adds timer `t` unless a timer of its id is stored already (a slot's timer that
     /// every node adds: the first one stores it); whether it was added.
     pub async fn add_timer_once(&self, t: &NewTimer) -> Result<bool> {
-        let done = sqlx::query(
-            "INSERT INTO timers (id, kind, conversation_id, account, due_at, state, attempt, \
-             payload, created_at) VALUES ($1, $2, $3, $4, $5, 'waiting', $6, $7, $8) \
-             ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(&t.id)
-        .bind(&t.kind)
-        .bind(t.conversation_id.as_str())
-        .bind(&t.account)
-        .bind(t.due_at_ms)
-        .bind(t.attempt)
-        .bind(&t.payload)
-        .bind(self.now_ms())
-        .execute(&self.writer)
-        .await?;
+        let done = self.insert_timer(t, " ON CONFLICT (id) DO NOTHING").await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    async fn insert_timer(&self, t: &NewTimer, conflict: &str) -> Result<SqlQueryResult> {
+        let sql = format!(
+            "INSERT INTO timers (id, kind, conversation_id, account, due_at, state, attempt, \
+             payload, created_at) VALUES ($1, $2, $3, $4, $5, 'waiting', $6, $7, $8){conflict}"
+        );
+        Ok(sqlx::query(&sql)
+            .bind(&t.id)
+            .bind(&t.kind)
+            .bind(t.conversation_id.as_str())
+            .bind(&t.account)
+            .bind(t.due_at_ms)
+            .bind(t.attempt)
+            .bind(&t.payload)
+            .bind(self.now_ms())
+            .execute(&self.writer)
+            .await?)
     }
 
     /// Claims up to `limit` timers due at `now_ms` (or whose claim lapsed) for `node`
