@@ -3,7 +3,8 @@
 //! answering at once. The agent's own time is measured by driving the same fake agent
 //! directly over ACP (no tether), interleaved turn by turn with the tether turns so both
 //! see the same machine load; tether's share = total − the agent's median. Figure 1b runs
-//! the same as a member with a personal token, side by side (issue 28).
+//! the same as a member with a personal token, side by side (issue 28): the two series
+//! turn by turn in turn, so their ratio does not move with the machine's speed.
 //!
 //! Per step (issue 33 item 2), from the bench's side of each timed turn: the HTTP answer
 //! to the message (the turn stored and handed to its session), `turn_started` read on the
@@ -39,9 +40,8 @@ pub async fn run(turns: usize) -> Result<Vec<Row>> {
     )
     .await?;
     // The same with authorisation doing all its work (issue 28): a member's personal token
-    // (found by its hash on every request) on their own private conversation. The member
-    // goes first, the owner second, each on a new conversation (so the owner's series is
-    // not favoured by coming first).
+    // (found by its hash on every request) on their own private conversation, the two
+    // series turn by turn in turn (see `timed_pair`).
     let token = d
         .post(
             "/api/v1/people",
@@ -55,10 +55,8 @@ pub async fn run(turns: usize) -> Result<Vec<Row>> {
             serde_json::json!({"name": "bench", "person_id": person}),
         )
         .await?;
-    d.act_as(made["secret"].as_str().unwrap_or_default());
-    let member = timed(&d, &mut agent, turns).await?;
-    d.act_as_owner();
-    let owner = timed(&d, &mut agent, turns).await?;
+    let secret = made["secret"].as_str().unwrap_or_default().to_owned();
+    let (member, owner) = timed_pair(&mut d, &mut agent, turns, &secret).await?;
     d.stop().await?;
 
     let (p50, p99) = (owner.share.p50(), owner.share.p99());
@@ -142,48 +140,103 @@ impl Timed {
     }
 }
 
-/// `turns` timed turns on a new conversation of whoever `d` acts as, interleaved with the
-/// same prompts to the agent alone.
-async fn timed(d: &BenchDaemon, agent: &mut AcpAgent, turns: usize) -> Result<Timed> {
-    let conv = d.new_conversation(None).await?;
-    let mut sse = d.events(&conv).await?;
+/// One series being timed: its conversation and stream, and what its turns took.
+struct Series {
+    conv: String,
+    sse: SseStream,
+    totals: Vec<Duration>,
+    steps: Vec<Steps>,
+    cpu: Duration,
+    switches: u64,
+}
+
+impl Series {
+    /// A new conversation of whoever `d` acts as, warmed up.
+    async fn open(d: &BenchDaemon) -> Result<Series> {
+        let conv = d.new_conversation(None).await?;
+        let mut sse = d.events(&conv).await?;
+        for i in 0..WARMUP {
+            d.turn(&conv, &mut sse, &format!("warm-up {i}")).await?;
+        }
+        Ok(Series {
+            conv,
+            sse,
+            totals: Vec::new(),
+            steps: Vec::new(),
+            cpu: Duration::ZERO,
+            switches: 0,
+        })
+    }
+
+    /// One timed turn, with the daemon's CPU and context switches over it.
+    async fn turn(&mut self, d: &BenchDaemon, i: usize) -> Result<()> {
+        if i > 0 && i.is_multiple_of(ROTATE) {
+            // Untimed: a new session (process start).
+            d.say(&self.conv, "/new").await?;
+            d.turn(&self.conv, &mut self.sse, "first of a new session")
+                .await?;
+        }
+        let (cpu0, switches0) = (d.cpu_time()?, d.context_switches()?);
+        let t = stepped(d, &self.conv, &mut self.sse, &format!("ping {i}")).await?;
+        self.cpu += d.cpu_time()?.saturating_sub(cpu0);
+        self.switches += d.context_switches()?.saturating_sub(switches0);
+        self.totals.push(t.completed);
+        self.steps.push(t);
+        Ok(())
+    }
+
+    fn timed(self, direct: &Samples) -> Timed {
+        let total = Samples::new(self.totals);
+        Timed {
+            share: total.minus(direct.p50()),
+            total,
+            direct: direct.clone(),
+            cpu: self.cpu,
+            switches: self.switches,
+            steps: self.steps,
+        }
+    }
+}
+
+/// `turns` timed turns of the member (token `secret`) and of the owner, each on a new
+/// conversation, one of each in turn (which goes first alternates), interleaved with the
+/// same prompts to the agent alone: each pair sees the machine alike. (Run one series
+/// after the other, a VM whose speed drifted between them put the ratio anywhere from
+/// 0.91 to 1.24 in three runs of one build.)
+async fn timed_pair(
+    d: &mut BenchDaemon,
+    agent: &mut AcpAgent,
+    turns: usize,
+    secret: &str,
+) -> Result<(Timed, Timed)> {
+    d.act_as(secret);
+    let mut member = Series::open(d).await?;
+    d.act_as_owner();
+    let mut owner = Series::open(d).await?;
     agent.new_session().await?;
     for i in 0..WARMUP {
-        let text = format!("warm-up {i}");
-        d.turn(&conv, &mut sse, &text).await?;
-        agent.prompt(&text).await?;
+        agent.prompt(&format!("warm-up {i}")).await?;
     }
-    let mut totals = Vec::with_capacity(turns);
     let mut direct = Vec::with_capacity(turns);
-    let mut steps = Vec::with_capacity(turns);
-    let cpu0 = d.cpu_time()?;
-    let switches0 = d.context_switches()?;
     for i in 0..turns {
-        if i > 0 && i % ROTATE == 0 {
-            // Untimed: a new session (process start) for both.
-            d.say(&conv, "/new").await?;
-            d.turn(&conv, &mut sse, "first of a new session").await?;
+        if i > 0 && i.is_multiple_of(ROTATE) {
             agent.new_session().await?;
             agent.prompt("first of a new session").await?;
         }
-        let text = format!("ping {i}");
-        direct.push(agent.prompt(&text).await?);
-        let t = stepped(d, &conv, &mut sse, &text).await?;
-        totals.push(t.completed);
-        steps.push(t);
+        direct.push(agent.prompt(&format!("ping {i}")).await?);
+        for member_now in [i.is_multiple_of(2), !i.is_multiple_of(2)] {
+            if member_now {
+                d.act_as(secret);
+                member.turn(d, i).await?;
+            } else {
+                d.act_as_owner();
+                owner.turn(d, i).await?;
+            }
+        }
     }
-    let cpu = d.cpu_time()?.saturating_sub(cpu0);
-    let switches = d.context_switches()?.saturating_sub(switches0);
-    let total = Samples::new(totals);
+    d.act_as_owner();
     let direct = Samples::new(direct);
-    Ok(Timed {
-        share: total.minus(direct.p50()),
-        total,
-        direct,
-        cpu,
-        switches,
-        steps,
-    })
+    Ok((member.timed(&direct), owner.timed(&direct)))
 }
 
 /// One turn as [`BenchDaemon::turn`] runs it, each step's time noted.
