@@ -4,7 +4,7 @@
 //! directly over ACP (no tether), interleaved turn by turn with the tether turns so both
 //! see the same machine load; tether's share = total − the agent's median. Figure 1b runs
 //! the same as a member with a personal token, side by side (issue 28): the two series
-//! turn by turn in turn, so their ratio does not move with the machine's speed.
+//! in blocks taken in turn, so their ratio does not move with the machine's speed.
 //!
 //! Per step (issue 33 item 2), from the bench's side of each timed turn: the HTTP answer
 //! to the message (the turn stored and handed to its session), `turn_started` read on the
@@ -168,20 +168,34 @@ impl Series {
         })
     }
 
-    /// One timed turn, with the daemon's CPU and context switches over it.
-    async fn turn(&mut self, d: &BenchDaemon, i: usize) -> Result<()> {
-        if i > 0 && i.is_multiple_of(ROTATE) {
-            // Untimed: a new session (process start).
+    /// `n` timed turns, each after the same prompt to the agent alone, with the daemon's
+    /// CPU and context switches over them (read around the block: read around each turn,
+    /// `/proc` itself slowed the turns); first a new session (untimed: a process start)
+    /// after the first block.
+    async fn block(
+        &mut self,
+        d: &BenchDaemon,
+        agent: &mut AcpAgent,
+        direct: &mut Vec<Duration>,
+        n: usize,
+    ) -> Result<()> {
+        if !self.totals.is_empty() {
             d.say(&self.conv, "/new").await?;
             d.turn(&self.conv, &mut self.sse, "first of a new session")
                 .await?;
         }
+        agent.new_session().await?;
+        agent.prompt("first of a new session").await?;
         let (cpu0, switches0) = (d.cpu_time()?, d.context_switches()?);
-        let t = stepped(d, &self.conv, &mut self.sse, &format!("ping {i}")).await?;
+        for k in 0..n {
+            let text = format!("ping {k}");
+            direct.push(agent.prompt(&text).await?);
+            let t = stepped(d, &self.conv, &mut self.sse, &text).await?;
+            self.totals.push(t.completed);
+            self.steps.push(t);
+        }
         self.cpu += d.cpu_time()?.saturating_sub(cpu0);
         self.switches += d.context_switches()?.saturating_sub(switches0);
-        self.totals.push(t.completed);
-        self.steps.push(t);
         Ok(())
     }
 
@@ -199,10 +213,11 @@ impl Series {
 }
 
 /// `turns` timed turns of the member (token `secret`) and of the owner, each on a new
-/// conversation, one of each in turn (which goes first alternates), interleaved with the
-/// same prompts to the agent alone: each pair sees the machine alike. (Run one series
-/// after the other, a VM whose speed drifted between them put the ratio anywhere from
-/// 0.91 to 1.24 in three runs of one build.)
+/// conversation, in blocks of [`ROTATE`] turns taken in turn (which goes first
+/// alternates), each turn after the same prompt to the agent alone: the two series see
+/// the machine alike. Run one after the other, a VM whose speed drifted between them put
+/// the ratio anywhere from 0.91 to 1.24 in three runs of one build; taken turn by turn,
+/// two conversations at work at once slowed both (and the agent alone) by about 0.4 ms.
 async fn timed_pair(
     d: &mut BenchDaemon,
     agent: &mut AcpAgent,
@@ -217,21 +232,18 @@ async fn timed_pair(
     for i in 0..WARMUP {
         agent.prompt(&format!("warm-up {i}")).await?;
     }
-    let mut direct = Vec::with_capacity(turns);
-    for i in 0..turns {
-        if i > 0 && i.is_multiple_of(ROTATE) {
-            agent.new_session().await?;
-            agent.prompt("first of a new session").await?;
-        }
-        direct.push(agent.prompt(&format!("ping {i}")).await?);
-        for member_now in [i.is_multiple_of(2), !i.is_multiple_of(2)] {
-            if member_now {
+    let mut direct = Vec::with_capacity(2 * turns);
+    for block in 0..turns.div_ceil(ROTATE) {
+        let n = ROTATE.min(turns - block * ROTATE);
+        for member_now in [block.is_multiple_of(2), !block.is_multiple_of(2)] {
+            let series = if member_now {
                 d.act_as(secret);
-                member.turn(d, i).await?;
+                &mut member
             } else {
                 d.act_as_owner();
-                owner.turn(d, i).await?;
-            }
+                &mut owner
+            };
+            series.block(d, agent, &mut direct, n).await?;
         }
     }
     d.act_as_owner();
