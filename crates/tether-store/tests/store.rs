@@ -561,6 +561,44 @@ async fn a_turns_end_is_stored_together_once(b: Backend) {
             history.len()
         );
     }
+    // A turn given files before it starts says so at its start.
+    let file = tether_proto::Attachment {
+        id: AttachmentId::from("f1"),
+        conversation_id: c.clone(),
+        name: "f1.txt".into(),
+        mime: "text/plain".into(),
+        kind: AttachmentKind::File,
+        size: 1,
+        sha256: "00".repeat(32),
+        turn_id: None,
+        created_at_ms: 0,
+    };
+    store
+        .attachments()
+        .insert_attachments(&[file])
+        .await
+        .unwrap();
+    let t3 = NewTurn {
+        id: "t3".into(),
+        session_id: s.clone(),
+        conversation_id: c.clone(),
+        input: "with a file".into(),
+        status: TurnStatus::Queued,
+    };
+    let claimed = store
+        .attachments()
+        .claim_attachments(&c, &[&AttachmentId::from("f1")], &"t3".into())
+        .await
+        .unwrap();
+    assert_eq!(claimed, 1);
+    store.conversations().insert_turn(&t3, true).await.unwrap();
+    let started = store
+        .conversations()
+        .start_turn(&"t3".into(), None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(started.has_attachments, "the start says the turn has files");
     // A turn that is not there ends nothing; the store goes on.
     let none = TurnEnd {
         status: TurnStatus::Failed,

@@ -241,11 +241,25 @@ pub(crate) async fn check_attachments(d: &Daemon, attached: &[Attached]) -> usiz
                 continue;
             }
             let reply = t["result_text"].as_str().unwrap_or_default();
-            assert!(
-                reply.contains(&format!("-{}", a.name)),
-                "the agent was not given {}: {reply}",
-                a.name
-            );
+            if !reply.contains(&format!("-{}", a.name)) {
+                // What the person was told about that turn (a file that could not be
+                // read or copied is said in a status line; the person's line carries
+                // the files given to the turn).
+                let conv = t["conversation_id"].as_str().unwrap_or_default();
+                let history = d
+                    .get_ok(&format!("/api/v1/conversations/{conv}/messages?limit=1000"))
+                    .await;
+                let told: Vec<&Value> = history
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|m| m["turn_id"] == a.turn.as_str())
+                    .collect();
+                panic!(
+                    "the agent was not given {} ({}): {reply}\nthe turn: {t}\nits history: {told:?}",
+                    a.name, a.id
+                );
+            }
             let (status, _, bytes) = d.get_bytes(&format!("/api/v1/attachments/{}", a.id)).await;
             assert_eq!(status, 200, "download of {}", a.name);
             assert_eq!(bytes, a.bytes, "the bytes of {}", a.name);

@@ -79,11 +79,14 @@ impl Actor {
             }
         };
         let files = if has_attachments {
-            self.ctx
-                .store
-                .attachments()
-                .turn_attachments(&turn_id)
-                .await
+            // Waits out an unreachable store like the start did: files given with a
+            // message are not dropped for a passing fault.
+            let store = self.ctx.store.clone();
+            super::outage::patiently("a turn's files", || {
+                let (store, turn_id) = (store.clone(), turn_id.clone());
+                async move { store.attachments().turn_attachments(&turn_id).await }
+            })
+            .await
         } else {
             Ok(Vec::new())
         };
@@ -92,6 +95,23 @@ impl Actor {
             Err(e) => {
                 // The text still goes; the person is told the files did not.
                 tracing::error!(%turn_id, error = %e, "cannot read the turn's attachments");
+                let note =
+                    format!("the files sent with this message could not be read ({e}); not sent");
+                let told = self
+                    .ctx
+                    .store
+                    .events()
+                    .add_message(
+                        &self.session.conversation_id,
+                        tether_proto::MessageRole::Status,
+                        &note,
+                        Some(&self.session.id),
+                        Some(&turn_id),
+                    )
+                    .await;
+                if let Err(e) = told {
+                    tracing::warn!(%turn_id, error = %e, "cannot store an attachment note");
+                }
                 Vec::new()
             }
         };
