@@ -25,6 +25,24 @@ async fn sigkill_mid_turn_and_mid_approval_then_the_next_message_continues_the_s
     let oa2 = d.say(&a, "stream 100 100").await;
     d.wait_conversation(&a, "turn running", |c| c["state"] == "bound/running")
         .await;
+    // The agent has the prompt (it streams): `running` is stored before the prompt goes
+    // out, and the agent is to remember it after the restart.
+    let streaming = oa2["turn_id"].as_str().unwrap().to_string();
+    tether_testkit::within("the agent streams", async {
+        loop {
+            let page = d
+                .get_ok(&format!("/api/v1/sessions/{sa}/events?limit=1000"))
+                .await;
+            let seen = page["events"].as_array().into_iter().flatten().any(|e| {
+                e["turn_id"] == streaming.as_str() && e["payload"]["type"] == "message_delta"
+            });
+            if seen {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
     // Conversation B: killed while an approval waits.
     let b = d.new_conversation(None).await;
     let ob = d.say(&b, "approve dangerous").await;

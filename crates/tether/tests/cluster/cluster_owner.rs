@@ -99,6 +99,21 @@ async fn a_killed_owner_mid_turn_is_taken_over_and_another_node_resumes_the_sess
     let tid = str_of(&running, "turn_id");
     a.wait_conversation(&c, "turn running", |v| v["state"] == "bound/running")
         .await;
+    // The agent has the prompt (it streams): `running` is stored before the prompt goes
+    // out, and a kill between the two leaves the agent without it (a cold CI run did).
+    within("the agent streams", async {
+        loop {
+            let events = session_events(a, &sid).await;
+            if kinds(&events, "message_delta")
+                .iter()
+                .any(|e| e["turn_id"] == tid.as_str())
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
     // Both live sessions run on their owner, a: the cluster view says so.
     let view = cluster.node(1).get_ok("/api/v1/cluster").await;
     assert_eq!(live_of(&view, &a_id), 2, "{view}");
