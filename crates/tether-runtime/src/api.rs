@@ -10,7 +10,7 @@ use tether_proto::{
     Approval, ApprovalId, ApprovalStatus, Attachment, AttachmentId, Continuation, Conversation,
     ConversationId, CreateConversation, Decision, EventEnvelope, EventPage, HistoryMessage,
     MessageOutcome, Question, QuestionId, QuestionStatus, SendMessage, Session, SessionId,
-    TaskClosed, TaskId, TaskSnapshot, TaskStarted, Turn, TurnFiles, TurnId, UpdateConversation,
+    TaskClosed, TaskId, TaskSnapshot, TaskStarted, TurnFiles, TurnId, UpdateConversation,
 };
 use tether_store::{Follower, Scope, Store};
 use tokio::sync::broadcast;
@@ -313,8 +313,15 @@ impl Runtime {
     pub async fn get_session(&self, id: &SessionId) -> Result<Session> {
         self.conversations().get_session(id).await
     }
-    pub async fn session_turns(&self, id: &SessionId) -> Result<Vec<Turn>> {
-        self.conversations().session_turns(id).await
+    /// One page of a session's turns, oldest first (`cursor`: the previous page's
+    /// `next_cursor`).
+    pub async fn session_turns(
+        &self,
+        id: &SessionId,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<crate::TurnPage> {
+        self.conversations().session_turns(id, cursor, limit).await
     }
     pub async fn session_events(
         &self,

@@ -3,7 +3,7 @@
 
 use tether_proto::{
     Conversation, ConversationId, ConversationKind, CreateConversation, EventEnvelope, EventPage,
-    HistoryMessage, Session, SessionId, Turn, UpdateConversation,
+    HistoryMessage, Session, SessionId, UpdateConversation,
 };
 
 use tether_proto::PersonId;
@@ -239,17 +239,6 @@ impl Conversations<'_> {
                 what: "session",
                 id: id.to_string(),
             })
-    }
-
-    pub(crate) async fn session_turns(&self, id: &SessionId) -> Result<Vec<Turn>> {
-        self.get_session(id).await?;
-        Ok(self
-            .rt
-            .ctx()
-            .store
-            .conversations()
-            .session_turns(id)
-            .await?)
     }
 
     pub(crate) async fn session_events(

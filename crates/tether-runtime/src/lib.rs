@@ -64,7 +64,7 @@ pub use delegation::registry::{
 pub use delegation::status::{MAX_WAIT_MS, outcome_of};
 pub use drain::{DrainProgress, Ops};
 pub use error::RuntimeError;
-pub use listing::ConversationPage;
+pub use listing::{ConversationPage, TurnPage};
 pub use people::People;
 pub use schedules::Schedules;
 pub use seams::{Clock, Drivers, Seams, SystemClock, Wait};

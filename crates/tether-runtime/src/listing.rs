@@ -1,9 +1,11 @@
-//! Reading for clients that show long lists: the conversation list in pages (an opaque
-//! cursor), a conversation's events and history backwards from the end, and the ids of
+//! Reading for clients that show long lists: the conversation list and a session's turns
+//! in pages (an opaque cursor), a conversation's events and history backwards from the end, and the ids of
 //! conversations whose row changed without an event (see `tether_store::pages`).
 
-use tether_proto::{Conversation, ConversationEventPage, ConversationId, HistoryMessage};
-use tether_store::ListCursor;
+use tether_proto::{
+    Conversation, ConversationEventPage, ConversationId, HistoryMessage, SessionId, Turn,
+};
+use tether_store::{ListCursor, TurnPlace};
 use tokio::sync::broadcast;
 
 use crate::RuntimeError;
@@ -33,6 +35,24 @@ fn parse_cursor(text: &str) -> Result<ListCursor> {
 
 fn cursor_of(c: &Conversation) -> String {
     format!("{}.{}", c.updated_at_ms, c.id)
+}
+
+/// A page of a session's turns, oldest first, and the cursor of the next page (`None`:
+/// the last).
+#[derive(Debug, Clone)]
+pub struct TurnPage {
+    pub turns: Vec<Turn>,
+    pub next_cursor: Option<String>,
+}
+
+/// `<created_at_ms>.<row>` → where a page of turns starts.
+fn parse_turn_cursor(text: &str) -> Result<TurnPlace> {
+    let bad = || RuntimeError::BadRequest(format!("cursor {text:?} is not a cursor from a page"));
+    let (at, row) = text.split_once('.').ok_or_else(bad)?;
+    Ok(TurnPlace {
+        created_at_ms: at.parse().map_err(|_| bad())?,
+        row: row.parse().map_err(|_| bad())?,
+    })
 }
 
 impl Conversations<'_> {
@@ -68,6 +88,37 @@ impl Conversations<'_> {
         };
         Ok(ConversationPage {
             conversations,
+            next_cursor,
+        })
+    }
+
+    /// One page of a session's turns, oldest first, after `cursor`.
+    pub(crate) async fn session_turns(
+        &self,
+        id: &SessionId,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<TurnPage> {
+        let after = cursor.map(parse_turn_cursor).transpose()?;
+        let limit = limit.clamp(1, 1000);
+        self.get_session(id).await?;
+        let mut rows = self
+            .rt
+            .ctx()
+            .store
+            .conversations()
+            .session_turns(id, after, limit + 1)
+            .await?;
+        let more = rows.len() > limit as usize;
+        rows.truncate(limit as usize);
+        let next_cursor = more
+            .then(|| {
+                rows.last()
+                    .map(|(_, p)| format!("{}.{}", p.created_at_ms, p.row))
+            })
+            .flatten();
+        Ok(TurnPage {
+            turns: rows.into_iter().map(|(t, _)| t).collect(),
             next_cursor,
         })
     }
@@ -134,6 +185,11 @@ mod tests {
         assert_eq!(c.id, "abc.def");
         for junk in ["", "abc", "12", "12.", "x.y"] {
             assert!(parse_cursor(junk).is_err(), "{junk}");
+        }
+        let t = parse_turn_cursor("1700000000000.42").unwrap();
+        assert_eq!((t.created_at_ms, t.row), (1_700_000_000_000, 42));
+        for junk in ["", "12", "12.", ".4", "x.4", "12.y", "1.2.3"] {
+            assert!(parse_turn_cursor(junk).is_err(), "{junk}");
         }
     }
 }

@@ -89,7 +89,9 @@ fn the_store_takes_each_id_where_it_is_meant() {
         Conversations::conversation_events_before,
     );
     handle_takes_1::<Conversations<'static>, SessionId, _, _>(Conversations::get_session);
-    handle_takes_1::<Conversations<'static>, SessionId, _, _>(Conversations::session_turns);
+    handle_takes_3::<Conversations<'static>, SessionId, Option<tether_store::TurnPlace>, u32, _, _>(
+        Conversations::session_turns,
+    );
     handle_takes_3::<Events<'static>, SessionId, i64, u32, _, _>(Events::session_events);
     handle_takes_1::<Conversations<'static>, TurnId, _, _>(Conversations::get_turn);
     handle_takes_2::<Conversations<'static>, TurnId, Option<&'static str>, _, _>(
@@ -116,7 +118,7 @@ fn the_runtime_takes_each_id_where_it_is_meant() {
     takes_3::<Runtime, ConversationId, SendMessage, &'static str, _, _>(Runtime::send_message);
     takes_3::<Runtime, ConversationId, Option<i64>, u32, _, _>(Runtime::history);
     takes_1::<Runtime, SessionId, _, _>(Runtime::get_session);
-    takes_1::<Runtime, SessionId, _, _>(Runtime::session_turns);
+    takes_3::<Runtime, SessionId, Option<&'static str>, u32, _, _>(Runtime::session_turns);
     takes_1::<Runtime, TaskId, _, _>(Runtime::continuation);
     takes_second_of_2::<Runtime, TaskId, &'static Caller, _, _>(Runtime::cancel_task);
     takes_second_of_2::<Runtime, TaskId, &'static Caller, _, _>(Runtime::task_snapshot);

@@ -54,7 +54,7 @@ pub use cluster::owners::{Claim, OwnerRow};
 pub use cluster::pg_listen::Wakeups;
 pub use cluster::pg_presence::Presence;
 pub use cluster::tail::{TailHandle, TailOptions, TailStats};
-pub use conversations::pages::ListCursor;
+pub use conversations::pages::{ListCursor, TurnPlace};
 pub use conversations::view_parts::ViewParts;
 pub use conversations::{
     ConversationRow, NewConversation, NewMessage, NewSession, NewTurn, StartedTurn, TurnEnd,

@@ -522,11 +522,7 @@ impl Daemon {
     }
 
     async fn send(&self, req: reqwest::RequestBuilder) -> (u16, Value) {
-        self.send_within(req, crate::TIMEOUT).await
-    }
-
-    /// [`Self::send`] with its own time limit for the answer and for its body.
-    async fn send_within(&self, req: reqwest::RequestBuilder, limit: Duration) -> (u16, Value) {
+        let limit = crate::TIMEOUT;
         let resp = crate::within_for("HTTP request", limit, req.send())
             .await
             .unwrap_or_else(|e| panic!("http: {e}"));
@@ -587,13 +583,40 @@ impl Daemon {
         body
     }
 
-    /// [`Self::get_ok`] of something large, answered within `limit` (a soak's whole turn
-    /// list runs to hundreds of MB).
-    pub async fn get_ok_within(&self, path: &str, limit: Duration) -> Value {
-        let req = self.client.get(self.url(path)).bearer_auth(&self.token);
-        let (status, body) = self.send_within(req, limit).await;
-        assert_eq!(status, 200, "GET {path}: {body}");
-        body
+    /// Every turn of `session`, oldest first, as one JSON array: the turn list's pages
+    /// (1000 turns each) followed by their `X-Next-Cursor`. Each page is answered within
+    /// two minutes (a debug build's page of a soak's turns runs to tens of MB).
+    pub async fn all_turns(&self, session: &str) -> Value {
+        let limit = Duration::from_secs(120);
+        let mut all = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut path = format!("/api/v1/sessions/{session}/turns?limit=1000");
+            if let Some(c) = &cursor {
+                path.push_str(&format!("&cursor={c}"));
+            }
+            let req = self.client.get(self.url(&path)).bearer_auth(&self.token);
+            let resp = crate::within_for("HTTP request", limit, req.send())
+                .await
+                .unwrap_or_else(|e| panic!("http: {e}"));
+            let status = resp.status().as_u16();
+            cursor = resp
+                .headers()
+                .get("x-next-cursor")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let text = crate::within_for("HTTP body", limit, resp.text())
+                .await
+                .unwrap_or_default();
+            assert_eq!(status, 200, "GET {path}: {text}");
+            match serde_json::from_str(&text) {
+                Ok(Value::Array(page)) => all.extend(page),
+                _ => panic!("GET {path}: not a list: {text}"),
+            }
+            if cursor.is_none() {
+                return Value::Array(all);
+            }
+        }
     }
 
     /// The first pending approval of `conversation`, waiting (at most [`crate::TIMEOUT`])
@@ -655,9 +678,7 @@ impl Daemon {
     pub async fn wait_turn_for(&self, session_id: &str, turn_id: &str, limit: Duration) -> Value {
         crate::within_for(&format!("turn {turn_id} ends"), limit, async {
             loop {
-                let turns = self
-                    .get_ok(&format!("/api/v1/sessions/{session_id}/turns"))
-                    .await;
+                let turns = self.all_turns(session_id).await;
                 if let Some(t) = turns
                     .as_array()
                     .and_then(|a| a.iter().find(|t| t["id"] == turn_id))

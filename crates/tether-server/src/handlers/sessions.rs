@@ -2,10 +2,13 @@
 
 use crate::auth::Api;
 use axum::Json;
+use axum::http::HeaderValue;
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tether_proto::{ErrorBody, EventPage, Session, SessionId, Turn};
 use utoipa::IntoParams;
 
+use super::conversations::NEXT_CURSOR;
 use super::page_limit;
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
@@ -38,13 +41,25 @@ pub(crate) async fn get(
     Ok(Json(s.runtime.get_session(&id).await?))
 }
 
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct TurnsQuery {
+    /// Page size (default 100, at most 1000).
+    limit: Option<u32>,
+    /// Where the page starts: the `X-Next-Cursor` header of the page before.
+    cursor: Option<String>,
+}
+
 #[utoipa::path(
     get,
     path = "/api/v1/sessions/{id}/turns",
     tag = "sessions",
-    params(("id" = String, Path, description = "Session id")),
+    params(("id" = String, Path, description = "Session id"), TurnsQuery),
     responses(
-        (status = 200, description = "The session's turns, oldest first", body = [Turn]),
+        (status = 200, description = "One page of the session's turns, oldest first; the \
+            `X-Next-Cursor` header (absent on the last page) asks for the next one", body = [Turn],
+            headers(("X-Next-Cursor" = String, description = "Pass as `cursor` for the next page"))),
+        (status = 400, description = "Bad query or cursor", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
         (status = 404, description = "No such session", body = ErrorBody),
     ),
@@ -53,8 +68,20 @@ pub(crate) async fn get(
 pub(crate) async fn turns(
     Api(s): Api,
     ApiPath(id): ApiPath<SessionId>,
-) -> Result<Json<Vec<Turn>>, ApiError> {
-    Ok(Json(s.runtime.session_turns(&id).await?))
+    ApiQuery(q): ApiQuery<TurnsQuery>,
+) -> Result<Response, ApiError> {
+    let page = s
+        .runtime
+        .session_turns(&id, q.cursor.as_deref(), page_limit(q.limit)?)
+        .await?;
+    let mut resp = Json(page.turns).into_response();
+    if let Some(next) = page
+        .next_cursor
+        .and_then(|c| HeaderValue::from_str(&c).ok())
+    {
+        resp.headers_mut().insert(NEXT_CURSOR, next);
+    }
+    Ok(resp)
 }
 
 #[utoipa::path(

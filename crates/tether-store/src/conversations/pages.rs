@@ -1,5 +1,6 @@
 //! Pages for clients that show long lists: the conversation list in pages (keyset on
-//! `updated_at DESC, id`), a conversation's events and history read backwards from the
+//! `updated_at DESC, id`), a session's turns in pages (keyset on `created_at, rowid`), a
+//! conversation's events and history read backwards from the
 //! end, and the notices of conversations whose list view may have changed (a row changed
 //! without an event: created, renamed, archived, unbound, a turn queued; or a commit of
 //! more than streamed agent output, sent by the feed at commit), so a list can follow
@@ -16,6 +17,14 @@ pub(crate) const CHANGES_BUFFER: usize = 1024;
 pub struct ListCursor {
     pub updated_at_ms: i64,
     pub id: ConversationId,
+}
+
+/// Where a turn stands in its session's list (`created_at`, then the order rows were
+/// inserted): a page of the list starts after one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnPlace {
+    pub created_at_ms: i64,
+    pub row: i64,
 }
 
 impl crate::Conversations<'_> {

@@ -6,9 +6,11 @@ use tether_proto::{
 
 use super::events::add_message;
 
+use sqlx::Row;
+
 use super::conns::Tx;
 use super::{Db, rows};
-use crate::{NewMessage, NewTurn, Result, StartedTurn, TurnEnd, rules};
+use crate::{NewMessage, NewTurn, Result, StartedTurn, TurnEnd, TurnPlace, rules};
 
 const OPEN: &str = "('queued', 'running', 'waiting_approval', 'waiting_user')";
 
@@ -209,14 +211,36 @@ impl Db {
         row.as_ref().map(rows::turn).transpose()
     }
 
-    /// A session's turns, oldest first.
-    pub async fn session_turns(&self, session_id: &SessionId) -> Result<Vec<Turn>> {
-        let rows =
-            sqlx::query("SELECT * FROM turns WHERE session_id = $1 ORDER BY created_at, rowid")
-                .bind(session_id.as_str())
-                .fetch_all(&self.reader)
-                .await?;
-        rows.iter().map(rows::turn).collect()
+    /// Up to `limit` of a session's turns, oldest first, after the place `after` (a turn's
+    /// `(created_at, rowid)`, as returned beside each turn); `None`: from the first.
+    pub async fn session_turns(
+        &self,
+        session_id: &SessionId,
+        after: Option<TurnPlace>,
+        limit: u32,
+    ) -> Result<Vec<(Turn, TurnPlace)>> {
+        let (at, row) = after.map_or((i64::MIN, i64::MIN), |p| (p.created_at_ms, p.row));
+        // Keyset: `created_at >= at` bounds the index range; the rest breaks ties.
+        let rows = sqlx::query(
+            "SELECT *, rowid AS page_row FROM turns WHERE session_id = $1 AND created_at >= $2 \
+             AND (created_at > $2 OR rowid > $3) ORDER BY created_at, rowid LIMIT $4",
+        )
+        .bind(session_id.as_str())
+        .bind(at)
+        .bind(row)
+        .bind(i64::from(limit))
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let turn = rows::turn(r)?;
+                let place = TurnPlace {
+                    created_at_ms: turn.created_at_ms,
+                    row: r.try_get("page_row")?,
+                };
+                Ok((turn, place))
+            })
+            .collect()
     }
 
     /// The conversation's turns that have not ended, oldest first.

@@ -197,7 +197,7 @@ async fn messages_during_a_turn_are_queued_and_run_in_order_in_the_same_session(
             .contains(r#"remembers 2: ["stream 5 100","queued one"]"#),
         "{t3}"
     );
-    let turns = d.get_ok(&format!("/api/v1/sessions/{sid}/turns")).await;
+    let turns = d.all_turns(sid).await;
     let order: Vec<&str> = turns
         .as_array()
         .unwrap()

@@ -64,9 +64,7 @@ async fn sigterm_drains_the_running_turn_refuses_new_work_and_exits() {
     assert!(exit.success(), "{exit:?}");
 
     d.launch_again().await;
-    let turns = d
-        .get_ok(&format!("/api/v1/sessions/{session_a}/turns"))
-        .await;
+    let turns = d.all_turns(&session_a).await;
     let t = turns
         .as_array()
         .unwrap()

@@ -27,7 +27,7 @@ async fn daemon() -> (Daemon, tempfile::TempDir) {
 }
 
 async fn turns(d: &Daemon, sid: &str) -> Vec<Value> {
-    let t = d.get_ok(&format!("/api/v1/sessions/{sid}/turns")).await;
+    let t = d.all_turns(sid).await;
     t.as_array()
         .cloned()
         .unwrap_or_else(|| t["turns"].as_array().cloned().unwrap_or_default())

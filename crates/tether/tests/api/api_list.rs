@@ -1,6 +1,7 @@
 //! What long lists need from the API, through a real `tether serve`: the conversation
-//! list in pages with a cursor, the list event stream (created, renamed, running, idle,
-//! archived) and a conversation's events and history read backwards from the end.
+//! list and a session's turns in pages with a cursor, the list event stream (created,
+//! renamed, running, idle, archived) and a conversation's events and history read
+//! backwards from the end.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashSet;
@@ -87,6 +88,51 @@ async fn the_conversation_list_comes_in_pages_with_a_cursor() {
         names.contains(&"limit") && names.contains(&"cursor"),
         "{names:?}"
     );
+}
+
+#[tokio::test]
+async fn a_sessions_turns_come_in_pages_with_a_cursor() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let conv = d.new_conversation(None).await;
+    let mut made = Vec::new();
+    let mut session = String::new();
+    for i in 0..5 {
+        let (out, turn) = d.say_and_wait(&conv, &format!("m{i}")).await;
+        assert_eq!(turn["status"], "completed", "{turn}");
+        session = out["session_id"].as_str().unwrap().to_string();
+        made.push(out["turn_id"].as_str().unwrap().to_string());
+    }
+    let base = format!("/api/v1/sessions/{session}/turns");
+    let mut seen = Vec::new();
+    let mut path = format!("{base}?limit=2");
+    let mut sizes = Vec::new();
+    loop {
+        let (status, next, body) = get_page(&d, &path).await;
+        assert_eq!(status, 200, "{body}");
+        let page = body.as_array().unwrap();
+        sizes.push(page.len());
+        seen.extend(page.iter().map(|t| t["id"].as_str().unwrap().to_string()));
+        match next {
+            Some(c) => path = format!("{base}?limit=2&cursor={c}"),
+            None => break,
+        }
+    }
+    assert_eq!(sizes, [2, 2, 1], "5 turns in pages of 2");
+    assert_eq!(seen, made, "each turn once, oldest first");
+
+    // The default page holds them all, without a cursor; so does the testkit's reader.
+    let (_, next, all) = get_page(&d, &base).await;
+    assert_eq!(all.as_array().unwrap().len(), 5);
+    assert_eq!(next, None);
+    assert_eq!(d.all_turns(&session).await, all);
+
+    for bad in ["cursor=nonsense", "cursor=12.x", "limit=0"] {
+        let (status, _, body) = get_page(&d, &format!("{base}?{bad}")).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+        assert_eq!(body["error"]["code"], "bad_request");
+    }
+    let (status, _, _) = get_page(&d, "/api/v1/sessions/nope/turns?limit=2").await;
+    assert_eq!(status, 404);
 }
 
 /// The next `conversation` message about `id` that satisfies `pred`.

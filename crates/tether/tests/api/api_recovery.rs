@@ -5,7 +5,7 @@ use serde_json::Value;
 use tether_testkit::{Daemon, DaemonOptions, within};
 
 async fn turn(d: &Daemon, sid: &str, tid: &str) -> Value {
-    let turns = d.get_ok(&format!("/api/v1/sessions/{sid}/turns")).await;
+    let turns = d.all_turns(sid).await;
     turns
         .as_array()
         .unwrap()

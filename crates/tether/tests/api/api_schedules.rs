@@ -49,7 +49,7 @@ async fn all_turns(d: &Daemon, c: &str) -> Vec<Value> {
     }
     let mut out = Vec::new();
     for sid in sessions {
-        let t = d.get_ok(&format!("/api/v1/sessions/{sid}/turns")).await;
+        let t = d.all_turns(&sid).await;
         out.extend(t.as_array().cloned().unwrap_or_default());
     }
     out.sort_by_key(|t| t["created_at_ms"].as_i64());

@@ -301,7 +301,7 @@ async fn feishu_card_buttons_resolve_exactly_their_approval_and_stop_cancels() {
         }
         found.unwrap()
     };
-    let turns = d.get_ok(&format!("/api/v1/sessions/{sid}/turns")).await;
+    let turns = d.all_turns(&sid).await;
     assert_eq!(
         turns
             .as_array()

@@ -417,7 +417,7 @@ async fn telegram_buttons_resolve_exactly_their_approval_and_stop_cancels() {
             ))
             .await;
         let sid = session_of(&full);
-        let turns = d.get_ok(&format!("/api/v1/sessions/{sid}/turns")).await;
+        let turns = d.all_turns(&sid).await;
         turns_cancelled += turns
             .as_array()
             .unwrap()

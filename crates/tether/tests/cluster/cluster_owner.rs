@@ -22,7 +22,7 @@ fn options() -> DaemonOptions {
 }
 
 async fn turn(d: &Daemon, sid: &str, tid: &str) -> Value {
-    let turns = d.get_ok(&format!("/api/v1/sessions/{sid}/turns")).await;
+    let turns = d.all_turns(sid).await;
     turns
         .as_array()
         .unwrap()

@@ -29,7 +29,7 @@ async fn session_events(d: &Daemon, sid: &str) -> Vec<Value> {
 }
 
 async fn turn_status(d: &Daemon, sid: &str, tid: &str) -> String {
-    let turns = d.get_ok(&format!("/api/v1/sessions/{sid}/turns")).await;
+    let turns = d.all_turns(sid).await;
     turns
         .as_array()
         .unwrap()

@@ -33,7 +33,7 @@ async fn a_run_whose_node_is_killed_before_it_is_due_runs_once_on_another_node()
     let b = cluster.node(1);
     let run = within_for("the run on another node", Duration::from_secs(30), async {
         loop {
-            let turns = b.get_ok(&format!("/api/v1/sessions/{sid}/turns")).await;
+            let turns = b.all_turns(&sid).await;
             let done: Vec<Value> = turns
                 .as_array()
                 .unwrap()
@@ -57,7 +57,7 @@ async fn a_run_whose_node_is_killed_before_it_is_due_runs_once_on_another_node()
         "the same session: {run:?}"
     );
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let turns = b.get_ok(&format!("/api/v1/sessions/{sid}/turns")).await;
+    let turns = b.all_turns(&sid).await;
     let runs = turns
         .as_array()
         .unwrap()

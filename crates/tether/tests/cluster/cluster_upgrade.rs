@@ -274,10 +274,7 @@ async fn a_rolling_upgrade_under_load_interrupts_no_turn_and_loses_no_message() 
         refused += t.refused;
         for (sid, tid) in &t.accepted {
             accepted += 1;
-            let turns = cluster
-                .node(0)
-                .get_ok(&format!("/api/v1/sessions/{sid}/turns"))
-                .await;
+            let turns = cluster.node(0).all_turns(sid).await;
             let turn = turns
                 .as_array()
                 .unwrap()

@@ -50,7 +50,7 @@ async fn delegate_collect_continue_close() {
     let again = mcp(&d, &parent, "continue_with_session", args).await;
     assert_eq!(again, cont);
     let sid = child["binding"]["session_id"].as_str().unwrap();
-    let turns = d.get_ok(&format!("/api/v1/sessions/{sid}/turns")).await;
+    let turns = d.all_turns(sid).await;
     assert_eq!(turns.as_array().unwrap().len(), 2, "{turns}");
     // The same id with another message (or another action) conflicts.
     let other = json!({"task_id": task, "message": "third", "continuation_id": "c1"});
@@ -416,6 +416,6 @@ async fn archiving_the_parent_releases_its_children() {
     assert_eq!(avail["availability"], "released", "{avail}");
     let child = d.get_ok(&format!("/api/v1/conversations/{task}")).await;
     let sid = child["binding"]["session_id"].as_str().unwrap();
-    let turns = d.get_ok(&format!("/api/v1/sessions/{sid}/turns")).await;
+    let turns = d.all_turns(sid).await;
     assert_eq!(turns[0]["status"], "cancelled", "{turns}");
 }

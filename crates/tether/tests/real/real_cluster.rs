@@ -65,7 +65,7 @@ async fn a_killed_owner_mid_turn_and_another_node_resumes_the_codex_thread() {
     let b = cluster.node(1);
     within("a survivor interrupts the turn", async {
         loop {
-            let turns = b.get_ok(&format!("/api/v1/sessions/{sid}/turns")).await;
+            let turns = b.all_turns(&sid).await;
             let t = turns
                 .as_array()
                 .unwrap()

@@ -89,7 +89,7 @@ async fn wait_long(d: &Daemon, o: &Value) -> Value {
     );
     let wait = async {
         loop {
-            let turns = d.get_ok(&format!("/api/v1/sessions/{sid}/turns")).await;
+            let turns = d.all_turns(sid).await;
             if let Some(t) = turns.as_array().unwrap().iter().find(|t| t["id"] == tid)
                 && matches!(
                     t["status"].as_str(),

@@ -228,7 +228,7 @@ pub(crate) async fn check_attachments(d: &Daemon, attached: &[Attached]) -> usiz
     }
     let mut checked = 0;
     for (session, files) in by_session {
-        let turns = d.get_ok(&format!("/api/v1/sessions/{session}/turns")).await;
+        let turns = d.all_turns(session).await;
         let by_id: BTreeMap<&str, &Value> = turns
             .as_array()
             .unwrap()
@@ -274,7 +274,7 @@ pub(crate) async fn check_attachments(d: &Daemon, attached: &[Attached]) -> usiz
 /// repeated after a kill carries the same `uuid`, which Feishu answers with the message
 /// already sent). Returns how many results were checked.
 pub(crate) async fn check_feishu_results(d: &Daemon, fs: &FakeFeishu, session: &str) -> usize {
-    let turns = d.get_ok(&format!("/api/v1/sessions/{session}/turns")).await;
+    let turns = d.all_turns(session).await;
     let mut checked = 0;
     let shown: Vec<String> = fs.shown(FEISHU_CHAT).iter().map(|m| m.text()).collect();
     let mut count: BTreeMap<String, usize> = BTreeMap::new();

@@ -336,12 +336,7 @@ async fn cluster_crash_loop_30_kills_over_three_nodes_loses_and_doubles_nothing(
         "every Telegram message has its turn",
         TG_BACKLOG,
         || async {
-            let turns = d
-                .get_ok_within(
-                    &format!("/api/v1/sessions/{session}/turns"),
-                    Duration::from_secs(300),
-                )
-                .await;
+            let turns = d.all_turns(&session).await;
             let turns = turns.as_array().unwrap().clone();
             let ended =
                 |t: &&Value| matches!(t["status"].as_str(), Some("completed" | "interrupted"));
@@ -409,12 +404,7 @@ async fn cluster_crash_loop_30_kills_over_three_nodes_loses_and_doubles_nothing(
         let mut statuses = BTreeMap::new();
         for (_, session) in &all {
             // One list alone took over 20 s to answer after 1 000 kills.
-            let turns = d
-                .get_ok_within(
-                    &format!("/api/v1/sessions/{session}/turns"),
-                    Duration::from_secs(300),
-                )
-                .await;
+            let turns = d.all_turns(session).await;
             for t in turns.as_array().unwrap() {
                 assert!(
                     matches!(

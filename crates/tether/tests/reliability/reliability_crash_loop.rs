@@ -686,9 +686,7 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
         let turns = eventually(
             "every Telegram and Discord message has its turn",
             || async {
-                let turns = d
-                    .get_ok(&format!("/api/v1/sessions/{}/turns", c.session))
-                    .await;
+                let turns = d.all_turns(&c.session).await;
                 let turns = turns.as_array().unwrap().clone();
                 let ended =
                     |t: &&Value| matches!(t["status"].as_str(), Some("completed" | "interrupted"));
@@ -733,9 +731,7 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
     let sends = index_sends(&tg);
     for c in convs.iter().filter(|c| c.chat.is_some()) {
         let chat = c.chat.unwrap();
-        let turns = d
-            .get_ok(&format!("/api/v1/sessions/{}/turns", c.session))
-            .await;
+        let turns = d.all_turns(&c.session).await;
         let completed: BTreeMap<&str, &str> = turns
             .as_array()
             .unwrap()
@@ -787,9 +783,7 @@ async fn crash_loop_sigkill_30_times_loses_and_duplicates_nothing() {
         }
     }
     for c in convs.iter().filter(|c| c.discord.is_some()) {
-        let turns = d
-            .get_ok(&format!("/api/v1/sessions/{}/turns", c.session))
-            .await;
+        let turns = d.all_turns(&c.session).await;
         for t in turns.as_array().unwrap() {
             let input = t["input"].as_str().unwrap_or_default();
             let ours = input.starts_with('m') || input.starts_with('t');
@@ -853,9 +847,7 @@ async fn check_slack_results(
         return 0;
     };
     let dm = c.slack.unwrap();
-    let turns = d
-        .get_ok(&format!("/api/v1/sessions/{}/turns", c.session))
-        .await;
+    let turns = d.all_turns(&c.session).await;
     let completed: Vec<String> = turns
         .as_array()
         .unwrap()

@@ -299,7 +299,7 @@ async fn load_200_concurrent_clients_get_no_5xx_and_leak_nothing() {
         by_session.entry(s).or_default().push(tid);
     }
     for (s, tids) in by_session {
-        let page = d.get_ok(&format!("/api/v1/sessions/{s}/turns")).await;
+        let page = d.all_turns(s).await;
         let turns: BTreeMap<String, String> = page
             .as_array()
             .unwrap()
