@@ -1,8 +1,9 @@
 //! The durable timer facility's loop (issues 29 and 30): each node claims the timers
 //! that are due (`tether_store::Timers`: one node per timer, a claim of a node that dies
-//! lapses and another takes it) every half second and fires each by its kind — a
-//! continuation after a vendor's limit (`parking`), a schedule's run (`schedules`),
-//! a worktree's removal or the worktrees' clean-up (`worktree`).
+//! lapses and another takes it) when they fall due (looking at least every half second)
+//! and fires each by its kind — a continuation after a vendor's limit (`parking`), a
+//! schedule's run (`schedules`), a worktree's removal or the worktrees' clean-up
+//! (`worktree`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,26 +12,40 @@ use tether_store::{CONTINUE_AFTER_LIMIT, SCHEDULE_RUN, WORKTREE_REMOVAL, WORKTRE
 
 use crate::Runtime;
 
-/// How often each node looks for due timers.
+/// How often each node looks for due timers at the least (timers other nodes add, and
+/// the ones added here less than this ahead, are seen at the next look).
 const LOOK: Duration = Duration::from_millis(500);
 /// How long a claim holds before another node may fire the timer.
 const CLAIM_MS: i64 = 30_000;
 /// Timers claimed per look.
 const BATCH: i64 = 64;
-/// Starts this node's timer loop (called once at start).
+/// Starts this node's timer loop (called once at start): it fires what is due, then
+/// sleeps until the next timer falls due or [`LOOK`], whichever comes first, so a timer
+/// fires on time rather than up to a look late.
 pub(crate) fn start(rt: &Runtime) {
     crate::worktree::sweep::schedule(rt);
     let weak = Arc::downgrade(&rt.inner);
     tokio::spawn(async move {
-        let mut look = tokio::time::interval(LOOK);
-        look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            look.tick().await;
-            let Some(inner) = weak.upgrade() else { return };
-            let rt = Runtime { inner, who: None };
-            fire_due(&rt).await;
+            let wait = {
+                let Some(inner) = weak.upgrade() else { return };
+                let rt = Runtime { inner, who: None };
+                let looked = fire_due(&rt).await;
+                if looked { until_next(&rt).await } else { LOOK }
+            };
+            tokio::time::sleep(wait).await;
         }
     });
+}
+
+/// How long to sleep after a look: until the next timer falls due (none when one fell
+/// due during the look), at most [`LOOK`].
+async fn until_next(rt: &Runtime) -> Duration {
+    let Ok(Some(due)) = rt.ctx().store.timers().next_timer_due().await else {
+        return LOOK;
+    };
+    let ahead = u64::try_from(due - rt.ctx().clock.now_ms()).unwrap_or(0);
+    Duration::from_millis(ahead).min(LOOK)
 }
 
 /// Fires one claimed timer by its kind.
@@ -47,15 +62,16 @@ async fn fire(rt: &Runtime, t: &tether_store::Timer) {
     }
 }
 
-/// Claims the due timers and fires each by its kind.
-async fn fire_due(rt: &Runtime) {
+/// Claims the due timers and fires each by its kind; false when it could not look (the
+/// node drains, or the store failed), so the loop does not look again at once.
+async fn fire_due(rt: &Runtime) -> bool {
     let ctx = rt.ctx();
     let node = ctx.config.cluster.node_id.to_string();
     loop {
         // A draining node fires nothing (issue 31): another node does, or this one
         // after its restart.
         if rt.ops().draining() {
-            return;
+            return false;
         }
         let now = ctx.clock.now_ms();
         let due = match ctx
@@ -67,7 +83,7 @@ async fn fire_due(rt: &Runtime) {
             Ok(due) => due,
             Err(e) => {
                 tracing::debug!(error = %e, "cannot look for due timers");
-                return;
+                return false;
             }
         };
         let full = due.len() as i64 == BATCH;
@@ -76,7 +92,7 @@ async fn fire_due(rt: &Runtime) {
         futures::future::join_all(due.iter().map(|t| fire(rt, t))).await;
         // A full batch: more may be due now.
         if !full {
-            return;
+            return true;
         }
     }
 }

@@ -240,9 +240,36 @@ async fn a_timer_added_by_every_node_is_stored_once(b: Backend) {
     );
 }
 
+/// The next moment a timer falls due, which the timer loop sleeps until: the earliest
+/// waiting timer, or a claim's end (after which another node may take its timer).
+async fn the_next_timer_due_is_the_earliest_waiting_or_claim_end(b: Backend) {
+    let (_d, store) = support::open(b).await;
+    let t = store.timers();
+    let now = now_ms();
+    assert_eq!(t.next_timer_due().await.unwrap(), None);
+    t.add_timer(&timer("late", "c1", now + 5_000))
+        .await
+        .unwrap();
+    t.add_timer(&timer("soon", "c2", now + 1_000))
+        .await
+        .unwrap();
+    assert_eq!(t.next_timer_due().await.unwrap(), Some(now + 1_000));
+    let got = t.claim_due_timers("a", now + 4_000, 500, 10).await.unwrap();
+    assert_eq!(got.len(), 1);
+    // Claimed until now + 4 500: due again for another node right after.
+    assert_eq!(t.next_timer_due().await.unwrap(), Some(now + 4_501));
+    assert!(t.fire_timer("soon").await.unwrap());
+    assert_eq!(t.next_timer_due().await.unwrap(), Some(now + 5_000));
+    t.cancel_timers(&ConversationId::from("c1"), CONTINUE_AFTER_LIMIT)
+        .await
+        .unwrap();
+    assert_eq!(t.next_timer_due().await.unwrap(), None);
+}
+
 contract!(
     timers_fire_once_and_cancel,
     a_timer_added_by_every_node_is_stored_once,
+    the_next_timer_due_is_the_earliest_waiting_or_claim_end,
     a_schedule_keeps_one_waiting_run,
 );
 contract!(multi_thread; concurrent_claims_take_each_timer_once);

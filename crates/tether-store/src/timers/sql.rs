@@ -82,6 +82,19 @@ impl Db {
         rows.iter().map(timer).collect()
     }
 
+    /// When the next timer falls due: the earliest waiting timer's `due_at` or claim's
+    /// `claimed_until` (after which another node may take it); `None` without either.
+    pub async fn next_timer_due(&self) -> Result<Option<i64>> {
+        let (next,): (Option<i64>,) = sqlx::query_as(
+            "SELECT MIN(at) FROM (SELECT MIN(due_at) AS at FROM timers WHERE state = 'waiting' \
+             UNION ALL SELECT MIN(claimed_until) + 1 AS at FROM timers WHERE state = 'claimed') \
+             AS next",
+        )
+        .fetch_one(&self.reader)
+        .await?;
+        Ok(next)
+    }
+
     /// Marks a claimed timer fired; false when it was cancelled (or fired) meanwhile.
     pub async fn fire_timer(&self, id: &str) -> Result<bool> {
         let done = sqlx::query(
