@@ -28,9 +28,9 @@ pub(crate) struct Meter {
 
 impl Meter {
     /// The meter of `session` and the budgets its turns count toward, read now (one
-    /// store call).
-    /// With `turn_id` (a turn about to start) it also supersedes a parked continuation
-    /// the turn is not, and reads the account's limit (see `turn_budgets`).
+    /// store call, no write). With `turn_id` (a turn about to start) it also says what
+    /// parked continuation the turn supersedes and reads the account's limit (see
+    /// `turn_budgets`).
     pub async fn of(
         ctx: &Ctx,
         session: &Session,

@@ -83,8 +83,8 @@ pub use requests::{NewApproval, NewQuestion};
 pub use schedules::{SCHEDULE_RUN, ScheduleRow};
 pub use timers::{CONTINUE_AFTER_LIMIT, NewTimer, Timer};
 pub use usage::{
-    Bucket, Budget, BudgetHit, BudgetScope, BudgetUse, Counted, NewUsage, Recorded, SeriesPoint,
-    TurnBudgets, UsageScope, UsageTotals,
+    Bucket, Budget, BudgetHit, BudgetScope, BudgetUse, Counted, NewUsage, Parked, Recorded,
+    SeriesPoint, TurnBudgets, UsageScope, UsageTotals,
 };
 pub use worktrees::{SweptWorktree, WORKTREE_REMOVAL, WORKTREE_SWEEP, WorktreeRow};
 

@@ -498,8 +498,13 @@ async fn a_turn_reads_its_root_owner_budgets_limit_and_parking_at_once(b: Backen
     // Parking: the continuation itself runs and cancels nothing...
     let timers = store.timers();
     timers.add_timer(&parking("cont-1", "leaf")).await.unwrap();
-    usage
+    let t = usage
         .turn_budgets(&leaf, Some("cont-1"), "acct", now)
+        .await
+        .unwrap();
+    // It wrote nothing; the turn, once started, supersedes what it found.
+    usage
+        .supersede_parking(&leaf, "cont-1", now, &t.parked)
         .await
         .unwrap();
     let states = |ts: Vec<Timer>| ts.into_iter().map(|t| (t.id, t.state)).collect::<Vec<_>>();
@@ -523,8 +528,23 @@ async fn a_turn_reads_its_root_owner_budgets_limit_and_parking_at_once(b: Backen
         1
     );
     // ...a person's new turn cancels the waiting one.
-    usage
+    let t = usage
         .turn_budgets(&leaf, Some("turn-2"), "acct", now)
+        .await
+        .unwrap();
+    // The read wrote nothing (it runs beside the turn's start); the turn, once
+    // started, supersedes what it found.
+    assert!(t.parked.waiting && t.parked.any());
+    assert_eq!(
+        timers
+            .conversation_timers(&leaf, CONTINUE_AFTER_LIMIT)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    usage
+        .supersede_parking(&leaf, "turn-2", now, &t.parked)
         .await
         .unwrap();
     assert!(
@@ -548,8 +568,13 @@ async fn a_turn_reads_its_root_owner_budgets_limit_and_parking_at_once(b: Backen
         1
     );
     assert!(timers.fire_timer("cont-2").await.unwrap());
-    usage
+    let t = usage
         .turn_budgets(&leaf, Some("cont-2"), "acct", now)
+        .await
+        .unwrap();
+    // It wrote nothing; the turn, once started, supersedes what it found.
+    usage
+        .supersede_parking(&leaf, "cont-2", now, &t.parked)
         .await
         .unwrap();
     assert_eq!(
@@ -561,8 +586,13 @@ async fn a_turn_reads_its_root_owner_budgets_limit_and_parking_at_once(b: Backen
         ),
         [("cont-2".to_owned(), "fired".to_owned())]
     );
-    usage
+    let t = usage
         .turn_budgets(&leaf, Some("turn-3"), "acct", now)
+        .await
+        .unwrap();
+    // It wrote nothing; the turn, once started, supersedes what it found.
+    usage
+        .supersede_parking(&leaf, "turn-3", now, &t.parked)
         .await
         .unwrap();
     assert!(

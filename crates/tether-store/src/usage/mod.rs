@@ -222,6 +222,27 @@ pub struct TurnBudgets {
     pub budgets: Vec<BudgetUse>,
     /// The turn's account is at its vendor's limit until then.
     pub account_limited_until: Option<i64>,
+    /// The conversation's parked continuations (for a turn about to start: what it
+    /// supersedes once it started, `Usage::supersede_parking`).
+    pub parked: Parked,
+}
+
+/// A conversation's parked continuations as a turn about to start finds them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Parked {
+    /// The turn is the continuation a timer sent.
+    pub continuation: bool,
+    /// Another one waits (or is claimed).
+    pub waiting: bool,
+    /// One has fired.
+    pub fired: bool,
+}
+
+impl Parked {
+    /// Whether a turn that is not the continuation has anything to supersede.
+    pub fn any(&self) -> bool {
+        self.waiting || (self.fired && !self.continuation)
+    }
 }
 
 impl TurnBudgets {

@@ -11,7 +11,7 @@ use tether_proto::PersonId;
 
 use super::conns::Tx;
 use super::{Db, SqlRow};
-use crate::usage::{Budget, BudgetHit, BudgetScope, BudgetUse, Counted};
+use crate::usage::{Budget, BudgetHit, BudgetScope, BudgetUse, Counted, Parked};
 use crate::{Result, StoreError};
 
 const BUDGET_COLUMNS: &str =
@@ -51,16 +51,6 @@ const TURN_READ: &str = concat!(
     crate::usage::counting_where!("b.", "$1", "COALESCE(me.root, $1)", "me.person"),
     " ORDER BY b.id"
 );
-
-/// A conversation's parked continuations as [`TURN_READ`] finds them.
-struct Parked {
-    /// The turn is the continuation a timer sent.
-    continuation: bool,
-    /// Another one waits (or is claimed).
-    waiting: bool,
-    /// One has fired.
-    fired: bool,
-}
 
 fn corrupt(detail: String) -> StoreError {
     StoreError::Corrupt {
@@ -233,10 +223,10 @@ impl Db {
     /// Whom turn `turn_id` of `conversation_id` counts for (its owner and delegation
     /// root), the budgets it counts toward with their use at `now_ms`, and until when
     /// `account` is at its vendor's limit: one call before each turn, one read
-    /// ([`TURN_READ`]) unless a budget counts (its counter is read then). A turn that is
-    /// not the continuation a timer sent (its id is the timer's) supersedes the
-    /// conversation's parked continuation, which is cancelled here (issue 29: a person's
-    /// message runs instead); the same read says whether there is one.
+    /// ([`TURN_READ`]) unless a budget counts (its counter is read then). Writes
+    /// nothing, so it may run beside the turn's start: the same read says what parked
+    /// continuation the turn supersedes once it started ([`Db::supersede_parking`];
+    /// issue 29: a person's message runs instead).
     pub async fn turn_budgets(
         &self,
         conversation_id: &tether_proto::ConversationId,
@@ -257,15 +247,11 @@ impl Db {
             return Err(corrupt("the turn's budget read returned no row".to_owned()));
         };
         let flag = |column: &str| -> Result<bool> { Ok(me.try_get::<i32, _>(column)? != 0) };
-        if let Some(turn_id) = turn_id {
-            let parked = Parked {
-                continuation: flag("continuation")?,
-                waiting: flag("waiting")?,
-                fired: flag("fired")?,
-            };
-            self.supersede_parking(conversation_id, turn_id, now_ms, parked)
-                .await?;
-        }
+        let parked = Parked {
+            continuation: flag("continuation")?,
+            waiting: flag("waiting")?,
+            fired: flag("fired")?,
+        };
         let limited: Option<i64> = me.try_get("limited")?;
         let person: Option<String> = me.try_get("person")?;
         let root: Option<String> = me.try_get("root")?;
@@ -284,15 +270,20 @@ impl Db {
             person: person.map(PersonId::from),
             budgets,
             account_limited_until: limited,
+            parked,
         })
     }
 
-    async fn supersede_parking(
+    /// What a turn that started does to its conversation's parked continuations, as
+    /// [`Db::turn_budgets`] found them for it (`parked`): a turn that is not the
+    /// continuation a timer sent (its id is the timer's) cancels the ones still waiting,
+    /// and a turn of the person's own forgets a fired one.
+    pub async fn supersede_parking(
         &self,
         conversation_id: &tether_proto::ConversationId,
         turn_id: &str,
         now_ms: i64,
-        parked: Parked,
+        parked: &Parked,
     ) -> Result<()> {
         // Almost every turn finds nothing parked and writes nothing.
         let mut superseded = 0;

@@ -35,7 +35,10 @@ impl Actor {
         let traceparent = crate::trace::traceparent_of(&span);
         let store = self.ctx.store.clone();
         let mut retried = false;
-        let started = super::outage::patiently("a turn's start", || {
+        // The budgets are read beside the start (a reader beside the writer): neither
+        // waits for the other.
+        let budgets = self.budget_read(&turn_id);
+        let start = super::outage::patiently("a turn's start", || {
             let first = !std::mem::replace(&mut retried, true);
             let store = store.clone();
             let turn_id = turn_id.clone();
@@ -58,8 +61,8 @@ impl Actor {
                     Err(e) => Err(e),
                 }
             }
-        })
-        .await;
+        });
+        let (started, budgets) = tokio::join!(start, budgets);
         let has_attachments = match started {
             Ok(Some(files)) => files,
             Ok(None) => {
@@ -132,7 +135,7 @@ impl Actor {
             agent_time: std::time::Duration::ZERO,
             agent_since: None,
         });
-        match self.refused_by_budget().await {
+        match self.refused_by_budget(budgets).await {
             super::usage::Refusal::None => {}
             super::usage::Refusal::Budget(message) => {
                 // Refused before any agent starts (issue 29).

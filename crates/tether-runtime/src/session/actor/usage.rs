@@ -8,7 +8,7 @@
 use tether_agents::UsageReport;
 use tether_agents::windows::WindowReport;
 use tether_proto::{MessageRole, TurnId};
-use tether_store::{BudgetHit, BudgetUse, Recorded};
+use tether_store::{BudgetHit, BudgetUse, Recorded, StoreError, TurnBudgets};
 
 use super::Actor;
 use crate::usage::{Meter, describe};
@@ -199,36 +199,65 @@ impl Actor {
         }
     }
 
-    /// Before a turn prompts its agent: the budget that refuses it, if any (and the
-    /// meter, read afresh: the conversation may have changed hands). It waits for an
-    /// unreachable store and refuses when the budgets cannot be read: a cap never fails
-    /// open.
-    pub(super) async fn refused_by_budget(&mut self) -> Refusal {
-        let ctx = self.ctx.clone();
-        let session = self.session.clone();
-        let turn_id = self.current.as_ref().map(|c| c.turn_id.clone());
-        let read = super::outage::patiently("a budget check", || {
-            Meter::of(&ctx, &session, turn_id.as_ref())
-        })
-        .await;
-        match read {
-            Ok((meter, budgets)) => {
-                self.meter = Some(meter);
-                if let Some(blocking) = budgets.blocking() {
-                    let m = format!("refused: {} (budget_exceeded)", describe(blocking));
-                    return Refusal::Budget(m);
-                }
-                match budgets.account_limited_until {
-                    Some(until) => Refusal::Limited(until),
-                    None => Refusal::None,
-                }
+    /// The read before a turn prompts its agent (its budgets, the meter read afresh: the
+    /// conversation may have changed hands; its parked continuations): it writes nothing
+    /// and owns what it needs, so it runs beside the turn's start. It waits for an
+    /// unreachable store.
+    pub(super) fn budget_read(
+        &self,
+        turn_id: &TurnId,
+    ) -> impl std::future::Future<Output = Result<(Meter, TurnBudgets), StoreError>> + 'static {
+        let (ctx, session, turn_id) = (self.ctx.clone(), self.session.clone(), turn_id.clone());
+        async move {
+            super::outage::patiently("a budget check", || {
+                Meter::of(&ctx, &session, Some(&turn_id))
+            })
+            .await
+        }
+    }
+
+    /// Once the turn started, from [`Actor::budget_read`]: the budget that refuses it, if
+    /// any, and the parked continuation it supersedes cancelled. It refuses when the
+    /// budgets could not be read: a cap never fails open.
+    pub(super) async fn refused_by_budget(
+        &mut self,
+        read: Result<(Meter, TurnBudgets), StoreError>,
+    ) -> Refusal {
+        let refused = |e: StoreError| {
+            tracing::error!(error = %e, "cannot read the budgets");
+            Refusal::Budget(format!(
+                "refused: the budgets could not be read: {e} (budget_exceeded)"
+            ))
+        };
+        let (meter, budgets) = match read {
+            Ok(r) => r,
+            Err(e) => return refused(e),
+        };
+        self.meter = Some(meter);
+        if budgets.parked.any()
+            && let Some(turn_id) = self.current.as_ref().map(|c| c.turn_id.clone())
+        {
+            let (ctx, conv) = (self.ctx.clone(), self.session.conversation_id.clone());
+            let superseded = super::outage::patiently("a parked continuation's end", || {
+                ctx.store.usage().supersede_parking(
+                    &conv,
+                    turn_id.as_str(),
+                    ctx.clock.now_ms(),
+                    &budgets.parked,
+                )
+            })
+            .await;
+            if let Err(e) = superseded {
+                return refused(e);
             }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot read the budgets");
-                Refusal::Budget(format!(
-                    "refused: the budgets could not be read: {e} (budget_exceeded)"
-                ))
-            }
+        }
+        if let Some(blocking) = budgets.blocking() {
+            let m = format!("refused: {} (budget_exceeded)", describe(blocking));
+            return Refusal::Budget(m);
+        }
+        match budgets.account_limited_until {
+            Some(until) => Refusal::Limited(until),
+            None => Refusal::None,
         }
     }
 }
