@@ -70,8 +70,9 @@ impl Who<'_> {
         let (sid, tid) = (&out["session_id"], &out["turn_id"]);
         within("turn ends", async {
             loop {
+                // One page of the most a page holds: a test's session has fewer turns.
                 let (_, turns) = self
-                    .get(&format!("/api/v1/sessions/{}/turns", str(sid)))
+                    .get(&format!("/api/v1/sessions/{}/turns?limit=1000", str(sid)))
                     .await;
                 // Ended: a turn queued behind another has not even started.
                 let done = turns.as_array().and_then(|a| {

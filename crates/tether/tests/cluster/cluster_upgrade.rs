@@ -169,7 +169,7 @@ async fn load(nodes: Nodes, conv: String, stop: Arc<std::sync::atomic::AtomicBoo
                         n[(i + 1) % n.len()].clone()
                     };
                     let turns = client
-                        .get(format!("{base}/api/v1/sessions/{sid}/turns"))
+                        .get(format!("{base}/api/v1/sessions/{sid}/turns?limit=1000"))
                         .bearer_auth(&token)
                         .timeout(Duration::from_secs(10))
                         .send()

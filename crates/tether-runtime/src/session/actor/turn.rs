@@ -34,12 +34,13 @@ impl Actor {
         // it joins the trace (issue 31).
         let traceparent = crate::trace::traceparent_of(&span);
         let store = self.ctx.store.clone();
-        let mut retried = false;
+        let mut tries = 0u32;
         // The budgets are read beside the start (a reader beside the writer): neither
         // waits for the other.
         let budgets = self.budget_read(&turn_id);
         let start = super::outage::patiently("a turn's start", || {
-            let first = !std::mem::replace(&mut retried, true);
+            tries += 1;
+            let first = tries == 1;
             let store = store.clone();
             let turn_id = turn_id.clone();
             let traceparent = traceparent.clone();
@@ -62,7 +63,12 @@ impl Actor {
                 }
             }
         });
-        let (started, budgets) = tokio::join!(start, budgets);
+        let (started, mut budgets) = tokio::join!(start, budgets);
+        if tries > 1 {
+            // The start waited for the store: what was read beside it is from before the
+            // outage (other nodes may have counted usage meanwhile); read it again.
+            budgets = self.budget_read(&turn_id).await;
+        }
         let has_attachments = match started {
             Ok(Some(files)) => files,
             Ok(None) => {
