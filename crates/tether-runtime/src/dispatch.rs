@@ -137,20 +137,32 @@ impl Dispatch<'_> {
                     _ => self.rt,
                 };
                 rt.router()
-                    .send_here(&conversation_id, message, &name, turn_id.as_ref())
+                    .send_here(
+                        &conversation_id,
+                        message,
+                        &name,
+                        turn_id.as_ref(),
+                        who.as_ref(),
+                    )
                     .await?
                     .into()
             }
             Command::NewSession { conversation_id } => self
                 .rt
                 .router()
-                .send_here(&conversation_id, typed("/new"), &name, None)
+                .send_here(&conversation_id, typed("/new"), &name, None, who.as_ref())
                 .await?
                 .into(),
             Command::Detach { conversation_id } => self
                 .rt
                 .router()
-                .send_here(&conversation_id, typed("/detach"), &name, None)
+                .send_here(
+                    &conversation_id,
+                    typed("/detach"),
+                    &name,
+                    None,
+                    who.as_ref(),
+                )
                 .await?
                 .into(),
             Command::Stop { conversation_id } => {

@@ -83,15 +83,23 @@ impl Router<'_> {
 
     /// A message, under the conversation's routing lock. With `turn_id` (a message that
     /// may be delivered again), a prompt whose turn is stored already is not routed again
-    /// (outcome `started`, no reply).
+    /// (outcome `started`, no reply). Whether `who` may write to the conversation is
+    /// decided here, on the row read under the lock (`Access::check_call` leaves it to
+    /// this one read).
     pub(crate) async fn send_here(
         &self,
         id: &ConversationId,
         req: SendMessage,
         by: &str,
         turn_id: Option<&TurnId>,
+        who: Option<&crate::Identity>,
     ) -> Result<MessageOutcome> {
         let (_guard, conv) = self.lock_existing(id).await?;
+        if let Some(who) = who {
+            self.rt
+                .access()
+                .decide_row(who, tether_core::authz::Action::Write, &conv)?;
+        }
         if let Some(turn_id) = turn_id
             && let Some(t) = self
                 .rt
