@@ -3,8 +3,8 @@
 
 use crate::auth::Api;
 use axum::Json;
-use axum::http::{HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 use serde::Deserialize;
 use tether_proto::{
     Conversation, ConversationId, CreateConversation, ErrorBody, HistoryMessage, MessageOutcome,
@@ -26,9 +26,6 @@ pub(crate) struct ListQuery {
     /// Where the page starts: the `X-Next-Cursor` header of the page before.
     cursor: Option<String>,
 }
-
-/// Response header carrying the cursor of the next page of the conversation list.
-pub(crate) const NEXT_CURSOR: &str = "x-next-cursor";
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -87,14 +84,7 @@ pub(crate) async fn list(
             page_limit(q.limit)?,
         )
         .await?;
-    let mut resp = Json(page.conversations).into_response();
-    if let Some(next) = page
-        .next_cursor
-        .and_then(|c| HeaderValue::from_str(&c).ok())
-    {
-        resp.headers_mut().insert(NEXT_CURSOR, next);
-    }
-    Ok(resp)
+    Ok(super::page_response(page.conversations, page.next_cursor))
 }
 
 #[utoipa::path(

@@ -22,6 +22,23 @@ use tether_proto::{ClusterView, DrainStatus, Health, PoolStatus, Readiness, Runt
 pub(crate) const DEFAULT_LIMIT: u32 = 100;
 pub(crate) const MAX_LIMIT: u32 = 1000;
 
+/// Response header carrying the cursor of a list's next page.
+pub(crate) const NEXT_CURSOR: &str = "x-next-cursor";
+
+/// A page of a list as a JSON array, with the next page's cursor in [`NEXT_CURSOR`]
+/// (none on the last page).
+pub(crate) fn page_response<T: serde::Serialize>(
+    items: T,
+    next_cursor: Option<String>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    let mut resp = Json(items).into_response();
+    if let Some(next) = next_cursor.and_then(|c| axum::http::HeaderValue::from_str(&c).ok()) {
+        resp.headers_mut().insert(NEXT_CURSOR, next);
+    }
+    resp
+}
+
 /// `limit` query parameter → page size, at most `MAX_LIMIT`; `0` is refused (it would
 /// ask for an empty page, issue 24 first use 9).
 pub(crate) fn page_limit(limit: Option<u32>) -> Result<u32, crate::error::ApiError> {

@@ -2,13 +2,11 @@
 
 use crate::auth::Api;
 use axum::Json;
-use axum::http::HeaderValue;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::Deserialize;
 use tether_proto::{ErrorBody, EventPage, Session, SessionId, Turn};
 use utoipa::IntoParams;
 
-use super::conversations::NEXT_CURSOR;
 use super::page_limit;
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
@@ -74,14 +72,7 @@ pub(crate) async fn turns(
         .runtime
         .session_turns(&id, q.cursor.as_deref(), page_limit(q.limit)?)
         .await?;
-    let mut resp = Json(page.turns).into_response();
-    if let Some(next) = page
-        .next_cursor
-        .and_then(|c| HeaderValue::from_str(&c).ok())
-    {
-        resp.headers_mut().insert(NEXT_CURSOR, next);
-    }
-    Ok(resp)
+    Ok(super::page_response(page.turns, page.next_cursor))
 }
 
 #[utoipa::path(
