@@ -313,16 +313,6 @@ impl Runtime {
     pub async fn get_session(&self, id: &SessionId) -> Result<Session> {
         self.conversations().get_session(id).await
     }
-    /// One page of a session's turns, oldest first (`cursor`: the previous page's
-    /// `next_cursor`).
-    pub async fn session_turns(
-        &self,
-        id: &SessionId,
-        cursor: Option<&str>,
-        limit: u32,
-    ) -> Result<crate::TurnPage> {
-        self.conversations().session_turns(id, cursor, limit).await
-    }
     pub async fn session_events(
         &self,
         id: &SessionId,

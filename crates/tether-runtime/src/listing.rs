@@ -55,6 +55,19 @@ fn parse_turn_cursor(text: &str) -> Result<TurnPlace> {
     })
 }
 
+impl crate::Runtime {
+    /// One page of a session's turns, oldest first (`cursor`: the previous page's
+    /// `next_cursor`).
+    pub async fn session_turns(
+        &self,
+        id: &SessionId,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<TurnPage> {
+        self.conversations().session_turns(id, cursor, limit).await
+    }
+}
+
 impl Conversations<'_> {
     /// One page of conversations, most recently updated first, after `cursor`.
     pub(crate) async fn list_conversations_page(
