@@ -76,7 +76,9 @@ async fn series(subscribers: usize, events: usize, rate: u64, judged: bool) -> R
     let t_open = Instant::now();
     let responses: Vec<reqwest::Response> = futures::stream::iter(0..subscribers)
         .map(|_| {
-            let req = d.authed(d.client.get(&url)).timeout(LIMIT);
+            // No per-request time-out: reqwest would poll a timer on every chunk of
+            // every body; each subscriber's end is awaited within `LIMIT` below.
+            let req = d.authed(d.client.get(&url));
             async move {
                 let resp = req.send().await.context("opening a subscription")?;
                 if resp.status().as_u16() != 200 {

@@ -42,7 +42,7 @@ pub async fn run(events: usize, streams: usize, store_events: usize) -> Result<V
         rows.extend(end_to_end(events, streams, None).await?);
     }
     let dir = tempfile::tempdir()?;
-    rows.extend(store_only(Store::open(dir.path()).await?, store_events, None).await?);
+    rows.extend(on_a_worker(Store::open(dir.path()).await?, store_events, false).await?);
     // The same on PostgreSQL, one node.
     let db = tokio::time::timeout(Duration::from_secs(180), TestDatabase::create())
         .await
@@ -54,7 +54,7 @@ pub async fn run(events: usize, streams: usize, store_events: usize) -> Result<V
         .await
         .map_err(|_| anyhow!("timed out creating a PostgreSQL database"))??;
     let store = Store::connect(&other.url).await?;
-    rows.extend(store_only(store, store_events, Some(&other.url)).await?);
+    rows.extend(on_a_worker(store, store_events, true).await?);
     Ok(rows)
 }
 
@@ -206,8 +206,15 @@ async fn persisted_deltas(db: &Path, postgres: Option<&str>) -> Result<usize> {
     Ok(usize::try_from(n).unwrap_or(0))
 }
 
-/// `postgres`: the store is PostgreSQL's at that URL (SQLite's when `None`).
-async fn store_only(store: Store, events: usize, postgres: Option<&str>) -> Result<Vec<Row>> {
+/// [`store_only`] in a task of the runtime, as the daemon calls the store (its callers
+/// are tasks): called from the bench's main thread instead, each call would add two
+/// wake-ups of another thread (measured: 168k instead of 197k events/s in calls of 64).
+async fn on_a_worker(store: Store, events: usize, postgres: bool) -> Result<Vec<Row>> {
+    tokio::spawn(store_only(store, events, postgres)).await?
+}
+
+/// `postgres`: the store is PostgreSQL's (SQLite's when `false`).
+async fn store_only(store: Store, events: usize, postgres: bool) -> Result<Vec<Row>> {
     let conv = ConversationId::from(uuid::Uuid::new_v4().simple().to_string());
     store
         .conversations()
@@ -270,12 +277,12 @@ async fn store_only(store: Store, events: usize, postgres: Option<&str>) -> Resu
     let reads = Samples::new(reads);
     store.close().await;
     let (what, trip, was) = match postgres {
-        None => (
+        false => (
             "SQLite WAL",
             "one round trip to sqlx's SQLite thread",
             "7 328 events/s one per call; 60 465 events/s in calls of 64",
         ),
-        Some(_) => (
+        true => (
             "PostgreSQL, one node on the same machine",
             "one round trip to the server",
             "—",
@@ -293,12 +300,12 @@ async fn store_only(store: Store, events: usize, postgres: Option<&str>) -> Resu
             us(read_cpu),
         ),
         match postgres {
-            None => "≥ 250 000 events/s in calls of 64 (the ceiling for the end-to-end figure)",
-            Some(_) => "(beside SQLite's)",
+            false => "≥ 250 000 events/s in calls of 64 (the ceiling for the end-to-end figure)",
+            true => "(beside SQLite's)",
         },
         match postgres {
-            None => Verdict::of(batched >= 250_000.0),
-            Some(_) => Verdict::Info,
+            false => Verdict::of(batched >= 250_000.0),
+            true => Verdict::Info,
         },
     )
     .was(was)])

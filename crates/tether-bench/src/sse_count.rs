@@ -1,9 +1,11 @@
 //! A lean SSE reader for the fan-out and ingest figures: with a thousand streams the
 //! bench's own parsing must stay cheap next to the daemon's work, so it does not build
 //! JSON values. Per event it reads the `id:` and `event:` lines and the envelope's
-//! `"at_ms":` from the data line (found with `memchr::memmem`), and stamps the event with
-//! the wall-clock time its bytes were read from the socket.
+//! `"at_ms":` from the data line (found with `memchr::memmem`, whose searchers are built
+//! once, not per event), and stamps the event with the wall-clock time its bytes were
+//! read from the socket.
 
+use std::sync::LazyLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
@@ -36,7 +38,7 @@ pub async fn read_events(
 ) -> reqwest::Result<bool> {
     let mut body = resp.bytes_stream();
     let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
-    let sep = memmem::Finder::new(b"\n\n");
+    let sep = &*BLANK_LINE;
     while let Some(chunk) = body.next().await {
         let chunk = chunk?;
         let arrival = now_us();
@@ -75,14 +77,27 @@ pub fn parse_block(block: &[u8]) -> Option<Seen<'_>> {
     Some(Seen {
         id: id?,
         kind: kind?,
-        at_ms: json_int(data, "\"at_ms\":")?,
+        at_ms: int_after(data, &AT_MS)?,
         data,
     })
 }
 
+/// The end of an SSE event block.
+static BLANK_LINE: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(b"\n\n"));
+/// The envelope's `at_ms` key.
+static AT_MS: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(b"\"at_ms\":"));
+
 /// The integer after `key` (e.g. `"at_ms":`) in a JSON text, without parsing the rest.
-pub fn json_int(data: &str, key: &str) -> Option<i64> {
-    let at = memmem::find(data.as_bytes(), key.as_bytes())? + key.len();
+#[cfg(test)]
+fn json_int(data: &str, key: &str) -> Option<i64> {
+    int_after(data, &memmem::Finder::new(key.as_bytes()))
+}
+
+/// [`json_int`] with a searcher built once.
+fn int_after(data: &str, key: &memmem::Finder<'_>) -> Option<i64> {
+    let at = key.find(data.as_bytes())? + key.needle().len();
     let rest = data[at..].trim_start();
     let end = rest
         .find(|c: char| !(c.is_ascii_digit() || c == '-'))
