@@ -1,6 +1,6 @@
 //! How many store calls (database round trips) a message makes before its prompt reaches
 //! the agent, counted by the store: a prompt to a bound, idle session and the first
-//! message of a conversation. The bounds are the figures measured when the command API
+//! message of a conversation; and how many the turn's end makes. The bounds are the figures measured when the command API
 //! came (issue 27); a change that adds a round trip to the hot path fails here.
 
 mod support;
@@ -18,6 +18,10 @@ const FIRST_MESSAGE: u64 = 9;
 /// pending question, read the bound session, store and start the turn, read its
 /// attachments): 6, was 7; 7 with the budget check.
 const FOLLOW_UP: u64 = 7;
+/// Measured: from the agent's answer to the turn's stored end, for a turn whose agent
+/// reported no usage: 1 (the end, its event, its history line and its "unreported" usage
+/// row in one transaction); 2 while the usage row was a write of its own before it.
+const TURN_END: u64 = 1;
 
 #[tokio::test]
 async fn a_message_reaches_its_agent_in_a_bounded_number_of_store_calls() {
@@ -58,10 +62,30 @@ async fn a_message_reaches_its_agent_in_a_bounded_number_of_store_calls() {
         .unwrap();
     let p = agent.prompt().await;
     let follow_up = rt.store_calls() - before;
+    // The turn's end, seen on a live follower (which reads nothing from the store).
+    let mut live = rt
+        .follow_from_now(tether_runtime::Scope::Conversation(conv.clone()))
+        .await
+        .unwrap();
+    let before = rt.store_calls();
     p.complete("done two");
+    within("the turn's end", async {
+        loop {
+            let batch = live.next().await.unwrap();
+            if batch.events().iter().any(|e| e.payload.is_turn_terminal()) {
+                break;
+            }
+        }
+    })
+    .await;
+    let end = rt.store_calls() - before;
     turns_ended(&rt, &conv, 2).await;
 
-    eprintln!("store calls before the prompt: first message {first}, follow-up {follow_up}");
+    eprintln!(
+        "store calls before the prompt: first message {first}, follow-up {follow_up}; \
+         the turn's end {end}"
+    );
     assert!(first <= FIRST_MESSAGE, "first message: {first} store calls");
     assert!(follow_up <= FOLLOW_UP, "follow-up: {follow_up} store calls");
+    assert!(end <= TURN_END, "the turn's end: {end} store calls");
 }

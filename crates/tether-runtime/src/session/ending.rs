@@ -5,7 +5,7 @@
 
 use tether_agents::TurnOutcome;
 use tether_proto::{ErrorCode, EventPayload, MessageRole, TurnId, TurnStatus};
-use tether_store::{NewMessage, StoreError, TurnEnd};
+use tether_store::{FinishedTurn, NewMessage, NewUsage, StoreError, TurnEnd};
 
 use crate::ctx::Ctx;
 
@@ -14,6 +14,8 @@ pub(crate) struct TurnEnding {
     end: TurnEnd,
     event: EventPayload,
     line: Option<NewMessage>,
+    /// The turn's usage row, stored in the same transaction (see [`TurnEnding::record`]).
+    usage: Option<NewUsage>,
 }
 
 impl TurnEnding {
@@ -42,6 +44,7 @@ impl TurnEnding {
                 role: MessageRole::Agent,
                 text,
             }),
+            usage: None,
         }
     }
 
@@ -60,6 +63,7 @@ impl TurnEnding {
                 role: MessageRole::Status,
                 text: "turn cancelled".to_string(),
             }),
+            usage: None,
         }
     }
 
@@ -88,6 +92,7 @@ impl TurnEnding {
                 text: format!("turn interrupted: {reason}"),
             }),
             event: EventPayload::TurnInterrupted { reason },
+            usage: None,
         }
     }
 
@@ -125,6 +130,7 @@ impl TurnEnding {
                 role: MessageRole::Status,
                 text,
             }),
+            usage: None,
         }
     }
 
@@ -133,14 +139,32 @@ impl TurnEnding {
         (self.end.status, self.end.error.as_ref().map(|e| e.0))
     }
 
-    /// Stores the row, the event and the line in one transaction (the store publishes the
-    /// event at commit). `false`: the turn had already ended (terminal states are immutable).
-    pub async fn record(&self, ctx: &Ctx, turn_id: &TurnId) -> Result<bool, StoreError> {
-        let ev = ctx
-            .store
+    /// The turn's usage row goes in with its end (a turn whose agent reported nothing:
+    /// its end and its "unreported" row become visible together, in one commit).
+    pub fn with_usage(&mut self, row: NewUsage) {
+        self.usage = Some(row);
+    }
+
+    /// The usage row given by [`TurnEnding::with_usage`], for the caller to store when
+    /// [`TurnEnding::record`] did not.
+    pub fn take_usage(&mut self) -> Option<NewUsage> {
+        self.usage.take()
+    }
+
+    /// Stores the row, the event, the line and the usage row in one transaction (the
+    /// store publishes the event at commit). No event: the turn had already ended
+    /// (terminal states are immutable). The usage row is left to the caller when a
+    /// budget counts it (see `FinishedTurn::usage_stored`).
+    pub async fn record(&self, ctx: &Ctx, turn_id: &TurnId) -> Result<FinishedTurn, StoreError> {
+        ctx.store
             .conversations()
-            .finish_turn(turn_id, &self.end, &self.event, self.line.as_ref())
-            .await?;
-        Ok(ev.is_some())
+            .finish_turn_with_usage(
+                turn_id,
+                &self.end,
+                &self.event,
+                self.line.as_ref(),
+                self.usage.as_ref(),
+            )
+            .await
     }
 }

@@ -86,7 +86,8 @@ pub(crate) mod dialect {
     /// with its session and conversation there, so its event is always stored with it
     /// (the transaction is committed before anyone could check). Returns the turn's
     /// session and conversation, then the event's id and `seq`; no row when the turn
-    /// could not end.
+    /// could not end. The caller ends it with `; COMMIT`, after the turn's usage row when
+    /// it has one (`conversations/sql_turns.rs`).
     pub const FINISH_TURN_AT_ONCE: Option<(&str, &str)> = Some((
         "BEGIN IMMEDIATE; UPDATE turns SET status = $1, result_text = $2, stop_reason = $3, \
          error_code = $4, error_message = $5, usage = $6, ended_at = $7 WHERE id = $8 AND \
@@ -101,7 +102,7 @@ pub(crate) mod dialect {
          turn_id, at) SELECT t.conversation_id, $11, $12, t.session_id, t.id, $7 FROM turns t \
          WHERE t.id = $8 AND $11 IS NOT NULL AND changes() = 1; UPDATE conversations SET \
          updated_at = $7 WHERE id = (SELECT conversation_id FROM turns WHERE id = $8) AND $11 \
-         IS NOT NULL AND changes() = 1; COMMIT",
+         IS NOT NULL AND changes() = 1",
     ));
     /// SQLite's one writer already serialises every write.
     pub const CHILDREN_LOCK: Option<&str> = None;

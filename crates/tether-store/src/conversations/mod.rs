@@ -79,6 +79,18 @@ pub struct StartedTurn {
     pub has_attachments: bool,
 }
 
+/// What [`Conversations::finish_turn_with_usage`](crate::Conversations) stored.
+#[derive(Debug, Clone)]
+pub struct FinishedTurn {
+    /// The terminal event; `None` when the turn had already ended (terminal states are
+    /// immutable).
+    pub event: Option<tether_proto::EventEnvelope>,
+    /// The usage row went in with it. `false`: a budget counts it, or its report was
+    /// stored already, or the turn's end failed: the caller stores it with
+    /// `Usage::record_usage` (which counts it toward its budgets, or changes nothing).
+    pub usage_stored: bool,
+}
+
 /// How a turn ended.
 #[derive(Debug, Clone)]
 pub struct TurnEnd {

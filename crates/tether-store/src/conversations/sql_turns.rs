@@ -10,7 +10,15 @@ use sqlx::Row;
 
 use super::conns::Tx;
 use super::{Db, rows};
-use crate::{NewMessage, NewTurn, Result, StartedTurn, TurnEnd, TurnPlace, rules};
+use super::usage::{ALONE, alone_from, bind_usage};
+use crate::{
+    FinishedTurn, NewMessage, NewTurn, NewUsage, Result, StartedTurn, TurnEnd, TurnPlace, rules,
+};
+
+/// The usage row's statement where it follows a turn's end in one query: its parameters
+/// after the end's twelve (`FINISH_TURN_AT_ONCE`).
+static LEDGER_AFTER_END: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("; {}", alone_from(13)));
 
 const OPEN: &str = "('queued', 'running', 'waiting_approval', 'waiting_user')";
 
@@ -157,13 +165,46 @@ impl Db {
         event: &EventPayload,
         message: Option<&NewMessage>,
     ) -> Result<Option<EventEnvelope>> {
+        let finished = self
+            .finish_turn_with_usage(turn_id, end, event, message, None)
+            .await?;
+        Ok(finished.event)
+    }
+
+    /// [`Self::finish_turn`], with the turn's usage row (the one a turn whose agent
+    /// reported nothing gets) in the same transaction when no budget counts it: the
+    /// turn's end and its usage become visible together, in one commit instead of two
+    /// on the turn's path. The row is stored even when the turn had already ended.
+    pub async fn finish_turn_with_usage(
+        &self,
+        turn_id: &TurnId,
+        end: &TurnEnd,
+        event: &EventPayload,
+        message: Option<&NewMessage>,
+        usage: Option<&NewUsage>,
+    ) -> Result<FinishedTurn> {
         if let Some((head, tail)) = super::dialect::FINISH_TURN_AT_ONCE
             && !self.shared.held.any()
         {
-            let sql = format!("{head}{}{tail}", rules::turns_that_can_become(end.status));
-            return self.finish_turn_at_once(&sql, turn_id, end, event, message).await;
+            let statuses = rules::turns_that_can_become(end.status);
+            let ledger = match usage {
+                Some(_) => LEDGER_AFTER_END.as_str(),
+                None => "",
+            };
+            let sql = format!("{head}{statuses}{tail}{ledger}; COMMIT");
+            return self
+                .finish_turn_at_once(&sql, turn_id, end, event, message, usage)
+                .await;
         }
         let mut tx = self.writer.begin().await?;
+        let now = self.now_ms();
+        let usage_stored = match usage {
+            Some(u) => bind_usage(sqlx::query_as::<_, (i64,)>(ALONE), u, now)
+                .fetch_optional(&mut *tx)
+                .await?
+                .is_some(),
+            None => false,
+        };
         let row: Option<(String, String)> = sqlx::query_as(&format!(
             "UPDATE turns SET status = $1, result_text = $2, stop_reason = $3, error_code = $4, \
              error_message = $5, usage = $6, ended_at = $7 WHERE id = $8 AND status IN {} \
@@ -176,12 +217,19 @@ impl Db {
         .bind(end.error.as_ref().map(|(c, _)| c.as_str()))
         .bind(end.error.as_ref().map(|(_, m)| m.as_str()))
         .bind(end.usage.as_ref().map(|u| u.to_string()))
-        .bind(self.now_ms())
+        .bind(now)
         .bind(turn_id.as_str())
         .fetch_optional(&mut *tx)
         .await?;
         let Some((session_id, conversation_id)) = row else {
-            return Ok(None);
+            // The ledger is not fenced (as `record_usage`): its row stays.
+            if usage_stored {
+                tx.commit_unchecked().await?;
+            }
+            return Ok(FinishedTurn {
+                event: None,
+                usage_stored,
+            });
         };
         let (session_id, conversation_id) = (
             SessionId::from(session_id),
@@ -200,7 +248,10 @@ impl Db {
             .await?;
         }
         self.commit_events(tx, std::slice::from_ref(&ev)).await?;
-        Ok(Some(ev))
+        Ok(FinishedTurn {
+            event: Some(ev),
+            usage_stored,
+        })
     }
 
     pub async fn get_turn(&self, id: &TurnId) -> Result<Option<Turn>> {

@@ -14,9 +14,10 @@ use sqlx::Row;
 use tether_proto::{ConversationId, EventEnvelope, EventPayload, SessionId, TurnId};
 
 use super::Db;
-use super::conns::Tx;
 use super::SqlRow;
-use crate::{NewMessage, Result, StartedTurn, StoreError, TurnEnd};
+use super::conns::Tx;
+use super::usage::bind_usage;
+use crate::{FinishedTurn, NewMessage, NewUsage, Result, StartedTurn, StoreError, TurnEnd};
 
 impl Db {
     /// [`Db::start_turn`] in one round trip instead of four: `sql` is the dialect's
@@ -51,8 +52,9 @@ impl Db {
         }))
     }
 
-    /// [`Db::finish_turn`] in one round trip instead of five: `sql` is the dialect's
-    /// `FINISH_TURN_AT_ONCE` with the statuses the turn may end from.
+    /// [`Db::finish_turn_with_usage`] in one round trip instead of five (six with a
+    /// usage row): `sql` is the dialect's `FINISH_TURN_AT_ONCE` with the statuses the
+    /// turn may end from, and the usage row's statement when `usage` is given.
     pub(super) async fn finish_turn_at_once(
         &self,
         sql: &str,
@@ -60,14 +62,15 @@ impl Db {
         end: &TurnEnd,
         event: &EventPayload,
         message: Option<&NewMessage>,
-    ) -> Result<Option<EventEnvelope>> {
+        usage: Option<&NewUsage>,
+    ) -> Result<FinishedTurn> {
         let json = serde_json::to_string(event).map_err(|e| StoreError::Corrupt {
             table: "events",
             detail: e.to_string(),
         })?;
         let mut tx = Tx::autocommit_on(self.writer.acquire().await?);
         let now = tx.now_ms();
-        let ran = sqlx::query(sql)
+        let q = sqlx::query(sql)
             .bind(end.status.as_str())
             .bind(&end.result_text)
             .bind(&end.stop_reason)
@@ -79,14 +82,33 @@ impl Db {
             .bind(event.kind())
             .bind(json)
             .bind(message.map(|m| m.role.as_str()))
-            .bind(message.map(|m| m.text.as_str()))
-            .fetch_all(&mut *tx)
-            .await;
+            .bind(message.map(|m| m.text.as_str()));
+        let q = match usage {
+            Some(u) => bind_usage(q, u, now),
+            None => q,
+        };
+        let mut ran = q.fetch_all(&mut *tx).await;
+        // The usage row's id comes last, alone in its row (the turn's and the event's
+        // rows have two columns each).
+        let mut usage_stored = false;
+        if let Ok(rows) = &mut ran
+            && usage.is_some()
+            && rows.last().is_some_and(|r| r.len() == 1)
+        {
+            rows.pop();
+            usage_stored = true;
+        }
         let Some((turn, stored)) = two_rows(&mut tx, ran, "a turn's end")? else {
-            return Ok(None);
+            return Ok(FinishedTurn {
+                event: None,
+                usage_stored,
+            });
         };
         let ev = self.publish(tx, (&turn, &stored), turn_id, now, event.clone()).await?;
-        Ok(Some(ev))
+        Ok(FinishedTurn {
+            event: Some(ev),
+            usage_stored,
+        })
     }
 
     /// The event a query of this module stored with `payload` (`rows`: the turn's, with

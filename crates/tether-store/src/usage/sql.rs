@@ -68,30 +68,77 @@ macro_rules! usage_values {
     };
 }
 
-/// Binds a row's values to a query of the ledger's columns (`usage_values!`).
-fn bind_usage<'q, O>(
-    q: sqlx::query::QueryAs<'q, Sql, O, <Sql as sqlx::Database>::Arguments<'q>>,
-    u: &'q NewUsage,
-    now: i64,
-) -> sqlx::query::QueryAs<'q, Sql, O, <Sql as sqlx::Database>::Arguments<'q>> {
-    q.bind(now)
-        .bind(u.conversation_id.as_str())
-        .bind(u.root_conversation_id.as_str())
-        .bind(u.session_id.as_ref().map(|s| s.as_str()))
-        .bind(u.turn_id.as_ref().map(|t| t.as_str()))
-        .bind(u.person_id.as_ref().map(|p| p.as_str()))
-        .bind(&u.agent)
-        .bind(&u.model)
-        .bind(&u.account)
-        .bind(u.input)
-        .bind(u.cached_input)
-        .bind(u.cache_write)
-        .bind(u.output)
-        .bind(u.reasoning)
-        .bind(u.cost_nanos)
-        .bind(&u.price_version)
-        .bind(&u.report_id)
-        .bind(i64::from(u.unreported))
+/// What [`bind_usage`] binds onto: a plain query, or one whose rows map to a tuple.
+pub(super) trait Binds<'q>: Sized {
+    fn with<T: 'q + sqlx::Encode<'q, Sql> + sqlx::Type<Sql>>(self, value: T) -> Self;
+}
+
+impl<'q> Binds<'q> for sqlx::query::Query<'q, Sql, <Sql as sqlx::Database>::Arguments<'q>> {
+    fn with<T: 'q + sqlx::Encode<'q, Sql> + sqlx::Type<Sql>>(self, value: T) -> Self {
+        self.bind(value)
+    }
+}
+
+impl<'q, O> Binds<'q> for sqlx::query::QueryAs<'q, Sql, O, <Sql as sqlx::Database>::Arguments<'q>> {
+    fn with<T: 'q + sqlx::Encode<'q, Sql> + sqlx::Type<Sql>>(self, value: T) -> Self {
+        self.bind(value)
+    }
+}
+
+/// Binds a row's values to a query of the ledger's columns (`usage_values!`), after
+/// whatever `q` has bound already.
+pub(super) fn bind_usage<'q, Q: Binds<'q>>(q: Q, u: &'q NewUsage, now: i64) -> Q {
+    q.with(now)
+        .with(u.conversation_id.as_str())
+        .with(u.root_conversation_id.as_str())
+        .with(u.session_id.as_ref().map(|s| s.as_str()))
+        .with(u.turn_id.as_ref().map(|t| t.as_str()))
+        .with(u.person_id.as_ref().map(|p| p.as_str()))
+        .with(&u.agent)
+        .with(&u.model)
+        .with(&u.account)
+        .with(u.input)
+        .with(u.cached_input)
+        .with(u.cache_write)
+        .with(u.output)
+        .with(u.reasoning)
+        .with(u.cost_nanos)
+        .with(&u.price_version)
+        .with(&u.report_id)
+        .with(i64::from(u.unreported))
+}
+
+/// A ledger row on its own, as almost every row is stored: inserted (and its id
+/// returned) unless a budget counts it, whose counters must change in the same
+/// transaction ([`Db::record_usage`] does both), or its report is stored already.
+/// Parameters `$1` to `$18` ([`bind_usage`]).
+pub(super) const ALONE: &str = concat!(
+    "INSERT INTO usage_ledger (",
+    usage_columns!(),
+    ") SELECT ",
+    usage_values!(),
+    " WHERE NOT EXISTS (SELECT 1 FROM budgets WHERE ",
+    crate::usage::counting_where!("", "$2", "$3", "$6"),
+    ") ON CONFLICT (report_id) DO NOTHING RETURNING id"
+);
+
+/// [`ALONE`] with its parameters numbered from `$first` instead of `$1`, to follow
+/// another statement's parameters in one query.
+pub(super) fn alone_from(first: usize) -> String {
+    let mut out = String::with_capacity(ALONE.len() + 32);
+    let mut rest = ALONE;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..=at]);
+        rest = &rest[at + 1..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        match rest[..digits].parse::<usize>() {
+            Ok(n) => out.push_str(&(n + first - 1).to_string()),
+            Err(_) => out.push_str(&rest[..digits]),
+        }
+        rest = &rest[digits..];
+    }
+    out.push_str(rest);
+    out
 }
 
 impl Db {
@@ -103,21 +150,9 @@ impl Db {
         // (one round trip instead of `BEGIN`, the insert and `COMMIT`), which inserts
         // nothing when a budget counts it (or the report is stored already) and leaves
         // that to the transaction below.
-        let alone: Option<(i64,)> = bind_usage(
-            sqlx::query_as(concat!(
-                "INSERT INTO usage_ledger (",
-                usage_columns!(),
-                ") SELECT ",
-                usage_values!(),
-                " WHERE NOT EXISTS (SELECT 1 FROM budgets WHERE ",
-                crate::usage::counting_where!("", "$2", "$3", "$6"),
-                ") ON CONFLICT (report_id) DO NOTHING RETURNING id"
-            )),
-            u,
-            now,
-        )
-        .fetch_optional(&self.writer)
-        .await?;
+        let alone: Option<(i64,)> = bind_usage(sqlx::query_as(ALONE), u, now)
+            .fetch_optional(&self.writer)
+            .await?;
         if alone.is_some() {
             return Ok(Recorded {
                 inserted: true,

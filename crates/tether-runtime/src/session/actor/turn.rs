@@ -422,17 +422,8 @@ impl Actor {
         self.end_turn(ending).await;
     }
 
-    pub(super) async fn end_turn(&mut self, ending: TurnEnding) {
-        if self
-            .current
-            .as_ref()
-            .is_some_and(|c| c.prompted && c.usage_reports == 0)
-        {
-            // The turn ends either way: a cap it crossed refuses the next one.
-            let _ = self.on_usage(None).await;
-        } else {
-            let _ = self.save_usage().await;
-        }
+    pub(super) async fn end_turn(&mut self, mut ending: TurnEnding) {
+        self.usage_before_end(&mut ending).await;
         if let Some(c) = self.canceller.take() {
             c.abort();
         }
@@ -474,10 +465,21 @@ impl Actor {
         // long as it takes (a turn never stays running once the database is back).
         self.store_held().await;
         let ctx = self.ctx.clone();
-        match super::outage::patiently("a turn's end", || ending.record(&ctx, &cur.turn_id)).await {
-            Ok(true) => {}
-            Ok(false) => tracing::warn!(turn_id = %cur.turn_id, "turn had already ended"),
-            Err(e) => tracing::error!(error = %e, "cannot finish turn"),
-        }
+        let usage_stored =
+            match super::outage::patiently("a turn's end", || ending.record(&ctx, &cur.turn_id))
+                .await
+            {
+                Ok(finished) => {
+                    if finished.event.is_none() {
+                        tracing::warn!(turn_id = %cur.turn_id, "turn had already ended");
+                    }
+                    finished.usage_stored
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot finish turn");
+                    false
+                }
+            };
+        self.usage_after_end(&mut ending, usage_stored).await;
     }
 }

@@ -11,6 +11,7 @@ use tether_proto::{MessageRole, TurnId};
 use tether_store::{BudgetHit, BudgetUse, Recorded, StoreError, TurnBudgets};
 
 use super::Actor;
+use crate::session::ending::TurnEnding;
 use crate::usage::{Meter, describe};
 
 /// Why a turn may not start (see `refused_by_budget`).
@@ -43,22 +44,60 @@ impl Actor {
     /// A report from the agent (`None`: the turn ended without any); whether a hard cap
     /// now stops the running turn (the caller stops it).
     pub(super) async fn on_usage(&mut self, report: Option<UsageReport>) -> bool {
-        let turn_id = self.current.as_ref().map(|c| c.turn_id.clone());
         if let Some(c) = self.current.as_mut()
             && report.is_some()
         {
             c.usage_reports += 1;
         }
-        let Some(meter) = self.meter().await else {
+        let Some(row) = self.usage_row(report.as_ref()).await else {
             return false;
         };
-        let row = meter.row(&self.ctx, &self.session, turn_id.as_ref(), report.as_ref());
         if self.unsaved_usage.len() >= MAX_UNSAVED {
             self.unsaved_usage.remove(0);
             tracing::error!("usage rows dropped: the store stayed unreachable");
         }
         self.unsaved_usage.push(row);
         self.save_usage().await
+    }
+
+    /// Before the running turn's end. A turn whose agent reported nothing gets its
+    /// "unreported" row with its end (one commit, not two on the turn's path; see
+    /// `usage_after_end`); otherwise the rows waiting are written first.
+    pub(super) async fn usage_before_end(&mut self, ending: &mut TurnEnding) {
+        let unreported = self
+            .current
+            .as_ref()
+            .is_some_and(|c| c.prompted && c.usage_reports == 0);
+        if unreported && self.unsaved_usage.is_empty() {
+            if let Some(row) = self.usage_row(None).await {
+                ending.with_usage(row);
+            }
+        } else if unreported {
+            // The turn ends either way: a cap it crossed refuses the next one.
+            let _ = self.on_usage(None).await;
+        } else {
+            let _ = self.save_usage().await;
+        }
+    }
+
+    /// After the turn's end: its usage row when the end did not store it (a budget
+    /// counts it, or the end failed), on its own and counted.
+    pub(super) async fn usage_after_end(&mut self, ending: &mut TurnEnding, stored: bool) {
+        if !stored && let Some(row) = ending.take_usage() {
+            self.unsaved_usage.push(row);
+            let _ = self.save_usage().await;
+        }
+    }
+
+    /// The ledger row of a report of the running turn (`None`: the turn's agent reported
+    /// nothing); `None` when whom it counts for cannot be read.
+    pub(super) async fn usage_row(
+        &mut self,
+        report: Option<&UsageReport>,
+    ) -> Option<tether_store::NewUsage> {
+        let turn_id = self.current.as_ref().map(|c| c.turn_id.clone());
+        let meter = self.meter().await?;
+        Some(meter.row(&self.ctx, &self.session, turn_id.as_ref(), report))
     }
 
     /// Writes the rows waiting, oldest first, until one cannot be written; whether a
