@@ -7,10 +7,10 @@
 
 use futures::future::BoxFuture;
 use tether_proto::{
-    Approval, ApprovalId, ApprovalStatus, Attachment, AttachmentId, Continuation, Conversation,
-    ConversationId, CreateConversation, Decision, EventEnvelope, EventPage, HistoryMessage,
-    MessageOutcome, Question, QuestionId, QuestionStatus, SendMessage, Session, SessionId,
-    TaskClosed, TaskId, TaskSnapshot, TaskStarted, TurnFiles, TurnId, UpdateConversation,
+    Approval, ApprovalId, Attachment, AttachmentId, Continuation, Conversation, ConversationId,
+    CreateConversation, Decision, EventEnvelope, EventPage, HistoryMessage, MessageOutcome,
+    Question, QuestionId, SendMessage, Session, SessionId, TaskClosed, TaskId, TaskSnapshot,
+    TaskStarted, TurnFiles, TurnId, UpdateConversation,
 };
 use tether_store::{Follower, Scope, Store};
 use tokio::sync::broadcast;
@@ -322,12 +322,6 @@ impl Runtime {
         self.conversations()
             .session_events(id, after_seq, limit)
             .await
-    }
-    pub async fn list_approvals(&self, status: Option<ApprovalStatus>) -> Result<Vec<Approval>> {
-        self.conversations().list_approvals(status).await
-    }
-    pub async fn list_questions(&self, status: Option<QuestionStatus>) -> Result<Vec<Question>> {
-        self.conversations().list_questions(status).await
     }
 
     // Delegated tasks.

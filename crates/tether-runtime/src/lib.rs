@@ -45,6 +45,7 @@ mod views;
 mod worktree;
 
 pub use accounts::{AccountStatus, LINK_CODE_TTL_MS};
+pub use answering::RequestPage;
 pub use attachments::file_out::{FileOutError, home_secrets};
 pub use attachments::prompt::{ATTACHMENTS_DIR, copies_dir};
 pub use attachments::rules::{AttachmentError, AttachmentLimits, sanitize_name};

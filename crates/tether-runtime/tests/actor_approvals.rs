@@ -50,10 +50,13 @@ async fn an_unanswered_approval_expires_when_the_clock_reaches_its_deadline() {
 
     clock.advance(59_999);
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let pending = within("list", rt.list_approvals(Some(ApprovalStatus::Pending)))
-        .await
-        .unwrap();
-    assert_eq!(pending.len(), 1, "expired before its deadline");
+    let pending = within(
+        "list",
+        rt.list_approvals(Some(ApprovalStatus::Pending), None, 100),
+    )
+    .await
+    .unwrap();
+    assert_eq!(pending.items.len(), 1, "expired before its deadline");
     assert!(answer.try_recv().is_err(), "the agent was answered early");
 
     clock.advance(1);
@@ -149,8 +152,10 @@ async fn an_answer_before_the_deadline_wins_and_an_unanswered_question_expires()
         })
         .collect();
     assert_eq!(resolved, [ApprovalStatus::Allowed]);
-    let approval = within("approvals", rt.list_approvals(None)).await.unwrap();
-    assert_eq!(approval[0].status, ApprovalStatus::Allowed);
+    let approval = within("approvals", rt.list_approvals(None, None, 100))
+        .await
+        .unwrap();
+    assert_eq!(approval.items[0].status, ApprovalStatus::Allowed);
     let history = within("history", rt.history(&conv, None, 100))
         .await
         .unwrap();

@@ -80,7 +80,7 @@ pub use people::{
     WebSessionRow,
 };
 pub use recovery::{RecoveredConversation, RecoveryReport};
-pub use requests::{NewApproval, NewQuestion};
+pub use requests::{NewApproval, NewQuestion, RequestPlace};
 pub use schedules::{SCHEDULE_RUN, ScheduleRow};
 pub use timers::{CONTINUE_AFTER_LIMIT, NewTimer, Timer};
 pub use usage::{

@@ -624,7 +624,9 @@ impl Daemon {
     pub async fn pending_approval(&self, conversation: &str) -> Value {
         crate::within("approval is pending", async {
             loop {
-                let list = self.get_ok("/api/v1/approvals?status=pending").await;
+                let list = self
+                    .get_ok("/api/v1/approvals?status=pending&limit=1000")
+                    .await;
                 let found = list.as_array().and_then(|l| {
                     l.iter()
                         .find(|a| a["conversation_id"] == conversation)

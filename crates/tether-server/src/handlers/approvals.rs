@@ -1,5 +1,5 @@
-//! `/api/v1/approvals` and `/api/v1/questions`: list and answer. The first answer wins,
-//! whichever channel it comes from.
+//! `/api/v1/approvals` and `/api/v1/questions`: list (in pages, newest first) and
+//! answer. The first answer wins, whichever channel it comes from.
 
 use crate::auth::Api;
 use axum::Json;
@@ -10,14 +10,20 @@ use tether_proto::{
 };
 use utoipa::IntoParams;
 
+use super::{page_limit, page_response};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, Via};
+use axum::response::Response;
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct ApprovalsQuery {
     /// Only approvals in this state (e.g. `pending`); all when omitted.
     status: Option<ApprovalStatus>,
+    /// Page size (default 100, at most 1000).
+    limit: Option<u32>,
+    /// Where the page starts: the `X-Next-Cursor` header of the page before.
+    cursor: Option<String>,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -25,6 +31,10 @@ pub(crate) struct ApprovalsQuery {
 pub(crate) struct QuestionsQuery {
     /// Only questions in this state (e.g. `pending`); all when omitted.
     status: Option<QuestionStatus>,
+    /// Page size (default 100, at most 1000).
+    limit: Option<u32>,
+    /// Where the page starts: the `X-Next-Cursor` header of the page before.
+    cursor: Option<String>,
 }
 
 #[utoipa::path(
@@ -33,8 +43,12 @@ pub(crate) struct QuestionsQuery {
     tag = "approvals",
     params(ApprovalsQuery),
     responses(
-        (status = 200, description = "Approvals", body = [Approval]),
-        (status = 400, description = "Bad query", body = ErrorBody),
+        (status = 200, description = "One page of approvals, newest first; the \
+            `X-Next-Cursor` header (absent on the last page) asks for the next one. A page \
+            holds those you may read among `limit` stored, so it can be shorter and still \
+            have a next page", body = [Approval],
+            headers(("X-Next-Cursor" = String, description = "Pass as `cursor` for the next page"))),
+        (status = 400, description = "Bad query or cursor", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
     ),
     security(("bearer" = []))
@@ -42,8 +56,12 @@ pub(crate) struct QuestionsQuery {
 pub(crate) async fn list_approvals(
     Api(s): Api,
     ApiQuery(q): ApiQuery<ApprovalsQuery>,
-) -> Result<Json<Vec<Approval>>, ApiError> {
-    Ok(Json(s.runtime.list_approvals(q.status).await?))
+) -> Result<Response, ApiError> {
+    let page = s
+        .runtime
+        .list_approvals(q.status, q.cursor.as_deref(), page_limit(q.limit)?)
+        .await?;
+    Ok(page_response(page.items, page.next_cursor))
 }
 
 #[utoipa::path(
@@ -78,8 +96,12 @@ pub(crate) async fn answer_approval(
     tag = "questions",
     params(QuestionsQuery),
     responses(
-        (status = 200, description = "Questions", body = [Question]),
-        (status = 400, description = "Bad query", body = ErrorBody),
+        (status = 200, description = "One page of questions, newest first; the \
+            `X-Next-Cursor` header (absent on the last page) asks for the next one. A page \
+            holds those you may read among `limit` stored, so it can be shorter and still \
+            have a next page", body = [Question],
+            headers(("X-Next-Cursor" = String, description = "Pass as `cursor` for the next page"))),
+        (status = 400, description = "Bad query or cursor", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
     ),
     security(("bearer" = []))
@@ -87,8 +109,12 @@ pub(crate) async fn answer_approval(
 pub(crate) async fn list_questions(
     Api(s): Api,
     ApiQuery(q): ApiQuery<QuestionsQuery>,
-) -> Result<Json<Vec<Question>>, ApiError> {
-    Ok(Json(s.runtime.list_questions(q.status).await?))
+) -> Result<Response, ApiError> {
+    let page = s
+        .runtime
+        .list_questions(q.status, q.cursor.as_deref(), page_limit(q.limit)?)
+        .await?;
+    Ok(page_response(page.items, page.next_cursor))
 }
 
 #[utoipa::path(

@@ -29,3 +29,11 @@ pub struct NewQuestion {
     pub prompt: String,
     pub deadline_ms: i64,
 }
+
+/// Where a page of approvals or questions starts: after the request created at
+/// `created_at_ms` with id `id` (lists are newest first, ties by id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestPlace {
+    pub created_at_ms: i64,
+    pub id: String,
+}

@@ -12,7 +12,7 @@ use tether_proto::{
 
 
 use super::{Db, SqlRow, rows};
-use crate::{NewApproval, NewQuestion, Result, StoreError};
+use crate::{NewApproval, NewQuestion, RequestPlace, Result, StoreError};
 
 fn to_json(v: &impl serde::Serialize) -> Result<String> {
     serde_json::to_string(v).map_err(|e| StoreError::Corrupt {
@@ -188,9 +188,23 @@ impl Db {
         status: Option<&str>,
         conversation_id: Option<&ConversationId>,
     ) -> Result<Vec<K::Row>> {
+        self.requests_page::<K>(status, conversation_id, None, 500)
+            .await
+    }
+
+    /// Up to `limit` requests, newest first (ties by id), after `after`.
+    async fn requests_page<K: Kind>(
+        &self,
+        status: Option<&str>,
+        conversation_id: Option<&ConversationId>,
+        after: Option<&RequestPlace>,
+        limit: u32,
+    ) -> Result<Vec<K::Row>> {
         let sql = format!(
             "SELECT * FROM {} WHERE ($1 IS NULL OR status = $2) \
-             AND ($3 IS NULL OR conversation_id = $4) ORDER BY created_at DESC, id LIMIT 500",
+             AND ($3 IS NULL OR conversation_id = $4) \
+             AND ($5 IS NULL OR created_at < $6 OR (created_at = $6 AND id > $7)) \
+             ORDER BY created_at DESC, id LIMIT $8",
             K::TABLE
         );
         let rows = sqlx::query(&sql)
@@ -198,6 +212,10 @@ impl Db {
             .bind(status)
             .bind(conversation_id.map(ConversationId::as_str))
             .bind(conversation_id.map(ConversationId::as_str))
+            .bind(after.map(|_| 1_i64))
+            .bind(after.map_or(0, |a| a.created_at_ms))
+            .bind(after.map_or("", |a| a.id.as_str()))
+            .bind(i64::from(limit))
             .fetch_all(&self.reader)
             .await?;
         rows.iter().map(K::decode).collect()
@@ -261,6 +279,30 @@ impl Db {
         conversation_id: Option<&ConversationId>,
     ) -> Result<Vec<Approval>> {
         self.list_requests::<Approvals>(status.map(|s| s.as_str()), conversation_id)
+            .await
+    }
+
+    /// One page of approvals, newest first, optionally of one status: up to `limit`
+    /// after `after` (the last of the page before).
+    pub async fn approvals_page(
+        &self,
+        status: Option<ApprovalStatus>,
+        after: Option<&RequestPlace>,
+        limit: u32,
+    ) -> Result<Vec<Approval>> {
+        self.requests_page::<Approvals>(status.map(|s| s.as_str()), None, after, limit)
+            .await
+    }
+
+    /// One page of questions, newest first, optionally of one status: up to `limit`
+    /// after `after` (the last of the page before).
+    pub async fn questions_page(
+        &self,
+        status: Option<QuestionStatus>,
+        after: Option<&RequestPlace>,
+        limit: u32,
+    ) -> Result<Vec<Question>> {
+        self.requests_page::<Questions>(status.map(|s| s.as_str()), None, after, limit)
             .await
     }
 

@@ -1,5 +1,5 @@
 //! What long lists need from the API, through a real `tether serve`: the conversation
-//! list and a session's turns in pages with a cursor, the list event stream (created,
+//! list, a session's turns, approvals and questions in pages with a cursor, the list event stream (created,
 //! renamed, running, idle, archived) and a conversation's events and history read
 //! backwards from the end.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -133,6 +133,82 @@ async fn a_sessions_turns_come_in_pages_with_a_cursor() {
     }
     let (status, _, _) = get_page(&d, "/api/v1/sessions/nope/turns?limit=2").await;
     assert_eq!(status, 404);
+}
+
+/// Every page of `base` (a list of approvals or questions) in pages of `limit`: the
+/// ids in order and each page's size.
+async fn all_pages(d: &Daemon, base: &str, limit: usize) -> (Vec<Value>, Vec<usize>) {
+    let (mut seen, mut sizes) = (Vec::new(), Vec::new());
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let mut path = format!("{base}{sep}limit={limit}");
+    loop {
+        let (status, next, body) = get_page(d, &path).await;
+        assert_eq!(status, 200, "{body}");
+        let page = body.as_array().unwrap();
+        sizes.push(page.len());
+        seen.extend(page.iter().cloned());
+        match next {
+            Some(c) => path = format!("{base}{sep}limit={limit}&cursor={c}"),
+            None => return (seen, sizes),
+        }
+    }
+}
+
+/// Approvals and questions come in pages, newest first: each request once, however
+/// many there are (the lists used to stop at the newest 500).
+#[tokio::test]
+async fn approvals_and_questions_come_in_pages_with_a_cursor() {
+    let d = Daemon::start(DaemonOptions::default()).await;
+    let mut convs = Vec::new();
+    for i in 0..5 {
+        let c = d.new_conversation(None).await;
+        let ask = if i % 2 == 0 { "approve" } else { "ask" };
+        d.say(&c, &format!("{ask} step {i}?")).await;
+        convs.push(c);
+    }
+    // Three approvals and two questions, all pending.
+    within("every request is pending", async {
+        loop {
+            let a = d.get_ok("/api/v1/approvals?status=pending").await;
+            let q = d.get_ok("/api/v1/questions?status=pending").await;
+            if a.as_array().unwrap().len() == 3 && q.as_array().unwrap().len() == 2 {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    for (base, n) in [
+        ("/api/v1/approvals", 3),
+        ("/api/v1/approvals?status=pending", 3),
+        ("/api/v1/questions", 2),
+    ] {
+        let (seen, sizes) = all_pages(&d, base, 2).await;
+        let want: Vec<usize> = if n == 3 { vec![2, 1] } else { vec![2] };
+        assert_eq!(sizes, want, "{base}");
+        let ids: HashSet<&str> = seen.iter().map(|r| r["id"].as_str().unwrap()).collect();
+        assert_eq!(ids.len(), n, "{base}: each once");
+        let at: Vec<i64> = seen
+            .iter()
+            .map(|r| r["created_at_ms"].as_i64().unwrap())
+            .collect();
+        assert!(
+            at.windows(2).all(|w| w[0] >= w[1]),
+            "{base}: newest first {at:?}"
+        );
+        // Pages of one give the same requests in the same order.
+        let (one_by_one, _) = all_pages(&d, base, 1).await;
+        assert_eq!(one_by_one, seen, "{base}");
+    }
+    let (_, sizes) = all_pages(&d, "/api/v1/approvals?status=allowed", 2).await;
+    assert_eq!(sizes, [0], "none allowed yet");
+    for bad in ["cursor=nonsense", "cursor=12.", "cursor=x.y", "limit=0"] {
+        for list in ["approvals", "questions"] {
+            let (status, _, body) = get_page(&d, &format!("/api/v1/{list}?{bad}")).await;
+            assert_eq!(status, 400, "{list} {bad}: {body}");
+            assert_eq!(body["error"]["code"], "bad_request");
+        }
+    }
 }
 
 /// The next `conversation` message about `id` that satisfies `pred`.
