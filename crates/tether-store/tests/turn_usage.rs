@@ -77,33 +77,7 @@ async fn reports_of(store: &Store, turn: &str) -> (i64, i64) {
 
 async fn a_turns_usage_row_commits_with_its_end(b: Backend) {
     let (_d, store) = support::open(b).await;
-    store
-        .conversations()
-        .create_conversation(&NewConversation {
-            id: &"c1".into(),
-            kind: ConversationKind::Chat,
-            title: "t",
-            agent: "fake",
-            model: None,
-            cwd: "/tmp",
-            parent_conversation_id: None,
-            owner_id: None,
-            visibility: Visibility::Private,
-        })
-        .await
-        .unwrap();
-    let s = NewSession {
-        id: "s1".into(),
-        conversation_id: "c1".into(),
-        agent: "fake".into(),
-        model: None,
-        cwd: "/tmp".into(),
-    };
-    store
-        .conversations()
-        .start_session(&s, NewSessionReason::Unbound, None)
-        .await
-        .unwrap();
+    support::chat_with_session(&store, "c1", "s1").await;
     let (end, event) = completed();
     let line = NewMessage {
         role: MessageRole::Agent,

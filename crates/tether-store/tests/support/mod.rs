@@ -38,6 +38,38 @@ pub async fn reopen(guard: &Guard) -> Store {
     }
 }
 
+/// A private chat conversation `conv` on the fake agent with a bound session `session`.
+pub async fn chat_with_session(store: &Store, conv: &str, session: &str) {
+    use tether_proto::{ConversationKind, NewSessionReason, Visibility};
+    store
+        .conversations()
+        .create_conversation(&tether_store::NewConversation {
+            id: &conv.into(),
+            kind: ConversationKind::Chat,
+            title: "t",
+            agent: "fake",
+            model: None,
+            cwd: "/tmp",
+            parent_conversation_id: None,
+            owner_id: None,
+            visibility: Visibility::Private,
+        })
+        .await
+        .unwrap();
+    let s = tether_store::NewSession {
+        id: session.into(),
+        conversation_id: conv.into(),
+        agent: "fake".into(),
+        model: None,
+        cwd: "/tmp".into(),
+    };
+    store
+        .conversations()
+        .start_session(&s, NewSessionReason::Unbound, None)
+        .await
+        .unwrap();
+}
+
 /// `contract!(name, …)` (or `contract!(multi_thread; name, …)`): one test per backend of
 /// each `async fn name(backend: Backend)`.
 macro_rules! contract {
