@@ -74,10 +74,10 @@ async fn series(subscribers: usize, events: usize, rate: u64, judged: bool) -> R
         "/api/v1/conversations/{conv}/events?after_id={after}"
     ));
     let t_open = Instant::now();
-    let responses: Vec<reqwest::Response> = futures::stream::iter(0..subscribers)
+    let opening = futures::stream::iter(0..subscribers)
         .map(|_| {
             // No per-request time-out: reqwest would poll a timer on every chunk of
-            // every body; each subscriber's end is awaited within `LIMIT` below.
+            // every body; the opening and the whole turn have one deadline each.
             let req = d.authed(d.client.get(&url));
             async move {
                 let resp = req.send().await.context("opening a subscription")?;
@@ -88,8 +88,10 @@ async fn series(subscribers: usize, events: usize, rate: u64, judged: bool) -> R
             }
         })
         .buffer_unordered(64)
-        .try_collect()
-        .await?;
+        .try_collect::<Vec<reqwest::Response>>();
+    let responses = tokio::time::timeout(LIMIT, opening)
+        .await
+        .map_err(|_| anyhow!("the subscriptions were not open within {LIMIT:?}"))??;
     let opened = t_open.elapsed();
     let tasks: Vec<_> = responses
         .into_iter()
@@ -103,14 +105,16 @@ async fn series(subscribers: usize, events: usize, rate: u64, judged: bool) -> R
     let t0 = Instant::now();
     let out = d.say(&conv, &format!("rate {events} {rate}")).await?;
     let turn_id = str_field(&out, "turn_id")?;
-    let mut subs = Vec::with_capacity(subscribers);
-    for t in tasks {
-        subs.push(
-            tokio::time::timeout(LIMIT, t).await.map_err(|_| {
-                anyhow!("a subscriber did not see the turn end within {LIMIT:?}")
-            })???,
-        );
-    }
+    let all = async {
+        let mut subs = Vec::with_capacity(subscribers);
+        for t in tasks {
+            subs.push(t.await??);
+        }
+        anyhow::Ok(subs)
+    };
+    let subs = tokio::time::timeout(LIMIT, all)
+        .await
+        .map_err(|_| anyhow!("the subscribers did not see the turn end within {LIMIT:?}"))??;
     let wall = t0.elapsed();
     let cpu = d.cpu_time()?.saturating_sub(cpu0);
     let readers = cpu_time_of(std::process::id())?.saturating_sub(readers0);

@@ -257,7 +257,64 @@ async fn writes_take_their_time_from_the_store_clock(b: Backend) {
     assert!(history.iter().all(|m| m.at_ms == 1_000_000), "{history:?}");
 }
 
+/// Questions (and approvals: the same family) in pages: newest first, ties in the same
+/// millisecond by id, each once whatever the page size; the place after the last one
+/// gives an empty page.
+async fn requests_come_in_pages_newest_first_ties_by_id(b: Backend) {
+    let (_d, store) = support::open(b).await;
+    running_turn(&store).await;
+    let clock = Arc::new(FixedClock(AtomicI64::new(now_ms())));
+    store.set_clock(clock.clone());
+    for id in ["q3", "q1", "q2"] {
+        store
+            .requests()
+            .create_question(&question(id))
+            .await
+            .unwrap();
+    }
+    clock.0.fetch_add(5, Ordering::SeqCst);
+    for id in ["q5", "q4"] {
+        store
+            .requests()
+            .create_question(&question(id))
+            .await
+            .unwrap();
+    }
+    let want = ["q4", "q5", "q1", "q2", "q3"];
+    for limit in [1_u32, 2, 3, 5, 100] {
+        let mut seen = Vec::new();
+        let mut after: Option<RequestPlace> = None;
+        loop {
+            let page = store
+                .requests()
+                .questions_page(None, after.as_ref(), limit)
+                .await
+                .unwrap();
+            seen.extend(page.iter().map(|q| q.id.as_str().to_owned()));
+            let Some(last) = page.last() else { break };
+            after = Some(RequestPlace {
+                created_at_ms: last.created_at_ms,
+                id: last.id.as_str().to_owned(),
+            });
+        }
+        assert_eq!(seen, want, "pages of {limit}");
+    }
+    let pending = store
+        .requests()
+        .questions_page(Some(QuestionStatus::Pending), None, 100)
+        .await
+        .unwrap();
+    assert_eq!(pending.len(), 5);
+    let none = store
+        .requests()
+        .approvals_page(None, None, 100)
+        .await
+        .unwrap();
+    assert!(none.is_empty());
+}
+
 contract!(
     a_question_is_answered_once_and_its_turn_runs_on,
     writes_take_their_time_from_the_store_clock,
+    requests_come_in_pages_newest_first_ties_by_id,
 );

@@ -52,12 +52,17 @@ impl Actor {
         let Some(row) = self.usage_row(report.as_ref()).await else {
             return false;
         };
+        self.keep_unsaved(row);
+        self.save_usage().await
+    }
+
+    /// Queues a row for `save_usage`, the oldest dropped past [`MAX_UNSAVED`].
+    fn keep_unsaved(&mut self, row: tether_store::NewUsage) {
         if self.unsaved_usage.len() >= MAX_UNSAVED {
             self.unsaved_usage.remove(0);
             tracing::error!("usage rows dropped: the store stayed unreachable");
         }
         self.unsaved_usage.push(row);
-        self.save_usage().await
     }
 
     /// Before the running turn's end. A turn whose agent reported nothing gets its
@@ -84,7 +89,7 @@ impl Actor {
     /// counts it, or the end failed), on its own and counted.
     pub(super) async fn usage_after_end(&mut self, ending: &mut TurnEnding, stored: bool) {
         if !stored && let Some(row) = ending.take_usage() {
-            self.unsaved_usage.push(row);
+            self.keep_unsaved(row);
             let _ = self.save_usage().await;
         }
     }
