@@ -38,28 +38,49 @@ const POINT_READS: usize = 5_000;
 
 pub async fn run(events: usize, streams: usize, store_events: usize) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
+    let mut whole = None;
     if events > 0 {
-        rows.extend(end_to_end(events, streams, None).await?);
+        let (row, rate) = end_to_end(events, streams, None).await?;
+        rows.push(row);
+        whole = Some(rate);
     }
     let dir = tempfile::tempdir()?;
-    rows.extend(on_a_worker(Store::open(dir.path()).await?, store_events, false).await?);
+    let (row, ceiling) = on_a_worker(Store::open(dir.path()).await?, store_events, false).await?;
+    rows.push(row);
+    if let Some(whole) = whole {
+        rows.push(ratio(whole, ceiling));
+    }
     // The same on PostgreSQL, one node.
     let db = tokio::time::timeout(Duration::from_secs(180), TestDatabase::create())
         .await
         .map_err(|_| anyhow!("timed out creating a PostgreSQL database"))??;
     if events > 0 {
-        rows.extend(end_to_end(events, streams, Some(&db.url)).await?);
+        rows.push(end_to_end(events, streams, Some(&db.url)).await?.0);
     }
     let other = tokio::time::timeout(Duration::from_secs(180), TestDatabase::create())
         .await
         .map_err(|_| anyhow!("timed out creating a PostgreSQL database"))??;
     let store = Store::connect(&other.url).await?;
-    rows.extend(on_a_worker(store, store_events, true).await?);
+    rows.push(on_a_worker(store, store_events, true).await?.0);
     Ok(rows)
 }
 
+/// End to end over the store's own ceiling (both SQLite, this run): how close the whole
+/// path comes to what the store takes in calls of 64 (issue 33 item 1).
+fn ratio(whole: f64, ceiling: f64) -> Row {
+    let r = whole / ceiling.max(1.0);
+    Row::new(
+        "3",
+        "event ingest, end to end over store only (SQLite, the two rows above)",
+        format!("{r:.2}× ({} / {} events/s)", count(whole), count(ceiling)),
+        "≥ 0.8× of the store's ceiling",
+        Verdict::of(r >= 0.8),
+    )
+}
+
 /// `postgres`: the database's URL (on SQLite when `None`).
-async fn end_to_end(events: usize, streams: usize, postgres: Option<&str>) -> Result<Vec<Row>> {
+/// The row and its rate (events/s).
+async fn end_to_end(events: usize, streams: usize, postgres: Option<&str>) -> Result<(Row, f64)> {
     let home = Home::new()?;
     let store = postgres
         .map(|url| format!("[store]\nurl = {url:?}\n"))
@@ -139,7 +160,7 @@ async fn end_to_end(events: usize, streams: usize, postgres: Option<&str>) -> Re
             "—",
         ),
     };
-    Ok(vec![Row::new(
+    let row = Row::new(
         "3",
         format!(
             "event ingest, end to end{on}: {streams} concurrent streams, each delta persisted and delivered over SSE to a subscriber of its conversation (fake agent `rate N 0` → ACP → store → SSE)"
@@ -157,7 +178,8 @@ async fn end_to_end(events: usize, streams: usize, postgres: Option<&str>) -> Re
         goal,
         verdict,
     )
-    .was(was)])
+    .was(was);
+    Ok((row, rate))
 }
 
 /// Reads one subscription until its turn completes; the number of `message_delta`s.
@@ -209,12 +231,13 @@ async fn persisted_deltas(db: &Path, postgres: Option<&str>) -> Result<usize> {
 /// [`store_only`] in a task of the runtime, as the daemon calls the store (its callers
 /// are tasks): called from the bench's main thread instead, each call would add two
 /// wake-ups of another thread (measured: ~168 000 instead of ~200 000–220 000 events/s in calls of 64).
-async fn on_a_worker(store: Store, events: usize, postgres: bool) -> Result<Vec<Row>> {
+async fn on_a_worker(store: Store, events: usize, postgres: bool) -> Result<(Row, f64)> {
     tokio::spawn(store_only(store, events, postgres)).await?
 }
 
-/// `postgres`: the store is PostgreSQL's (SQLite's when `false`).
-async fn store_only(store: Store, events: usize, postgres: bool) -> Result<Vec<Row>> {
+/// `postgres`: the store is PostgreSQL's (SQLite's when `false`). The row and the rate
+/// in calls of 64 (events/s).
+async fn store_only(store: Store, events: usize, postgres: bool) -> Result<(Row, f64)> {
     let conv = ConversationId::from(uuid::Uuid::new_v4().simple().to_string());
     store
         .conversations()
@@ -288,7 +311,7 @@ async fn store_only(store: Store, events: usize, postgres: bool) -> Result<Vec<R
             "—",
         ),
     };
-    Ok(vec![Row::new(
+    let row = Row::new(
         "3",
         format!("event ingest, store only (`Store::append_events`, {what})"),
         format!(
@@ -308,7 +331,8 @@ async fn store_only(store: Store, events: usize, postgres: bool) -> Result<Vec<R
             true => Verdict::Info,
         },
     )
-    .was(was)])
+    .was(was);
+    Ok((row, batched))
 }
 
 fn rate(n: usize, d: Duration) -> f64 {
