@@ -161,6 +161,20 @@ async fn a_stale_owner_writes_nothing_after_a_take_over(b: Backend) {
             .set_session_status(&s, SessionStatus::Dormant, None, None)
             .await,
     );
+    fenced(
+        a.conversations()
+            .insert_started_turn(
+                &NewTurn {
+                    id: "t-late".into(),
+                    session_id: s.clone(),
+                    conversation_id: c.clone(),
+                    input: "late".into(),
+                    status: TurnStatus::Running,
+                },
+                None,
+            )
+            .await,
+    );
     let end = TurnEnd {
         status: TurnStatus::Completed,
         result_text: Some("late".into()),
@@ -190,7 +204,7 @@ async fn a_stale_owner_writes_nothing_after_a_take_over(b: Backend) {
     };
     fenced(a.conversations().insert_turn(&next, true).await);
     assert!(a.cluster().is_fenced(&c));
-    assert_eq!(a.fenced_writes(), 7);
+    assert_eq!(a.fenced_writes(), 8);
     let before_group = a.fenced_writes();
     assert_eq!(
         a.events()

@@ -32,6 +32,13 @@ pub(crate) enum ActorCmd {
         trace: Option<opentelemetry::Context>,
         reply: oneshot::Sender<Enqueued>,
     },
+    /// Store this message's turn already running and run it, if the session is idle
+    /// (one commit where `Enqueue` after `insert_turn` takes two); else store nothing.
+    RunIfIdle {
+        turn: tether_store::NewTurn,
+        trace: Option<opentelemetry::Context>,
+        reply: oneshot::Sender<RunIfIdle>,
+    },
     /// Cancel the running turn; replies (if asked) whether one was running.
     Stop {
         reply: Option<oneshot::Sender<bool>>,
@@ -77,6 +84,16 @@ pub(crate) enum Enqueued {
     Full(usize),
 }
 
+/// What `RunIfIdle` did.
+pub(crate) enum RunIfIdle {
+    /// Stored and started.
+    Started,
+    /// A turn runs or waits: nothing stored (the caller queues it).
+    Busy,
+    /// The store refused it: nothing stored.
+    Failed(tether_store::StoreError),
+}
+
 /// A pending request waiting for its deadline.
 pub(crate) enum Pending {
     Approval(ApprovalId),
@@ -89,6 +106,7 @@ impl ActorCmd {
     pub fn reply_bound(&self, start_timeout: Duration) -> Duration {
         match self {
             ActorCmd::Enqueue { .. }
+            | ActorCmd::RunIfIdle { .. }
             | ActorCmd::Stop { .. }
             | ActorCmd::Deliver(_)
             | ActorCmd::Park

@@ -10,7 +10,8 @@ use tether_proto::{ErrorCode, TurnId};
 use crate::ctx::Ctx;
 use crate::error::Result;
 use crate::session::actors::{Actors, To};
-use crate::session::command::{ActorCmd, Delivery, Enqueued};
+use crate::session::command::{ActorCmd, Delivery, Enqueued, RunIfIdle};
+use tether_store::NewTurn;
 
 /// A session's actor: `To::Session` spawns it if none runs; `To::Running` reaches it
 /// only if it runs (`None` / `false` otherwise: an absent actor has nothing to act on).
@@ -31,6 +32,20 @@ impl<'a> SessionActor<'a> {
             .request(self.ctx, self.to, |reply| ActorCmd::Enqueue {
                 turn_id: turn_id.clone(),
                 input: input.to_string(),
+                trace: Some(tracing_opentelemetry::OpenTelemetrySpanExt::context(
+                    &tracing::Span::current(),
+                )),
+                reply,
+            })
+            .await
+    }
+
+    /// Stores `turn` (a message's, with its input in the history) already running and
+    /// runs it, if the session is idle; `Busy` stores nothing.
+    pub async fn run_if_idle(&self, turn: &NewTurn) -> Result<Option<RunIfIdle>> {
+        self.actors
+            .request(self.ctx, self.to, |reply| ActorCmd::RunIfIdle {
+                turn: turn.clone(),
                 trace: Some(tracing_opentelemetry::OpenTelemetrySpanExt::context(
                     &tracing::Span::current(),
                 )),

@@ -17,7 +17,7 @@ use crate::session::router_entry::Router;
 
 use crate::RuntimeError;
 use crate::session::actors::To;
-use crate::session::command::Enqueued;
+use crate::session::command::{Enqueued, RunIfIdle};
 use crate::session::ending::TurnEnding;
 
 pub(crate) fn reply(kind: MessageOutcomeKind, text: impl Into<String>) -> MessageOutcome {
@@ -311,19 +311,11 @@ impl Router<'_> {
             input: text,
             status: TurnStatus::Queued,
         };
-        store.conversations().insert_turn(&turn, true).await?;
         let owner = conv
             .parent_conversation_id
             .clone()
             .unwrap_or_else(|| conv.id.clone());
-        let enqueued = match self.enqueue(&session, &owner, &turn).await {
-            Ok(e) => e,
-            Err(e) => {
-                // Never leave an accepted message as a turn that will not run.
-                self.fail_unstarted(&turn.id, &e).await;
-                return Err(e);
-            }
-        };
+        let enqueued = self.run_or_enqueue(&session, &owner, &turn).await?;
         let (outcome, queue_position) = match enqueued {
             Enqueued::Started => (MessageOutcomeKind::Started, None),
             Enqueued::Queued(pos) => (MessageOutcomeKind::Queued, Some(pos)),
@@ -343,6 +335,44 @@ impl Router<'_> {
             reply: status,
             attachments: Vec::new(),
         })
+    }
+
+    /// Stores a message's turn and runs it: an idle session's actor stores it already
+    /// running (one commit for the message and the start); else it is stored queued and
+    /// handed to the actor. Never leaves an accepted message as a turn that will not run.
+    async fn run_or_enqueue(
+        &self,
+        session: &tether_proto::Session,
+        owner: &ConversationId,
+        turn: &NewTurn,
+    ) -> Result<Enqueued> {
+        let store = &self.rt.ctx().store;
+        let to = To::Session { session, owner };
+        match self.actor(to).run_if_idle(turn).await {
+            Ok(Some(RunIfIdle::Started)) => return Ok(Enqueued::Started),
+            Ok(Some(RunIfIdle::Failed(e))) => return Err(e.into()),
+            Ok(Some(RunIfIdle::Busy)) => {}
+            Ok(None) => {
+                return Err(RuntimeError::Internal(
+                    "the session actor is gone".to_string(),
+                ));
+            }
+            Err(e) => {
+                // No answer: the turn may have been stored; then it must not stay open.
+                if store.conversations().get_turn(&turn.id).await?.is_some() {
+                    self.fail_unstarted(&turn.id, &e).await;
+                }
+                return Err(e);
+            }
+        }
+        store.conversations().insert_turn(turn, true).await?;
+        match self.enqueue(session, owner, turn).await {
+            Ok(e) => Ok(e),
+            Err(e) => {
+                self.fail_unstarted(&turn.id, &e).await;
+                Err(e)
+            }
+        }
     }
 
     /// Hands a stored turn to its session's actor.

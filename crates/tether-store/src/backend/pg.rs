@@ -64,6 +64,7 @@ pub(crate) mod dialect {
     /// No one-query turn start or end either (see SQLite's): the general paths' round
     /// trips to the server cost no thread hand-off.
     pub const START_TURN_AT_ONCE: Option<&str> = None;
+    pub const ADD_STARTED_TURN_AT_ONCE: Option<&str> = None;
     pub const FINISH_TURN_AT_ONCE: Option<(&str, &str)> = None;
 }
 

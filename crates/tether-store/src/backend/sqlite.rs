@@ -75,6 +75,30 @@ pub(crate) mod dialect {
          turns t JOIN sessions s ON s.id = t.session_id JOIN conversations c ON c.id = \
          t.conversation_id WHERE t.id = $2 AND changes() = 1 RETURNING id, seq; COMMIT",
     );
+    /// A message's turn stored already running, in one query that begins and commits its
+    /// own transaction (see `conversations/sql_turns_at_once.rs`): the turn ($1 turn, $2
+    /// session, $3 conversation, $4 input, $5 now) only when its session is the
+    /// conversation's, then the person's message ($6 its role) with the conversation's
+    /// `updated_at`, then its `turn_started` event (payload made by the statement, with
+    /// $7 the trace context when not null; `seq` = the session's largest + 1), each step
+    /// only when the one before changed a row (`changes()`). Returns the message's id,
+    /// then the event's id and `seq` with the number of files given to the turn (claimed
+    /// for its id before); no row when the session is not the conversation's.
+    pub const ADD_STARTED_TURN_AT_ONCE: Option<&str> = Some(
+        "BEGIN IMMEDIATE; INSERT INTO turns (id, session_id, conversation_id, input, status, \
+         created_at, started_at) SELECT $1, $2, $3, $4, 'running', $5, $5 FROM sessions s \
+         WHERE s.id = $2 AND s.conversation_id = $3; INSERT INTO messages (conversation_id, \
+         role, text, session_id, turn_id, at) SELECT $3, $6, $4, $2, $1, $5 WHERE changes() \
+         = 1 RETURNING id; UPDATE conversations SET updated_at = $5 WHERE id = $3 AND \
+         changes() = 1; INSERT INTO events (conversation_num, session_num, seq, turn_id, at, \
+         kind, payload) SELECT c.num, s.num, COALESCE((SELECT e.seq FROM events e WHERE \
+         e.session_num = s.num ORDER BY e.seq DESC LIMIT 1), 0) + 1, $1, $5, 'turn_started', \
+         CASE WHEN $7 IS NULL THEN json_object('type', 'turn_started', 'input', $4) ELSE \
+         json_object('type', 'turn_started', 'input', $4, 'traceparent', $7) END FROM \
+         sessions s JOIN conversations c ON c.id = s.conversation_id WHERE s.id = $2 AND \
+         changes() = 1 RETURNING id, seq, (SELECT COUNT(*) FROM attachments WHERE turn_id = \
+         $1); COMMIT",
+    );
     /// A turn's end in one query that begins and commits its own transaction (see
     /// `conversations/sql_turns_at_once.rs`): what comes before the list of the statuses it may end from
     /// and after. The turn's row ($1 status, $2 result, $3 stop reason, $4 error code, $5

@@ -124,6 +124,56 @@ impl Db {
             return self.start_turn_at_once(sql, turn_id, traceparent).await;
         }
         let mut tx = self.writer.begin().await?;
+        let Some(started) = self.start_in(&mut tx, turn_id, traceparent).await? else {
+            tx.rollback().await?;
+            return Ok(None);
+        };
+        self.commit_events(tx, std::slice::from_ref(&started.event))
+            .await?;
+        Ok(Some(started))
+    }
+
+    /// A message's turn stored already running: the turn, the person's message in the
+    /// history and its `turn_started` event in one commit, instead of
+    /// [`Self::insert_turn`] then [`Self::start_turn`] (two commits on every turn's path)
+    /// when the session's actor runs it at once. `t.status` is not read. Fails with
+    /// `RowNotFound` when `t`'s session is not its conversation's.
+    pub async fn insert_started_turn(
+        &self,
+        t: &NewTurn,
+        traceparent: Option<&str>,
+    ) -> Result<StartedTurn> {
+        if let Some(sql) = super::dialect::ADD_STARTED_TURN_AT_ONCE
+            && !self.shared.held.any()
+        {
+            return self.insert_started_turn_at_once(sql, t, traceparent).await;
+        }
+        let queued = NewTurn {
+            status: TurnStatus::Queued,
+            ..t.clone()
+        };
+        let mut tx = self.writer.begin().await?;
+        add_turn(&mut tx, &queued, true, self.now_ms()).await?;
+        let started = self.start_in(&mut tx, &t.id, traceparent).await?;
+        // The event goes to the session's conversation: it must be the turn's.
+        let Some(started) = started.filter(|s| s.event.conversation_id == t.conversation_id)
+        else {
+            tx.rollback().await?;
+            return Err(sqlx::Error::RowNotFound.into());
+        };
+        self.commit_events(tx, std::slice::from_ref(&started.event))
+            .await?;
+        Ok(started)
+    }
+
+    /// Marks queued turn `turn_id` running and appends its `turn_started` event, in `tx`;
+    /// `None` when it is not queued.
+    async fn start_in(
+        &self,
+        tx: &mut Tx,
+        turn_id: &TurnId,
+        traceparent: Option<&str>,
+    ) -> Result<Option<StartedTurn>> {
         let row: Option<(String, String, i64)> = sqlx::query_as(
             "UPDATE turns SET status = 'running', started_at = $1 WHERE id = $2 \
              AND status = 'queued' RETURNING session_id, input, \
@@ -131,24 +181,23 @@ impl Db {
         )
         .bind(self.now_ms())
         .bind(turn_id.as_str())
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut **tx)
         .await?;
         let Some((session_id, input, files)) = row else {
-            tx.rollback().await?;
             return Ok(None);
         };
         let session_id = SessionId::from(session_id);
-        let ev = self.append_in(
-            &mut tx,
-            &session_id,
-            Some(turn_id),
-            &EventPayload::TurnStarted {
-                input,
-                traceparent: traceparent.map(str::to_owned),
-            },
-        )
-        .await?;
-        self.commit_events(tx, std::slice::from_ref(&ev)).await?;
+        let ev = self
+            .append_in(
+                tx,
+                &session_id,
+                Some(turn_id),
+                &EventPayload::TurnStarted {
+                    input,
+                    traceparent: traceparent.map(str::to_owned),
+                },
+            )
+            .await?;
         Ok(Some(StartedTurn {
             event: ev,
             has_attachments: files > 0,

@@ -11,13 +11,15 @@
 //! rolls it back.
 
 use sqlx::Row;
-use tether_proto::{ConversationId, EventEnvelope, EventPayload, SessionId, TurnId};
+use tether_proto::{ConversationId, EventEnvelope, EventPayload, MessageRole, SessionId, TurnId};
 
 use super::Db;
 use super::SqlRow;
 use super::conns::Tx;
 use super::usage::bind_usage;
-use crate::{FinishedTurn, NewMessage, NewUsage, Result, StartedTurn, StoreError, TurnEnd};
+use crate::{
+    FinishedTurn, NewMessage, NewTurn, NewUsage, Result, StartedTurn, StoreError, TurnEnd,
+};
 
 impl Db {
     /// [`Db::start_turn`] in one round trip instead of four: `sql` is the dialect's
@@ -50,6 +52,52 @@ impl Db {
             event: ev,
             has_attachments: files > 0,
         }))
+    }
+
+    /// [`Db::insert_started_turn`] in one round trip instead of two commits of one each:
+    /// `sql` is the dialect's `ADD_STARTED_TURN_AT_ONCE`.
+    pub(super) async fn insert_started_turn_at_once(
+        &self,
+        sql: &str,
+        t: &NewTurn,
+        traceparent: Option<&str>,
+    ) -> Result<StartedTurn> {
+        let mut tx = Tx::autocommit_on(self.writer.acquire().await?);
+        let now = tx.now_ms();
+        let ran = sqlx::query(sql)
+            .bind(t.id.as_str())
+            .bind(t.session_id.as_str())
+            .bind(t.conversation_id.as_str())
+            .bind(&t.input)
+            .bind(now)
+            .bind(MessageRole::User.as_str())
+            .bind(traceparent)
+            .fetch_all(&mut *tx)
+            .await;
+        // The message's id (one column), then the event's id, `seq` and the turn's files.
+        let Some((_message, stored)) = two_rows(&mut tx, ran, "a turn's insert")? else {
+            return Err(sqlx::Error::RowNotFound.into());
+        };
+        let files: i64 = stored.try_get(2)?;
+        let ev = EventEnvelope {
+            id: stored.try_get(0)?,
+            session_id: t.session_id.clone(),
+            conversation_id: t.conversation_id.clone(),
+            seq: stored.try_get(1)?,
+            turn_id: Some(t.id.clone()),
+            at_ms: now,
+            payload: EventPayload::TurnStarted {
+                input: t.input.clone(),
+                traceparent: traceparent.map(str::to_owned),
+            },
+        };
+        tx.note_on_behalf(&t.conversation_id);
+        tx.note_appended(1);
+        self.commit_events(tx, std::slice::from_ref(&ev)).await?;
+        Ok(StartedTurn {
+            event: ev,
+            has_attachments: files > 0,
+        })
     }
 
     /// [`Db::finish_turn_with_usage`] in one round trip instead of five (six with a

@@ -22,13 +22,14 @@ use tokio::time::Instant;
 use crate::ctx::Ctx;
 use crate::ownership::OwnerGuard;
 use crate::session::actors::Actors;
-use crate::session::command::{ActorCmd, Delivery, Enqueued, MAILBOX_CAP};
+use crate::session::command::{ActorCmd, Delivery, Enqueued, MAILBOX_CAP, RunIfIdle};
 use crate::session::mailbox::ActorHandle;
 use crate::session::turn_step::{Step, deadline_sleep, join_opt, recv_opt};
 
 /// How often a cancel is repeated while the agent has not ended the turn.
 const CANCEL_REPEAT: std::time::Duration = std::time::Duration::from_millis(250);
 
+mod begin;
 mod delegation;
 mod events;
 mod fenced;
@@ -317,6 +318,17 @@ impl Actor {
                     let outcome = self.queue_push(turn_id, input).map(Enqueued::Queued);
                     let _ = reply.send(outcome.unwrap_or_else(Enqueued::Full));
                 }
+            }
+            ActorCmd::RunIfIdle { turn, trace, reply } => {
+                if self.current.is_some() || !self.queue.is_empty() {
+                    let _ = reply.send(RunIfIdle::Busy);
+                    return;
+                }
+                self.parked = false;
+                if let Some(cx) = trace {
+                    self.traces.insert(turn.id.clone(), cx);
+                }
+                self.begin_stored(turn, reply).await;
             }
             ActorCmd::Stop { reply } => {
                 let running = self.current.is_some();
