@@ -23,22 +23,21 @@ const FIRST_MESSAGE: u64 = 7;
 /// pending questions, the bound session, the turn with its message and start, the
 /// budgets).
 const FOLLOW_UP: u64 = 5;
-/// Measured: from the agent's answer to the turn's stored end, for a turn whose agent
-/// reported no usage: 1 (the end, its event, its history line and its "unreported" usage
-/// row in one transaction); 2 while the usage row was a write of its own before it.
+/// Measured: from the agent's last output and answer to the turn's stored end, for a
+/// turn whose agent reported no usage: 1 (the output, the end, its event, its history
+/// line and its "unreported" usage row in one transaction); 2 while the usage row was a
+/// write of its own before it, and 2 while the last output was.
 const TURN_END: u64 = 1;
 
 #[tokio::test]
 async fn a_message_reaches_its_agent_in_a_bounded_number_of_store_calls() {
     let (_tmp, dir) = temp();
     let mut agent = Agent::scripted();
-    let rt = runtime(
-        &dir,
-        config(&dir),
-        &agent,
-        ManualClock::new(tether_store::now_ms()),
-    )
-    .await;
+    let mut cfg = config(&dir);
+    // Long enough that the last output is always still collecting when the answer
+    // comes (as it is at the real window, 4 ms, for an agent that answers at once).
+    cfg.coalesce.window = std::time::Duration::from_secs(5);
+    let rt = runtime(&dir, cfg, &agent, ManualClock::new(tether_store::now_ms())).await;
     // The runtime's start-up work (recovery, the delegation watch) is over once a first
     // turn has run.
     let warm = conversation(&rt).await;
@@ -73,6 +72,9 @@ async fn a_message_reaches_its_agent_in_a_bounded_number_of_store_calls() {
         .await
         .unwrap();
     let before = rt.store_calls();
+    // The agent's last output and its answer: the output waits for the end (the
+    // coalescing window outlasts the answer here) and goes in its transaction.
+    p.delta("two's output");
     p.complete("done two");
     within("the turn's end", async {
         loop {

@@ -1,9 +1,10 @@
 //! The store's operator series (issue 31): the counts the gauges read at a scrape (see
 //! `backend/sql_ops.rs`) and the group commit's latency and size.
 
-/// A group commit of events: seconds from its start to its answer.
+/// A commit of streamed events (a group commit, or a turn's last output with its end):
+/// seconds from its start to its answer.
 pub const COMMIT_SECONDS: &str = "tether_store_commit_seconds";
-/// A group commit of events: how many events it stored.
+/// A commit of streamed events: how many it stored.
 pub const GROUP_EVENTS: &str = "tether_store_group_events";
 
 /// What is in the store now, across the cluster.

@@ -305,6 +305,37 @@ async fn a_stale_owner_writes_nothing_after_a_take_over(b: Backend) {
             .status,
         TurnStatus::Running
     );
+    // The stale node's end of the turn the survivor ended, with its last output: nothing
+    // stored, and it learns why (`Fenced`), as its output's own write would have told it.
+    let events_now = bb
+        .events()
+        .conversation_events(&c, 0, 1000)
+        .await
+        .unwrap()
+        .len();
+    fenced(
+        a.conversations()
+            .finish_turn_with_usage(
+                &turn,
+                &end,
+                &EventPayload::TurnCompleted {
+                    stop_reason: None,
+                    text: "late".into(),
+                },
+                None,
+                None,
+                &delta("last words"),
+            )
+            .await,
+    );
+    assert_eq!(
+        bb.events()
+            .conversation_events(&c, 0, 1000)
+            .await
+            .unwrap()
+            .len(),
+        events_now
+    );
     assert!(bb.cluster().release_conversation(&c, "b", 2).await.unwrap());
 
     // A node that holds no epoch for `c` (it never claimed it) is not fenced: an answer

@@ -88,7 +88,7 @@ async fn a_turns_usage_row_commits_with_its_end(b: Backend) {
     let row = unreported("t1", "r1");
     let f = store
         .conversations()
-        .finish_turn_with_usage(&"t1".into(), &end, &event, Some(&line), Some(&row))
+        .finish_turn_with_usage(&"t1".into(), &end, &event, Some(&line), Some(&row), &[])
         .await
         .unwrap();
     let ev = f.event.expect("the turn ended");
@@ -107,7 +107,7 @@ async fn a_turns_usage_row_commits_with_its_end(b: Backend) {
     // not stored twice.
     let again = store
         .conversations()
-        .finish_turn_with_usage(&"t1".into(), &end, &event, Some(&line), Some(&row))
+        .finish_turn_with_usage(&"t1".into(), &end, &event, Some(&line), Some(&row), &[])
         .await
         .unwrap();
     assert!(again.event.is_none());
@@ -123,6 +123,7 @@ async fn a_turns_usage_row_commits_with_its_end(b: Backend) {
             &event,
             None,
             Some(&unreported("t1", "r2")),
+            &[],
         )
         .await
         .unwrap();
@@ -134,7 +135,7 @@ async fn a_turns_usage_row_commits_with_its_end(b: Backend) {
     started_turn(&store, "t2").await;
     let plain = store
         .conversations()
-        .finish_turn_with_usage(&"t2".into(), &end, &event, Some(&line), None)
+        .finish_turn_with_usage(&"t2".into(), &end, &event, Some(&line), None, &[])
         .await
         .unwrap();
     assert!(plain.event.is_some());
@@ -161,7 +162,7 @@ async fn a_turns_usage_row_commits_with_its_end(b: Backend) {
     let row3 = unreported("t3", "r3");
     let counted = store
         .conversations()
-        .finish_turn_with_usage(&"t3".into(), &end, &event, Some(&line), Some(&row3))
+        .finish_turn_with_usage(&"t3".into(), &end, &event, Some(&line), Some(&row3), &[])
         .await
         .unwrap();
     assert!(counted.event.is_some());

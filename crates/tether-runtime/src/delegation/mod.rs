@@ -309,7 +309,7 @@ impl Delegations<'_> {
     /// when it ended already).
     pub(crate) async fn fail_unstarted_task(&self, turn_id: &TurnId, e: &RuntimeError) {
         let ending = TurnEnding::unstarted(e.code(), e.to_string());
-        if let Err(e) = ending.record(self.rt.ctx(), turn_id).await {
+        if let Err(e) = ending.record(self.rt.ctx(), turn_id, &[]).await {
             tracing::error!(%turn_id, error = %e, "cannot fail an unstarted task turn");
         }
     }

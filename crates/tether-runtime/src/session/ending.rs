@@ -151,11 +151,17 @@ impl TurnEnding {
         self.usage.take()
     }
 
-    /// Stores the row, the event, the line and the usage row in one transaction (the
-    /// store publishes the event at commit). No event: the turn had already ended
-    /// (terminal states are immutable). The usage row is left to the caller when a
-    /// budget counts it (see `FinishedTurn::usage_stored`).
-    pub async fn record(&self, ctx: &Ctx, turn_id: &TurnId) -> Result<FinishedTurn, StoreError> {
+    /// Stores the turn's last `streamed` events, the row, the event, the line and the
+    /// usage row in one transaction (the store publishes the events at commit). No
+    /// event: the turn had already ended (terminal states are immutable), and the
+    /// streamed events are not stored after it. The usage row is left to the caller
+    /// when a budget counts it (see `FinishedTurn::usage_stored`).
+    pub async fn record(
+        &self,
+        ctx: &Ctx,
+        turn_id: &TurnId,
+        streamed: &[EventPayload],
+    ) -> Result<FinishedTurn, StoreError> {
         ctx.store
             .conversations()
             .finish_turn_with_usage(
@@ -164,6 +170,7 @@ impl TurnEnding {
                 &self.event,
                 self.line.as_ref(),
                 self.usage.as_ref(),
+                streamed,
             )
             .await
     }

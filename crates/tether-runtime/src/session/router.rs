@@ -321,7 +321,7 @@ impl Router<'_> {
             Enqueued::Queued(pos) => (MessageOutcomeKind::Queued, Some(pos)),
             Enqueued::Full(cap) => {
                 TurnEnding::queue_full(cap)
-                    .record(self.rt.ctx(), &turn.id)
+                    .record(self.rt.ctx(), &turn.id, &[])
                     .await?;
                 return Err(RuntimeError::QueueFull { cap });
             }
@@ -390,7 +390,7 @@ impl Router<'_> {
     /// Fails a stored turn that could not be handed to its actor.
     async fn fail_unstarted(&self, turn_id: &TurnId, err: &RuntimeError) {
         let ending = TurnEnding::not_run(err.code(), err.to_string());
-        if let Err(e) = ending.record(self.rt.ctx(), turn_id).await {
+        if let Err(e) = ending.record(self.rt.ctx(), turn_id, &[]).await {
             tracing::error!(error = %e, "cannot fail an unstarted turn");
         }
     }

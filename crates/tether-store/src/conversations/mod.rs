@@ -89,6 +89,9 @@ pub struct FinishedTurn {
     /// stored already, or the turn's end failed: the caller stores it with
     /// `Usage::record_usage` (which counts it toward its budgets, or changes nothing).
     pub usage_stored: bool,
+    /// The streamed events given to go before the end, as stored (none when the turn
+    /// had already ended: they are not stored after its end).
+    pub streamed: Vec<tether_proto::EventEnvelope>,
 }
 
 /// How a turn ended.

@@ -17,6 +17,12 @@ use crate::{
 
 /// The usage row's statement where it follows a turn's end in one query: its parameters
 /// after the end's twelve (`FINISH_TURN_AT_ONCE`).
+/// How SQLite's one-query writes begin their transaction.
+const BEGIN_SQLITE: &str = "BEGIN IMMEDIATE; ";
+
+/// The usage row's parameters ([`ALONE`]'s `$1` to `$18`).
+const USAGE_PARAMS: usize = 18;
+
 static LEDGER_AFTER_END: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| format!("; {}", alone_from(13)));
 
@@ -215,15 +221,18 @@ impl Db {
         message: Option<&NewMessage>,
     ) -> Result<Option<EventEnvelope>> {
         let finished = self
-            .finish_turn_with_usage(turn_id, end, event, message, None)
+            .finish_turn_with_usage(turn_id, end, event, message, None, &[])
             .await?;
         Ok(finished.event)
     }
 
     /// [`Self::finish_turn`], with the turn's usage row (the one a turn whose agent
-    /// reported nothing gets) in the same transaction when no budget counts it: the
-    /// turn's end and its usage become visible together, in one commit instead of two
-    /// on the turn's path. The row is stored even when the turn had already ended.
+    /// reported nothing gets) in the same transaction when no budget counts it, and the
+    /// turn's last streamed events (`streamed`, the agent's output still waiting for its
+    /// batch to be stored when the prompt ended) before its end: the turn's end, its
+    /// last output and its usage become visible together, in one commit instead of up
+    /// to three on the turn's path. The usage row is stored even when the turn had
+    /// already ended; the streamed events only with the end (never after it).
     pub async fn finish_turn_with_usage(
         &self,
         turn_id: &TurnId,
@@ -231,19 +240,59 @@ impl Db {
         event: &EventPayload,
         message: Option<&NewMessage>,
         usage: Option<&NewUsage>,
+        streamed: &[EventPayload],
+    ) -> Result<FinishedTurn> {
+        let started = std::time::Instant::now();
+        let finished = self
+            .finish_turn_parts(turn_id, end, event, message, usage, streamed)
+            .await?;
+        if !finished.streamed.is_empty() {
+            // A commit of streamed events, as a group commit is (`ops`).
+            metrics::histogram!(crate::ops::COMMIT_SECONDS)
+                .record(started.elapsed().as_secs_f64());
+            metrics::histogram!(crate::ops::GROUP_EVENTS).record(finished.streamed.len() as f64);
+        }
+        Ok(finished)
+    }
+
+    /// [`Self::finish_turn_with_usage`] without its figures.
+    async fn finish_turn_parts(
+        &self,
+        turn_id: &TurnId,
+        end: &TurnEnd,
+        event: &EventPayload,
+        message: Option<&NewMessage>,
+        usage: Option<&NewUsage>,
+        streamed: &[EventPayload],
     ) -> Result<FinishedTurn> {
         if let Some((head, tail)) = super::dialect::FINISH_TURN_AT_ONCE
             && !self.shared.held.any()
+            && streamed.len() <= super::turns_at_once::STREAMED_AT_END_MAX
         {
             let statuses = rules::turns_that_can_become(end.status);
             let ledger = match usage {
                 Some(_) => LEDGER_AFTER_END.as_str(),
                 None => "",
             };
-            let sql = format!("{head}{statuses}{tail}{ledger}; COMMIT");
-            return self
-                .finish_turn_at_once(&sql, turn_id, end, event, message, usage)
-                .await;
+            let sql = match streamed.len() {
+                0 => format!("{head}{statuses}{tail}{ledger}; COMMIT"),
+                n => {
+                    // The streamed rows' parameters follow the end's twelve and the
+                    // usage row's.
+                    let first = 13 + if usage.is_some() { USAGE_PARAMS } else { 0 };
+                    let before = super::turns_at_once::streamed_before_end(n, first, &statuses);
+                    let head = head.strip_prefix(BEGIN_SQLITE).unwrap_or(head);
+                    format!("{BEGIN_SQLITE}{before}; {head}{statuses}{tail}{ledger}; COMMIT")
+                }
+            };
+            let parts = super::turns_at_once::EndParts {
+                end,
+                event,
+                message,
+                usage,
+                streamed,
+            };
+            return self.finish_turn_at_once(&sql, turn_id, parts).await;
         }
         let mut tx = self.writer.begin().await?;
         let now = self.now_ms();
@@ -271,6 +320,20 @@ impl Db {
         .fetch_optional(&mut *tx)
         .await?;
         let Some((session_id, conversation_id)) = row else {
+            // Not ended here: by this node's own earlier end, or by a survivor's recovery
+            // after a take-over. A node that no longer owns the conversation learns it
+            // here (`Fenced`), as the write of its output would have told it.
+            if self.shared.held.any()
+                && let Some((c,)) = sqlx::query_as::<_, (String,)>(
+                    "SELECT conversation_id FROM turns WHERE id = $1",
+                )
+                .bind(turn_id.as_str())
+                .fetch_optional(&mut *tx)
+                .await?
+            {
+                tx.note_on_behalf(&ConversationId::from(c));
+                self.check_fence(&mut tx).await?;
+            }
             // The ledger is not fenced (as `record_usage`): its row stays.
             if usage_stored {
                 tx.commit_unchecked().await?;
@@ -278,13 +341,22 @@ impl Db {
             return Ok(FinishedTurn {
                 event: None,
                 usage_stored,
+                streamed: Vec::new(),
             });
         };
         let (session_id, conversation_id) = (
             SessionId::from(session_id),
             ConversationId::from(conversation_id),
         );
-        let ev = self.append_in(&mut tx, &session_id, Some(turn_id), event).await?;
+        // The turn's last output, then its end: `seq` in that order.
+        let mut events = Vec::with_capacity(streamed.len() + 1);
+        for payload in streamed {
+            events.push(
+                self.append_in(&mut tx, &session_id, Some(turn_id), payload)
+                    .await?,
+            );
+        }
+        events.push(self.append_in(&mut tx, &session_id, Some(turn_id), event).await?);
         if let Some(m) = message {
             add_message(
                 &mut tx,
@@ -296,10 +368,12 @@ impl Db {
             )
             .await?;
         }
-        self.commit_events(tx, std::slice::from_ref(&ev)).await?;
+        self.commit_events(tx, &events).await?;
+        let ev = events.pop();
         Ok(FinishedTurn {
-            event: Some(ev),
+            event: ev,
             usage_stored,
+            streamed: events,
         })
     }
 

@@ -47,7 +47,9 @@ impl Db {
             input,
             traceparent: traceparent.map(str::to_owned),
         };
-        let ev = self.publish(tx, (&turn, &stored), turn_id, now, payload).await?;
+        let (_, ev) = self
+            .publish(tx, (&turn, &stored), turn_id, now, payload, Vec::new())
+            .await?;
         Ok(Some(StartedTurn {
             event: ev,
             has_attachments: files > 0,
@@ -101,21 +103,34 @@ impl Db {
     }
 
     /// [`Db::finish_turn_with_usage`] in one round trip instead of five (six with a
-    /// usage row): `sql` is the dialect's `FINISH_TURN_AT_ONCE` with the statuses the
-    /// turn may end from, and the usage row's statement when `usage` is given.
+    /// usage row, more with streamed events): `sql` is the dialect's
+    /// `FINISH_TURN_AT_ONCE` with the statuses the turn may end from, the usage row's
+    /// statement when `usage` is given, and [`streamed_before_end`] when `streamed` is.
     pub(super) async fn finish_turn_at_once(
         &self,
         sql: &str,
         turn_id: &TurnId,
-        end: &TurnEnd,
-        event: &EventPayload,
-        message: Option<&NewMessage>,
-        usage: Option<&NewUsage>,
+        parts: EndParts<'_>,
     ) -> Result<FinishedTurn> {
+        let EndParts {
+            end,
+            event,
+            message,
+            usage,
+            streamed,
+        } = parts;
         let json = serde_json::to_string(event).map_err(|e| StoreError::Corrupt {
             table: "events",
             detail: e.to_string(),
         })?;
+        let streamed_json = streamed
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| StoreError::Corrupt {
+                table: "events",
+                detail: e.to_string(),
+            })?;
         let mut tx = Tx::autocommit_on(self.writer.acquire().await?);
         let now = tx.now_ms();
         let q = sqlx::query(sql)
@@ -131,11 +146,36 @@ impl Db {
             .bind(json)
             .bind(message.map(|m| m.role.as_str()))
             .bind(message.map(|m| m.text.as_str()));
-        let q = match usage {
+        let mut q = match usage {
             Some(u) => bind_usage(q, u, now),
             None => q,
         };
+        if !streamed.is_empty() {
+            // Padded like `streamed_before_end`'s rows (skipped by the statement).
+            let padded = streamed.len().next_power_of_two();
+            for slot in 0..padded {
+                let row = streamed.get(slot).zip(streamed_json.get(slot));
+                let nth = row.map(|_| i64::try_from(slot).map_or(i64::MAX, |n| n + 1));
+                q = q
+                    .bind(nth)
+                    .bind(row.map(|(p, _)| p.kind()))
+                    .bind(row.map(|(_, j)| j.clone()));
+            }
+        }
         let mut ran = q.fetch_all(&mut *tx).await;
+        // With streamed events, the first row says what their insert stored: the last
+        // id, the count and the `seq`s (three columns).
+        let mut stored_streamed = None;
+        if let Ok(rows) = &mut ran
+            && !streamed.is_empty()
+            && rows.first().is_some_and(|r| r.len() == 3)
+        {
+            let first = rows.remove(0);
+            let last: i64 = first.try_get(0)?;
+            let n: i64 = first.try_get(1)?;
+            let seqs: String = first.try_get(2)?;
+            stored_streamed = Some((last, n, seqs));
+        }
         // The usage row's id comes last, alone in its row (the turn's and the event's
         // rows have two columns each).
         let mut usage_stored = false;
@@ -150,17 +190,32 @@ impl Db {
             return Ok(FinishedTurn {
                 event: None,
                 usage_stored,
+                streamed: Vec::new(),
             });
         };
-        let ev = self.publish(tx, (&turn, &stored), turn_id, now, event.clone()).await?;
+        let before = match stored_streamed {
+            Some((last, n, seqs)) => streamed_envelopes(&turn, turn_id, now, streamed, last, n, &seqs)?,
+            None if streamed.is_empty() => Vec::new(),
+            None => {
+                return Err(StoreError::Corrupt {
+                    table: "events",
+                    detail: "a turn's end did not say what its streamed events stored".into(),
+                });
+            }
+        };
+        let (streamed, ev) = self
+            .publish(tx, (&turn, &stored), turn_id, now, event.clone(), before)
+            .await?;
         Ok(FinishedTurn {
             event: Some(ev),
             usage_stored,
+            streamed,
         })
     }
 
     /// The event a query of this module stored with `payload` (`rows`: the turn's, with
-    /// its session and conversation first, and the event's id and `seq`), published.
+    /// its session and conversation first, and the event's id and `seq`), published
+    /// after the events `before` it stored in the same transaction.
     async fn publish(
         &self,
         mut tx: Tx,
@@ -168,7 +223,8 @@ impl Db {
         turn_id: &TurnId,
         now: i64,
         payload: EventPayload,
-    ) -> Result<EventEnvelope> {
+        mut before: Vec<EventEnvelope>,
+    ) -> Result<(Vec<EventEnvelope>, EventEnvelope)> {
         let conversation_id = ConversationId::from(turn.try_get::<String, _>(1)?);
         let ev = EventEnvelope {
             id: stored.try_get(0)?,
@@ -180,11 +236,97 @@ impl Db {
             payload,
         };
         tx.note_on_behalf(&conversation_id);
-        tx.note_appended(1);
-        self.commit_events(tx, std::slice::from_ref(&ev)).await?;
-        Ok(ev)
+        tx.note_appended(before.len() + 1);
+        before.push(ev);
+        self.commit_events(tx, &before).await?;
+        let ev = before.pop().ok_or_else(|| StoreError::Corrupt {
+            table: "events",
+            detail: "a published event went missing".into(),
+        })?;
+        Ok((before, ev))
     }
+}
 
+/// Most streamed events stored with a turn's end in its one query (more: the general
+/// path). The rows are padded to a power of two, so few statement shapes are prepared.
+pub(super) const STREAMED_AT_END_MAX: usize = 64;
+
+/// The statements that store a turn's last streamed events before its end in the one
+/// query (SQLite): one `INSERT … SELECT` of `n` rows (padded to a power of two; each
+/// row's parameters `(place, kind, payload)` numbered from `$first`; `seq` = the
+/// session's largest, read by the statement before it inserts, + the place), only while
+/// the turn may still end (`statuses`), then a row with the last id, the count and the
+/// new rows' `seq`s in id order. `$7` is the time and `$8` the turn, the end's own.
+pub(super) fn streamed_before_end(n: usize, first: usize, statuses: &str) -> String {
+    let padded = n.next_power_of_two();
+    let mut values = String::with_capacity(padded * 20);
+    for i in 0..padded {
+        let p = first + 3 * i;
+        if i > 0 {
+            values.push_str(", ");
+        }
+        values.push_str(&format!("(${p}, ${}, ${})", p + 1, p + 2));
+    }
+    format!(
+        "INSERT INTO events (conversation_num, session_num, seq, turn_id, at, kind, payload) \
+         SELECT c.num, s.num, COALESCE((SELECT e.seq FROM events e WHERE e.session_num = \
+         s.num ORDER BY e.seq DESC LIMIT 1), 0) + v.column1, t.id, $7, v.column2, v.column3 \
+         FROM (VALUES {values}) v JOIN turns t ON t.id = $8 JOIN sessions s ON s.id = \
+         t.session_id JOIN conversations c ON c.id = t.conversation_id WHERE v.column1 IS \
+         NOT NULL AND t.status IN {statuses} ORDER BY v.column1; SELECT last_insert_rowid(), \
+         changes(), (SELECT json_group_array(seq) FROM (SELECT seq FROM events WHERE id > \
+         last_insert_rowid() - changes() AND id <= last_insert_rowid() ORDER BY id))"
+    )
+}
+
+/// What a turn's end stores besides the turn's row ([`Db::finish_turn_with_usage`]).
+pub(super) struct EndParts<'a> {
+    pub end: &'a TurnEnd,
+    pub event: &'a EventPayload,
+    pub message: Option<&'a NewMessage>,
+    pub usage: Option<&'a NewUsage>,
+    pub streamed: &'a [EventPayload],
+}
+
+/// The envelopes of the streamed events a turn's end stored (`last`, `n`, `seqs`: what
+/// the query said), in order.
+fn streamed_envelopes(
+    turn: &SqlRow,
+    turn_id: &TurnId,
+    now: i64,
+    streamed: &[EventPayload],
+    last: i64,
+    n: i64,
+    seqs: &str,
+) -> Result<Vec<EventEnvelope>> {
+    let corrupt = |detail: String| StoreError::Corrupt {
+        table: "events",
+        detail,
+    };
+    let seqs: Vec<i64> = serde_json::from_str(seqs).map_err(|e| corrupt(e.to_string()))?;
+    if usize::try_from(n).ok() != Some(streamed.len()) || seqs.len() != streamed.len() {
+        return Err(corrupt(format!(
+            "a turn's end stored {n} of its {} streamed events ({} seqs)",
+            streamed.len(),
+            seqs.len()
+        )));
+    }
+    let session_id = SessionId::from(turn.try_get::<String, _>(0)?);
+    let conversation_id = ConversationId::from(turn.try_get::<String, _>(1)?);
+    Ok(streamed
+        .iter()
+        .zip(seqs)
+        .zip(last - n + 1..)
+        .map(|((payload, seq), id)| EventEnvelope {
+            id,
+            session_id: session_id.clone(),
+            conversation_id: conversation_id.clone(),
+            seq,
+            turn_id: Some(turn_id.clone()),
+            at_ms: now,
+            payload: payload.clone(),
+        })
+        .collect())
 }
 
 /// The answer of a query that changes a turn, then stores its event: committed, and

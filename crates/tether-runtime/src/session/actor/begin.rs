@@ -91,7 +91,7 @@ impl Actor {
                     ErrorCode::Internal,
                     format!("cannot start the turn: {e}"),
                 );
-                if let Err(e) = ending.record(&self.ctx, &turn_id).await {
+                if let Err(e) = ending.record(&self.ctx, &turn_id, &[]).await {
                     tracing::error!(%turn_id, error = %e, "cannot fail an unstarted turn");
                 }
                 return;

@@ -9,7 +9,9 @@
 //! does anything else (ends a turn, stores an approval or question, goes dormant,
 //! stops), and is published to subscribers only once committed. The price: while a batch
 //! collects, the actor's other work (a command, the end of the prompt) waits at most the
-//! window; the end of a prompt closes the event channel, which ends the batch at once.
+//! window; the end of a prompt closes the event channel, which ends the batch at once,
+//! and the batch then goes with the turn's end, in its transaction (`defer_to_end`):
+//! nothing else of the session is stored between them (going dormant stores it first).
 //!
 //! Durability: what subscribers see is committed. A crash can lose only the streamed
 //! events of a running turn still waiting in a batch (at most one window's worth); the
@@ -66,6 +68,15 @@ impl Actor {
                 }
             }
             next = self.next_event(wait && !batch.is_empty(), due).await;
+        }
+        if !batch.is_empty()
+            && self.current.is_some()
+            && self.events.as_ref().is_some_and(|rx| rx.is_closed())
+        {
+            // The prompt ended (its sender is gone): the turn's end follows and stores
+            // the batch in its own commit, first.
+            self.defer_to_end(&mut batch);
+            return;
         }
         self.flush(&mut batch).await;
     }

@@ -171,6 +171,8 @@ impl Actor {
     }
 
     pub(super) async fn go_dormant(&mut self, reason: &str) {
+        // A turn's last output waiting for its end goes before the session's status.
+        self.store_held_once().await;
         self.ctx.pool.gone(&self.session.id);
         // The process ends: so does its MCP token. A thread the agent keeps loaded on a
         // shared process keeps its token until that process ends, so its resume there

@@ -23,6 +23,10 @@ use super::Actor;
 /// deltas); beyond, the turn is stopped and ends `interrupted`.
 pub(crate) const MAX_HELD_EVENTS: usize = 10_000;
 
+/// Most waiting events a turn's end takes into its own transaction (the store's one-query
+/// bound for them).
+const STREAMED_WITH_END: usize = 64;
+
 /// Events the store could not take yet, and since when it has refused.
 #[derive(Default)]
 pub(super) struct Held {
@@ -190,6 +194,44 @@ impl Actor {
         );
         cur.store_lost = true;
         self.stop().await;
+    }
+
+    /// The prompt ended with `batch` not stored yet: it waits here for the turn's end,
+    /// which stores it in its own transaction, before the end (one commit for both,
+    /// `take_for_end`), instead of a commit of its own just before.
+    pub(super) fn defer_to_end(&mut self, batch: &mut Vec<EventPayload>) {
+        let turn_id = self.current.as_ref().map(|c| c.turn_id.clone());
+        if !self.held.is_empty() && self.held.turn_id != turn_id {
+            self.held = Held::default();
+        }
+        self.held.turn_id = turn_id;
+        let room = MAX_HELD_EVENTS.saturating_sub(self.held.events.len());
+        if batch.len() > room {
+            self.held.dropped += batch.len() - room;
+            batch.truncate(room);
+        }
+        self.held.events.extend(batch.drain(..));
+    }
+
+    /// At a turn's end: the events that wait, to be stored with the end when they are
+    /// few enough for its one query (`tether_store`'s bound); more are stored first, on
+    /// their own (waiting for the store as long as it takes), and none are returned.
+    pub(super) async fn take_for_end(&mut self) -> Vec<EventPayload> {
+        if self.held.events.len() > STREAMED_WITH_END {
+            self.store_held().await;
+            return Vec::new();
+        }
+        let events = self.held.events.drain(..).collect();
+        self.held = Held::default();
+        events
+    }
+
+    /// Before another write of the session's events (it goes dormant): the events that
+    /// wait go first, in one try (an unreachable store keeps them waiting).
+    pub(super) async fn store_held_once(&mut self) {
+        if !self.held.is_empty() {
+            self.try_store_held().await;
+        }
     }
 
     /// Before a turn's end is recorded: the events that wait are stored first (waiting

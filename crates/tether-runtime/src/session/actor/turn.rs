@@ -235,6 +235,10 @@ impl Actor {
     }
 
     pub(super) async fn end_turn(&mut self, mut ending: TurnEnding) {
+        if !self.approvals.is_empty() || !self.questions.is_empty() {
+            // The agent's output goes before the cancellation of what it asked.
+            self.store_held().await;
+        }
         self.usage_before_end(&mut ending).await;
         if let Some(c) = self.canceller.take() {
             c.abort();
@@ -273,25 +277,31 @@ impl Actor {
         if self.live.is_some() {
             self.ctx.pool.idle(&self.session.id);
         }
-        // The events that waited for the store go first; the end waits for the store as
-        // long as it takes (a turn never stays running once the database is back).
-        self.store_held().await;
+        // The events that waited (for the store, or for this end) go first, in the end's
+        // transaction; the end waits for the store as long as it takes (a turn never
+        // stays running once the database is back).
+        let streamed = self.take_for_end().await;
         let ctx = self.ctx.clone();
-        let usage_stored =
-            match super::outage::patiently("a turn's end", || ending.record(&ctx, &cur.turn_id))
-                .await
-            {
-                Ok(finished) => {
-                    if finished.event.is_none() {
-                        tracing::warn!(turn_id = %cur.turn_id, "turn had already ended");
-                    }
-                    finished.usage_stored
+        let usage_stored = match super::outage::patiently("a turn's end", || {
+            ending.record(&ctx, &cur.turn_id, &streamed)
+        })
+        .await
+        {
+            Ok(finished) => {
+                if finished.event.is_none() {
+                    tracing::warn!(turn_id = %cur.turn_id, dropped = streamed.len(),
+                        "turn had already ended");
                 }
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot finish turn");
-                    false
+                if !finished.streamed.is_empty() {
+                    self.ctx.streamed.batch(finished.streamed.len());
                 }
-            };
+                finished.usage_stored
+            }
+            Err(e) => {
+                tracing::error!(error = %e, events = streamed.len(), "cannot finish turn");
+                false
+            }
+        };
         self.usage_after_end(&mut ending, usage_stored).await;
     }
 }
