@@ -127,6 +127,23 @@ impl Conversations<'_> {
         Ok(row)
     }
 
+    /// [`Self::conversation_row`], and whether its bound session has a pending question.
+    pub(crate) async fn conversation_for_message(
+        &self,
+        id: &ConversationId,
+    ) -> Result<(tether_store::ConversationRow, bool)> {
+        self.rt
+            .ctx()
+            .store
+            .conversations()
+            .conversation_for_message(id)
+            .await?
+            .ok_or_else(|| RuntimeError::NotFound {
+                what: "conversation",
+                id: id.to_string(),
+            })
+    }
+
     pub(crate) async fn conversation_row(
         &self,
         id: &ConversationId,

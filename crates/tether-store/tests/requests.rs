@@ -313,7 +313,77 @@ async fn requests_come_in_pages_newest_first_ties_by_id(b: Backend) {
     assert!(none.is_empty());
 }
 
+/// The conversation's read for a message says whether its bound session waits for an
+/// answer: only a pending question of that session counts.
+async fn a_conversation_read_for_a_message_says_whether_a_question_waits(b: Backend) {
+    let (_d, store) = support::open(b).await;
+    running_turn(&store).await;
+    let read = |store: Store| async move {
+        store
+            .conversations()
+            .conversation_for_message(&"c1".into())
+            .await
+            .unwrap()
+            .expect("the conversation")
+    };
+    let (conv, asking) = read(store.clone()).await;
+    assert_eq!(conv.id.as_str(), "c1");
+    assert_eq!(conv.bound_session_id, Some("s1".into()));
+    assert!(!asking);
+    assert!(
+        store
+            .conversations()
+            .conversation_for_message(&"nope".into())
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    store
+        .requests()
+        .create_question(&question("q1"))
+        .await
+        .unwrap();
+    assert!(read(store.clone()).await.1);
+    store
+        .requests()
+        .resolve_question(
+            &"q1".into(),
+            QuestionStatus::Answered,
+            Some("a.rs"),
+            Some("me"),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!read(store.clone()).await.1);
+
+    // A pending question of a session no longer bound (after `/new`) does not count.
+    store
+        .requests()
+        .create_question(&question("q2"))
+        .await
+        .unwrap();
+    assert!(read(store.clone()).await.1);
+    let s2 = NewSession {
+        id: "s2".into(),
+        conversation_id: "c1".into(),
+        agent: "fake".into(),
+        model: None,
+        cwd: "/tmp".into(),
+    };
+    store
+        .conversations()
+        .start_session(&s2, NewSessionReason::Explicit, None)
+        .await
+        .unwrap();
+    let (conv, asking) = read(store.clone()).await;
+    assert_eq!(conv.bound_session_id, Some("s2".into()));
+    assert!(!asking);
+}
+
 contract!(
+    a_conversation_read_for_a_message_says_whether_a_question_waits,
     a_question_is_answered_once_and_its_turn_runs_on,
     writes_take_their_time_from_the_store_clock,
     requests_come_in_pages_newest_first_ties_by_id,

@@ -33,10 +33,12 @@ pub(crate) fn reply(kind: MessageOutcomeKind, text: impl Into<String>) -> Messag
 }
 
 impl Router<'_> {
-    /// Routes a message to conversation `conv` (read under its routing lock, held).
+    /// Routes a message to conversation `conv` (read under its routing lock, held);
+    /// `asking`: its bound session has a pending question (read with it).
     pub(crate) async fn route_message(
         &self,
         conv: ConversationRow,
+        asking: bool,
         req: SendMessage,
         by: &str,
         turn_id: Option<&TurnId>,
@@ -71,6 +73,7 @@ impl Router<'_> {
                     self.rt.conversations().agent_spec(agent)?;
                 }
                 if !overrides
+                    && asking
                     && let Some(out) = self.answer_pending_question(&conv, &text, by).await?
                 {
                     return Ok(out);

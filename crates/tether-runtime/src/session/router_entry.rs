@@ -94,7 +94,8 @@ impl Router<'_> {
         turn_id: Option<&TurnId>,
         who: Option<&crate::Identity>,
     ) -> Result<MessageOutcome> {
-        let (_guard, conv) = self.lock_existing(id).await?;
+        let _guard = self.lock_conversation(id).await;
+        let (conv, asking) = self.rt.conversations().conversation_for_message(id).await?;
         if let Some(who) = who {
             self.rt
                 .access()
@@ -119,6 +120,6 @@ impl Router<'_> {
                 attachments: Vec::new(),
             });
         }
-        self.route_message(conv, req, by, turn_id).await
+        self.route_message(conv, asking, req, by, turn_id).await
     }
 }

@@ -82,6 +82,26 @@ impl Db {
         row.as_ref().map(rows::conversation).transpose()
     }
 
+    /// A conversation a message goes to, and whether its bound session waits for an
+    /// answer to a question (the message may be that answer): one read where the router
+    /// made two, and the questions themselves read only when one is pending.
+    pub async fn conversation_for_message(
+        &self,
+        id: &ConversationId,
+    ) -> Result<Option<(ConversationRow, bool)>> {
+        let row = sqlx::query(
+            "SELECT c.*, EXISTS (SELECT 1 FROM questions q WHERE q.status = 'pending' AND \
+             q.conversation_id = c.id AND q.session_id = c.bound_session_id) AS asking \
+             FROM conversations c WHERE c.id = $1",
+        )
+        .bind(id.as_str())
+        .fetch_optional(&self.reader)
+        .await?;
+        row.as_ref()
+            .map(|r| Ok((rows::conversation(r)?, sqlx::Row::try_get::<bool, _>(r, "asking")?)))
+            .transpose()
+    }
+
     /// Conversations, most recently active first: all, or (`viewer`) a member's own and
     /// the team's.
     pub async fn list_conversations(
