@@ -14,7 +14,7 @@ use tether_store::ConversationRow;
 
 use crate::RuntimeError;
 use crate::error::Result;
-use crate::session::router::reply;
+use crate::session::router::{Bound, reply};
 use crate::session::router_entry::Router;
 
 impl Router<'_> {
@@ -130,7 +130,9 @@ impl Router<'_> {
                     return Ok(reply(MessageOutcomeKind::Command, note));
                 };
                 let conv = self.rt.conversations().conversation_row(&conv.id).await?;
-                let mut out = self.route_prompt(conv, task, None, None, turn_id).await?;
+                let mut out = self
+                    .route_prompt(conv, Bound::Unread, task, None, None, turn_id)
+                    .await?;
                 if task_note.is_some() {
                     out.reply = Some(note);
                 }

@@ -127,11 +127,12 @@ impl Conversations<'_> {
         Ok(row)
     }
 
-    /// [`Self::conversation_row`], and whether its bound session has a pending question.
+    /// [`Self::conversation_row`], with its bound session and whether that has a pending
+    /// question.
     pub(crate) async fn conversation_for_message(
         &self,
         id: &ConversationId,
-    ) -> Result<(tether_store::ConversationRow, bool)> {
+    ) -> Result<tether_store::MessageTarget> {
         self.rt
             .ctx()
             .store

@@ -21,8 +21,9 @@ const FIRST_MESSAGE: u64 = 7;
 /// attachments): 6, was 7; 7 with the budget check.
 /// 6 measured before the turn was stored already running; 5 since (the conversation, the
 /// pending questions, the bound session, the turn with its message and start, the
-/// budgets); 4 since the conversation's read says whether a question is pending.
-const FOLLOW_UP: u64 = 4;
+/// budgets); 3 since the conversation's read says whether a question is pending and
+/// brings the bound session (a node that claims nothing reads neither again).
+const FOLLOW_UP: u64 = 3;
 /// Measured: from the agent's last output and answer to the turn's stored end, for a
 /// turn whose agent reported no usage: 1 (the output, the end, its event, its history
 /// line and its "unreported" usage row in one transaction); 2 while the usage row was a

@@ -57,8 +57,8 @@ pub use cluster::tail::{TailHandle, TailOptions, TailStats};
 pub use conversations::pages::{ListCursor, TurnPlace};
 pub use conversations::view_parts::ViewParts;
 pub use conversations::{
-    ConversationRow, FinishedTurn, NewConversation, NewMessage, NewSession, NewTurn, StartedTurn,
-    TurnEnd,
+    ConversationRow, FinishedTurn, MessageTarget, NewConversation, NewMessage, NewSession, NewTurn,
+    StartedTurn, TurnEnd,
 };
 pub use delegation::ledger::{CLAIM_STALE_MS, ContinuationClaim, LedgerEntry};
 pub use delegation::{

@@ -313,8 +313,8 @@ async fn requests_come_in_pages_newest_first_ties_by_id(b: Backend) {
     assert!(none.is_empty());
 }
 
-/// The conversation's read for a message says whether its bound session waits for an
-/// answer: only a pending question of that session counts.
+/// The conversation's read for a message brings its bound session and says whether that
+/// session waits for an answer: only a pending question of that session counts.
 async fn a_conversation_read_for_a_message_says_whether_a_question_waits(b: Backend) {
     let (_d, store) = support::open(b).await;
     running_turn(&store).await;
@@ -326,10 +326,22 @@ async fn a_conversation_read_for_a_message_says_whether_a_question_waits(b: Back
             .unwrap()
             .expect("the conversation")
     };
-    let (conv, asking) = read(store.clone()).await;
-    assert_eq!(conv.id.as_str(), "c1");
-    assert_eq!(conv.bound_session_id, Some("s1".into()));
-    assert!(!asking);
+    let t = read(store.clone()).await;
+    assert_eq!(t.conversation.id.as_str(), "c1");
+    assert_eq!(t.conversation.bound_session_id, Some("s1".into()));
+    let s1 = store
+        .conversations()
+        .get_session(&"s1".into())
+        .await
+        .unwrap()
+        .unwrap();
+    // Every field, as the session's own read gives it.
+    let bound = t.bound.as_ref().expect("the bound session");
+    assert_eq!(
+        serde_json::to_value(bound).unwrap(),
+        serde_json::to_value(&s1).unwrap()
+    );
+    assert!(!t.asking);
     assert!(
         store
             .conversations()
@@ -344,7 +356,7 @@ async fn a_conversation_read_for_a_message_says_whether_a_question_waits(b: Back
         .create_question(&question("q1"))
         .await
         .unwrap();
-    assert!(read(store.clone()).await.1);
+    assert!(read(store.clone()).await.asking);
     store
         .requests()
         .resolve_question(
@@ -356,7 +368,7 @@ async fn a_conversation_read_for_a_message_says_whether_a_question_waits(b: Back
         .await
         .unwrap()
         .unwrap();
-    assert!(!read(store.clone()).await.1);
+    assert!(!read(store.clone()).await.asking);
 
     // A pending question of a session no longer bound (after `/new`) does not count.
     store
@@ -364,7 +376,7 @@ async fn a_conversation_read_for_a_message_says_whether_a_question_waits(b: Back
         .create_question(&question("q2"))
         .await
         .unwrap();
-    assert!(read(store.clone()).await.1);
+    assert!(read(store.clone()).await.asking);
     let s2 = NewSession {
         id: "s2".into(),
         conversation_id: "c1".into(),
@@ -377,9 +389,21 @@ async fn a_conversation_read_for_a_message_says_whether_a_question_waits(b: Back
         .start_session(&s2, NewSessionReason::Explicit, None)
         .await
         .unwrap();
-    let (conv, asking) = read(store.clone()).await;
-    assert_eq!(conv.bound_session_id, Some("s2".into()));
-    assert!(!asking);
+    let t = read(store.clone()).await;
+    assert_eq!(t.conversation.bound_session_id, Some("s2".into()));
+    assert_eq!(t.bound.map(|s| s.id), Some("s2".into()));
+    assert!(!t.asking);
+
+    // Unbound: no session.
+    store
+        .conversations()
+        .unbind(&"c1".into(), "detached", None)
+        .await
+        .unwrap();
+    let t = read(store.clone()).await;
+    assert!(t.conversation.bound_session_id.is_none());
+    assert!(t.bound.is_none());
+    assert!(!t.asking);
 }
 
 contract!(

@@ -11,6 +11,7 @@ pub(crate) mod mailbox;
 pub(crate) mod pool;
 pub(crate) mod router;
 pub(crate) mod router_entry;
+pub(crate) mod router_hand;
 pub(crate) mod router_state;
 pub(crate) mod routing;
 pub(crate) mod turn_step;

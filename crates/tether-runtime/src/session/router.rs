@@ -9,7 +9,7 @@ use tether_proto::{
     AttachmentId, ConversationId, ErrorCode, MessageOutcome, MessageOutcomeKind, MessageRole,
     NewSessionReason, QuestionStatus, SendMessage, SessionId, TurnId, TurnStatus,
 };
-use tether_store::{ConversationRow, NewSession, NewTurn};
+use tether_store::{ConversationRow, MessageTarget, NewSession, NewTurn};
 
 use crate::error::Result;
 use crate::ids::new_id;
@@ -17,7 +17,7 @@ use crate::session::router_entry::Router;
 
 use crate::RuntimeError;
 use crate::session::actors::To;
-use crate::session::command::{Enqueued, RunIfIdle};
+use crate::session::command::Enqueued;
 use crate::session::ending::TurnEnding;
 
 pub(crate) fn reply(kind: MessageOutcomeKind, text: impl Into<String>) -> MessageOutcome {
@@ -32,17 +32,28 @@ pub(crate) fn reply(kind: MessageOutcomeKind, text: impl Into<String>) -> Messag
     }
 }
 
+/// The conversation's bound session, when it was read with the conversation.
+pub(crate) enum Bound {
+    Read(Option<tether_proto::Session>),
+    Unread,
+}
+
 impl Router<'_> {
-    /// Routes a message to conversation `conv` (read under its routing lock, held);
-    /// `asking`: its bound session has a pending question (read with it).
+    /// Routes a message to the conversation `target` names (read under its routing
+    /// lock, held, with its bound session and whether that has a pending question).
     pub(crate) async fn route_message(
         &self,
-        conv: ConversationRow,
-        asking: bool,
+        target: MessageTarget,
         req: SendMessage,
         by: &str,
         turn_id: Option<&TurnId>,
     ) -> Result<MessageOutcome> {
+        let MessageTarget {
+            conversation: conv,
+            bound,
+            asking,
+        } = target;
+        let bound = Bound::Read(bound);
         let id = &conv.id.clone();
         if conv.archived {
             return Err(RuntimeError::Archived(id.clone()));
@@ -51,7 +62,7 @@ impl Router<'_> {
         let known: Vec<&str> = names.iter().map(String::as_str).collect();
         if !req.attachments.is_empty() {
             return self
-                .route_with_attachments(conv, req, &known, turn_id)
+                .route_with_attachments(conv, bound, req, &known, turn_id)
                 .await;
         }
         match parse_input(&req.text, &known)? {
@@ -101,6 +112,7 @@ impl Router<'_> {
                 }
                 self.route_prompt(
                     conv,
+                    bound,
                     text,
                     req.agent.as_deref(),
                     req.model.as_deref(),
@@ -139,6 +151,7 @@ impl Router<'_> {
     async fn route_with_attachments(
         &self,
         conv: ConversationRow,
+        bound: Bound,
         req: SendMessage,
         known: &[&str],
         turn_id: Option<&TurnId>,
@@ -170,6 +183,7 @@ impl Router<'_> {
         let routed = self
             .route_prompt(
                 conv,
+                bound,
                 text,
                 req.agent.as_deref(),
                 req.model.as_deref(),
@@ -233,6 +247,7 @@ impl Router<'_> {
     pub(crate) async fn route_prompt(
         &self,
         conv: ConversationRow,
+        bound: Bound,
         text: String,
         agent: Option<&str>,
         model: Option<&str>,
@@ -241,7 +256,7 @@ impl Router<'_> {
         let store = &self.rt.ctx().store;
         // Issue 12: this node claims the conversation before it writes for it, and
         // keeps it while the turn is handed over (the actor holds its own claim).
-        let _owner = self.rt.ctx().ownership.claim(&conv.id).await?;
+        let owner = self.rt.ctx().ownership.claim(&conv.id).await?;
         let prefs = Preferences {
             agent: conv.agent.clone(),
             model: conv.model.clone(),
@@ -254,9 +269,15 @@ impl Router<'_> {
                 .set_preferences(&conv.id, &requested.agent, requested.model.as_deref())
                 .await?;
         }
-        let bound = match &conv.bound_session_id {
-            Some(sid) => store.conversations().get_session(sid).await?,
-            None => None,
+        let bound = match (bound, &owner) {
+            // No claim: nothing changed it since it was read with the conversation.
+            (Bound::Read(s), None) => s,
+            // A claim may have taken the conversation over, whose recovery changes the
+            // session: read after it.
+            _ => match &conv.bound_session_id {
+                Some(sid) => store.conversations().get_session(sid).await?,
+                None => None,
+            },
         };
         let bound_view = bound.as_ref().map(|s| BoundSession {
             session_id: s.id.clone(),
@@ -338,64 +359,6 @@ impl Router<'_> {
             reply: status,
             attachments: Vec::new(),
         })
-    }
-
-    /// Stores a message's turn and runs it: an idle session's actor stores it already
-    /// running (one commit for the message and the start); else it is stored queued and
-    /// handed to the actor. Never leaves an accepted message as a turn that will not run.
-    async fn run_or_enqueue(
-        &self,
-        session: &tether_proto::Session,
-        owner: &ConversationId,
-        turn: &NewTurn,
-    ) -> Result<Enqueued> {
-        let store = &self.rt.ctx().store;
-        let to = To::Session { session, owner };
-        match self.actor(to).run_if_idle(turn).await {
-            Ok(Some(RunIfIdle::Started)) => return Ok(Enqueued::Started),
-            Ok(Some(RunIfIdle::Failed(e))) => return Err(e.into()),
-            Ok(Some(RunIfIdle::Busy)) => {}
-            Ok(None) => {
-                return Err(RuntimeError::Internal(
-                    "the session actor is gone".to_string(),
-                ));
-            }
-            Err(e) => {
-                // No answer: the turn may have been stored; then it must not stay open.
-                if store.conversations().get_turn(&turn.id).await?.is_some() {
-                    self.fail_unstarted(&turn.id, &e).await;
-                }
-                return Err(e);
-            }
-        }
-        store.conversations().insert_turn(turn, true).await?;
-        match self.enqueue(session, owner, turn).await {
-            Ok(e) => Ok(e),
-            Err(e) => {
-                self.fail_unstarted(&turn.id, &e).await;
-                Err(e)
-            }
-        }
-    }
-
-    /// Hands a stored turn to its session's actor.
-    async fn enqueue(
-        &self,
-        session: &tether_proto::Session,
-        owner: &ConversationId,
-        turn: &NewTurn,
-    ) -> Result<Enqueued> {
-        let to = To::Session { session, owner };
-        let enqueued = self.actor(to).enqueue(&turn.id, &turn.input).await?;
-        enqueued.ok_or_else(|| RuntimeError::Internal("the session actor is gone".to_string()))
-    }
-
-    /// Fails a stored turn that could not be handed to its actor.
-    async fn fail_unstarted(&self, turn_id: &TurnId, err: &RuntimeError) {
-        let ending = TurnEnding::not_run(err.code(), err.to_string());
-        if let Err(e) = ending.record(self.rt.ctx(), turn_id, &[]).await {
-            tracing::error!(error = %e, "cannot fail an unstarted turn");
-        }
     }
 
     /// The conversation left a session (`/new`, `/detach`, drift): its pending approvals

@@ -95,11 +95,13 @@ impl Router<'_> {
         who: Option<&crate::Identity>,
     ) -> Result<MessageOutcome> {
         let _guard = self.lock_conversation(id).await;
-        let (conv, asking) = self.rt.conversations().conversation_for_message(id).await?;
+        let target = self.rt.conversations().conversation_for_message(id).await?;
         if let Some(who) = who {
-            self.rt
-                .access()
-                .decide_row(who, tether_core::authz::Action::Write, &conv)?;
+            self.rt.access().decide_row(
+                who,
+                tether_core::authz::Action::Write,
+                &target.conversation,
+            )?;
         }
         if let Some(turn_id) = turn_id
             && let Some(t) = self
@@ -120,6 +122,6 @@ impl Router<'_> {
                 attachments: Vec::new(),
             });
         }
-        self.route_message(conv, asking, req, by, turn_id).await
+        self.route_message(target, req, by, turn_id).await
     }
 }

@@ -57,16 +57,66 @@ pub(crate) fn conversation(row: &SqlRow) -> Result<ConversationRow> {
 }
 
 pub(crate) fn session(row: &SqlRow) -> Result<Session> {
+    session_as(row, SESSION_PLAIN)
+}
+
+/// A session's column names as a query returns them: plain, or prefixed where it is
+/// joined to another table's row ([`SESSION_JOINED`]).
+pub(crate) struct SessionColumns {
+    id: &'static str,
+    conversation_id: &'static str,
+    agent: &'static str,
+    model: &'static str,
+    cwd: &'static str,
+    status: &'static str,
+    external_id: &'static str,
+    created_at: &'static str,
+    updated_at: &'static str,
+}
+
+const SESSION_PLAIN: SessionColumns = SessionColumns {
+    id: "id",
+    conversation_id: "conversation_id",
+    agent: "agent",
+    model: "model",
+    cwd: "cwd",
+    status: "status",
+    external_id: "external_id",
+    created_at: "created_at",
+    updated_at: "updated_at",
+};
+
+/// The session's columns as `SESSION_JOINED_SELECT` names them (`s_…`).
+pub(crate) const SESSION_JOINED: SessionColumns = SessionColumns {
+    id: "s_id",
+    conversation_id: "s_conversation_id",
+    agent: "s_agent",
+    model: "s_model",
+    cwd: "s_cwd",
+    status: "s_status",
+    external_id: "s_external_id",
+    created_at: "s_created_at",
+    updated_at: "s_updated_at",
+};
+
+/// Selects a session `s` joined to another row under the names of [`SESSION_JOINED`].
+pub(crate) const SESSION_JOINED_SELECT: &str = "s.id AS s_id, s.conversation_id AS \
+     s_conversation_id, s.agent AS s_agent, s.model AS s_model, s.cwd AS s_cwd, s.status AS \
+     s_status, s.external_id AS s_external_id, s.created_at AS s_created_at, s.updated_at AS \
+     s_updated_at";
+
+/// A session read under the column names `c`.
+pub(crate) fn session_as(row: &SqlRow, c: SessionColumns) -> Result<Session> {
     Ok(Session {
-        id: id(row, "id")?,
-        conversation_id: id(row, "conversation_id")?,
-        agent: row.try_get("agent")?,
-        model: row.try_get("model")?,
-        cwd: row.try_get("cwd")?,
-        status: parse_enum("sessions", row.try_get("status")?, SessionStatus::parse)?,
-        external_id: row.try_get("external_id")?,
-        created_at_ms: row.try_get("created_at")?,
-        updated_at_ms: row.try_get("updated_at")?,
+        id: id(row, c.id)?,
+        conversation_id: id(row, c.conversation_id)?,
+        agent: row.try_get(c.agent)?,
+        model: row.try_get(c.model)?,
+        cwd: row.try_get(c.cwd)?,
+        status: parse_enum("sessions", row.try_get(c.status)?, SessionStatus::parse)?,
+        external_id: row.try_get(c.external_id)?,
+        created_at_ms: row.try_get(c.created_at)?,
+        updated_at_ms: row.try_get(c.updated_at)?,
     })
 }
 

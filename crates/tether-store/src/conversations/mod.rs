@@ -49,6 +49,17 @@ pub struct NewConversation<'a> {
     pub visibility: Visibility,
 }
 
+/// What a message to a conversation is routed by
+/// ([`Conversations::conversation_for_message`](crate::Conversations)).
+#[derive(Debug, Clone)]
+pub struct MessageTarget {
+    pub conversation: ConversationRow,
+    /// Its bound session, read with it.
+    pub bound: Option<tether_proto::Session>,
+    /// The bound session has a pending question.
+    pub asking: bool,
+}
+
 /// A session to insert.
 #[derive(Debug, Clone)]
 pub struct NewSession {

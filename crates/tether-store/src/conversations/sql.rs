@@ -8,7 +8,19 @@ use tether_proto::{
 use super::events::add_message;
 
 use super::{Db, rows};
-use crate::{ConversationRow, NewConversation, NewSession, Result};
+use crate::{ConversationRow, MessageTarget, NewConversation, NewSession, Result};
+
+/// [`Db::conversation_for_message`]'s read: the conversation, whether its bound session
+/// has a pending question, and that session (`s_…`, `NULL` when unbound).
+static MESSAGE_TARGET: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT c.*, EXISTS (SELECT 1 FROM questions q WHERE q.status = 'pending' AND \
+         q.conversation_id = c.id AND q.session_id = c.bound_session_id) AS asking, {} \
+         FROM conversations c LEFT JOIN sessions s ON s.id = c.bound_session_id \
+         WHERE c.id = $1",
+        rows::SESSION_JOINED_SELECT
+    )
+});
 
 impl Db {
     /// Inserts a conversation.
@@ -82,24 +94,30 @@ impl Db {
         row.as_ref().map(rows::conversation).transpose()
     }
 
-    /// A conversation a message goes to, and whether its bound session waits for an
-    /// answer to a question (the message may be that answer): one read where the router
-    /// made two, and the questions themselves read only when one is pending.
+    /// A conversation a message goes to, with its bound session and whether that
+    /// session waits for an answer to a question (the message may be that answer): one
+    /// read where the router made three, the questions themselves read only when one is
+    /// pending.
     pub async fn conversation_for_message(
         &self,
         id: &ConversationId,
-    ) -> Result<Option<(ConversationRow, bool)>> {
-        let row = sqlx::query(
-            "SELECT c.*, EXISTS (SELECT 1 FROM questions q WHERE q.status = 'pending' AND \
-             q.conversation_id = c.id AND q.session_id = c.bound_session_id) AS asking \
-             FROM conversations c WHERE c.id = $1",
-        )
-        .bind(id.as_str())
-        .fetch_optional(&self.reader)
-        .await?;
-        row.as_ref()
-            .map(|r| Ok((rows::conversation(r)?, sqlx::Row::try_get::<bool, _>(r, "asking")?)))
-            .transpose()
+    ) -> Result<Option<MessageTarget>> {
+        let row = sqlx::query(&MESSAGE_TARGET)
+            .bind(id.as_str())
+            .fetch_optional(&self.reader)
+            .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let bound = match sqlx::Row::try_get::<Option<String>, _>(&row, "s_id")? {
+            Some(_) => Some(rows::session_as(&row, rows::SESSION_JOINED)?),
+            None => None,
+        };
+        Ok(Some(MessageTarget {
+            conversation: rows::conversation(&row)?,
+            bound,
+            asking: sqlx::Row::try_get::<bool, _>(&row, "asking")?,
+        }))
     }
 
     /// Conversations, most recently active first: all, or (`viewer`) a member's own and
