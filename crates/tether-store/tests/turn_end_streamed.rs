@@ -11,7 +11,7 @@ use tether_store::*;
 
 #[macro_use]
 mod support;
-use support::Backend;
+use support::{Backend, completed, unreported};
 
 async fn running(store: &Store, turn: &str) -> EventEnvelope {
     let t = NewTurn {
@@ -31,44 +31,6 @@ async fn running(store: &Store, turn: &str) -> EventEnvelope {
 
 fn delta(text: &str) -> EventPayload {
     EventPayload::MessageDelta { text: text.into() }
-}
-
-fn completed() -> (TurnEnd, EventPayload) {
-    (
-        TurnEnd {
-            status: TurnStatus::Completed,
-            result_text: Some("done".into()),
-            stop_reason: Some("end_turn".into()),
-            error: None,
-            usage: None,
-        },
-        EventPayload::TurnCompleted {
-            stop_reason: Some("end_turn".into()),
-            text: "done".into(),
-        },
-    )
-}
-
-fn unreported(turn: &str, report_id: &str) -> NewUsage {
-    NewUsage {
-        report_id: report_id.to_owned(),
-        unreported: true,
-        conversation_id: "c1".into(),
-        root_conversation_id: "c1".into(),
-        session_id: Some("s1".into()),
-        turn_id: Some(turn.into()),
-        person_id: None,
-        agent: "fake".to_owned(),
-        model: None,
-        account: None,
-        input: 0,
-        cached_input: 0,
-        cache_write: 0,
-        output: 0,
-        reasoning: 0,
-        cost_nanos: None,
-        price_version: "tether-defaults-1".to_owned(),
-    }
 }
 
 async fn turn_events(store: &Store, turn: &str) -> Vec<EventEnvelope> {

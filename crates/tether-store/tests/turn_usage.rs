@@ -9,7 +9,7 @@ use tether_store::*;
 
 #[macro_use]
 mod support;
-use support::Backend;
+use support::{Backend, completed, unreported};
 
 async fn started_turn(store: &Store, turn: &str) {
     let t = NewTurn {
@@ -26,44 +26,6 @@ async fn started_turn(store: &Store, turn: &str) {
         .await
         .unwrap()
         .expect("started");
-}
-
-fn unreported(turn: &str, report_id: &str) -> NewUsage {
-    NewUsage {
-        report_id: report_id.to_owned(),
-        unreported: true,
-        conversation_id: "c1".into(),
-        root_conversation_id: "c1".into(),
-        session_id: Some("s1".into()),
-        turn_id: Some(turn.into()),
-        person_id: None,
-        agent: "fake".to_owned(),
-        model: None,
-        account: None,
-        input: 0,
-        cached_input: 0,
-        cache_write: 0,
-        output: 0,
-        reasoning: 0,
-        cost_nanos: None,
-        price_version: "tether-defaults-1".to_owned(),
-    }
-}
-
-fn completed() -> (TurnEnd, EventPayload) {
-    (
-        TurnEnd {
-            status: TurnStatus::Completed,
-            result_text: Some("done".into()),
-            stop_reason: Some("end_turn".into()),
-            error: None,
-            usage: None,
-        },
-        EventPayload::TurnCompleted {
-            stop_reason: Some("end_turn".into()),
-            text: "done".into(),
-        },
-    )
 }
 
 async fn reports_of(store: &Store, turn: &str) -> (i64, i64) {

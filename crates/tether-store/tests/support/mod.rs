@@ -98,3 +98,44 @@ macro_rules! contract {
         })*
     };
 }
+
+/// The "unreported" usage row of turn `turn` in `c1`/`s1` (a turn whose agent reported
+/// nothing), with report id `report_id`.
+pub fn unreported(turn: &str, report_id: &str) -> tether_store::NewUsage {
+    tether_store::NewUsage {
+        report_id: report_id.to_owned(),
+        unreported: true,
+        conversation_id: "c1".into(),
+        root_conversation_id: "c1".into(),
+        session_id: Some("s1".into()),
+        turn_id: Some(turn.into()),
+        person_id: None,
+        agent: "fake".to_owned(),
+        model: None,
+        account: None,
+        input: 0,
+        cached_input: 0,
+        cache_write: 0,
+        output: 0,
+        reasoning: 0,
+        cost_nanos: None,
+        price_version: "tether-defaults-1".to_owned(),
+    }
+}
+
+/// A turn's end as completed ("done"), and its terminal event.
+pub fn completed() -> (tether_store::TurnEnd, tether_proto::EventPayload) {
+    (
+        tether_store::TurnEnd {
+            status: tether_proto::TurnStatus::Completed,
+            result_text: Some("done".into()),
+            stop_reason: Some("end_turn".into()),
+            error: None,
+            usage: None,
+        },
+        tether_proto::EventPayload::TurnCompleted {
+            stop_reason: Some("end_turn".into()),
+            text: "done".into(),
+        },
+    )
+}

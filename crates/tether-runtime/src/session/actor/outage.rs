@@ -71,6 +71,12 @@ impl Actor {
     /// Stores `batch` after whatever waits already, in order. When the store is
     /// unreachable the events wait (see the module header); `true` when they were stored.
     pub(super) async fn store_batch(&mut self, batch: &mut Vec<EventPayload>) -> bool {
+        self.hold(batch);
+        self.try_store_held().await
+    }
+
+    /// Puts `batch` behind the events that wait (at most [`MAX_HELD_EVENTS`]).
+    fn hold(&mut self, batch: &mut Vec<EventPayload>) {
         let turn_id = self.current.as_ref().map(|c| c.turn_id.clone());
         if !self.held.is_empty() && self.held.turn_id != turn_id {
             // A previous turn's events never wait past its end (see `store_held`).
@@ -83,7 +89,6 @@ impl Actor {
             batch.truncate(room);
         }
         self.held.events.extend(batch.drain(..));
-        self.try_store_held().await
     }
 
     /// One try at storing the waiting events. On an unreachable store they keep waiting;
@@ -200,17 +205,7 @@ impl Actor {
     /// which stores it in its own transaction, before the end (one commit for both,
     /// `take_for_end`), instead of a commit of its own just before.
     pub(super) fn defer_to_end(&mut self, batch: &mut Vec<EventPayload>) {
-        let turn_id = self.current.as_ref().map(|c| c.turn_id.clone());
-        if !self.held.is_empty() && self.held.turn_id != turn_id {
-            self.held = Held::default();
-        }
-        self.held.turn_id = turn_id;
-        let room = MAX_HELD_EVENTS.saturating_sub(self.held.events.len());
-        if batch.len() > room {
-            self.held.dropped += batch.len() - room;
-            batch.truncate(room);
-        }
-        self.held.events.extend(batch.drain(..));
+        self.hold(batch);
     }
 
     /// At a turn's end: the events that wait, to be stored with the end when they are
