@@ -191,13 +191,55 @@ async fn a_turn_that_cannot_be_stored_leaves_nothing(b: Backend) {
     assert_eq!(events(store.clone()).await, after_one);
     let history = store.events().history(&"c1".into(), 0, 10).await.unwrap();
     assert_eq!(history.len(), 1);
+    // The turn's id decides between the router and the actor when the router stopped
+    // waiting (`router_hand`): whichever stores it second is refused.
+    let queued = NewTurn {
+        status: TurnStatus::Queued,
+        ..turn("t9", "s1", "late")
+    };
+    store
+        .conversations()
+        .insert_turn(&queued, true)
+        .await
+        .unwrap();
+    let err = store
+        .conversations()
+        .insert_started_turn(&turn("t9", "s1", "late"), None)
+        .await;
+    assert!(err.is_err(), "{err:?}");
+    store
+        .conversations()
+        .insert_started_turn(&turn("t8", "s1", "first"), None)
+        .await
+        .unwrap();
+    let queued = NewTurn {
+        status: TurnStatus::Queued,
+        ..turn("t8", "s1", "first")
+    };
+    let err = store.conversations().insert_turn(&queued, true).await;
+    assert!(err.is_err(), "{err:?}");
+    let t8 = store
+        .conversations()
+        .get_turn(&"t8".into())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(t8.status, TurnStatus::Running);
+    let t9 = store
+        .conversations()
+        .get_turn(&"t9".into())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(t9.status, TurnStatus::Queued);
+
     // The store still writes after the failed ones.
     store
         .conversations()
         .insert_started_turn(&turn("t2", "s1", "next"), None)
         .await
         .unwrap();
-    assert_eq!(events(store.clone()).await, after_one + 1);
+    assert_eq!(events(store.clone()).await, after_one + 2);
 }
 
 contract!(a_message_turn_is_stored_running_with_its_start);

@@ -34,11 +34,22 @@ impl Router<'_> {
                 ));
             }
             Err(e) => {
-                // No answer: the turn may have been stored; then it must not stay open.
-                if store.conversations().get_turn(&turn.id).await?.is_some() {
-                    self.fail_unstarted(&turn.id, &e).await;
-                }
-                return Err(e);
+                // No answer in time: the actor may still take the command (it skips it
+                // once it sees nobody waits, but may have begun). The turn's id decides:
+                // stored here, then failed (never run); or stored by the actor first,
+                // then it runs, and the message was accepted.
+                return match store.conversations().insert_turn(turn, true).await {
+                    Ok(_) => {
+                        self.fail_unstarted(&turn.id, &e).await;
+                        Err(e)
+                    }
+                    Err(_) => match store.conversations().get_turn(&turn.id).await? {
+                        Some(t) if t.status != tether_proto::TurnStatus::Queued => {
+                            Ok(Enqueued::Started)
+                        }
+                        _ => Err(e),
+                    },
+                };
             }
         }
         store.conversations().insert_turn(turn, true).await?;

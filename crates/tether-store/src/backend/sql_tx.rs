@@ -127,6 +127,12 @@ impl Tx {
     /// Rolls back on purpose (what it read decided nothing is to be written); the
     /// connection stays trusted.
     pub async fn rollback(mut self) -> Result<(), sqlx::Error> {
+        self.roll_back_now().await
+    }
+
+    /// [`Self::rollback`] in place, for a caller that refuses the transaction and
+    /// returns (its locks let go now, not at the connection's next use).
+    pub async fn roll_back_now(&mut self) -> Result<(), sqlx::Error> {
         if self.open {
             let rolled_back = match super::BEGIN {
                 Some(_) => sqlx::query("ROLLBACK").execute(&mut *self.conn).await.map(drop),

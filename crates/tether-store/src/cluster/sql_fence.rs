@@ -18,7 +18,7 @@ use super::{Db, Sql};
 use crate::{Result, StoreError};
 
 impl Db {
-    /// Refuses `tx` (left to roll back) when, for a conversation it writes on behalf of,
+    /// Refuses `tx` (rolled back) when, for a conversation it writes on behalf of,
     /// this node's epoch is no longer the row's; otherwise the rows stay locked (shared)
     /// until `tx` ends.
     pub(super) async fn check_fence(&self, tx: &mut Tx) -> Result<()> {
@@ -55,6 +55,12 @@ impl Db {
                     let now = current.map(|(_, node, e)| (node.clone(), *e));
                     tracing::warn!(conversation = %c, held_epoch = epoch, owner = ?now,
                         "refused a write: another node owns this conversation now (fenced)");
+                }
+                // Refused: the rows' shared locks go now. Left for the connection's
+                // next use, they would hold up the survivor's take-over or release
+                // until this node wrote again.
+                if let Err(e) = tx.roll_back_now().await {
+                    tracing::debug!(error = %e, "could not roll a fenced write back at once");
                 }
                 return Err(StoreError::Fenced {
                     conversation_id: c,

@@ -15,14 +15,14 @@ use crate::{
     FinishedTurn, NewMessage, NewTurn, NewUsage, Result, StartedTurn, TurnEnd, TurnPlace, rules,
 };
 
-/// The usage row's statement where it follows a turn's end in one query: its parameters
-/// after the end's twelve (`FINISH_TURN_AT_ONCE`).
 /// How SQLite's one-query writes begin their transaction.
 const BEGIN_SQLITE: &str = "BEGIN IMMEDIATE; ";
 
 /// The usage row's parameters ([`ALONE`]'s `$1` to `$18`).
 const USAGE_PARAMS: usize = 18;
 
+/// The usage row's statement where it follows a turn's end in one query: its parameters
+/// after the end's twelve (`FINISH_TURN_AT_ONCE`).
 static LEDGER_AFTER_END: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| format!("; {}", alone_from(13)));
 
@@ -334,7 +334,9 @@ impl Db {
                 tx.note_on_behalf(&ConversationId::from(c));
                 self.check_fence(&mut tx).await?;
             }
-            // The ledger is not fenced (as `record_usage`): its row stays.
+            // The ledger is not fenced (as `record_usage`): its row stays (a refused
+            // fence above rolled it back with the rest; the caller then stores it with
+            // `record_usage`, as `usage_stored` says).
             if usage_stored {
                 tx.commit_unchecked().await?;
             }

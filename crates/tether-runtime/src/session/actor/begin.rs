@@ -111,20 +111,25 @@ impl Actor {
         // Beside the insert, as beside a start; the answer does not wait for it.
         let budgets = self.budget_read(&turn.id);
         let insert = async {
-            match store
+            let inserted = store
                 .conversations()
                 .insert_started_turn(&turn, traceparent.as_deref())
-                .await
-            {
-                Ok(started) => {
-                    let _ = reply.send(RunIfIdle::Started);
-                    Some(started.has_attachments)
-                }
-                Err(e) => {
-                    let _ = reply.send(RunIfIdle::Failed(e));
-                    None
-                }
-            }
+                .await;
+            let has_attachments = match inserted {
+                Ok(started) => Some(started.has_attachments),
+                // The answer may have been lost after the commit: a turn found running
+                // is this insert's (the router stores only queued ones), and runs.
+                Err(e) => match store.conversations().get_turn(&turn.id).await {
+                    Ok(Some(t)) if t.status == tether_proto::TurnStatus::Running => Some(true),
+                    _ => {
+                        let _ = reply.send(RunIfIdle::Failed(e));
+                        return None;
+                    }
+                },
+            };
+            // Sent or not, the turn runs: a router that stopped waiting finds it stored.
+            let _ = reply.send(RunIfIdle::Started);
+            has_attachments
         };
         let (inserted, budgets) = tokio::join!(insert, budgets);
         let Some(has_attachments) = inserted else {

@@ -4,14 +4,16 @@
 //! Coalescing: message and thought deltas, tool calls and tool-call updates are stored
 //! in one transaction of up to [`CoalesceConfig::max_events`], collected for at most
 //! [`CoalesceConfig::window`] after the first of them. A permission request or question
-//! flushes the batch before it is handled, so events keep the agent's order. A batch
-//! never outlives one call of [`Actor::on_agent_event`]: it is stored before the actor
-//! does anything else (ends a turn, stores an approval or question, goes dormant,
-//! stops), and is published to subscribers only once committed. The price: while a batch
-//! collects, the actor's other work (a command, the end of the prompt) waits at most the
-//! window; the end of a prompt closes the event channel, which ends the batch at once,
-//! and the batch then goes with the turn's end, in its transaction (`defer_to_end`):
-//! nothing else of the session is stored between them (going dormant stores it first).
+//! flushes the batch before it is handled, so events keep the agent's order. While the
+//! prompt runs, a batch never outlives one call of [`Actor::on_agent_event`]: it is
+//! stored before the actor does anything else (stores an approval or question, goes
+//! dormant, stops), and is published to subscribers only once committed. The price: while
+//! a batch collects, the actor's other work (a command, the end of the prompt) waits at
+//! most the window. The end of a prompt closes the event channel, which ends the batch at
+//! once; that last batch waits for the turn's end and goes in its transaction, before
+//! the terminal event (`defer_to_end`). Going dormant, and an end with approvals or
+//! questions still pending, store it first; a budget's warning line written while the
+//! turn ends may come before it.
 //!
 //! Durability: what subscribers see is committed. A crash can lose only the streamed
 //! events of a running turn still waiting in a batch (at most one window's worth); the

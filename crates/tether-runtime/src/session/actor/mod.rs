@@ -320,6 +320,11 @@ impl Actor {
                 }
             }
             ActorCmd::RunIfIdle { turn, trace, reply } => {
+                if reply.is_closed() {
+                    // The router stopped waiting: it stores the turn itself (and fails
+                    // it) unless this actor did first (`router_hand`).
+                    return;
+                }
                 if self.current.is_some() || !self.queue.is_empty() {
                     let _ = reply.send(RunIfIdle::Busy);
                     return;

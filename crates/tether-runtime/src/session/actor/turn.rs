@@ -299,6 +299,18 @@ impl Actor {
             }
             Err(e) => {
                 tracing::error!(error = %e, events = streamed.len(), "cannot finish turn");
+                if !streamed.is_empty() && !matches!(e, tether_store::StoreError::Fenced { .. }) {
+                    // The agent's output is kept even so, on its own.
+                    let stored = self
+                        .ctx
+                        .store
+                        .events()
+                        .append_events(&self.session.id, Some(&cur.turn_id), &streamed)
+                        .await;
+                    if let Err(e) = stored {
+                        tracing::error!(error = %e, "cannot store agent events");
+                    }
+                }
                 false
             }
         };
