@@ -68,6 +68,11 @@ pub(crate) mod dialect {
     pub const FINISH_TURN_AT_ONCE: Option<(&str, &str)> = None;
 }
 
+/// An `INSERT`'s ids are not read from its result here (see SQLite's): `RETURNING` says them.
+pub(crate) fn inserted_ids(_: &SqlQueryResult) -> Option<(i64, u64)> {
+    None
+}
+
 backend_modules!();
 #[path = "sql_clock.rs"]
 mod clock;

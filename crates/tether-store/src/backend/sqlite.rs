@@ -137,22 +137,32 @@ pub(crate) mod dialect {
     /// ids in `VALUES` order; the last one and the count come back as one row instead of
     /// a row per event (sqlx's SQLite thread sends each row on its own).
     pub const INSERTED_IDS: Option<&str> = Some("; SELECT last_insert_rowid(), changes()");
-    /// A group of events in one query that begins and commits its own transaction (see
+    /// A group of events in one query of two statements (see
     /// `events/sql_append_at_once.rs`): what comes before its `VALUES` and after. Each
     /// row is (conversation, session, place among the group's events of its session,
-    /// turn, at, kind, payload); a padding row is all `NULL`. The `SELECT` reads the
-    /// table it inserts into, so SQLite computes every row (each `seq`) before it inserts
-    /// one. The answer is one row: the last id, the count, and the new rows' `seq`s in id
-    /// order.
+    /// turn, at, kind, payload); a padding row is all `NULL`. The `INSERT` is one
+    /// statement, so it commits on its own, all of it or nothing (and, a write statement,
+    /// it takes the write lock before it reads, waiting with the busy handler like
+    /// `BEGIN IMMEDIATE`); its `SELECT` reads the table it inserts into, so SQLite
+    /// computes every row (each `seq`) before it inserts one. The second statement reads
+    /// back the new rows' `seq`s in id order (one row: a JSON array); the ids and the
+    /// count come with the `INSERT`'s own result ([`super::inserted_ids`]).
     pub const EVENTS_AT_ONCE: Option<(&str, &str)> = Some((
-        "BEGIN IMMEDIATE; INSERT INTO events (conversation_num, session_num, seq, turn_id, \
-         at, kind, payload) SELECT column1, column2, COALESCE((SELECT e.seq FROM events e \
-         WHERE e.session_num = column2 ORDER BY e.seq DESC LIMIT 1), 0) + column3, column4, \
+        "INSERT INTO events (conversation_num, session_num, seq, turn_id, at, kind, \
+         payload) SELECT column1, column2, COALESCE((SELECT e.seq FROM events e WHERE \
+         e.session_num = column2 ORDER BY e.seq DESC LIMIT 1), 0) + column3, column4, \
          column5, column6, column7 FROM (",
-        ") WHERE column1 IS NOT NULL; SELECT last_insert_rowid(), changes(), (SELECT \
-         json_group_array(seq) FROM (SELECT seq FROM events WHERE id > last_insert_rowid() \
-         - changes() AND id <= last_insert_rowid() ORDER BY id)); COMMIT",
+        ") WHERE column1 IS NOT NULL; SELECT json_group_array(seq) FROM (SELECT seq FROM \
+         events WHERE id > last_insert_rowid() - changes() AND id <= last_insert_rowid() \
+         ORDER BY id)",
     ));
+}
+
+/// The last id and the number of rows an `INSERT` statement stored, from its result:
+/// one writer, and a new row's id is the largest + 1, so the rows of one statement have
+/// consecutive ids in `VALUES` order.
+pub(crate) fn inserted_ids(r: &SqlQueryResult) -> Option<(i64, u64)> {
+    Some((r.last_insert_rowid(), r.rows_affected()))
 }
 
 backend_modules!();

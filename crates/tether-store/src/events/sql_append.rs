@@ -345,7 +345,7 @@ impl Db {
 /// How long an append whose commit's answer was lost waits for the database to tell
 /// whether it was stored; after that it is reported abandoned (neither retried nor
 /// published).
-const READ_BACK_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+pub(super) const READ_BACK_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// An unreachable store's error again, for each caller of a group.
 fn unavailable_again(e: &StoreError) -> StoreError {
