@@ -8,6 +8,14 @@
 //! text once for all of them ([`tether_runtime::Batch::encoded`]), so 1 000 streams of
 //! one conversation cost one encoding and 1 000 reference counts per commit.
 //!
+//! A stream writes at its own pace ([`Pace`]): a burst of [`BURST`] writes goes out at
+//! once, after that at most [`RATE`] writes a second, each carrying every batch waiting
+//! by then; a full write ([`COALESCE_BYTES`], a catch-up) never waits. A turn's few
+//! events never wait; a long fast stream to many subscribers makes fewer, larger writes
+//! and wakes its stream less often (the writes to the sockets were half of tether's time
+//! in the fan-out figure). Measured there (1 000 subscribers, 500 deltas/s, 3 interleaved
+//! runs): lag p99 54–79 ms without the pace, 44–46 ms with it, p50 unchanged (13–14 ms).
+//!
 //! [`Runtime::follow`]: tether_runtime::Runtime::follow
 
 use crate::auth::Api;
@@ -101,6 +109,7 @@ fn frames(
     let beat = Heartbeat {
         timer: Box::pin(tokio::time::sleep(KEEP_ALIVE)),
         last_sent: Instant::now(),
+        pace: Pace::new(Instant::now()),
     };
     futures::stream::unfold(
         (follower, closing, beat, revoked),
@@ -119,7 +128,22 @@ fn frames(
                         beat.timer.as_mut().reset(due);
                     }
                     next = f.next() => match next {
-                        Ok(batch) => break coalesce(&mut f, batch.encoded(encode)),
+                        Ok(batch) => {
+                            let mut frame = coalesce(&mut f, batch.encoded(encode));
+                            // A full write goes at once; a small one waits for its turn
+                            // and takes whatever came meanwhile.
+                            let due = beat.pace.due(Instant::now());
+                            if frame.len() < COALESCE_BYTES && due > Instant::now() {
+                                tokio::select! {
+                                    () = wait_closing(&mut closing) => return None,
+                                    () = revoked.as_mut() => return None,
+                                    () = tokio::time::sleep_until(due) => {}
+                                }
+                                frame = coalesce(&mut f, frame);
+                            }
+                            beat.pace.spend(Instant::now());
+                            break frame;
+                        }
                         Err(err) => {
                             tracing::warn!(error = %err, "could not read events; closing the stream");
                             return None;
@@ -157,10 +181,53 @@ fn coalesce(f: &mut Follower, first: Bytes) -> Bytes {
 /// Ends when the stream's token stops working (`auth::until_revoked`).
 pub(crate) type Revoked = Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
-/// When the stream last sent something, and the timer of its next heartbeat.
+/// When the stream last sent something, the timer of its next heartbeat, and its pace.
 struct Heartbeat {
     timer: Pin<Box<tokio::time::Sleep>>,
     last_sent: Instant,
+    pace: Pace,
+}
+
+/// Writes a stream makes at once before [`RATE`] applies (a turn's events fit in it).
+pub(crate) const BURST: f64 = 16.0;
+/// Writes a second a stream keeps to once its burst is spent.
+pub(crate) const RATE: f64 = 50.0;
+
+/// A token bucket of writes: [`BURST`] at most, refilled at [`RATE`] a second.
+#[derive(Debug)]
+pub(crate) struct Pace {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Pace {
+    pub(crate) fn new(now: Instant) -> Pace {
+        Pace {
+            tokens: BURST,
+            at: now,
+        }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        let since = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + since * RATE).min(BURST);
+        self.at = now;
+    }
+
+    /// When the next write may go: `now` while a token is left.
+    pub(crate) fn due(&mut self, now: Instant) -> Instant {
+        self.refill(now);
+        if self.tokens >= 1.0 {
+            return now;
+        }
+        now + Duration::from_secs_f64((1.0 - self.tokens) / RATE)
+    }
+
+    /// Counts a write made at `now`.
+    pub(crate) fn spend(&mut self, now: Instant) {
+        self.refill(now);
+        self.tokens = (self.tokens - 1.0).max(0.0);
+    }
 }
 
 /// The id to resume after: `Last-Event-ID` wins over `?after_id=`; default 0.

@@ -3,7 +3,11 @@
 
 use tether_proto::{EventEnvelope, EventPayload};
 
-use super::{encode, resume_point};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{BURST, Pace, RATE, encode, resume_point};
 
 fn env(id: i64, text: &str) -> EventEnvelope {
     EventEnvelope {
@@ -47,4 +51,42 @@ fn resume_point_prefers_last_event_id() {
     assert_eq!(resume_point(&h, Some(5)).unwrap(), 42);
     h.insert("last-event-id", "nope".parse().unwrap());
     assert!(resume_point(&h, None).is_err());
+}
+
+#[test]
+fn a_burst_goes_at_once_then_writes_keep_the_rate() {
+    let t0 = Instant::now();
+    let mut pace = Pace::new(t0);
+    for _ in 0..BURST as usize {
+        assert_eq!(pace.due(t0), t0, "a write of the burst waits");
+        pace.spend(t0);
+    }
+    let gap = Duration::from_secs_f64(1.0 / RATE);
+    let due = pace.due(t0);
+    assert!(
+        due > t0 + gap - Duration::from_micros(10) && due <= t0 + gap,
+        "after the burst the next write is one gap away: {:?}",
+        due - t0
+    );
+    pace.spend(due);
+    // Half a gap later the next one waits the other half.
+    let half = due + gap / 2;
+    let next = pace.due(half);
+    assert!(next > half && next <= due + gap, "{:?}", next - half);
+}
+
+#[test]
+fn an_idle_stream_gets_its_burst_back() {
+    let t0 = Instant::now();
+    let mut pace = Pace::new(t0);
+    for _ in 0..BURST as usize {
+        pace.spend(t0);
+    }
+    assert!(pace.due(t0) > t0);
+    let later = t0 + Duration::from_secs_f64(BURST / RATE);
+    for _ in 0..BURST as usize {
+        assert_eq!(pace.due(later), later);
+        pace.spend(later);
+    }
+    assert!(pace.due(later) > later, "the burst is at most BURST writes");
 }
