@@ -61,6 +61,7 @@ pub(crate) mod dialect {
     /// No one-query group of events: a node may hold fencing epochs, checked before its
     /// transaction commits, and a round trip to the server costs no thread hand-off.
     pub const EVENTS_AT_ONCE: Option<(&str, &str)> = None;
+    pub const EVENTS_WITH_SEQS: Option<(&str, &str)> = None;
     /// No one-query turn start or end either (see SQLite's): the general paths' round
     /// trips to the server cost no thread hand-off.
     pub const START_TURN_AT_ONCE: Option<&str> = None;

@@ -156,6 +156,14 @@ pub(crate) mod dialect {
          events WHERE id > last_insert_rowid() - changes() AND id <= last_insert_rowid() \
          ORDER BY id)",
     ));
+    /// A group of events whose `seq`s this process knows (`events/numbers.rs`): one
+    /// `INSERT` (rows as in [`EVENTS_AT_ONCE`], the third column the `seq` itself), no
+    /// read; a `seq` the database already has is refused by `events_by_session`.
+    pub const EVENTS_WITH_SEQS: Option<(&str, &str)> = Some((
+        "INSERT INTO events (conversation_num, session_num, seq, turn_id, at, kind, \
+         payload) SELECT column1, column2, column3, column4, column5, column6, column7 FROM (",
+        ") WHERE column1 IS NOT NULL",
+    ));
 }
 
 /// The last id and the number of rows an `INSERT` statement stored, from its result:

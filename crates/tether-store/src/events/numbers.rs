@@ -3,11 +3,18 @@
 //! A session never changes conversation and numbers are never reused, so an entry never
 //! goes stale; the map is emptied when it grows past [`CAPACITY`] (a busy daemon reads
 //! each live session's numbers again, one point read each).
+//!
+//! Beside them, each session's largest `seq` this process saw committed (only where the
+//! dialect stores groups of events at once, i.e. SQLite, whose one writer connection is
+//! this process's): recorded from every commit's events before the writer is let go, so
+//! it is never ahead of the database, and behind only when something else wrote (then
+//! the unique index refuses the insert that trusted it, and the group is stored by the
+//! statement that reads the `seq`, `events/sql_append_at_once.rs`).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
-use tether_proto::{ConversationId, SessionId};
+use tether_proto::{ConversationId, EventEnvelope, SessionId};
 
 /// Most sessions remembered at once.
 const CAPACITY: usize = 65_536;
@@ -24,6 +31,8 @@ pub(crate) struct SessionNums {
 #[derive(Default)]
 pub(crate) struct Numbers {
     map: Mutex<HashMap<SessionId, SessionNums>>,
+    /// Each session's largest `seq` seen committed (see the module header).
+    seqs: Mutex<HashMap<SessionId, i64>>,
 }
 
 impl Numbers {
@@ -42,5 +51,59 @@ impl Numbers {
             map.clear();
         }
         map.insert(id.clone(), nums.clone());
+    }
+
+    fn lock_seqs(&self) -> MutexGuard<'_, HashMap<SessionId, i64>> {
+        // Inserts, raises and removals only: a panic leaves values no higher than the
+        // database's.
+        self.seqs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Session `id`'s largest `seq` seen committed, if any.
+    pub(crate) fn last_seq(&self, id: &SessionId) -> Option<i64> {
+        self.lock_seqs().get(id).copied()
+    }
+
+    /// Records the `seq`s of committed `events` (each session's largest wins).
+    pub(crate) fn committed(&self, events: &[EventEnvelope]) {
+        if events.is_empty() {
+            return;
+        }
+        let mut seqs = self.lock_seqs();
+        if seqs.len() >= CAPACITY {
+            seqs.clear();
+        }
+        // A commit is nearly always one session's: one look-up per run of a session.
+        let mut run: Option<(&SessionId, i64)> = None;
+        for ev in events {
+            match &mut run {
+                Some((session, largest)) if **session == ev.session_id => {
+                    *largest = (*largest).max(ev.seq);
+                }
+                _ => {
+                    if let Some((session, largest)) = run {
+                        raise(&mut seqs, session, largest);
+                    }
+                    run = Some((&ev.session_id, ev.seq));
+                }
+            }
+        }
+        if let Some((session, largest)) = run {
+            raise(&mut seqs, session, largest);
+        }
+    }
+
+    /// Forgets session `id`'s `seq` (the database had more than it said).
+    pub(crate) fn forget_seq(&self, id: &SessionId) {
+        self.lock_seqs().remove(id);
+    }
+}
+
+fn raise(seqs: &mut HashMap<SessionId, i64>, id: &SessionId, seq: i64) {
+    match seqs.get_mut(id) {
+        Some(known) => *known = (*known).max(seq),
+        None => {
+            seqs.insert(id.clone(), seq);
+        }
     }
 }

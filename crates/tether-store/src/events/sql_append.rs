@@ -335,6 +335,9 @@ impl Db {
 
     /// Publishes events whose commit was confirmed only by reading them back.
     fn publish_late(&self, events: &[EventEnvelope]) {
+        if super::dialect::EVENTS_AT_ONCE.is_some() {
+            self.shared.numbers.committed(events);
+        }
         for id in self.shared.feed.publish(events) {
             self.changed(&id);
         }

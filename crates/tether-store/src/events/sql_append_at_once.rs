@@ -15,7 +15,7 @@
 //! [`MAX_ROWS`] events; the rows are padded to a power of two with rows the statement
 //! skips, so only a handful of statement shapes are ever prepared.
 
-use tether_proto::{EventEnvelope, TurnId};
+use tether_proto::{EventEnvelope, SessionId, TurnId};
 
 use super::append::READ_BACK_LIMIT;
 use super::conns::{Conn, Tx};
@@ -32,6 +32,8 @@ pub(super) const MAX_ROWS: usize = 128;
 struct Row<'a> {
     pending: &'a Pending,
     nums: SessionNums,
+    /// Its session's place in the group's list of sessions.
+    slot: usize,
     nth: i64,
     payload: &'a tether_proto::EventPayload,
     json: String,
@@ -61,47 +63,61 @@ impl Db {
         let at = tx.now_ms();
         let mut rows: Vec<Row<'_>> =
             Vec::with_capacity(group.iter().map(|p| p.payloads.len()).sum());
-        // Per session: how many of its events the group has so far.
-        let mut counts: Vec<(i64, i64)> = Vec::new();
+        // Per session: its id and how many of its events the group has so far.
+        let mut counts: Vec<(&SessionId, i64)> = Vec::new();
         for p in group {
             let nums = self.session_nums(&mut tx, &p.session_id).await?;
             tx.note_on_behalf(&nums.conversation_id);
-            let i = match counts.iter().position(|(s, _)| *s == nums.session) {
+            let slot = match counts.iter().position(|(s, _)| **s == p.session_id) {
                 Some(i) => i,
                 None => {
-                    counts.push((nums.session, 0));
+                    counts.push((&p.session_id, 0));
                     counts.len() - 1
                 }
             };
             for payload in &p.payloads {
                 let json = serde_json::to_string(payload).map_err(|e| corrupt(e.to_string()))?;
-                let Some((_, count)) = counts.get_mut(i) else {
+                let Some((_, count)) = counts.get_mut(slot) else {
                     return Err(corrupt("a session's count went missing".into()));
                 };
                 *count += 1;
                 rows.push(Row {
                     pending: p,
                     nums: nums.clone(),
+                    slot,
                     nth: *count,
                     payload,
                     json,
                 });
             }
         }
-        let mut q = sqlx::QueryBuilder::<Sql>::new(head);
-        let padded = rows.len().next_power_of_two();
-        let slots = rows.iter().map(Some).chain(std::iter::repeat_n(None, padded - rows.len()));
-        q.push_values(slots, |mut b, r: Option<&Row<'_>>| {
-            b.push_bind(r.map(|r| r.nums.conversation))
-                .push_bind(r.map(|r| r.nums.session))
-                .push_bind(r.map(|r| r.nth))
-                .push_bind(r.and_then(|r| r.pending.turn_id.as_ref().map(TurnId::as_str)))
-                .push_bind(r.map(|_| at))
-                .push_bind(r.map(|r| r.payload.kind()))
-                .push_bind(r.map(|r| r.json.as_str()));
-        });
-        q.push(tail);
-        let (last, seqs) = self.insert_at_once(&mut tx, q.build(), rows.len()).await?;
+        // Every session's last `seq` known (see `numbers`): the `INSERT` alone, its `seq`s
+        // given, one statement and one answer.
+        let known: Option<Vec<i64>> = counts
+            .iter()
+            .map(|(id, _)| self.shared.numbers.last_seq(id))
+            .collect();
+        let mut stored = None;
+        if let (Some(lasts), Some((head, tail))) = (known, super::dialect::EVENTS_WITH_SEQS) {
+            let seq_of = |r: &Row<'_>| lasts.get(r.slot).map_or(0, |last| last + r.nth);
+            let q = values_query(head, tail, &rows, at, seq_of);
+            match self.insert_known(&mut tx, q).await? {
+                Some(last) => stored = Some((last, rows.iter().map(seq_of).collect())),
+                // The database had more (something else wrote): forgotten, and read.
+                None => {
+                    for (id, _) in &counts {
+                        self.shared.numbers.forget_seq(id);
+                    }
+                }
+            }
+        }
+        let (last, seqs) = match stored {
+            Some(stored) => stored,
+            None => {
+                let q = values_query(head, tail, &rows, at, |r| r.nth);
+                self.insert_at_once(&mut tx, q, rows.len()).await?
+            }
+        };
         let first = last - seqs.len() as i64 + 1;
         let mut out = Vec::with_capacity(rows.len());
         // Each session's events follow each other in the group's order: `seq` less
@@ -134,18 +150,43 @@ impl Db {
         Ok(out)
     }
 
+    /// Runs the one `INSERT` of `query`, whose `seq`s it gives; the last id it stored,
+    /// or `None` when the unique index refused a `seq` (nothing was stored: one
+    /// statement).
+    async fn insert_known(
+        &self,
+        tx: &mut Tx,
+        mut query: sqlx::QueryBuilder<'_, Sql>,
+    ) -> Result<Option<i64>> {
+        match query.build().execute(&mut **tx).await {
+            Ok(done) => match super::inserted_ids(&done) {
+                Some((last, _)) => Ok(Some(last)),
+                None => Err(corrupt("no ids from an insert".into())),
+            },
+            Err(e) if e.as_database_error().is_some_and(|d| d.is_unique_violation()) => {
+                tracing::debug!("a session's remembered seq was behind the database's");
+                Ok(None)
+            }
+            Err(e) => {
+                tx.own_transaction_failed(&e);
+                Err(e.into())
+            }
+        }
+    }
+
     /// Runs the two statements of `query` (the `INSERT` of `rows` events, then the read
     /// of their `seq`s); the last id and the `seq`s in id order. The `INSERT` commits on
     /// its own: failed, nothing was stored. Should the read fail after it (only a broken
     /// promise of SQLite's), the events are stored all the same: their `seq`s are read
     /// again by id, so the caller is never told "failed" for stored events (it would
     /// store them twice).
-    async fn insert_at_once<'q>(
+    async fn insert_at_once(
         &self,
         tx: &mut Tx,
-        query: sqlx::query::Query<'q, Sql, <Sql as sqlx::Database>::Arguments<'q>>,
+        mut query: sqlx::QueryBuilder<'_, Sql>,
         rows: usize,
     ) -> Result<(i64, Vec<i64>)> {
+        let query = query.build();
         use futures::TryStreamExt;
         use sqlx::{Either, Executor, Row};
         let mut inserted: Option<(i64, u64)> = None;
@@ -202,6 +243,31 @@ impl Db {
         })
         .await
     }
+}
+
+/// `head`, the group's `rows` as `VALUES` (padded to a power of two with rows of `NULL`s,
+/// which the statements skip) with each row's `seq` column from `seq`, then `tail`.
+fn values_query<'a>(
+    head: &str,
+    tail: &str,
+    rows: &'a [Row<'a>],
+    at: i64,
+    seq: impl Fn(&Row<'a>) -> i64,
+) -> sqlx::QueryBuilder<'a, Sql> {
+    let mut q = sqlx::QueryBuilder::<Sql>::new(head);
+    let padded = rows.len().next_power_of_two();
+    let slots = rows.iter().map(Some).chain(std::iter::repeat_n(None, padded - rows.len()));
+    q.push_values(slots, |mut b, r: Option<&Row<'_>>| {
+        b.push_bind(r.map(|r| r.nums.conversation))
+            .push_bind(r.map(|r| r.nums.session))
+            .push_bind(r.map(&seq))
+            .push_bind(r.and_then(|r| r.pending.turn_id.as_ref().map(TurnId::as_str)))
+            .push_bind(r.map(|_| at))
+            .push_bind(r.map(|r| r.payload.kind()))
+            .push_bind(r.map(|r| r.json.as_str()));
+    });
+    q.push(tail);
+    q
 }
 
 /// Each `seq` of a range of ids, in id order, as a JSON array.

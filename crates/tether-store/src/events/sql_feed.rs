@@ -87,7 +87,15 @@ impl Db {
             events.len(),
             "a transaction must publish every event it appended"
         );
-        let changed = tx.commit_then(|| self.shared.feed.publish(events)).await?;
+        let changed = tx
+            .commit_then(|| {
+                // Before the writer is let go: the next writer sees these `seq`s.
+                if super::dialect::EVENTS_AT_ONCE.is_some() {
+                    self.shared.numbers.committed(events);
+                }
+                self.shared.feed.publish(events)
+            })
+            .await?;
         for id in changed {
             self.changed(&id);
         }
