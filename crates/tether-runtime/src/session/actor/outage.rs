@@ -97,7 +97,9 @@ impl Actor {
         if self.held.events.is_empty() {
             return true;
         }
-        let events: Vec<EventPayload> = self.held.events.iter().cloned().collect();
+        // Taken, not copied (a copy was one more allocation and copy per streamed event);
+        // put back if the store is away.
+        let events = Vec::from(std::mem::take(&mut self.held.events));
         let turn_id = self.held.turn_id.clone();
         match self
             .ctx
@@ -129,6 +131,7 @@ impl Actor {
                 true
             }
             Err(e) if e.is_unavailable() => {
+                self.held.events = events.into();
                 let since = *self.held.since.get_or_insert_with(Instant::now);
                 let limit = self.ctx.config.store_outage_limit;
                 if self.held.dropped > 0 || since.elapsed() >= limit {
@@ -138,7 +141,6 @@ impl Actor {
             }
             Err(e) => {
                 tracing::error!(error = %e, "cannot store agent events");
-                self.held.events.clear();
                 false
             }
         }
