@@ -47,10 +47,9 @@ impl Db {
             && group.iter().map(|p| p.payloads.len()).sum::<usize>() <= MAX_ROWS
     }
 
-    /// Stores every batch of `group` on the writer `conn` in one transaction of one
-    /// query (see the module header); the envelopes in queue order, published. Failed,
-    /// nothing of it was stored (the query stops at its first error and the connection,
-    /// possibly inside its transaction, is closed).
+    /// Stores every batch of `group` on the writer `conn` with one `INSERT` statement,
+    /// which commits on its own (see the module header); the envelopes in queue order,
+    /// published. Failed, nothing of it was stored.
     pub(super) async fn store_at_once(
         &self,
         conn: Conn,
@@ -101,7 +100,7 @@ impl Db {
         if let (Some(lasts), Some((head, tail))) = (known, super::dialect::EVENTS_WITH_SEQS) {
             let seq_of = |r: &Row<'_>| lasts.get(r.slot).map_or(0, |last| last + r.nth);
             let q = values_query(head, tail, &rows, at, seq_of);
-            match self.insert_known(&mut tx, q).await? {
+            match self.insert_known(&mut tx, q, rows.len()).await? {
                 Some(last) => stored = Some((last, rows.iter().map(seq_of).collect())),
                 // The database had more (something else wrote): forgotten, and read.
                 None => {
@@ -157,10 +156,12 @@ impl Db {
         &self,
         tx: &mut Tx,
         mut query: sqlx::QueryBuilder<'_, Sql>,
+        rows: usize,
     ) -> Result<Option<i64>> {
         match query.build().execute(&mut **tx).await {
             Ok(done) => match super::inserted_ids(&done) {
-                Some((last, _)) => Ok(Some(last)),
+                Some((last, n)) if usize::try_from(n).ok() == Some(rows) => Ok(Some(last)),
+                Some((_, n)) => Err(corrupt(format!("inserted {n} events, expected {rows}"))),
                 None => Err(corrupt("no ids from an insert".into())),
             },
             Err(e) if e.as_database_error().is_some_and(|d| d.is_unique_violation()) => {
