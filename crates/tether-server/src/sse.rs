@@ -9,8 +9,10 @@
 //! one conversation cost one encoding and 1 000 reference counts per commit.
 //!
 //! A stream writes at its own pace ([`Pace`]): a burst of [`BURST`] writes goes out at
-//! once, after that at most [`RATE`] writes a second, each carrying every batch waiting
-//! by then; a full write ([`COALESCE_BYTES`], a catch-up) never waits. A turn's few
+//! once, after that at most its share of [`BUDGET`] writes a second (the budget of its
+//! conversation's streams on this node, divided among them; at least [`RATE_FLOOR`]),
+//! each write carrying every batch waiting by then; a full write ([`COALESCE_BYTES`]) or a page of a catch-up from the store
+//! never waits. A turn's few
 //! events never wait; a long fast stream to many subscribers makes fewer, larger writes
 //! and wakes its stream less often (the writes to the sockets were half of tether's time
 //! in the fan-out figure). Measured there (1 000 subscribers, 500 deltas/s, 3 interleaved
@@ -130,10 +132,16 @@ fn frames(
                     next = f.next() => match next {
                         Ok(batch) => {
                             let mut frame = coalesce(&mut f, batch.encoded(encode));
-                            // A full write goes at once; a small one waits for its turn
-                            // and takes whatever came meanwhile.
-                            let due = beat.pace.due(Instant::now());
-                            if frame.len() < COALESCE_BYTES && due > Instant::now() {
+                            // A full write, or a page of a catch-up from the store,
+                            // goes at once; a small one waits for its turn and takes
+                            // whatever came meanwhile.
+                            let now = Instant::now();
+                            if beat.pace.share_is_old(now) {
+                                beat.pace.share(f.followers(), now);
+                            }
+                            let due = beat.pace.due(now);
+                            let bulk = frame.len() >= COALESCE_BYTES || f.is_filling();
+                            if !bulk && due > now {
                                 tokio::select! {
                                     () = wait_closing(&mut closing) => return None,
                                     () = revoked.as_mut() => return None,
@@ -188,29 +196,56 @@ struct Heartbeat {
     pace: Pace,
 }
 
-/// Writes a stream makes at once before [`RATE`] applies (a turn's events fit in it).
+/// Writes a stream makes at once before its pace applies (a turn's events fit in it).
 pub(crate) const BURST: f64 = 16.0;
-/// Writes a second a stream keeps to once its burst is spent.
-pub(crate) const RATE: f64 = 50.0;
+/// Writes a second the streams of one conversation share once their bursts are spent:
+/// one stream is never held back by it, 1 000 streams write 50 times a second each.
+pub(crate) const BUDGET: f64 = 50_000.0;
+/// The least a stream's share is, however many follow its conversation.
+pub(crate) const RATE_FLOOR: f64 = 50.0;
 
-/// A token bucket of writes: [`BURST`] at most, refilled at [`RATE`] a second.
+/// A token bucket of writes: [`BURST`] at most, refilled at the stream's share of
+/// [`BUDGET`] a second.
 #[derive(Debug)]
 pub(crate) struct Pace {
     tokens: f64,
     at: Instant,
+    /// Writes a second.
+    rate: f64,
+    /// When the share was last taken (`None`: never).
+    shared_at: Option<Instant>,
 }
+
+/// How often a stream takes its share again (the count of followers is one look-up under
+/// the feed's lock).
+const SHARE_EVERY: Duration = Duration::from_millis(100);
 
 impl Pace {
     pub(crate) fn new(now: Instant) -> Pace {
         Pace {
             tokens: BURST,
             at: now,
+            rate: BUDGET,
+            shared_at: None,
         }
+    }
+
+    /// Whether the share is older than [`SHARE_EVERY`] (or was never taken).
+    pub(crate) fn share_is_old(&self, now: Instant) -> bool {
+        self.shared_at
+            .is_none_or(|at| now.saturating_duration_since(at) >= SHARE_EVERY)
+    }
+
+    /// Takes the share of one of `followers` streams of a conversation, from `now` on.
+    pub(crate) fn share(&mut self, followers: usize, now: Instant) {
+        self.refill(now);
+        self.rate = (BUDGET / followers.max(1) as f64).max(RATE_FLOOR);
+        self.shared_at = Some(now);
     }
 
     fn refill(&mut self, now: Instant) {
         let since = now.saturating_duration_since(self.at).as_secs_f64();
-        self.tokens = (self.tokens + since * RATE).min(BURST);
+        self.tokens = (self.tokens + since * self.rate).min(BURST);
         self.at = now;
     }
 
@@ -220,7 +255,7 @@ impl Pace {
         if self.tokens >= 1.0 {
             return now;
         }
-        now + Duration::from_secs_f64((1.0 - self.tokens) / RATE)
+        now + Duration::from_secs_f64((1.0 - self.tokens) / self.rate)
     }
 
     /// Counts a write made at `now`.

@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{BURST, Pace, RATE, encode, resume_point};
+use super::{BUDGET, BURST, Pace, RATE_FLOOR, encode, resume_point};
+
+/// The share of each of 1 000 streams of one conversation.
+const RATE: f64 = BUDGET / 1000.0;
 
 fn env(id: i64, text: &str) -> EventEnvelope {
     EventEnvelope {
@@ -57,6 +60,7 @@ fn resume_point_prefers_last_event_id() {
 fn a_burst_goes_at_once_then_writes_keep_the_rate() {
     let t0 = Instant::now();
     let mut pace = Pace::new(t0);
+    pace.share(1000, t0);
     for _ in 0..BURST as usize {
         assert_eq!(pace.due(t0), t0, "a write of the burst waits");
         pace.spend(t0);
@@ -79,6 +83,7 @@ fn a_burst_goes_at_once_then_writes_keep_the_rate() {
 fn an_idle_stream_gets_its_burst_back() {
     let t0 = Instant::now();
     let mut pace = Pace::new(t0);
+    pace.share(1000, t0);
     for _ in 0..BURST as usize {
         pace.spend(t0);
     }
@@ -89,4 +94,29 @@ fn an_idle_stream_gets_its_burst_back() {
         pace.spend(later);
     }
     assert!(pace.due(later) > later, "the burst is at most BURST writes");
+}
+
+#[test]
+fn a_stream_alone_on_its_conversation_is_not_held_back() {
+    let t0 = Instant::now();
+    let mut pace = Pace::new(t0);
+    for _ in 0..BURST as usize {
+        pace.spend(t0);
+    }
+    pace.share(1, t0);
+    let wait = pace.due(t0) - t0;
+    assert!(
+        wait <= Duration::from_secs_f64(1.0 / BUDGET),
+        "one follower has the whole budget: {wait:?}"
+    );
+    assert!(!pace.share_is_old(t0));
+    assert!(pace.share_is_old(t0 + Duration::from_millis(100)));
+    // However many follow, a stream keeps the floor.
+    pace.share(1_000_000, t0);
+    let wait = pace.due(t0) - t0;
+    assert!(
+        wait <= Duration::from_secs_f64(1.0 / RATE_FLOOR),
+        "{wait:?}"
+    );
+    assert!(wait > Duration::from_secs_f64(0.5 / RATE_FLOOR), "{wait:?}");
 }

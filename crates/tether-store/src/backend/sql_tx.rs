@@ -148,6 +148,13 @@ impl Tx {
         Ok(())
     }
 
+    /// A statement failed on this connection outside a transaction (one that commits on
+    /// its own, so nothing is left open): the connection is checked, or on SQLite
+    /// replaced, before its next use, as after any error.
+    pub fn statement_failed(&mut self, e: &sqlx::Error) {
+        self.conn.saw_error(e);
+    }
+
     /// A statement that runs a transaction of its own (SQLite: `BEGIN` … `COMMIT` in one
     /// query, see `dialect::ADD_TURN_WITH_MESSAGE`) failed on this connection, which is
     /// outside a transaction of ours: midway, it may have left its own open, so the

@@ -133,6 +133,13 @@ impl Hub {
         }
     }
 
+    /// How many followers conversation `id` has on this node.
+    fn followers(&self, id: &ConversationId) -> usize {
+        self.lock()
+            .get(id)
+            .map_or(0, |topic| topic.tx.receiver_count())
+    }
+
     /// Conversations with a topic (for tests and figures).
     pub(crate) fn followed(&self) -> usize {
         self.lock().len()
@@ -331,6 +338,17 @@ impl Follower {
                 Err(RecvError::Closed) => return Err(StoreError::FeedClosed),
             }
         }
+    }
+
+    /// How many followers its conversation has on this node (itself included).
+    pub fn followers(&self) -> usize {
+        self.store.shared().feed.followers(&self.conversation_id)
+    }
+
+    /// Whether the follower is reading the store (catching up from its resume point or
+    /// after lagging): its next batches are pages read from the store.
+    pub fn is_filling(&self) -> bool {
+        self.filling
     }
 
     /// The next events already waiting in the channel, without waiting (`None`: none

@@ -6,10 +6,13 @@
 //!
 //! Beside them, each session's largest `seq` this process saw committed (only where the
 //! dialect stores groups of events at once, i.e. SQLite, whose one writer connection is
-//! this process's): recorded from every commit's events before the writer is let go, so
-//! it is never ahead of the database, and behind only when something else wrote (then
-//! the unique index refuses the insert that trusted it, and the group is stored by the
-//! statement that reads the `seq`, `events/sql_append_at_once.rs`).
+//! this process's): recorded only from events the database confirmed committed (at
+//! commit, before the writer is let go, or after a lost answer's read-back), the largest
+//! winning, and events are never deleted, so it is never ahead of the database. It is
+//! behind when something else wrote the file, or after a commit whose events were not
+//! recorded (an append reported abandoned); then the unique index refuses the insert
+//! that trusted it, and the group is stored by the statement that reads the `seq`
+//! (`events/sql_append_at_once.rs`).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};

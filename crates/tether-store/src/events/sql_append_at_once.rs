@@ -126,7 +126,7 @@ impl Db {
             let base = seq - r.nth;
             match bases.iter().find(|(s, _)| *s == r.nums.session) {
                 Some((_, b)) if *b != base => {
-                    return Err(corrupt(format!(
+                    return Err(stored_but(format!(
                         "event {seq} of session {} stored out of order",
                         r.pending.session_id
                     )));
@@ -161,15 +161,16 @@ impl Db {
         match query.build().execute(&mut **tx).await {
             Ok(done) => match super::inserted_ids(&done) {
                 Some((last, n)) if usize::try_from(n).ok() == Some(rows) => Ok(Some(last)),
-                Some((_, n)) => Err(corrupt(format!("inserted {n} events, expected {rows}"))),
-                None => Err(corrupt("no ids from an insert".into())),
+                other => Err(stored_but(format!(
+                    "the insert of {rows} said {other:?} (last id, rows)"
+                ))),
             },
             Err(e) if e.as_database_error().is_some_and(|d| d.is_unique_violation()) => {
                 tracing::debug!("a session's remembered seq was behind the database's");
                 Ok(None)
             }
             Err(e) => {
-                tx.own_transaction_failed(&e);
+                tx.statement_failed(&e);
                 Err(e.into())
             }
         }
@@ -179,8 +180,9 @@ impl Db {
     /// of their `seq`s); the last id and the `seq`s in id order. The `INSERT` commits on
     /// its own: failed, nothing was stored. Should the read fail after it (only a broken
     /// promise of SQLite's), the events are stored all the same: their `seq`s are read
-    /// again by id, so the caller is never told "failed" for stored events (it would
-    /// store them twice).
+    /// again by id; whatever goes wrong after the `INSERT` is
+    /// [`StoreError::AppendAbandoned`], never an error the caller would retry (it
+    /// would store them twice).
     async fn insert_at_once(
         &self,
         tx: &mut Tx,
@@ -209,22 +211,25 @@ impl Db {
         .await;
         let (last, n) = match (read, inserted) {
             (Ok(()), Some(ids)) => ids,
-            (Ok(()), None) => return Err(corrupt("no answer to an insert".into())),
+            (Ok(()), None) => return Err(stored_but("the insert said no ids".into())),
             (Err(e), Some((last, n))) if n > 0 => {
                 tracing::warn!(error = %e, events = n, "events were stored but their seqs could not be read; reading them again");
-                tx.own_transaction_failed(&e);
-                seqs = Some(self.seqs_of(last - n as i64 + 1, last).await?);
+                tx.statement_failed(&e);
+                match self.seqs_of(last - n as i64 + 1, last).await {
+                    Ok(read) => seqs = Some(read),
+                    Err(e) => return Err(stored_but(format!("their seqs: {e}"))),
+                }
                 (last, n)
             }
             (Err(e), _) => {
-                tx.own_transaction_failed(&e);
+                tx.statement_failed(&e);
                 return Err(e.into());
             }
         };
         let seqs: Vec<i64> = serde_json::from_str(seqs.as_deref().unwrap_or("[]"))
-            .map_err(|e| corrupt(e.to_string()))?;
+            .map_err(|e| stored_but(format!("their seqs: {e}")))?;
         if usize::try_from(n).ok() != Some(rows) || seqs.len() != rows {
-            return Err(corrupt(format!(
+            return Err(stored_but(format!(
                 "inserted {n} events ({} seqs), expected {rows}",
                 seqs.len()
             )));
@@ -275,6 +280,16 @@ fn values_query<'a>(
 const SEQS_OF_IDS: &str = "SELECT json_group_array(seq) FROM (SELECT seq FROM events \
      WHERE id >= $1 AND id <= $2 ORDER BY id)";
 
+
+/// Something went wrong after the `INSERT` stored a group (only a broken promise of
+/// SQLite's): neither retried (the events would be stored twice) nor published, every
+/// caller told, like a commit whose outcome stayed unknown.
+fn stored_but(what: String) -> StoreError {
+    tracing::error!(
+        "a group of events was stored, but {what}: reported abandoned, not published"
+    );
+    StoreError::AppendAbandoned
+}
 
 fn corrupt(detail: String) -> StoreError {
     StoreError::Corrupt {
