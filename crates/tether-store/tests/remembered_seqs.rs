@@ -10,35 +10,10 @@ use std::time::Duration;
 use tether_proto::*;
 use tether_store::*;
 
-async fn session(store: &Store, conv: &str, id: &str) {
-    store
-        .conversations()
-        .create_conversation(&NewConversation {
-            id: &conv.into(),
-            kind: ConversationKind::Chat,
-            title: "t",
-            agent: "fake",
-            model: None,
-            cwd: "/tmp",
-            parent_conversation_id: None,
-            owner_id: None,
-            visibility: Visibility::Private,
-        })
-        .await
-        .unwrap();
-    let s = NewSession {
-        id: id.into(),
-        conversation_id: conv.into(),
-        agent: "fake".into(),
-        model: None,
-        cwd: "/tmp".into(),
-    };
-    store
-        .conversations()
-        .start_session(&s, NewSessionReason::Unbound, None)
-        .await
-        .unwrap();
-}
+// SQLite only (the memory is SQLite's): `contract!` is not used here.
+#[allow(unused_macros)]
+mod support;
+use support::{Backend, chat_with_session};
 
 fn deltas(tag: &str, n: usize) -> Vec<EventPayload> {
     (0..n)
@@ -83,12 +58,11 @@ async fn check(store: &Store, session: &str, returned: &[EventEnvelope]) {
 
 #[tokio::test]
 async fn another_writer_of_the_file_never_makes_a_remembered_seq_stick() {
-    let dir = tempfile::tempdir().unwrap();
-    let a = Store::open(dir.path()).await.unwrap();
-    session(&a, "c1", "s1").await;
+    let (guard, a) = support::open(Backend::Sqlite).await;
+    chat_with_session(&a, "c1", "s1").await;
     let mut returned = append(&a, "s1", &deltas("a", 64)).await;
     // Remembered by `a` now: s1's last seq is 65. `b` writes 5 more behind its back.
-    let b = Store::open(dir.path()).await.unwrap();
+    let b = support::reopen(&guard).await;
     returned.extend(append(&b, "s1", &deltas("b", 5)).await);
     returned.extend(append(&b, "s1", &deltas("b1", 1)).await);
     // `a` trusts 65 first, is refused by the unique index, and reads the seq instead.
@@ -109,11 +83,10 @@ async fn another_writer_of_the_file_never_makes_a_remembered_seq_stick() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sessions_sharing_group_commits_keep_their_own_numbering() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).await.unwrap();
+    let (_guard, store) = support::open(Backend::Sqlite).await;
     let names: Vec<String> = (0..6).map(|i| format!("s{i}")).collect();
     for (i, s) in names.iter().enumerate() {
-        session(&store, &format!("c{i}"), s).await;
+        chat_with_session(&store, &format!("c{i}"), s).await;
     }
     // Six writers at once, each many small batches: their batches share group commits.
     let mut tasks = Vec::new();
