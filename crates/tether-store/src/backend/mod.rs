@@ -83,6 +83,8 @@ macro_rules! backend_modules {
         mod turns;
         #[path = "../conversations/sql_turns_at_once.rs"]
         mod turns_at_once;
+        #[path = "../conversations/sql_turns_fenced.rs"]
+        mod turns_fenced;
         #[path = "sql_tx.rs"]
         mod tx;
         #[path = "../usage/sql.rs"]

@@ -67,6 +67,80 @@ pub(crate) mod dialect {
     pub const START_TURN_AT_ONCE: Option<&str> = None;
     pub const ADD_STARTED_TURN_AT_ONCE: Option<&str> = None;
     pub const FINISH_TURN_AT_ONCE: Option<(&str, &str)> = None;
+    /// A claim (`cluster/sql_owners.rs`) and the owner row it left, in one statement:
+    /// what goes around the claim's `INSERT … ON CONFLICT`. One row: `claimed` (the new
+    /// epoch, or null), then, when null, the row as the claim saw it (read `FOR SHARE`:
+    /// the latest version, which the claim's own lock keeps until the statement ends).
+    pub const CLAIM_AND_OWNER: Option<(&str, &str)> = Some((
+        "WITH c AS (",
+        ") SELECT (SELECT epoch FROM c) AS claimed, o.conversation_id, o.node_id, o.epoch, \
+         o.claimed_at, n.lease_until, n.started_at AS node_started_at FROM (SELECT 1) one \
+         LEFT JOIN (SELECT * FROM owners WHERE conversation_id = $1 AND NOT EXISTS (SELECT \
+         1 FROM c) FOR SHARE) o ON true LEFT JOIN nodes n ON n.id = o.node_id",
+    ));
+    /// A message's turn stored already running, with its fence, in one statement (see
+    /// `conversations/sql_turns_fenced.rs`): `f` locks the conversation's `owners` row
+    /// (shared) when $8, the epoch this node holds, is given, and `ok` says whether it
+    /// is still ours; only then the turn ($1 turn, $2 session, $3 conversation, $4
+    /// input, $5 now) when its session is the conversation's, the person's message ($6
+    /// its role) with the conversation's `updated_at`, and the `turn_started` event ($7
+    /// its payload; `seq` = the session's largest + 1). One row: `ok`, the event's id
+    /// and `seq` (null: nothing stored), the turn's files (claimed for its id before),
+    /// the owner's node and epoch.
+    pub const ADD_STARTED_TURN_FENCED: Option<&str> = Some(
+        "WITH f AS (SELECT node_id, epoch FROM owners WHERE conversation_id = $3 AND \
+         $8::bigint IS NOT NULL FOR SHARE), ok AS (SELECT $8::bigint IS NULL OR EXISTS \
+         (SELECT 1 FROM f WHERE f.epoch = $8 AND f.node_id <> '') AS ok), s AS (SELECT \
+         s.num AS snum, c.num AS cnum FROM sessions s JOIN conversations c ON c.id = \
+         s.conversation_id WHERE s.id = $2 AND s.conversation_id = $3 AND (SELECT ok FROM \
+         ok)), t AS (INSERT INTO turns (id, session_id, conversation_id, input, status, \
+         created_at, started_at) SELECT $1, $2, $3, $4, 'running', $5, $5 FROM s RETURNING \
+         id), m AS (INSERT INTO messages (conversation_id, role, text, session_id, turn_id, \
+         at) SELECT $3, $6, $4, $2, t.id, $5 FROM t), u AS (UPDATE conversations SET \
+         updated_at = $5 WHERE id = $3 AND EXISTS (SELECT 1 FROM t)), e AS (INSERT INTO \
+         events (conversation_num, session_num, seq, turn_id, at, kind, payload) SELECT \
+         s.cnum, s.snum, COALESCE((SELECT x.seq FROM events x WHERE x.session_num = s.snum \
+         ORDER BY x.seq DESC LIMIT 1), 0) + 1, t.id, $5, 'turn_started', $7 FROM s, t \
+         RETURNING id, seq) SELECT (SELECT ok FROM ok), e.id, e.seq, (SELECT COUNT(*) FROM \
+         attachments WHERE turn_id = $1), (SELECT node_id FROM f), (SELECT epoch FROM f) \
+         FROM (SELECT 1) one LEFT JOIN e ON true",
+    );
+    /// A turn's end with its fence in one statement (see
+    /// `conversations/sql_turns_fenced.rs`): what comes before the list of the statuses
+    /// it may end from, what follows it, and the final `SELECT` (the usage row's step,
+    /// `l`, goes between them when there is one; its id is the `SELECT`'s last column).
+    /// `f` and `ok` as in [`ADD_STARTED_TURN_FENCED`] for conversation $13 under epoch
+    /// $14; only while `ok`, the turn's row ($1 status, $2 result, $3 stop reason, $4
+    /// error code, $5 error message, $6 usage, $7 now, $8 the turn, of conversation $13
+    /// when given), then its events in one `INSERT` ($9 their kinds, $10 their payloads,
+    /// JSON arrays of strings, the terminal event last; `seq`s the session's largest + 1
+    /// on), and when $11 (the role) is not null its history line ($12 the text) with the
+    /// conversation's `updated_at`. One row: `ok`, the turn's session and conversation
+    /// (null: it did not end), the events' ids and `seq`s (JSON arrays in `seq` order),
+    /// the owner's node and epoch.
+    pub const FINISH_TURN_FENCED: Option<(&str, &str, &str)> = Some((
+        "WITH f AS (SELECT node_id, epoch FROM owners WHERE conversation_id = $13 AND \
+         $14::bigint IS NOT NULL FOR SHARE), ok AS (SELECT $14::bigint IS NULL OR EXISTS \
+         (SELECT 1 FROM f WHERE f.epoch = $14 AND f.node_id <> '') AS ok), t AS (UPDATE \
+         turns SET status = $1, result_text = $2, stop_reason = $3, error_code = $4, \
+         error_message = $5, usage = $6, ended_at = $7 WHERE id = $8 AND ($13::text IS \
+         NULL OR conversation_id = $13) AND (SELECT ok FROM ok) AND status IN ",
+        " RETURNING session_id, conversation_id), s AS (SELECT s.num AS snum, c.num AS \
+         cnum, COALESCE((SELECT x.seq FROM events x WHERE x.session_num = s.num ORDER BY \
+         x.seq DESC LIMIT 1), 0) AS last FROM t JOIN sessions s ON s.id = t.session_id JOIN \
+         conversations c ON c.id = t.conversation_id), e AS (INSERT INTO events \
+         (conversation_num, session_num, seq, turn_id, at, kind, payload) SELECT s.cnum, \
+         s.snum, s.last + v.n, $8, $7, v.kind, v.payload FROM s, ROWS FROM \
+         (json_array_elements_text($9::json), json_array_elements_text($10::json)) WITH \
+         ORDINALITY AS v(kind, payload, n) ORDER BY v.n RETURNING id, seq), m AS (INSERT \
+         INTO messages (conversation_id, role, text, session_id, turn_id, at) SELECT \
+         t.conversation_id, $11, $12, t.session_id, $8, $7 FROM t WHERE $11::text IS NOT \
+         NULL), u AS (UPDATE conversations SET updated_at = $7 WHERE id IN (SELECT \
+         conversation_id FROM t) AND $11::text IS NOT NULL)",
+        " SELECT (SELECT ok FROM ok), (SELECT session_id FROM t), (SELECT conversation_id \
+         FROM t), (SELECT json_agg(id ORDER BY seq)::text FROM e), (SELECT json_agg(seq \
+         ORDER BY seq)::text FROM e), (SELECT node_id FROM f), (SELECT epoch FROM f), ",
+    ));
 }
 
 /// An `INSERT`'s ids are not read from its result here (see SQLite's): `RETURNING` says them.

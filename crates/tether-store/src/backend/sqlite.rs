@@ -128,6 +128,12 @@ pub(crate) mod dialect {
          updated_at = $7 WHERE id = (SELECT conversation_id FROM turns WHERE id = $8) AND $11 \
          IS NOT NULL AND changes() = 1",
     ));
+    /// No data-modifying `WITH` in SQLite: a claim that claims nothing reads the row
+    /// after it (and SQLite's single node never claims).
+    pub const CLAIM_AND_OWNER: Option<(&str, &str)> = None;
+    /// No fence to check in the statement: SQLite's single node never claims.
+    pub const ADD_STARTED_TURN_FENCED: Option<&str> = None;
+    pub const FINISH_TURN_FENCED: Option<(&str, &str, &str)> = None;
     /// SQLite's one writer already serialises every write.
     pub const CHILDREN_LOCK: Option<&str> = None;
     /// SQLite has no notices (and is one node: nobody to wake).

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use tether_proto::ConversationId;
+use tether_proto::{ConversationId, TurnId};
 
 /// A conversation's owner as the store records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,7 +65,15 @@ pub(crate) struct Held {
     any: AtomicBool,
     /// Writes refused with `StoreError::Fenced` since the store opened.
     fenced: AtomicU64,
+    /// The conversation of each turn this node started and has not ended (a turn never
+    /// moves): its end, which names only the turn, knows the epoch to check in the same
+    /// statement (`turns_fenced`). A turn not found here ends on the general path.
+    turns: Mutex<HashMap<TurnId, ConversationId>>,
 }
+
+/// Turns remembered at most ([`Held::note_turn`]); past that the memory starts again
+/// (it is only a short cut: a turn not found ends on the general path).
+const TURNS_REMEMBERED: usize = 100_000;
 
 impl Held {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ConversationId, (i64, bool)>> {
@@ -131,6 +139,27 @@ impl Held {
     /// Whether a write under the epoch held for `id` was refused.
     pub(crate) fn is_stale(&self, id: &ConversationId) -> bool {
         self.any() && self.lock().get(id).is_some_and(|(_, stale)| *stale)
+    }
+
+    /// Remembers that turn `turn` (started by this node) is conversation `id`'s.
+    pub(crate) fn note_turn(&self, turn: &TurnId, id: &ConversationId) {
+        let mut m = self.turns.lock().unwrap_or_else(|p| p.into_inner());
+        if m.len() >= TURNS_REMEMBERED {
+            m.clear();
+        }
+        m.insert(turn.clone(), id.clone());
+    }
+
+    /// The conversation of turn `turn`, as [`Held::note_turn`] remembered it.
+    pub(crate) fn turn_conversation(&self, turn: &TurnId) -> Option<ConversationId> {
+        let m = self.turns.lock().unwrap_or_else(|p| p.into_inner());
+        m.get(turn).cloned()
+    }
+
+    /// Turn `turn` ended (or will not end here): forgotten.
+    pub(crate) fn forget_turn(&self, turn: &TurnId) {
+        let mut m = self.turns.lock().unwrap_or_else(|p| p.into_inner());
+        m.remove(turn);
     }
 
     /// Writes refused so far.

@@ -50,25 +50,38 @@ impl Db {
             // and take-over, and our own release forgets the epoch.
             let ours = current.is_some_and(|(_, node, e)| *e == epoch && !node.is_empty());
             if !ours {
-                if !tx.is_trial() {
-                    held.refused(&c);
-                    let now = current.map(|(_, node, e)| (node.clone(), *e));
-                    tracing::warn!(conversation = %c, held_epoch = epoch, owner = ?now,
-                        "refused a write: another node owns this conversation now (fenced)");
-                }
+                let now = current.map(|(_, node, e)| (node.clone(), *e));
                 // Refused: the rows' shared locks go now. Left for the connection's
                 // next use, they would hold up the survivor's take-over or release
                 // until this node wrote again.
                 if let Err(e) = tx.roll_back_now().await {
                     tracing::debug!(error = %e, "could not roll a fenced write back at once");
                 }
-                return Err(StoreError::Fenced {
-                    conversation_id: c,
-                    epoch,
-                });
+                return Err(self.refuse(c, epoch, now, !tx.is_trial()));
             }
         }
         Ok(())
+    }
+
+    /// The error of a write for conversation `c` refused under `epoch` (the row's owner
+    /// is `now`), counted and logged when `counts` (a group commit's first try is not:
+    /// its batches are tried again one by one).
+    pub(super) fn refuse(
+        &self,
+        c: ConversationId,
+        epoch: i64,
+        now: Option<(String, i64)>,
+        counts: bool,
+    ) -> StoreError {
+        if counts {
+            self.shared.held.refused(&c);
+            tracing::warn!(conversation = %c, held_epoch = epoch, owner = ?now,
+                "refused a write: another node owns this conversation now (fenced)");
+        }
+        StoreError::Fenced {
+            conversation_id: c,
+            epoch,
+        }
     }
 
     /// Commits `tx`, which appended no event, after its fence (see the module header).

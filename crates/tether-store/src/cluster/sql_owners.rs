@@ -12,6 +12,23 @@ use crate::{Claim, OwnerRow, Result};
 const OWNER: &str = "SELECT o.conversation_id, o.node_id, o.epoch, o.claimed_at, \
      n.lease_until, n.started_at AS node_started_at FROM owners o LEFT JOIN nodes n ON n.id = o.node_id";
 
+/// A claim ($1 the conversation, $2 the node, $3 now): the conversation's new epoch,
+/// no row when it stays another live node's or this node's already (the row is locked
+/// all the same, as `ON CONFLICT DO UPDATE` does).
+const CLAIM: &str = "INSERT INTO owners (conversation_id, node_id, epoch, claimed_at) \
+     VALUES ($1, $2, 1, $3) ON CONFLICT (conversation_id) DO UPDATE SET \
+     node_id = excluded.node_id, epoch = owners.epoch + 1, \
+     claimed_at = excluded.claimed_at \
+     WHERE owners.node_id <> excluded.node_id AND NOT EXISTS \
+     (SELECT 1 FROM nodes n WHERE n.id = owners.node_id AND n.lease_until > $3) \
+     RETURNING epoch";
+
+/// [`CLAIM`] and, when it claimed nothing, the row it left, in one statement where the
+/// dialect has `CLAIM_AND_OWNER`.
+static CLAIM_AND_OWNER: std::sync::LazyLock<Option<String>> = std::sync::LazyLock::new(|| {
+    super::dialect::CLAIM_AND_OWNER.map(|(head, tail)| format!("{head}{CLAIM}{tail}"))
+});
+
 fn owner(row: &SqlRow) -> Result<OwnerRow> {
     Ok(OwnerRow {
         conversation_id: ConversationId::from(row.try_get::<String, _>("conversation_id")?),
@@ -33,30 +50,41 @@ impl Db {
         node_id: &str,
         now_ms: i64,
     ) -> Result<Claim> {
-        let claimed: Option<(i64,)> = sqlx::query_as(
-            "INSERT INTO owners (conversation_id, node_id, epoch, claimed_at) \
-             VALUES ($1, $2, 1, $3) ON CONFLICT (conversation_id) DO UPDATE SET \
-             node_id = excluded.node_id, epoch = owners.epoch + 1, \
-             claimed_at = excluded.claimed_at \
-             WHERE owners.node_id <> excluded.node_id AND NOT EXISTS \
-             (SELECT 1 FROM nodes n WHERE n.id = owners.node_id AND n.lease_until > $3) \
-             RETURNING epoch",
-        )
-        .bind(id.as_str())
-        .bind(node_id)
-        .bind(now_ms)
-        .fetch_optional(&self.writer)
-        .await?;
-        if let Some((epoch,)) = claimed {
-            self.shared.held.set(id, epoch);
-            return Ok(Claim::Claimed { epoch });
-        }
-        // Read on the writer: the row the upsert just saw, not a reader's older view.
-        let row = sqlx::query(&format!("{OWNER} WHERE o.conversation_id = $1"))
-            .bind(id.as_str())
-            .fetch_one(&self.writer)
-            .await?;
-        let current = owner(&row)?;
+        let current = match &*CLAIM_AND_OWNER {
+            // One round trip: the claim, else the row it left (issue 33 item 5).
+            Some(sql) => {
+                let row = sqlx::query(sql)
+                    .bind(id.as_str())
+                    .bind(node_id)
+                    .bind(now_ms)
+                    .fetch_one(&self.writer)
+                    .await?;
+                if let Some(epoch) = row.try_get::<Option<i64>, _>("claimed")? {
+                    self.shared.held.set(id, epoch);
+                    return Ok(Claim::Claimed { epoch });
+                }
+                owner(&row)?
+            }
+            None => {
+                let claimed: Option<(i64,)> = sqlx::query_as(CLAIM)
+                    .bind(id.as_str())
+                    .bind(node_id)
+                    .bind(now_ms)
+                    .fetch_optional(&self.writer)
+                    .await?;
+                if let Some((epoch,)) = claimed {
+                    self.shared.held.set(id, epoch);
+                    return Ok(Claim::Claimed { epoch });
+                }
+                // Read on the writer: the row the upsert just saw, not a reader's older
+                // view.
+                let row = sqlx::query(&format!("{OWNER} WHERE o.conversation_id = $1"))
+                    .bind(id.as_str())
+                    .fetch_one(&self.writer)
+                    .await?;
+                owner(&row)?
+            }
+        };
         if current.node_id == node_id {
             self.shared.held.set(id, current.epoch);
             Ok(Claim::Held {

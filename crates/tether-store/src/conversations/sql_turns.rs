@@ -136,6 +136,12 @@ impl Db {
         };
         self.commit_events(tx, std::slice::from_ref(&started.event))
             .await?;
+        if super::dialect::FINISH_TURN_FENCED.is_some() {
+            // Its end checks the fence in its one statement (`turns_fenced`).
+            self.shared
+                .held
+                .note_turn(turn_id, &started.event.conversation_id);
+        }
         Ok(Some(started))
     }
 
@@ -153,6 +159,9 @@ impl Db {
             && !self.shared.held.any()
         {
             return self.insert_started_turn_at_once(sql, t, traceparent).await;
+        }
+        if let Some(sql) = super::dialect::ADD_STARTED_TURN_FENCED {
+            return self.insert_started_turn_fenced(sql, t, traceparent).await;
         }
         let queued = NewTurn {
             status: TurnStatus::Queued,
@@ -293,6 +302,23 @@ impl Db {
                 streamed,
             };
             return self.finish_turn_at_once(&sql, turn_id, parts).await;
+        }
+        if let Some(parts) = super::dialect::FINISH_TURN_FENCED {
+            // The epoch to check is the one of the conversation this node started the
+            // turn in; none to check while no epoch is held at all.
+            let conversation = self.shared.held.turn_conversation(turn_id);
+            if conversation.is_some() || !self.shared.held.any() {
+                let end_parts = super::turns_at_once::EndParts {
+                    end,
+                    event,
+                    message,
+                    usage,
+                    streamed,
+                };
+                return self
+                    .finish_turn_fenced(parts, turn_id, conversation.as_ref(), end_parts)
+                    .await;
+            }
         }
         let mut tx = self.writer.begin().await?;
         let now = self.now_ms();

@@ -122,11 +122,28 @@ pub(super) const ALONE: &str = concat!(
     ") ON CONFLICT (report_id) DO NOTHING RETURNING id"
 );
 
+/// [`ALONE`] as a step of one statement that stores a write only while its fence holds
+/// (`turns_fenced`, PostgreSQL): inserted only when the statement's `ok` says so.
+pub(super) const ALONE_IF_OK: &str = concat!(
+    "INSERT INTO usage_ledger (",
+    usage_columns!(),
+    ") SELECT ",
+    usage_values!(),
+    " WHERE NOT EXISTS (SELECT 1 FROM budgets WHERE ",
+    crate::usage::counting_where!("", "$2", "$3", "$6"),
+    ") AND (SELECT ok FROM ok) ON CONFLICT (report_id) DO NOTHING RETURNING id"
+);
+
 /// [`ALONE`] with its parameters numbered from `$first` instead of `$1`, to follow
 /// another statement's parameters in one query.
 pub(super) fn alone_from(first: usize) -> String {
-    let mut out = String::with_capacity(ALONE.len() + 32);
-    let mut rest = ALONE;
+    renumbered(ALONE, first)
+}
+
+/// `sql` (parameters `$1` …) with its parameters numbered from `$first`.
+pub(super) fn renumbered(sql: &str, first: usize) -> String {
+    let mut out = String::with_capacity(sql.len() + 32);
+    let mut rest = sql;
     while let Some(at) = rest.find('$') {
         out.push_str(&rest[..=at]);
         rest = &rest[at + 1..];
