@@ -58,7 +58,11 @@ async fn a_stale_owners_turn_stores_nothing(b: Backend) {
     support::chat_with_session(&a, "c1", "s1").await;
     let c: ConversationId = "c1".into();
     a.cluster().register_node(&node("a")).await.unwrap();
-    let claim = a.cluster().claim_conversation(&c, "a", 2_000).await.unwrap();
+    let claim = a
+        .cluster()
+        .claim_conversation(&c, "a", 2_000)
+        .await
+        .unwrap();
     assert_eq!(claim, Claim::Claimed { epoch: 1 });
 
     // The owner's turn: started with its message, ended with its last output, its line
@@ -95,7 +99,13 @@ async fn a_stale_owners_turn_stores_nothing(b: Backend) {
     let first = seqs[0];
     assert_eq!(seqs, (first..first + 5).collect::<Vec<_>>());
     let stored = a.events().conversation_events(&c, 0, 1000).await.unwrap();
-    let tail: Vec<(i64, i64)> = stored.iter().rev().take(5).rev().map(|e| (e.id, e.seq)).collect();
+    let tail: Vec<(i64, i64)> = stored
+        .iter()
+        .rev()
+        .take(5)
+        .rev()
+        .map(|e| (e.id, e.seq))
+        .collect();
     let returned: Vec<(i64, i64)> = std::iter::once(&started.event)
         .chain(finished.streamed.iter())
         .chain(std::iter::once(&ended))
@@ -107,7 +117,11 @@ async fn a_stale_owners_turn_stores_nothing(b: Backend) {
         Some(EventPayload::TurnCompleted { .. })
     ));
     let history = a.events().history(&c, 0, 1000).await.unwrap();
-    assert_eq!(history.len(), 2, "the person's message and the agent's line");
+    assert_eq!(
+        history.len(),
+        2,
+        "the person's message and the agent's line"
+    );
     assert_eq!(usage_rows(&a, "t1").await, 1);
 
     // A second turn is running when b takes the conversation over.
@@ -156,9 +170,18 @@ async fn a_stale_owners_turn_stores_nothing(b: Backend) {
     // Nothing of either was stored: no event, no line, no turn, no usage row.
     let events_after = bb.events().conversation_events(&c, 0, 1000).await.unwrap();
     assert_eq!(events_after.len(), events_before.len());
-    assert_eq!(bb.events().history(&c, 0, 1000).await.unwrap().len(), history_before);
+    assert_eq!(
+        bb.events().history(&c, 0, 1000).await.unwrap().len(),
+        history_before
+    );
     assert_eq!(usage_rows(&bb, "t2").await, 0);
-    assert!(bb.conversations().get_turn(&"t3".into()).await.unwrap().is_none());
+    assert!(
+        bb.conversations()
+            .get_turn(&"t3".into())
+            .await
+            .unwrap()
+            .is_none()
+    );
     assert_eq!(
         bb.conversations()
             .get_turn(&"t2".into())

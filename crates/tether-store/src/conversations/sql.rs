@@ -102,6 +102,7 @@ impl Db {
         &self,
         id: &ConversationId,
     ) -> Result<Option<MessageTarget>> {
+        let held_epoch = self.shared.held.get(id);
         let row = sqlx::query(&MESSAGE_TARGET)
             .bind(id.as_str())
             .fetch_optional(&self.reader)
@@ -117,6 +118,7 @@ impl Db {
             conversation: rows::conversation(&row)?,
             bound,
             asking: sqlx::Row::try_get::<bool, _>(&row, "asking")?,
+            held_epoch,
         }))
     }
 
