@@ -329,22 +329,16 @@ impl Db {
                 .is_some(),
             None => false,
         };
-        let row: Option<(String, String)> = sqlx::query_as(&format!(
+        let sql = format!(
             "UPDATE turns SET status = $1, result_text = $2, stop_reason = $3, error_code = $4, \
              error_message = $5, usage = $6, ended_at = $7 WHERE id = $8 AND status IN {} \
              RETURNING session_id, conversation_id",
             rules::turns_that_can_become(end.status)
-        ))
-        .bind(end.status.as_str())
-        .bind(&end.result_text)
-        .bind(&end.stop_reason)
-        .bind(end.error.as_ref().map(|(c, _)| c.as_str()))
-        .bind(end.error.as_ref().map(|(_, m)| m.as_str()))
-        .bind(end.usage.as_ref().map(|u| u.to_string()))
-        .bind(now)
-        .bind(turn_id.as_str())
-        .fetch_optional(&mut *tx)
-        .await?;
+        );
+        let row: Option<(String, String)> =
+            super::turns_at_once::bind_end(sqlx::query_as(&sql), end, now, turn_id)
+                .fetch_optional(&mut *tx)
+                .await?;
         let Some((session_id, conversation_id)) = row else {
             // Not ended here: by this node's own earlier end, or by a survivor's recovery
             // after a take-over. A node that no longer owns the conversation learns it

@@ -16,7 +16,7 @@ use tether_proto::{ConversationId, EventEnvelope, EventPayload, MessageRole, Ses
 use super::Db;
 use super::SqlRow;
 use super::conns::Tx;
-use super::usage::bind_usage;
+use super::usage::{Binds, bind_usage};
 use crate::{
     FinishedTurn, NewMessage, NewTurn, NewUsage, Result, StartedTurn, StoreError, TurnEnd,
 };
@@ -133,15 +133,7 @@ impl Db {
             })?;
         let mut tx = Tx::autocommit_on(self.writer.acquire().await?);
         let now = tx.now_ms();
-        let q = sqlx::query(sql)
-            .bind(end.status.as_str())
-            .bind(&end.result_text)
-            .bind(&end.stop_reason)
-            .bind(end.error.as_ref().map(|(c, _)| c.as_str()))
-            .bind(end.error.as_ref().map(|(_, m)| m.as_str()))
-            .bind(end.usage.as_ref().map(|u| u.to_string()))
-            .bind(now)
-            .bind(turn_id.as_str())
+        let q = bind_end(sqlx::query(sql), end, now, turn_id)
             .bind(event.kind())
             .bind(json)
             .bind(message.map(|m| m.role.as_str()))
@@ -277,6 +269,19 @@ pub(super) fn streamed_before_end(n: usize, first: usize, statuses: &str) -> Str
          changes(), (SELECT json_group_array(seq) FROM (SELECT seq FROM events WHERE id > \
          last_insert_rowid() - changes() AND id <= last_insert_rowid() ORDER BY id))"
     )
+}
+
+/// A turn's end's first eight parameters: its status, result, stop reason, error code
+/// and message, usage, the time (`now`) and the turn.
+pub(super) fn bind_end<'q, Q: Binds<'q>>(q: Q, end: &'q TurnEnd, now: i64, turn_id: &'q TurnId) -> Q {
+    q.with(end.status.as_str())
+        .with(&end.result_text)
+        .with(&end.stop_reason)
+        .with(end.error.as_ref().map(|(c, _)| c.as_str()))
+        .with(end.error.as_ref().map(|(_, m)| m.as_str()))
+        .with(end.usage.as_ref().map(|u| u.to_string()))
+        .with(now)
+        .with(turn_id.as_str())
 }
 
 /// What a turn's end stores besides the turn's row ([`Db::finish_turn_with_usage`]).

@@ -18,7 +18,7 @@ use super::conns::Tx;
 use super::usage::{ALONE_IF_OK, bind_usage, renumbered};
 use crate::{FinishedTurn, NewTurn, Result, StartedTurn, StoreError, rules};
 
-use super::turns_at_once::EndParts;
+use super::turns_at_once::{EndParts, bind_end};
 
 /// The end's parameters before the usage row's (`FINISH_TURN_FENCED`).
 const END_PARAMS: usize = 14;
@@ -133,15 +133,7 @@ impl Db {
         let epoch = conversation.and_then(|c| self.shared.held.get(c));
         let mut tx = Tx::autocommit_on(self.writer.acquire().await?);
         let now = tx.now_ms();
-        let q = sqlx::query_as(&sql)
-            .bind(end.status.as_str())
-            .bind(&end.result_text)
-            .bind(&end.stop_reason)
-            .bind(end.error.as_ref().map(|(c, _)| c.as_str()))
-            .bind(end.error.as_ref().map(|(_, m)| m.as_str()))
-            .bind(end.usage.as_ref().map(|u| u.to_string()))
-            .bind(now)
-            .bind(turn_id.as_str())
+        let q = bind_end(sqlx::query_as(&sql), end, now, turn_id)
             .bind(json(&kinds)?)
             .bind(json(&payloads)?)
             .bind(message.map(|m| m.role.as_str()))

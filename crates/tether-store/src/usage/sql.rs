@@ -108,31 +108,32 @@ pub(super) fn bind_usage<'q, Q: Binds<'q>>(q: Q, u: &'q NewUsage, now: i64) -> Q
         .with(i64::from(u.unreported))
 }
 
+/// [`ALONE`]'s statement, with `$gate` added to its condition.
+macro_rules! alone {
+    ($gate:literal) => {
+        concat!(
+            "INSERT INTO usage_ledger (",
+            usage_columns!(),
+            ") SELECT ",
+            usage_values!(),
+            " WHERE NOT EXISTS (SELECT 1 FROM budgets WHERE ",
+            crate::usage::counting_where!("", "$2", "$3", "$6"),
+            ")",
+            $gate,
+            " ON CONFLICT (report_id) DO NOTHING RETURNING id"
+        )
+    };
+}
+
 /// A ledger row on its own, as almost every row is stored: inserted (and its id
 /// returned) unless a budget counts it, whose counters must change in the same
 /// transaction ([`Db::record_usage`] does both), or its report is stored already.
 /// Parameters `$1` to `$18` ([`bind_usage`]).
-pub(super) const ALONE: &str = concat!(
-    "INSERT INTO usage_ledger (",
-    usage_columns!(),
-    ") SELECT ",
-    usage_values!(),
-    " WHERE NOT EXISTS (SELECT 1 FROM budgets WHERE ",
-    crate::usage::counting_where!("", "$2", "$3", "$6"),
-    ") ON CONFLICT (report_id) DO NOTHING RETURNING id"
-);
+pub(super) const ALONE: &str = alone!("");
 
 /// [`ALONE`] as a step of one statement that stores a write only while its fence holds
 /// (`turns_fenced`, PostgreSQL): inserted only when the statement's `ok` says so.
-pub(super) const ALONE_IF_OK: &str = concat!(
-    "INSERT INTO usage_ledger (",
-    usage_columns!(),
-    ") SELECT ",
-    usage_values!(),
-    " WHERE NOT EXISTS (SELECT 1 FROM budgets WHERE ",
-    crate::usage::counting_where!("", "$2", "$3", "$6"),
-    ") AND (SELECT ok FROM ok) ON CONFLICT (report_id) DO NOTHING RETURNING id"
-);
+pub(super) const ALONE_IF_OK: &str = alone!(" AND (SELECT ok FROM ok)");
 
 /// [`ALONE`] with its parameters numbered from `$first` instead of `$1`, to follow
 /// another statement's parameters in one query.
