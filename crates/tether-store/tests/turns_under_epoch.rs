@@ -205,3 +205,51 @@ async fn a_stale_owners_turn_stores_nothing(b: Backend) {
 }
 
 contract!(a_stale_owners_turn_stores_nothing);
+
+/// A claim racing another node's first claim of the same conversation (PostgreSQL, read
+/// committed): the other node's row is not committed when this claim's statement takes
+/// its snapshot; its upsert waits for it, then claims nothing (the owner is alive), and
+/// the claim must answer with that owner, read after the statement, never fail.
+#[tokio::test]
+async fn a_claim_racing_another_nodes_first_claim_answers_with_that_owner() {
+    use sqlx::Connection as _;
+    let (guard, store) = support::open(Backend::Postgres).await;
+    let support::Guard::Database(db) = &guard else {
+        unreachable!("a PostgreSQL guard")
+    };
+    support::chat_with_session(&store, "c1", "s1").await;
+    for n in ["a", "b"] {
+        store.cluster().register_node(&node(n)).await.unwrap();
+    }
+    // Node a claims first, and has not committed yet.
+    let mut first = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut first).await.unwrap();
+    sqlx::query(
+        "INSERT INTO owners (conversation_id, node_id, epoch, claimed_at) \
+         VALUES ('c1', 'a', 1, 2000)",
+    )
+    .execute(&mut first)
+    .await
+    .unwrap();
+    let racing = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            store
+                .cluster()
+                .claim_conversation(&"c1".into(), "b", 3_000)
+                .await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!racing.is_finished(), "the claim waits for the first one");
+    sqlx::query("COMMIT").execute(&mut first).await.unwrap();
+    let got = tokio::time::timeout(std::time::Duration::from_secs(10), racing)
+        .await
+        .expect("the racing claim answers")
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(&got, Claim::Owned(row) if row.node_id.as_str() == "a" && row.epoch == 1),
+        "the racing claim must name the first owner: {got:?}"
+    );
+}

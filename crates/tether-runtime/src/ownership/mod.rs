@@ -178,11 +178,6 @@ impl OwnerGuard {
             || store.cluster().held_epoch(&self.conversation_id) != Some(self.epoch)
     }
 
-    /// The epoch the claim returned.
-    pub fn epoch(&self) -> i64 {
-        self.epoch
-    }
-
     /// Drops the guard without giving the conversation up.
     pub fn keep(mut self) {
         self.keep = true;

@@ -32,10 +32,9 @@ pub(crate) fn reply(kind: MessageOutcomeKind, text: impl Into<String>) -> Messag
     }
 }
 
-/// The conversation's bound session, when it was read with the conversation (and the
-/// epoch this node held for it just before the read).
+/// The conversation's bound session, when it was read with the conversation.
 pub(crate) enum Bound {
-    Read(Option<tether_proto::Session>, Option<i64>),
+    Read(Option<tether_proto::Session>),
     Unread,
 }
 
@@ -53,9 +52,8 @@ impl Router<'_> {
             conversation: conv,
             bound,
             asking,
-            held_epoch,
         } = target;
-        let bound = Bound::Read(bound, held_epoch);
+        let bound = Bound::Read(bound);
         let id = &conv.id.clone();
         if conv.archived {
             return Err(RuntimeError::Archived(id.clone()));
@@ -273,10 +271,7 @@ impl Router<'_> {
         }
         let bound = match (bound, &owner) {
             // No claim: nothing changed it since it was read with the conversation.
-            (Bound::Read(s, _), None) => s,
-            // Held under the epoch it was held under when read: no claim or take-over
-            // came in between (each raises the epoch, and epochs never fall).
-            (Bound::Read(s, Some(before)), Some(g)) if g.epoch() == before && !g.lost() => s,
+            (Bound::Read(s), None) => s,
             // A claim may have taken the conversation over, whose recovery changes the
             // session: read after it.
             _ => match &conv.bound_session_id {

@@ -71,6 +71,8 @@ pub(crate) mod dialect {
     /// what goes around the claim's `INSERT … ON CONFLICT`. One row: `claimed` (the new
     /// epoch, or null), then, when null, the row as the claim saw it (read `FOR SHARE`:
     /// the latest version, which the claim's own lock keeps until the statement ends).
+    /// Both null: another node's claim committed after this statement's snapshot (the
+    /// upsert waited for it), and the caller reads its row again.
     pub const CLAIM_AND_OWNER: Option<(&str, &str)> = Some((
         "WITH c AS (",
         ") SELECT (SELECT epoch FROM c) AS claimed, o.conversation_id, o.node_id, o.epoch, \

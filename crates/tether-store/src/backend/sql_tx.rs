@@ -168,6 +168,15 @@ impl Tx {
         }
     }
 
+    /// A held connection used without `BEGIN` ([`Tx::autocommit_on`]) whose statement
+    /// completed and stored nothing to publish (it changed no row, or its own check
+    /// refused it): let go as trusted, not checked (SQLite: replaced) before its next use.
+    pub fn statement_done(mut self) {
+        debug_assert!(!self.open, "only without BEGIN");
+        debug_assert_eq!(self.appended, 0, "appended events are published at commit");
+        self.done = true;
+    }
+
     /// Counts an event appended in this transaction.
     pub fn note_appended(&mut self, n: usize) {
         self.appended += n;

@@ -63,7 +63,12 @@ impl Db {
                     self.shared.held.set(id, epoch);
                     return Ok(Claim::Claimed { epoch });
                 }
-                owner(&row)?
+                match row.try_get::<Option<String>, _>("conversation_id")? {
+                    Some(_) => owner(&row)?,
+                    // Another node's claim committed after this statement's snapshot
+                    // (the upsert waited for it): its row is read now.
+                    None => self.owner_on_writer(id).await?,
+                }
             }
             None => {
                 let claimed: Option<(i64,)> = sqlx::query_as(CLAIM)
@@ -76,13 +81,7 @@ impl Db {
                     self.shared.held.set(id, epoch);
                     return Ok(Claim::Claimed { epoch });
                 }
-                // Read on the writer: the row the upsert just saw, not a reader's older
-                // view.
-                let row = sqlx::query(&format!("{OWNER} WHERE o.conversation_id = $1"))
-                    .bind(id.as_str())
-                    .fetch_one(&self.writer)
-                    .await?;
-                owner(&row)?
+                self.owner_on_writer(id).await?
             }
         };
         if current.node_id == node_id {
@@ -94,6 +93,16 @@ impl Db {
             self.shared.held.forget(id);
             Ok(Claim::Owned(current))
         }
+    }
+
+    /// Conversation `id`'s owner row, read on the writer after a claim that claimed
+    /// nothing: the row the upsert just saw, not a reader's older view.
+    async fn owner_on_writer(&self, id: &ConversationId) -> Result<OwnerRow> {
+        let row = sqlx::query(&format!("{OWNER} WHERE o.conversation_id = $1"))
+            .bind(id.as_str())
+            .fetch_one(&self.writer)
+            .await?;
+        owner(&row)
     }
 
     /// Takes conversation `id` over for `node_id` if its epoch is still `from_epoch`

@@ -58,10 +58,6 @@ pub struct MessageTarget {
     pub bound: Option<tether_proto::Session>,
     /// The bound session has a pending question.
     pub asking: bool,
-    /// The epoch this node held for the conversation just before the read (`None`:
-    /// none): a claim that finds it held under the same one had nothing change it in
-    /// between (a take-over, and the recovery after it, raise the epoch).
-    pub held_epoch: Option<i64>,
 }
 
 /// A session to insert.

@@ -102,7 +102,6 @@ impl Db {
         &self,
         id: &ConversationId,
     ) -> Result<Option<MessageTarget>> {
-        let held_epoch = self.shared.held.get(id);
         let row = sqlx::query(&MESSAGE_TARGET)
             .bind(id.as_str())
             .fetch_optional(&self.reader)
@@ -118,7 +117,6 @@ impl Db {
             conversation: rows::conversation(&row)?,
             bound,
             asking: sqlx::Row::try_get::<bool, _>(&row, "asking")?,
-            held_epoch,
         }))
     }
 

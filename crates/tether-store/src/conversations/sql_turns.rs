@@ -130,7 +130,9 @@ impl Db {
             return self.start_turn_at_once(sql, turn_id, traceparent).await;
         }
         let mut tx = self.writer.begin().await?;
-        let Some(started) = self.start_in(&mut tx, turn_id, traceparent).await? else {
+        let Some((started, conversation_id)) =
+            self.start_in(&mut tx, turn_id, traceparent).await?
+        else {
             tx.rollback().await?;
             return Ok(None);
         };
@@ -138,9 +140,7 @@ impl Db {
             .await?;
         if super::dialect::FINISH_TURN_FENCED.is_some() {
             // Its end checks the fence in its one statement (`turns_fenced`).
-            self.shared
-                .held
-                .note_turn(turn_id, &started.event.conversation_id);
+            self.shared.held.note_turn(turn_id, &conversation_id);
         }
         Ok(Some(started))
     }
@@ -171,7 +171,8 @@ impl Db {
         add_turn(&mut tx, &queued, true, self.now_ms()).await?;
         let started = self.start_in(&mut tx, &t.id, traceparent).await?;
         // The event goes to the session's conversation: it must be the turn's.
-        let Some(started) = started.filter(|s| s.event.conversation_id == t.conversation_id)
+        let Some((started, _)) =
+            started.filter(|(s, _)| s.event.conversation_id == t.conversation_id)
         else {
             tx.rollback().await?;
             return Err(sqlx::Error::RowNotFound.into());
@@ -181,24 +182,24 @@ impl Db {
         Ok(started)
     }
 
-    /// Marks queued turn `turn_id` running and appends its `turn_started` event, in `tx`;
-    /// `None` when it is not queued.
+    /// Marks queued turn `turn_id` running and appends its `turn_started` event, in `tx`,
+    /// with the turn's conversation; `None` when it is not queued.
     async fn start_in(
         &self,
         tx: &mut Tx,
         turn_id: &TurnId,
         traceparent: Option<&str>,
-    ) -> Result<Option<StartedTurn>> {
-        let row: Option<(String, String, i64)> = sqlx::query_as(
+    ) -> Result<Option<(StartedTurn, ConversationId)>> {
+        let row: Option<(String, String, i64, String)> = sqlx::query_as(
             "UPDATE turns SET status = 'running', started_at = $1 WHERE id = $2 \
              AND status = 'queued' RETURNING session_id, input, \
-             (SELECT COUNT(*) FROM attachments WHERE turn_id = $2)",
+             (SELECT COUNT(*) FROM attachments WHERE turn_id = $2), conversation_id",
         )
         .bind(self.now_ms())
         .bind(turn_id.as_str())
         .fetch_optional(&mut **tx)
         .await?;
-        let Some((session_id, input, files)) = row else {
+        let Some((session_id, input, files, conversation_id)) = row else {
             return Ok(None);
         };
         let session_id = SessionId::from(session_id);
@@ -213,10 +214,11 @@ impl Db {
                 },
             )
             .await?;
-        Ok(Some(StartedTurn {
+        let started = StartedTurn {
             event: ev,
             has_attachments: files > 0,
-        }))
+        };
+        Ok(Some((started, ConversationId::from(conversation_id))))
     }
 
     /// Ends a turn: status, result, the terminal event and a history entry, together.

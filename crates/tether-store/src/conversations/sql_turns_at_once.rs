@@ -39,6 +39,7 @@ impl Db {
             .fetch_all(&mut *tx)
             .await;
         let Some((turn, stored)) = two_rows(&mut tx, ran, "a turn's start")? else {
+            tx.statement_done();
             return Ok(None);
         };
         let input: String = turn.try_get(2)?;
@@ -78,6 +79,7 @@ impl Db {
             .await;
         // The message's id (one column), then the event's id, `seq` and the turn's files.
         let Some((_message, stored)) = two_rows(&mut tx, ran, "a turn's insert")? else {
+            tx.statement_done();
             return Err(sqlx::Error::RowNotFound.into());
         };
         let files: i64 = stored.try_get(2)?;
@@ -179,6 +181,7 @@ impl Db {
             usage_stored = true;
         }
         let Some((turn, stored)) = two_rows(&mut tx, ran, "a turn's end")? else {
+            tx.statement_done();
             return Ok(FinishedTurn {
                 event: None,
                 usage_stored,

@@ -75,12 +75,14 @@ impl Db {
             }
         };
         if !ok {
+            tx.statement_done();
             let held = epoch.unwrap_or_default();
             let now = node.zip(row_epoch);
             return Err(self.refuse(t.conversation_id.clone(), held, now, true));
         }
         let (Some(id), Some(seq)) = (id, seq) else {
             // The session is not the conversation's: nothing was stored.
+            tx.statement_done();
             return Err(sqlx::Error::RowNotFound.into());
         };
         self.shared.held.note_turn(&t.id, &t.conversation_id);
@@ -164,6 +166,7 @@ impl Db {
         };
         self.shared.held.forget_turn(turn_id);
         if !ok {
+            tx.statement_done();
             let (Some(c), Some(held)) = (conversation, epoch) else {
                 return Err(corrupt("a turn's end was refused without a fence"));
             };
@@ -172,6 +175,7 @@ impl Db {
         let usage_stored = ledger.is_some();
         let (Some(session), Some(conv), Some(ids), Some(seqs)) = (session, conv, ids, seqs) else {
             // The turn could not end (it had ended already): only the usage row, if any.
+            tx.statement_done();
             return Ok(FinishedTurn {
                 event: None,
                 usage_stored,
