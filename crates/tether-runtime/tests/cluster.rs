@@ -219,3 +219,91 @@ async fn when_the_owners_lease_runs_out_on_the_clock_the_other_node_takes_over()
     assert_eq!(deltas(&evs), "before ", "{:?}", kinds(&evs));
     assert!(a.agent.start_now().is_none(), "a started again");
 }
+
+/// A take-over whose recovery waits (a lock held on the dead owner's running turn, as a
+/// paused node's write would) keeps the conversation's gate on the survivor until the
+/// recovery is done: a message the survivor routes meanwhile waits, then claims the
+/// released conversation anew and runs. Before, the claim took the take-over's epoch,
+/// the release gave it up under the routed turn, and that turn's writes were fenced (or
+/// the recovery interrupted it).
+#[tokio::test]
+async fn a_message_routed_while_a_take_over_recovers_waits_for_the_release_and_runs() {
+    use sqlx::Connection;
+    let (db, _tmp, clock, mut a, mut b) = two_nodes().await;
+    register_once(
+        &db.url,
+        "a",
+        tether_runtime::Clock::now_ms(clock.as_ref()),
+        1_000,
+    )
+    .await;
+    let _mb = within("join b", b.rt.join_cluster("127.0.0.1:2".into()))
+        .await
+        .unwrap();
+    let conv = conversation(&a.rt).await;
+    within("send on a", a.rt.send_message(&conv, msg("one"), "test"))
+        .await
+        .unwrap();
+    a.agent.start().await.ok("thread-1");
+    let running = a.agent.prompt().await;
+    running.delta("before ");
+    events_until(&a.rt, &conv, "the first delta", |evs| {
+        deltas(evs) == "before "
+    })
+    .await;
+
+    // The running turn's row locked: b's recovery fails on its lock timeout and waits.
+    let mut lock = within("connect", sqlx::PgConnection::connect(&db.url))
+        .await
+        .unwrap();
+    within("lock", sqlx::query("BEGIN").execute(&mut lock))
+        .await
+        .unwrap();
+    within(
+        "lock the turn",
+        sqlx::query("SELECT id FROM turns WHERE conversation_id = $1 FOR UPDATE")
+            .bind(conv.as_str())
+            .fetch_all(&mut lock),
+    )
+    .await
+    .unwrap();
+    clock.advance(2_000);
+    let store = within("connect", Store::connect(&db.url)).await.unwrap();
+    within("b takes the conversation over", async {
+        loop {
+            let row = store.cluster().conversation_owner(&conv).await.unwrap();
+            if row.is_some_and(|r| r.node_id == "b") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+
+    // Routed on b while the recovery waits: it waits too (no agent starts on b).
+    let rt = b.rt.clone();
+    let c = conv.clone();
+    let send = tokio::spawn(async move { rt.send_message(&c, msg("two"), "test").await });
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert!(b.agent.start_now().is_none(), "ran before the recovery");
+    assert!(!send.is_finished(), "routed before the recovery");
+    within("unlock", sqlx::query("ROLLBACK").execute(&mut lock))
+        .await
+        .unwrap();
+
+    // Recovered (the first turn interrupted once), released, claimed anew: the message
+    // resumes the same agent session strictly and completes; nothing of b's is fenced.
+    let start = b.agent.start().await;
+    assert_eq!(start.req.resume.as_deref(), Some("thread-1"));
+    start.ok("thread-1");
+    let p = b.agent.prompt().await;
+    assert_eq!(p.text, "two");
+    p.complete("second");
+    within("the send answers", send).await.unwrap().unwrap();
+    let evs = events_until(&b.rt, &conv, "the second turn", |evs| {
+        count(evs, "turn_completed") == 1
+    })
+    .await;
+    assert_eq!(count(&evs, "turn_interrupted"), 1, "{:?}", kinds(&evs));
+    assert_eq!(b.rt.figures().fenced_writes, 0);
+}

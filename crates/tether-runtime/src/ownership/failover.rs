@@ -3,7 +3,9 @@
 //! transaction under the new epoch — exactly start-up recovery, scoped to that
 //! conversation: running turns `interrupted`, pending approvals and questions `expired`,
 //! sessions dormant, one status line — and released, so the next message is claimed by
-//! whichever node receives it.
+//! whichever node receives it. The sweep holds the conversation's ownership gate from
+//! the take-over to the release (across retries while the recovery waits on a lock): a
+//! claim on this node meanwhile waits, then claims the released row anew.
 //!
 //! Start-up recovery is scoped the same way on PostgreSQL: the conversations this node
 //! owned before it restarted (same node id) and the orphaned ones, never those of another
@@ -17,6 +19,7 @@ use tether_store::{OwnerRow, RecoveryReport, Store};
 use crate::seams::Clock;
 
 use crate::ctx::Ctx;
+use crate::ownership::Gated;
 
 /// What a recovery tells a conversation after this node restarted.
 fn notice(rc: &tether_store::RecoveredConversation) -> String {
@@ -120,8 +123,9 @@ pub(crate) fn start_sweep(ctx: Weak<Ctx>, node_id: tether_proto::NodeId, lease_t
         let every = (lease_ttl / 3).clamp(Duration::from_millis(100), SWEEP_MAX);
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // Taken over, not yet recovered (a lock of a paused node held the recovery).
-        let mut retry: Vec<OwnerRow> = Vec::new();
+        // Taken over, not yet recovered (a lock of a paused node held the recovery),
+        // each with its gate held until it is: nothing runs on it here meanwhile.
+        let mut retry: Vec<(OwnerRow, Gated)> = Vec::new();
         let mut trouble = tether_core::FailureRun::default();
         let mut looks: u32 = 0;
         loop {
@@ -191,10 +195,14 @@ async fn check_held(ctx: &Ctx, node_id: &str) -> tether_store::Result<()> {
     Ok(())
 }
 
-async fn sweep(ctx: &Ctx, node_id: &str, retry: &mut Vec<OwnerRow>) -> tether_store::Result<()> {
+async fn sweep(
+    ctx: &Ctx,
+    node_id: &str,
+    retry: &mut Vec<(OwnerRow, Gated)>,
+) -> tether_store::Result<()> {
     let store = &ctx.store;
     // Taken over earlier: recover under the epoch this node holds (unless it lost it).
-    for row in std::mem::take(retry) {
+    for (row, gate) in std::mem::take(retry) {
         let id = &row.conversation_id;
         let Some(epoch) = store
             .cluster()
@@ -209,14 +217,20 @@ async fn sweep(ctx: &Ctx, node_id: &str, retry: &mut Vec<OwnerRow>) -> tether_st
             .await
         {
             Ok(_) => {
-                store
+                // Not `?`: the rows after this one would be forgotten, never recovered.
+                if let Err(e) = store
                     .cluster()
                     .release_conversation(id, node_id, epoch)
-                    .await?;
+                    .await
+                {
+                    tracing::warn!(conversation = %id, error = %e,
+                        "recovered, but cannot release the conversation; it stays this node's");
+                }
+                drop(gate);
             }
             Err(e) => {
                 tracing::debug!(conversation = %id, error = %e, "recovery after a take-over waits");
-                retry.push(row);
+                retry.push((row, gate));
             }
         }
     }
@@ -237,11 +251,20 @@ async fn sweep(ctx: &Ctx, node_id: &str, retry: &mut Vec<OwnerRow>) -> tether_st
     for gone in ctx.ownership.look_at_nodes().await? {
         orphans.extend(store.cluster().owned_conversations(&gone).await?);
     }
-    for row in orphans.into_iter().filter(|r| r.node_id != node_id) {
+    let waiting: std::collections::HashSet<_> = retry
+        .iter()
+        .map(|(r, _)| r.conversation_id.clone())
+        .collect();
+    for row in orphans
+        .into_iter()
+        .filter(|r| r.node_id != node_id && !waiting.contains(&r.conversation_id))
+    {
+        // Claims here wait from the take-over to the release (see `Ownership::gate`).
+        let gate = ctx.ownership.gate(&row.conversation_id).await;
         if let Err(e) = take_over(store, node_id, &row, ctx.clock.as_ref()).await {
             tracing::debug!(conversation = %row.conversation_id, error = %e,
                 "recovery after a take-over failed; retrying");
-            retry.push(row);
+            retry.push((row, gate));
         }
     }
     Ok(())

@@ -114,6 +114,50 @@ impl Ownership {
             }),
         }
     }
+
+    /// Holds conversation `id`'s gate while a take-over recovers it and releases it
+    /// (`failover`): a claim on this node meanwhile waits, then claims the released row
+    /// anew, so nothing runs on a conversation before its recovery and nothing holds
+    /// an epoch the release is about to give up.
+    pub(crate) async fn gate(&self, id: &ConversationId) -> Gated {
+        let gate = {
+            let mut users = self.0.lock();
+            let u = users.entry(id.clone()).or_insert_with(|| Users {
+                count: 0,
+                gate: Arc::default(),
+            });
+            u.gate.clone()
+        };
+        let held = gate.clone().lock_owned().await;
+        Gated {
+            state: self.0.clone(),
+            conversation_id: id.clone(),
+            gate,
+            _held: held,
+        }
+    }
+}
+
+/// A conversation's gate, held (see [`Ownership::gate`]).
+pub(crate) struct Gated {
+    state: Arc<State>,
+    conversation_id: ConversationId,
+    gate: Arc<tokio::sync::Mutex<()>>,
+    _held: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl Drop for Gated {
+    fn drop(&mut self) {
+        // Still held here (fields drop after this): forget the entry unless a guard or a
+        // claim waiting for the gate counts on it, as a release does.
+        let mut users = self.state.lock();
+        if users
+            .get(&self.conversation_id)
+            .is_some_and(|u| u.count == 0 && Arc::ptr_eq(&u.gate, &self.gate))
+        {
+            users.remove(&self.conversation_id);
+        }
+    }
 }
 
 impl State {
