@@ -141,23 +141,24 @@ async fn a_message_sent_to_the_other_node_runs_on_the_owner() {
     assert!(live.contains(&("b", true, 0)), "{live:?}");
 }
 
-#[tokio::test]
-async fn when_the_owners_lease_runs_out_on_the_clock_the_other_node_takes_over() {
-    let (db, _tmp, clock, mut a, mut b) = two_nodes().await;
-    // a registers once, with a lease of 1 s, and never renews: its lease ends when the
-    // clock passes it. b's lease (10 s, renewed by its heartbeat on the same clock) holds
-    // throughout, so a's own sweep never sees b gone and takes nothing back.
-    register_once(
-        &db.url,
-        "a",
-        tether_runtime::Clock::now_ms(clock.as_ref()),
-        1_000,
-    )
-    .await;
-    let _mb = within("join b", b.rt.join_cluster("127.0.0.1:2".into()))
+/// a registered once with a lease of 1 s that it never renews, b joined (its lease, 10 s,
+/// renewed by its heartbeat on the clock, holds throughout, so a's own sweep never sees
+/// b gone), and a turn on a's conversation running, its first delta stored: the
+/// conversation, the running prompt and b's membership (kept while the test runs).
+async fn a_turn_running_on_a_whose_lease_ends(
+    db: &TestDatabase,
+    clock: &ManualClock,
+    a: &mut Node,
+    b: &Node,
+) -> (
+    tether_proto::ConversationId,
+    PromptCall,
+    tether_runtime::Membership,
+) {
+    register_once(&db.url, "a", tether_runtime::Clock::now_ms(clock), 1_000).await;
+    let mb = within("join b", b.rt.join_cluster("127.0.0.1:2".into()))
         .await
         .unwrap();
-
     let conv = conversation(&a.rt).await;
     within("send on a", a.rt.send_message(&conv, msg("one"), "test"))
         .await
@@ -169,6 +170,14 @@ async fn when_the_owners_lease_runs_out_on_the_clock_the_other_node_takes_over()
         deltas(evs) == "before "
     })
     .await;
+    (conv, running, mb)
+}
+
+#[tokio::test]
+async fn when_the_owners_lease_runs_out_on_the_clock_the_other_node_takes_over() {
+    let (db, _tmp, clock, mut a, mut b) = two_nodes().await;
+    // a's lease ends when the clock passes it; b's holds.
+    let (conv, running, _mb) = a_turn_running_on_a_whose_lease_ends(&db, &clock, &mut a, &b).await;
 
     // Past a's lease: b's sweep takes the conversation over, recovers it (the running
     // turn interrupted, one status line) and releases it at once, so b owns it only for
@@ -230,27 +239,7 @@ async fn when_the_owners_lease_runs_out_on_the_clock_the_other_node_takes_over()
 async fn a_message_routed_while_a_take_over_recovers_waits_for_the_release_and_runs() {
     use sqlx::Connection;
     let (db, _tmp, clock, mut a, mut b) = two_nodes().await;
-    register_once(
-        &db.url,
-        "a",
-        tether_runtime::Clock::now_ms(clock.as_ref()),
-        1_000,
-    )
-    .await;
-    let _mb = within("join b", b.rt.join_cluster("127.0.0.1:2".into()))
-        .await
-        .unwrap();
-    let conv = conversation(&a.rt).await;
-    within("send on a", a.rt.send_message(&conv, msg("one"), "test"))
-        .await
-        .unwrap();
-    a.agent.start().await.ok("thread-1");
-    let running = a.agent.prompt().await;
-    running.delta("before ");
-    events_until(&a.rt, &conv, "the first delta", |evs| {
-        deltas(evs) == "before "
-    })
-    .await;
+    let (conv, _running, _mb) = a_turn_running_on_a_whose_lease_ends(&db, &clock, &mut a, &b).await;
 
     // The running turn's row locked: b's recovery fails on its lock timeout and waits.
     let mut lock = within("connect", sqlx::PgConnection::connect(&db.url))
