@@ -141,21 +141,27 @@ async fn a_message_sent_to_the_other_node_runs_on_the_owner() {
     assert!(live.contains(&("b", true, 0)), "{live:?}");
 }
 
+/// What a test keeps while it runs: b's membership and a's presence lock.
+type Kept = (tether_runtime::Membership, tether_store::Presence);
+
 /// a registered once with a lease of 1 s that it never renews, b joined (its lease, 10 s,
 /// renewed by its heartbeat on the clock, holds throughout, so a's own sweep never sees
 /// b gone), and a turn on a's conversation running, its first delta stored: the
-/// conversation, the running prompt and b's membership (kept while the test runs).
+/// conversation and the running prompt. a's presence lock is held by the test, so only
+/// a's lease on the clock (never the real time b's presence looks take) decides when b
+/// takes a's conversation over.
 async fn a_turn_running_on_a_whose_lease_ends(
     db: &TestDatabase,
     clock: &ManualClock,
     a: &mut Node,
     b: &Node,
-) -> (
-    tether_proto::ConversationId,
-    PromptCall,
-    tether_runtime::Membership,
-) {
+) -> (tether_proto::ConversationId, PromptCall, Kept) {
     register_once(&db.url, "a", tether_runtime::Clock::now_ms(clock), 1_000).await;
+    let store = within("connect", Store::connect(&db.url)).await.unwrap();
+    let presence = within("a's presence", store.cluster().hold_presence("a"))
+        .await
+        .unwrap()
+        .expect("PostgreSQL has presence locks");
     let mb = within("join b", b.rt.join_cluster("127.0.0.1:2".into()))
         .await
         .unwrap();
@@ -170,14 +176,15 @@ async fn a_turn_running_on_a_whose_lease_ends(
         deltas(evs) == "before "
     })
     .await;
-    (conv, running, mb)
+    (conv, running, (mb, presence))
 }
 
 #[tokio::test]
 async fn when_the_owners_lease_runs_out_on_the_clock_the_other_node_takes_over() {
     let (db, _tmp, clock, mut a, mut b) = two_nodes().await;
     // a's lease ends when the clock passes it; b's holds.
-    let (conv, running, _mb) = a_turn_running_on_a_whose_lease_ends(&db, &clock, &mut a, &b).await;
+    let (conv, running, _kept) =
+        a_turn_running_on_a_whose_lease_ends(&db, &clock, &mut a, &b).await;
 
     // Past a's lease: b's sweep takes the conversation over, recovers it (the running
     // turn interrupted, one status line) and releases it at once, so b owns it only for
@@ -239,7 +246,8 @@ async fn when_the_owners_lease_runs_out_on_the_clock_the_other_node_takes_over()
 async fn a_message_routed_while_a_take_over_recovers_waits_for_the_release_and_runs() {
     use sqlx::Connection;
     let (db, _tmp, clock, mut a, mut b) = two_nodes().await;
-    let (conv, _running, _mb) = a_turn_running_on_a_whose_lease_ends(&db, &clock, &mut a, &b).await;
+    let (conv, _running, _kept) =
+        a_turn_running_on_a_whose_lease_ends(&db, &clock, &mut a, &b).await;
 
     // The running turn's row locked: b's recovery fails on its lock timeout and waits.
     let mut lock = within("connect", sqlx::PgConnection::connect(&db.url))

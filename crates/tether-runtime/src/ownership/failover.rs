@@ -209,6 +209,8 @@ async fn sweep(
             .held_epoch(id)
             .filter(|_| !store.cluster().is_fenced(id))
         else {
+            // Lost meanwhile (or never taken): nothing of this node's to recover.
+            gate.done();
             continue;
         };
         match store
@@ -226,7 +228,7 @@ async fn sweep(
                     tracing::warn!(conversation = %id, error = %e,
                         "recovered, but cannot release the conversation; it stays this node's");
                 }
-                drop(gate);
+                gate.done();
             }
             Err(e) => {
                 tracing::debug!(conversation = %id, error = %e, "recovery after a take-over waits");
@@ -251,20 +253,25 @@ async fn sweep(
     for gone in ctx.ownership.look_at_nodes().await? {
         orphans.extend(store.cluster().owned_conversations(&gone).await?);
     }
-    let waiting: std::collections::HashSet<_> = retry
+    // Each conversation once: the two reads may both list it, and one whose gate the
+    // retry list holds is never waited for here (the sweep would wait for itself).
+    let mut seen: std::collections::HashSet<_> = retry
         .iter()
         .map(|(r, _)| r.conversation_id.clone())
         .collect();
-    for row in orphans
-        .into_iter()
-        .filter(|r| r.node_id != node_id && !waiting.contains(&r.conversation_id))
-    {
+    for row in orphans.into_iter().filter(|r| r.node_id != node_id) {
+        if !seen.insert(row.conversation_id.clone()) {
+            continue;
+        }
         // Claims here wait from the take-over to the release (see `Ownership::gate`).
         let gate = ctx.ownership.gate(&row.conversation_id).await;
-        if let Err(e) = take_over(store, node_id, &row, ctx.clock.as_ref()).await {
-            tracing::debug!(conversation = %row.conversation_id, error = %e,
-                "recovery after a take-over failed; retrying");
-            retry.push((row, gate));
+        match take_over(store, node_id, &row, ctx.clock.as_ref()).await {
+            Ok(_) => gate.done(),
+            Err(e) => {
+                tracing::debug!(conversation = %row.conversation_id, error = %e,
+                    "recovery after a take-over failed; retrying");
+                retry.push((row, gate));
+            }
         }
     }
     Ok(())

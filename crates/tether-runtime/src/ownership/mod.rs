@@ -117,8 +117,10 @@ impl Ownership {
 
     /// Holds conversation `id`'s gate while a take-over recovers it and releases it
     /// (`failover`): a claim on this node meanwhile waits, then claims the released row
-    /// anew, so nothing runs on a conversation before its recovery and nothing holds
-    /// an epoch the release is about to give up.
+    /// anew, so nothing runs on a conversation before its recovery and nothing holds an
+    /// epoch the release is about to give up. Counted among the conversation's users like
+    /// a guard, so neither a release nor a guard going keeps the entry's gate from the
+    /// claims that come meanwhile.
     pub(crate) async fn gate(&self, id: &ConversationId) -> Gated {
         let gate = {
             let mut users = self.0.lock();
@@ -126,6 +128,7 @@ impl Ownership {
                 count: 0,
                 gate: Arc::default(),
             });
+            u.count += 1;
             u.gate.clone()
         };
         let held = gate.clone().lock_owned().await;
@@ -133,23 +136,56 @@ impl Ownership {
             state: self.0.clone(),
             conversation_id: id.clone(),
             gate,
+            release: false,
             _held: held,
         }
     }
 }
 
-/// A conversation's gate, held (see [`Ownership::gate`]).
+/// A conversation's gate, held (see [`Ownership::gate`]). Dropped without
+/// [`Gated::done`] (the daemon stops before the recovery succeeded), the row stays this
+/// node's, as a guard's `keep`: its recovery is the sweep's after a restart, or a
+/// survivor's once this node's lease ends.
 pub(crate) struct Gated {
     state: Arc<State>,
     conversation_id: ConversationId,
     gate: Arc<tokio::sync::Mutex<()>>,
+    /// Given up as by a last guard when dropped (see [`Gated::done`]).
+    release: bool,
     _held: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl Gated {
+    /// The take-over is over (recovered and released, lost, or claimed by another node
+    /// first): when nothing else here holds the conversation, it goes as when its last
+    /// guard goes, so a release that waited for this gate is not lost.
+    pub(crate) fn done(mut self) {
+        self.release = true;
+    }
 }
 
 impl Drop for Gated {
     fn drop(&mut self) {
-        // Still held here (fields drop after this): forget the entry unless a guard or a
-        // claim waiting for the gate counts on it, as a release does.
+        // The gate is still held here (fields drop after this).
+        let last = {
+            let mut users = self.state.lock();
+            match users.get_mut(&self.conversation_id) {
+                Some(u) => {
+                    u.count = u.count.saturating_sub(1);
+                    u.count == 0
+                }
+                None => false,
+            }
+        };
+        if !last {
+            return;
+        }
+        if self.release {
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(self.state.clone().release(self.conversation_id.clone()));
+            }
+            return;
+        }
         let mut users = self.state.lock();
         if users
             .get(&self.conversation_id)
