@@ -81,15 +81,7 @@ impl Ownership {
         }
         // Counted before the gate: a release that runs meanwhile sees this claim coming
         // and leaves the row alone.
-        let gate = {
-            let mut users = self.0.lock();
-            let u = users.entry(id.clone()).or_insert_with(|| Users {
-                count: 0,
-                gate: Arc::default(),
-            });
-            u.count += 1;
-            u.gate.clone()
-        };
+        let gate = self.0.count_in(id);
         let mut guard = OwnerGuard {
             state: self.0.clone(),
             conversation_id: id.clone(),
@@ -122,20 +114,11 @@ impl Ownership {
     /// a guard, so neither a release nor a guard going keeps the entry's gate from the
     /// claims that come meanwhile.
     pub(crate) async fn gate(&self, id: &ConversationId) -> Gated {
-        let gate = {
-            let mut users = self.0.lock();
-            let u = users.entry(id.clone()).or_insert_with(|| Users {
-                count: 0,
-                gate: Arc::default(),
-            });
-            u.count += 1;
-            u.gate.clone()
-        };
+        let gate = self.0.count_in(id);
         let held = gate.clone().lock_owned().await;
         Gated {
             state: self.0.clone(),
             conversation_id: id.clone(),
-            gate,
             release: false,
             _held: held,
         }
@@ -149,7 +132,6 @@ impl Ownership {
 pub(crate) struct Gated {
     state: Arc<State>,
     conversation_id: ConversationId,
-    gate: Arc<tokio::sync::Mutex<()>>,
     /// Given up as by a last guard when dropped (see [`Gated::done`]).
     release: bool,
     _held: tokio::sync::OwnedMutexGuard<()>,
@@ -167,9 +149,36 @@ impl Gated {
 impl Drop for Gated {
     fn drop(&mut self) {
         // The gate is still held here (fields drop after this).
+        self.state.user_gone(&self.conversation_id, self.release);
+    }
+}
+
+impl State {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ConversationId, Users>> {
+        // A panic while holding this lock leaves a consistent map.
+        self.users.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts one more user of `id` (before it waits for the gate, so a release that runs
+    /// meanwhile sees it coming and leaves the row alone); the gate to wait for.
+    fn count_in(&self, id: &ConversationId) -> Arc<tokio::sync::Mutex<()>> {
+        let mut users = self.lock();
+        let u = users.entry(id.clone()).or_insert_with(|| Users {
+            count: 0,
+            gate: Arc::default(),
+        });
+        u.count += 1;
+        u.gate.clone()
+    }
+
+    /// One user of `id` went (a guard, or a take-over's gate): when it was the last, the
+    /// conversation is given up (`give_up`, see [`State::release`]), or else only its
+    /// entry is forgotten (kept: fenced, the daemon stopping, a recovery not done; a
+    /// later claim makes a new one).
+    fn user_gone(self: &Arc<Self>, id: &ConversationId, give_up: bool) {
         let last = {
-            let mut users = self.state.lock();
-            match users.get_mut(&self.conversation_id) {
+            let mut users = self.lock();
+            match users.get_mut(id) {
                 Some(u) => {
                     u.count = u.count.saturating_sub(1);
                     u.count == 0
@@ -180,26 +189,16 @@ impl Drop for Gated {
         if !last {
             return;
         }
-        if self.release {
+        if give_up {
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                rt.spawn(self.state.clone().release(self.conversation_id.clone()));
+                rt.spawn(self.clone().release(id.clone()));
             }
             return;
         }
-        let mut users = self.state.lock();
-        if users
-            .get(&self.conversation_id)
-            .is_some_and(|u| u.count == 0 && Arc::ptr_eq(&u.gate, &self.gate))
-        {
-            users.remove(&self.conversation_id);
+        let mut users = self.lock();
+        if users.get(id).is_some_and(|u| u.count == 0) {
+            users.remove(id);
         }
-    }
-}
-
-impl State {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ConversationId, Users>> {
-        // A panic while holding this lock leaves a consistent map.
-        self.users.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The last guard of `id` went: give the conversation up, unless a claim came
@@ -266,32 +265,6 @@ impl OwnerGuard {
 
 impl Drop for OwnerGuard {
     fn drop(&mut self) {
-        let last = {
-            let mut users = self.state.lock();
-            match users.get_mut(&self.conversation_id) {
-                Some(u) => {
-                    u.count = u.count.saturating_sub(1);
-                    u.count == 0
-                }
-                None => false,
-            }
-        };
-        if !last {
-            return;
-        }
-        if self.keep {
-            // Nothing to release: forget the entry (a later claim makes a new one).
-            let mut users = self.state.lock();
-            if users
-                .get(&self.conversation_id)
-                .is_some_and(|u| u.count == 0)
-            {
-                users.remove(&self.conversation_id);
-            }
-            return;
-        }
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(self.state.clone().release(self.conversation_id.clone()));
-        }
+        self.state.user_gone(&self.conversation_id, !self.keep);
     }
 }
