@@ -39,6 +39,8 @@ macro_rules! counting_where {
 }
 pub(crate) use counting_where;
 
+pub(crate) mod scopes;
+
 use tether_core::budget::{Crossing, Period, Unit};
 use tether_proto::{ConversationId, PersonId, SessionId, TurnId};
 

@@ -7,25 +7,8 @@ use sqlx::Row;
 
 use super::{Db, Sql, SqlRow};
 use crate::Result;
+use crate::usage::scopes::{DAY_MS, series_sql, totals_sql};
 use crate::usage::{Bucket, Counted, NewUsage, Recorded, SeriesPoint, UsageScope, UsageTotals};
-
-const DAY_MS: i64 = 86_400_000;
-
-/// The sums every totals query selects.
-fn sums() -> String {
-    let sum = |c: &str| format!("CAST(COALESCE(SUM({c}), 0) AS BIGINT) AS {c}");
-    format!(
-        "CAST(COUNT(*) AS BIGINT) AS reports, {}, {}, {}, {}, {}, {}, \
-         CAST(COALESCE(SUM(CASE WHEN cost_nanos IS NULL AND unreported = 0 THEN 1 ELSE 0 END), 0) \
-         AS BIGINT) AS unpriced, CAST(COALESCE(SUM(unreported), 0) AS BIGINT) AS unreported",
-        sum("input_tokens"),
-        sum("cached_input_tokens"),
-        sum("cache_write_tokens"),
-        sum("output_tokens"),
-        sum("reasoning_tokens"),
-        sum("cost_nanos"),
-    )
-}
 
 fn totals(row: &SqlRow) -> Result<UsageTotals> {
     Ok(UsageTotals {
@@ -39,17 +22,6 @@ fn totals(row: &SqlRow) -> Result<UsageTotals> {
         unpriced: row.try_get("unpriced")?,
         unreported: row.try_get("unreported")?,
     })
-}
-
-fn scope_filter(scope: &UsageScope) -> (&'static str, Option<String>) {
-    match scope {
-        UsageScope::Turn(t) => ("turn_id", Some(t.as_str().to_owned())),
-        UsageScope::Session(s) => ("session_id", Some(s.as_str().to_owned())),
-        UsageScope::Conversation(c) => ("conversation_id", Some(c.as_str().to_owned())),
-        UsageScope::Tree(c) => ("root_conversation_id", Some(c.as_str().to_owned())),
-        UsageScope::Person(p) => ("person_id", Some(p.as_str().to_owned())),
-        UsageScope::Everything => ("agent", None),
-    }
 }
 
 /// The ledger's columns in the order [`bind_usage`] binds them.
@@ -227,12 +199,7 @@ impl Db {
         scope: &UsageScope,
         since_ms: Option<i64>,
     ) -> Result<UsageTotals> {
-        let (column, key) = scope_filter(scope);
-        let sql = format!(
-            "SELECT {} FROM usage_ledger WHERE ($1 IS NULL OR {column} = $1) \
-             AND ($2 IS NULL OR at >= $2)",
-            sums()
-        );
+        let (sql, key) = totals_sql(scope);
         let row = sqlx::query(&sql)
             .bind(key)
             .bind(since_ms)
@@ -251,19 +218,7 @@ impl Db {
         to_ms: i64,
     ) -> Result<Vec<SeriesPoint>> {
         use tether_core::budget::Period;
-        let (column, key) = scope_filter(scope);
-        // Days and weeks are whole multiples of a day since the epoch; months are days
-        // summed below. 1970-01-01 was a Thursday: weeks count from Monday 1969-12-29.
-        let (width, offset) = match bucket {
-            Bucket::Week => (7 * DAY_MS, 3 * DAY_MS),
-            Bucket::Day | Bucket::Month => (DAY_MS, 0),
-        };
-        let sql = format!(
-            "SELECT CAST((at + {offset}) / {width} AS BIGINT) AS n, {} FROM usage_ledger \
-             WHERE ($1 IS NULL OR {column} = $1) AND at >= $2 AND at < $3 \
-             GROUP BY (at + {offset}) / {width} ORDER BY n",
-            sums()
-        );
+        let (sql, key, width, offset) = series_sql(scope, bucket);
         let rows = sqlx::query(&sql)
             .bind(key)
             .bind(from_ms)

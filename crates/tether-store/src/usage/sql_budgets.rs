@@ -152,12 +152,7 @@ impl Db {
         .bind(b.created_at_ms)
         .execute(&mut *tx)
         .await?;
-        let column = match &b.scope {
-            BudgetScope::Conversation(_) => "conversation_id",
-            BudgetScope::Tree(_) => "root_conversation_id",
-            BudgetScope::Person(_) => "person_id",
-            BudgetScope::Team => "agent",
-        };
+        let rows_of = crate::usage::scopes::budget_rows_of(&b.scope);
         let amount = match b.unit {
             Unit::Tokens => {
                 "input_tokens + cached_input_tokens + cache_write_tokens + output_tokens + \
@@ -170,7 +165,7 @@ impl Db {
         sqlx::query(&format!(
             "INSERT INTO budget_counters (budget_id, period_start, used) \
              SELECT $1, $2, CAST(COALESCE(SUM({amount}), 0) AS BIGINT) FROM usage_ledger \
-             WHERE ($3 IS NULL OR {column} = $3) AND at >= $2"
+             WHERE {rows_of} AND at >= $2"
         ))
         .bind(&b.id)
         .bind(start)
