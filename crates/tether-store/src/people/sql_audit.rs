@@ -45,13 +45,14 @@ impl Db {
     /// Up to `limit` entries older than entry `before` (from the newest: `None`), newest
     /// first.
     pub async fn audit_page(&self, before: Option<i64>, limit: u32) -> Result<Vec<AuditEntry>> {
-        let rows = sqlx::query(
-            "SELECT * FROM audit WHERE ($1 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2",
-        )
-        .bind(before)
-        .bind(i64::from(limit))
-        .fetch_all(&self.reader)
-        .await?;
+        // A page after the first seeks to its place (`$1 IS NULL OR id < $1` would read
+        // every newer entry first, on both backends: D273).
+        let q = match before {
+            Some(id) => sqlx::query("SELECT * FROM audit WHERE id < $1 ORDER BY id DESC LIMIT $2")
+                .bind(id),
+            None => sqlx::query("SELECT * FROM audit ORDER BY id DESC LIMIT $1"),
+        };
+        let rows = q.bind(i64::from(limit)).fetch_all(&self.reader).await?;
         rows.iter().map(entry).collect()
     }
 }

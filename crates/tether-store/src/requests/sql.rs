@@ -12,6 +12,7 @@ use tether_proto::{
 
 
 use super::{Db, SqlRow, rows};
+use crate::requests::page_sql;
 use crate::{NewApproval, NewQuestion, RequestPlace, Result, StoreError};
 
 fn to_json(v: &impl serde::Serialize) -> Result<String> {
@@ -185,39 +186,35 @@ impl Db {
     /// conversation (at most 500).
     async fn list_requests<K: Kind>(
         &self,
-        status: Option<&str>,
+        status: Option<&'static str>,
         conversation_id: Option<&ConversationId>,
     ) -> Result<Vec<K::Row>> {
         self.requests_page::<K>(status, conversation_id, None, 500)
             .await
     }
 
-    /// Up to `limit` requests, newest first (ties by id), after `after`.
+    /// Up to `limit` requests, newest first (ties by id), after `after`. Only the filters
+    /// given are in the statement, so each is an index range (D273): a status is a
+    /// literal of the code's (`pending` reads the partial index of pending requests),
+    /// and a page after `after` seeks to it (`created_at <= …` first) instead of
+    /// reading every newer request. (`$n IS NULL OR …` would make both backends read
+    /// the requests from the newest on, every page.)
     async fn requests_page<K: Kind>(
         &self,
-        status: Option<&str>,
+        status: Option<&'static str>,
         conversation_id: Option<&ConversationId>,
         after: Option<&RequestPlace>,
         limit: u32,
     ) -> Result<Vec<K::Row>> {
-        let sql = format!(
-            "SELECT * FROM {} WHERE ($1 IS NULL OR status = $2) \
-             AND ($3 IS NULL OR conversation_id = $4) \
-             AND ($5 IS NULL OR created_at < $6 OR (created_at = $6 AND id > $7)) \
-             ORDER BY created_at DESC, id LIMIT $8",
-            K::TABLE
-        );
-        let rows = sqlx::query(&sql)
-            .bind(status)
-            .bind(status)
-            .bind(conversation_id.map(ConversationId::as_str))
-            .bind(conversation_id.map(ConversationId::as_str))
-            .bind(after.map(|_| 1_i64))
-            .bind(after.map_or(0, |a| a.created_at_ms))
-            .bind(after.map_or("", |a| a.id.as_str()))
-            .bind(i64::from(limit))
-            .fetch_all(&self.reader)
-            .await?;
+        let sql = page_sql(K::TABLE, status, conversation_id.is_some(), after.is_some());
+        let mut q = sqlx::query(&sql);
+        if let Some(c) = conversation_id {
+            q = q.bind(c.as_str());
+        }
+        if let Some(a) = after {
+            q = q.bind(a.created_at_ms).bind(a.id.as_str());
+        }
+        let rows = q.bind(i64::from(limit)).fetch_all(&self.reader).await?;
         rows.iter().map(K::decode).collect()
     }
 
