@@ -115,13 +115,26 @@ impl Db {
         &self,
         conversation_id: Option<&ConversationId>,
     ) -> Result<Vec<ScheduleRow>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM schedules WHERE ($1 IS NULL OR conversation_id = $1) \
-             ORDER BY created_at, id"
-        ))
-        .bind(conversation_id.map(ConversationId::as_str))
-        .fetch_all(&self.reader)
-        .await?;
+        // A conversation's are an index range (`$1 IS NULL OR conversation_id = $1`
+        // would read every schedule: D273).
+        let rows = match conversation_id {
+            Some(c) => {
+                sqlx::query(&format!(
+                    "SELECT {COLUMNS} FROM schedules WHERE conversation_id = $1 \
+                     ORDER BY created_at, id"
+                ))
+                .bind(c.as_str())
+                .fetch_all(&self.reader)
+                .await?
+            }
+            None => {
+                sqlx::query(&format!(
+                    "SELECT {COLUMNS} FROM schedules ORDER BY created_at, id"
+                ))
+                .fetch_all(&self.reader)
+                .await?
+            }
+        };
         rows.iter().map(schedule).collect()
     }
 
