@@ -1,4 +1,4 @@
-//! Figures 7 and 8: reading a big store through the API. One generated store
+//! Figures 7 and 8 (and 14, `records.rs`): reading a big store through the API. One generated store
 //! (`generate.rs`: figure 4's, served by a real `tether serve`) holds C conversations plus
 //! one with E events.
 //!
@@ -45,6 +45,7 @@ pub async fn run(conversations: usize, events: usize, long_events: usize) -> Res
     let long_time = t_long.elapsed();
     spread_owners(&data.join("tether.db"), PEOPLE).await?;
     let member_sees = visible_to(&data.join("tether.db"), MEMBER).await?;
+    crate::records::fill(&data.join("tether.db"), conversations).await?;
     let db_size = dir_size(&data);
     let d = BenchDaemon::launch(home.path(), &config).await?;
     let total = conversations + 1;
@@ -69,6 +70,7 @@ pub async fn run(conversations: usize, events: usize, long_events: usize) -> Res
     let note = format!("{store_note}; owned by {PEOPLE} people, a tenth shared with the team");
     rows.push(listing(&d, Some(&secret), member_sees, &note).await?);
     rows.push(latest_page(&d, &long, long_events, &store_note).await?);
+    rows.extend(crate::records::rows(&d, conversations, &store_note).await?);
     d.stop().await?;
     Ok(rows)
 }

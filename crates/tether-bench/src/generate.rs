@@ -77,7 +77,7 @@ pub fn id(prefix: char, n: usize) -> String {
 }
 
 /// The same id computed in SQL for counter `i`.
-fn id_sql(prefix: char, i: &str) -> String {
+pub(crate) fn id_sql(prefix: char, i: &str) -> String {
     let p = prefix as u64;
     format!(
         "printf('%08x%08x%016x', ({i} * 2654435761 + {p}) % 4294967291, ({i} * 40503 + {}) % 4294967291, {i} * 256 + {p})",
@@ -85,14 +85,14 @@ fn id_sql(prefix: char, i: &str) -> String {
     )
 }
 
-fn counter(n: usize) -> String {
+pub(crate) fn counter(n: usize) -> String {
     format!(
         "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < {}) ",
         n.saturating_sub(1)
     )
 }
 
-async fn connect(path: &Path) -> Result<SqliteConnection> {
+pub(crate) async fn connect(path: &Path) -> Result<SqliteConnection> {
     let opts = SqliteConnectOptions::from_str("sqlite://")?
         .filename(path)
         .journal_mode(SqliteJournalMode::Wal)

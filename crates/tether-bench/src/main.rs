@@ -20,6 +20,7 @@ mod generate;
 mod ingest;
 mod memory;
 mod overhead;
+mod records;
 mod recovery;
 mod report;
 mod schedules;

@@ -265,10 +265,11 @@ impl Access<'_> {
         items: Vec<T>,
         conversation: impl Fn(&T) -> &ConversationId,
     ) -> Result<Vec<T>> {
-        if self.rt.who.is_none() {
+        // Someone who sees every conversation (tether itself, an owner or admin) reads
+        // none of them: a page of 100 requests cost up to 100 reads (D273).
+        if self.viewer()?.is_none() {
             return Ok(items);
         }
-        self.viewer()?;
         let store = &self.rt.ctx().store;
         let mut seen: HashMap<ConversationId, bool> = HashMap::new();
         let mut out = Vec::with_capacity(items.len());
