@@ -258,8 +258,8 @@ impl Access<'_> {
         }
     }
 
-    /// The items whose conversation the acting person may read (each conversation read
-    /// once).
+    /// The items whose conversation the acting person may read (their conversations read
+    /// in one call).
     pub(crate) async fn readable<T>(
         &self,
         items: Vec<T>,
@@ -270,25 +270,28 @@ impl Access<'_> {
         if self.viewer()?.is_none() {
             return Ok(items);
         }
-        let store = &self.rt.ctx().store;
-        let mut seen: HashMap<ConversationId, bool> = HashMap::new();
-        let mut out = Vec::with_capacity(items.len());
-        for item in items {
-            let id = conversation(&item);
-            let ok = match seen.get(id) {
-                Some(ok) => *ok,
-                None => {
-                    let row = store.conversations().get_conversation(id).await?;
-                    let ok = row.is_some_and(|r| self.may_read(&r));
-                    seen.insert(id.clone(), ok);
-                    ok
-                }
-            };
-            if ok {
-                out.push(item);
-            }
-        }
-        Ok(out)
+        let mut seen = std::collections::HashSet::new();
+        let ids: Vec<ConversationId> = items
+            .iter()
+            .map(&conversation)
+            .filter(|id| seen.insert(*id))
+            .cloned()
+            .collect();
+        let rows = self
+            .rt
+            .ctx()
+            .store
+            .conversations()
+            .conversations_among(&ids)
+            .await?;
+        let readable: HashMap<ConversationId, bool> = rows
+            .iter()
+            .map(|r| (r.id.clone(), self.may_read(r)))
+            .collect();
+        Ok(items
+            .into_iter()
+            .filter(|item| readable.get(conversation(item)) == Some(&true))
+            .collect())
     }
 
     /// Following `scope` live.

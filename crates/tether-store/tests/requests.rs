@@ -406,9 +406,42 @@ async fn a_conversation_read_for_a_message_says_whether_a_question_waits(b: Back
     assert!(!t.asking);
 }
 
+/// A page's access filter reads its conversations in one call: those that exist, each
+/// once, whatever the list's length (padded to a power of two) and repeats.
+async fn conversations_among_reads_those_that_exist(b: Backend) {
+    let (_d, store) = support::open(b).await;
+    for (c, s) in [("c1", "s1"), ("c2", "s2"), ("c3", "s3")] {
+        support::chat_with_session(&store, c, s).await;
+    }
+    let among = |ids: &[&str]| {
+        let ids: Vec<ConversationId> = ids.iter().map(|i| ConversationId::from(*i)).collect();
+        let store = store.clone();
+        async move {
+            let mut got: Vec<String> = store
+                .conversations()
+                .conversations_among(&ids)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|r| r.id.to_string())
+                .collect();
+            got.sort();
+            got
+        }
+    };
+    assert!(among(&[]).await.is_empty());
+    assert_eq!(among(&["c2"]).await, ["c2"]);
+    assert_eq!(among(&["c3", "nope", "c1"]).await, ["c1", "c3"]);
+    assert_eq!(
+        among(&["c1", "c2", "c3", "c1", "x"]).await,
+        ["c1", "c2", "c3"]
+    );
+}
+
 contract!(
     a_conversation_read_for_a_message_says_whether_a_question_waits,
     a_question_is_answered_once_and_its_turn_runs_on,
     writes_take_their_time_from_the_store_clock,
     requests_come_in_pages_newest_first_ties_by_id,
+    conversations_among_reads_those_that_exist,
 );
