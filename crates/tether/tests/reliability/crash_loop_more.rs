@@ -79,6 +79,38 @@ async fn db(d: &Daemon) -> sqlx::SqliteConnection {
         .unwrap()
 }
 
+/// What keeps the chats from being settled, or `None` once they are: no turn is open,
+/// every mapped chat's cursor has passed its conversation's last event (its rows are
+/// written with the cursor, in one transaction) and no outbox row is pending. Read in
+/// that order, so a result that ended before the first read has reached its chat when
+/// this answers `None`. (After a restart the pumps catch up from their cursors: an
+/// empty outbox alone can be read before the rows of the last results are written.)
+pub(crate) async fn unsettled(d: &Daemon) -> Option<String> {
+    let open = open_turns(d).await;
+    if !open.is_empty() {
+        return Some(format!("{} turns open", open.len()));
+    }
+    let mut conn = db(d).await;
+    let behind: i64 = sqlx::query(
+        "SELECT COUNT(*) FROM channel_chats h JOIN conversations c ON c.id = h.conversation_id \
+         WHERE h.event_cursor < (SELECT COALESCE(MAX(e.id), 0) FROM events e \
+         WHERE e.conversation_num = c.num)",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap()
+    .get(0);
+    if behind > 0 {
+        return Some(format!("{behind} chats behind their conversation"));
+    }
+    let pending: i64 = sqlx::query("SELECT COUNT(*) FROM channel_outbox WHERE status = 'pending'")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap()
+        .get(0);
+    (pending > 0).then(|| format!("{pending} outbox rows pending"))
+}
+
 /// Turns still queued, running or waiting: (id, status, created_at in ms, conversation).
 pub(crate) async fn open_turns(d: &Daemon) -> Vec<(String, String, i64, String)> {
     let mut conn = db(d).await;
