@@ -4,9 +4,11 @@
 //! 1. **Stale directories**: worktrees git knows in the repositories tether works in
 //!    that are tether's own (on a `tether/…` branch, in a `.tether-worktrees` or
 //!    `tether-worktrees` directory) but that no conversation keeps — left by a crash
-//!    between making one and storing it, say. Each is snapshotted on
-//!    `refs/tether/snapshots/<short id>` first, then removed; git's records of
-//!    directories already gone are pruned.
+//!    between making one and storing it, say. One younger than [`stale_grace`] is
+//!    left alone: a conversation may be making it (its row is stored once the
+//!    submodules, the copied files and the set-up command are done). Each is
+//!    snapshotted on `refs/tether/snapshots/<short id>` first, then removed; git's
+//!    records of directories already gone are pruned.
 //! 2. **The disk budget**: when tether's worktrees take more than `disk_budget`, idle
 //!    ones (no process, no open turn, unused for `sweep_idle`, no task working from
 //!    them) are removed, least recently used first, after a snapshot, until the total
@@ -114,7 +116,7 @@ pub(crate) async fn fire(rt: &Runtime, t: &Timer) {
 pub(crate) async fn sweep(ctx: &Ctx) -> Result<Swept> {
     let all = ctx.store.worktrees().worktrees_for_sweep().await?;
     let mut swept = Swept {
-        stale: remove_stale(&all).await,
+        stale: remove_stale(&all, stale_grace(ctx)).await,
         ..Swept::default()
     };
     let mut sizes = Vec::with_capacity(all.len());
@@ -185,9 +187,25 @@ async fn remove_idle(ctx: &Ctx, w: &SweptWorktree) -> bool {
     }
 }
 
-/// Removes tether's worktrees no conversation keeps, in every repository tether's
-/// worktrees belong to; how many went.
-async fn remove_stale(all: &[SweptWorktree]) -> usize {
+/// How old a worktree no row keeps must be to count as stale: one being made is stored
+/// only after its set-up command (bounded by `setup_timeout`), its submodules and its
+/// copied files, so that, and ten minutes more.
+fn stale_grace(ctx: &Ctx) -> std::time::Duration {
+    ctx.config.worktrees.setup_timeout + std::time::Duration::from_secs(600)
+}
+
+/// How long ago git added the worktree at `dir`: its `.git` file is written then and
+/// never again (`None` when it cannot be read: not a worktree any more).
+fn age_of_worktree(dir: &Path) -> Option<std::time::Duration> {
+    let added = std::fs::symlink_metadata(dir.join(".git"))
+        .and_then(|m| m.modified())
+        .ok()?;
+    Some(added.elapsed().unwrap_or_default())
+}
+
+/// Removes tether's worktrees no conversation keeps, older than `grace`, in every
+/// repository tether's worktrees belong to; how many went.
+async fn remove_stale(all: &[SweptWorktree], grace: std::time::Duration) -> usize {
     let kept: HashSet<PathBuf> = all
         .iter()
         .filter(|w| w.row.status == ACTIVE && !w.row.path.is_empty())
@@ -217,7 +235,7 @@ async fn remove_stale(all: &[SweptWorktree]) -> usize {
             };
             if kept.contains(&wt.path)
                 || !is_worktree(&wt.path.display().to_string())
-                || !wt.path.exists()
+                || age_of_worktree(&wt.path).is_none_or(|age| age < grace)
                 || !seen.insert(canonical)
             {
                 continue;
@@ -284,6 +302,25 @@ mod tests {
         std::os::unix::fs::symlink("/usr", dir.join("link")).unwrap();
         assert_eq!(disk_use(&dir), 1024 + disk_use_of_link(&dir.join("link")));
         assert_eq!(disk_use(&dir.join("missing")), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_worktrees_age_is_read_from_its_git_file() {
+        let dir = std::env::temp_dir().join(format!("tether-age-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert_eq!(age_of_worktree(&dir), None, "no .git file: not a worktree");
+        std::fs::write(dir.join(".git"), "gitdir: /r/.git/worktrees/w\n").unwrap();
+        assert!(age_of_worktree(&dir).unwrap() < std::time::Duration::from_secs(60));
+        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        let f = std::fs::File::options()
+            .write(true)
+            .open(dir.join(".git"))
+            .unwrap();
+        f.set_modified(hour_ago).unwrap();
+        // Files written in the worktree since do not make it younger.
+        std::fs::write(dir.join("work.txt"), "x").unwrap();
+        assert!(age_of_worktree(&dir).unwrap() >= std::time::Duration::from_secs(3599));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -1,7 +1,7 @@
 //! End to end: worktrees kept within a disk budget (issue 32). One node's periodic
 //! clean-up removes tether's stale worktree directories (snapshot first) and, over the
 //! budget, idle worktrees least recently used first until the total fits — never a busy
-//! one, never the person's own worktree; a removed idle worktree comes back from its
+//! one, never one just added (it may be being made), never the person's own worktree; a removed idle worktree comes back from its
 //! snapshot at the conversation's next turn, in the same session.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -74,6 +74,28 @@ async fn stale_and_idle_worktrees_go_within_the_budget_and_nothing_else() {
         ],
     );
     std::fs::write(stale.join("lost.txt"), "not lost\n").unwrap();
+    // Added by git a day ago: past the grace that spares a worktree being made.
+    let day_ago = std::time::SystemTime::now() - Duration::from_secs(86_400);
+    std::fs::File::options()
+        .write(true)
+        .open(stale.join(".git"))
+        .unwrap()
+        .set_modified(day_ago)
+        .unwrap();
+    // One added just now, as a conversation making its worktree has (its row is stored
+    // after its set-up): not stale yet.
+    let young = pa.parent().unwrap().join("repo-cafebabe");
+    git(
+        &dir,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "tether/cafebabe",
+            young.to_str().unwrap(),
+        ],
+    );
     let mine = d.work_dir().join("mine");
     git(
         &dir,
@@ -98,6 +120,10 @@ async fn stale_and_idle_worktrees_go_within_the_budget_and_nothing_else() {
     // and checkout are untouched.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert!(pb.join("b.txt").exists(), "B fits in the budget: kept");
+    assert!(
+        young.join(".git").exists(),
+        "a worktree being made is not stale"
+    );
     assert_eq!(
         std::fs::read_to_string(mine.join("draft.txt")).unwrap(),
         "the person's\n"
