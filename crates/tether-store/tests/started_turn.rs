@@ -126,18 +126,36 @@ async fn a_message_turn_is_stored_running_with_its_start(b: Backend) {
         .insert_attachments(&[file])
         .await
         .unwrap();
+    // A claim for a turn that was never stored (a crash between the claim and the
+    // turn) does not keep the file from the message sent again.
+    let claimed = store
+        .attachments()
+        .claim_attachments(&"c1".into(), &[&AttachmentId::from("f1")], &"lost".into())
+        .await
+        .unwrap();
+    assert_eq!(claimed, 1);
     let claimed = store
         .attachments()
         .claim_attachments(&"c1".into(), &[&AttachmentId::from("f1")], &"t3".into())
         .await
         .unwrap();
-    assert_eq!(claimed, 1);
+    assert_eq!(claimed, 1, "claimed again from a turn never stored");
     let third = store
         .conversations()
         .insert_started_turn(&turn("t3", "s1", "with a file"), None)
         .await
         .unwrap();
     assert!(third.has_attachments, "the start says the turn has files");
+    // Once its turn is stored, a file is sent: no other turn claims it.
+    let claimed = store
+        .attachments()
+        .claim_attachments(&"c1".into(), &[&AttachmentId::from("f1")], &"t4".into())
+        .await
+        .unwrap();
+    assert_eq!(
+        claimed, 0,
+        "a file sent with a stored turn is not claimed again"
+    );
 }
 
 async fn a_turn_that_cannot_be_stored_leaves_nothing(b: Backend) {

@@ -195,7 +195,19 @@ impl Attachments<'_> {
                 Some(a) if a.conversation_id == conversation_id => a,
                 _ => return Err(AttachmentError::NotFound(id.to_string()).into()),
             };
-            if a.turn_id.is_some() {
+            // Sent with a stored turn. A claim whose turn was never stored (its
+            // message failed, or tether stopped between the two) leaves it free: the
+            // message sent again gets the file (`claim_attachments`).
+            if let Some(turn) = &a.turn_id
+                && self
+                    .rt
+                    .ctx()
+                    .store
+                    .conversations()
+                    .get_turn(turn)
+                    .await?
+                    .is_some()
+            {
                 return Err(AttachmentError::AlreadySent(id.to_string()).into());
             }
             out.push(a);

@@ -83,7 +83,10 @@ impl Db {
     }
 
     /// Gives not yet sent attachments to a turn; the number of rows claimed (an id of
-    /// another conversation, unknown or sent already is not claimed).
+    /// another conversation, unknown or sent already is not claimed). An attachment
+    /// claimed for a turn that was never stored (its message failed, or a crash came
+    /// between the claim and the turn) is not sent: it is claimed again. The caller
+    /// holds the conversation's routing lock, so no message of it is between the two.
     pub async fn claim_attachments(
         &self,
         conversation_id: &ConversationId,
@@ -95,7 +98,8 @@ impl Db {
         for a in ids {
             claimed += sqlx::query(
                 "UPDATE attachments SET turn_id = $1 \
-                 WHERE id = $2 AND conversation_id = $3 AND turn_id IS NULL",
+                 WHERE id = $2 AND conversation_id = $3 AND (turn_id IS NULL \
+                 OR NOT EXISTS (SELECT 1 FROM turns t WHERE t.id = attachments.turn_id))",
             )
             .bind(turn_id.as_str())
             .bind(a.as_str())

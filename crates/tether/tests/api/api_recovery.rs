@@ -207,3 +207,72 @@ async fn a_session_that_cannot_be_loaded_gives_resume_unavailable_and_stays_boun
         .await;
     assert_eq!(t["status"], "completed");
 }
+
+/// Runs one statement on the daemon's store (stopped), on whichever backend it has.
+async fn exec_on_store(d: &Daemon, sql: &str, bind: &str) {
+    use sqlx::Connection;
+    match d.database_url() {
+        Some(url) => {
+            let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+            sqlx::query(sql).bind(bind).execute(&mut c).await.unwrap();
+        }
+        None => {
+            let url = format!("sqlite://{}", d.db_path().display());
+            let mut c = sqlx::SqliteConnection::connect(&url).await.unwrap();
+            sqlx::query(sql).bind(bind).execute(&mut c).await.unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_file_claimed_by_a_message_a_crash_cut_off_goes_with_the_message_sent_again() {
+    use tether_testkit::uploads::Part;
+    let mut d = Daemon::start(DaemonOptions::default()).await;
+    let c = d.new_conversation(None).await;
+    let ids = d
+        .upload_ok(
+            &c,
+            &[Part {
+                name: "notes.txt",
+                content_type: Some("text/plain"),
+                bytes: b"the notes\n",
+            }],
+        )
+        .await;
+    // The message claimed the file for its turn's id, then tether died before the turn
+    // was stored (the client got no answer).
+    d.kill9().await;
+    within(
+        "the claim is written",
+        exec_on_store(
+            &d,
+            "UPDATE attachments SET turn_id = 'turn-never-stored' WHERE id = $1",
+            &ids[0],
+        ),
+    )
+    .await;
+    d.restart().await;
+    let body = serde_json::json!({"text": "read the notes", "attachments": ids});
+    let (status, out) = d
+        .post(&format!("/api/v1/conversations/{c}/messages"), body.clone())
+        .await;
+    assert_eq!(status, 200, "the message sent again is taken: {out}");
+    let t = d
+        .wait_turn(
+            out["session_id"].as_str().unwrap(),
+            out["turn_id"].as_str().unwrap(),
+        )
+        .await;
+    assert_eq!(t["status"], "completed", "{t}");
+    let reply = t["result_text"].as_str().unwrap();
+    assert!(
+        reply.contains("-notes.txt"),
+        "the agent got the file: {reply}"
+    );
+    // Sent now: a third message cannot take it again.
+    let (status, out) = d
+        .post(&format!("/api/v1/conversations/{c}/messages"), body)
+        .await;
+    assert_eq!(status, 400, "{out}");
+    assert_eq!(out["error"]["code"], "bad_request", "{out}");
+}
