@@ -29,6 +29,14 @@ async fn path_of(d: &Daemon, c: &str) -> PathBuf {
     PathBuf::from(w["path"].as_str().unwrap())
 }
 
+/// `git worktree add` of a new branch, as a person (or a crashed tether) does.
+fn add_worktree(repo: &Path, at: &Path, branch: &str) {
+    git(
+        repo,
+        &["worktree", "add", "-q", "-b", branch, at.to_str().unwrap()],
+    );
+}
+
 async fn until_gone(what: &str, p: &Path) {
     within(what, async {
         while p.exists() {
@@ -62,17 +70,7 @@ async fn stale_and_idle_worktrees_go_within_the_budget_and_nothing_else() {
     // A stale worktree of tether's that no conversation keeps (a crash between making
     // and storing it), with work in it; and the person's own worktree beside it.
     let stale = pa.parent().unwrap().join("repo-deadbeef");
-    git(
-        &dir,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "-b",
-            "tether/deadbeef",
-            stale.to_str().unwrap(),
-        ],
-    );
+    add_worktree(&dir, &stale, "tether/deadbeef");
     std::fs::write(stale.join("lost.txt"), "not lost\n").unwrap();
     // Added by git a day ago: past the grace that spares a worktree being made.
     let day_ago = std::time::SystemTime::now() - Duration::from_secs(86_400);
@@ -85,29 +83,9 @@ async fn stale_and_idle_worktrees_go_within_the_budget_and_nothing_else() {
     // One added just now, as a conversation making its worktree has (its row is stored
     // after its set-up): not stale yet.
     let young = pa.parent().unwrap().join("repo-cafebabe");
-    git(
-        &dir,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "-b",
-            "tether/cafebabe",
-            young.to_str().unwrap(),
-        ],
-    );
+    add_worktree(&dir, &young, "tether/cafebabe");
     let mine = d.work_dir().join("mine");
-    git(
-        &dir,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "-b",
-            "mine",
-            mine.to_str().unwrap(),
-        ],
-    );
+    add_worktree(&dir, &mine, "mine");
     std::fs::write(mine.join("draft.txt"), "the person's\n").unwrap();
 
     until_gone("the stale worktree is removed", &stale).await;
