@@ -123,7 +123,7 @@ async fn a_message_turn_is_stored_running_with_its_start(b: Backend) {
     };
     store
         .attachments()
-        .insert_attachments(&[file])
+        .insert_attachments(std::slice::from_ref(&file))
         .await
         .unwrap();
     // A claim for a turn that was never stored (a crash between the claim and the
@@ -156,6 +156,40 @@ async fn a_message_turn_is_stored_running_with_its_start(b: Backend) {
         claimed, 0,
         "a file sent with a stored turn is not claimed again"
     );
+    assert!(store.attachments().sent_with(&"t3".into()).await.unwrap());
+    assert!(!store.attachments().sent_with(&"lost".into()).await.unwrap());
+
+    // A channel's message replayed after a crash keeps its turn id and fetches its
+    // files again: the earlier try's claim is let go, so the turn gets each file once.
+    let again = |id: &str| Attachment {
+        id: AttachmentId::from(id),
+        ..file.clone()
+    };
+    store
+        .attachments()
+        .insert_attachments(&[again("f2"), again("f3")])
+        .await
+        .unwrap();
+    for f in ["f2", "f3"] {
+        let claimed = store
+            .attachments()
+            .claim_attachments(&"c1".into(), &[&AttachmentId::from(f)], &"t5".into())
+            .await
+            .unwrap();
+        assert_eq!(claimed, 1);
+    }
+    store
+        .conversations()
+        .insert_started_turn(&turn("t5", "s1", "replayed"), None)
+        .await
+        .unwrap();
+    let files = store
+        .attachments()
+        .turn_attachments(&"t5".into())
+        .await
+        .unwrap();
+    let ids: Vec<&str> = files.iter().map(|a| a.id.as_str()).collect();
+    assert_eq!(ids, ["f3"], "the replay's files only");
 }
 
 async fn a_turn_that_cannot_be_stored_leaves_nothing(b: Backend) {

@@ -195,18 +195,11 @@ impl Attachments<'_> {
                 Some(a) if a.conversation_id == conversation_id => a,
                 _ => return Err(AttachmentError::NotFound(id.to_string()).into()),
             };
-            // Sent with a stored turn. A claim whose turn was never stored (its
-            // message failed, or tether stopped between the two) leaves it free: the
-            // message sent again gets the file (`claim_attachments`).
+            // Sent with a turn that ran or is queued to. A claim whose turn was never
+            // stored (tether stopped between the two) or never ran (refused) leaves it
+            // free: the message sent again gets the file (`claim_attachments`).
             if let Some(turn) = &a.turn_id
-                && self
-                    .rt
-                    .ctx()
-                    .store
-                    .conversations()
-                    .get_turn(turn)
-                    .await?
-                    .is_some()
+                && self.rt.ctx().store.attachments().sent_with(turn).await?
             {
                 return Err(AttachmentError::AlreadySent(id.to_string()).into());
             }

@@ -191,7 +191,10 @@ async fn remove_idle(ctx: &Ctx, w: &SweptWorktree) -> bool {
 /// only after its set-up command (bounded by `setup_timeout`), its submodules and its
 /// copied files, so that, and ten minutes more.
 fn stale_grace(ctx: &Ctx) -> std::time::Duration {
-    ctx.config.worktrees.setup_timeout + std::time::Duration::from_secs(600)
+    ctx.config
+        .worktrees
+        .setup_timeout
+        .saturating_add(std::time::Duration::from_secs(600))
 }
 
 /// How long ago git added the worktree at `dir`: its `.git` file is written then and

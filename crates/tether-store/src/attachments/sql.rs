@@ -44,6 +44,11 @@ fn attachment(row: &SqlRow) -> Result<Attachment> {
     })
 }
 
+/// A turn a file claimed for it is sent with: it ran (`started_at` is set) or is queued
+/// to run. A subquery to finish with `AND t.id = …`.
+const SENDING_TURN: &str =
+    "SELECT 1 FROM turns t WHERE (t.started_at IS NOT NULL OR t.status = 'queued')";
+
 impl Db {
     /// Records attachments whose bytes are stored already, all or none, in one
     /// transaction; `created_at_ms` is set here.
@@ -82,11 +87,26 @@ impl Db {
         row.as_ref().map(attachment).transpose()
     }
 
+    /// Whether a file claimed for `turn_id` is sent with it ([`SENDING_TURN`]): that turn
+    /// ran or is queued to. A file of any other claim is free.
+    pub async fn sent_with(&self, turn_id: &TurnId) -> Result<bool> {
+        let sql = format!("SELECT EXISTS ({SENDING_TURN} AND t.id = $1)");
+        let sent: bool = sqlx::query_scalar(&sql)
+            .bind(turn_id.as_str())
+            .fetch_one(&self.reader)
+            .await?;
+        Ok(sent)
+    }
+
     /// Gives not yet sent attachments to a turn; the number of rows claimed (an id of
-    /// another conversation, unknown or sent already is not claimed). An attachment
-    /// claimed for a turn that was never stored (its message failed, or a crash came
-    /// between the claim and the turn) is not sent: it is claimed again. The caller
-    /// holds the conversation's routing lock, so no message of it is between the two.
+    /// another conversation, unknown or sent already is not claimed). A file is sent
+    /// with a turn that ran or is queued to ([`SENDING_TURN`]); one claimed for a turn
+    /// that was never stored (a crash between the claim and the turn) or that ended
+    /// without running (refused: a full queue) is free, and claimed again. Files an
+    /// earlier try of this same turn id claimed (a channel's message replayed after a
+    /// crash, its files fetched again) are let go first, so the turn gets each file
+    /// once. The caller holds the conversation's routing lock, so no message of it is
+    /// between a claim and its turn.
     pub async fn claim_attachments(
         &self,
         conversation_id: &ConversationId,
@@ -94,13 +114,21 @@ impl Db {
         turn_id: &TurnId,
     ) -> Result<u64> {
         let mut tx = self.writer.begin().await?;
+        sqlx::query(&format!(
+            "UPDATE attachments SET turn_id = NULL WHERE turn_id = $1 AND conversation_id = $2 \
+             AND NOT EXISTS ({SENDING_TURN} AND t.id = $1)"
+        ))
+        .bind(turn_id.as_str())
+        .bind(conversation_id.as_str())
+        .execute(&mut *tx)
+        .await?;
         let mut claimed = 0;
         for a in ids {
-            claimed += sqlx::query(
+            claimed += sqlx::query(&format!(
                 "UPDATE attachments SET turn_id = $1 \
                  WHERE id = $2 AND conversation_id = $3 AND (turn_id IS NULL \
-                 OR NOT EXISTS (SELECT 1 FROM turns t WHERE t.id = attachments.turn_id))",
-            )
+                 OR NOT EXISTS ({SENDING_TURN} AND t.id = attachments.turn_id))"
+            ))
             .bind(turn_id.as_str())
             .bind(a.as_str())
             .bind(conversation_id.as_str())

@@ -276,3 +276,45 @@ async fn a_file_claimed_by_a_message_a_crash_cut_off_goes_with_the_message_sent_
     assert_eq!(status, 400, "{out}");
     assert_eq!(out["error"]["code"], "bad_request", "{out}");
 }
+
+#[tokio::test]
+async fn a_file_of_a_message_refused_for_a_full_queue_goes_with_the_message_sent_again() {
+    use tether_testkit::uploads::Part;
+    let d = Daemon::start(DaemonOptions {
+        queue_cap: 1,
+        ..DaemonOptions::default()
+    })
+    .await;
+    let c = d.new_conversation(None).await;
+    let ids = d
+        .upload_ok(
+            &c,
+            &[Part {
+                name: "plan.txt",
+                content_type: Some("text/plain"),
+                bytes: b"the plan\n",
+            }],
+        )
+        .await;
+    let running = d.say(&c, "sleep 1500").await;
+    let queued = d.say(&c, "after the sleep").await;
+    assert_eq!(queued["outcome"], "queued", "{queued}");
+    let body = serde_json::json!({"text": "read the plan", "attachments": ids});
+    let url = format!("/api/v1/conversations/{c}/messages");
+    let (status, out) = d.post(&url, body.clone()).await;
+    assert_eq!(status, 429, "{out}");
+    assert_eq!(out["error"]["code"], "queue_full", "{out}");
+    let session = running["session_id"].as_str().unwrap();
+    d.wait_turn(session, queued["turn_id"].as_str().unwrap())
+        .await;
+    // The refused message never ran: its file is not sent, and goes with the retry.
+    let (status, out) = d.post(&url, body).await;
+    assert_eq!(status, 200, "{out}");
+    let t = d.wait_turn(session, out["turn_id"].as_str().unwrap()).await;
+    assert_eq!(t["status"], "completed", "{t}");
+    let reply = t["result_text"].as_str().unwrap();
+    assert!(
+        reply.contains("-plan.txt"),
+        "the agent got the file: {reply}"
+    );
+}
