@@ -4,7 +4,7 @@
 //! 1. **Stale directories**: worktrees git knows in the repositories tether works in
 //!    that are tether's own (on a `tether/…` branch, in a `.tether-worktrees` or
 //!    `tether-worktrees` directory) but that no conversation keeps — left by a crash
-//!    between making one and storing it, say. One younger than [`stale_grace`] is
+//!    between making one and storing it, say. One younger than [`stale_grace_ms`] is
 //!    left alone: a conversation may be making it (its row is stored once the
 //!    submodules, the copied files and the set-up command are done). Each is
 //!    snapshotted on `refs/tether/snapshots/<short id>` first, then removed; git's
@@ -116,7 +116,7 @@ pub(crate) async fn fire(rt: &Runtime, t: &Timer) {
 pub(crate) async fn sweep(ctx: &Ctx) -> Result<Swept> {
     let all = ctx.store.worktrees().worktrees_for_sweep().await?;
     let mut swept = Swept {
-        stale: remove_stale(&all, stale_grace(ctx)).await,
+        stale: remove_stale(&all, ctx.clock.now_ms().saturating_sub(stale_grace_ms(ctx))).await,
         ..Swept::default()
     };
     let mut sizes = Vec::with_capacity(all.len());
@@ -187,28 +187,32 @@ async fn remove_idle(ctx: &Ctx, w: &SweptWorktree) -> bool {
     }
 }
 
-/// How old a worktree no row keeps must be to count as stale: one being made is stored
-/// only after its set-up command (bounded by `setup_timeout`), its submodules and its
-/// copied files, so that, and ten minutes more.
-fn stale_grace(ctx: &Ctx) -> std::time::Duration {
-    ctx.config
+/// How old a worktree no row keeps must be to count as stale (ms): one being made is
+/// stored only after its set-up command (bounded by `setup_timeout`), its submodules
+/// and its copied files, so that, and ten minutes more.
+fn stale_grace_ms(ctx: &Ctx) -> i64 {
+    let grace = ctx
+        .config
         .worktrees
         .setup_timeout
-        .saturating_add(std::time::Duration::from_secs(600))
+        .saturating_add(std::time::Duration::from_secs(600));
+    i64::try_from(grace.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// How long ago git added the worktree at `dir`: its `.git` file is written then and
-/// never again (`None` when it cannot be read: not a worktree any more).
-fn age_of_worktree(dir: &Path) -> Option<std::time::Duration> {
+/// When git added the worktree at `dir` (ms since the epoch): its `.git` file is
+/// written then and never again (`None` when it cannot be read: not a worktree any
+/// more).
+fn added_at_ms(dir: &Path) -> Option<i64> {
     let added = std::fs::symlink_metadata(dir.join(".git"))
         .and_then(|m| m.modified())
         .ok()?;
-    Some(added.elapsed().unwrap_or_default())
+    let since_epoch = added.duration_since(std::time::UNIX_EPOCH).ok()?;
+    i64::try_from(since_epoch.as_millis()).ok()
 }
 
-/// Removes tether's worktrees no conversation keeps, older than `grace`, in every
-/// repository tether's worktrees belong to; how many went.
-async fn remove_stale(all: &[SweptWorktree], grace: std::time::Duration) -> usize {
+/// Removes tether's worktrees no conversation keeps, added by git at or before
+/// `added_before_ms`, in every repository tether's worktrees belong to; how many went.
+async fn remove_stale(all: &[SweptWorktree], added_before_ms: i64) -> usize {
     let kept: HashSet<PathBuf> = all
         .iter()
         .filter(|w| w.row.status == ACTIVE && !w.row.path.is_empty())
@@ -238,7 +242,7 @@ async fn remove_stale(all: &[SweptWorktree], grace: std::time::Duration) -> usiz
             };
             if kept.contains(&wt.path)
                 || !is_worktree(&wt.path.display().to_string())
-                || age_of_worktree(&wt.path).is_none_or(|age| age < grace)
+                || added_at_ms(&wt.path).is_none_or(|at| at > added_before_ms)
                 || !seen.insert(canonical)
             {
                 continue;
@@ -309,21 +313,20 @@ mod tests {
     }
 
     #[test]
-    fn a_worktrees_age_is_read_from_its_git_file() {
+    fn when_git_added_a_worktree_is_read_from_its_git_file() {
         let dir = std::env::temp_dir().join(format!("tether-age-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
-        assert_eq!(age_of_worktree(&dir), None, "no .git file: not a worktree");
+        assert_eq!(added_at_ms(&dir), None, "no .git file: not a worktree");
         std::fs::write(dir.join(".git"), "gitdir: /r/.git/worktrees/w\n").unwrap();
-        assert!(age_of_worktree(&dir).unwrap() < std::time::Duration::from_secs(60));
-        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
         let f = std::fs::File::options()
             .write(true)
             .open(dir.join(".git"))
             .unwrap();
-        f.set_modified(hour_ago).unwrap();
+        f.set_modified(at).unwrap();
         // Files written in the worktree since do not make it younger.
         std::fs::write(dir.join("work.txt"), "x").unwrap();
-        assert!(age_of_worktree(&dir).unwrap() >= std::time::Duration::from_secs(3599));
+        assert_eq!(added_at_ms(&dir), Some(1_000_000_000));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
