@@ -208,6 +208,16 @@ async fn a_session_that_cannot_be_loaded_gives_resume_unavailable_and_stays_boun
     assert_eq!(t["status"], "completed");
 }
 
+/// Uploads one text file to conversation `c`; its attachment id, in a list.
+async fn upload_text(d: &Daemon, c: &str, name: &str, bytes: &[u8]) -> Vec<String> {
+    let part = tether_testkit::uploads::Part {
+        name,
+        content_type: Some("text/plain"),
+        bytes,
+    };
+    d.upload_ok(c, &[part]).await
+}
+
 /// Runs one statement on the daemon's store (stopped), on whichever backend it has.
 async fn exec_on_store(d: &Daemon, sql: &str, bind: &str) {
     use sqlx::Connection;
@@ -226,19 +236,9 @@ async fn exec_on_store(d: &Daemon, sql: &str, bind: &str) {
 
 #[tokio::test]
 async fn a_file_claimed_by_a_message_a_crash_cut_off_goes_with_the_message_sent_again() {
-    use tether_testkit::uploads::Part;
     let mut d = Daemon::start(DaemonOptions::default()).await;
     let c = d.new_conversation(None).await;
-    let ids = d
-        .upload_ok(
-            &c,
-            &[Part {
-                name: "notes.txt",
-                content_type: Some("text/plain"),
-                bytes: b"the notes\n",
-            }],
-        )
-        .await;
+    let ids = upload_text(&d, &c, "notes.txt", b"the notes\n").await;
     // The message claimed the file for its turn's id, then tether died before the turn
     // was stored (the client got no answer).
     d.kill9().await;
@@ -279,23 +279,13 @@ async fn a_file_claimed_by_a_message_a_crash_cut_off_goes_with_the_message_sent_
 
 #[tokio::test]
 async fn a_file_of_a_message_refused_for_a_full_queue_goes_with_the_message_sent_again() {
-    use tether_testkit::uploads::Part;
     let d = Daemon::start(DaemonOptions {
         queue_cap: 1,
         ..DaemonOptions::default()
     })
     .await;
     let c = d.new_conversation(None).await;
-    let ids = d
-        .upload_ok(
-            &c,
-            &[Part {
-                name: "plan.txt",
-                content_type: Some("text/plain"),
-                bytes: b"the plan\n",
-            }],
-        )
-        .await;
+    let ids = upload_text(&d, &c, "plan.txt", b"the plan\n").await;
     let running = d.say(&c, "sleep 1500").await;
     let queued = d.say(&c, "after the sleep").await;
     assert_eq!(queued["outcome"], "queued", "{queued}");
