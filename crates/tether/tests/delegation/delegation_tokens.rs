@@ -308,8 +308,19 @@ async fn waits_end_when_the_companion_goes_away() {
     within("the cap is reached", async {
         loop {
             let id = probe.call("get_delegation_status", bounded.clone()).await;
-            if probe.tool_result(id).await["error_code"] == "concurrency_limit" {
+            let r = probe.tool_result(id).await;
+            if r["error_code"] == "concurrency_limit" {
                 return;
+            }
+            // Not reached yet: every wait must still be in flight, on a running task.
+            assert_eq!(
+                r["tasks"][0]["status"], "running",
+                "the probe's answer: {r}"
+            );
+            for (i, c) in companions.iter_mut().enumerate() {
+                if let Some(line) = c.early_line().await {
+                    panic!("companion {i}'s wait ended early: {line}");
+                }
             }
         }
     })

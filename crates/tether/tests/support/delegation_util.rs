@@ -327,6 +327,25 @@ impl Companion {
         self.response(id).await["result"]["structuredContent"].clone()
     }
 
+    /// A response the companion wrote within 20 ms, if any (a wait that should still be
+    /// in flight has none; notifications are skipped).
+    pub async fn early_line(&mut self) -> Option<String> {
+        loop {
+            let next = self.lines.next_line();
+            let line = match tokio::time::timeout(Duration::from_millis(20), next).await {
+                Ok(Ok(Some(line))) => line,
+                Ok(Ok(None)) => return Some("(output closed)".to_owned()),
+                Ok(Err(e)) => return Some(format!("(read: {e})")),
+                Err(_) => return None,
+            };
+            let notification =
+                serde_json::from_str::<Value>(&line).is_ok_and(|m| m.get("method").is_some());
+            if !notification {
+                return Some(line);
+            }
+        }
+    }
+
     /// Kills the companion (its agent went away).
     pub async fn kill(mut self) {
         let _ = self.child.kill().await;
