@@ -152,6 +152,7 @@ pub(crate) async fn add_worktree(
     branch: &str,
     base: &str,
 ) -> Result<(), GitError> {
+    let _held = super::repo_lock::hold(repo).await?;
     let path = path.display().to_string();
     git(
         repo,
@@ -170,6 +171,7 @@ pub(crate) async fn restore_worktree(
     branch: &str,
     snapshot: &str,
 ) -> Result<(), GitError> {
+    let _held = super::repo_lock::hold(repo).await?;
     git(repo, &["worktree", "prune"], &[]).await?;
     let p = path.display().to_string();
     git(repo, &["worktree", "add", "--quiet", &p, branch], &[]).await?;
@@ -180,6 +182,7 @@ pub(crate) async fn restore_worktree(
 
 /// Removes the worktree at `path` (its files; the branch stays).
 pub(crate) async fn remove_worktree(repo: &Path, path: &Path) -> Result<(), GitError> {
+    let _held = super::repo_lock::hold(repo).await?;
     let p = path.display().to_string();
     match git(repo, &["worktree", "remove", "--force", &p], &[]).await {
         Ok(_) => Ok(()),
@@ -191,8 +194,15 @@ pub(crate) async fn remove_worktree(repo: &Path, path: &Path) -> Result<(), GitE
     }
 }
 
+/// Forgets the records of worktrees whose directories are gone.
+pub(crate) async fn prune(repo: &Path) -> Result<(), GitError> {
+    let _held = super::repo_lock::hold(repo).await?;
+    git(repo, &["worktree", "prune"], &[]).await.map(|_| ())
+}
+
 /// Deletes branch `branch`.
 pub(crate) async fn delete_branch(repo: &Path, branch: &str) -> Result<(), GitError> {
+    let _held = super::repo_lock::hold(repo).await?;
     git(repo, &["branch", "--quiet", "-D", branch], &[])
         .await
         .map(|_| ())
@@ -272,6 +282,7 @@ pub(crate) async fn merge(
     message: &str,
     ff_only: bool,
 ) -> Result<Merged, GitError> {
+    let _held = super::repo_lock::hold(repo).await?;
     let before = rev(repo, "HEAD").await?;
     let tip = rev(repo, branch).await?;
     if git(repo, &["merge-base", "--is-ancestor", &tip, &before], &[])
@@ -332,6 +343,7 @@ pub(crate) struct Listed {
 
 /// The worktrees of the repository at `repo` (its main checkout first).
 pub(crate) async fn worktrees(repo: &Path) -> Result<Vec<Listed>, GitError> {
+    let _held = super::repo_lock::hold(repo).await?;
     let out = git(repo, &["worktree", "list", "--porcelain"], &[]).await?;
     Ok(parse_worktrees(&out))
 }

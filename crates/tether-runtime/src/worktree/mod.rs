@@ -16,6 +16,7 @@ pub(crate) use commands::fire_removal;
 pub(crate) mod error;
 pub(crate) mod git;
 mod place;
+mod repo_lock;
 pub(crate) mod sweep;
 
 pub use error::WorktreeError;

@@ -271,7 +271,7 @@ async fn remove_stale(all: &[SweptWorktree], added_before_ms: i64) -> usize {
             }
         }
         // Records of directories that are gone already.
-        let _ = git::git(&repo, &["worktree", "prune"], &[]).await;
+        let _ = git::prune(&repo).await;
     }
     removed
 }

@@ -317,9 +317,15 @@ async fn waits_end_when_the_companion_goes_away() {
                 r["tasks"][0]["status"], "running",
                 "the probe's answer: {r}"
             );
+            // A probe holds a slot for its 200 ms: a companion's wait that arrived then
+            // was refused, and starts again; any other answer is a wait that ended early.
             for (i, c) in companions.iter_mut().enumerate() {
                 if let Some(line) = c.early_line().await {
-                    panic!("companion {i}'s wait ended early: {line}");
+                    assert!(
+                        line.contains("concurrency_limit"),
+                        "companion {i}'s wait ended early: {line}"
+                    );
+                    c.call("get_delegation_status", wait.clone()).await;
                 }
             }
         }
