@@ -177,8 +177,10 @@ impl Delegations<'_> {
         let store = &self.rt.ctx().store;
         // Availability first: it is `continuable_live` only when no turn of the task is
         // open, so the turn read after it never looks older than the availability (read
-        // the other way round, a turn ending in between gave `running` + `continuable_live`).
-        let availability = self.availability(row).await?;
+        // the other way round, a turn ending in between gave `running` + `continuable_live`);
+        // a turn found ended after `running` was read has its availability read again
+        // (else `canceled` came with `running`).
+        let mut availability = self.availability(row).await?;
         let latest = store
             .delegation()
             .latest_delegation_turn(&row.task_id)
@@ -194,6 +196,10 @@ impl Delegations<'_> {
             )));
         };
         let outcome = outcome_of(&turn, self.rt.ctx().clock.now_ms());
+        if availability == Availability::Running && outcome.status.is_terminal() {
+            // The turn ended between the two reads: what is true after its end.
+            availability = self.availability(row).await?;
+        }
         let blocked_on = if outcome.status == TaskStatus::Running {
             self.blocked_on(&row.task_id, &turn.id).await?
         } else {
