@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// How long one git command may take (a worktree of a large repository included).
-const GIT_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const GIT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// What went wrong with git.
 #[derive(Debug, thiserror::Error)]
@@ -171,10 +171,12 @@ pub(crate) async fn restore_worktree(
     branch: &str,
     snapshot: &str,
 ) -> Result<(), GitError> {
-    let _held = super::repo_lock::hold(repo).await?;
+    let held = super::repo_lock::hold(repo).await?;
     git(repo, &["worktree", "prune"], &[]).await?;
     let p = path.display().to_string();
     git(repo, &["worktree", "add", "--quiet", &p, branch], &[]).await?;
+    // The rest touches only the new worktree.
+    drop(held);
     git(path, &["checkout", snapshot, "--", "."], &[]).await?;
     git(path, &["reset", "--quiet"], &[]).await?;
     Ok(())

@@ -8,15 +8,17 @@
 //! which orders this daemon's tasks and every other tether process on the machine (the
 //! nodes of a cluster on one host) alike. Held only around one operation, never nested.
 
-use std::fs::{File, TryLockError};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::git::{GitError, git};
+use rustix::fs::{FlockOperation, flock};
 
-/// How long an operation waits for another's turn before it gives up (a few git
-/// commands each within `git`'s own time-out).
-const WAIT: Duration = Duration::from_secs(300);
+use super::git::{GIT_TIMEOUT, GitError, git};
+
+/// How long an operation waits for another's turn before it gives up: the longest one
+/// held (a merge: up to eight git commands, each within `GIT_TIMEOUT`).
+const WAIT: Duration = GIT_TIMEOUT.saturating_mul(8);
 /// How often a waiting operation tries again.
 const POLL: Duration = Duration::from_millis(10);
 
@@ -38,18 +40,20 @@ pub(crate) async fn hold(dir: &Path) -> Result<RepoLock, GitError> {
         .map_err(|e| GitError::Spawn(format!("cannot open {}: {e}", path.display())))?;
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        match file.try_lock() {
+        // rustix's `flock` rather than std's `File::try_lock` (Rust 1.89; the workspace
+        // keeps 1.88, as `datadir.rs` does).
+        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => return Ok(RepoLock { _file: file }),
-            Err(TryLockError::WouldBlock) if tokio::time::Instant::now() < deadline => {
+            Err(rustix::io::Errno::WOULDBLOCK) if tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(POLL).await;
             }
-            Err(TryLockError::WouldBlock) => {
+            Err(rustix::io::Errno::WOULDBLOCK) => {
                 return Err(GitError::TimedOut {
                     cmd: format!("worktree lock {}", path.display()),
                     secs: WAIT.as_secs(),
                 });
             }
-            Err(TryLockError::Error(e)) => {
+            Err(e) => {
                 return Err(GitError::Spawn(format!(
                     "cannot lock {}: {e}",
                     path.display()
