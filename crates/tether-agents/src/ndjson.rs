@@ -117,7 +117,17 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                     return None;
                 }
             }
-            let line = String::from_utf8_lossy(&self.buf);
+            let bytes = self.buf.trim_ascii();
+            if bytes.is_empty() {
+                continue;
+            }
+            // The parser checks the UTF-8 of what it reads: a valid line is scanned once.
+            // Only a line it refuses is read again with invalid bytes replaced (an agent's
+            // stray byte in a string does not cost its message).
+            if let Ok(Value::Object(message)) = serde_json::from_slice::<Value>(bytes) {
+                return Some(message);
+            }
+            let line = String::from_utf8_lossy(bytes);
             let line = line.trim();
             if line.is_empty() {
                 continue;
@@ -322,6 +332,25 @@ mod tests {
         assert_eq!(
             got,
             vec![serde_json::json!({"a": 1}), serde_json::json!({"b": 2})]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stray_byte_in_a_string_is_replaced_not_skipped() {
+        // A lone 0xFF inside a string: not UTF-8, so the parser refuses the raw line;
+        // the message still arrives, with the byte replaced.
+        let input: &[u8] = b"{\"text\":\"a\xFFb\"}\n{\"ok\":true}\n";
+        let mut reader = LineReader::new(input, "test");
+        let mut got = Vec::new();
+        while let Some(object) = reader.next_object().await {
+            got.push(Value::Object(object));
+        }
+        assert_eq!(
+            got,
+            vec![
+                serde_json::json!({"text": "a\u{FFFD}b"}),
+                serde_json::json!({"ok": true})
+            ]
         );
     }
 }
