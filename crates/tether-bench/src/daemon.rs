@@ -210,7 +210,8 @@ impl BenchDaemon {
             .open(home.join("daemon.log"))
             .context("opening daemon.log")?;
         let started = Instant::now();
-        // `TETHER_BENCH_WRAP="valgrind --tool=massif ..."` runs the daemon under a tool.
+        // `TETHER_BENCH_WRAP="valgrind --tool=massif ..."` runs the daemon under a tool
+        // (massif sees jemalloc's pages only with `--pages-as-heap=yes`).
         let wrap = std::env::var("TETHER_BENCH_WRAP").unwrap_or_default();
         let mut words = wrap.split_whitespace();
         let mut cmd = match words.next() {

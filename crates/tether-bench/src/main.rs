@@ -35,6 +35,11 @@ mod worktrees;
 use std::process::ExitCode;
 use std::time::Instant;
 
+/// The daemon's allocator (D278), so the figures that run tether's store in this process
+/// (3, store only) run it as `tether serve` does.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
 
