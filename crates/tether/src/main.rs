@@ -35,9 +35,9 @@ mod token;
 mod token_cmd;
 mod warnings;
 
-/// jemalloc instead of glibc's malloc (D278): tether's CPU per streamed event fell about
-/// 10 % (allocation was a third of it: every line from an agent is a tree of small
-/// strings and maps), for about 5 MB more RSS.
+/// jemalloc instead of glibc's malloc (D278): tether's CPU per streamed event fell from
+/// about 8 µs to about 7 µs (allocation was a third of it: every line from an agent is a
+/// tree of small strings and maps), for about 5 MB more RSS.
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
