@@ -321,16 +321,21 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn objects_skip_blank_long_and_non_object_lines() {
-        let input: &[u8] = b"{\"a\":1}\n\n  \nnot json\n[1,2]\n{\"b\":2}\r\n{\"c\":";
+    /// Every object [`LineReader::next_object`] reads from `input`.
+    async fn objects(input: &[u8]) -> Vec<Value> {
         let mut reader = LineReader::new(input, "test");
         let mut got = Vec::new();
         while let Some(object) = reader.next_object().await {
             got.push(Value::Object(object));
         }
+        got
+    }
+
+    #[tokio::test]
+    async fn objects_skip_blank_long_and_non_object_lines() {
+        let input: &[u8] = b"{\"a\":1}\n\n  \nnot json\n[1,2]\n{\"b\":2}\r\n{\"c\":";
         assert_eq!(
-            got,
+            objects(input).await,
             vec![serde_json::json!({"a": 1}), serde_json::json!({"b": 2})]
         );
     }
@@ -340,13 +345,8 @@ mod tests {
         // A lone 0xFF inside a string: not UTF-8, so the parser refuses the raw line;
         // the message still arrives, with the byte replaced.
         let input: &[u8] = b"{\"text\":\"a\xFFb\"}\n{\"ok\":true}\n";
-        let mut reader = LineReader::new(input, "test");
-        let mut got = Vec::new();
-        while let Some(object) = reader.next_object().await {
-            got.push(Value::Object(object));
-        }
         assert_eq!(
-            got,
+            objects(input).await,
             vec![
                 serde_json::json!({"text": "a\u{FFFD}b"}),
                 serde_json::json!({"ok": true})
